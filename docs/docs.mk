@@ -1,0 +1,1 @@
+EXTRA_DIST += docs/architecture.md docs/lodestone.conf.example docs/benchmarks.md

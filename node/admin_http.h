@@ -1,0 +1,82 @@
+/* The admin HTTP listener (health, metrics, cluster view, admin API).
+ *
+ * libmicrohttpd runs in external-epoll mode: its epoll fd is watched by a
+ * uv_poll on the node's loop and its timeouts by a uv_timer, so every handler
+ * runs on the reactor thread and may touch node state without locks.
+ * Modules register routes; a handler fills a `struct admin_reply` whose body
+ * (malloc'd) is owned by the admin server once the handler returns. */
+#ifndef LS_NODE_ADMIN_HTTP_H
+#define LS_NODE_ADMIN_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "node/log.h"
+
+#define ADMIN_MAX_ROUTES 64
+#define ADMIN_MAX_BODY (1u << 20)
+
+struct admin_request {
+	const char *method; /* "GET", "POST", ... */
+	const char *path;   /* without the query string */
+	const char *body;   /* request body, NUL-terminated; "" when none */
+	size_t body_len;
+	void *conn; /* for admin_request_arg() */
+};
+
+struct admin_reply {
+	unsigned status;
+	const char *content_type; /* static string */
+	char *body;		  /* malloc'd; owned by the server after return */
+	size_t body_len;
+};
+
+/* Handles one request; returns 0 after filling `reply`. */
+typedef int (*admin_handler_cb)(void *data, const struct admin_request *req,
+				struct admin_reply *reply);
+typedef void (*admin_close_cb)(void *data);
+
+struct admin_route {
+	const char *method;
+	const char *path;
+	bool prefix; /* match every path starting with `path` */
+	admin_handler_cb cb;
+	void *data;
+};
+
+struct admin_http {
+	uv_loop_t *loop;
+	const struct log *log;
+	struct MHD_Daemon *mhd;
+	uv_poll_t poll;	  /* poll.data = this */
+	uv_timer_t timer; /* timer.data = this */
+	int open_handles;
+	struct admin_route routes[ADMIN_MAX_ROUTES];
+	unsigned n_routes;
+	admin_close_cb close_cb;
+	void *close_data;
+};
+
+/* Binds host:port and starts serving on `loop`. */
+int admin_http_start(struct admin_http *a, uv_loop_t *loop,
+		     const struct log *log, const char *host, unsigned port,
+		     char *err, size_t errlen);
+
+/* Registers a route; later registrations of the same path win. */
+int admin_http_route(struct admin_http *a, const char *method,
+		     const char *path, bool prefix, admin_handler_cb cb,
+		     void *data);
+
+/* Value of query argument `key`, or NULL. */
+const char *admin_request_arg(const struct admin_request *req,
+			      const char *key);
+
+/* Fills `reply` with a copy of `json` and `status`. */
+int admin_reply_json(struct admin_reply *reply, unsigned status,
+		     const char *json);
+
+/* Stops listening; `cb` runs once every handle is closed. */
+void admin_http_close(struct admin_http *a, admin_close_cb cb, void *data);
+
+#endif

@@ -1,0 +1,634 @@
+/* Configuration from flags, environment and file; see config.h. */
+#include "node/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt_kind {
+	OPT_STRING,
+	OPT_ADDR,
+	OPT_UINT,
+	OPT_BOOL,
+	OPT_LOG_LEVEL,
+	OPT_LOG_FORMAT,
+	OPT_PEERS,
+};
+
+struct opt {
+	const char *name; /* flag and file key; env is LODESTONE_ + upper */
+	enum opt_kind kind;
+	size_t offset;
+	size_t size; /* string buffer size */
+	uint64_t min, max;
+	const char *arg;
+	const char *help;
+};
+
+#define OFF(f) offsetof(struct node_config, f)
+#define SZ(f) sizeof(((struct node_config *)0)->f)
+
+static const struct opt opts[] = {
+    {"config", OPT_STRING, OFF(config_file), SZ(config_file), 0, 0, "FILE",
+     "read options from FILE (key = value lines)"},
+    {"data", OPT_STRING, OFF(data_dir), SZ(data_dir), 0, 0, "DIR",
+     "data directory (default /var/lib/lodestone; dev: ./var/dev)"},
+    {"node-id", OPT_UINT, OFF(node_id), 8, 1, UINT32_MAX, "N",
+     "this node's id, unique in the cluster (default 1)"},
+    {"cluster-id", OPT_STRING, OFF(cluster_id), SZ(cluster_id), 0, 0, "ID",
+     "cluster name; must match across peers (default lodestone)"},
+    {"internal", OPT_ADDR, OFF(internal), 0, 0, 0, "HOST:PORT",
+     "node-to-node listener (default :7000)"},
+    {"felix", OPT_ADDR, OFF(felix), 0, 0, 0, "HOST:PORT",
+     "Felix QUIC listener, UDP (default :5000)"},
+    {"fsnp", OPT_ADDR, OFF(fsnp), 0, 0, 0, "HOST:PORT",
+     "FSNP TCP listener (default :6388)"},
+    {"fsnp-tls", OPT_ADDR, OFF(fsnp_tls), 0, 0, 0, "HOST:PORT",
+     "FSNP TLS listener (default :6389)"},
+    {"admin", OPT_ADDR, OFF(admin), 0, 0, 0, "HOST:PORT",
+     "admin HTTP listener (default :8080)"},
+    {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host),
+     0, 0, "HOST", "host clients are told to reach this node at"},
+    {"peers", OPT_PEERS, OFF(peers), 0, 0, 0, "ID=HOST:PORT,...",
+     "internal addresses of the cluster's nodes"},
+    {"shards", OPT_UINT, OFF(shards), 4, 1, 4096, "S",
+     "data shards (Raft groups) in the cluster (default 8)"},
+    {"replicas", OPT_UINT, OFF(replicas), 4, 1, 7, "R",
+     "replicas per shard (default min(3, nodes))"},
+    {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024,
+     "K", "shards of streams and caches auto-created in dev mode (default 4)"},
+    {"dev", OPT_BOOL, OFF(dev), 0, 0, 0, NULL,
+     "dev defaults: ./var/dev, loopback, generated certificate, no auth"},
+    {"tls-cert", OPT_STRING, OFF(tls_cert), SZ(tls_cert), 0, 0, "FILE",
+     "TLS certificate chain (PEM) for Felix and FSNP TLS"},
+    {"tls-key", OPT_STRING, OFF(tls_key), SZ(tls_key), 0, 0, "FILE",
+     "TLS private key (PEM)"},
+    {"log-level", OPT_LOG_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
+     "debug, info, warn or error (default info)"},
+    {"log-format", OPT_LOG_FORMAT, OFF(log_format), 0, 0, 0, "text|json",
+     "log line format (default text)"},
+};
+
+#define N_OPTS (sizeof opts / sizeof opts[0])
+
+enum { OPT_IDX_CONFIG = 0 };
+
+static int opt_index(const char *name, size_t len)
+{
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const char *o = opts[i].name;
+		if (strlen(o) != len) {
+			continue;
+		}
+		size_t j;
+		/* File keys may use '_' where flags use '-'. */
+		for (j = 0; j < len; j++) {
+			char a = name[j] == '_' ? '-' : name[j];
+			if (a != o[j]) {
+				break;
+			}
+		}
+		if (j == len) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static void env_name(const struct opt *o, char *buf, size_t cap)
+{
+	size_t n = (size_t)snprintf(buf, cap, "LODESTONE_");
+	for (const char *p = o->name; *p && n + 1 < cap; p++) {
+		buf[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+	}
+	buf[n] = '\0';
+}
+
+int config_parse_addr(const char *s, struct config_addr *out)
+{
+	const char *colon;
+	const char *host = s;
+	size_t hlen;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (end == NULL || end[1] != ':') {
+			return -1;
+		}
+		host = s + 1;
+		hlen = (size_t)(end - host);
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL) {
+			return -1;
+		}
+		hlen = (size_t)(colon - s);
+		if (memchr(s, ':', hlen) != NULL) {
+			return -1; /* bare IPv6 needs brackets */
+		}
+	}
+	if (hlen >= sizeof out->host) {
+		return -1;
+	}
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || end == colon + 1 || *end != '\0' || port == 0 ||
+	    port > 65535) {
+		return -1;
+	}
+	if (hlen == 0) {
+		/* ":PORT" keeps the current host (the default listen host). */
+		if (out->host[0] == '\0') {
+			strcpy(out->host, "0.0.0.0");
+		}
+	} else {
+		memcpy(out->host, host, hlen);
+		out->host[hlen] = '\0';
+	}
+	out->port = (uint16_t)port;
+	return 0;
+}
+
+static int parse_uint(const char *s, uint64_t min, uint64_t max,
+		      uint64_t *out)
+{
+	char *end;
+	if (*s == '\0' || *s == '-' || isspace((unsigned char)*s)) {
+		return -1;
+	}
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max) {
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *yes[] = {"1", "true", "yes", "on"};
+	static const char *no[] = {"0", "false", "no", "off"};
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int parse_peers(const char *s, struct node_config *c, char *why,
+		       size_t whylen)
+{
+	char buf[4096];
+	unsigned n = 0;
+	if (strlen(s) >= sizeof buf) {
+		snprintf(why, whylen, "list too long");
+		return -1;
+	}
+	strcpy(buf, s);
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		while (isspace((unsigned char)*tok)) {
+			tok++;
+		}
+		char *eq = strchr(tok, '=');
+		uint64_t id;
+		if (eq == NULL) {
+			snprintf(why, whylen, "'%s' is not ID=HOST:PORT", tok);
+			return -1;
+		}
+		*eq = '\0';
+		if (parse_uint(tok, 1, UINT32_MAX, &id) != 0) {
+			snprintf(why, whylen, "'%s' is not a node id (1..%u)",
+				 tok, UINT32_MAX);
+			return -1;
+		}
+		if (n == CONFIG_PEERS_MAX) {
+			snprintf(why, whylen, "more than %d peers",
+				 CONFIG_PEERS_MAX);
+			return -1;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			if (c->peers[i].id == id) {
+				snprintf(why, whylen,
+					 "node id %" PRIu64 " listed twice", id);
+				return -1;
+			}
+		}
+		struct config_addr a;
+		memset(&a, 0, sizeof a);
+		if (config_parse_addr(eq + 1, &a) != 0 || a.host[0] == '\0' ||
+		    strcmp(a.host, "0.0.0.0") == 0) {
+			snprintf(why, whylen,
+				 "'%s' is not a reachable HOST:PORT for node "
+				 "%" PRIu64,
+				 eq + 1, id);
+			return -1;
+		}
+		c->peers[n].id = id;
+		c->peers[n].addr = a;
+		n++;
+	}
+	if (n == 0) {
+		snprintf(why, whylen, "empty list");
+		return -1;
+	}
+	c->n_peers = n;
+	return 0;
+}
+
+/* Applies one option value; `src` names where it came from for errors. */
+static int set_opt(struct node_config *c, int idx, const char *value,
+		   const char *src, char *err, size_t errlen)
+{
+	const struct opt *o = &opts[idx];
+	char *field = (char *)c + o->offset;
+	char why[256] = "";
+	int rc = 0;
+
+	switch (o->kind) {
+	case OPT_STRING:
+		if (value[0] == '\0') {
+			snprintf(why, sizeof why, "must not be empty");
+			rc = -1;
+		} else if (strlen(value) >= o->size) {
+			snprintf(why, sizeof why, "longer than %zu bytes",
+				 o->size - 1);
+			rc = -1;
+		} else {
+			strcpy(field, value);
+		}
+		break;
+	case OPT_ADDR:
+		if (config_parse_addr(value, (struct config_addr *)field) !=
+		    0) {
+			snprintf(why, sizeof why,
+				 "'%s' is not HOST:PORT with a port in "
+				 "1..65535",
+				 value);
+			rc = -1;
+		}
+		break;
+	case OPT_UINT: {
+		uint64_t v;
+		if (parse_uint(value, o->min, o->max, &v) != 0) {
+			snprintf(why, sizeof why,
+				 "'%s' is not an integer in %" PRIu64
+				 "..%" PRIu64,
+				 value, o->min, o->max);
+			rc = -1;
+		} else if (o->size == 8) {
+			*(uint64_t *)field = v;
+		} else {
+			*(unsigned *)field = (unsigned)v;
+		}
+		break;
+	}
+	case OPT_BOOL:
+		if (parse_bool(value, (bool *)field) != 0) {
+			snprintf(why, sizeof why,
+				 "'%s' is not a boolean (true/false)", value);
+			rc = -1;
+		}
+		break;
+	case OPT_LOG_LEVEL:
+		if (log_level_parse(value, (enum log_level *)field) != 0) {
+			snprintf(why, sizeof why,
+				 "'%s' is not one of debug, info, warn, error",
+				 value);
+			rc = -1;
+		}
+		break;
+	case OPT_LOG_FORMAT:
+		if (log_format_parse(value, (enum log_format *)field) != 0) {
+			snprintf(why, sizeof why,
+				 "'%s' is not one of text, json", value);
+			rc = -1;
+		}
+		break;
+	case OPT_PEERS:
+		rc = parse_peers(value, c, why, sizeof why);
+		break;
+	}
+	if (rc != 0) {
+		snprintf(err, errlen, "invalid value for '%s' (from %s): %s",
+			 o->name, src, why);
+		return -1;
+	}
+	c->set_mask |= 1ull << idx;
+	return 0;
+}
+
+static bool is_set(const struct node_config *c, const char *name)
+{
+	int i = opt_index(name, strlen(name));
+	return i >= 0 && (c->set_mask & (1ull << i)) != 0;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s)) {
+		s++;
+	}
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1])) {
+		*--e = '\0';
+	}
+	return s;
+}
+
+static int load_file(struct node_config *c, const char *path, char *err,
+		     size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	unsigned lineno = 0;
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot read config file '%s': %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof line, f) != NULL) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash != NULL) {
+			*hash = '\0';
+		}
+		char *s = trim(line);
+		if (*s == '\0') {
+			continue;
+		}
+		char *eq = strchr(s, '=');
+		char src[CONFIG_PATH_MAX + 32];
+		snprintf(src, sizeof src, "%s:%u", path, lineno);
+		if (eq == NULL) {
+			snprintf(err, errlen,
+				 "%s: expected 'key = value', got '%s'", src,
+				 s);
+			goto err_close;
+		}
+		*eq = '\0';
+		char *key = trim(s);
+		char *value = trim(eq + 1);
+		int idx = opt_index(key, strlen(key));
+		if (idx < 0 || idx == OPT_IDX_CONFIG) {
+			snprintf(err, errlen, "%s: unknown option '%s'", src,
+				 key);
+			goto err_close;
+		}
+		/* A value may be quoted to keep spaces or '#'. */
+		size_t vl = strlen(value);
+		if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+			value[vl - 1] = '\0';
+			value++;
+		}
+		if (set_opt(c, idx, value, src, err, errlen) != 0) {
+			goto err_close;
+		}
+	}
+	fclose(f);
+	return 0;
+err_close:
+	fclose(f);
+	return -1;
+}
+
+static const char *env_get(char *const envp[], const char *name)
+{
+	size_t n = strlen(name);
+	for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+		if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=') {
+			return envp[i] + n + 1;
+		}
+	}
+	return NULL;
+}
+
+static void set_defaults(struct node_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->node_id = 1;
+	strcpy(c->cluster_id, "lodestone");
+	strcpy(c->internal.host, "0.0.0.0");
+	c->internal.port = 7000;
+	strcpy(c->felix.host, "0.0.0.0");
+	c->felix.port = 5000;
+	strcpy(c->fsnp.host, "0.0.0.0");
+	c->fsnp.port = 6388;
+	strcpy(c->fsnp_tls.host, "0.0.0.0");
+	c->fsnp_tls.port = 6389;
+	strcpy(c->admin.host, "0.0.0.0");
+	c->admin.port = 8080;
+	c->shards = 8;
+	c->auto_create_shards = 4;
+	c->log_level = LOG_INFO;
+	c->log_format = LOG_FORMAT_TEXT;
+}
+
+unsigned config_node_count(const struct node_config *c)
+{
+	unsigned n = 1;
+	for (unsigned i = 0; i < c->n_peers; i++) {
+		if (c->peers[i].id != c->node_id) {
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Dev mode listens on loopback unless a host was given explicitly. */
+static void dev_loopback(struct config_addr *a, bool explicit)
+{
+	if (!explicit) {
+		strcpy(a->host, "127.0.0.1");
+	}
+}
+
+static int finish(struct node_config *c, char *err, size_t errlen)
+{
+	if (c->dev) {
+		dev_loopback(&c->internal, is_set(c, "internal"));
+		dev_loopback(&c->felix, is_set(c, "felix"));
+		dev_loopback(&c->fsnp, is_set(c, "fsnp"));
+		dev_loopback(&c->fsnp_tls, is_set(c, "fsnp-tls"));
+		dev_loopback(&c->admin, is_set(c, "admin"));
+	}
+	if (!is_set(c, "data")) {
+		strcpy(c->data_dir,
+		       c->dev ? "./var/dev" : "/var/lib/lodestone");
+	}
+	if (!is_set(c, "advertise-host")) {
+		const char *h = c->felix.host;
+		if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0) {
+			if (gethostname(c->advertise_host,
+					sizeof c->advertise_host - 1) != 0) {
+				strcpy(c->advertise_host, "localhost");
+			}
+		} else {
+			strcpy(c->advertise_host, h);
+		}
+	}
+	for (unsigned i = 0; i < c->n_peers; i++) {
+		if (c->peers[i].id == c->node_id &&
+		    c->peers[i].addr.port != c->internal.port) {
+			snprintf(err, errlen,
+				 "invalid value for 'peers': the entry for "
+				 "this node (%" PRIu64
+				 ") has port %u but 'internal' listens on %u",
+				 c->node_id, c->peers[i].addr.port,
+				 c->internal.port);
+			return -1;
+		}
+	}
+	unsigned nodes = config_node_count(c);
+	if (!is_set(c, "replicas")) {
+		c->replicas = nodes < 3 ? nodes : 3;
+	} else if (c->replicas > nodes) {
+		snprintf(err, errlen,
+			 "invalid value for 'replicas': %u exceeds the %u "
+			 "node(s) in the cluster",
+			 c->replicas, nodes);
+		return -1;
+	}
+	if ((c->tls_cert[0] == '\0') != (c->tls_key[0] == '\0')) {
+		snprintf(err, errlen,
+			 "invalid value for '%s': 'tls-cert' and 'tls-key' "
+			 "must be given together",
+			 c->tls_cert[0] ? "tls-key" : "tls-cert");
+		return -1;
+	}
+	return 0;
+}
+
+int config_load(struct node_config *c, int argc, char *const argv[],
+		char *const envp[], enum config_action *action, char *err,
+		size_t errlen)
+{
+	const char *file = NULL;
+	char src[64];
+	*action = CONFIG_RUN;
+	set_defaults(c);
+
+	/* Find --config, --help and --version first: they decide what else
+	 * is read. */
+	file = env_get(envp, "LODESTONE_CONFIG");
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			*action = CONFIG_HELP;
+			return 0;
+		}
+		if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+			*action = CONFIG_VERSION;
+			return 0;
+		}
+		if (strcmp(a, "--config") == 0 && i + 1 < argc) {
+			file = argv[i + 1];
+		} else if (strncmp(a, "--config=", 9) == 0) {
+			file = a + 9;
+		}
+	}
+	if (file != NULL) {
+		if (set_opt(c, OPT_IDX_CONFIG, file, "--config", err,
+			    errlen) != 0) {
+			return -1;
+		}
+		if (load_file(c, file, err, errlen) != 0) {
+			return -1;
+		}
+	}
+	for (size_t i = 1; i < N_OPTS; i++) {
+		char name[96];
+		env_name(&opts[i], name, sizeof name);
+		const char *v = env_get(envp, name);
+		if (v != NULL &&
+		    set_opt(c, (int)i, v, name, err, errlen) != 0) {
+			return -1;
+		}
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *value = NULL;
+		if (strncmp(a, "--", 2) != 0) {
+			snprintf(err, errlen,
+				 "unexpected argument '%s' (options start "
+				 "with --; see --help)",
+				 a);
+			return -1;
+		}
+		const char *name = a + 2;
+		const char *eq = strchr(name, '=');
+		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+		int idx = opt_index(name, nlen);
+		if (idx < 0) {
+			snprintf(err, errlen, "unknown option '%.*s' (see --help)",
+				 (int)(nlen + 2), a);
+			return -1;
+		}
+		if (eq != NULL) {
+			value = eq + 1;
+		} else if (opts[idx].kind == OPT_BOOL) {
+			value = "true";
+		} else if (i + 1 < argc) {
+			value = argv[++i];
+		} else {
+			snprintf(err, errlen, "option '--%s' needs a value (%s)",
+				 opts[idx].name, opts[idx].arg);
+			return -1;
+		}
+		if (idx == OPT_IDX_CONFIG) {
+			continue; /* already read */
+		}
+		snprintf(src, sizeof src, "--%s", opts[idx].name);
+		if (set_opt(c, idx, value, src, err, errlen) != 0) {
+			return -1;
+		}
+	}
+	return finish(c, err, errlen);
+}
+
+void config_usage(int fd)
+{
+	char buf[8192];
+	size_t n = 0;
+	n += (size_t)snprintf(
+	    buf + n, sizeof buf - n,
+	    "usage: lodestone [OPTIONS]\n\n"
+	    "A node of a Lodestone cluster: Felix v1 over QUIC and FSNP over "
+	    "TCP,\nserved from per-shard Raft groups on RocksDB.\n\n"
+	    "Every option is also a config-file key (key = value) and an\n"
+	    "environment variable LODESTONE_<KEY> (dashes as underscores).\n"
+	    "Precedence: flag > environment > file > default.\n\n");
+	for (size_t i = 0; i < N_OPTS && n < sizeof buf; i++) {
+		char left[64];
+		snprintf(left, sizeof left, "--%s%s%s", opts[i].name,
+			 opts[i].arg ? " " : "",
+			 opts[i].arg ? opts[i].arg : "");
+		n += (size_t)snprintf(buf + n, sizeof buf - n, "  %-30s %s\n",
+				      left, opts[i].help);
+	}
+	if (n < sizeof buf) {
+		n += (size_t)snprintf(buf + n, sizeof buf - n,
+				      "  %-30s %s\n  %-30s %s\n", "--version",
+				      "print the version and exit", "--help",
+				      "print this help and exit");
+	}
+	if (n > sizeof buf) {
+		n = sizeof buf;
+	}
+	ssize_t rc = write(fd, buf, n);
+	(void)rc;
+}

@@ -1,0 +1,179 @@
+/* The daemon's lifecycle; see node.h. */
+#include "node/node.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "node/devcert.h"
+
+static int on_healthz(void *data, const struct admin_request *req,
+		      struct admin_reply *reply)
+{
+	struct node *n = data;
+	char body[256];
+	(void)req;
+	snprintf(body, sizeof body,
+		 "{\"status\":\"%s\",\"node_id\":%" PRIu64
+		 ",\"cluster_id\":\"%s\",\"version\":\"%s\"}",
+		 n->stopping ? "draining" : "ok", n->cfg.node_id,
+		 n->cfg.cluster_id, PACKAGE_VERSION);
+	return admin_reply_json(reply, n->stopping ? 503 : 200, body);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct node *n = s->data;
+	if (n->stopping) {
+		log_warn(&n->log, "node", "second signal %d: exiting now",
+			 signum);
+		_exit(1);
+	}
+	log_info(&n->log, "node", "signal %d: draining", signum);
+	node_stop(n);
+}
+
+static int prepare_tls(struct node *n, char *err, size_t errlen)
+{
+	const struct node_config *c = &n->cfg;
+	if (c->tls_cert[0] != '\0') {
+		snprintf(n->cert_path, sizeof n->cert_path, "%s", c->tls_cert);
+		snprintf(n->key_path, sizeof n->key_path, "%s", c->tls_key);
+		if (access(n->cert_path, R_OK) != 0 ||
+		    access(n->key_path, R_OK) != 0) {
+			snprintf(err, errlen,
+				 "cannot read tls-cert '%s' or tls-key '%s'",
+				 n->cert_path, n->key_path);
+			return -1;
+		}
+		return 0;
+	}
+	if (!c->dev) {
+		n->cert_path[0] = n->key_path[0] = '\0';
+		return 0;
+	}
+	char tlsdir[1100];
+	snprintf(tlsdir, sizeof tlsdir, "%s/tls", c->data_dir);
+	if (datadir_mkdirs(tlsdir) != 0) {
+		snprintf(err, errlen, "cannot create '%s'", tlsdir);
+		return -1;
+	}
+	snprintf(n->cert_path, sizeof n->cert_path, "%s/dev-cert.pem",
+		 tlsdir);
+	snprintf(n->key_path, sizeof n->key_path, "%s/dev-key.pem", tlsdir);
+	return devcert_ensure(n->cert_path, n->key_path, err, errlen);
+}
+
+int node_start(struct node *n, const struct node_config *cfg, char *err,
+	       size_t errlen)
+{
+	memset(n, 0, sizeof *n);
+	n->cfg = *cfg;
+	n->dir.lock_fd = -1;
+	log_init(&n->log, cfg->log_level, cfg->log_format);
+	if (uv_loop_init(&n->loop) != 0) {
+		snprintf(err, errlen, "cannot create event loop");
+		return -1;
+	}
+	n->started_ms = uv_now(&n->loop);
+	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
+		goto err_loop;
+	}
+	if (prepare_tls(n, err, errlen) != 0) {
+		goto err_dir;
+	}
+	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
+			     cfg->admin.port, err, errlen) != 0) {
+		goto err_dir;
+	}
+	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
+
+	uv_signal_init(&n->loop, &n->sigint);
+	uv_signal_init(&n->loop, &n->sigterm);
+	n->sigint.data = n;
+	n->sigterm.data = n;
+	uv_signal_start(&n->sigint, on_signal, SIGINT);
+	uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+	log_info(&n->log, "node",
+		 "node %" PRIu64 " of cluster '%s' started (data %s, %u "
+		 "shards, %u replicas)",
+		 cfg->node_id, cfg->cluster_id, cfg->data_dir, cfg->shards,
+		 cfg->replicas);
+	return 0;
+
+err_dir:
+	datadir_close(&n->dir);
+err_loop:
+	uv_loop_close(&n->loop);
+	return -1;
+}
+
+void node_print_endpoints(const struct node *n, int fd)
+{
+	const struct node_config *c = &n->cfg;
+	char buf[4096];
+	int len = snprintf(
+	    buf, sizeof buf,
+	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
+	    "  admin HTTP   http://%s:%u  (GET /healthz)\n"
+	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1; not served by this "
+	    "build yet)\n"
+	    "  FSNP         %s:%u/tcp  (not served by this build yet)\n"
+	    "  FSNP TLS     %s:%u/tcp  (not served by this build yet)\n"
+	    "  internal     %s:%u/tcp  (not served by this build yet)\n"
+	    "  data         %s\n",
+	    PACKAGE_VERSION, c->node_id, c->cluster_id,
+	    c->dev ? " (dev mode)" : "", c->admin.host, c->admin.port,
+	    c->felix.host, c->felix.port, c->fsnp.host, c->fsnp.port,
+	    c->fsnp_tls.host, c->fsnp_tls.port, c->internal.host,
+	    c->internal.port, c->data_dir);
+	if (n->cert_path[0] != '\0' && len > 0 && (size_t)len < sizeof buf) {
+		len += snprintf(buf + len, sizeof buf - (size_t)len,
+				"  certificate  %s\n  key          %s\n",
+				n->cert_path, n->key_path);
+	}
+	if (len > 0) {
+		ssize_t rc = write(fd, buf,
+				   (size_t)len < sizeof buf ? (size_t)len
+							    : sizeof buf - 1);
+		(void)rc;
+	}
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void on_admin_closed(void *data)
+{
+	struct node *n = data;
+	log_info(&n->log, "node", "admin HTTP closed");
+}
+
+void node_stop(struct node *n)
+{
+	if (n->stopping) {
+		return;
+	}
+	n->stopping = true;
+	admin_http_close(&n->admin, on_admin_closed, n);
+	uv_close((uv_handle_t *)&n->sigint, on_closed);
+	uv_close((uv_handle_t *)&n->sigterm, on_closed);
+}
+
+int node_run(struct node *n)
+{
+	uv_run(&n->loop, UV_RUN_DEFAULT);
+	/* Everything is closed once the loop has no handles left. */
+	int rc = uv_loop_close(&n->loop);
+	if (rc != 0) {
+		log_warn(&n->log, "node", "loop closed with handles open: %s",
+			 uv_strerror(rc));
+	}
+	datadir_close(&n->dir);
+	log_info(&n->log, "node", "stopped");
+	return n->exit_code;
+}

@@ -1,0 +1,46 @@
+/* The daemon: owns the reactor loop and every component of one node (data
+ * directory lock, admin HTTP, and later the raft groups, store and protocol
+ * servers). Everything runs on `loop`; node_stop() drains gracefully. */
+#ifndef LS_NODE_NODE_H
+#define LS_NODE_NODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "node/admin_http.h"
+#include "node/config.h"
+#include "node/datadir.h"
+#include "node/log.h"
+
+struct node {
+	uv_loop_t loop;
+	struct node_config cfg;
+	struct log log;
+	struct datadir dir;
+	struct admin_http admin;
+	uv_signal_t sigint;  /* sigint.data = this */
+	uv_signal_t sigterm; /* sigterm.data = this */
+	char cert_path[1100];
+	char key_path[1100];
+	uint64_t started_ms;
+	bool stopping;
+	int exit_code;
+};
+
+/* Opens the data dir, prepares TLS material and starts every listener.
+ * On failure returns -1 with the reason in `err`; the node is left closed. */
+int node_start(struct node *n, const struct node_config *cfg, char *err,
+	       size_t errlen);
+
+/* Prints the endpoints banner to `fd`. */
+void node_print_endpoints(const struct node *n, int fd);
+
+/* Runs the loop until the node has stopped; returns the exit code. */
+int node_run(struct node *n);
+
+/* Begins a graceful drain: listeners close, in-flight work finishes, then
+ * node_run() returns. Safe to call more than once. */
+void node_stop(struct node *n);
+
+#endif

@@ -1,0 +1,14 @@
+# node/: the daemon. libnode.a holds everything but main() so tests link it.
+noinst_LIBRARIES += node/libnode.a
+node_libnode_a_SOURCES = \
+	node/admin_http.c node/admin_http.h \
+	node/config.c node/config.h \
+	node/datadir.c node/datadir.h \
+	node/devcert.c node/devcert.h \
+	node/log.c node/log.h \
+	node/node.c node/node.h
+
+bin_PROGRAMS += lodestone
+lodestone_SOURCES = node/main.c
+# Libraries of later layers are appended by their fragments via NODE_LIBS.
+lodestone_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)

@@ -1,0 +1,170 @@
+/* Unit tests for node/config: precedence, parsing and error messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "node/config.h"
+
+static int load(struct node_config *c, const char *const *argv,
+		const char *const *env, char *err)
+{
+	int argc = 0;
+	enum config_action action;
+	while (argv[argc] != NULL) {
+		argc++;
+	}
+	return config_load(c, argc, (char *const *)argv, (char *const *)env,
+			   &action, err, 512);
+}
+
+static void test_defaults(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *argv[] = {"lodestone", NULL};
+	const char *env[] = {NULL};
+	(void)state;
+	assert_int_equal(load(&c, argv, env, err), 0);
+	assert_int_equal(c.felix.port, 5000);
+	assert_int_equal(c.fsnp.port, 6388);
+	assert_int_equal(c.fsnp_tls.port, 6389);
+	assert_int_equal(c.internal.port, 7000);
+	assert_int_equal(c.admin.port, 8080);
+	assert_string_equal(c.data_dir, "/var/lib/lodestone");
+	assert_string_equal(c.cluster_id, "lodestone");
+	assert_int_equal(c.shards, 8);
+	assert_int_equal(c.replicas, 1);
+	assert_int_equal(c.node_id, 1);
+}
+
+static void test_dev_defaults(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *argv[] = {"lodestone", "--dev", NULL};
+	const char *env[] = {NULL};
+	(void)state;
+	assert_int_equal(load(&c, argv, env, err), 0);
+	assert_true(c.dev);
+	assert_string_equal(c.data_dir, "./var/dev");
+	assert_string_equal(c.felix.host, "127.0.0.1");
+	assert_string_equal(c.advertise_host, "127.0.0.1");
+}
+
+static void test_precedence(void **state)
+{
+	struct node_config c;
+	char err[512];
+	char path[] = "/tmp/lodestone-config-XXXXXX";
+	int fd = mkstemp(path);
+	(void)state;
+	assert_true(fd >= 0);
+	const char *text = "# comment\nshards = 16\nnode_id = 4\n"
+			   "cluster-id = \"from file\"   # trailing\n"
+			   "log-level = debug\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	const char *argv[] = {"lodestone", "--config", path, "--node-id=7",
+			      NULL};
+	const char *env[] = {"LODESTONE_NODE_ID=5", "LODESTONE_SHARDS=32",
+			     "PATH=/bin", NULL};
+	assert_int_equal(load(&c, argv, env, err), 0);
+	assert_int_equal(c.node_id, 7);	    /* flag beats env and file */
+	assert_int_equal(c.shards, 32);	    /* env beats file */
+	assert_string_equal(c.cluster_id, "from file");
+	assert_int_equal(c.log_level, LOG_DEBUG);
+
+	const char *env2[] = {"LODESTONE_CONFIG=/nonexistent/x.conf", NULL};
+	const char *argv2[] = {"lodestone", NULL};
+	assert_int_equal(load(&c, argv2, env2, err), -1);
+	assert_non_null(strstr(err, "/nonexistent/x.conf"));
+	unlink(path);
+}
+
+static void test_bad_values(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *a1[] = {"lodestone", "--shards", "0", NULL};
+	assert_int_equal(load(&c, a1, env, err), -1);
+	assert_non_null(strstr(err, "'shards'"));
+	assert_non_null(strstr(err, "--shards"));
+
+	const char *a2[] = {"lodestone", "--felix", "localhost", NULL};
+	assert_int_equal(load(&c, a2, env, err), -1);
+	assert_non_null(strstr(err, "'felix'"));
+
+	const char *a3[] = {"lodestone", "--bogus", NULL};
+	assert_int_equal(load(&c, a3, env, err), -1);
+	assert_non_null(strstr(err, "--bogus"));
+
+	const char *a4[] = {"lodestone", "--replicas", "3", NULL};
+	assert_int_equal(load(&c, a4, env, err), -1);
+	assert_non_null(strstr(err, "'replicas'"));
+
+	const char *a5[] = {"lodestone", "--peers", "1=a:1,1=b:2", NULL};
+	assert_int_equal(load(&c, a5, env, err), -1);
+	assert_non_null(strstr(err, "listed twice"));
+
+	const char *env6[] = {"LODESTONE_LOG_LEVEL=loud", NULL};
+	const char *a6[] = {"lodestone", NULL};
+	assert_int_equal(load(&c, a6, env6, err), -1);
+	assert_non_null(strstr(err, "LODESTONE_LOG_LEVEL"));
+
+	const char *a7[] = {"lodestone", "--node-id", NULL};
+	assert_int_equal(load(&c, a7, env, err), -1);
+	assert_non_null(strstr(err, "needs a value"));
+}
+
+static void test_peers(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *a[] = {"lodestone", "--node-id", "2", "--internal",
+			   "127.0.0.1:7002", "--peers",
+			   "1=127.0.0.1:7001,2=127.0.0.1:7002,3=[::1]:7003",
+			   NULL};
+	assert_int_equal(load(&c, a, env, err), 0);
+	assert_int_equal(c.n_peers, 3);
+	assert_int_equal(config_node_count(&c), 3);
+	assert_int_equal(c.replicas, 3);
+	assert_string_equal(c.peers[2].addr.host, "::1");
+	assert_int_equal(c.peers[2].addr.port, 7003);
+}
+
+static void test_addr(void **state)
+{
+	struct config_addr a;
+	(void)state;
+	memset(&a, 0, sizeof a);
+	assert_int_equal(config_parse_addr("10.0.0.1:99", &a), 0);
+	assert_string_equal(a.host, "10.0.0.1");
+	assert_int_equal(a.port, 99);
+	assert_int_equal(config_parse_addr("[fe80::1]:5", &a), 0);
+	assert_string_equal(a.host, "fe80::1");
+	assert_int_equal(config_parse_addr("fe80::1:5", &a), -1);
+	assert_int_equal(config_parse_addr("h:0", &a), -1);
+	assert_int_equal(config_parse_addr("h:65536", &a), -1);
+	assert_int_equal(config_parse_addr("h:12x", &a), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),   cmocka_unit_test(test_dev_defaults),
+	    cmocka_unit_test(test_precedence), cmocka_unit_test(test_bad_values),
+	    cmocka_unit_test(test_peers),      cmocka_unit_test(test_addr),
+	};
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

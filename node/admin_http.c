@@ -47,7 +47,7 @@ static void schedule(struct admin_http *a)
 }
 
 int admin_reply_json(struct admin_reply *reply, unsigned status,
-		     const char *json)
+                     const char *json)
 {
 	size_t n = strlen(json);
 	reply->status = status;
@@ -61,23 +61,22 @@ int admin_reply_json(struct admin_reply *reply, unsigned status,
 	return 0;
 }
 
-const char *admin_request_arg(const struct admin_request *req,
-			      const char *key)
+const char *admin_request_arg(const struct admin_request *req, const char *key)
 {
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
-					   key);
+	                                   key);
 }
 
 static const struct admin_route *find_route(struct admin_http *a,
-					    const char *method,
-					    const char *path, bool *path_known)
+                                            const char *method,
+                                            const char *path, bool *path_known)
 {
 	*path_known = false;
 	for (unsigned i = a->n_routes; i-- > 0;) {
 		const struct admin_route *r = &a->routes[i];
 		bool match = r->prefix
-				 ? strncmp(path, r->path, strlen(r->path)) == 0
-				 : strcmp(path, r->path) == 0;
+		                 ? strncmp(path, r->path, strlen(r->path)) == 0
+		                 : strcmp(path, r->path) == 0;
 		if (!match) {
 			continue;
 		}
@@ -90,7 +89,7 @@ static const struct admin_route *find_route(struct admin_http *a,
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn,
-				  struct admin_reply *reply)
+                                  struct admin_reply *reply)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 	    reply->body_len, reply->body, MHD_RESPMEM_MUST_FREE);
@@ -99,8 +98,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn,
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, "Content-Type",
-				reply->content_type ? reply->content_type
-						    : "application/json");
+	                        reply->content_type ? reply->content_type
+	                                            : "application/json");
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	enum MHD_Result ret = MHD_queue_response(conn, reply->status, resp);
 	MHD_destroy_response(resp);
@@ -108,9 +107,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
-				  const char *url, const char *method,
-				  const char *version, const char *upload_data,
-				  size_t *upload_size, void **con_cls)
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
 	struct admin_http *a = cls;
 	struct upload *up = *con_cls;
@@ -143,8 +142,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	}
 
 	if (up->too_big) {
-		admin_reply_json(&reply, 413,
-				 "{\"error\":\"request body larger than 1 MiB\"}");
+		admin_reply_json(
+		    &reply, 413,
+		    "{\"error\":\"request body larger than 1 MiB\"}");
 		return send_reply(conn, &reply);
 	}
 	bool known;
@@ -152,7 +152,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	if (r == NULL) {
 		char msg[256];
 		snprintf(msg, sizeof msg, "{\"error\":\"%s\"}",
-			 known ? "method not allowed" : "not found");
+		         known ? "method not allowed" : "not found");
 		admin_reply_json(&reply, known ? 405 : 404, msg);
 		return send_reply(conn, &reply);
 	}
@@ -167,13 +167,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		free(reply.body);
 		reply = (struct admin_reply){0};
 		admin_reply_json(&reply, 500,
-				 "{\"error\":\"internal error in handler\"}");
+		                 "{\"error\":\"internal error in handler\"}");
 	}
 	return send_reply(conn, &reply);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-			 void **con_cls, enum MHD_RequestTerminationCode toe)
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
 {
 	struct upload *up = *con_cls;
 	(void)cls;
@@ -193,8 +193,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 int admin_http_start(struct admin_http *a, uv_loop_t *loop,
-		     const struct log *log, const char *host, unsigned port,
-		     char *err, size_t errlen)
+                     const struct log *log, const char *host, unsigned port,
+                     char *err, size_t errlen)
 {
 	struct addrinfo hints = {0}, *res = NULL;
 	char portstr[16];
@@ -208,7 +208,7 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 	int gai = getaddrinfo(host, portstr, &hints, &res);
 	if (gai != 0) {
 		snprintf(err, errlen, "admin HTTP: cannot resolve '%s': %s",
-			 host, gai_strerror(gai));
+		         host, gai_strerror(gai));
 		return -1;
 	}
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
@@ -218,17 +218,16 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 	a->mhd = MHD_start_daemon(
 	    flags, (uint16_t)port, NULL, NULL, on_request, a,
 	    MHD_OPTION_SOCK_ADDR, res->ai_addr,
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
-	    MHD_OPTION_CONNECTION_LIMIT, 256u,
-	    MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
+	    MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_CONNECTION_TIMEOUT,
+	    30u, MHD_OPTION_END);
 	freeaddrinfo(res);
 	if (a->mhd == NULL) {
 		snprintf(err, errlen,
-			 "admin HTTP: cannot listen on %s:%u (address in use "
-			 "or not local?)",
-			 host, port);
+		         "admin HTTP: cannot listen on %s:%u (address in use "
+		         "or not local?)",
+		         host, port);
 		return -1;
 	}
 	const union MHD_DaemonInfo *info =
@@ -247,16 +246,17 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 	return 0;
 }
 
-int admin_http_route(struct admin_http *a, const char *method,
-		     const char *path, bool prefix, admin_handler_cb cb,
-		     void *data)
+int admin_http_route(struct admin_http *a, const char *method, const char *path,
+                     bool prefix, admin_handler_cb cb, void *data)
 {
 	if (a->n_routes == ADMIN_MAX_ROUTES) {
 		return -1;
 	}
-	a->routes[a->n_routes++] = (struct admin_route){
-	    .method = method, .path = path, .prefix = prefix, .cb = cb,
-	    .data = data};
+	a->routes[a->n_routes++] = (struct admin_route){.method = method,
+	                                                .path = path,
+	                                                .prefix = prefix,
+	                                                .cb = cb,
+	                                                .data = data};
 	return 0;
 }
 

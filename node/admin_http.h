@@ -28,13 +28,13 @@ struct admin_request {
 struct admin_reply {
 	unsigned status;
 	const char *content_type; /* static string */
-	char *body;		  /* malloc'd; owned by the server after return */
+	char *body; /* malloc'd; owned by the server after return */
 	size_t body_len;
 };
 
 /* Handles one request; returns 0 after filling `reply`. */
 typedef int (*admin_handler_cb)(void *data, const struct admin_request *req,
-				struct admin_reply *reply);
+                                struct admin_reply *reply);
 typedef void (*admin_close_cb)(void *data);
 
 struct admin_route {
@@ -49,7 +49,7 @@ struct admin_http {
 	uv_loop_t *loop;
 	const struct log *log;
 	struct MHD_Daemon *mhd;
-	uv_poll_t poll;	  /* poll.data = this */
+	uv_poll_t poll;   /* poll.data = this */
 	uv_timer_t timer; /* timer.data = this */
 	int open_handles;
 	struct admin_route routes[ADMIN_MAX_ROUTES];
@@ -60,21 +60,19 @@ struct admin_http {
 
 /* Binds host:port and starts serving on `loop`. */
 int admin_http_start(struct admin_http *a, uv_loop_t *loop,
-		     const struct log *log, const char *host, unsigned port,
-		     char *err, size_t errlen);
+                     const struct log *log, const char *host, unsigned port,
+                     char *err, size_t errlen);
 
 /* Registers a route; later registrations of the same path win. */
-int admin_http_route(struct admin_http *a, const char *method,
-		     const char *path, bool prefix, admin_handler_cb cb,
-		     void *data);
+int admin_http_route(struct admin_http *a, const char *method, const char *path,
+                     bool prefix, admin_handler_cb cb, void *data);
 
 /* Value of query argument `key`, or NULL. */
-const char *admin_request_arg(const struct admin_request *req,
-			      const char *key);
+const char *admin_request_arg(const struct admin_request *req, const char *key);
 
 /* Fills `reply` with a copy of `json` and `status`. */
 int admin_reply_json(struct admin_reply *reply, unsigned status,
-		     const char *json);
+                     const char *json);
 
 /* Stops listening; `cb` runs once every handle is closed. */
 void admin_http_close(struct admin_http *a, admin_close_cb cb, void *data);

@@ -52,16 +52,16 @@ static const struct opt opts[] = {
      "FSNP TLS listener (default :6389)"},
     {"admin", OPT_ADDR, OFF(admin), 0, 0, 0, "HOST:PORT",
      "admin HTTP listener (default :8080)"},
-    {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host),
-     0, 0, "HOST", "host clients are told to reach this node at"},
+    {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host), 0,
+     0, "HOST", "host clients are told to reach this node at"},
     {"peers", OPT_PEERS, OFF(peers), 0, 0, 0, "ID=HOST:PORT,...",
      "internal addresses of the cluster's nodes"},
     {"shards", OPT_UINT, OFF(shards), 4, 1, 4096, "S",
      "data shards (Raft groups) in the cluster (default 8)"},
     {"replicas", OPT_UINT, OFF(replicas), 4, 1, 7, "R",
      "replicas per shard (default min(3, nodes))"},
-    {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024,
-     "K", "shards of streams and caches auto-created in dev mode (default 4)"},
+    {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024, "K",
+     "shards of streams and caches auto-created in dev mode (default 4)"},
     {"dev", OPT_BOOL, OFF(dev), 0, 0, 0, NULL,
      "dev defaults: ./var/dev, loopback, generated certificate, no auth"},
     {"tls-cert", OPT_STRING, OFF(tls_cert), SZ(tls_cert), 0, 0, "FILE",
@@ -155,8 +155,7 @@ int config_parse_addr(const char *s, struct config_addr *out)
 	return 0;
 }
 
-static int parse_uint(const char *s, uint64_t min, uint64_t max,
-		      uint64_t *out)
+static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *end;
 	if (*s == '\0' || *s == '-' || isspace((unsigned char)*s)) {
@@ -189,7 +188,7 @@ static int parse_bool(const char *s, bool *out)
 }
 
 static int parse_peers(const char *s, struct node_config *c, char *why,
-		       size_t whylen)
+                       size_t whylen)
 {
 	char buf[4096];
 	unsigned n = 0;
@@ -213,18 +212,19 @@ static int parse_peers(const char *s, struct node_config *c, char *why,
 		*eq = '\0';
 		if (parse_uint(tok, 1, UINT32_MAX, &id) != 0) {
 			snprintf(why, whylen, "'%s' is not a node id (1..%u)",
-				 tok, UINT32_MAX);
+			         tok, UINT32_MAX);
 			return -1;
 		}
 		if (n == CONFIG_PEERS_MAX) {
 			snprintf(why, whylen, "more than %d peers",
-				 CONFIG_PEERS_MAX);
+			         CONFIG_PEERS_MAX);
 			return -1;
 		}
 		for (unsigned i = 0; i < n; i++) {
 			if (c->peers[i].id == id) {
 				snprintf(why, whylen,
-					 "node id %" PRIu64 " listed twice", id);
+				         "node id %" PRIu64 " listed twice",
+				         id);
 				return -1;
 			}
 		}
@@ -233,9 +233,9 @@ static int parse_peers(const char *s, struct node_config *c, char *why,
 		if (config_parse_addr(eq + 1, &a) != 0 || a.host[0] == '\0' ||
 		    strcmp(a.host, "0.0.0.0") == 0) {
 			snprintf(why, whylen,
-				 "'%s' is not a reachable HOST:PORT for node "
-				 "%" PRIu64,
-				 eq + 1, id);
+			         "'%s' is not a reachable HOST:PORT for node "
+			         "%" PRIu64,
+			         eq + 1, id);
 			return -1;
 		}
 		c->peers[n].id = id;
@@ -252,7 +252,7 @@ static int parse_peers(const char *s, struct node_config *c, char *why,
 
 /* Applies one option value; `src` names where it came from for errors. */
 static int set_opt(struct node_config *c, int idx, const char *value,
-		   const char *src, char *err, size_t errlen)
+                   const char *src, char *err, size_t errlen)
 {
 	const struct opt *o = &opts[idx];
 	char *field = (char *)c + o->offset;
@@ -266,7 +266,7 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 			rc = -1;
 		} else if (strlen(value) >= o->size) {
 			snprintf(why, sizeof why, "longer than %zu bytes",
-				 o->size - 1);
+			         o->size - 1);
 			rc = -1;
 		} else {
 			strcpy(field, value);
@@ -276,9 +276,9 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 		if (config_parse_addr(value, (struct config_addr *)field) !=
 		    0) {
 			snprintf(why, sizeof why,
-				 "'%s' is not HOST:PORT with a port in "
-				 "1..65535",
-				 value);
+			         "'%s' is not HOST:PORT with a port in "
+			         "1..65535",
+			         value);
 			rc = -1;
 		}
 		break;
@@ -286,9 +286,9 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 		uint64_t v;
 		if (parse_uint(value, o->min, o->max, &v) != 0) {
 			snprintf(why, sizeof why,
-				 "'%s' is not an integer in %" PRIu64
-				 "..%" PRIu64,
-				 value, o->min, o->max);
+			         "'%s' is not an integer in %" PRIu64
+			         "..%" PRIu64,
+			         value, o->min, o->max);
 			rc = -1;
 		} else if (o->size == 8) {
 			*(uint64_t *)field = v;
@@ -300,22 +300,22 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 	case OPT_BOOL:
 		if (parse_bool(value, (bool *)field) != 0) {
 			snprintf(why, sizeof why,
-				 "'%s' is not a boolean (true/false)", value);
+			         "'%s' is not a boolean (true/false)", value);
 			rc = -1;
 		}
 		break;
 	case OPT_LOG_LEVEL:
 		if (log_level_parse(value, (enum log_level *)field) != 0) {
 			snprintf(why, sizeof why,
-				 "'%s' is not one of debug, info, warn, error",
-				 value);
+			         "'%s' is not one of debug, info, warn, error",
+			         value);
 			rc = -1;
 		}
 		break;
 	case OPT_LOG_FORMAT:
 		if (log_format_parse(value, (enum log_format *)field) != 0) {
 			snprintf(why, sizeof why,
-				 "'%s' is not one of text, json", value);
+			         "'%s' is not one of text, json", value);
 			rc = -1;
 		}
 		break;
@@ -325,7 +325,7 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 	}
 	if (rc != 0) {
 		snprintf(err, errlen, "invalid value for '%s' (from %s): %s",
-			 o->name, src, why);
+		         o->name, src, why);
 		return -1;
 	}
 	c->set_mask |= 1ull << idx;
@@ -351,14 +351,14 @@ static char *trim(char *s)
 }
 
 static int load_file(struct node_config *c, const char *path, char *err,
-		     size_t errlen)
+                     size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
 	unsigned lineno = 0;
 	if (f == NULL) {
 		snprintf(err, errlen, "cannot read config file '%s': %s", path,
-			 strerror(errno));
+		         strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof line, f) != NULL) {
@@ -376,8 +376,8 @@ static int load_file(struct node_config *c, const char *path, char *err,
 		snprintf(src, sizeof src, "%s:%u", path, lineno);
 		if (eq == NULL) {
 			snprintf(err, errlen,
-				 "%s: expected 'key = value', got '%s'", src,
-				 s);
+			         "%s: expected 'key = value', got '%s'", src,
+			         s);
 			goto err_close;
 		}
 		*eq = '\0';
@@ -386,7 +386,7 @@ static int load_file(struct node_config *c, const char *path, char *err,
 		int idx = opt_index(key, strlen(key));
 		if (idx < 0 || idx == OPT_IDX_CONFIG) {
 			snprintf(err, errlen, "%s: unknown option '%s'", src,
-				 key);
+			         key);
 			goto err_close;
 		}
 		/* A value may be quoted to keep spaces or '#'. */
@@ -474,7 +474,7 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		const char *h = c->felix.host;
 		if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0) {
 			if (gethostname(c->advertise_host,
-					sizeof c->advertise_host - 1) != 0) {
+			                sizeof c->advertise_host - 1) != 0) {
 				strcpy(c->advertise_host, "localhost");
 			}
 		} else {
@@ -485,11 +485,11 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		if (c->peers[i].id == c->node_id &&
 		    c->peers[i].addr.port != c->internal.port) {
 			snprintf(err, errlen,
-				 "invalid value for 'peers': the entry for "
-				 "this node (%" PRIu64
-				 ") has port %u but 'internal' listens on %u",
-				 c->node_id, c->peers[i].addr.port,
-				 c->internal.port);
+			         "invalid value for 'peers': the entry for "
+			         "this node (%" PRIu64
+			         ") has port %u but 'internal' listens on %u",
+			         c->node_id, c->peers[i].addr.port,
+			         c->internal.port);
 			return -1;
 		}
 	}
@@ -498,24 +498,24 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		c->replicas = nodes < 3 ? nodes : 3;
 	} else if (c->replicas > nodes) {
 		snprintf(err, errlen,
-			 "invalid value for 'replicas': %u exceeds the %u "
-			 "node(s) in the cluster",
-			 c->replicas, nodes);
+		         "invalid value for 'replicas': %u exceeds the %u "
+		         "node(s) in the cluster",
+		         c->replicas, nodes);
 		return -1;
 	}
 	if ((c->tls_cert[0] == '\0') != (c->tls_key[0] == '\0')) {
 		snprintf(err, errlen,
-			 "invalid value for '%s': 'tls-cert' and 'tls-key' "
-			 "must be given together",
-			 c->tls_cert[0] ? "tls-key" : "tls-cert");
+		         "invalid value for '%s': 'tls-cert' and 'tls-key' "
+		         "must be given together",
+		         c->tls_cert[0] ? "tls-key" : "tls-cert");
 		return -1;
 	}
 	return 0;
 }
 
 int config_load(struct node_config *c, int argc, char *const argv[],
-		char *const envp[], enum config_action *action, char *err,
-		size_t errlen)
+                char *const envp[], enum config_action *action, char *err,
+                size_t errlen)
 {
 	const char *file = NULL;
 	char src[64];
@@ -542,8 +542,8 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 		}
 	}
 	if (file != NULL) {
-		if (set_opt(c, OPT_IDX_CONFIG, file, "--config", err,
-			    errlen) != 0) {
+		if (set_opt(c, OPT_IDX_CONFIG, file, "--config", err, errlen) !=
+		    0) {
 			return -1;
 		}
 		if (load_file(c, file, err, errlen) != 0) {
@@ -564,9 +564,9 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 		const char *value = NULL;
 		if (strncmp(a, "--", 2) != 0) {
 			snprintf(err, errlen,
-				 "unexpected argument '%s' (options start "
-				 "with --; see --help)",
-				 a);
+			         "unexpected argument '%s' (options start "
+			         "with --; see --help)",
+			         a);
 			return -1;
 		}
 		const char *name = a + 2;
@@ -574,8 +574,9 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 		size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
 		int idx = opt_index(name, nlen);
 		if (idx < 0) {
-			snprintf(err, errlen, "unknown option '%.*s' (see --help)",
-				 (int)(nlen + 2), a);
+			snprintf(err, errlen,
+			         "unknown option '%.*s' (see --help)",
+			         (int)(nlen + 2), a);
 			return -1;
 		}
 		if (eq != NULL) {
@@ -585,8 +586,9 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 		} else if (i + 1 < argc) {
 			value = argv[++i];
 		} else {
-			snprintf(err, errlen, "option '--%s' needs a value (%s)",
-				 opts[idx].name, opts[idx].arg);
+			snprintf(err, errlen,
+			         "option '--%s' needs a value (%s)",
+			         opts[idx].name, opts[idx].arg);
 			return -1;
 		}
 		if (idx == OPT_IDX_CONFIG) {
@@ -615,16 +617,16 @@ void config_usage(int fd)
 	for (size_t i = 0; i < N_OPTS && n < sizeof buf; i++) {
 		char left[64];
 		snprintf(left, sizeof left, "--%s%s%s", opts[i].name,
-			 opts[i].arg ? " " : "",
-			 opts[i].arg ? opts[i].arg : "");
+		         opts[i].arg ? " " : "",
+		         opts[i].arg ? opts[i].arg : "");
 		n += (size_t)snprintf(buf + n, sizeof buf - n, "  %-30s %s\n",
-				      left, opts[i].help);
+		                      left, opts[i].help);
 	}
 	if (n < sizeof buf) {
 		n += (size_t)snprintf(buf + n, sizeof buf - n,
-				      "  %-30s %s\n  %-30s %s\n", "--version",
-				      "print the version and exit", "--help",
-				      "print this help and exit");
+		                      "  %-30s %s\n  %-30s %s\n", "--version",
+		                      "print the version and exit", "--help",
+		                      "print this help and exit");
 	}
 	if (n > sizeof buf) {
 		n = sizeof buf;

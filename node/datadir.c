@@ -51,14 +51,14 @@ int datadir_open(struct datadir *d, const char *path, char *err, size_t errlen)
 	strcpy(d->path, path);
 	if (datadir_mkdirs(path) != 0) {
 		snprintf(err, errlen, "cannot create data directory '%s': %s",
-			 path, strerror(errno));
+		         path, strerror(errno));
 		return -1;
 	}
 	snprintf(lock, sizeof lock, "%s/LOCK", path);
 	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open lock file '%s': %s", lock,
-			 strerror(errno));
+		         strerror(errno));
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -68,12 +68,12 @@ int datadir_open(struct datadir *d, const char *path, char *err, size_t errlen)
 		pid[strcspn(pid, "\n")] = '\0';
 		if (e == EWOULDBLOCK) {
 			snprintf(err, errlen,
-				 "data directory '%s' is in use by another "
-				 "lodestone process (pid %s)",
-				 path, pid[0] ? pid : "unknown");
+			         "data directory '%s' is in use by another "
+			         "lodestone process (pid %s)",
+			         path, pid[0] ? pid : "unknown");
 		} else {
 			snprintf(err, errlen, "cannot lock '%s': %s", lock,
-				 strerror(e));
+			         strerror(e));
 		}
 		close(fd);
 		return -1;
@@ -81,7 +81,7 @@ int datadir_open(struct datadir *d, const char *path, char *err, size_t errlen)
 	int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
 		snprintf(err, errlen, "cannot write lock file '%s': %s", lock,
-			 strerror(errno));
+		         strerror(errno));
 		close(fd);
 		return -1;
 	}

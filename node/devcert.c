@@ -30,7 +30,7 @@ static int add_ext(X509 *cert, int nid, const char *value)
 static int write_pem(const char *path, EVP_PKEY *key, X509 *cert)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		      key ? 0600 : 0644);
+	              key ? 0600 : 0644);
 	if (fd < 0) {
 		return -1;
 	}
@@ -40,7 +40,7 @@ static int write_pem(const char *path, EVP_PKEY *key, X509 *cert)
 		return -1;
 	}
 	int ok = key ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)
-		     : PEM_write_X509(f, cert);
+	             : PEM_write_X509(f, cert);
 	if (fclose(f) != 0) {
 		ok = 0;
 	}
@@ -48,7 +48,7 @@ static int write_pem(const char *path, EVP_PKEY *key, X509 *cert)
 }
 
 int devcert_ensure(const char *cert_path, const char *key_path, char *err,
-		   size_t errlen)
+                   size_t errlen)
 {
 	EVP_PKEY *key = NULL;
 	X509 *cert = NULL;
@@ -78,18 +78,18 @@ int devcert_ensure(const char *cert_path, const char *key_path, char *err,
 	X509_set_pubkey(cert, key);
 	X509_NAME *name = X509_get_subject_name(cert);
 	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-				   (const unsigned char *)"localhost", -1, -1,
-				   0);
+	                           (const unsigned char *)"localhost", -1, -1,
+	                           0);
 	X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-				   (const unsigned char *)"Lodestone dev", -1,
-				   -1, 0);
+	                           (const unsigned char *)"Lodestone dev", -1,
+	                           -1, 0);
 	X509_set_issuer_name(cert, name);
 	if (add_ext(cert, NID_basic_constraints, "critical,CA:FALSE") != 0 ||
 	    add_ext(cert, NID_key_usage,
-		    "critical,digitalSignature,keyEncipherment") != 0 ||
+	            "critical,digitalSignature,keyEncipherment") != 0 ||
 	    add_ext(cert, NID_ext_key_usage, "serverAuth,clientAuth") != 0 ||
-	    add_ext(cert, NID_subject_alt_name,
-		    "DNS:localhost,IP:127.0.0.1") != 0 ||
+	    add_ext(cert, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1") !=
+	        0 ||
 	    add_ext(cert, NID_subject_key_identifier, "hash") != 0) {
 		snprintf(err, errlen, "dev certificate: cannot add extensions");
 		goto err_out;
@@ -100,12 +100,12 @@ int devcert_ensure(const char *cert_path, const char *key_path, char *err,
 	}
 	if (write_pem(key_path, key, NULL) != 0) {
 		snprintf(err, errlen, "dev certificate: cannot write '%s'",
-			 key_path);
+		         key_path);
 		goto err_out;
 	}
 	if (write_pem(cert_path, NULL, cert) != 0) {
 		snprintf(err, errlen, "dev certificate: cannot write '%s'",
-			 cert_path);
+		         cert_path);
 		goto err_out;
 	}
 	rc = 0;

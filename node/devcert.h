@@ -10,6 +10,6 @@
 /* Ensures `cert_path` and `key_path` exist, generating them if either is
  * missing. Returns 0, or -1 with the reason in `err`. */
 int devcert_ensure(const char *cert_path, const char *key_path, char *err,
-		   size_t errlen);
+                   size_t errlen);
 
 #endif

@@ -51,7 +51,8 @@ static void json_escape(char *buf, size_t cap, size_t *n, const char *s)
 			buf[(*n)++] = '\\';
 			buf[(*n)++] = (char)c;
 		} else if (c < 0x20) {
-			*n += (size_t)snprintf(buf + *n, cap - *n, "\\u%04x", c);
+			*n +=
+			    (size_t)snprintf(buf + *n, cap - *n, "\\u%04x", c);
 		} else {
 			buf[(*n)++] = (char)c;
 		}
@@ -59,7 +60,7 @@ static void json_escape(char *buf, size_t cap, size_t *n, const char *s)
 }
 
 void log_vemit(const struct log *log, enum log_level level, const char *module,
-	       const char *fmt, va_list ap)
+               const char *fmt, va_list ap)
 {
 	char msg[2048];
 	char line[4608];
@@ -75,13 +76,14 @@ void log_vemit(const struct log *log, enum log_level level, const char *module,
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	         tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 
 	if (log->format == LOG_FORMAT_JSON) {
-		n = (size_t)snprintf(line, sizeof line,
-				     "{\"ts\":\"%s\",\"level\":\"%s\",\"module\":\"",
-				     when, level_names[level]);
+		n = (size_t)snprintf(
+		    line, sizeof line,
+		    "{\"ts\":\"%s\",\"level\":\"%s\",\"module\":\"", when,
+		    level_names[level]);
 		json_escape(line, sizeof line, &n, module);
 		memcpy(line + n, "\",\"msg\":\"", 9);
 		n += 9;
@@ -90,7 +92,7 @@ void log_vemit(const struct log *log, enum log_level level, const char *module,
 		n += 3;
 	} else {
 		int w = snprintf(line, sizeof line, "%s %-5s %s: %s\n", when,
-				 level_names[level], module, msg);
+		                 level_names[level], module, msg);
 		n = w < 0 ? 0 : (size_t)w;
 		if (n >= sizeof line) {
 			n = sizeof line - 1;
@@ -103,7 +105,7 @@ void log_vemit(const struct log *log, enum log_level level, const char *module,
 }
 
 void log_emit(const struct log *log, enum log_level level, const char *module,
-	      const char *fmt, ...)
+              const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

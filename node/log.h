@@ -28,9 +28,9 @@ int log_format_parse(const char *s, enum log_format *out);
  * structured fields can be given as "key=value" pairs at the end of the
  * message in text mode; JSON mode escapes the whole message. */
 void log_emit(const struct log *log, enum log_level level, const char *module,
-	      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void log_vemit(const struct log *log, enum log_level level, const char *module,
-	       const char *fmt, va_list ap);
+               const char *fmt, va_list ap);
 
 #define log_debug(l, m, ...) log_emit((l), LOG_DEBUG, (m), __VA_ARGS__)
 #define log_info(l, m, ...) log_emit((l), LOG_INFO, (m), __VA_ARGS__)

@@ -10,16 +10,16 @@
 #include "node/devcert.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
-		      struct admin_reply *reply)
+                      struct admin_reply *reply)
 {
 	struct node *n = data;
 	char body[256];
 	(void)req;
 	snprintf(body, sizeof body,
-		 "{\"status\":\"%s\",\"node_id\":%" PRIu64
-		 ",\"cluster_id\":\"%s\",\"version\":\"%s\"}",
-		 n->stopping ? "draining" : "ok", n->cfg.node_id,
-		 n->cfg.cluster_id, PACKAGE_VERSION);
+	         "{\"status\":\"%s\",\"node_id\":%" PRIu64
+	         ",\"cluster_id\":\"%s\",\"version\":\"%s\"}",
+	         n->stopping ? "draining" : "ok", n->cfg.node_id,
+	         n->cfg.cluster_id, PACKAGE_VERSION);
 	return admin_reply_json(reply, n->stopping ? 503 : 200, body);
 }
 
@@ -28,7 +28,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	struct node *n = s->data;
 	if (n->stopping) {
 		log_warn(&n->log, "node", "second signal %d: exiting now",
-			 signum);
+		         signum);
 		_exit(1);
 	}
 	log_info(&n->log, "node", "signal %d: draining", signum);
@@ -44,8 +44,8 @@ static int prepare_tls(struct node *n, char *err, size_t errlen)
 		if (access(n->cert_path, R_OK) != 0 ||
 		    access(n->key_path, R_OK) != 0) {
 			snprintf(err, errlen,
-				 "cannot read tls-cert '%s' or tls-key '%s'",
-				 n->cert_path, n->key_path);
+			         "cannot read tls-cert '%s' or tls-key '%s'",
+			         n->cert_path, n->key_path);
 			return -1;
 		}
 		return 0;
@@ -60,14 +60,13 @@ static int prepare_tls(struct node *n, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create '%s'", tlsdir);
 		return -1;
 	}
-	snprintf(n->cert_path, sizeof n->cert_path, "%s/dev-cert.pem",
-		 tlsdir);
+	snprintf(n->cert_path, sizeof n->cert_path, "%s/dev-cert.pem", tlsdir);
 	snprintf(n->key_path, sizeof n->key_path, "%s/dev-key.pem", tlsdir);
 	return devcert_ensure(n->cert_path, n->key_path, err, errlen);
 }
 
 int node_start(struct node *n, const struct node_config *cfg, char *err,
-	       size_t errlen)
+               size_t errlen)
 {
 	memset(n, 0, sizeof *n);
 	n->cfg = *cfg;
@@ -85,7 +84,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		goto err_dir;
 	}
 	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
-			     cfg->admin.port, err, errlen) != 0) {
+	                     cfg->admin.port, err, errlen) != 0) {
 		goto err_dir;
 	}
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
@@ -97,10 +96,10 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	uv_signal_start(&n->sigint, on_signal, SIGINT);
 	uv_signal_start(&n->sigterm, on_signal, SIGTERM);
 	log_info(&n->log, "node",
-		 "node %" PRIu64 " of cluster '%s' started (data %s, %u "
-		 "shards, %u replicas)",
-		 cfg->node_id, cfg->cluster_id, cfg->data_dir, cfg->shards,
-		 cfg->replicas);
+	         "node %" PRIu64 " of cluster '%s' started (data %s, %u "
+	         "shards, %u replicas)",
+	         cfg->node_id, cfg->cluster_id, cfg->data_dir, cfg->shards,
+	         cfg->replicas);
 	return 0;
 
 err_dir:
@@ -131,13 +130,13 @@ void node_print_endpoints(const struct node *n, int fd)
 	    c->internal.port, c->data_dir);
 	if (n->cert_path[0] != '\0' && len > 0 && (size_t)len < sizeof buf) {
 		len += snprintf(buf + len, sizeof buf - (size_t)len,
-				"  certificate  %s\n  key          %s\n",
-				n->cert_path, n->key_path);
+		                "  certificate  %s\n  key          %s\n",
+		                n->cert_path, n->key_path);
 	}
 	if (len > 0) {
 		ssize_t rc = write(fd, buf,
-				   (size_t)len < sizeof buf ? (size_t)len
-							    : sizeof buf - 1);
+		                   (size_t)len < sizeof buf ? (size_t)len
+		                                            : sizeof buf - 1);
 		(void)rc;
 	}
 }
@@ -171,7 +170,7 @@ int node_run(struct node *n)
 	int rc = uv_loop_close(&n->loop);
 	if (rc != 0) {
 		log_warn(&n->log, "node", "loop closed with handles open: %s",
-			 uv_strerror(rc));
+		         uv_strerror(rc));
 	}
 	datadir_close(&n->dir);
 	log_info(&n->log, "node", "stopped");

@@ -31,7 +31,7 @@ struct node {
 /* Opens the data dir, prepares TLS material and starts every listener.
  * On failure returns -1 with the reason in `err`; the node is left closed. */
 int node_start(struct node *n, const struct node_config *cfg, char *err,
-	       size_t errlen);
+               size_t errlen);
 
 /* Prints the endpoints banner to `fd`. */
 void node_print_endpoints(const struct node *n, int fd);

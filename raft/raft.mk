@@ -1,2 +1,1 @@
-# raft/: see docs/architecture.md. Appends to noinst_LIBRARIES, NODE_LIBS,
-# UNIT_TESTS and FUZZ_TARGETS (see Makefile.am).
+# raft/: see docs/architecture.md and Makefile.am for the variables fragments append to.

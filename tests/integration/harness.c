@@ -90,8 +90,8 @@ uint16_t harness_free_port(void)
 			continue;
 		}
 		int u = socket(AF_INET, SOCK_DGRAM, 0);
-		int ok = u >= 0 &&
-			 bind(u, (struct sockaddr *)&sa, sizeof sa) == 0;
+		int ok =
+		    u >= 0 && bind(u, (struct sockaddr *)&sa, sizeof sa) == 0;
 		close(t);
 		if (u >= 0) {
 			close(u);
@@ -128,8 +128,8 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	peers[0] = '\0';
 	for (unsigned k = 0; k < c->n; k++) {
 		pl += (size_t)snprintf(peers + pl, sizeof peers - pl,
-				       "%s%u=127.0.0.1:%u", k ? "," : "",
-				       c->nodes[k].id, c->nodes[k].internal);
+		                       "%s%u=127.0.0.1:%u", k ? "," : "",
+		                       c->nodes[k].id, c->nodes[k].internal);
 	}
 	argv[a++] = harness_binary();
 	argv[a++] = "--node-id";
@@ -169,7 +169,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 			_exit(127);
 		}
 		int fd = open(nd->log_path,
-			      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		              O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
@@ -183,7 +183,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 }
 
 int harness_cluster_start(struct harness_cluster *c, unsigned n,
-			  const char *const extra[], bool wait)
+                          const char *const extra[], bool wait)
 {
 	const char *tmp = getenv("TMPDIR");
 	memset(c, 0, sizeof *c);
@@ -192,22 +192,21 @@ int harness_cluster_start(struct harness_cluster *c, unsigned n,
 	}
 	c->n = n;
 	snprintf(c->root, sizeof c->root, "%s/lodestone-test-XXXXXX",
-		 tmp ? tmp : "/tmp");
+	         tmp ? tmp : "/tmp");
 	if (mkdtemp(c->root) == NULL) {
 		return -1;
 	}
-	for (unsigned k = 0; extra != NULL && extra[k] != NULL &&
-			     k < HARNESS_MAX_ARGS;
-	     k++) {
+	for (unsigned k = 0;
+	     extra != NULL && extra[k] != NULL && k < HARNESS_MAX_ARGS; k++) {
 		c->extra[c->n_extra++] = extra[k];
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct harness_node *nd = &c->nodes[i];
 		nd->id = i + 1;
 		snprintf(nd->data_dir, sizeof nd->data_dir, "%s/node%u",
-			 c->root, nd->id);
+		         c->root, nd->id);
 		snprintf(nd->log_path, sizeof nd->log_path, "%s/node%u.log",
-			 c->root, nd->id);
+		         c->root, nd->id);
 		nd->felix = harness_free_port();
 		nd->fsnp = harness_free_port();
 		nd->fsnp_tls = harness_free_port();
@@ -232,7 +231,7 @@ int harness_cluster_start(struct harness_cluster *c, unsigned n,
 }
 
 int harness_node_signal(struct harness_cluster *c, unsigned i, int sig,
-			int *status)
+                        int *status)
 {
 	struct harness_node *nd = &c->nodes[i];
 	int st = 0;
@@ -266,7 +265,7 @@ int harness_node_signal(struct harness_cluster *c, unsigned i, int sig,
 }
 
 int harness_http(uint16_t port, const char *method, const char *path,
-		 const char *body, int *status, char *body_out, size_t cap)
+                 const char *body, int *status, char *body_out, size_t cap)
 {
 	struct sockaddr_in sa = {0};
 	char req[8192];
@@ -287,9 +286,9 @@ int harness_http(uint16_t port, const char *method, const char *path,
 	}
 	size_t blen = body ? strlen(body) : 0;
 	int n = snprintf(req, sizeof req,
-			 "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n"
-			 "Content-Length: %zu\r\n\r\n%s",
-			 method, path, blen, body ? body : "");
+	                 "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+	                 "Content-Length: %zu\r\n\r\n%s",
+	                 method, path, blen, body ? body : "");
 	if (n < 0 || (size_t)n >= sizeof req ||
 	    write(fd, req, (size_t)n) != n) {
 		close(fd);
@@ -320,19 +319,20 @@ int harness_http(uint16_t port, const char *method, const char *path,
 }
 
 int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
-			      unsigned timeout_ms)
+                              unsigned timeout_ms)
 {
 	uint64_t deadline = now_ms() + timeout_ms;
 	while (now_ms() < deadline) {
 		int st;
 		char body[512];
 		if (c->nodes[i].pid > 0 &&
-		    waitpid(c->nodes[i].pid, NULL, WNOHANG) == c->nodes[i].pid) {
+		    waitpid(c->nodes[i].pid, NULL, WNOHANG) ==
+		        c->nodes[i].pid) {
 			c->nodes[i].pid = 0;
 			return -1; /* exited */
 		}
 		if (harness_http(c->nodes[i].admin, "GET", "/healthz", NULL,
-				 &st, body, sizeof body) == 0 &&
+		                 &st, body, sizeof body) == 0 &&
 		    st == 200) {
 			return 0;
 		}
@@ -411,5 +411,5 @@ void harness_node_dump_log(struct harness_cluster *c, unsigned i)
 	buf[n] = '\0';
 	fclose(f);
 	fprintf(stderr, "---- node %u log (%s) ----\n%s\n----\n",
-		c->nodes[i].id, c->nodes[i].log_path, buf);
+	        c->nodes[i].id, c->nodes[i].log_path, buf);
 }

@@ -38,7 +38,7 @@ uint16_t harness_free_port(void);
 /* Prepares `n` nodes (ports, dirs) and starts them; with `wait` it waits
  * until each answers /healthz. `extra` is NULL-terminated or NULL. */
 int harness_cluster_start(struct harness_cluster *c, unsigned n,
-			  const char *const extra[], bool wait);
+                          const char *const extra[], bool wait);
 
 /* Starts (or restarts) node i (0-based) with its usual flags. */
 int harness_node_start(struct harness_cluster *c, unsigned i);
@@ -46,11 +46,11 @@ int harness_node_start(struct harness_cluster *c, unsigned i);
 /* Sends `sig` to node i; for SIGKILL/SIGTERM also waits for it to exit and
  * returns its wait status in *status (may be NULL). */
 int harness_node_signal(struct harness_cluster *c, unsigned i, int sig,
-			int *status);
+                        int *status);
 
 /* Polls GET /healthz on node i until 200 or timeout. */
 int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
-			      unsigned timeout_ms);
+                              unsigned timeout_ms);
 
 /* Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the temp
  * dir unless $LS_KEEP_TMP is set. */
@@ -59,7 +59,7 @@ void harness_cluster_stop(struct harness_cluster *c);
 /* Plain HTTP/1.0 request to 127.0.0.1:port. `body_out` receives the
  * response body (NUL-terminated, truncated to cap). */
 int harness_http(uint16_t port, const char *method, const char *path,
-		 const char *body, int *status, char *body_out, size_t cap);
+                 const char *body, int *status, char *body_out, size_t cap);
 
 /* Runs argv synchronously with stdout+stderr captured into `out`; returns
  * the exit status (or -1). */

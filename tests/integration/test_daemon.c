@@ -45,21 +45,21 @@ static void test_healthz_lock_and_drain(void **state)
 	int st;
 	(void)state;
 	assert_int_equal(harness_cluster_start(&c, 1, NULL, true), 0);
-	assert_int_equal(harness_http(c.nodes[0].admin, "GET", "/healthz",
-				      NULL, &st, body, sizeof body),
-			 0);
+	assert_int_equal(harness_http(c.nodes[0].admin, "GET", "/healthz", NULL,
+	                              &st, body, sizeof body),
+	                 0);
 	assert_int_equal(st, 200);
 	assert_non_null(strstr(body, "\"status\":\"ok\""));
 	assert_int_equal(harness_http(c.nodes[0].admin, "GET", "/nope", NULL,
-				      &st, body, sizeof body),
-			 0);
+	                              &st, body, sizeof body),
+	                 0);
 	assert_int_equal(st, 404);
 
 	/* A second process on the same data dir refuses to run. */
 	char admin[32];
 	snprintf(admin, sizeof admin, "127.0.0.1:%u", harness_free_port());
 	const char *second[] = {harness_binary(), "--data", c.nodes[0].data_dir,
-				"--admin", admin, NULL};
+	                        "--admin",        admin,    NULL};
 	int rc = harness_run(second, out, sizeof out);
 	assert_int_not_equal(rc, 0);
 	assert_non_null(strstr(out, "in use by another lodestone process"));
@@ -82,10 +82,9 @@ static void test_dev_certificate(void **state)
 	(void)state;
 	const char *extra[] = {"--dev", NULL};
 	assert_int_equal(harness_cluster_start(&c, 1, extra, true), 0);
-	snprintf(path, sizeof path, "%s/tls/dev-cert.pem",
-		 c.nodes[0].data_dir);
-	const char *x509[] = {"openssl", "x509", "-in", path, "-noout",
-			      "-text", NULL};
+	snprintf(path, sizeof path, "%s/tls/dev-cert.pem", c.nodes[0].data_dir);
+	const char *x509[] = {"openssl", "x509",  "-in", path,
+	                      "-noout",  "-text", NULL};
 	int rc = harness_run(x509, out, sizeof out);
 	if (rc == 127) {
 		harness_cluster_stop(&c);

@@ -13,7 +13,7 @@
 #include "node/config.h"
 
 static int load(struct node_config *c, const char *const *argv,
-		const char *const *env, char *err)
+                const char *const *env, char *err)
 {
 	int argc = 0;
 	enum config_action action;
@@ -21,7 +21,7 @@ static int load(struct node_config *c, const char *const *argv,
 		argc++;
 	}
 	return config_load(c, argc, (char *const *)argv, (char *const *)env,
-			   &action, err, 512);
+	                   &action, err, 512);
 }
 
 static void test_defaults(void **state)
@@ -67,17 +67,17 @@ static void test_precedence(void **state)
 	(void)state;
 	assert_true(fd >= 0);
 	const char *text = "# comment\nshards = 16\nnode_id = 4\n"
-			   "cluster-id = \"from file\"   # trailing\n"
-			   "log-level = debug\n";
+	                   "cluster-id = \"from file\"   # trailing\n"
+	                   "log-level = debug\n";
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
 	const char *argv[] = {"lodestone", "--config", path, "--node-id=7",
-			      NULL};
+	                      NULL};
 	const char *env[] = {"LODESTONE_NODE_ID=5", "LODESTONE_SHARDS=32",
-			     "PATH=/bin", NULL};
+	                     "PATH=/bin", NULL};
 	assert_int_equal(load(&c, argv, env, err), 0);
-	assert_int_equal(c.node_id, 7);	    /* flag beats env and file */
-	assert_int_equal(c.shards, 32);	    /* env beats file */
+	assert_int_equal(c.node_id, 7); /* flag beats env and file */
+	assert_int_equal(c.shards, 32); /* env beats file */
 	assert_string_equal(c.cluster_id, "from file");
 	assert_int_equal(c.log_level, LOG_DEBUG);
 
@@ -131,10 +131,14 @@ static void test_peers(void **state)
 	char err[512];
 	const char *env[] = {NULL};
 	(void)state;
-	const char *a[] = {"lodestone", "--node-id", "2", "--internal",
-			   "127.0.0.1:7002", "--peers",
-			   "1=127.0.0.1:7001,2=127.0.0.1:7002,3=[::1]:7003",
-			   NULL};
+	const char *a[] = {"lodestone",
+	                   "--node-id",
+	                   "2",
+	                   "--internal",
+	                   "127.0.0.1:7002",
+	                   "--peers",
+	                   "1=127.0.0.1:7001,2=127.0.0.1:7002,3=[::1]:7003",
+	                   NULL};
 	assert_int_equal(load(&c, a, env, err), 0);
 	assert_int_equal(c.n_peers, 3);
 	assert_int_equal(config_node_count(&c), 3);
@@ -162,9 +166,12 @@ static void test_addr(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),   cmocka_unit_test(test_dev_defaults),
-	    cmocka_unit_test(test_precedence), cmocka_unit_test(test_bad_values),
-	    cmocka_unit_test(test_peers),      cmocka_unit_test(test_addr),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_dev_defaults),
+	    cmocka_unit_test(test_precedence),
+	    cmocka_unit_test(test_bad_values),
+	    cmocka_unit_test(test_peers),
+	    cmocka_unit_test(test_addr),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -1,0 +1,1 @@
+# Felix v1 codecs: see wire/wire.mk.

@@ -1,0 +1,1 @@
+# FSNP codecs: see wire/wire.mk.

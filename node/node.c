@@ -80,8 +80,13 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
 		goto err_loop;
 	}
-	if (prepare_tls(n, err, errlen) != 0) {
+	char dbdir[1100];
+	snprintf(dbdir, sizeof dbdir, "%s/db", cfg->data_dir);
+	if (db_open(&n->db, dbdir, err, errlen) != 0) {
 		goto err_dir;
+	}
+	if (prepare_tls(n, err, errlen) != 0) {
+		goto err_db;
 	}
 	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
 	                     cfg->admin.port, err, errlen) != 0) {
@@ -102,6 +107,8 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	         cfg->replicas);
 	return 0;
 
+err_db:
+	db_close(&n->db);
 err_dir:
 	datadir_close(&n->dir);
 err_loop:
@@ -172,6 +179,7 @@ int node_run(struct node *n)
 		log_warn(&n->log, "node", "loop closed with handles open: %s",
 		         uv_strerror(rc));
 	}
+	db_close(&n->db);
 	datadir_close(&n->dir);
 	log_info(&n->log, "node", "stopped");
 	return n->exit_code;

@@ -11,6 +11,7 @@
 #include "node/admin_http.h"
 #include "node/config.h"
 #include "node/datadir.h"
+#include "node/db.h"
 #include "node/log.h"
 
 struct node {
@@ -18,6 +19,7 @@ struct node {
 	struct node_config cfg;
 	struct log log;
 	struct datadir dir;
+	struct db db;
 	struct admin_http admin;
 	uv_signal_t sigint;  /* sigint.data = this */
 	uv_signal_t sigterm; /* sigterm.data = this */

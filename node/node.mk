@@ -4,6 +4,7 @@ node_libnode_a_SOURCES = \
 	node/admin_http.c node/admin_http.h \
 	node/config.c node/config.h \
 	node/datadir.c node/datadir.h \
+	node/db.c node/db.h \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \
 	node/node.c node/node.h

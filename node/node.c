@@ -23,6 +23,21 @@ static int on_healthz(void *data, const struct admin_request *req,
 	return admin_reply_json(reply, n->stopping ? 503 : 200, body);
 }
 
+static int on_metrics(void *data, const struct admin_request *req,
+                      struct admin_reply *reply)
+{
+	struct node *n = data;
+	(void)req;
+	metric_set(n->m_uptime,
+	           (int64_t)(uv_now(&n->loop) - n->started_ms) / 1000);
+	if (metrics_render(&n->metrics, &reply->body, &reply->body_len) != 0) {
+		return -1;
+	}
+	reply->status = 200;
+	reply->content_type = "text/plain; version=0.0.4";
+	return 0;
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct node *n = s->data;
@@ -77,6 +92,9 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		return -1;
 	}
 	n->started_ms = uv_now(&n->loop);
+	metrics_init(&n->metrics);
+	n->m_uptime = metrics_gauge(&n->metrics, "lodestone_uptime_seconds",
+	                            "Seconds since the node started", NULL);
 	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
 		goto err_loop;
 	}
@@ -93,6 +111,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		goto err_dir;
 	}
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
+	admin_http_route(&n->admin, "GET", "/metrics", false, on_metrics, n);
 
 	uv_signal_init(&n->loop, &n->sigint);
 	uv_signal_init(&n->loop, &n->sigterm);
@@ -112,6 +131,7 @@ err_db:
 err_dir:
 	datadir_close(&n->dir);
 err_loop:
+	metrics_free(&n->metrics);
 	uv_loop_close(&n->loop);
 	return -1;
 }
@@ -181,6 +201,7 @@ int node_run(struct node *n)
 	}
 	db_close(&n->db);
 	datadir_close(&n->dir);
+	metrics_free(&n->metrics);
 	log_info(&n->log, "node", "stopped");
 	return n->exit_code;
 }

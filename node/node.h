@@ -13,6 +13,7 @@
 #include "node/datadir.h"
 #include "node/db.h"
 #include "node/log.h"
+#include "node/metrics.h"
 
 struct node {
 	uv_loop_t loop;
@@ -21,6 +22,8 @@ struct node {
 	struct datadir dir;
 	struct db db;
 	struct admin_http admin;
+	struct metrics metrics;
+	struct metric *m_uptime;
 	uv_signal_t sigint;  /* sigint.data = this */
 	uv_signal_t sigterm; /* sigterm.data = this */
 	char cert_path[1100];

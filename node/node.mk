@@ -7,6 +7,7 @@ node_libnode_a_SOURCES = \
 	node/db.c node/db.h \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \
+	node/metrics.c node/metrics.h \
 	node/node.c node/node.h
 
 bin_PROGRAMS += lodestone

@@ -54,6 +54,15 @@ static void test_healthz_lock_and_drain(void **state)
 	                              &st, body, sizeof body),
 	                 0);
 	assert_int_equal(st, 404);
+	assert_int_equal(harness_http(c.nodes[0].admin, "GET", "/metrics",
+				      NULL, &st, body, sizeof body),
+			 0);
+	assert_int_equal(st, 200);
+	assert_non_null(strstr(body, "# TYPE lodestone_uptime_seconds gauge"));
+	assert_int_equal(harness_http(c.nodes[0].admin, "POST", "/healthz",
+				      "x", &st, body, sizeof body),
+			 0);
+	assert_int_equal(st, 405);
 
 	/* A second process on the same data dir refuses to run. */
 	char admin[32];

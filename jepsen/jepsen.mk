@@ -1,1 +1,39 @@
-# jepsen/: see docs/architecture.md and Makefile.am for the variables fragments append to.
+# jepsen/: fault-testing checkers (see jepsen/README.md). Not part of the
+# node: libjepsen.a is linked only into jepsen/check and its tests.
+noinst_LIBRARIES += jepsen/libjepsen.a
+jepsen_libjepsen_a_SOURCES = \
+	jepsen/anomaly.c jepsen/anomaly.h \
+	jepsen/countercheck.c jepsen/countercheck.h \
+	jepsen/history.c jepsen/history.h \
+	jepsen/intern.c jepsen/intern.h \
+	jepsen/lincheck.c jepsen/lincheck.h \
+	jepsen/oncecheck.c jepsen/oncecheck.h \
+	jepsen/queuecheck.c jepsen/queuecheck.h \
+	jepsen/setcheck.c jepsen/setcheck.h \
+	jepsen/streamcheck.c jepsen/streamcheck.h \
+	jepsen/workload.c jepsen/workload.h
+
+noinst_PROGRAMS += jepsen/check
+jepsen_check_SOURCES = jepsen/check.c
+jepsen_check_LDADD = jepsen/libjepsen.a
+
+EXTRA_DIST += jepsen/README.md
+
+UNIT_TESTS += tests/unit/test_jepsen_lincheck tests/unit/test_jepsen_history \
+	tests/unit/test_jepsen_checkers tests/unit/test_jepsen_cli
+tests_unit_test_jepsen_lincheck_SOURCES = tests/unit/test_jepsen_lincheck.c
+tests_unit_test_jepsen_lincheck_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
+tests_unit_test_jepsen_history_SOURCES = tests/unit/test_jepsen_history.c
+tests_unit_test_jepsen_history_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
+tests_unit_test_jepsen_checkers_SOURCES = tests/unit/test_jepsen_checkers.c
+tests_unit_test_jepsen_checkers_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
+# Runs the jepsen/check program, so it must be built first.
+tests_unit_test_jepsen_cli_SOURCES = tests/unit/test_jepsen_cli.c
+tests_unit_test_jepsen_cli_LDADD = $(CMOCKA_LIBS)
+tests_unit_test_jepsen_cli_DEPENDENCIES = jepsen/check
+
+FUZZ_TARGETS += tests/fuzz/fuzz_jepsen_history
+tests_fuzz_fuzz_jepsen_history_SOURCES = tests/fuzz/fuzz_jepsen_history.c
+tests_fuzz_fuzz_jepsen_history_LDADD = jepsen/libjepsen.a $(FUZZ_DRIVER)
+tests_fuzz_fuzz_jepsen_history_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_jepsen_history

@@ -1,0 +1,499 @@
+/* Unit tests for the workload checkers (set, stream, counter, queue,
+ * exactly-once): each passes a correct history and reports every anomaly
+ * kind it knows on a history made to show it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jepsen/anomaly.h"
+#include "jepsen/countercheck.h"
+#include "jepsen/history.h"
+#include "jepsen/oncecheck.h"
+#include "jepsen/queuecheck.h"
+#include "jepsen/setcheck.h"
+#include "jepsen/streamcheck.h"
+
+typedef int (*check_fn)(const struct jepsen_history *h,
+                        struct jepsen_anomalies *out, char *err, size_t errlen);
+
+/* Runs `fn` over `text` (line format). Returns the number of anomalies,
+ * or -1 if the checker rejected the input. With `kind`, also requires an
+ * anomaly of that kind whose message contains `what`. */
+static int run(check_fn fn, const char *text, const char *kind,
+               const char *what)
+{
+	struct jepsen_history h;
+	struct jepsen_anomalies a;
+	char err[512];
+	int n;
+	jepsen_history_init(&h);
+	jepsen_anomalies_init(&a);
+	if (jepsen_history_parse(&h, JEPSEN_FORMAT_LINES, text, strlen(text),
+	                         err, sizeof err) != 0) {
+		print_error("parse: %s\n", err);
+		fail();
+	}
+	if (fn(&h, &a, err, sizeof err) != 0) {
+		n = -1;
+	} else {
+		n = (int)jepsen_anomalies_count(&a);
+	}
+	if (kind != NULL) {
+		int found = 0;
+		for (size_t i = 0; i < a.n; i++) {
+			if (strcmp(a.items[i].kind, kind) == 0 &&
+			    strstr(a.items[i].msg, what) != NULL) {
+				found = 1;
+			}
+		}
+		if (!found) {
+			print_error("no %s anomaly mentioning '%s'; got:\n",
+			            kind, what);
+			for (size_t i = 0; i < a.n; i++) {
+				print_error("  %s line %u: %s\n",
+				            a.items[i].kind, a.items[i].line,
+				            a.items[i].msg);
+			}
+		}
+		assert_true(found);
+	}
+	jepsen_anomalies_free(&a);
+	jepsen_history_free(&h);
+	return n;
+}
+
+static void test_anomalies(void **state)
+{
+	struct jepsen_anomalies a;
+	(void)state;
+	jepsen_anomalies_init(&a);
+	for (int i = 0; i < JEPSEN_ANOMALY_MAX + 5; i++) {
+		assert_int_equal(
+		    jepsen_anomalies_add(&a, "lost", (uint32_t)i, "n%d", i), 0);
+	}
+	assert_int_equal(a.n, JEPSEN_ANOMALY_MAX);
+	assert_int_equal(a.dropped, 5);
+	assert_int_equal(jepsen_anomalies_count(&a), JEPSEN_ANOMALY_MAX + 5);
+	assert_int_equal(jepsen_anomalies_count_kind(&a, "lost"),
+	                 JEPSEN_ANOMALY_MAX);
+	assert_string_equal(a.items[7].msg, "n7");
+	jepsen_anomalies_free(&a);
+}
+
+static void test_set(void **state)
+{
+	check_fn f = jepsen_setcheck_run;
+	(void)state;
+	const char *good = "0 1 invoke add s a\n"
+	                   "1 1 ok add s a\n"
+	                   "2 2 invoke add s b\n"
+	                   "3 2 info add s b\n"
+	                   "4 1 invoke add s c\n"
+	                   "5 1 fail add s c\n"
+	                   "6 3 invoke add s d\n"
+	                   "7 1 invoke read s\n"
+	                   "8 3 ok add s d\n"
+	                   "9 1 ok read s a\n";
+	/* b was indeterminate and d concurrent with the read: both may be
+	 * missing. */
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	assert_int_equal(run(f,
+	                     "0 1 invoke add s a\n"
+	                     "1 1 ok add s a\n"
+	                     "2 1 invoke read s\n"
+	                     "3 1 ok read s\n",
+	                     "lost", "record a, acknowledged at line 2"),
+	                 1);
+	/* Seen, then gone. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke add s a\n"
+	                     "1 1 info add s a\n"
+	                     "2 2 invoke read s\n"
+	                     "3 2 ok read s a\n"
+	                     "4 2 invoke read s\n"
+	                     "5 2 ok read s\n",
+	                     "lost", "record a, read at line 4"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke add s a\n"
+	                     "1 1 ok add s a\n"
+	                     "2 1 invoke read s\n"
+	                     "3 1 ok read s a a\n",
+	                     "duplicate", "record a twice"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke add s a\n"
+	                     "1 1 fail add s a\n"
+	                     "2 1 invoke read s\n"
+	                     "3 1 ok read s a z\n",
+	                     "unexpected", "whose add failed (line 2)"),
+	                 2);
+	assert_int_equal(run(f,
+	                     "0 1 invoke read s\n"
+	                     "1 1 ok read s a\n"
+	                     "2 1 invoke add s a\n"
+	                     "3 1 ok add s a\n"
+	                     "4 1 invoke read s\n"
+	                     "5 1 ok read s a\n",
+	                     "unexpected", "before any add of it began"),
+	                 1);
+	assert_int_equal(run(f, "0 1 invoke add s a\n1 1 ok add s a\n",
+	                     "unread", "no read completed"),
+	                 1);
+	/* Keys are separate sets. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke add s a\n"
+	                     "1 1 ok add s a\n"
+	                     "2 1 invoke read t\n"
+	                     "3 1 ok read t a\n"
+	                     "4 1 invoke read s\n"
+	                     "5 1 ok read s a\n",
+	                     "unexpected", "set t"),
+	                 1);
+	/* Bad input. */
+	assert_int_equal(run(f, "0 1 invoke add s\n1 1 ok add s\n", NULL, NULL),
+	                 -1);
+	assert_int_equal(run(f, "0 1 invoke cas s 1 2\n", NULL, NULL), -1);
+}
+
+static void test_stream(void **state)
+{
+	check_fn f = jepsen_streamcheck_run;
+	(void)state;
+	const char *good = "0 1 invoke append p0 a\n"
+	                   "1 1 ok append p0 a 0\n"
+	                   "2 2 invoke append p0 b\n"
+	                   "3 3 invoke append p0 c\n"
+	                   "4 3 ok append p0 c 1\n"
+	                   "5 2 ok append p0 b 2\n"
+	                   "6 1 invoke append p0 d\n"
+	                   "7 1 info append p0 d\n"
+	                   "8 4 invoke read p0\n"
+	                   "9 4 ok read p0 0:a 1:c 2:b\n"
+	                   "10 1 invoke append p1 e\n"
+	                   "11 1 ok append p1 e 0\n"
+	                   "12 4 invoke read p1\n"
+	                   "13 4 ok read p1 0:e\n";
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	/* Retention: a final read starting at offset 1 does not make the
+	 * record at 0 lost. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 1\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 1:b\n",
+	                     NULL, NULL),
+	                 0);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 1\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 0:a\n",
+	                     "lost", "record b, acknowledged at line 4"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 2 invoke read p\n"
+	                     "3 2 ok read p 0:a 1:a\n",
+	                     "duplicate", "record a is at offset 1"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 1\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 0:a 1:b\n"
+	                     "6 2 invoke read p\n"
+	                     "7 2 ok read p 0:b 1:a\n",
+	                     "divergent", "offset 0 holds record b"),
+	                 4);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 3\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 0:a 3:b\n",
+	                     "gap", "skips offsets 1..2"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 1\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 0\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 0:b 1:a\n",
+	                     "reorder",
+	                     "record b got offset 0 though it was appended "
+	                     "after record a"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a 0\n"
+	                     "2 1 invoke append p b\n"
+	                     "3 1 ok append p b 1\n"
+	                     "4 2 invoke read p\n"
+	                     "5 2 ok read p 1:b 0:a\n",
+	                     "reorder", "from offset 1 back to offset 0"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 fail append p a\n"
+	                     "2 2 invoke read p\n"
+	                     "3 2 ok read p 0:a 1:zz\n",
+	                     "unexpected", "whose append failed"),
+	                 2);
+	assert_int_equal(run(f, "0 1 invoke append p a\n1 1 ok append p a 0\n",
+	                     "unread", "no read completed"),
+	                 1);
+	/* Bad input. */
+	assert_int_equal(
+	    run(f, "0 1 invoke append p a\n1 1 ok append p a\n", NULL, NULL),
+	    -1);
+	assert_int_equal(
+	    run(f, "0 1 invoke read p\n1 1 ok read p a\n", NULL, NULL), -1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke append p a\n"
+	                     "1 1 ok append p a -3\n",
+	                     NULL, NULL),
+	                 -1);
+}
+
+static void test_counter(void **state)
+{
+	check_fn f = jepsen_countercheck_run;
+	(void)state;
+	const char *good = "0 1 invoke add c 5\n"
+	                   "1 1 ok add c 5\n"
+	                   "2 2 invoke add c 3\n"
+	                   "3 3 invoke read c\n"
+	                   "4 3 ok read c 8\n"
+	                   "5 2 info add c 3\n"
+	                   "6 1 invoke add c 10\n"
+	                   "7 1 fail add c 10\n"
+	                   "8 1 invoke add c -2\n"
+	                   "9 1 ok add c -2\n"
+	                   "10 3 invoke read c\n"
+	                   "11 3 ok read c 3\n";
+	/* 3 = 5 - 2 (the info add never applied). */
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	/* Final value below the acknowledged sum. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke add c 5\n"
+	                     "1 1 ok add c 5\n"
+	                     "2 1 invoke add c 1\n"
+	                     "3 1 ok add c 1\n"
+	                     "4 2 invoke read c\n"
+	                     "5 2 ok read c 5\n",
+	                     "out-of-bounds", "could only hold 6..6"),
+	                 1);
+	/* Above what was attempted (the failed add must not count). */
+	assert_int_equal(run(f,
+	                     "0 1 invoke add c 5\n"
+	                     "1 1 fail add c 5\n"
+	                     "2 1 invoke add c 1\n"
+	                     "3 1 info add c 1\n"
+	                     "4 2 invoke read c\n"
+	                     "5 2 ok read c 6\n",
+	                     "out-of-bounds", "could only hold 0..1"),
+	                 1);
+	/* A read concurrent with an add may see it or not, but not more. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke add c 4\n"
+	                     "1 2 invoke read c\n"
+	                     "2 2 ok read c 4\n"
+	                     "3 1 ok add c 4\n",
+	                     NULL, NULL),
+	                 0);
+	assert_int_equal(run(f,
+	                     "0 1 invoke add c 4\n"
+	                     "1 2 invoke read c\n"
+	                     "2 2 ok read c 5\n"
+	                     "3 1 ok add c 4\n",
+	                     "out-of-bounds", "0..4"),
+	                 1);
+	/* A read before the add began cannot see it. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke read c\n"
+	                     "1 2 ok read c 4\n"
+	                     "2 1 invoke add c 4\n"
+	                     "3 1 ok add c 4\n",
+	                     "out-of-bounds", "0..0"),
+	                 1);
+	assert_int_equal(run(f, "0 1 invoke add c 1\n1 1 ok add c 1\n",
+	                     "unread", "no read completed"),
+	                 1);
+	/* Bad input. */
+	assert_int_equal(
+	    run(f, "0 1 invoke add c x\n1 1 ok add c x\n", NULL, NULL), -1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke add c 9223372036854775807\n"
+	                     "1 1 ok add c 9223372036854775807\n"
+	                     "2 1 invoke add c 1\n"
+	                     "3 1 ok add c 1\n",
+	                     NULL, NULL),
+	                 -1);
+}
+
+static void test_queue(void **state)
+{
+	check_fn f = jepsen_queuecheck_run;
+	(void)state;
+	const char *good = "0 1 invoke publish q a\n"
+	                   "1 1 ok publish q a\n"
+	                   "2 1 invoke publish q b\n"
+	                   "3 1 ok publish q b\n"
+	                   "4 1 invoke publish q c\n"
+	                   "5 1 info publish q c\n"
+	                   "6 2 invoke consume q\n"
+	                   "7 2 ok consume q a b\n"
+	                   "8 2 invoke ack q a\n"
+	                   "9 2 ok ack q a\n"
+	                   /* b's ack is lost in flight: redelivered. */
+	                   "10 2 invoke ack q b\n"
+	                   "11 2 info ack q b\n"
+	                   "12 3 invoke consume q\n"
+	                   "13 3 ok consume q b\n"
+	                   "14 3 invoke ack q b\n"
+	                   "15 3 ok ack q b\n"
+	                   "16 3 invoke nack q z\n"
+	                   "17 3 ok nack q z\n"
+	                   "18 3 invoke consume q\n"
+	                   "19 3 ok consume q\n";
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	/* An ack confirmed, then a later ack after an in-flight race is
+	 * still fine: the redelivery began before the first ack returned. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish q a\n"
+	                     "1 1 ok publish q a\n"
+	                     "2 2 invoke consume q\n"
+	                     "3 2 ok consume q a\n"
+	                     "4 2 invoke ack q a\n"
+	                     "5 3 invoke consume q\n"
+	                     "6 3 ok consume q a\n"
+	                     "7 2 ok ack q a\n"
+	                     "8 3 invoke ack q a\n"
+	                     "9 3 ok ack q a\n",
+	                     NULL, NULL),
+	                 0);
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish q a\n"
+	                     "1 1 ok publish q a\n"
+	                     "2 2 invoke consume q\n"
+	                     "3 2 ok consume q a\n"
+	                     "4 2 invoke ack q a\n"
+	                     "5 2 ok ack q a\n"
+	                     "6 3 invoke consume q\n"
+	                     "7 3 ok consume q a\n"
+	                     "8 3 invoke ack q a\n"
+	                     "9 3 ok ack q a\n",
+	                     "double-ack", "acknowledged at line 6"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish q a\n"
+	                     "1 1 ok publish q a\n"
+	                     "2 2 invoke consume q\n"
+	                     "3 2 ok consume q\n",
+	                     "lost", "never delivered"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish q a\n"
+	                     "1 1 ok publish q a\n"
+	                     "2 2 invoke consume q\n"
+	                     "3 2 ok consume q a\n"
+	                     "4 2 invoke ack q a\n"
+	                     "5 2 fail ack q a\n",
+	                     "unacked", "no ack of it succeeded"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish q a\n"
+	                     "1 1 fail publish q a\n"
+	                     "2 2 invoke consume q\n"
+	                     "3 2 ok consume q a x\n",
+	                     "unexpected", "its publish failed"),
+	                 2);
+	assert_int_equal(run(f,
+	                     "0 2 invoke ack q a\n"
+	                     "1 2 ok ack q a\n",
+	                     "unexpected", "before any delivery"),
+	                 1);
+	/* Bad input. */
+	assert_int_equal(run(f, "0 1 invoke publish q\n", NULL, NULL), -1);
+	assert_int_equal(run(f, "0 1 invoke add q 1\n", NULL, NULL), -1);
+}
+
+static void test_exactly_once(void **state)
+{
+	check_fn f = jepsen_oncecheck_run;
+	(void)state;
+	const char *good = "0 1 invoke send t a\n"
+	                   "1 1 info send t a\n"
+	                   /* retried after the indeterminate send */
+	                   "2 1 invoke send t a\n"
+	                   "3 1 ok send t a\n"
+	                   "4 1 invoke send t b\n"
+	                   "5 1 info send t b\n"
+	                   "6 1 invoke send t c\n"
+	                   "7 1 fail send t c\n"
+	                   "8 2 invoke recv t\n"
+	                   "9 2 ok recv t a\n"
+	                   "10 2 invoke recv t\n"
+	                   "11 2 info recv t\n";
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	assert_int_equal(run(f,
+	                     "0 1 invoke send t a\n"
+	                     "1 1 ok send t a\n"
+	                     "2 2 invoke recv t\n"
+	                     "3 2 ok recv t a\n"
+	                     "4 2 invoke recv t\n"
+	                     "5 2 ok recv t a\n",
+	                     "duplicate", "received again (first at line 4)"),
+	                 1);
+	/* Indeterminate sends may arrive once, not twice. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke publish t a\n"
+	                     "1 1 info publish t a\n"
+	                     "2 2 invoke consume t\n"
+	                     "3 2 ok consume t a a\n",
+	                     "duplicate", "record a"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke send t a\n"
+	                     "1 1 ok send t a\n",
+	                     "lost", "never received"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke send t a\n"
+	                     "1 1 fail send t a\n"
+	                     "2 2 invoke recv t\n"
+	                     "3 2 ok recv t a b\n",
+	                     "unexpected", "its send failed"),
+	                 2);
+	assert_int_equal(run(f, "0 1 invoke send t a b\n", NULL, NULL), -1);
+	assert_int_equal(run(f, "0 1 invoke ack t a\n", NULL, NULL), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_anomalies),
+	    cmocka_unit_test(test_set),
+	    cmocka_unit_test(test_stream),
+	    cmocka_unit_test(test_counter),
+	    cmocka_unit_test(test_queue),
+	    cmocka_unit_test(test_exactly_once),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

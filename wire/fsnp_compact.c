@@ -1,0 +1,341 @@
+/* FSNP compact request and KV response codecs; see fsnp_compact.h. */
+#include "wire/fsnp_compact.h"
+
+#include <string.h>
+
+#include "wire/fsnp_opcode.h"
+
+/* Walk n length-prefixed items (two per pair) from p; returns where they
+ * end, or NULL when one is truncated. */
+static const uint8_t *walk_items(const uint8_t *p, const uint8_t *end,
+                                 uint32_t n, bool pairs)
+{
+	uint64_t fields = (uint64_t)n * (pairs ? 2 : 1);
+	for (uint64_t i = 0; i < fields; i++) {
+		if (end - p < 4) {
+			return NULL;
+		}
+		uint32_t len = wire_load_u32(p);
+		p += 4;
+		if (len > (size_t)(end - p)) {
+			return NULL;
+		}
+		p += len;
+	}
+	return p;
+}
+
+int fsnp_compact_req_decode(uint16_t opcode, const uint8_t *body, size_t len,
+                            uint32_t max_items, struct fsnp_compact_req *out)
+{
+	const uint8_t *end;
+	const uint8_t *p;
+	int invalid;
+	struct fsnp_compact_req r;
+
+	memset(&r, 0, sizeof r);
+	if (len == 0) {
+		return FSNP_ERR_COMPACT_UNSUPPORTED;
+	}
+	end = body + len;
+	if (opcode == FSNP_OP_FLOW_VALUE_MGET &&
+	    body[0] == FSNP_COMPACT_VALUE_MGET_REQ) {
+		invalid = FSNP_ERR_COMPACT_VALUE_MGET;
+		if (len < 1 + 8 + 4) {
+			return invalid;
+		}
+		r.kind = FSNP_COMPACT_VALUE_MGET;
+		r.max_bytes = (int64_t)wire_load_u64(body + 1);
+		r.has_max_bytes = r.max_bytes != INT64_MIN;
+		r.count = wire_load_u32(body + 9);
+		p = body + 13;
+	} else if (body[0] == FSNP_COMPACT_PIPELINE_REQ &&
+	           (opcode == FSNP_OP_MSET || opcode == FSNP_OP_MGET ||
+	            opcode == FSNP_OP_PIPELINE)) {
+		if (len < 2) {
+			return FSNP_ERR_COMPACT_UNSUPPORTED;
+		}
+		uint8_t mode = body[1];
+		if (opcode == FSNP_OP_MSET && mode == FSNP_COMPACT_MODE_SET) {
+			r.kind = FSNP_COMPACT_MSET;
+			invalid = FSNP_ERR_COMPACT_MSET;
+		} else if (opcode == FSNP_OP_MGET &&
+		           mode == FSNP_COMPACT_MODE_GET) {
+			r.kind = FSNP_COMPACT_MGET;
+			invalid = FSNP_ERR_COMPACT_MGET;
+		} else if (opcode == FSNP_OP_PIPELINE &&
+		           ((mode & 0x7fu) == FSNP_COMPACT_MODE_SET ||
+		            (mode & 0x7fu) == FSNP_COMPACT_MODE_GET)) {
+			r.kind = (mode & 0x7fu) == FSNP_COMPACT_MODE_SET
+			             ? FSNP_COMPACT_PIPELINE_SET
+			             : FSNP_COMPACT_PIPELINE_GET;
+			r.values_only =
+			    (mode & FSNP_COMPACT_MODE_VALUES_ONLY) != 0;
+			invalid = FSNP_ERR_COMPACT_PIPELINE;
+		} else {
+			/* Other PIPELINE modes join with their commands. */
+			return FSNP_ERR_COMPACT_UNSUPPORTED;
+		}
+		if (len < 2 + 4) {
+			return invalid;
+		}
+		r.pairs = r.kind == FSNP_COMPACT_MSET ||
+		          r.kind == FSNP_COMPACT_PIPELINE_SET;
+		r.count = wire_load_u32(body + 2);
+		p = body + 6;
+	} else {
+		return FSNP_ERR_COMPACT_UNSUPPORTED;
+	}
+	if (r.count > max_items) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	const uint8_t *q = walk_items(p, end, r.count, r.pairs);
+	if (q == NULL || q != end) {
+		return invalid;
+	}
+	r.items = p;
+	r.end = end;
+	*out = r;
+	return 0;
+}
+
+void fsnp_compact_iter_init(struct fsnp_compact_iter *it,
+                            const struct fsnp_compact_req *req)
+{
+	it->p = req->items;
+	it->end = req->end;
+	it->left = req->count;
+	it->pairs = req->pairs;
+}
+
+/* One length-prefixed field at it->p; false when it does not fit. */
+static bool take(const uint8_t **p, const uint8_t *end, struct fsnp_bytes *b)
+{
+	if (end - *p < 4) {
+		return false;
+	}
+	uint32_t len = wire_load_u32(*p);
+	if (len > (size_t)(end - *p - 4)) {
+		return false;
+	}
+	b->ptr = *p + 4;
+	b->len = len;
+	*p += 4 + (size_t)len;
+	return true;
+}
+
+bool fsnp_compact_iter_next(struct fsnp_compact_iter *it,
+                            struct fsnp_bytes *key, struct fsnp_bytes *value)
+{
+	struct fsnp_bytes k, v = {NULL, 0};
+	const uint8_t *p = it->p;
+	if (it->left == 0 || !take(&p, it->end, &k) ||
+	    (it->pairs && !take(&p, it->end, &v))) {
+		it->left = 0;
+		return false;
+	}
+	it->p = p;
+	it->left--;
+	*key = k;
+	if (value != NULL) {
+		*value = v;
+	}
+	return true;
+}
+
+static int put_field(struct wbuf *out, const struct fsnp_bytes *b)
+{
+	if (b->len > UINT32_MAX) {
+		return FSNP_ERR_TOO_LONG;
+	}
+	if (wbuf_put_u32(out, (uint32_t)b->len) != 0 ||
+	    wbuf_append(out, b->ptr, b->len) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	return 0;
+}
+
+int fsnp_compact_req_encode_kv(struct wbuf *out, uint8_t mode,
+                               const struct fsnp_bytes *keys,
+                               const struct fsnp_bytes *values, uint32_t n)
+{
+	bool pairs = (mode & 0x7fu) == FSNP_COMPACT_MODE_SET;
+	size_t start = out->len;
+	int rv = 0;
+	if (pairs && values == NULL && n > 0) {
+		return FSNP_ERR_WRITER;
+	}
+	if (wbuf_put_u8(out, FSNP_COMPACT_PIPELINE_REQ) != 0 ||
+	    wbuf_put_u8(out, mode) != 0 || wbuf_put_u32(out, n) != 0) {
+		rv = FSNP_ERR_NOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		rv = put_field(out, &keys[i]);
+		if (rv == 0 && pairs) {
+			rv = put_field(out, &values[i]);
+		}
+		if (rv != 0) {
+			goto err;
+		}
+	}
+	return 0;
+
+err:
+	if (!out->oom) {
+		out->len = start;
+	}
+	return rv;
+}
+
+int fsnp_compact_req_encode_value_mget(struct wbuf *out, bool has_max_bytes,
+                                       int64_t max_bytes,
+                                       const struct fsnp_bytes *refs,
+                                       uint32_t n)
+{
+	size_t start = out->len;
+	int rv = 0;
+	uint64_t mb = has_max_bytes ? (uint64_t)max_bytes : (uint64_t)INT64_MIN;
+	if (wbuf_put_u8(out, FSNP_COMPACT_VALUE_MGET_REQ) != 0 ||
+	    wbuf_put_u64(out, mb) != 0 || wbuf_put_u32(out, n) != 0) {
+		rv = FSNP_ERR_NOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		rv = put_field(out, &refs[i]);
+		if (rv != 0) {
+			goto err;
+		}
+	}
+	return 0;
+
+err:
+	if (!out->oom) {
+		out->len = start;
+	}
+	return rv;
+}
+
+int fsnp_compact_ok_list_encode(struct wbuf *out, uint32_t count)
+{
+	if (wbuf_put_u8(out, FSNP_COMPACT_OK_LIST) != 0 ||
+	    wbuf_put_u32(out, count) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	return 0;
+}
+
+int fsnp_compact_ok_list_decode(const uint8_t *p, size_t len, uint32_t *count)
+{
+	if (len < 5 || p[0] != FSNP_COMPACT_OK_LIST) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	if (len > 5) {
+		return FSNP_ERR_TRAILING_BYTES;
+	}
+	*count = wire_load_u32(p + 1);
+	return 0;
+}
+
+/* Presence byte, then the bytes when present. */
+static int put_optional(struct wbuf *out, const struct fsnp_bytes *value)
+{
+	if (value == NULL) {
+		return wbuf_put_u8(out, 0) != 0 ? FSNP_ERR_NOMEM : 0;
+	}
+	if (wbuf_put_u8(out, 1) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	return put_field(out, value);
+}
+
+static bool take_optional(const uint8_t **p, const uint8_t *end, bool *present,
+                          struct fsnp_bytes *value)
+{
+	if (*p >= end || **p > 1) {
+		return false;
+	}
+	*present = **p == 1;
+	(*p)++;
+	value->ptr = NULL;
+	value->len = 0;
+	return !*present || take(p, end, value);
+}
+
+int fsnp_compact_kv_get_encode(struct wbuf *out, const struct fsnp_bytes *value)
+{
+	if (wbuf_put_u8(out, FSNP_COMPACT_KV_GET) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	return put_optional(out, value);
+}
+
+int fsnp_compact_kv_get_decode(const uint8_t *p, size_t len, bool *present,
+                               struct fsnp_bytes *value)
+{
+	if (len < 1 || p[0] != FSNP_COMPACT_KV_GET) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	const uint8_t *end = p + len;
+	p++;
+	if (!take_optional(&p, end, present, value)) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	return p == end ? 0 : FSNP_ERR_TRAILING_BYTES;
+}
+
+int fsnp_compact_kv_mget_begin(struct wbuf *out, uint32_t count)
+{
+	if (wbuf_put_u8(out, FSNP_COMPACT_KV_MGET) != 0 ||
+	    wbuf_put_u32(out, count) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	return 0;
+}
+
+int fsnp_compact_kv_mget_item(struct wbuf *out, const struct fsnp_bytes *value)
+{
+	return put_optional(out, value);
+}
+
+int fsnp_compact_kv_mget_decode(const uint8_t *p, size_t len,
+                                uint32_t max_items,
+                                struct fsnp_compact_list *out)
+{
+	if (len < 5 || p[0] != FSNP_COMPACT_KV_MGET) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	const uint8_t *end = p + len;
+	uint32_t count = wire_load_u32(p + 1);
+	if (count > max_items) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	const uint8_t *first = p + 5;
+	const uint8_t *q = first;
+	for (uint32_t i = 0; i < count; i++) {
+		bool present;
+		struct fsnp_bytes v;
+		if (!take_optional(&q, end, &present, &v)) {
+			return FSNP_ERR_COMPACT_RESPONSE;
+		}
+	}
+	if (q != end) {
+		return FSNP_ERR_TRAILING_BYTES;
+	}
+	out->count = count;
+	out->p = first;
+	out->end = end;
+	out->left = count;
+	return 0;
+}
+
+bool fsnp_compact_list_next(struct fsnp_compact_list *l, bool *present,
+                            struct fsnp_bytes *value)
+{
+	if (l->left == 0 || !take_optional(&l->p, l->end, present, value)) {
+		l->left = 0;
+		return false;
+	}
+	l->left--;
+	return true;
+}

@@ -1,1 +1,61 @@
-# store/: see docs/architecture.md and Makefile.am for the variables fragments append to.
+# store/: the replicated shard state machine on RocksDB (docs/storage.md).
+noinst_LIBRARIES += store/libstore.a
+NODE_LIBS += store/libstore.a
+store_libstore_a_SOURCES = \
+	store/store.h store/internal.h store/buf.c store/buf.h \
+	store/command.c store/command.h store/result.c store/result.h \
+	store/keys.c store/keys.h store/tx.c store/shard.c store/meta.c \
+	store/stream.c store/producer.c store/cgroup.c store/cache.c \
+	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
+EXTRA_DIST += docs/storage.md
+
+# Apply throughput (stream appends, cache puts, KV sets).
+noinst_PROGRAMS += store/bench_store
+store_bench_store_SOURCES = store/bench_store.c
+store_bench_store_LDADD = store/libstore.a $(DEP_LIBS)
+
+STORE_TEST_LDADD = store/libstore.a $(DEP_LIBS) $(CMOCKA_LIBS)
+STORE_TEST_UTIL = tests/unit/store_test_util.c tests/unit/store_test_util.h
+
+UNIT_TESTS += tests/unit/test_store_command
+tests_unit_test_store_command_SOURCES = tests/unit/test_store_command.c
+tests_unit_test_store_command_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_shard
+tests_unit_test_store_shard_SOURCES = tests/unit/test_store_shard.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_shard_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_stream
+tests_unit_test_store_stream_SOURCES = tests/unit/test_store_stream.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_stream_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_cache
+tests_unit_test_store_cache_SOURCES = tests/unit/test_store_cache.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_cache_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_kv
+tests_unit_test_store_kv_SOURCES = tests/unit/test_store_kv.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_kv_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_model
+tests_unit_test_store_model_SOURCES = tests/unit/test_store_model.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_model_LDADD = $(STORE_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_store_command
+tests_fuzz_fuzz_store_command_SOURCES = tests/fuzz/fuzz_store_command.c
+tests_fuzz_fuzz_store_command_LDADD = store/libstore.a $(FUZZ_DRIVER) \
+	$(DEP_LIBS)
+tests_fuzz_fuzz_store_command_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_store_command
+
+FUZZ_TARGETS += tests/fuzz/fuzz_store_apply
+tests_fuzz_fuzz_store_apply_SOURCES = tests/fuzz/fuzz_store_apply.c
+tests_fuzz_fuzz_store_apply_LDADD = store/libstore.a $(FUZZ_DRIVER) \
+	$(DEP_LIBS)
+tests_fuzz_fuzz_store_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_store_apply

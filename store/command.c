@@ -1,0 +1,467 @@
+/* Command codec: a schema per op drives both encoder and decoder, so the
+ * two cannot disagree. */
+#include "store/command.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/buf.h"
+
+enum field {
+	F_END = 0,
+	F_KIND,
+	F_FLAGS,
+	F_DURABILITY,
+	F_SHARD,
+	F_SHARDS,
+	F_ATTEMPTS,
+	F_SCOPE,
+	F_TENANT,
+	F_NS,
+	F_NAME,
+	F_GROUP,
+	F_KEY,
+	F_VALUE,
+	F_ARG,
+	F_OFFSET,
+	F_PRODUCER,
+	F_SEQ,
+	F_TTL,
+	F_MAX,
+	F_MAX_BYTES,
+	F_VISIBILITY,
+	F_RBYTES,
+	F_RMS,
+	F_WINDOW,
+	F_COUNT,
+	F_DELTA,
+	F_START,
+	F_STOP,
+	F_ITEMS,
+};
+
+#define MAX_FIELDS 9
+
+struct op_desc {
+	uint8_t op;
+	bool read;
+	bool meta;
+	const char *name;
+	uint8_t fields[MAX_FIELDS];
+};
+
+#define SS F_SCOPE, F_SHARD
+
+static const struct op_desc ops[] = {
+    {STORE_OP_SCOPE_REGISTER,
+     false,
+     true,
+     "SCOPE_REGISTER",
+     {F_KIND, F_TENANT, F_NS, F_NAME, F_SHARDS, F_RBYTES, F_RMS, F_DURABILITY}},
+    {STORE_OP_SCOPE_DELETE,
+     false,
+     true,
+     "SCOPE_DELETE",
+     {F_KIND, F_TENANT, F_NS, F_NAME}},
+    {STORE_OP_SCOPE_DESCRIBE,
+     true,
+     true,
+     "SCOPE_DESCRIBE",
+     {F_KIND, F_TENANT, F_NS, F_NAME}},
+    {STORE_OP_SCOPE_LIST,
+     true,
+     true,
+     "SCOPE_LIST",
+     {F_KIND, F_TENANT, F_NS, F_ARG, F_MAX}},
+    {STORE_OP_STREAM_APPEND, false, false, "STREAM_APPEND", {SS, F_ITEMS}},
+    {STORE_OP_STREAM_APPEND_IDEM,
+     false,
+     false,
+     "STREAM_APPEND_IDEM",
+     {SS, F_PRODUCER, F_SEQ, F_ITEMS}},
+    {STORE_OP_PRODUCER_INIT, false, false, "PRODUCER_INIT", {SS, F_PRODUCER}},
+    {STORE_OP_STREAM_TRIM,
+     false,
+     false,
+     "STREAM_TRIM",
+     {SS, F_RBYTES, F_RMS, F_OFFSET, F_MAX}},
+    {STORE_OP_STREAM_DROP, false, false, "STREAM_DROP", {SS, F_MAX}},
+    {STORE_OP_STREAM_READ,
+     true,
+     false,
+     "STREAM_READ",
+     {SS, F_OFFSET, F_MAX, F_MAX_BYTES}},
+    {STORE_OP_STREAM_INFO, true, false, "STREAM_INFO", {SS}},
+    {STORE_OP_CG_POLL,
+     false,
+     false,
+     "CG_POLL",
+     {SS, F_GROUP, F_MAX, F_VISIBILITY, F_ATTEMPTS}},
+    {STORE_OP_CG_ACK, false, false, "CG_ACK", {SS, F_GROUP, F_OFFSET}},
+    {STORE_OP_CG_NACK,
+     false,
+     false,
+     "CG_NACK",
+     {SS, F_GROUP, F_OFFSET, F_ATTEMPTS}},
+    {STORE_OP_CG_DISCARD, false, false, "CG_DISCARD", {SS, F_GROUP, F_OFFSET}},
+    {STORE_OP_CG_REDRIVE, false, false, "CG_REDRIVE", {SS, F_GROUP, F_OFFSET}},
+    {STORE_OP_CG_DEAD_LETTERS,
+     true,
+     false,
+     "CG_DEAD_LETTERS",
+     {SS, F_GROUP, F_OFFSET, F_MAX}},
+    {STORE_OP_CG_INFO, true, false, "CG_INFO", {SS, F_GROUP}},
+    {STORE_OP_CACHE_PUT,
+     false,
+     false,
+     "CACHE_PUT",
+     {SS, F_KEY, F_VALUE, F_TTL}},
+    {STORE_OP_CACHE_DELETE, false, false, "CACHE_DELETE", {SS, F_KEY}},
+    {STORE_OP_CACHE_GET, true, false, "CACHE_GET", {SS, F_KEY}},
+    {STORE_OP_CACHE_COMPACT,
+     false,
+     false,
+     "CACHE_COMPACT",
+     {SS, F_OFFSET, F_MAX}},
+    {STORE_OP_CACHE_LOG_READ,
+     true,
+     false,
+     "CACHE_LOG_READ",
+     {SS, F_OFFSET, F_MAX}},
+    {STORE_OP_CACHE_SCAN, true, false, "CACHE_SCAN", {SS, F_KEY, F_ARG, F_MAX}},
+    {STORE_OP_CACHE_INFO, true, false, "CACHE_INFO", {SS}},
+    {STORE_OP_CACHE_DROP, false, false, "CACHE_DROP", {SS, F_MAX}},
+    {STORE_OP_COUNTER_ADD, false, false, "COUNTER_ADD", {SS, F_KEY, F_DELTA}},
+    {STORE_OP_COUNTER_GET, true, false, "COUNTER_GET", {SS, F_KEY}},
+    {STORE_OP_KV_GET, true, false, "GET", {F_KEY}},
+    {STORE_OP_KV_SET,
+     false,
+     false,
+     "SET",
+     {F_KEY, F_VALUE, F_FLAGS, F_KIND, F_TTL}},
+    {STORE_OP_KV_DEL, false, false, "DEL", {F_ITEMS}},
+    {STORE_OP_KV_MGET, true, false, "MGET", {F_ITEMS}},
+    {STORE_OP_KV_MSET, false, false, "MSET", {F_ITEMS}},
+    {STORE_OP_KV_CAS,
+     false,
+     false,
+     "CAS",
+     {F_KEY, F_ARG, F_VALUE, F_KIND, F_TTL}},
+    {STORE_OP_KV_LOCK, false, false, "LOCK", {F_KEY, F_ARG, F_TTL}},
+    {STORE_OP_KV_UNLOCK, false, false, "UNLOCK", {F_KEY, F_ARG}},
+    {STORE_OP_KV_EXTEND, false, false, "EXTEND", {F_KEY, F_ARG, F_TTL}},
+    {STORE_OP_KV_RATELIMIT,
+     false,
+     false,
+     "RATELIMIT.ADD",
+     {F_KEY, F_WINDOW, F_MAX, F_COUNT}},
+    {STORE_OP_KV_FOC,
+     false,
+     false,
+     "FETCH_OR_COMPUTE",
+     {F_KEY, F_TTL, F_VALUE, F_ARG}},
+    {STORE_OP_KV_FOC_RESULT,
+     false,
+     false,
+     "FETCH_OR_COMPUTE_RESULT",
+     {F_KEY, F_ARG, F_VALUE, F_TTL}},
+    {STORE_OP_KV_FOC_ERROR,
+     false,
+     false,
+     "FETCH_OR_COMPUTE_ERROR",
+     {F_KEY, F_ARG, F_VALUE}},
+    {STORE_OP_KV_HSET, false, false, "HSET", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_HGET, true, false, "HGET", {F_KEY, F_ARG}},
+    {STORE_OP_KV_HMGET, true, false, "HMGET", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_HGETALL, true, false, "HGETALL", {F_KEY}},
+    {STORE_OP_KV_HDEL, false, false, "HDEL", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_LPUSH, false, false, "LPUSH", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_RPUSH, false, false, "RPUSH", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_LPOP, false, false, "LPOP", {F_KEY, F_COUNT}},
+    {STORE_OP_KV_RPOP, false, false, "RPOP", {F_KEY, F_COUNT}},
+    {STORE_OP_KV_LRANGE, true, false, "LRANGE", {F_KEY, F_START, F_STOP}},
+    {STORE_OP_KV_SADD, false, false, "SADD", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_SREM, false, false, "SREM", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_SMEMBERS, true, false, "SMEMBERS", {F_KEY}},
+    {STORE_OP_KV_SISMEMBER, true, false, "SISMEMBER", {F_KEY, F_ARG}},
+    {STORE_OP_KV_ZADD, false, false, "ZADD", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_ZREM, false, false, "ZREM", {F_KEY, F_ITEMS}},
+    {STORE_OP_KV_ZRANGE,
+     true,
+     false,
+     "ZRANGE",
+     {F_KEY, F_START, F_STOP, F_FLAGS}},
+    {STORE_OP_KV_ZSCORE, true, false, "ZSCORE", {F_KEY, F_ARG}},
+    {STORE_OP_EXPIRE, false, false, "EXPIRE", {F_ITEMS}},
+};
+
+static const struct op_desc *find_op(uint8_t op)
+{
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		if (ops[i].op == op) {
+			return &ops[i];
+		}
+	}
+	return NULL;
+}
+
+bool store_op_is_read(uint8_t op)
+{
+	const struct op_desc *d = find_op(op);
+	return d != NULL && d->read;
+}
+
+bool store_op_is_meta(uint8_t op)
+{
+	const struct op_desc *d = find_op(op);
+	return d != NULL && d->meta;
+}
+
+const char *store_op_name(uint8_t op)
+{
+	const struct op_desc *d = find_op(op);
+	return d ? d->name : NULL;
+}
+
+static struct store_slice *slice_field(struct store_cmd *c, uint8_t f)
+{
+	switch (f) {
+	case F_SCOPE:
+		return &c->scope;
+	case F_TENANT:
+		return &c->tenant;
+	case F_NS:
+		return &c->ns;
+	case F_NAME:
+		return &c->name;
+	case F_GROUP:
+		return &c->group;
+	case F_KEY:
+		return &c->key;
+	case F_VALUE:
+		return &c->value;
+	case F_ARG:
+		return &c->arg;
+	default:
+		return NULL;
+	}
+}
+
+static uint64_t *u64_field(struct store_cmd *c, uint8_t f)
+{
+	switch (f) {
+	case F_OFFSET:
+		return &c->offset;
+	case F_PRODUCER:
+		return &c->producer;
+	case F_SEQ:
+		return &c->seq;
+	case F_TTL:
+		return &c->ttl_ms;
+	case F_MAX:
+		return &c->max;
+	case F_MAX_BYTES:
+		return &c->max_bytes;
+	case F_VISIBILITY:
+		return &c->visibility_ms;
+	case F_RBYTES:
+		return &c->retention_bytes;
+	case F_RMS:
+		return &c->retention_ms;
+	case F_WINDOW:
+		return &c->window_ms;
+	case F_COUNT:
+		return &c->count;
+	default:
+		return NULL;
+	}
+}
+
+static int64_t *i64_field(struct store_cmd *c, uint8_t f)
+{
+	switch (f) {
+	case F_DELTA:
+		return &c->delta;
+	case F_START:
+		return &c->start;
+	case F_STOP:
+		return &c->stop;
+	default:
+		return NULL;
+	}
+}
+
+static uint8_t *u8_field(struct store_cmd *c, uint8_t f)
+{
+	switch (f) {
+	case F_KIND:
+		return &c->kind;
+	case F_FLAGS:
+		return &c->flags;
+	case F_DURABILITY:
+		return &c->durability;
+	default:
+		return NULL;
+	}
+}
+
+static uint32_t *u32_field(struct store_cmd *c, uint8_t f)
+{
+	switch (f) {
+	case F_SHARD:
+		return &c->shard;
+	case F_SHARDS:
+		return &c->shards;
+	case F_ATTEMPTS:
+		return &c->attempts;
+	default:
+		return NULL;
+	}
+}
+
+int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
+                     const char **err)
+{
+	/* The field accessors take a mutable command; nothing is written. */
+	struct store_cmd c = *cin;
+	const struct op_desc *d = find_op(c.op);
+	struct sbuf b;
+
+	if (d == NULL) {
+		*err = "unknown store op";
+		return -1;
+	}
+	if (c.items.n > STORE_CMD_MAX_ITEMS) {
+		*err = "too many items in a store command";
+		return -1;
+	}
+	sbuf_init(&b);
+	sbuf_u8(&b, STORE_CMD_VERSION);
+	sbuf_u8(&b, c.op);
+	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
+		uint8_t f = d->fields[i];
+		struct store_slice *s;
+		uint64_t *u64;
+		int64_t *i64;
+		uint8_t *u8;
+		uint32_t *u32;
+
+		if ((s = slice_field(&c, f)) != NULL) {
+			sbuf_lbytes(&b, s->p, s->len);
+		} else if ((u64 = u64_field(&c, f)) != NULL) {
+			sbuf_u64(&b, *u64);
+		} else if ((i64 = i64_field(&c, f)) != NULL) {
+			sbuf_u64(&b, (uint64_t)*i64);
+		} else if ((u8 = u8_field(&c, f)) != NULL) {
+			sbuf_u8(&b, *u8);
+		} else if ((u32 = u32_field(&c, f)) != NULL) {
+			sbuf_u32(&b, *u32);
+		} else if (f == F_ITEMS) {
+			sbuf_u32(&b, c.items.n);
+			if (c.items.v != NULL) {
+				for (uint32_t j = 0; j < c.items.n; j++) {
+					sbuf_lbytes(&b, c.items.v[j].p,
+					            c.items.v[j].len);
+				}
+			} else {
+				sbuf_add(&b, c.items.enc, c.items.enc_len);
+			}
+		}
+	}
+	*out = sbuf_take(&b, len);
+	return 0;
+}
+
+int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
+                     const char **err)
+{
+	struct rd r;
+	const struct op_desc *d;
+
+	memset(c, 0, sizeof *c);
+	rd_init(&r, p, len);
+	if (len < 2) {
+		*err = "store command truncated";
+		return -1;
+	}
+	if (rd_u8(&r) != STORE_CMD_VERSION) {
+		*err = "unknown store command version";
+		return -1;
+	}
+	c->op = rd_u8(&r);
+	d = find_op(c->op);
+	if (d == NULL) {
+		*err = "unknown store op";
+		return -1;
+	}
+	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
+		uint8_t f = d->fields[i];
+		struct store_slice *s;
+		uint64_t *u64;
+		int64_t *i64;
+		uint8_t *u8;
+		uint32_t *u32;
+
+		if ((s = slice_field(c, f)) != NULL) {
+			s->p = rd_lbytes(&r, &s->len);
+		} else if ((u64 = u64_field(c, f)) != NULL) {
+			*u64 = rd_u64(&r);
+		} else if ((i64 = i64_field(c, f)) != NULL) {
+			*i64 = (int64_t)rd_u64(&r);
+		} else if ((u8 = u8_field(c, f)) != NULL) {
+			*u8 = rd_u8(&r);
+		} else if ((u32 = u32_field(c, f)) != NULL) {
+			*u32 = rd_u32(&r);
+		} else if (f == F_ITEMS) {
+			uint32_t n = rd_u32(&r);
+			size_t start = r.off;
+			if (n > STORE_CMD_MAX_ITEMS) {
+				*err = "too many items in a store command";
+				return -1;
+			}
+			for (uint32_t j = 0; j < n && !r.bad; j++) {
+				size_t l;
+				(void)rd_lbytes(&r, &l);
+			}
+			c->items.n = n;
+			c->items.enc = r.bad ? NULL : p + start;
+			c->items.enc_len = r.bad ? 0 : r.off - start;
+		}
+		if (r.bad) {
+			*err = "store command truncated";
+			return -1;
+		}
+	}
+	if (!rd_done(&r)) {
+		*err = "store command has trailing bytes";
+		return -1;
+	}
+	return 0;
+}
+
+void store_list_iter_init(struct store_list_iter *it,
+                          const struct store_list *l)
+{
+	it->l = l;
+	it->i = 0;
+	it->off = 0;
+}
+
+bool store_list_next(struct store_list_iter *it, struct store_slice *out)
+{
+	const struct store_list *l = it->l;
+
+	if (it->i >= l->n) {
+		return false;
+	}
+	if (l->v != NULL) {
+		*out = l->v[it->i++];
+		return true;
+	}
+	/* The decoder validated every length. */
+	out->len = be_get32(l->enc + it->off);
+	out->p = l->enc + it->off + 4;
+	it->off += 4 + out->len;
+	it->i++;
+	return true;
+}

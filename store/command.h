@@ -1,0 +1,262 @@
+/* Binary encoding of store commands (format version 1).
+ *
+ * A command is what a proposer puts into a Raft entry (struct fsm_cmd) and
+ * what store_read() takes for reads on the leader:
+ *
+ *     u8 version (= STORE_CMD_VERSION)
+ *     u8 op      (enum store_op)
+ *     fields, in the order the op's schema lists them (command.c):
+ *       u8 / u32 / u64 / i64    big-endian, fixed width
+ *       bytes                   u32 length + bytes
+ *       list                    u32 count + count x (u32 length + bytes)
+ *
+ * Trailing bytes, unknown versions or ops, and lengths past the end are
+ * decode errors. Decoding borrows from the input: every slice of a
+ * decoded command points into the buffer that was decoded.
+ *
+ * The fields each op carries and its result (store/result.h) are listed
+ * at the op below. "scope" is the stream or cache name
+ * "tenant/namespace/name"; "shard" the stream or cache shard index.
+ * Results are arrays unless said otherwise; errors are in result.h.
+ */
+#ifndef LS_STORE_COMMAND_H
+#define LS_STORE_COMMAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_CMD_VERSION 1
+
+/* Largest list a command may carry. */
+#define STORE_CMD_MAX_ITEMS (1u << 20)
+
+enum store_op {
+	/* Meta group (group 0): registered scopes. kind = STORE_SCOPE_*. */
+	/* kind tenant ns name shards retention_bytes retention_ms durability
+	 * -> i64 1 created, 0 updated (retention/durability); EXISTS when the
+	 * scope exists with another shard count. */
+	STORE_OP_SCOPE_REGISTER = 0x01,
+	/* kind tenant ns name -> i64 1 deleted, 0 absent */
+	STORE_OP_SCOPE_DELETE = 0x02,
+	/* (read) kind tenant ns name -> [shards, retention_bytes,
+	 * retention_ms, durability, created_ms] or NOT_FOUND */
+	STORE_OP_SCOPE_DESCRIBE = 0x03,
+	/* (read) kind tenant ns arg=cursor max -> [[[tenant, ns, name,
+	 * shards, retention_bytes, retention_ms, durability]...],
+	 * next cursor | nil]. Empty tenant = all tenants; empty ns = all
+	 * namespaces of the tenant. */
+	STORE_OP_SCOPE_LIST = 0x04,
+
+	/* Streams (data groups). */
+	/* scope shard items=payloads -> [base_offset, count] */
+	STORE_OP_STREAM_APPEND = 0x10,
+	/* scope shard producer seq items -> [base_offset, count, duplicate]
+	 * or SEQ_GAP / SEQ_EXPIRED / UNKNOWN_PRODUCER */
+	STORE_OP_STREAM_APPEND_IDEM = 0x11,
+	/* scope shard producer -> true, or EXISTS when the id is taken */
+	STORE_OP_PRODUCER_INIT = 0x12,
+	/* scope shard retention_bytes retention_ms offset=trim below (0 =
+	 * none) max=records per command -> [head, trimmed, more] */
+	STORE_OP_STREAM_TRIM = 0x13,
+	/* scope shard max=keys per command -> [deleted, more]: removes the
+	 * shard's records, producers and consumer groups. */
+	STORE_OP_STREAM_DROP = 0x14,
+	/* (read) scope shard offset max max_bytes -> [next_offset,
+	 * [[offset, timestamp_ms, payload]...]] or TOO_OLD / IN_FUTURE */
+	STORE_OP_STREAM_READ = 0x15,
+	/* (read) scope shard -> [head, tail, bytes, producers] */
+	STORE_OP_STREAM_INFO = 0x16,
+
+	/* Consumer groups on a stream shard. */
+	/* scope shard group max visibility_ms attempts=max attempts ->
+	 * [[offset, attempts, payload]...] */
+	STORE_OP_CG_POLL = 0x20,
+	/* scope shard group offset -> true or ERR */
+	STORE_OP_CG_ACK = 0x21,
+	/* scope shard group offset attempts=max attempts -> true or ERR */
+	STORE_OP_CG_NACK = 0x22,
+	/* scope shard group offset -> true or ERR */
+	STORE_OP_CG_DISCARD = 0x23,
+	/* scope shard group offset -> true or ERR */
+	STORE_OP_CG_REDRIVE = 0x24,
+	/* (read) scope shard group offset=from max -> [offset...] */
+	STORE_OP_CG_DEAD_LETTERS = 0x25,
+	/* (read) scope shard group -> [cursor, claims, dead letters] */
+	STORE_OP_CG_INFO = 0x26,
+
+	/* Caches and counters (data groups). */
+	/* scope shard key value ttl_ms (0 = none) -> [offset, expires_at] */
+	STORE_OP_CACHE_PUT = 0x30,
+	/* scope shard key -> [removed value | nil, offset | nil] */
+	STORE_OP_CACHE_DELETE = 0x31,
+	/* (read) scope shard key -> [value, expires_at, offset] or nil */
+	STORE_OP_CACHE_GET = 0x32,
+	/* scope shard offset=compact below max -> [compacted_below,
+	 * removed, more] */
+	STORE_OP_CACHE_COMPACT = 0x33,
+	/* (read) scope shard offset max -> [next_offset, [[offset, key,
+	 * value | nil, expires_at]...]] or RESNAPSHOT / IN_FUTURE */
+	STORE_OP_CACHE_LOG_READ = 0x34,
+	/* (read) scope shard key=prefix arg=after max -> [[[key, value,
+	 * offset, expires_at]...], next after | nil] */
+	STORE_OP_CACHE_SCAN = 0x35,
+	/* (read) scope shard -> [tail, compacted_below, records, live] */
+	STORE_OP_CACHE_INFO = 0x36,
+	/* scope shard max -> [deleted, more]: removes the cache shard's log,
+	 * index and counters. */
+	STORE_OP_CACHE_DROP = 0x37,
+	/* scope shard key delta -> i64 sum, or ERR on overflow */
+	STORE_OP_COUNTER_ADD = 0x40,
+	/* (read) scope shard key -> i64 or nil (never written) */
+	STORE_OP_COUNTER_GET = 0x41,
+
+	/* FSNP KV (data groups). Results are FSNP typed values. */
+	STORE_OP_KV_GET = 0x50,  /* (read) key -> bytes | nil */
+	STORE_OP_KV_SET = 0x51,  /* key value flags kind ttl_ms */
+	STORE_OP_KV_DEL = 0x52,  /* items=keys -> i64 */
+	STORE_OP_KV_MGET = 0x53, /* (read) items=keys -> [bytes | nil...] */
+	STORE_OP_KV_MSET = 0x54, /* items=k,v,k,v... -> "OK" */
+	/* key arg=expected value kind ttl_ms -> true | false | nil */
+	STORE_OP_KV_CAS = 0x55,
+	STORE_OP_KV_LOCK = 0x56,   /* key arg=owner ttl_ms -> "OK" */
+	STORE_OP_KV_UNLOCK = 0x57, /* key arg=owner -> i64 1 */
+	STORE_OP_KV_EXTEND = 0x58, /* key arg=owner ttl_ms -> i64 1 */
+	/* key window_ms max count -> ["allowed"|"denied", count,
+	 * remaining, ms_until_reset] */
+	STORE_OP_KV_RATELIMIT = 0x59,
+	/* key ttl_ms value=hint arg=token -> ["hit", value] |
+	 * ["compute", hint, token] | ["wait", owner token] */
+	STORE_OP_KV_FOC = 0x5A,
+	/* key arg=token value ttl_ms -> "OK" */
+	STORE_OP_KV_FOC_RESULT = 0x5B,
+	/* key arg=token value=message -> "OK" */
+	STORE_OP_KV_FOC_ERROR = 0x5C,
+	STORE_OP_KV_HSET = 0x60,    /* key items=f,v,f,v... -> i64 new */
+	STORE_OP_KV_HGET = 0x61,    /* (read) key arg=field -> bytes|nil */
+	STORE_OP_KV_HMGET = 0x62,   /* (read) key items=fields -> [..] */
+	STORE_OP_KV_HGETALL = 0x63, /* (read) key -> map field->value */
+	STORE_OP_KV_HDEL = 0x64,    /* key items=fields -> i64 removed */
+	STORE_OP_KV_LPUSH = 0x68,   /* key items -> i64 length */
+	STORE_OP_KV_RPUSH = 0x69,   /* key items -> i64 length */
+	/* key count (0 = one value, else a list of up to count) */
+	STORE_OP_KV_LPOP = 0x6A,
+	STORE_OP_KV_RPOP = 0x6B,
+	STORE_OP_KV_LRANGE = 0x6C,    /* (read) key start stop -> [..] */
+	STORE_OP_KV_SADD = 0x70,      /* key items -> i64 added */
+	STORE_OP_KV_SREM = 0x71,      /* key items -> i64 removed */
+	STORE_OP_KV_SMEMBERS = 0x72,  /* (read) key -> [member...] */
+	STORE_OP_KV_SISMEMBER = 0x73, /* (read) key arg=member -> i64 1|0 */
+	/* key items=score,member,... (score: 8-byte BE IEEE double) ->
+	 * i64 new members */
+	STORE_OP_KV_ZADD = 0x78,
+	STORE_OP_KV_ZREM = 0x79, /* key items -> i64 removed */
+	/* (read) key start stop flags (STORE_ZRANGE_WITHSCORES) ->
+	 * [member...] or [member, score text, ...] */
+	STORE_OP_KV_ZRANGE = 0x7A,
+	STORE_OP_KV_ZSCORE = 0x7B, /* (read) key arg=member -> text|nil */
+
+	/* Maintenance, proposed by the leader (store_expire_scan). */
+	/* items=expiry index entries -> i64 reclaimed */
+	STORE_OP_EXPIRE = 0x80,
+};
+
+/* Scope kinds. */
+enum {
+	STORE_SCOPE_STREAM = 1,
+	STORE_SCOPE_CACHE = 2,
+};
+
+/* KV expiry kinds (`kind` of SET and CAS). */
+enum {
+	STORE_EXPIRE_NONE = 0,
+	STORE_EXPIRE_TTL = 1, /* ttl_ms after the entry's time */
+	STORE_EXPIRE_AT = 2,  /* ttl_ms is an absolute Unix ms time */
+};
+
+/* SET flags. */
+#define STORE_SET_NX 0x01
+#define STORE_SET_XX 0x02
+#define STORE_SET_GET 0x04
+#define STORE_SET_KEEPTTL 0x08
+
+#define STORE_ZRANGE_WITHSCORES 0x01
+
+struct store_slice {
+	const uint8_t *p;
+	size_t len;
+};
+
+/* A list of byte strings. Encoder input: `v` (n entries). Decoder output:
+ * `enc`, the encoded entries (borrowed), walked with store_list_next(). */
+struct store_list {
+	uint32_t n;
+	const struct store_slice *v;
+	const uint8_t *enc;
+	size_t enc_len;
+};
+
+struct store_cmd {
+	uint8_t op;
+	uint8_t kind;       /* scope kind; KV expiry kind */
+	uint8_t flags;      /* SET / ZRANGE flags */
+	uint8_t durability; /* scope durability, opaque to store */
+	uint32_t shard;     /* stream or cache shard index */
+	uint32_t shards;    /* scope shard count */
+	uint32_t attempts;  /* consumer group max attempts (0 = default) */
+	struct store_slice scope; /* "tenant/namespace/name" */
+	struct store_slice tenant;
+	struct store_slice ns;
+	struct store_slice name;
+	struct store_slice group; /* consumer group name */
+	struct store_slice key;
+	struct store_slice value;
+	struct store_slice arg; /* owner, token, field, member, cursor ... */
+	uint64_t offset;
+	uint64_t producer;
+	uint64_t seq;
+	uint64_t ttl_ms;
+	uint64_t max;
+	uint64_t max_bytes;
+	uint64_t visibility_ms; /* 0 = default */
+	uint64_t retention_bytes;
+	uint64_t retention_ms;
+	uint64_t window_ms;
+	uint64_t count;
+	int64_t delta;
+	int64_t start;
+	int64_t stop;
+	struct store_list items;
+};
+
+struct store_list_iter {
+	const struct store_list *l;
+	uint32_t i;
+	size_t off;
+};
+
+/* Appends the encoding of `c` to a malloc'd buffer owned by the caller.
+ * Returns 0, or -1 (with *err) when `c->op` is unknown or a list holds
+ * more than STORE_CMD_MAX_ITEMS entries. */
+int store_cmd_encode(const struct store_cmd *c, uint8_t **out, size_t *len,
+                     const char **err);
+
+/* Decodes `len` bytes into `c` (zeroed first). Returns 0, or -1 with a
+ * static message in *err. */
+int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
+                     const char **err);
+
+/* True when `op` is a read: store_read() serves it without a proposal. */
+bool store_op_is_read(uint8_t op);
+
+/* True for the scope ops that belong to the meta group. */
+bool store_op_is_meta(uint8_t op);
+
+/* The op's name (e.g. "STREAM_APPEND"), or NULL when unknown. */
+const char *store_op_name(uint8_t op);
+
+void store_list_iter_init(struct store_list_iter *it,
+                          const struct store_list *l);
+bool store_list_next(struct store_list_iter *it, struct store_slice *out);
+
+#endif

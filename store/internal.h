@@ -1,0 +1,173 @@
+/* Shared by store/ modules only: the store object, the per-entry (or
+ * per-read) transaction, and each data type's entry point. */
+#ifndef LS_STORE_INTERNAL_H
+#define LS_STORE_INTERNAL_H
+
+#include <rocksdb/c.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/buf.h"
+#include "store/command.h"
+#include "store/keys.h"
+#include "store/result.h"
+#include "store/store.h"
+
+struct store {
+	rocksdb_t *db;                      /* borrowed */
+	rocksdb_column_family_handle_t *cf; /* borrowed */
+	rocksdb_readoptions_t *ro;
+	rocksdb_writeoptions_t *wo;
+	rocksdb_writebatch_wi_t *wb; /* reused by every apply */
+	/* Failure messages, one per thread that may call in: the reactor
+	 * (apply, import, reads), the exporter and raft/'s log writer. */
+	char err[256];
+	char export_err[256];
+	char sync_err[256];
+};
+
+/* A record kept in the transaction until commit (hot meta records that
+ * many commands of one entry rewrite: one batch write instead of many). */
+struct tx_rec {
+	struct sbuf key;
+	struct sbuf val;
+	bool present;
+	bool dirty;
+};
+
+/* One apply (write = true: reads see the entry's own writes) or one read
+ * (write = false: straight from the DB). */
+struct tx {
+	struct store *s;
+	uint32_t group;
+	uint64_t index;  /* entry index; 0 for reads */
+	uint64_t now_ms; /* entry time, or the leader's clock for reads */
+	bool write;
+	bool failed;
+	/* Range deletions appended after the batch: (u32 len, begin, u32
+	 * len, end)... Only for ranges no later write can reuse. */
+	struct sbuf ranges;
+	size_t nranges;
+	/* Write-back records and the undo journal of the running command:
+	 * (u32 record index, u8 present, u8 dirty, u32 len, old value)... */
+	struct tx_rec *recs;
+	size_t nrecs;
+	size_t caprecs;
+	struct sbuf journal;
+};
+
+/* A value read from RocksDB (malloc'd by RocksDB). */
+struct val {
+	char *p;
+	size_t len;
+};
+
+void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
+             uint64_t now_ms, bool write);
+void tx_fini(struct tx *tx);
+/* Records a failure; returns -1 for `return tx_fail(...)`. */
+int tx_fail(struct tx *tx, const char *what, const char *detail);
+/* 1 found, 0 absent, -1 failure. */
+int tx_get(struct tx *tx, const struct sbuf *key, struct val *v);
+void val_free(struct val *v);
+void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len);
+void tx_del(struct tx *tx, const struct sbuf *key);
+void tx_del_range(struct tx *tx, const struct sbuf *begin,
+                  const struct sbuf *end);
+
+/* Write-back access for records read and written by point lookups only
+ * (never iterated during apply). `out` gets a copy. 1 found, 0 absent,
+ * -1 failure. */
+int tx_get_rec(struct tx *tx, const struct sbuf *key, struct sbuf *out);
+void tx_put_rec(struct tx *tx, const struct sbuf *key, const void *v,
+                size_t len);
+/* Undoes the record changes since the journal was last cleared. */
+void tx_recs_rollback(struct tx *tx);
+void tx_recs_commit_cmd(struct tx *tx);
+/* Writes the dirty records to the batch. */
+void tx_recs_flush(struct tx *tx);
+
+/* Iterator over the keys starting with a prefix (a copy is kept). */
+struct titer {
+	struct tx *tx;
+	rocksdb_iterator_t *it;
+	struct sbuf prefix;
+};
+
+void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix);
+/* Positions at the first key >= `key` (or the prefix start when NULL).
+ * Returns whether a key under the prefix is there. */
+bool titer_seek(struct titer *it, const struct sbuf *key);
+bool titer_valid(struct titer *it);
+void titer_next(struct titer *it);
+const uint8_t *titer_key(struct titer *it, size_t *len);
+const uint8_t *titer_value(struct titer *it, size_t *len);
+/* Closes; returns -1 (and fails the tx) on an iterator error. */
+int titer_close(struct titer *it);
+
+/* The result buffer's status. */
+static inline uint8_t res_status(const struct sbuf *res)
+{
+	return res->len >= 2 ? res->p[1] : STORE_OK;
+}
+
+/* Checks a scope and shard of a data command; writes an error result and
+ * returns false when unusable. */
+bool check_scope(const struct store_cmd *c, struct sbuf *res);
+
+/* Module entry points: write the result into `res`; return 0, or -1 when
+ * the node cannot continue (tx->failed). */
+int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int stream_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int cgroup_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int cache_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int counter_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int kv_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int expire_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+
+/* Deletes every key under `prefix`, at most `*budget` of them (the budget
+ * is decreased). Returns 1 when keys remain, 0 when done, -1 on failure. */
+int tx_del_prefix(struct tx *tx, const struct sbuf *prefix, uint64_t *budget,
+                  uint64_t *deleted);
+
+/* Stream state shared by streams, producers and consumer groups. */
+struct stream_meta {
+	uint64_t head;
+	uint64_t tail;
+	uint64_t bytes;
+	uint32_t producers;
+};
+
+int stream_meta_load(struct tx *tx, struct store_slice scope, uint32_t shard,
+                     struct stream_meta *m);
+void stream_meta_store(struct tx *tx, struct store_slice scope, uint32_t shard,
+                       const struct stream_meta *m);
+/* Appends the command's items; fills base offset. */
+int stream_append_records(struct tx *tx, const struct store_cmd *c,
+                          struct stream_meta *m, uint64_t *base);
+/* Producer table (producer.c). */
+int producer_append(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int producer_init(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+
+/* Expiry index maintenance (expire.c). `what` is the entry after the kind
+ * byte. expires_at 0 = none (nothing is written or removed). */
+void expiry_index_put(struct tx *tx, uint64_t expires_at, uint8_t kind,
+                      const struct sbuf *what);
+void expiry_index_del(struct tx *tx, uint64_t expires_at, uint8_t kind,
+                      const struct sbuf *what);
+
+/* Reclaims the cache entry named by `what` (shard id + key) when it
+ * lapsed at the entry's time. Returns 1 reclaimed, 0 not, -1 failure. */
+int cache_expire_entry(struct tx *tx, const uint8_t *what, size_t len);
+/* Same for a KV key and a fetch-or-compute lease (kv.c). */
+int kv_expire_key(struct tx *tx, const uint8_t *key, size_t len);
+int kv_expire_lease(struct tx *tx, const uint8_t *key, size_t len);
+
+/* Saturating now + ttl. */
+static inline uint64_t deadline_after(uint64_t now, uint64_t ttl)
+{
+	return ttl > UINT64_MAX - now ? UINT64_MAX : now + ttl;
+}
+
+#endif

@@ -1,0 +1,705 @@
+/* FSNP KV collections: hashes, lists, sets and sorted sets. The key's
+ * record holds the element count (and a list's first position); each
+ * element is its own RocksDB key under the collection's prefix, so an
+ * operation touches only the elements it names. A collection that
+ * becomes empty is deleted. Scores are answered as text (shortest form
+ * that reads back to the same double), as the FSNP SDK expects. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/kv.h"
+
+/* Lists grow both ways from here. */
+#define LIST_ORIGIN (UINT64_C(1) << 63)
+
+struct coll {
+	struct kv_obj o;
+	bool live;
+	uint64_t count;
+	uint64_t head; /* lists */
+};
+
+static uint8_t coll_type(uint8_t op)
+{
+	switch (op) {
+	case STORE_OP_KV_HSET:
+	case STORE_OP_KV_HGET:
+	case STORE_OP_KV_HMGET:
+	case STORE_OP_KV_HGETALL:
+	case STORE_OP_KV_HDEL:
+		return T_HASH;
+	case STORE_OP_KV_LPUSH:
+	case STORE_OP_KV_RPUSH:
+	case STORE_OP_KV_LPOP:
+	case STORE_OP_KV_RPOP:
+	case STORE_OP_KV_LRANGE:
+		return T_LIST;
+	case STORE_OP_KV_SADD:
+	case STORE_OP_KV_SREM:
+	case STORE_OP_KV_SMEMBERS:
+	case STORE_OP_KV_SISMEMBER:
+		return T_SET;
+	default:
+		return T_ZSET;
+	}
+}
+
+/* Loads the collection; 1 usable, 0 wrong type (result written), -1. */
+static int coll_load(struct tx *tx, const struct store_cmd *c, uint8_t type,
+                     bool write, struct coll *cl, struct sbuf *res)
+{
+	memset(cl, 0, sizeof *cl);
+	if ((write ? kv_load_w(tx, c->key, &cl->o)
+	           : kv_load(tx, c->key, &cl->o)) != 0) {
+		return -1;
+	}
+	cl->live = cl->o.state == KV_LIVE;
+	if (cl->live && cl->o.type != type) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		kv_obj_free(&cl->o);
+		return 0;
+	}
+	if (cl->live) {
+		struct rd r;
+		rd_init(&r, cl->o.body.p, cl->o.body.len);
+		cl->count = rd_u64(&r);
+		if (type == T_LIST) {
+			cl->head = rd_u64(&r);
+		}
+		if (!rd_done(&r)) {
+			kv_obj_free(&cl->o);
+			return tx_fail(tx, "corrupt collection record", NULL);
+		}
+	} else {
+		cl->head = LIST_ORIGIN;
+	}
+	return 1;
+}
+
+/* Writes the count back, or deletes the emptied collection. */
+static int coll_store(struct tx *tx, const struct store_cmd *c, uint8_t type,
+                      struct coll *cl)
+{
+	uint8_t body[16];
+
+	if (cl->count == 0) {
+		return cl->live ? kv_clear(tx, c->key, &cl->o) : 0;
+	}
+	be_put64(body, cl->count);
+	be_put64(body + 8, cl->head);
+	kv_store(tx, c->key, type, cl->live ? cl->o.expires : 0, body,
+	         type == T_LIST ? 16 : 8, &cl->o);
+	return 0;
+}
+
+static void elem_key(struct sbuf *k, uint32_t group, uint8_t type,
+                     struct store_slice key, const void *sub, size_t len)
+{
+	kv_sub_prefix(k, group, type, key);
+	sbuf_add(k, sub, len);
+}
+
+static int elem_get(struct tx *tx, const struct sbuf *k, struct val *v)
+{
+	return tx_get(tx, k, v);
+}
+
+/* --- Hashes ------------------------------------------------------------- */
+
+static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
+                   struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice f, v;
+	struct sbuf k;
+	struct val got;
+	int64_t n = 0;
+	int rv = 0, found;
+
+	sbuf_init(&k);
+	store_list_iter_init(&it, &c->items);
+	switch (c->op) {
+	case STORE_OP_KV_HSET:
+		while (store_list_next(&it, &f) && store_list_next(&it, &v)) {
+			elem_key(&k, tx->group, K_HASH, c->key, f.p, f.len);
+			found = elem_get(tx, &k, &got);
+			val_free(&got);
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (!found) {
+				n++;
+				cl->count++;
+			}
+			tx_put(tx, &k, v.p, v.len);
+		}
+		rv = coll_store(tx, c, T_HASH, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, n);
+		break;
+	case STORE_OP_KV_HDEL:
+		while (cl->live && store_list_next(&it, &f)) {
+			elem_key(&k, tx->group, K_HASH, c->key, f.p, f.len);
+			found = elem_get(tx, &k, &got);
+			val_free(&got);
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (found) {
+				tx_del(tx, &k);
+				n++;
+				cl->count--;
+			}
+		}
+		rv = coll_store(tx, c, T_HASH, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, n);
+		break;
+	case STORE_OP_KV_HGET:
+	case STORE_OP_KV_HMGET: {
+		struct store_slice one[1] = {c->arg};
+		struct store_list single = {1, one, NULL, 0};
+		bool multi = c->op == STORE_OP_KV_HMGET;
+		res_begin(res, STORE_OK);
+		if (multi) {
+			res_array(res, c->items.n);
+		} else {
+			store_list_iter_init(&it, &single);
+		}
+		while (store_list_next(&it, &f)) {
+			found = 0;
+			got.p = NULL;
+			if (cl->live) {
+				elem_key(&k, tx->group, K_HASH, c->key, f.p,
+				         f.len);
+				found = elem_get(tx, &k, &got);
+			}
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (found) {
+				res_bytes(res, got.p, got.len);
+			} else {
+				res_nil(res);
+			}
+			val_free(&got);
+		}
+		break;
+	}
+	default: { /* HGETALL */
+		struct titer ti;
+		size_t mark, plen;
+		uint32_t cnt = 0;
+		kv_sub_prefix(&k, tx->group, K_HASH, c->key);
+		plen = k.len;
+		res_begin(res, STORE_OK);
+		mark = res_map_open(res);
+		if (cl->live) {
+			titer_open(&ti, tx, &k);
+			for (titer_seek(&ti, NULL); titer_valid(&ti);
+			     titer_next(&ti)) {
+				size_t kl, vl;
+				const uint8_t *kp = titer_key(&ti, &kl);
+				const uint8_t *vp = titer_value(&ti, &vl);
+				res_map_key(res, kp + plen, kl - plen);
+				res_bytes(res, vp, vl);
+				cnt++;
+			}
+			rv = titer_close(&ti);
+		}
+		res_array_close(res, mark, cnt);
+		break;
+	}
+	}
+out:
+	sbuf_free(&k);
+	return rv;
+}
+
+/* --- Lists ---------------------------------------------------------------- */
+
+static void pos_key(struct sbuf *k, uint32_t group, struct store_slice key,
+                    uint64_t pos)
+{
+	uint8_t p[8];
+	be_put64(p, pos);
+	elem_key(k, group, K_LIST, key, p, sizeof p);
+}
+
+/* Resolves Redis-style [start, stop] over `len` items; false if empty. */
+static bool resolve_range(int64_t start, int64_t stop, uint64_t len,
+                          uint64_t *from, uint64_t *to)
+{
+	int64_t l = len > INT64_MAX ? INT64_MAX : (int64_t)len;
+
+	if (start < 0) {
+		start = start < -l ? 0 : start + l;
+	}
+	if (stop < 0) {
+		if (stop < -l) {
+			return false;
+		}
+		stop += l;
+	}
+	if (l == 0 || start > stop || start >= l) {
+		return false;
+	}
+	if (stop >= l) {
+		stop = l - 1;
+	}
+	*from = (uint64_t)start;
+	*to = (uint64_t)stop;
+	return true;
+}
+
+static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
+                   struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice v;
+	struct sbuf k;
+	int rv = 0;
+
+	sbuf_init(&k);
+	switch (c->op) {
+	case STORE_OP_KV_LPUSH:
+	case STORE_OP_KV_RPUSH:
+		store_list_iter_init(&it, &c->items);
+		while (store_list_next(&it, &v)) {
+			uint64_t pos;
+			if (c->op == STORE_OP_KV_LPUSH) {
+				pos = --cl->head;
+			} else {
+				pos = cl->head + cl->count;
+			}
+			pos_key(&k, tx->group, c->key, pos);
+			tx_put(tx, &k, v.p, v.len);
+			cl->count++;
+		}
+		rv = coll_store(tx, c, T_LIST, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, (int64_t)cl->count);
+		break;
+	case STORE_OP_KV_LPOP:
+	case STORE_OP_KV_RPOP: {
+		uint64_t want = c->count == 0 ? 1 : c->count;
+		uint64_t n = want < cl->count ? want : cl->count;
+		res_begin(res, STORE_OK);
+		if (!cl->live) {
+			res_nil(res);
+			break;
+		}
+		if (c->count > 0) {
+			res_array(res, (uint32_t)n);
+		}
+		for (uint64_t i = 0; i < n; i++) {
+			struct val got;
+			uint64_t pos = c->op == STORE_OP_KV_LPOP
+			                   ? cl->head
+			                   : cl->head + cl->count - 1;
+			int found;
+			pos_key(&k, tx->group, c->key, pos);
+			found = elem_get(tx, &k, &got);
+			if (found <= 0) {
+				val_free(&got);
+				rv = found < 0
+				         ? -1
+				         : tx_fail(tx, "list element missing",
+				                   NULL);
+				goto out;
+			}
+			res_bytes(res, got.p, got.len);
+			val_free(&got);
+			tx_del(tx, &k);
+			if (c->op == STORE_OP_KV_LPOP) {
+				cl->head++;
+			}
+			cl->count--;
+		}
+		rv = coll_store(tx, c, T_LIST, cl);
+		break;
+	}
+	default: { /* LRANGE */
+		uint64_t from, to, n = 0;
+		size_t mark;
+		struct titer ti;
+		res_begin(res, STORE_OK);
+		mark = res_array_open(res);
+		if (cl->live &&
+		    resolve_range(c->start, c->stop, cl->count, &from, &to)) {
+			kv_sub_prefix(&k, tx->group, K_LIST, c->key);
+			titer_open(&ti, tx, &k);
+			pos_key(&k, tx->group, c->key, cl->head + from);
+			for (titer_seek(&ti, &k);
+			     titer_valid(&ti) && n < to - from + 1;
+			     titer_next(&ti)) {
+				size_t vl;
+				const uint8_t *vp = titer_value(&ti, &vl);
+				res_bytes(res, vp, vl);
+				n++;
+			}
+			rv = titer_close(&ti);
+		}
+		res_array_close(res, mark, (uint32_t)n);
+		break;
+	}
+	}
+out:
+	sbuf_free(&k);
+	return rv;
+}
+
+/* --- Sets ----------------------------------------------------------------- */
+
+static int set_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
+                  struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice m;
+	struct sbuf k;
+	struct val got;
+	int64_t n = 0;
+	int rv = 0, found;
+
+	sbuf_init(&k);
+	store_list_iter_init(&it, &c->items);
+	switch (c->op) {
+	case STORE_OP_KV_SADD:
+	case STORE_OP_KV_SREM: {
+		bool add = c->op == STORE_OP_KV_SADD;
+		while ((add || cl->live) && store_list_next(&it, &m)) {
+			elem_key(&k, tx->group, K_SET, c->key, m.p, m.len);
+			found = elem_get(tx, &k, &got);
+			val_free(&got);
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (add && !found) {
+				tx_put(tx, &k, "", 0);
+				cl->count++;
+				n++;
+			} else if (!add && found) {
+				tx_del(tx, &k);
+				cl->count--;
+				n++;
+			}
+		}
+		rv = coll_store(tx, c, T_SET, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, n);
+		break;
+	}
+	case STORE_OP_KV_SISMEMBER:
+		found = 0;
+		got.p = NULL;
+		if (cl->live) {
+			elem_key(&k, tx->group, K_SET, c->key, c->arg.p,
+			         c->arg.len);
+			found = elem_get(tx, &k, &got);
+		}
+		val_free(&got);
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		res_begin(res, STORE_OK);
+		res_i64(res, found);
+		break;
+	default: { /* SMEMBERS */
+		struct titer ti;
+		size_t mark, plen;
+		uint32_t cnt = 0;
+		kv_sub_prefix(&k, tx->group, K_SET, c->key);
+		plen = k.len;
+		res_begin(res, STORE_OK);
+		mark = res_array_open(res);
+		if (cl->live) {
+			titer_open(&ti, tx, &k);
+			for (titer_seek(&ti, NULL); titer_valid(&ti);
+			     titer_next(&ti)) {
+				size_t kl;
+				const uint8_t *kp = titer_key(&ti, &kl);
+				res_bytes(res, kp + plen, kl - plen);
+				cnt++;
+			}
+			rv = titer_close(&ti);
+		}
+		res_array_close(res, mark, cnt);
+		break;
+	}
+	}
+out:
+	sbuf_free(&k);
+	return rv;
+}
+
+/* --- Sorted sets ------------------------------------------------------------
+ */
+
+/* The shortest decimal text that reads back to `d`. */
+static void score_text(double d, char *buf, size_t len)
+{
+	if (isinf(d)) {
+		snprintf(buf, len, d > 0 ? "inf" : "-inf");
+		return;
+	}
+	if (d == floor(d) && fabs(d) < 1e17) {
+		snprintf(buf, len, "%.0f", d == 0 ? 0.0 : d);
+		return;
+	}
+	for (int p = 1; p <= 17; p++) {
+		snprintf(buf, len, "%.*g", p, d);
+		if (strtod(buf, NULL) == d) {
+			return;
+		}
+	}
+}
+
+static void score_key(struct sbuf *k, uint32_t group, struct store_slice key,
+                      double score, struct store_slice member)
+{
+	kv_sub_prefix(k, group, K_ZSCORE, key);
+	sbuf_u64(k, key_score_bits(score));
+	sbuf_add(k, member.p, member.len);
+}
+
+/* 1 found (score set), 0 absent, -1. */
+static int zscore_get(struct tx *tx, struct store_slice key,
+                      struct store_slice member, double *score)
+{
+	struct sbuf k;
+	struct val v;
+	int found;
+
+	sbuf_init(&k);
+	elem_key(&k, tx->group, K_ZMEMBER, key, member.p, member.len);
+	found = elem_get(tx, &k, &v);
+	sbuf_free(&k);
+	if (found > 0) {
+		uint64_t u;
+		if (v.len != 8) {
+			val_free(&v);
+			return tx_fail(tx, "corrupt sorted set member", NULL);
+		}
+		u = be_get64((const uint8_t *)v.p);
+		memcpy(score, &u, sizeof u);
+	}
+	val_free(&v);
+	return found;
+}
+
+static void res_score(struct sbuf *res, double d)
+{
+	char buf[64];
+	score_text(d, buf, sizeof buf);
+	res_str(res, buf);
+}
+
+static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
+                   struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice m, sc;
+	struct sbuf k;
+	int64_t n = 0;
+	double old;
+	int rv = 0, found;
+
+	sbuf_init(&k);
+	store_list_iter_init(&it, &c->items);
+	switch (c->op) {
+	case STORE_OP_KV_ZADD:
+		while (store_list_next(&it, &sc) && store_list_next(&it, &m)) {
+			uint64_t u = be_get64(sc.p);
+			double d;
+			uint8_t bits[8];
+			memcpy(&d, &u, sizeof d);
+			found = zscore_get(tx, c->key, m, &old);
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (found && old == d) {
+				continue;
+			}
+			if (found) {
+				score_key(&k, tx->group, c->key, old, m);
+				tx_del(tx, &k);
+			} else {
+				cl->count++;
+				n++;
+			}
+			score_key(&k, tx->group, c->key, d, m);
+			tx_put(tx, &k, "", 0);
+			elem_key(&k, tx->group, K_ZMEMBER, c->key, m.p, m.len);
+			be_put64(bits, u);
+			tx_put(tx, &k, bits, sizeof bits);
+		}
+		rv = coll_store(tx, c, T_ZSET, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, n);
+		break;
+	case STORE_OP_KV_ZREM:
+		while (cl->live && store_list_next(&it, &m)) {
+			found = zscore_get(tx, c->key, m, &old);
+			if (found < 0) {
+				rv = -1;
+				goto out;
+			}
+			if (!found) {
+				continue;
+			}
+			score_key(&k, tx->group, c->key, old, m);
+			tx_del(tx, &k);
+			elem_key(&k, tx->group, K_ZMEMBER, c->key, m.p, m.len);
+			tx_del(tx, &k);
+			cl->count--;
+			n++;
+		}
+		rv = coll_store(tx, c, T_ZSET, cl);
+		res_begin(res, STORE_OK);
+		res_i64(res, n);
+		break;
+	case STORE_OP_KV_ZSCORE:
+		found = cl->live ? zscore_get(tx, c->key, c->arg, &old) : 0;
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		res_begin(res, STORE_OK);
+		if (found) {
+			res_score(res, old);
+		} else {
+			res_nil(res);
+		}
+		break;
+	default: { /* ZRANGE by rank */
+		uint64_t from, to, rank = 0;
+		uint32_t cnt = 0;
+		size_t mark, plen;
+		struct titer ti;
+		bool scores = c->flags & STORE_ZRANGE_WITHSCORES;
+		res_begin(res, STORE_OK);
+		mark = res_array_open(res);
+		if (cl->live &&
+		    resolve_range(c->start, c->stop, cl->count, &from, &to)) {
+			kv_sub_prefix(&k, tx->group, K_ZSCORE, c->key);
+			plen = k.len;
+			titer_open(&ti, tx, &k);
+			for (titer_seek(&ti, NULL);
+			     titer_valid(&ti) && rank <= to;
+			     titer_next(&ti), rank++) {
+				size_t kl;
+				const uint8_t *kp = titer_key(&ti, &kl);
+				if (rank < from) {
+					continue;
+				}
+				res_bytes(res, kp + plen + 8, kl - plen - 8);
+				cnt++;
+				if (scores) {
+					res_score(res,
+					          key_score_from_bits(
+					              be_get64(kp + plen)));
+					cnt++;
+				}
+			}
+			rv = titer_close(&ti);
+		}
+		res_array_close(res, mark, cnt);
+		break;
+	}
+	}
+out:
+	sbuf_free(&k);
+	return rv;
+}
+
+/* Validates element lists before anything is written. */
+static bool check_items(const struct store_cmd *c, struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice s, m;
+
+	switch (c->op) {
+	case STORE_OP_KV_HSET:
+	case STORE_OP_KV_ZADD:
+		if (c->items.n == 0 || c->items.n % 2 != 0) {
+			res_error(res, STORE_BAD_COMMAND,
+			          "ERR wrong number of arguments");
+			return false;
+		}
+		if (c->op == STORE_OP_KV_HSET) {
+			return true;
+		}
+		store_list_iter_init(&it, &c->items);
+		while (store_list_next(&it, &s) && store_list_next(&it, &m)) {
+			uint64_t u;
+			double d;
+			if (s.len != 8) {
+				res_error(res, STORE_BAD_COMMAND,
+				          "ERR value is not a valid float");
+				return false;
+			}
+			u = be_get64(s.p);
+			memcpy(&d, &u, sizeof d);
+			if (isnan(d)) {
+				res_error(res, STORE_BAD_COMMAND,
+				          "ERR value is not a valid float");
+				return false;
+			}
+		}
+		return true;
+	case STORE_OP_KV_HDEL:
+	case STORE_OP_KV_HMGET:
+	case STORE_OP_KV_LPUSH:
+	case STORE_OP_KV_RPUSH:
+	case STORE_OP_KV_SADD:
+	case STORE_OP_KV_SREM:
+	case STORE_OP_KV_ZREM:
+		if (c->items.n == 0) {
+			res_error(res, STORE_BAD_COMMAND,
+			          "ERR wrong number of arguments");
+			return false;
+		}
+		return true;
+	default:
+		return true;
+	}
+}
+
+int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	uint8_t type = coll_type(c->op);
+	struct coll cl;
+	int rv;
+
+	if (!check_items(c, res)) {
+		return 0;
+	}
+	rv = coll_load(tx, c, type, !store_op_is_read(c->op), &cl, res);
+	if (rv <= 0) {
+		return rv;
+	}
+	switch (type) {
+	case T_HASH:
+		rv = hash_op(tx, c, &cl, res);
+		break;
+	case T_LIST:
+		rv = list_op(tx, c, &cl, res);
+		break;
+	case T_SET:
+		rv = set_op(tx, c, &cl, res);
+		break;
+	default:
+		rv = zset_op(tx, c, &cl, res);
+		break;
+	}
+	kv_obj_free(&cl.o);
+	return rv;
+}

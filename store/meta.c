@@ -1,0 +1,305 @@
+/* Registered scopes (streams and caches) in the meta group: tenant /
+ * namespace / name with shard count, retention and durability. */
+#include <string.h>
+
+#include "store/internal.h"
+
+#define LIST_DEFAULT 1000
+#define SHARDS_MAX 65536
+
+struct scope_rec {
+	uint32_t shards;
+	uint64_t retention_bytes;
+	uint64_t retention_ms;
+	uint8_t durability;
+	uint64_t created_ms;
+};
+
+static void name_part(struct sbuf *k, struct store_slice s)
+{
+	sbuf_u16(k, (uint16_t)s.len);
+	sbuf_add(k, s.p, s.len);
+}
+
+static void scope_key(struct sbuf *k, const struct store_cmd *c)
+{
+	key_start(k, 0, K_SCOPE);
+	sbuf_u8(k, c->kind);
+	name_part(k, c->tenant);
+	name_part(k, c->ns);
+	name_part(k, c->name);
+}
+
+static bool check_names(const struct store_cmd *c, struct sbuf *res,
+                        bool need_name)
+{
+	if (c->kind != STORE_SCOPE_STREAM && c->kind != STORE_SCOPE_CACHE) {
+		res_error(res, STORE_BAD_COMMAND, "ERR unknown scope kind");
+		return false;
+	}
+	if (c->tenant.len > STORE_NAME_MAX || c->ns.len > STORE_NAME_MAX ||
+	    c->name.len > STORE_NAME_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR scope names are at most 4096 bytes");
+		return false;
+	}
+	if (need_name &&
+	    (c->tenant.len == 0 || c->ns.len == 0 || c->name.len == 0)) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR tenant, namespace and name must not be empty");
+		return false;
+	}
+	return true;
+}
+
+static int decode_rec(struct tx *tx, const void *p, size_t len,
+                      struct scope_rec *r)
+{
+	struct rd d;
+
+	rd_init(&d, p, len);
+	r->shards = rd_u32(&d);
+	r->retention_bytes = rd_u64(&d);
+	r->retention_ms = rd_u64(&d);
+	r->durability = rd_u8(&d);
+	r->created_ms = rd_u64(&d);
+	if (!rd_done(&d)) {
+		return tx_fail(tx, "corrupt scope record", NULL);
+	}
+	return 0;
+}
+
+static void encode_rec(struct sbuf *b, const struct scope_rec *r)
+{
+	sbuf_u32(b, r->shards);
+	sbuf_u64(b, r->retention_bytes);
+	sbuf_u64(b, r->retention_ms);
+	sbuf_u8(b, r->durability);
+	sbuf_u64(b, r->created_ms);
+}
+
+static int scope_register(struct tx *tx, const struct store_cmd *c,
+                          struct sbuf *res)
+{
+	struct sbuf k, v;
+	struct val old;
+	struct scope_rec r;
+	int found, rv = 0;
+
+	if (!check_names(c, res, true)) {
+		return 0;
+	}
+	if (c->shards == 0 || c->shards > SHARDS_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR shard count must be 1 to 65536");
+		return 0;
+	}
+	sbuf_init(&k);
+	sbuf_init(&v);
+	scope_key(&k, c);
+	found = tx_get(tx, &k, &old);
+	if (found < 0) {
+		rv = -1;
+		goto out;
+	}
+	if (found) {
+		if (decode_rec(tx, old.p, old.len, &r) != 0) {
+			rv = -1;
+			goto out;
+		}
+		if (r.shards != c->shards) {
+			res_error(res, STORE_EXISTS,
+			          "ERR scope exists with another shard count");
+			goto out;
+		}
+	} else {
+		r.shards = c->shards;
+		r.created_ms = tx->now_ms;
+	}
+	r.retention_bytes = c->retention_bytes;
+	r.retention_ms = c->retention_ms;
+	r.durability = c->durability;
+	encode_rec(&v, &r);
+	tx_put(tx, &k, v.p, v.len);
+	res_begin(res, STORE_OK);
+	res_i64(res, found ? 0 : 1);
+out:
+	val_free(&old);
+	sbuf_free(&k);
+	sbuf_free(&v);
+	return rv;
+}
+
+static int scope_delete(struct tx *tx, const struct store_cmd *c,
+                        struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old;
+	int found;
+
+	if (!check_names(c, res, true)) {
+		return 0;
+	}
+	sbuf_init(&k);
+	scope_key(&k, c);
+	found = tx_get(tx, &k, &old);
+	val_free(&old);
+	if (found > 0) {
+		tx_del(tx, &k);
+	}
+	sbuf_free(&k);
+	if (found < 0) {
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, found);
+	return 0;
+}
+
+static int scope_describe(struct tx *tx, const struct store_cmd *c,
+                          struct sbuf *res)
+{
+	struct sbuf k;
+	struct val v;
+	struct scope_rec r;
+	int found, rv = 0;
+
+	if (!check_names(c, res, true)) {
+		return 0;
+	}
+	sbuf_init(&k);
+	scope_key(&k, c);
+	found = tx_get(tx, &k, &v);
+	if (found < 0) {
+		rv = -1;
+	} else if (found == 0) {
+		res_error(res, STORE_NOT_FOUND, "ERR unknown scope");
+	} else if (decode_rec(tx, v.p, v.len, &r) != 0) {
+		rv = -1;
+	} else {
+		res_begin(res, STORE_OK);
+		res_array(res, 5);
+		res_u64(res, r.shards);
+		res_u64(res, r.retention_bytes);
+		res_u64(res, r.retention_ms);
+		res_u64(res, r.durability);
+		res_u64(res, r.created_ms);
+	}
+	val_free(&v);
+	sbuf_free(&k);
+	return rv;
+}
+
+static int scope_list(struct tx *tx, const struct store_cmd *c,
+                      struct sbuf *res)
+{
+	struct sbuf prefix, seek;
+	struct titer it;
+	uint64_t max = c->max ? c->max : LIST_DEFAULT;
+	uint32_t n = 0;
+	size_t mark, base;
+	bool more = false;
+	const uint8_t *last = NULL;
+	size_t last_len = 0;
+	struct sbuf lastbuf;
+
+	if (!check_names(c, res, false)) {
+		return 0;
+	}
+	sbuf_init(&prefix);
+	sbuf_init(&seek);
+	sbuf_init(&lastbuf);
+	key_start(&prefix, 0, K_SCOPE);
+	sbuf_u8(&prefix, c->kind);
+	base = prefix.len;
+	if (c->tenant.len > 0) {
+		name_part(&prefix, c->tenant);
+		if (c->ns.len > 0) {
+			name_part(&prefix, c->ns);
+		}
+	}
+	sbuf_add(&seek, prefix.p, base);
+	sbuf_add(&seek, c->arg.p, c->arg.len);
+	if (c->arg.len > 0) {
+		/* Just past the cursor. */
+		sbuf_u8(&seek, 0);
+	}
+	if (key_cmp(&seek, &prefix) < 0) {
+		sbuf_reset(&seek);
+		sbuf_add(&seek, prefix.p, prefix.len);
+	}
+	res_begin(res, STORE_OK);
+	res_array(res, 2);
+	mark = res_array_open(res);
+	titer_open(&it, tx, &prefix);
+	for (titer_seek(&it, &seek); titer_valid(&it); titer_next(&it)) {
+		size_t kl, vl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		const uint8_t *vp = titer_value(&it, &vl);
+		struct rd d;
+		struct store_slice t, ns, name;
+		struct scope_rec r;
+
+		if (n == max) {
+			more = true;
+			break;
+		}
+		rd_init(&d, kp + base, kl - base);
+		t.len = rd_u16(&d);
+		t.p = rd_take(&d, t.len);
+		ns.len = rd_u16(&d);
+		ns.p = rd_take(&d, ns.len);
+		name.len = rd_u16(&d);
+		name.p = rd_take(&d, name.len);
+		if (!rd_done(&d) || decode_rec(tx, vp, vl, &r) != 0) {
+			titer_close(&it);
+			goto fail;
+		}
+		res_array(res, 7);
+		res_bytes(res, t.p, t.len);
+		res_bytes(res, ns.p, ns.len);
+		res_bytes(res, name.p, name.len);
+		res_u64(res, r.shards);
+		res_u64(res, r.retention_bytes);
+		res_u64(res, r.retention_ms);
+		res_u64(res, r.durability);
+		sbuf_reset(&lastbuf);
+		sbuf_add(&lastbuf, kp + base, kl - base);
+		n++;
+	}
+	if (titer_close(&it) != 0) {
+		goto fail;
+	}
+	res_array_close(res, mark, n);
+	last = lastbuf.p;
+	last_len = lastbuf.len;
+	if (more) {
+		res_bytes(res, last, last_len);
+	} else {
+		res_nil(res);
+	}
+	sbuf_free(&prefix);
+	sbuf_free(&seek);
+	sbuf_free(&lastbuf);
+	return 0;
+fail:
+	tx_fail(tx, "corrupt scope key", NULL);
+	sbuf_free(&prefix);
+	sbuf_free(&seek);
+	sbuf_free(&lastbuf);
+	return -1;
+}
+
+int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	switch (c->op) {
+	case STORE_OP_SCOPE_REGISTER:
+		return scope_register(tx, c, res);
+	case STORE_OP_SCOPE_DELETE:
+		return scope_delete(tx, c, res);
+	case STORE_OP_SCOPE_DESCRIBE:
+		return scope_describe(tx, c, res);
+	default:
+		return scope_list(tx, c, res);
+	}
+}

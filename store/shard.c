@@ -1,0 +1,612 @@
+/* The shard state machine: apply (one WriteBatch per entry, applied index
+ * included, idempotent under replay), reads, the fsm glue, and export /
+ * import of a group's key range as SST files. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/internal.h"
+
+/* Split exported state into SST files of about this size. */
+#define EXPORT_FILE_BYTES (256u << 20)
+
+int store_open(rocksdb_t *db, rocksdb_column_family_handle_t *cf,
+               struct store **out)
+{
+	struct store *s = calloc(1, sizeof *s);
+
+	if (s == NULL) {
+		return -1;
+	}
+	s->db = db;
+	s->cf = cf;
+	s->ro = rocksdb_readoptions_create();
+	s->wo = rocksdb_writeoptions_create();
+	/* Unsynced: the Raft log is the durable record until raft/ asks
+	 * for store_sync() before dropping log entries. */
+	rocksdb_writeoptions_set_sync(s->wo, 0);
+	s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
+	*out = s;
+	return 0;
+}
+
+void store_close(struct store *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	rocksdb_writebatch_wi_destroy(s->wb);
+	rocksdb_writeoptions_destroy(s->wo);
+	rocksdb_readoptions_destroy(s->ro);
+	free(s);
+}
+
+const char *store_last_error(const struct store *s)
+{
+	return s->err;
+}
+
+const char *store_export_error(const struct store *s)
+{
+	return s->export_err;
+}
+
+const char *store_sync_error(const struct store *s)
+{
+	return s->sync_err;
+}
+
+static void group_state_key(struct sbuf *k, uint32_t group)
+{
+	key_start(k, group, K_GROUP);
+}
+
+int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
+{
+	struct tx tx;
+	struct sbuf k;
+	struct val v;
+	int rv;
+
+	sbuf_init(&k);
+	group_state_key(&k, group);
+	tx_init(&tx, s, group, 0, 0, false);
+	rv = tx_get(&tx, &k, &v);
+	*index = 0;
+	if (rv == 1) {
+		if (v.len < 8) {
+			rv = tx_fail(&tx, "corrupt group state", NULL);
+		} else {
+			*index = be_get64((const uint8_t *)v.p);
+			rv = 0;
+		}
+	}
+	val_free(&v);
+	tx_fini(&tx);
+	sbuf_free(&k);
+	return rv < 0 ? -1 : 0;
+}
+
+static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	bool meta = store_op_is_meta(c->op);
+
+	if (meta && tx->group != 0) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR scope commands belong to the meta group");
+		return 0;
+	}
+	if (!meta && tx->group == 0) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR data commands do not belong to the meta group");
+		return 0;
+	}
+	switch (c->op) {
+	case STORE_OP_SCOPE_REGISTER:
+	case STORE_OP_SCOPE_DELETE:
+	case STORE_OP_SCOPE_DESCRIBE:
+	case STORE_OP_SCOPE_LIST:
+		return meta_apply(tx, c, res);
+	case STORE_OP_STREAM_APPEND:
+	case STORE_OP_STREAM_APPEND_IDEM:
+	case STORE_OP_PRODUCER_INIT:
+	case STORE_OP_STREAM_TRIM:
+	case STORE_OP_STREAM_DROP:
+	case STORE_OP_STREAM_READ:
+	case STORE_OP_STREAM_INFO:
+		return stream_apply(tx, c, res);
+	case STORE_OP_CG_POLL:
+	case STORE_OP_CG_ACK:
+	case STORE_OP_CG_NACK:
+	case STORE_OP_CG_DISCARD:
+	case STORE_OP_CG_REDRIVE:
+	case STORE_OP_CG_DEAD_LETTERS:
+	case STORE_OP_CG_INFO:
+		return cgroup_apply(tx, c, res);
+	case STORE_OP_CACHE_PUT:
+	case STORE_OP_CACHE_DELETE:
+	case STORE_OP_CACHE_GET:
+	case STORE_OP_CACHE_COMPACT:
+	case STORE_OP_CACHE_LOG_READ:
+	case STORE_OP_CACHE_SCAN:
+	case STORE_OP_CACHE_INFO:
+	case STORE_OP_CACHE_DROP:
+		return cache_apply(tx, c, res);
+	case STORE_OP_COUNTER_ADD:
+	case STORE_OP_COUNTER_GET:
+		return counter_apply(tx, c, res);
+	case STORE_OP_KV_GET:
+	case STORE_OP_KV_SET:
+	case STORE_OP_KV_DEL:
+	case STORE_OP_KV_MGET:
+	case STORE_OP_KV_MSET:
+	case STORE_OP_KV_CAS:
+	case STORE_OP_KV_LOCK:
+	case STORE_OP_KV_UNLOCK:
+	case STORE_OP_KV_EXTEND:
+	case STORE_OP_KV_RATELIMIT:
+	case STORE_OP_KV_FOC:
+	case STORE_OP_KV_FOC_RESULT:
+	case STORE_OP_KV_FOC_ERROR:
+		return kv_apply(tx, c, res);
+	case STORE_OP_EXPIRE:
+		return expire_apply(tx, c, res);
+	default:
+		return kvcoll_apply(tx, c, res);
+	}
+}
+
+static int commit(struct tx *tx)
+{
+	struct store *s = tx->s;
+	char *err = NULL;
+
+	if (tx->nranges == 0) {
+		rocksdb_write_writebatch_wi(s->db, s->wo, s->wb, &err);
+	} else {
+		size_t size;
+		const char *data = rocksdb_writebatch_wi_data(s->wb, &size);
+		rocksdb_writebatch_t *b =
+		    rocksdb_writebatch_create_from(data, size);
+		struct rd r;
+
+		rd_init(&r, tx->ranges.p, tx->ranges.len);
+		for (size_t i = 0; i < tx->nranges; i++) {
+			size_t bl, el;
+			const uint8_t *bp = rd_lbytes(&r, &bl);
+			const uint8_t *ep = rd_lbytes(&r, &el);
+			rocksdb_writebatch_delete_range_cf(
+			    b, s->cf, (const char *)bp, bl, (const char *)ep,
+			    el);
+		}
+		rocksdb_write(s->db, s->wo, b, &err);
+		rocksdb_writebatch_destroy(b);
+	}
+	if (err != NULL) {
+		tx_fail(tx, "write failed", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs one decoded command with a save point: an error result leaves no
+ * write behind. */
+static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct store *s = tx->s;
+	int before = rocksdb_writebatch_wi_count(s->wb);
+	size_t ranges_len = tx->ranges.len, nranges = tx->nranges;
+	char *err = NULL;
+
+	rocksdb_writebatch_wi_set_save_point(s->wb);
+	if (dispatch(tx, c, res) != 0) {
+		return -1;
+	}
+	if (res_status(res) == STORE_OK) {
+		tx_recs_commit_cmd(tx);
+		return 0;
+	}
+	tx_recs_rollback(tx);
+	tx->ranges.len = ranges_len;
+	tx->nranges = nranges;
+	if (rocksdb_writebatch_wi_count(s->wb) != before) {
+		rocksdb_writebatch_wi_rollback_to_save_point(s->wb, &err);
+		if (err != NULL) {
+			tx_fail(tx, "rollback failed", err);
+			rocksdb_free(err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int store_apply(struct store *s, const struct fsm_entry *e,
+                struct fsm_result *results)
+{
+	struct tx tx;
+	struct sbuf res, k, v;
+	uint64_t applied;
+	unsigned i;
+
+	if (store_applied_index(s, e->group, &applied) != 0) {
+		return -1;
+	}
+	if (e->index <= applied) {
+		return 0; /* replay: nothing changes, empty results */
+	}
+	rocksdb_writebatch_wi_clear(s->wb);
+	tx_init(&tx, s, e->group, e->index, e->now_ms, true);
+	sbuf_init(&res);
+	for (i = 0; i < e->n_cmds; i++) {
+		struct store_cmd c;
+		const char *msg;
+
+		if (store_cmd_decode(e->cmds[i].data, e->cmds[i].len, &c,
+		                     &msg) != 0) {
+			char text[128];
+			snprintf(text, sizeof text, "ERR %s", msg);
+			sbuf_reset(&res);
+			res_error(&res, STORE_BAD_COMMAND, text);
+		} else if (run_cmd(&tx, &c, &res) != 0) {
+			goto err;
+		}
+		results[i].data = sbuf_take(&res, &results[i].len);
+	}
+	tx_recs_flush(&tx);
+	sbuf_init(&k);
+	sbuf_init(&v);
+	group_state_key(&k, e->group);
+	sbuf_u64(&v, e->index);
+	sbuf_u64(&v, e->term);
+	sbuf_u32(&v, STORE_FORMAT_VERSION);
+	tx_put(&tx, &k, v.p, v.len);
+	sbuf_free(&k);
+	sbuf_free(&v);
+	if (commit(&tx) != 0) {
+		goto err;
+	}
+	rocksdb_writebatch_wi_clear(s->wb);
+	tx_fini(&tx);
+	return 0;
+
+err:
+	sbuf_free(&res);
+	for (unsigned j = 0; j < i && j < e->n_cmds; j++) {
+		free(results[j].data);
+		results[j].data = NULL;
+		results[j].len = 0;
+	}
+	rocksdb_writebatch_wi_clear(s->wb);
+	tx_fini(&tx);
+	return -1;
+}
+
+int store_read(struct store *s, uint32_t group, uint64_t now_ms,
+               const uint8_t *cmd, size_t len, struct fsm_result *out)
+{
+	struct store_cmd c;
+	struct sbuf res;
+	struct tx tx;
+	const char *msg;
+	int rv = 0;
+
+	sbuf_init(&res);
+	out->data = NULL;
+	out->len = 0;
+	if (store_cmd_decode(cmd, len, &c, &msg) != 0) {
+		char text[128];
+		snprintf(text, sizeof text, "ERR %s", msg);
+		res_error(&res, STORE_BAD_COMMAND, text);
+	} else if (!store_op_is_read(c.op)) {
+		res_error(&res, STORE_BAD_COMMAND,
+		          "ERR not a read command: propose it");
+	} else {
+		tx_init(&tx, s, group, 0, now_ms, false);
+		rv = dispatch(&tx, &c, &res);
+		tx_fini(&tx);
+	}
+	if (rv != 0) {
+		sbuf_free(&res);
+		return -1;
+	}
+	out->data = sbuf_take(&res, &out->len);
+	return 0;
+}
+
+int store_sync(struct store *s)
+{
+	char *err = NULL;
+
+	rocksdb_flush_wal(s->db, 1, &err);
+	if (err != NULL) {
+		snprintf(s->sync_err, sizeof s->sync_err, "WAL sync failed: %s",
+		         err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+/* [group] and [group][0xFF]: every key of the group lies between (type
+ * bytes are below 0xFF). */
+static void group_bounds(uint32_t group, uint8_t begin[5], uint8_t end[5])
+{
+	be_put32(begin, group);
+	begin[4] = 0;
+	be_put32(end, group);
+	end[4] = 0xFF;
+}
+
+static int export_err(struct store *s, const char *what, char *err)
+{
+	snprintf(s->export_err, sizeof s->export_err, "export: %s: %s", what,
+	         err ? err : "");
+	if (err != NULL) {
+		rocksdb_free(err);
+	}
+	return -1;
+}
+
+int store_export(struct store *s, uint32_t group, const char *dir,
+                 uint64_t *applied_index)
+{
+	uint8_t begin[5], end[5];
+	const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(s->db);
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_envoptions_t *env = rocksdb_envoptions_create();
+	rocksdb_options_t *opts = rocksdb_options_create();
+	rocksdb_sstfilewriter_t *w = NULL;
+	rocksdb_iterator_t *it;
+	char *err = NULL;
+	int files = 0, rv = 0;
+
+	*applied_index = 0;
+	group_bounds(group, begin, end);
+	rocksdb_readoptions_set_snapshot(ro, snap);
+	rocksdb_readoptions_set_fill_cache(ro, 0);
+	rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)end, 5);
+	it = rocksdb_create_iterator_cf(s->db, ro, s->cf);
+	for (rocksdb_iter_seek(it, (const char *)begin, 4);
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const char *kp = rocksdb_iter_key(it, &kl);
+		const char *vp = rocksdb_iter_value(it, &vl);
+		uint64_t size = 0;
+
+		if (w != NULL) {
+			rocksdb_sstfilewriter_file_size(w, &size);
+		}
+		if (w == NULL || size >= EXPORT_FILE_BYTES) {
+			char path[4096];
+			if (w != NULL) {
+				rocksdb_sstfilewriter_finish(w, &err);
+				rocksdb_sstfilewriter_destroy(w);
+				w = NULL;
+				if (err != NULL) {
+					rv = export_err(s, "finish", err);
+					goto out;
+				}
+			}
+			snprintf(path, sizeof path, "%s/group-%u-%06d.sst", dir,
+			         (unsigned)group, files++);
+			w = rocksdb_sstfilewriter_create(env, opts);
+			rocksdb_sstfilewriter_open(w, path, &err);
+			if (err != NULL) {
+				rv = export_err(s, path, err);
+				goto out;
+			}
+		}
+		if (kl == 5 && (uint8_t)kp[4] == K_GROUP && vl >= 8) {
+			*applied_index = be_get64((const uint8_t *)vp);
+		}
+		rocksdb_sstfilewriter_put(w, kp, kl, vp, vl, &err);
+		if (err != NULL) {
+			rv = export_err(s, "put", err);
+			goto out;
+		}
+	}
+	rocksdb_iter_get_error(it, &err);
+	if (err != NULL) {
+		rv = export_err(s, "iterate", err);
+		goto out;
+	}
+	if (w != NULL) {
+		rocksdb_sstfilewriter_finish(w, &err);
+		if (err != NULL) {
+			rv = export_err(s, "finish", err);
+		}
+	}
+out:
+	if (w != NULL) {
+		rocksdb_sstfilewriter_destroy(w);
+	}
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_release_snapshot(s->db, snap);
+	rocksdb_envoptions_destroy(env);
+	rocksdb_options_destroy(opts);
+	return rv;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int store_import(struct store *s, uint32_t group, const char *dir,
+                 uint64_t *applied_index)
+{
+	uint8_t begin[5], end[5];
+	char prefix[32];
+	char **files = NULL;
+	size_t n = 0, cap = 0;
+	DIR *d;
+	struct dirent *de;
+	rocksdb_writeoptions_t *wo = NULL;
+	char *err = NULL;
+	int rv = 0;
+
+	*applied_index = 0;
+	snprintf(prefix, sizeof prefix, "group-%u-", (unsigned)group);
+	d = opendir(dir);
+	if (d == NULL) {
+		snprintf(s->err, sizeof s->err, "import: cannot open %s", dir);
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+		if (l < 4 || strcmp(de->d_name + l - 4, ".sst") != 0) {
+			continue;
+		}
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0) {
+			snprintf(s->err, sizeof s->err,
+			         "import: %s is not an export of group %u",
+			         de->d_name, (unsigned)group);
+			closedir(d);
+			rv = -1;
+			goto out;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			files = store_xrealloc(files, cap * sizeof *files);
+		}
+		files[n] = store_xmalloc(strlen(dir) + l + 2);
+		sprintf(files[n], "%s/%s", dir, de->d_name);
+		n++;
+	}
+	closedir(d);
+	if (n > 1) {
+		qsort(files, n, sizeof *files, cmp_str);
+	}
+
+	/* The old state goes first, durably: ingested files then take
+	 * newer sequence numbers than the range deletion. */
+	group_bounds(group, begin, end);
+	wo = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_set_sync(wo, 1);
+	rocksdb_delete_range_cf(s->db, wo, s->cf, (const char *)begin, 4,
+	                        (const char *)end, 5, &err);
+	if (err != NULL) {
+		snprintf(s->err, sizeof s->err, "import: delete range: %s",
+		         err);
+		rocksdb_free(err);
+		rv = -1;
+		goto out;
+	}
+	if (n > 0) {
+		rocksdb_ingestexternalfileoptions_t *io =
+		    rocksdb_ingestexternalfileoptions_create();
+		rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+		rocksdb_ingest_external_file_cf(
+		    s->db, s->cf, (const char *const *)files, n, io, &err);
+		rocksdb_ingestexternalfileoptions_destroy(io);
+		if (err != NULL) {
+			snprintf(s->err, sizeof s->err, "import: ingest: %s",
+			         err);
+			rocksdb_free(err);
+			rv = -1;
+			goto out;
+		}
+	}
+	rv = store_applied_index(s, group, applied_index);
+out:
+	if (wo != NULL) {
+		rocksdb_writeoptions_destroy(wo);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(files[i]);
+	}
+	free(files);
+	return rv;
+}
+
+static int list_shards_type(struct store *s, uint32_t group, uint8_t type,
+                            uint8_t kind, store_shard_cb cb, void *arg)
+{
+	struct tx tx;
+	struct titer it;
+	struct sbuf k;
+	int rv = 0;
+
+	sbuf_init(&k);
+	tx_init(&tx, s, group, 0, 0, false);
+	key_start(&k, group, type);
+	titer_open(&it, &tx, &k);
+	for (titer_seek(&it, NULL); titer_valid(&it); titer_next(&it)) {
+		size_t kl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		struct rd r;
+		struct store_slice scope;
+		uint32_t shard;
+
+		rd_init(&r, kp + 5, kl - 5);
+		scope.len = rd_u16(&r);
+		scope.p = rd_take(&r, scope.len);
+		shard = rd_u32(&r);
+		if (!rd_done(&r)) {
+			continue;
+		}
+		rv = cb(arg, kind, scope, shard);
+		if (rv != 0) {
+			break;
+		}
+	}
+	if (titer_close(&it) != 0) {
+		rv = -1;
+	}
+	tx_fini(&tx);
+	sbuf_free(&k);
+	return rv;
+}
+
+int store_list_shards(struct store *s, uint32_t group, store_shard_cb cb,
+                      void *arg)
+{
+	int rv =
+	    list_shards_type(s, group, K_STREAM, STORE_SCOPE_STREAM, cb, arg);
+	if (rv != 0) {
+		return rv;
+	}
+	return list_shards_type(s, group, K_CACHE, STORE_SCOPE_CACHE, cb, arg);
+}
+
+static int fsm_apply(struct fsm *fsm, const struct fsm_entry *e,
+                     struct fsm_result *results)
+{
+	return store_apply(fsm->data, e, results);
+}
+
+static int fsm_applied_index(struct fsm *fsm, uint32_t group, uint64_t *index)
+{
+	return store_applied_index(fsm->data, group, index);
+}
+
+static int fsm_sync(struct fsm *fsm, uint32_t group)
+{
+	return store_sync(fsm->data);
+}
+
+static int fsm_export(struct fsm *fsm, uint32_t group, const char *dir,
+                      uint64_t *applied_index)
+{
+	return store_export(fsm->data, group, dir, applied_index);
+}
+
+static int fsm_import(struct fsm *fsm, uint32_t group, const char *dir,
+                      uint64_t *applied_index)
+{
+	return store_import(fsm->data, group, dir, applied_index);
+}
+
+void store_fsm_init(struct fsm *fsm, struct store *s)
+{
+	fsm->data = s;
+	fsm->apply = fsm_apply;
+	fsm->applied_index = fsm_applied_index;
+	fsm->sync = fsm_sync;
+	fsm->export_state = fsm_export;
+	fsm->import_state = fsm_import;
+	fsm->leader_changed = NULL;
+}

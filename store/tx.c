@@ -1,0 +1,375 @@
+/* Transactions: the read/write view one apply (or one read) has of the
+ * data column family. Writes go to the store's WriteBatchWithIndex, so
+ * later commands of the same entry read them back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/internal.h"
+
+void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
+             uint64_t now_ms, bool write)
+{
+	tx->s = s;
+	tx->group = group;
+	tx->index = index;
+	tx->now_ms = now_ms;
+	tx->write = write;
+	tx->failed = false;
+	sbuf_init(&tx->ranges);
+	tx->nranges = 0;
+	tx->recs = NULL;
+	tx->nrecs = 0;
+	tx->caprecs = 0;
+	sbuf_init(&tx->journal);
+}
+
+void tx_fini(struct tx *tx)
+{
+	for (size_t i = 0; i < tx->nrecs; i++) {
+		sbuf_free(&tx->recs[i].key);
+		sbuf_free(&tx->recs[i].val);
+	}
+	free(tx->recs);
+	sbuf_free(&tx->journal);
+	sbuf_free(&tx->ranges);
+}
+
+static struct tx_rec *rec_find(struct tx *tx, const struct sbuf *key)
+{
+	for (size_t i = 0; i < tx->nrecs; i++) {
+		struct tx_rec *r = &tx->recs[i];
+		if (r->key.len == key->len &&
+		    memcmp(r->key.p, key->p, key->len) == 0) {
+			return r;
+		}
+	}
+	return NULL;
+}
+
+/* Finds or loads the record. NULL on failure. */
+static struct tx_rec *rec_load(struct tx *tx, const struct sbuf *key)
+{
+	struct tx_rec *r = rec_find(tx, key);
+	struct val v;
+	int found;
+
+	if (r != NULL) {
+		return r;
+	}
+	found = tx_get(tx, key, &v);
+	if (found < 0) {
+		return NULL;
+	}
+	if (tx->nrecs == tx->caprecs) {
+		tx->caprecs = tx->caprecs ? tx->caprecs * 2 : 8;
+		tx->recs =
+		    store_xrealloc(tx->recs, tx->caprecs * sizeof *tx->recs);
+	}
+	r = &tx->recs[tx->nrecs++];
+	sbuf_init(&r->key);
+	sbuf_init(&r->val);
+	sbuf_add(&r->key, key->p, key->len);
+	sbuf_add(&r->val, v.p, v.len);
+	r->present = found > 0;
+	r->dirty = false;
+	val_free(&v);
+	return r;
+}
+
+int tx_get_rec(struct tx *tx, const struct sbuf *key, struct sbuf *out)
+{
+	struct tx_rec *r;
+
+	sbuf_reset(out);
+	if (!tx->write) {
+		struct val v;
+		int found = tx_get(tx, key, &v);
+		if (found > 0) {
+			sbuf_add(out, v.p, v.len);
+		}
+		val_free(&v);
+		return found;
+	}
+	r = rec_load(tx, key);
+	if (r == NULL) {
+		return -1;
+	}
+	if (r->present) {
+		sbuf_add(out, r->val.p, r->val.len);
+	}
+	return r->present ? 1 : 0;
+}
+
+void tx_put_rec(struct tx *tx, const struct sbuf *key, const void *v,
+                size_t len)
+{
+	struct tx_rec *r = rec_find(tx, key);
+
+	if (r == NULL) {
+		/* Not read first: start from "absent" (no lookup needed,
+		 * the value is replaced anyway). */
+		if (tx->nrecs == tx->caprecs) {
+			tx->caprecs = tx->caprecs ? tx->caprecs * 2 : 8;
+			tx->recs = store_xrealloc(
+			    tx->recs, tx->caprecs * sizeof *tx->recs);
+		}
+		r = &tx->recs[tx->nrecs++];
+		sbuf_init(&r->key);
+		sbuf_init(&r->val);
+		sbuf_add(&r->key, key->p, key->len);
+		r->present = false;
+		r->dirty = false;
+	}
+	sbuf_u32(&tx->journal, (uint32_t)(r - tx->recs));
+	sbuf_u8(&tx->journal, r->present);
+	sbuf_u8(&tx->journal, r->dirty);
+	sbuf_lbytes(&tx->journal, r->val.p, r->val.len);
+	sbuf_reset(&r->val);
+	sbuf_add(&r->val, v, len);
+	r->present = true;
+	r->dirty = true;
+}
+
+void tx_recs_rollback(struct tx *tx)
+{
+	/* Entries are variable-sized: replay them into a list first,
+	 * then undo newest first. */
+	size_t n = 0, cap = 0;
+	size_t *offs = NULL;
+	struct rd r;
+
+	rd_init(&r, tx->journal.p, tx->journal.len);
+	while (rd_left(&r) > 0) {
+		size_t l;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			offs = store_xrealloc(offs, cap * sizeof *offs);
+		}
+		offs[n++] = r.off;
+		(void)rd_take(&r, 6);
+		(void)rd_lbytes(&r, &l);
+	}
+	while (n > 0) {
+		struct tx_rec *rec;
+		size_t l;
+		const uint8_t *p;
+
+		rd_init(&r, tx->journal.p, tx->journal.len);
+		r.off = offs[--n];
+		rec = &tx->recs[rd_u32(&r)];
+		rec->present = rd_u8(&r) != 0;
+		rec->dirty = rd_u8(&r) != 0;
+		p = rd_lbytes(&r, &l);
+		sbuf_reset(&rec->val);
+		sbuf_add(&rec->val, p, l);
+	}
+	free(offs);
+	sbuf_reset(&tx->journal);
+}
+
+void tx_recs_commit_cmd(struct tx *tx)
+{
+	sbuf_reset(&tx->journal);
+}
+
+void tx_recs_flush(struct tx *tx)
+{
+	for (size_t i = 0; i < tx->nrecs; i++) {
+		struct tx_rec *r = &tx->recs[i];
+		if (r->dirty) {
+			tx_put(tx, &r->key, r->val.p, r->val.len);
+			r->dirty = false;
+		}
+	}
+}
+
+int tx_fail(struct tx *tx, const char *what, const char *detail)
+{
+	if (!tx->failed) {
+		snprintf(tx->s->err, sizeof tx->s->err, "group %u: %s%s%s",
+		         (unsigned)tx->group, what, detail ? ": " : "",
+		         detail ? detail : "");
+	}
+	tx->failed = true;
+	return -1;
+}
+
+int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
+{
+	char *err = NULL;
+	struct store *s = tx->s;
+
+	v->p = NULL;
+	v->len = 0;
+	if (tx->write) {
+		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
+		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
+		    &v->len, &err);
+	} else {
+		v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
+		                      key->len, &v->len, &err);
+	}
+	if (err != NULL) {
+		tx_fail(tx, "read failed", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return v->p != NULL ? 1 : 0;
+}
+
+void val_free(struct val *v)
+{
+	if (v->p != NULL) {
+		rocksdb_free(v->p);
+	}
+	v->p = NULL;
+	v->len = 0;
+}
+
+void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
+{
+	if (!tx->write) {
+		abort(); /* a read path tried to write */
+	}
+	rocksdb_writebatch_wi_put_cf(tx->s->wb, tx->s->cf, (const char *)key->p,
+	                             key->len, (const char *)v, len);
+}
+
+void tx_del(struct tx *tx, const struct sbuf *key)
+{
+	if (!tx->write) {
+		abort();
+	}
+	rocksdb_writebatch_wi_delete_cf(tx->s->wb, tx->s->cf,
+	                                (const char *)key->p, key->len);
+}
+
+void tx_del_range(struct tx *tx, const struct sbuf *begin,
+                  const struct sbuf *end)
+{
+	if (!tx->write) {
+		abort();
+	}
+	sbuf_lbytes(&tx->ranges, begin->p, begin->len);
+	sbuf_lbytes(&tx->ranges, end->p, end->len);
+	tx->nranges++;
+}
+
+void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
+{
+	struct store *s = tx->s;
+	rocksdb_iterator_t *base =
+	    rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
+
+	it->tx = tx;
+	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
+	                         s->wb, base, s->cf)
+	                   : base;
+	sbuf_init(&it->prefix);
+	sbuf_add(&it->prefix, prefix->p, prefix->len);
+}
+
+bool titer_valid(struct titer *it)
+{
+	size_t len;
+	const char *k;
+
+	if (!rocksdb_iter_valid(it->it)) {
+		return false;
+	}
+	k = rocksdb_iter_key(it->it, &len);
+	return len >= it->prefix.len &&
+	       memcmp(k, it->prefix.p, it->prefix.len) == 0;
+}
+
+bool titer_seek(struct titer *it, const struct sbuf *key)
+{
+	const struct sbuf *k = key ? key : &it->prefix;
+	rocksdb_iter_seek(it->it, (const char *)k->p, k->len);
+	return titer_valid(it);
+}
+
+void titer_next(struct titer *it)
+{
+	rocksdb_iter_next(it->it);
+}
+
+const uint8_t *titer_key(struct titer *it, size_t *len)
+{
+	return (const uint8_t *)rocksdb_iter_key(it->it, len);
+}
+
+const uint8_t *titer_value(struct titer *it, size_t *len)
+{
+	return (const uint8_t *)rocksdb_iter_value(it->it, len);
+}
+
+int titer_close(struct titer *it)
+{
+	char *err = NULL;
+	int rv = 0;
+
+	rocksdb_iter_get_error(it->it, &err);
+	if (err != NULL) {
+		tx_fail(it->tx, "iterator failed", err);
+		rocksdb_free(err);
+		rv = -1;
+	}
+	rocksdb_iter_destroy(it->it);
+	sbuf_free(&it->prefix);
+	return rv;
+}
+
+int tx_del_prefix(struct tx *tx, const struct sbuf *prefix, uint64_t *budget,
+                  uint64_t *deleted)
+{
+	struct titer it;
+	struct sbuf keys, k;
+	struct rd r;
+	int more = 0;
+
+	/* Writing while a batch iterator is open invalidates it: collect
+	 * the keys first, delete after. */
+	sbuf_init(&keys);
+	sbuf_init(&k);
+	titer_open(&it, tx, prefix);
+	for (titer_seek(&it, NULL); titer_valid(&it); titer_next(&it)) {
+		size_t kl;
+		const uint8_t *kp;
+
+		if (*budget == 0) {
+			more = 1;
+			break;
+		}
+		kp = titer_key(&it, &kl);
+		sbuf_lbytes(&keys, kp, kl);
+		(*budget)--;
+	}
+	if (titer_close(&it) != 0) {
+		sbuf_free(&keys);
+		return -1;
+	}
+	rd_init(&r, keys.p, keys.len);
+	while (rd_left(&r) > 0) {
+		size_t kl;
+		const uint8_t *kp = rd_lbytes(&r, &kl);
+		sbuf_reset(&k);
+		sbuf_add(&k, kp, kl);
+		tx_del(tx, &k);
+		(*deleted)++;
+	}
+	sbuf_free(&keys);
+	sbuf_free(&k);
+	return more;
+}
+
+bool check_scope(const struct store_cmd *c, struct sbuf *res)
+{
+	if (c->scope.len == 0 || c->scope.len > STORE_NAME_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR scope name must be 1 to 4096 bytes");
+		return false;
+	}
+	return true;
+}

@@ -1,0 +1,746 @@
+/* FSNP KV on the store: strings with TTL, CAS, MSET/MGET, locks, rate
+ * limits, fetch-or-compute, hashes, lists, sets, sorted sets, expiry. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/buf.h"
+#include "tests/unit/store_test_util.h"
+
+#define G 5
+
+static struct store_cmd kcmd(uint8_t op, const char *key)
+{
+	struct store_cmd c;
+	memset(&c, 0, sizeof c);
+	c.op = op;
+	c.key = S(key);
+	return c;
+}
+
+static void expect_str(struct tres *x, const char *want)
+{
+	assert_int_equal(tres_status(x), STORE_OK);
+	if (want == NULL) {
+		assert_true(tres_is_nil(x));
+	} else {
+		assert_string_equal(tres_bytes(x, NULL), want);
+	}
+}
+
+/* Applies (or reads) and checks an OK string/nil result. */
+static void do_str(struct tdb *t, bool read, uint64_t now,
+                   const struct store_cmd *c, const char *want)
+{
+	struct tres x;
+	if (read) {
+		tread(&x, t, G, now, c);
+	} else {
+		tapply(&x, t, G, now, c);
+	}
+	expect_str(&x, want);
+	tres_free(&x);
+}
+
+static void do_int(struct tdb *t, bool read, uint64_t now,
+                   const struct store_cmd *c, int64_t want)
+{
+	struct tres x;
+	if (read) {
+		tread(&x, t, G, now, c);
+	} else {
+		tapply(&x, t, G, now, c);
+	}
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_i64(&x), want);
+	tres_free(&x);
+}
+
+static void do_status(struct tdb *t, bool read, uint64_t now,
+                      const struct store_cmd *c, uint8_t status,
+                      const char *msg)
+{
+	struct tres x;
+	if (read) {
+		tread(&x, t, G, now, c);
+	} else {
+		tapply(&x, t, G, now, c);
+	}
+	assert_int_equal(tres_status(&x), status);
+	if (msg != NULL) {
+		assert_string_equal(tres_bytes(&x, NULL), msg);
+	}
+	tres_free(&x);
+}
+
+static void set(struct tdb *t, uint64_t now, const char *k, const char *v,
+                uint8_t flags, uint8_t kind, uint64_t ttl, const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_SET, k);
+	c.value = S(v);
+	c.flags = flags;
+	c.kind = kind;
+	c.ttl_ms = ttl;
+	do_str(t, false, now, &c, want);
+}
+
+static void get(struct tdb *t, uint64_t now, const char *k, const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_GET, k);
+	uint8_t *v;
+	size_t len;
+	bool found;
+
+	do_str(t, true, now, &c, want);
+	assert_int_equal(store_kv_get(t->s, G, S(k), now, &v, &len, &found), 0);
+	assert_int_equal(found, want != NULL);
+	free(v);
+}
+
+#define WT "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+static void test_strings(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+
+	tdb_open(&t);
+	set(&t, 100, "k", "v1", 0, 0, 0, "OK");
+	get(&t, 100, "k", "v1");
+	/* NX on an existing key: nil, unchanged; XX on a missing key. */
+	set(&t, 100, "k", "v2", STORE_SET_NX, 0, 0, NULL);
+	set(&t, 100, "nokey", "v", STORE_SET_XX, 0, 0, NULL);
+	get(&t, 100, "nokey", NULL);
+	set(&t, 100, "k", "v2", STORE_SET_XX, 0, 0, "OK");
+	/* GET returns the old value. */
+	set(&t, 100, "k", "v3", STORE_SET_GET, 0, 0, "v2");
+	set(&t, 100, "fresh", "v", STORE_SET_GET, 0, 0, NULL);
+	set(&t, 100, "k", "v4", STORE_SET_GET | STORE_SET_NX, 0, 0, "v3");
+	get(&t, 100, "k", "v3");
+	/* TTL relative to the entry's time, and absolute. */
+	set(&t, 100, "ttl", "x", 0, STORE_EXPIRE_TTL, 50, "OK");
+	get(&t, 149, "ttl", "x");
+	get(&t, 150, "ttl", NULL);
+	set(&t, 100, "at", "x", 0, STORE_EXPIRE_AT, 130, "OK");
+	get(&t, 129, "at", "x");
+	get(&t, 130, "at", NULL);
+	/* KEEPTTL keeps it; a plain SET clears it. */
+	set(&t, 110, "ttl", "y", STORE_SET_KEEPTTL, 0, 0, "OK");
+	get(&t, 149, "ttl", "y");
+	get(&t, 150, "ttl", NULL);
+	set(&t, 120, "ttl", "z", 0, STORE_EXPIRE_TTL, 10, "OK");
+	set(&t, 125, "ttl", "z2", 0, 0, 0, "OK");
+	get(&t, 10000, "ttl", "z2");
+	/* A lapsed key is absent for NX at the entry's time. */
+	set(&t, 200, "at", "again", STORE_SET_NX, 0, 0, "OK");
+	get(&t, 200, "at", "again");
+	/* Invalid combinations. */
+	c = kcmd(STORE_OP_KV_SET, "k");
+	c.flags = STORE_SET_NX | STORE_SET_XX;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	c.flags = STORE_SET_KEEPTTL;
+	c.kind = STORE_EXPIRE_TTL;
+	c.ttl_ms = 5;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	c.flags = 0;
+	c.ttl_ms = 0;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND,
+	          "ERR invalid expire time");
+	tdb_close(&t);
+}
+
+static void test_multi_and_cas(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice pairs[4] = {S("a"), S("1"), S("b"), S("2")};
+	struct store_slice keys[4] = {S("a"), S("x"), S("b"), S("h")};
+	struct store_slice hf[2] = {S("f"), S("v")};
+	struct tres x;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_MSET, "");
+	c.items.n = 4;
+	c.items.v = pairs;
+	do_str(&t, false, 1, &c, "OK");
+	c = kcmd(STORE_OP_KV_HSET, "h");
+	c.items.n = 2;
+	c.items.v = hf;
+	do_int(&t, false, 1, &c, 1);
+	/* MGET: nil for missing and non-string keys. */
+	c = kcmd(STORE_OP_KV_MGET, "");
+	c.items.n = 4;
+	c.items.v = keys;
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 4);
+	assert_string_equal(tres_bytes(&x, NULL), "1");
+	assert_true(tres_is_nil(&x));
+	assert_string_equal(tres_bytes(&x, NULL), "2");
+	assert_true(tres_is_nil(&x));
+	tres_free(&x);
+	/* GET on a hash: WRONGTYPE. */
+	c = kcmd(STORE_OP_KV_GET, "h");
+	do_status(&t, true, 1, &c, STORE_WRONGTYPE, WT);
+	c = kcmd(STORE_OP_KV_SET, "h");
+	c.value = S("x");
+	c.flags = STORE_SET_GET;
+	do_status(&t, false, 1, &c, STORE_WRONGTYPE, WT);
+	/* (that SET GET was refused, the hash is intact) */
+	c = kcmd(STORE_OP_KV_HGET, "h");
+	c.arg = S("f");
+	do_str(&t, true, 1, &c, "v");
+	/* DEL counts keys of any type; a plain SET replaces a hash. */
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 3;
+	c.items.v = keys; /* a, x, b */
+	do_int(&t, false, 1, &c, 2);
+	set(&t, 1, "h", "str", 0, 0, 0, "OK");
+	get(&t, 1, "h", "str");
+	c = kcmd(STORE_OP_KV_HGET, "h");
+	c.arg = S("f");
+	do_status(&t, true, 1, &c, STORE_WRONGTYPE, WT);
+
+	/* CAS: true on match (keeps the TTL), false on mismatch, nil. */
+	set(&t, 10, "c", "old", 0, STORE_EXPIRE_TTL, 100, "OK");
+	c = kcmd(STORE_OP_KV_CAS, "c");
+	c.arg = S("nope");
+	c.value = S("new");
+	tapply(&x, &t, G, 20, &c);
+	assert_false(tres_bool(&x));
+	tres_free(&x);
+	c.arg = S("old");
+	tapply(&x, &t, G, 20, &c);
+	assert_true(tres_bool(&x));
+	tres_free(&x);
+	get(&t, 109, "c", "new");
+	get(&t, 110, "c", NULL);
+	c = kcmd(STORE_OP_KV_CAS, "missing");
+	c.arg = S("a");
+	c.value = S("b");
+	do_str(&t, false, 20, &c, NULL);
+	c = kcmd(STORE_OP_KV_CAS, "c");
+	c.arg = S("new");
+	c.value = S("newer");
+	c.kind = STORE_EXPIRE_TTL;
+	c.ttl_ms = 1000;
+	tapply(&x, &t, G, 30, &c);
+	assert_true(tres_bool(&x));
+	tres_free(&x);
+	get(&t, 1029, "c", "newer");
+	/* MSET needs pairs. */
+	c = kcmd(STORE_OP_KV_MSET, "");
+	c.items.n = 3;
+	c.items.v = pairs;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	tdb_close(&t);
+}
+
+static void test_locks(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_LOCK, "L");
+	c.arg = S("w1");
+	c.ttl_ms = 100;
+	do_str(&t, false, 0, &c, "OK");
+	do_str(&t, false, 10, &c, "OK"); /* same owner: idempotent */
+	get(&t, 10, "L", "w1");
+	c.arg = S("w2");
+	do_status(&t, false, 20, &c, STORE_ERR,
+	          "DISTLOCK lock is held by another owner");
+	/* Expired at 110 (refreshed at 10): w2 takes it. */
+	do_str(&t, false, 110, &c, "OK");
+	c = kcmd(STORE_OP_KV_UNLOCK, "L");
+	c.arg = S("w1");
+	do_status(&t, false, 120, &c, STORE_ERR,
+	          "DISTLOCK caller is not the lock owner");
+	c = kcmd(STORE_OP_KV_EXTEND, "L");
+	c.arg = S("w1");
+	c.ttl_ms = 50;
+	do_status(&t, false, 120, &c, STORE_ERR,
+	          "DISTLOCK caller is not the lock owner");
+	c.arg = S("w2");
+	do_int(&t, false, 120, &c, 1);
+	get(&t, 169, "L", "w2");
+	get(&t, 170, "L", NULL);
+	do_status(&t, false, 170, &c, STORE_ERR,
+	          "DISTLOCK lock does not exist or has expired");
+	c = kcmd(STORE_OP_KV_UNLOCK, "L");
+	c.arg = S("w2");
+	do_int(&t, false, 170, &c, 1); /* missing: 1 as well */
+	c = kcmd(STORE_OP_KV_LOCK, "L");
+	c.arg = S("w3");
+	c.ttl_ms = 1000;
+	do_str(&t, false, 200, &c, "OK");
+	c = kcmd(STORE_OP_KV_UNLOCK, "L");
+	c.arg = S("w3");
+	do_int(&t, false, 210, &c, 1);
+	get(&t, 210, "L", NULL);
+	c = kcmd(STORE_OP_KV_LOCK, "L");
+	c.arg = S("w3");
+	c.ttl_ms = 0;
+	do_status(&t, false, 210, &c, STORE_BAD_COMMAND, NULL);
+	tdb_close(&t);
+}
+
+static void ratelimit(struct tdb *t, uint64_t now, uint64_t count,
+                      const char *verdict, int64_t n, int64_t remaining,
+                      int64_t reset)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_RATELIMIT, "rl");
+	struct tres x;
+
+	c.window_ms = 1000;
+	c.max = 10;
+	c.count = count;
+	tapply(&x, t, G, now, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 4);
+	assert_string_equal(tres_bytes(&x, NULL), verdict);
+	assert_int_equal(tres_i64(&x), n);
+	assert_int_equal(tres_i64(&x), remaining);
+	assert_int_equal(tres_i64(&x), reset);
+	tres_free(&x);
+}
+
+static void test_ratelimit(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+
+	tdb_open(&t);
+	ratelimit(&t, 1000, 4, "allowed", 4, 6, 1000);
+	ratelimit(&t, 1500, 6, "allowed", 10, 0, 500);
+	ratelimit(&t, 1600, 1, "denied", 10, 0, 400);
+	/* A new window starts at the first call past the old one (2250),
+	 * with the previous count weighing fully at first: denied. */
+	ratelimit(&t, 2250, 2, "denied", 10, 0, 1000);
+	ratelimit(&t, 2250, 1, "denied", 10, 0, 1000);
+	/* At 2500: round(10 * 750 / 1000) = round(7.5) = 8, + 2 = 10. */
+	ratelimit(&t, 2500, 2, "allowed", 10, 0, 750);
+	/* At 2600: round(6.5) = 7 + 2 = 9: one more fits. */
+	ratelimit(&t, 2600, 1, "allowed", 10, 0, 650);
+	ratelimit(&t, 2600, 1, "denied", 10, 0, 650);
+	/* Two windows later: a clean start. */
+	ratelimit(&t, 5000, 1, "allowed", 1, 9, 1000);
+	/* Validation and type. */
+	c = kcmd(STORE_OP_KV_RATELIMIT, "rl");
+	c.window_ms = 0;
+	c.max = 1;
+	c.count = 1;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	c = kcmd(STORE_OP_KV_GET, "rl");
+	do_status(&t, true, 5001, &c, STORE_WRONGTYPE, WT);
+	set(&t, 1, "s", "x", 0, 0, 0, "OK");
+	c = kcmd(STORE_OP_KV_RATELIMIT, "s");
+	c.window_ms = 10;
+	c.max = 1;
+	c.count = 1;
+	do_status(&t, false, 1, &c, STORE_WRONGTYPE, WT);
+	tdb_close(&t);
+}
+
+static void test_fetch_or_compute(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct tres x;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_FOC, "page");
+	c.ttl_ms = 60000;
+	c.value = S("hint-1");
+	c.arg = S("tok-A");
+	tapply(&x, &t, G, 100, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_string_equal(tres_bytes(&x, NULL), "compute");
+	assert_string_equal(tres_bytes(&x, NULL), "hint-1");
+	assert_string_equal(tres_bytes(&x, NULL), "tok-A");
+	tres_free(&x);
+	/* A second caller waits on A's lease. */
+	c.arg = S("tok-B");
+	tapply(&x, &t, G, 200, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_string_equal(tres_bytes(&x, NULL), "wait");
+	assert_string_equal(tres_bytes(&x, NULL), "tok-A");
+	tres_free(&x);
+	/* The lease is capped at 30 s: at 30100 B gets it. */
+	tapply(&x, &t, G, 30100, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_string_equal(tres_bytes(&x, NULL), "compute");
+	tres_free(&x);
+	/* A's result is refused now; B's is stored. */
+	c = kcmd(STORE_OP_KV_FOC_RESULT, "page");
+	c.arg = S("tok-A");
+	c.value = S("<html>");
+	c.ttl_ms = 500;
+	do_status(&t, false, 30200, &c, STORE_ERR, NULL);
+	c.arg = S("tok-B");
+	do_str(&t, false, 30200, &c, "OK");
+	get(&t, 30200, "page", "<html>");
+	c = kcmd(STORE_OP_KV_FOC, "page");
+	c.ttl_ms = 60000;
+	c.arg = S("tok-C");
+	tapply(&x, &t, G, 30300, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_string_equal(tres_bytes(&x, NULL), "hit");
+	assert_string_equal(tres_bytes(&x, NULL), "<html>");
+	tres_free(&x);
+	/* After the value lapses, C computes and fails. */
+	tapply(&x, &t, G, 30700, &c);
+	assert_string_equal((tres_array(&x), tres_bytes(&x, NULL)), "compute");
+	tres_free(&x);
+	c = kcmd(STORE_OP_KV_FOC_ERROR, "page");
+	c.arg = S("tok-C");
+	c.value = S("backend down");
+	do_str(&t, false, 30800, &c, "OK");
+	do_status(&t, false, 30800, &c, STORE_ERR, NULL);
+	c = kcmd(STORE_OP_KV_FOC, "page");
+	c.ttl_ms = 100;
+	c.arg = S("tok-D");
+	tapply(&x, &t, G, 30900, &c);
+	assert_string_equal((tres_array(&x), tres_bytes(&x, NULL)), "compute");
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static void test_hashes(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice fv[6] = {S("f1"), S("a"),  S("f2"),
+	                            S("b"),  S("f1"), S("c")};
+	struct store_slice fields[3] = {S("f2"), S("zz"), S("f1")};
+	struct tres x;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_HSET, "h");
+	c.items.n = 6;
+	c.items.v = fv; /* f1 twice: counted once, last value wins */
+	do_int(&t, false, 1, &c, 2);
+	c.items.n = 2;
+	do_int(&t, false, 1, &c, 0);
+	c = kcmd(STORE_OP_KV_HGET, "h");
+	c.arg = S("f1");
+	do_str(&t, true, 1, &c, "a");
+	c.arg = S("none");
+	do_str(&t, true, 1, &c, NULL);
+	c = kcmd(STORE_OP_KV_HMGET, "h");
+	c.items.n = 3;
+	c.items.v = fields;
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_string_equal(tres_bytes(&x, NULL), "b");
+	assert_true(tres_is_nil(&x));
+	assert_string_equal(tres_bytes(&x, NULL), "a");
+	tres_free(&x);
+	c = kcmd(STORE_OP_KV_HGETALL, "h");
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_map(&x), 2);
+	assert_string_equal(tres_map_key(&x), "f1");
+	assert_string_equal(tres_bytes(&x, NULL), "a");
+	assert_string_equal(tres_map_key(&x), "f2");
+	assert_string_equal(tres_bytes(&x, NULL), "b");
+	tres_free(&x);
+	c = kcmd(STORE_OP_KV_HGETALL, "missing");
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_map(&x), 0);
+	tres_free(&x);
+	/* HDEL removes; the emptied hash disappears. */
+	c = kcmd(STORE_OP_KV_HDEL, "h");
+	c.items.n = 2;
+	c.items.v = fields; /* f2, zz */
+	do_int(&t, false, 1, &c, 1);
+	c.items.n = 3;
+	do_int(&t, false, 1, &c, 1);
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 1;
+	c.items.v = (struct store_slice[]){S("h")};
+	do_int(&t, false, 1, &c, 0);
+	/* HSET on a string: WRONGTYPE; bad arity refused. */
+	set(&t, 1, "s", "x", 0, 0, 0, "OK");
+	c = kcmd(STORE_OP_KV_HSET, "s");
+	c.items.n = 2;
+	c.items.v = fv;
+	do_status(&t, false, 1, &c, STORE_WRONGTYPE, WT);
+	c.items.n = 1;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	tdb_close(&t);
+}
+
+static void lrange(struct tdb *t, int64_t start, int64_t stop, const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_LRANGE, "l");
+	struct tres x;
+	char got[256] = "";
+	uint32_t n;
+
+	c.start = start;
+	c.stop = stop;
+	tread(&x, t, G, 1, &c);
+	n = tres_array(&x);
+	for (uint32_t i = 0; i < n; i++) {
+		strcat(got, tres_bytes(&x, NULL));
+		strcat(got, i + 1 < n ? "," : "");
+	}
+	assert_string_equal(got, want);
+	tres_free(&x);
+}
+
+static void test_lists(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice abc[3] = {S("a"), S("b"), S("c")};
+	struct store_slice xy[2] = {S("x"), S("y")};
+	struct tres x;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 1, &c, 3);
+	c = kcmd(STORE_OP_KV_LPUSH, "l");
+	c.items.n = 2;
+	c.items.v = xy;
+	do_int(&t, false, 1, &c, 5);
+	lrange(&t, 0, -1, "y,x,a,b,c");
+	lrange(&t, 1, 2, "x,a");
+	lrange(&t, -2, -1, "b,c");
+	lrange(&t, -100, 1, "y,x");
+	lrange(&t, 3, 100, "b,c");
+	lrange(&t, 4, 3, "");
+	lrange(&t, 5, 9, "");
+	lrange(&t, 0, -6, "");
+	c = kcmd(STORE_OP_KV_LPOP, "l");
+	do_str(&t, false, 1, &c, "y");
+	c = kcmd(STORE_OP_KV_RPOP, "l");
+	c.count = 2;
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_string_equal(tres_bytes(&x, NULL), "c");
+	assert_string_equal(tres_bytes(&x, NULL), "b");
+	tres_free(&x);
+	lrange(&t, 0, -1, "x,a");
+	c.count = 10;
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 2);
+	tres_free(&x);
+	/* Empty lists vanish; pops of a missing list are nil. */
+	do_str(&t, false, 1, &c, NULL);
+	c = kcmd(STORE_OP_KV_LPOP, "l");
+	do_str(&t, false, 1, &c, NULL);
+	lrange(&t, 0, -1, "");
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 0;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND, NULL);
+	tdb_close(&t);
+}
+
+static void test_sets(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice m[4] = {S("b"), S("a"), S("b"), S("c")};
+	struct tres x;
+
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_SADD, "s");
+	c.items.n = 4;
+	c.items.v = m;
+	do_int(&t, false, 1, &c, 3);
+	do_int(&t, false, 1, &c, 0);
+	c = kcmd(STORE_OP_KV_SMEMBERS, "s");
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_string_equal(tres_bytes(&x, NULL), "a");
+	assert_string_equal(tres_bytes(&x, NULL), "b");
+	assert_string_equal(tres_bytes(&x, NULL), "c");
+	tres_free(&x);
+	c = kcmd(STORE_OP_KV_SISMEMBER, "s");
+	c.arg = S("a");
+	do_int(&t, true, 1, &c, 1);
+	c.arg = S("z");
+	do_int(&t, true, 1, &c, 0);
+	c = kcmd(STORE_OP_KV_SREM, "s");
+	c.items.n = 2;
+	c.items.v = m + 1; /* a, b */
+	do_int(&t, false, 1, &c, 2);
+	c.items.n = 3;
+	c.items.v = m + 1; /* a, b, c */
+	do_int(&t, false, 1, &c, 1);
+	c = kcmd(STORE_OP_KV_SMEMBERS, "s");
+	tread(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 0);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static struct store_slice score(uint8_t *buf, double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof u);
+	be_put64(buf, u);
+	return (struct store_slice){buf, 8};
+}
+
+static void zrange(struct tdb *t, int64_t start, int64_t stop, bool scores,
+                   const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_ZRANGE, "z");
+	struct tres x;
+	char got[256] = "";
+	uint32_t n;
+
+	c.start = start;
+	c.stop = stop;
+	c.flags = scores ? STORE_ZRANGE_WITHSCORES : 0;
+	tread(&x, t, G, 1, &c);
+	n = tres_array(&x);
+	for (uint32_t i = 0; i < n; i++) {
+		strcat(got, tres_bytes(&x, NULL));
+		strcat(got, i + 1 < n ? "," : "");
+	}
+	assert_string_equal(got, want);
+	tres_free(&x);
+}
+
+static void test_sorted_sets(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	uint8_t b[6][8];
+	struct store_slice items[10];
+
+	tdb_open(&t);
+	items[0] = score(b[0], 2.5);
+	items[1] = S("b");
+	items[2] = score(b[1], -1);
+	items[3] = S("neg");
+	items[4] = score(b[2], 10);
+	items[5] = S("c");
+	items[6] = score(b[3], 0.1);
+	items[7] = S("a");
+	c = kcmd(STORE_OP_KV_ZADD, "z");
+	c.items.n = 8;
+	c.items.v = items;
+	do_int(&t, false, 1, &c, 4);
+	zrange(&t, 0, -1, false, "neg,a,b,c");
+	zrange(&t, 0, 1, true, "neg,-1,a,0.1");
+	zrange(&t, -1, -1, true, "c,10");
+	/* Updating a score moves the member. */
+	items[0] = score(b[4], 100);
+	items[1] = S("neg");
+	c.items.n = 2;
+	do_int(&t, false, 1, &c, 0);
+	zrange(&t, 0, -1, false, "a,b,c,neg");
+	c = kcmd(STORE_OP_KV_ZSCORE, "z");
+	c.arg = S("b");
+	do_str(&t, true, 1, &c, "2.5");
+	c.arg = S("neg");
+	do_str(&t, true, 1, &c, "100");
+	c.arg = S("none");
+	do_str(&t, true, 1, &c, NULL);
+	c = kcmd(STORE_OP_KV_ZREM, "z");
+	c.items.n = 2;
+	c.items.v = (struct store_slice[]){S("a"), S("zz")};
+	do_int(&t, false, 1, &c, 1);
+	zrange(&t, 0, -1, false, "b,c,neg");
+	/* NaN is refused. */
+	items[0] = score(b[5], 0.0 / 0.0);
+	items[1] = S("n");
+	c = kcmd(STORE_OP_KV_ZADD, "z");
+	c.items.n = 2;
+	c.items.v = items;
+	do_status(&t, false, 1, &c, STORE_BAD_COMMAND,
+	          "ERR value is not a valid float");
+	tdb_close(&t);
+}
+
+static void test_expire(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice fv[2] = {S("f"), S("v")};
+	uint8_t *cmd;
+	size_t len;
+	struct fsm_cmd fc;
+	struct fsm_entry e;
+	struct fsm_result r;
+	struct tres x;
+	uint64_t before;
+
+	tdb_open(&t);
+	before = tdb_hash_group_x(&t, G, true);
+	set(&t, 100, "a", "1", 0, STORE_EXPIRE_TTL, 10, "OK");
+	set(&t, 100, "b", "1", 0, STORE_EXPIRE_TTL, 10, "OK");
+	set(&t, 100, "keep", "1", 0, STORE_EXPIRE_TTL, 1000, "OK");
+	/* b is rewritten without a TTL: its index entry goes. */
+	set(&t, 105, "b", "2", 0, 0, 0, "OK");
+	c = kcmd(STORE_OP_KV_LOCK, "lock");
+	c.arg = S("o");
+	c.ttl_ms = 5;
+	do_str(&t, false, 100, &c, "OK");
+	c = kcmd(STORE_OP_KV_FOC, "foc");
+	c.ttl_ms = 5;
+	c.arg = S("tok");
+	tapply(&x, &t, G, 100, &c);
+	tres_free(&x);
+	assert_int_equal(store_expire_scan(t.s, G, 200, 1, &cmd, &len), 0);
+	assert_non_null(cmd);
+	free(cmd);
+	assert_int_equal(store_expire_scan(t.s, G, 200, 100, &cmd, &len), 0);
+	fc.data = cmd;
+	fc.len = len;
+	e = (struct fsm_entry){G, t.next_index[G]++, 1, 200, 1, &fc};
+	memset(&r, 0, sizeof r);
+	assert_int_equal(store_apply(t.s, &e, &r), 0);
+	free(cmd);
+	tres_init(&x, r.data, r.len);
+	assert_int_equal(tres_i64(&x), 3); /* a, lock, foc lease */
+	tres_free(&x);
+	get(&t, 200, "b", "2");
+	get(&t, 200, "keep", "1");
+	assert_int_equal(store_expire_scan(t.s, G, 200, 100, &cmd, &len), 0);
+	assert_null(cmd);
+	/* Collections are reclaimed with their elements when lapsed:
+	 * a hash written over a lapsed string gets a clean slate. */
+	set(&t, 300, "h", "x", 0, STORE_EXPIRE_TTL, 5, "OK");
+	c = kcmd(STORE_OP_KV_HSET, "h");
+	c.items.n = 2;
+	c.items.v = fv;
+	do_int(&t, false, 310, &c, 1);
+	/* Delete everything: only the applied index remains. */
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 4;
+	c.items.v = (struct store_slice[]){S("b"), S("keep"), S("h"), S("x")};
+	do_int(&t, false, 400, &c, 3);
+	assert_int_equal(tdb_hash_group_x(&t, G, true), before);
+	tdb_close(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_strings),
+	    cmocka_unit_test(test_multi_and_cas),
+	    cmocka_unit_test(test_locks),
+	    cmocka_unit_test(test_ratelimit),
+	    cmocka_unit_test(test_fetch_or_compute),
+	    cmocka_unit_test(test_hashes),
+	    cmocka_unit_test(test_lists),
+	    cmocka_unit_test(test_sets),
+	    cmocka_unit_test(test_sorted_sets),
+	    cmocka_unit_test(test_expire),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,761 @@
+/* Streams, meta scopes, idempotent producers and consumer groups. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/store_test_util.h"
+
+#define G 1
+#define SCOPE "acme/prod/orders"
+
+static struct store_cmd scmd(uint8_t op)
+{
+	struct store_cmd c;
+	memset(&c, 0, sizeof c);
+	c.op = op;
+	c.scope = S(SCOPE);
+	return c;
+}
+
+static struct store_cmd meta(uint8_t op, const char *t, const char *n,
+                             const char *name)
+{
+	struct store_cmd c;
+	memset(&c, 0, sizeof c);
+	c.op = op;
+	c.kind = STORE_SCOPE_STREAM;
+	c.tenant = S(t);
+	c.ns = S(n);
+	c.name = S(name);
+	return c;
+}
+
+/* Appends `n` payloads "p<i>" and returns the base offset. */
+static uint64_t append(struct tdb *t, uint64_t now, uint32_t shard, int n,
+                       const char *prefix)
+{
+	struct store_slice items[64];
+	char bufs[64][32];
+	struct store_cmd c = scmd(STORE_OP_STREAM_APPEND);
+	struct tres x;
+	uint64_t base;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(bufs[i], sizeof bufs[i], "%s%d", prefix, i);
+		items[i] = S(bufs[i]);
+	}
+	c.shard = shard;
+	c.items.n = (uint32_t)n;
+	c.items.v = items;
+	tapply(&x, t, G, now, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	base = tres_u64(&x);
+	assert_int_equal(tres_u64(&x), (uint64_t)n);
+	tres_free(&x);
+	return base;
+}
+
+static void test_scopes(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct tres x;
+	const char *cursor;
+
+	tdb_open(&t);
+	c = meta(STORE_OP_SCOPE_REGISTER, "acme", "prod", "orders");
+	c.shards = 4;
+	c.retention_bytes = 1000;
+	c.retention_ms = 60000;
+	c.durability = 1;
+	tapply(&x, &t, 0, 500, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_i64(&x), 1);
+	tres_free(&x);
+	/* Again: an update (retention may change), not a creation. */
+	c.retention_bytes = 2000;
+	tapply(&x, &t, 0, 600, &c);
+	assert_int_equal(tres_i64(&x), 0);
+	tres_free(&x);
+	/* Another shard count is refused. */
+	c.shards = 8;
+	tapply(&x, &t, 0, 600, &c);
+	assert_int_equal(tres_status(&x), STORE_EXISTS);
+	tres_free(&x);
+	/* Validation. */
+	c.shards = 0;
+	tapply(&x, &t, 0, 600, &c);
+	assert_int_equal(tres_status(&x), STORE_BAD_COMMAND);
+	tres_free(&x);
+	c = meta(STORE_OP_SCOPE_REGISTER, "acme", "", "x");
+	c.shards = 1;
+	tapply(&x, &t, 0, 600, &c);
+	assert_int_equal(tres_status(&x), STORE_BAD_COMMAND);
+	tres_free(&x);
+	c.kind = 7;
+	tapply(&x, &t, 0, 600, &c);
+	assert_int_equal(tres_status(&x), STORE_BAD_COMMAND);
+	tres_free(&x);
+
+	c = meta(STORE_OP_SCOPE_DESCRIBE, "acme", "prod", "orders");
+	tread(&x, &t, 0, 700, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 5);
+	assert_int_equal(tres_u64(&x), 4);
+	assert_int_equal(tres_u64(&x), 2000);
+	assert_int_equal(tres_u64(&x), 60000);
+	assert_int_equal(tres_u64(&x), 1);
+	assert_int_equal(tres_u64(&x), 500); /* created at */
+	tres_free(&x);
+	/* A cache scope of the same name is another scope. */
+	c.kind = STORE_SCOPE_CACHE;
+	tread(&x, &t, 0, 700, &c);
+	assert_int_equal(tres_status(&x), STORE_NOT_FOUND);
+	tres_free(&x);
+
+	/* More scopes, then list with filters and paging. */
+	const char *names[][3] = {{"acme", "prod", "a"},
+	                          {"acme", "dev", "b"},
+	                          {"zeta", "prod", "c"},
+	                          {"acme", "prod", "z"}};
+	for (int i = 0; i < 4; i++) {
+		c = meta(STORE_OP_SCOPE_REGISTER, names[i][0], names[i][1],
+		         names[i][2]);
+		c.shards = 1;
+		tapply(&x, &t, 0, 800, &c);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		tres_free(&x);
+	}
+	c = meta(STORE_OP_SCOPE_LIST, "", "", "");
+	tread(&x, &t, 0, 900, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_array(&x), 5);
+	tres_free(&x);
+	c = meta(STORE_OP_SCOPE_LIST, "acme", "prod", "");
+	tread(&x, &t, 0, 900, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_array(&x), 7);
+	assert_string_equal(tres_bytes(&x, NULL), "acme");
+	assert_string_equal(tres_bytes(&x, NULL), "prod");
+	assert_string_equal(tres_bytes(&x, NULL), "a");
+	tres_free(&x);
+	/* Paging: two at a time over the tenant acme (4 scopes). */
+	c = meta(STORE_OP_SCOPE_LIST, "acme", "", "");
+	c.max = 2;
+	tread(&x, &t, 0, 900, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_array(&x), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tres_array(&x), 7);
+		for (int j = 0; j < 3; j++) {
+			tres_bytes(&x, NULL);
+		}
+		for (int j = 0; j < 4; j++) {
+			tres_u64(&x);
+		}
+	}
+	{
+		size_t cl;
+		cursor = tres_bytes(&x, &cl);
+		char *saved = malloc(cl);
+		memcpy(saved, cursor, cl);
+		c.arg.p = (const uint8_t *)saved;
+		c.arg.len = cl;
+		tres_free(&x);
+		tread(&x, &t, 0, 900, &c);
+		assert_int_equal(tres_array(&x), 2);
+		assert_int_equal(tres_array(&x), 2);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(tres_array(&x), 7);
+			for (int j = 0; j < 3; j++) {
+				tres_bytes(&x, NULL);
+			}
+			for (int j = 0; j < 4; j++) {
+				tres_u64(&x);
+			}
+		}
+		/* Exactly at the end: no "more" is known without a peek,
+		 * but the next page is empty. */
+		if (!tres_is_nil(&x)) {
+			cursor = tres_bytes(&x, &cl);
+			saved = realloc(saved, cl);
+			memcpy(saved, cursor, cl);
+			c.arg.p = (const uint8_t *)saved;
+			c.arg.len = cl;
+			tres_free(&x);
+			tread(&x, &t, 0, 900, &c);
+			assert_int_equal(tres_array(&x), 2);
+			assert_int_equal(tres_array(&x), 0);
+			assert_true(tres_is_nil(&x));
+		}
+		tres_free(&x);
+		free(saved);
+	}
+
+	c = meta(STORE_OP_SCOPE_DELETE, "acme", "prod", "orders");
+	tapply(&x, &t, 0, 1000, &c);
+	assert_int_equal(tres_i64(&x), 1);
+	tres_free(&x);
+	tapply(&x, &t, 0, 1000, &c);
+	assert_int_equal(tres_i64(&x), 0);
+	tres_free(&x);
+	c.op = STORE_OP_SCOPE_DESCRIBE;
+	tread(&x, &t, 0, 1000, &c);
+	assert_int_equal(tres_status(&x), STORE_NOT_FOUND);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+struct collect {
+	int n;
+	uint64_t offsets[128];
+	char payloads[128][32];
+	uint64_t ts[128];
+};
+
+static int collect_cb(void *arg, uint64_t offset, uint64_t ts, const uint8_t *p,
+                      size_t len)
+{
+	struct collect *c = arg;
+	c->offsets[c->n] = offset;
+	c->ts[c->n] = ts;
+	snprintf(c->payloads[c->n], 32, "%.*s", (int)len, (const char *)p);
+	c->n++;
+	return 0;
+}
+
+static void test_append_read(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct tres x;
+	struct collect col;
+	struct store_stream_info info;
+
+	tdb_open(&t);
+	assert_int_equal(append(&t, 100, 0, 3, "a"), 0);
+	assert_int_equal(append(&t, 200, 0, 2, "b"), 3);
+	/* Shards are independent. */
+	assert_int_equal(append(&t, 200, 1, 1, "c"), 0);
+	/* An empty batch takes no offset. */
+	assert_int_equal(append(&t, 250, 0, 0, "x"), 5);
+
+	c = scmd(STORE_OP_STREAM_READ);
+	c.offset = 1;
+	c.max = 3;
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 4); /* next offset */
+	assert_int_equal(tres_array(&x), 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tres_array(&x), 3);
+		assert_int_equal(tres_u64(&x), (uint64_t)(1 + i));
+		assert_int_equal(tres_u64(&x), i < 2 ? 100 : 200);
+		tres_bytes(&x, NULL);
+	}
+	tres_free(&x);
+	/* At the tail: empty, not an error. */
+	c.offset = 5;
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 5);
+	assert_int_equal(tres_array(&x), 0);
+	tres_free(&x);
+	/* Past the tail: in_future with the tail. */
+	c.offset = 6;
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_status(&x), STORE_IN_FUTURE);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 6);
+	assert_int_equal(tres_u64(&x), 5);
+	tres_free(&x);
+	/* max_bytes stops after the record that reaches it. */
+	c.offset = 0;
+	c.max = 0;
+	c.max_bytes = 3;
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 2);
+	tres_free(&x);
+
+	/* Typed reads. */
+	memset(&col, 0, sizeof col);
+	assert_int_equal(store_stream_read(t.s, G, S(SCOPE), 0, 2, 10, 0,
+	                                   collect_cb, &col, &info),
+	                 0);
+	assert_int_equal(col.n, 3);
+	assert_string_equal(col.payloads[0], "a2");
+	assert_string_equal(col.payloads[1], "b0");
+	assert_int_equal(col.ts[1], 200);
+	assert_int_equal(info.head, 0);
+	assert_int_equal(info.tail, 5);
+	assert_int_equal(info.bytes, 10);
+	assert_int_equal(store_stream_read(t.s, G, S(SCOPE), 0, 9, 10, 0,
+	                                   collect_cb, &col, &info),
+	                 STORE_IN_FUTURE);
+	/* An unknown stream is empty. */
+	assert_int_equal(store_stream_info(t.s, G, S("no/such/s"), 0, &info),
+	                 0);
+	assert_int_equal(info.tail, 0);
+	c = scmd(STORE_OP_STREAM_INFO);
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_array(&x), 4);
+	assert_int_equal(tres_u64(&x), 0);
+	assert_int_equal(tres_u64(&x), 5);
+	assert_int_equal(tres_u64(&x), 10);
+	assert_int_equal(tres_u64(&x), 0);
+	tres_free(&x);
+	/* An empty scope name is refused. */
+	c.scope = S("");
+	tread(&x, &t, G, 300, &c);
+	assert_int_equal(tres_status(&x), STORE_BAD_COMMAND);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static void trim(struct tdb *t, uint64_t now, struct store_cmd *c,
+                 uint64_t head, uint64_t trimmed, bool more)
+{
+	struct tres x;
+	tapply(&x, t, G, now, c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), head);
+	assert_int_equal(tres_u64(&x), trimmed);
+	assert_int_equal(tres_bool(&x), more);
+	tres_free(&x);
+}
+
+static void test_retention(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct tres x;
+	struct store_stream_info info;
+
+	tdb_open(&t);
+	append(&t, 1000, 0, 10, "r"); /* r0..r9: 2 bytes each, 20 bytes */
+	append(&t, 5000, 0, 10, "s"); /* 20 more */
+
+	/* Explicit: below offset 3. */
+	c = scmd(STORE_OP_STREAM_TRIM);
+	c.offset = 3;
+	trim(&t, 6000, &c, 3, 3, false);
+	/* Reading below the head: too_old with the oldest offset. */
+	c = scmd(STORE_OP_STREAM_READ);
+	c.offset = 1;
+	tread(&x, &t, G, 6000, &c);
+	assert_int_equal(tres_status(&x), STORE_TOO_OLD);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 1);
+	assert_int_equal(tres_u64(&x), 3);
+	tres_free(&x);
+	/* By bytes: 34 retained, keep at most 30 -> drop two. */
+	c = scmd(STORE_OP_STREAM_TRIM);
+	c.retention_bytes = 30;
+	trim(&t, 6000, &c, 5, 2, false);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.bytes, 30);
+	/* By age with a budget: records older than 3 s at 6000 are the
+	 * first batch (time 1000); two per command. */
+	c = scmd(STORE_OP_STREAM_TRIM);
+	c.retention_ms = 3000;
+	c.max = 2;
+	trim(&t, 6000, &c, 7, 2, true);
+	trim(&t, 6000, &c, 9, 2, true);
+	trim(&t, 6000, &c, 10, 1, false);
+	trim(&t, 6000, &c, 10, 0, false);
+	/* Everything ages out, appends continue the offsets. */
+	c.max = 0;
+	trim(&t, 9000, &c, 20, 10, false);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.head, 20);
+	assert_int_equal(info.bytes, 0);
+	assert_int_equal(append(&t, 9000, 0, 1, "t"), 20);
+	c = scmd(STORE_OP_STREAM_READ);
+	c.offset = 20;
+	tread(&x, &t, G, 9000, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 21);
+	assert_int_equal(tres_array(&x), 1);
+	tres_free(&x);
+
+	/* Drop removes everything but keeps the offsets. */
+	assert_int_equal(append(&t, 9000, 0, 1, "t"), 21);
+	c = scmd(STORE_OP_STREAM_DROP);
+	c.max = 1;
+	tapply(&x, &t, G, 9100, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 1);
+	assert_true(tres_bool(&x));
+	tres_free(&x);
+	c.max = 0;
+	tapply(&x, &t, G, 9100, &c);
+	assert_int_equal(tres_array(&x), 2);
+	tres_u64(&x);
+	assert_false(tres_bool(&x));
+	tres_free(&x);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.head, 22);
+	assert_int_equal(info.tail, 22);
+	assert_int_equal(info.bytes, 0);
+	assert_int_equal(append(&t, 9200, 0, 1, "u"), 22);
+	c = scmd(STORE_OP_STREAM_READ);
+	c.offset = 21;
+	tread(&x, &t, G, 9200, &c);
+	assert_int_equal(tres_status(&x), STORE_TOO_OLD);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static struct store_cmd idem(uint64_t producer, uint64_t seq,
+                             const struct store_slice *items, uint32_t n)
+{
+	struct store_cmd c = scmd(STORE_OP_STREAM_APPEND_IDEM);
+	c.producer = producer;
+	c.seq = seq;
+	c.items.n = n;
+	c.items.v = items;
+	return c;
+}
+
+static void expect_appended(struct tres *x, uint64_t base, uint64_t n, bool dup)
+{
+	assert_int_equal(tres_status(x), STORE_OK);
+	assert_int_equal(tres_array(x), 3);
+	assert_int_equal(tres_u64(x), base);
+	assert_int_equal(tres_u64(x), n);
+	assert_int_equal(tres_bool(x), dup);
+}
+
+static void test_idempotent_producers(void **state)
+{
+	struct tdb t;
+	struct store_slice items[2] = {S("x"), S("y")};
+	struct store_cmd c, cmds[2];
+	struct fsm_result *r;
+	struct tres x;
+	struct store_stream_info info;
+
+	tdb_open(&t);
+	/* Unknown producer, not at zero. */
+	c = idem(42, 3, items, 2);
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_status(&x), STORE_UNKNOWN_PRODUCER);
+	tres_free(&x);
+	/* Sequence 0 registers it. */
+	c = idem(42, 0, items, 2);
+	tapply(&x, &t, G, 1, &c);
+	expect_appended(&x, 0, 2, false);
+	tres_free(&x);
+	/* Resent: the same offsets, nothing appended. */
+	tapply(&x, &t, G, 2, &c);
+	expect_appended(&x, 0, 2, true);
+	tres_free(&x);
+	/* A gap names the expected sequence. */
+	c = idem(42, 5, items, 1);
+	tapply(&x, &t, G, 3, &c);
+	assert_int_equal(tres_status(&x), STORE_SEQ_GAP);
+	assert_int_equal(tres_u64(&x), 1);
+	tres_free(&x);
+	/* Two copies of one batch in one entry append once. */
+	cmds[0] = idem(42, 1, items, 1);
+	cmds[1] = idem(42, 1, items, 1);
+	r = tdb_apply_entry(&t, G, 4, cmds, 2);
+	tres_init(&x, r[0].data, r[0].len);
+	expect_appended(&x, 2, 1, false);
+	tres_free(&x);
+	tres_init(&x, r[1].data, r[1].len);
+	expect_appended(&x, 2, 1, true);
+	tres_free(&x);
+	free(r);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.tail, 3);
+	assert_int_equal(info.producers, 1);
+
+	/* After 64 more batches sequence 1 is expired, 2 is remembered. */
+	for (uint64_t s = 2; s < 66; s++) {
+		c = idem(42, s, items, 1);
+		tapply(&x, &t, G, 5, &c);
+		expect_appended(&x, s + 1, 1, false);
+		tres_free(&x);
+	}
+	c = idem(42, 1, items, 1);
+	tapply(&x, &t, G, 6, &c);
+	assert_int_equal(tres_status(&x), STORE_SEQ_EXPIRED);
+	tres_free(&x);
+	c = idem(42, 2, items, 1);
+	tapply(&x, &t, G, 6, &c);
+	expect_appended(&x, 3, 1, true);
+	tres_free(&x);
+
+	/* producer_init registers an id; a taken id is refused. */
+	c = scmd(STORE_OP_PRODUCER_INIT);
+	c.producer = 7;
+	tapply(&x, &t, G, 7, &c);
+	assert_true(tres_bool(&x));
+	tres_free(&x);
+	tapply(&x, &t, G, 7, &c);
+	assert_int_equal(tres_status(&x), STORE_EXISTS);
+	tres_free(&x);
+	c = idem(7, 0, items, 1);
+	tapply(&x, &t, G, 8, &c);
+	expect_appended(&x, 67, 1, false);
+	tres_free(&x);
+	/* Per shard: the same id on another shard is unknown there. */
+	c = idem(42, 66, items, 1);
+	c.shard = 1;
+	tapply(&x, &t, G, 8, &c);
+	assert_int_equal(tres_status(&x), STORE_UNKNOWN_PRODUCER);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static void test_producer_eviction(void **state)
+{
+	struct tdb t;
+	struct store_slice items[1] = {S("x")};
+	struct store_cmd *cmds;
+	struct fsm_result *r;
+	struct tres x;
+	struct store_stream_info info;
+	const unsigned per = 512;
+
+	tdb_open(&t);
+	cmds = calloc(per, sizeof *cmds);
+	/* Producers 1..4096, in entries of 512 (ids ascending). */
+	for (unsigned e = 0; e < STORE_PRODUCERS_MAX / per; e++) {
+		for (unsigned i = 0; i < per; i++) {
+			cmds[i] = idem(1 + e * per + i, 0, items, 1);
+		}
+		r = tdb_apply_entry(&t, G, 1, cmds, per);
+		for (unsigned i = 0; i < per; i++) {
+			free(r[i].data);
+		}
+		free(r);
+	}
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.producers, STORE_PRODUCERS_MAX);
+	/* Touch producer 1 so that 2 becomes the coldest. */
+	cmds[0] = idem(1, 1, items, 1);
+	tapply(&x, &t, G, 2, &cmds[0]);
+	expect_appended(&x, STORE_PRODUCERS_MAX, 1, false);
+	tres_free(&x);
+	/* A new producer evicts producer 2 (oldest use, lowest id). */
+	cmds[0] = idem(9999, 0, items, 1);
+	tapply(&x, &t, G, 3, &cmds[0]);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.producers, STORE_PRODUCERS_MAX);
+	cmds[0] = idem(2, 1, items, 1);
+	tapply(&x, &t, G, 4, &cmds[0]);
+	assert_int_equal(tres_status(&x), STORE_UNKNOWN_PRODUCER);
+	tres_free(&x);
+	cmds[0] = idem(1, 2, items, 1);
+	tapply(&x, &t, G, 4, &cmds[0]);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	cmds[0] = idem(3, 1, items, 1);
+	tapply(&x, &t, G, 4, &cmds[0]);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	free(cmds);
+	tdb_close(&t);
+}
+
+static struct store_cmd gcmd(uint8_t op, uint64_t offset)
+{
+	struct store_cmd c = scmd(op);
+	c.group = S("workers");
+	c.offset = offset;
+	return c;
+}
+
+/* Polls and checks the delivered (offset, attempts) pairs. */
+static void poll_expect(struct tdb *t, uint64_t now, uint64_t max,
+                        const uint64_t *offs, const uint32_t *att, int n)
+{
+	struct store_cmd c = gcmd(STORE_OP_CG_POLL, 0);
+	struct tres x;
+
+	c.max = max;
+	c.visibility_ms = 1000;
+	c.attempts = 3;
+	tapply(&x, t, G, now, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), (uint32_t)n);
+	for (int i = 0; i < n; i++) {
+		char want[32];
+		assert_int_equal(tres_array(&x), 3);
+		assert_int_equal(tres_u64(&x), offs[i]);
+		assert_int_equal(tres_u64(&x), att[i]);
+		snprintf(want, sizeof want, "p%u", (unsigned)offs[i]);
+		assert_string_equal(tres_bytes(&x, NULL), want);
+	}
+	tres_free(&x);
+}
+
+static void settle(struct tdb *t, uint8_t op, uint64_t offset, uint8_t status)
+{
+	struct store_cmd c = gcmd(op, offset);
+	struct tres x;
+	c.attempts = 3;
+	tapply(&x, t, G, 0, &c);
+	assert_int_equal(tres_status(&x), status);
+	tres_free(&x);
+}
+
+static void info_expect(struct tdb *t, uint64_t cursor, uint64_t claims,
+                        uint64_t dead)
+{
+	struct store_cmd c = gcmd(STORE_OP_CG_INFO, 0);
+	struct tres x;
+	tread(&x, t, G, 0, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), cursor);
+	assert_int_equal(tres_u64(&x), claims);
+	assert_int_equal(tres_u64(&x), dead);
+	tres_free(&x);
+}
+
+static void test_consumer_groups(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct tres x;
+
+	tdb_open(&t);
+	append(&t, 0, 0, 6, "p"); /* p0..p5 */
+	/* Empty poll on an empty group of another name is an answer. */
+	poll_expect(&t, 10, 2, (uint64_t[]){0, 1}, (uint32_t[]){1, 1}, 2);
+	/* In flight: the next poll moves on. */
+	poll_expect(&t, 20, 2, (uint64_t[]){2, 3}, (uint32_t[]){1, 1}, 2);
+	/* Ack out of order: the cursor waits for 0. */
+	settle(&t, STORE_OP_CG_ACK, 1, STORE_OK);
+	info_expect(&t, 0, 4, 0);
+	settle(&t, STORE_OP_CG_ACK, 0, STORE_OK);
+	info_expect(&t, 2, 2, 0);
+	/* Acking twice, or below the cursor, is fine. */
+	settle(&t, STORE_OP_CG_ACK, 0, STORE_OK);
+	/* Not delivered yet, and past the end. */
+	settle(&t, STORE_OP_CG_ACK, 5, STORE_ERR);
+	settle(&t, STORE_OP_CG_ACK, 6, STORE_ERR);
+	settle(&t, STORE_OP_CG_NACK, 0, STORE_ERR);
+	/* Nack: immediately redeliverable, with its attempt count. */
+	settle(&t, STORE_OP_CG_NACK, 2, STORE_OK);
+	poll_expect(&t, 30, 10, (uint64_t[]){2, 4, 5}, (uint32_t[]){2, 1, 1},
+	            3);
+	/* Visibility lapses at 20 + 1000 for offset 3. */
+	poll_expect(&t, 1019, 10, NULL, NULL, 0);
+	poll_expect(&t, 1020, 10, (uint64_t[]){3}, (uint32_t[]){2}, 1);
+	/* Offset 2 (attempt 2 at 30) lapses at 1030: attempt 3 is the last. */
+	poll_expect(&t, 1030, 10, (uint64_t[]){2, 4, 5}, (uint32_t[]){3, 2, 2},
+	            3);
+	/* Its third failure dead-letters it (nack at max attempts). */
+	settle(&t, STORE_OP_CG_NACK, 2, STORE_OK);
+	c = gcmd(STORE_OP_CG_DEAD_LETTERS, 0);
+	tread(&x, &t, G, 0, &c);
+	assert_int_equal(tres_array(&x), 1);
+	assert_int_equal(tres_u64(&x), 2);
+	tres_free(&x);
+	settle(&t, STORE_OP_CG_ACK, 2, STORE_ERR);
+	/* 3, 4 and 5 time out twice more: at 3 attempts they die. */
+	poll_expect(&t, 2020, 10, (uint64_t[]){3}, (uint32_t[]){3}, 1);
+	poll_expect(&t, 3030, 10, (uint64_t[]){4, 5}, (uint32_t[]){3, 3}, 2);
+	poll_expect(&t, 5000, 10, NULL, NULL, 0);
+	info_expect(&t, 6, 0, 4);
+	c = gcmd(STORE_OP_CG_DEAD_LETTERS, 3);
+	c.max = 2;
+	tread(&x, &t, G, 0, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 3);
+	assert_int_equal(tres_u64(&x), 4);
+	tres_free(&x);
+
+	/* Discard one, redrive another: it is delivered again (below the
+	 * cursor) with a fresh count. */
+	settle(&t, STORE_OP_CG_DISCARD, 3, STORE_OK);
+	settle(&t, STORE_OP_CG_DISCARD, 3, STORE_ERR);
+	settle(&t, STORE_OP_CG_REDRIVE, 4, STORE_OK);
+	settle(&t, STORE_OP_CG_REDRIVE, 1, STORE_ERR);
+	append(&t, 5000, 0, 1, "p"); /* p0 at offset 6: payload "p0" */
+	c = gcmd(STORE_OP_CG_POLL, 0);
+	c.max = 10;
+	c.visibility_ms = 1000;
+	tapply(&x, &t, G, 6000, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), 4);
+	assert_int_equal(tres_u64(&x), 1);
+	assert_string_equal(tres_bytes(&x, NULL), "p4");
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), 6);
+	assert_int_equal(tres_u64(&x), 1);
+	assert_string_equal(tres_bytes(&x, NULL), "p0");
+	tres_free(&x);
+	settle(&t, STORE_OP_CG_ACK, 4, STORE_OK);
+	settle(&t, STORE_OP_CG_ACK, 6, STORE_OK);
+	info_expect(&t, 7, 0, 2);
+
+	/* Another group on the same stream starts from the head. */
+	c = gcmd(STORE_OP_CG_POLL, 0);
+	c.group = S("audit");
+	c.max = 1;
+	tapply(&x, &t, G, 7000, &c);
+	assert_int_equal(tres_array(&x), 1);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), 0);
+	tres_free(&x);
+	/* A group name is required. */
+	c.group = S("");
+	tapply(&x, &t, G, 7000, &c);
+	assert_int_equal(tres_status(&x), STORE_BAD_COMMAND);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+static void test_consumer_groups_and_retention(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+
+	tdb_open(&t);
+	append(&t, 0, 0, 5, "p");
+	poll_expect(&t, 10, 2, (uint64_t[]){0, 1}, (uint32_t[]){1, 1}, 2);
+	/* Trim below 3: the claims of 0 and 1 go, delivery resumes at 3. */
+	c = scmd(STORE_OP_STREAM_TRIM);
+	c.offset = 3;
+	trim(&t, 20, &c, 3, 3, false);
+	poll_expect(&t, 30, 10, (uint64_t[]){3, 4}, (uint32_t[]){1, 1}, 2);
+	info_expect(&t, 3, 2, 0);
+	settle(&t, STORE_OP_CG_ACK, 3, STORE_OK);
+	settle(&t, STORE_OP_CG_ACK, 4, STORE_OK);
+	info_expect(&t, 5, 0, 0);
+	tdb_close(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_scopes),
+	    cmocka_unit_test(test_append_read),
+	    cmocka_unit_test(test_retention),
+	    cmocka_unit_test(test_idempotent_producers),
+	    cmocka_unit_test(test_producer_eviction),
+	    cmocka_unit_test(test_consumer_groups),
+	    cmocka_unit_test(test_consumer_groups_and_retention),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

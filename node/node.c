@@ -23,6 +23,39 @@ static int on_healthz(void *data, const struct admin_request *req,
 	return admin_reply_json(reply, n->stopping ? 503 : 200, body);
 }
 
+/* GET /v1/cluster: this node, its peers and every Raft group it hosts. */
+static int on_cluster(void *data, const struct admin_request *req,
+                      struct admin_reply *reply)
+{
+	struct node *n = data;
+	char *groups = NULL;
+	size_t glen = 0;
+	(void)req;
+	if (n->shards == NULL ||
+	    shards_status_json(n->shards, &groups, &glen) != 0) {
+		return admin_reply_json(
+		    reply, 503, "{\"error\":\"raft groups not running\"}");
+	}
+	/* groups is {"groups":[...],"raft_io":{...}}: splice our fields in
+	 * front of it. */
+	size_t cap = glen + 4096;
+	char *body = malloc(cap);
+	if (body == NULL) {
+		free(groups);
+		return -1;
+	}
+	int len = snprintf(body, cap,
+	                   "{\"node_id\":%" PRIu64 ",\"cluster_id\":\"%s\","
+	                   "\"peers\":[],%s",
+	                   n->cfg.node_id, n->cfg.cluster_id, groups + 1);
+	free(groups);
+	reply->status = 200;
+	reply->content_type = "application/json";
+	reply->body = body;
+	reply->body_len = (size_t)len;
+	return 0;
+}
+
 static int on_metrics(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
 {
@@ -106,12 +139,25 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	if (prepare_tls(n, err, errlen) != 0) {
 		goto err_db;
 	}
+	char internal[300];
+	snprintf(internal, sizeof internal, "%s:%u", cfg->advertise_host,
+	         cfg->internal.port);
+	struct shards_config sc = {
+	    .node_id = cfg->node_id,
+	    .internal_addr = internal,
+	    .data_groups = cfg->shards,
+	};
+	if (shards_open(&n->shards, &n->loop, &n->db, &sc, &n->log, err,
+	                errlen) != 0) {
+		goto err_db;
+	}
 	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
 	                     cfg->admin.port, err, errlen) != 0) {
-		goto err_dir;
+		goto err_shards;
 	}
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
 	admin_http_route(&n->admin, "GET", "/metrics", false, on_metrics, n);
+	admin_http_route(&n->admin, "GET", "/v1/cluster", false, on_cluster, n);
 
 	uv_signal_init(&n->loop, &n->sigint);
 	uv_signal_init(&n->loop, &n->sigterm);
@@ -126,6 +172,10 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	         cfg->replicas);
 	return 0;
 
+err_shards:
+	shards_close(n->shards, NULL, NULL);
+	uv_run(&n->loop, UV_RUN_DEFAULT); /* let the groups close */
+	n->shards = NULL;
 err_db:
 	db_close(&n->db);
 err_dir:
@@ -173,10 +223,22 @@ static void on_closed(uv_handle_t *h)
 	(void)h;
 }
 
+static void on_shards_closed(void *data)
+{
+	struct node *n = data;
+	n->shards = NULL;
+	log_info(&n->log, "node", "raft groups stopped");
+}
+
 static void on_admin_closed(void *data)
 {
 	struct node *n = data;
 	log_info(&n->log, "node", "admin HTTP closed");
+	/* Protocol listeners are closed by now: stop the groups last so
+	 * in-flight requests get their answers. */
+	if (n->shards != NULL) {
+		shards_close(n->shards, on_shards_closed, n);
+	}
 }
 
 void node_stop(struct node *n)

@@ -14,6 +14,7 @@
 #include "node/db.h"
 #include "node/log.h"
 #include "node/metrics.h"
+#include "node/shards.h"
 
 struct node {
 	uv_loop_t loop;
@@ -21,6 +22,7 @@ struct node {
 	struct log log;
 	struct datadir dir;
 	struct db db;
+	struct shards *shards; /* the replicated core; owned */
 	struct admin_http admin;
 	struct metrics metrics;
 	struct metric *m_uptime;

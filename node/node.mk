@@ -8,7 +8,8 @@ node_libnode_a_SOURCES = \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \
 	node/metrics.c node/metrics.h \
-	node/node.c node/node.h
+	node/node.c node/node.h \
+	node/shards.c node/shards.h
 
 bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c

@@ -66,7 +66,10 @@ typedef int (*fsm_applied_index_fn)(struct fsm *fsm, uint32_t group,
                                     uint64_t *index);
 
 /* Makes every applied state of `group` durable (e.g. a synced WAL flush).
- * raft/ calls it before dropping log entries on a snapshot. */
+ * raft/ calls it before dropping log entries on a snapshot. It runs on
+ * raft/'s log writer thread, not the reactor (an fsync must not stall the
+ * loop), possibly while apply runs on the reactor: it may only make
+ * thread-safe calls such as rocksdb_flush_wal(db, 1). */
 typedef int (*fsm_sync_fn)(struct fsm *fsm, uint32_t group);
 
 /* Writes the group's whole state, as of its applied index, into files in

@@ -1,0 +1,172 @@
+/* Entry payload codec; see entry.h for the layout. */
+#include "raft/entry.h"
+
+#include <string.h>
+
+#include <raft.h>
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+void entry_builder_init(struct entry_builder *b, size_t max_len)
+{
+	b->buf = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->n_cmds = 0;
+	b->max_len = max_len;
+}
+
+size_t entry_max_cmd(size_t max_len)
+{
+	size_t overhead = ENTRY_HEADER_SIZE + ENTRY_CMD_OVERHEAD;
+	if (max_len <= overhead) {
+		return 0;
+	}
+	if (max_len - overhead > UINT32_MAX) {
+		return UINT32_MAX;
+	}
+	return max_len - overhead;
+}
+
+int entry_builder_fits(const struct entry_builder *b, size_t len)
+{
+	size_t used = b->len == 0 ? ENTRY_HEADER_SIZE : b->len;
+	if (len > UINT32_MAX || b->n_cmds == UINT32_MAX) {
+		return 0;
+	}
+	return used <= b->max_len && b->max_len - used >= ENTRY_CMD_OVERHEAD &&
+	       b->max_len - used - ENTRY_CMD_OVERHEAD >= len;
+}
+
+int entry_builder_add(struct entry_builder *b, const void *cmd, size_t len)
+{
+	size_t need;
+
+	if (!entry_builder_fits(b, len)) {
+		return ENTRY_ETOOBIG;
+	}
+	if (b->len == 0) {
+		b->len = ENTRY_HEADER_SIZE;
+	}
+	need = b->len + ENTRY_CMD_OVERHEAD + len;
+	if (need > b->cap) {
+		size_t cap = b->cap == 0 ? 256 : b->cap;
+		uint8_t *p;
+		while (cap < need) {
+			cap *= 2;
+		}
+		if (cap > b->max_len) {
+			cap = b->max_len;
+		}
+		p = raft_realloc(b->buf, cap);
+		if (p == NULL) {
+			if (b->n_cmds == 0) {
+				b->len = 0;
+			}
+			return ENTRY_ENOMEM;
+		}
+		b->buf = p;
+		b->cap = cap;
+	}
+	put32(b->buf + b->len, (uint32_t)len);
+	if (len > 0) {
+		memcpy(b->buf + b->len + ENTRY_CMD_OVERHEAD, cmd, len);
+	}
+	b->len = need;
+	b->n_cmds++;
+	return 0;
+}
+
+int entry_builder_finish(struct entry_builder *b, uint64_t term,
+                         uint64_t now_ms, void **base, size_t *len)
+{
+	if (b->n_cmds == 0) {
+		return ENTRY_EMALFORMED;
+	}
+	b->buf[0] = ENTRY_VERSION;
+	b->buf[1] = 0;
+	b->buf[2] = 0;
+	b->buf[3] = 0;
+	put32(b->buf + 4, b->n_cmds);
+	put64(b->buf + 8, term);
+	put64(b->buf + 16, now_ms);
+	*base = b->buf;
+	*len = b->len;
+	entry_builder_init(b, b->max_len);
+	return 0;
+}
+
+void entry_builder_close(struct entry_builder *b)
+{
+	raft_free(b->buf);
+	entry_builder_init(b, b->max_len);
+}
+
+int entry_decode_header(const void *buf, size_t len, struct entry_header *h)
+{
+	const uint8_t *p = buf;
+
+	if (buf == NULL || len < ENTRY_HEADER_SIZE) {
+		return ENTRY_EMALFORMED;
+	}
+	if (p[0] != ENTRY_VERSION || p[1] != 0 || p[2] != 0 || p[3] != 0) {
+		return ENTRY_EMALFORMED;
+	}
+	h->version = p[0];
+	h->n_cmds = get32(p + 4);
+	h->term = get64(p + 8);
+	h->now_ms = get64(p + 16);
+	/* Each command takes at least its length prefix. */
+	if (h->n_cmds == 0 ||
+	    h->n_cmds > (len - ENTRY_HEADER_SIZE) / ENTRY_CMD_OVERHEAD) {
+		return ENTRY_EMALFORMED;
+	}
+	return 0;
+}
+
+int entry_decode_cmds(const void *buf, size_t len, const struct entry_header *h,
+                      struct fsm_cmd *cmds)
+{
+	const uint8_t *p = buf;
+	size_t off = ENTRY_HEADER_SIZE;
+	uint32_t i;
+
+	for (i = 0; i < h->n_cmds; i++) {
+		uint32_t n;
+		if (len - off < ENTRY_CMD_OVERHEAD) {
+			return ENTRY_EMALFORMED;
+		}
+		n = get32(p + off);
+		off += ENTRY_CMD_OVERHEAD;
+		if (len - off < n) {
+			return ENTRY_EMALFORMED;
+		}
+		cmds[i].data = p + off;
+		cmds[i].len = n;
+		off += n;
+	}
+	return off == len ? 0 : ENTRY_EMALFORMED;
+}

@@ -1,0 +1,658 @@
+/* The node's Raft groups on one loop; see group.h. */
+#include "raft/group.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <raft.h>
+
+#define DEFAULT_ELECTION_MS 1000
+#define DEFAULT_HEARTBEAT_MS 100
+#define DEFAULT_THRESHOLD 1024
+#define DEFAULT_TRAILING 128
+#define MAX_ROUNDS                                                             \
+	8 /* prepare passes before leaving the rest to the next                \
+	     turn (the idle handle keeps the loop from sleeping) */
+
+enum { G_CREATED = 1, G_STARTED, G_STOPPING, G_DEAD };
+
+struct group {
+	uint32_t id;
+	struct group_mgr *m;
+	struct replica *rp; /* NULL once closed */
+	struct raft raft;
+	struct raft_io io;
+	struct fsm *fsm;
+	int state;
+	bool remove; /* drop the group once closed (else keep it, dead) */
+	bool failed;
+	bool dirty;
+	struct group *dirty_next;
+	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+};
+
+struct group_mgr {
+	uv_loop_t *loop;
+	struct rio_store *store;
+	struct group_options o;
+	char *address;
+	uv_prepare_t prepare;
+	uv_idle_t idle;
+	bool idle_on;
+	struct group **v; /* sorted by id */
+	size_t n;
+	size_t cap;
+	struct group *dirty_head;
+	struct group *dirty_tail;
+	bool closing;
+	group_mgr_close_cb close_cb;
+	void *close_data;
+	unsigned open_handles;
+	bool handles_closing;
+	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+};
+
+static int set_err(struct group_mgr *m, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->errmsg, sizeof m->errmsg, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static size_t find_pos(const struct group_mgr *m, uint32_t id)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->v[mid]->id < id) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo;
+}
+
+static struct group *find(const struct group_mgr *m, uint32_t id)
+{
+	size_t i = find_pos(m, id);
+	return i < m->n && m->v[i]->id == id ? m->v[i] : NULL;
+}
+
+static void idle_cb(uv_idle_t *h)
+{
+	(void)h; /* only keeps the loop from sleeping while groups are dirty */
+}
+
+static void mark_dirty(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	if (g->dirty) {
+		return;
+	}
+	g->dirty = true;
+	g->dirty_next = NULL;
+	if (m->dirty_tail == NULL) {
+		m->dirty_head = g;
+	} else {
+		m->dirty_tail->dirty_next = g;
+	}
+	m->dirty_tail = g;
+	if (!m->idle_on && !m->handles_closing) {
+		m->idle_on = true;
+		uv_idle_start(&m->idle, idle_cb);
+	}
+}
+
+static void unlink_dirty(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	struct group *prev = NULL, *x;
+	if (!g->dirty) {
+		return;
+	}
+	for (x = m->dirty_head; x != NULL; prev = x, x = x->dirty_next) {
+		if (x == g) {
+			if (prev == NULL) {
+				m->dirty_head = g->dirty_next;
+			} else {
+				prev->dirty_next = g->dirty_next;
+			}
+			if (m->dirty_tail == g) {
+				m->dirty_tail = prev;
+			}
+			break;
+		}
+	}
+	g->dirty = false;
+}
+
+static void group_notify(void *data)
+{
+	mark_dirty(data);
+}
+
+static int group_sync(void *data)
+{
+	/* Writer thread: only the fsm's sync, which fsm.h allows here. */
+	struct group *g = data;
+	if (g->fsm->sync == NULL) {
+		return 0;
+	}
+	return g->fsm->sync(g->fsm, g->id);
+}
+
+static void maybe_finish(struct group_mgr *m);
+
+static void remove_group(struct group_mgr *m, struct group *g)
+{
+	size_t i = find_pos(m, g->id);
+	if (i < m->n && m->v[i] == g) {
+		memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof *m->v);
+		m->n--;
+	}
+	unlink_dirty(g);
+	free(g);
+}
+
+static void raft_closed(struct raft *r)
+{
+	struct group *g = r->data;
+	struct group_mgr *m = g->m;
+
+	replica_free(g->rp); /* runs the callbacks still due */
+	g->rp = NULL;
+	rio_release(&g->io);
+	if (g->remove) {
+		remove_group(m, g);
+	} else {
+		g->state = G_DEAD;
+		unlink_dirty(g);
+	}
+	maybe_finish(m);
+}
+
+static void stop_group(struct group *g)
+{
+	if (g->state == G_STOPPING || g->state == G_DEAD) {
+		return;
+	}
+	g->state = G_STOPPING;
+	replica_shutdown(g->rp);
+	raft_close(&g->raft, raft_closed);
+	mark_dirty(g);
+}
+
+static void group_failed(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	if (g->failed) {
+		return;
+	}
+	g->failed = true;
+	snprintf(g->errmsg, sizeof g->errmsg, "%s", replica_errmsg(g->rp));
+	if (m->o.on_failed != NULL) {
+		m->o.on_failed(m->o.on_failed_data, g->id, g->errmsg);
+	}
+	stop_group(g);
+}
+
+static void prepare_cb(uv_prepare_t *p)
+{
+	struct group_mgr *m = p->data;
+	int round;
+
+	for (round = 0; round < MAX_ROUNDS; round++) {
+		struct group *g;
+		while ((g = m->dirty_head) != NULL) {
+			m->dirty_head = g->dirty_next;
+			if (m->dirty_head == NULL) {
+				m->dirty_tail = NULL;
+			}
+			g->dirty = false;
+			if (g->rp == NULL || g->state == G_CREATED) {
+				continue;
+			}
+			if (replica_poll(g->rp) != 0) {
+				group_failed(g);
+			}
+		}
+		/* Hands this turn's appends to the writer; its deferred
+		 * completions may make groups dirty again. */
+		rio_store_flush(m->store);
+		if (m->dirty_head == NULL) {
+			break;
+		}
+	}
+	if (m->idle_on && m->dirty_head == NULL) {
+		uv_idle_stop(&m->idle);
+		m->idle_on = false;
+	}
+}
+
+int group_mgr_init(struct group_mgr **out, uv_loop_t *loop,
+                   struct rio_store *store, const struct group_options *o)
+{
+	struct group_mgr *m;
+
+	*out = NULL;
+	if (o == NULL || o->node_id == 0 || o->address == NULL) {
+		return REPLICA_EINVAL;
+	}
+	m = calloc(1, sizeof *m);
+	if (m == NULL) {
+		return REPLICA_ENOMEM;
+	}
+	m->loop = loop;
+	m->store = store;
+	m->o = *o;
+	m->address = strdup(o->address);
+	if (m->address == NULL) {
+		free(m);
+		return REPLICA_ENOMEM;
+	}
+	m->o.address = m->address;
+	uv_prepare_init(loop, &m->prepare);
+	m->prepare.data = m;
+	uv_prepare_start(&m->prepare, prepare_cb);
+	uv_unref((uv_handle_t *)&m->prepare);
+	uv_idle_init(loop, &m->idle);
+	m->idle.data = m;
+	*out = m;
+	return 0;
+}
+
+const char *group_mgr_errmsg(const struct group_mgr *m)
+{
+	return m->errmsg;
+}
+
+static unsigned pick(unsigned v, unsigned dflt, unsigned builtin)
+{
+	return v != 0 ? v : dflt != 0 ? dflt : builtin;
+}
+
+static size_t pick_size(size_t v, size_t dflt)
+{
+	return v != 0 ? v : dflt;
+}
+
+int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
+                 const struct group_params *p)
+{
+	const struct group_params *d = &m->o.defaults;
+	struct group_params none = {0};
+	struct replica_params rpp;
+	struct replica_hooks rh;
+	struct rio_hooks ioh;
+	struct group *g;
+	size_t pos;
+	int rv;
+
+	if (m->closing) {
+		return set_err(m, REPLICA_ESHUTDOWN, "the groups are closing");
+	}
+	if (find(m, id) != NULL) {
+		return set_err(m, REPLICA_EEXIST, "group %u exists", id);
+	}
+	if (p == NULL) {
+		p = &none;
+	}
+	if (m->n == m->cap) {
+		size_t cap = m->cap == 0 ? 16 : m->cap * 2;
+		struct group **v = realloc(m->v, cap * sizeof *v);
+		if (v == NULL) {
+			return set_err(m, REPLICA_ENOMEM, "out of memory");
+		}
+		m->v = v;
+		m->cap = cap;
+	}
+	g = calloc(1, sizeof *g);
+	if (g == NULL) {
+		return set_err(m, REPLICA_ENOMEM, "out of memory");
+	}
+	g->id = id;
+	g->m = m;
+	g->fsm = fsm;
+	rpp.max_entry_bytes = pick_size(p->max_entry_bytes, d->max_entry_bytes);
+	rpp.max_pending_bytes =
+	    pick_size(p->max_pending_bytes, d->max_pending_bytes);
+	rpp.snapshot_bytes =
+	    p->snapshot_bytes != 0 ? p->snapshot_bytes : d->snapshot_bytes;
+	rh.clock = m->o.clock;
+	rh.clock_data = m->o.clock_data;
+	rh.notify = group_notify;
+	rh.notify_data = g;
+	rh.fetch = m->o.fetch;
+	rh.fetch_data = m->o.fetch_data;
+	rv = replica_new(&g->rp, id, fsm, &rpp, &rh);
+	if (rv != 0) {
+		free(g);
+		return set_err(m, rv, "group %u: %s", id, replica_strerror(rv));
+	}
+	ioh.data = g;
+	ioh.notify = group_notify;
+	ioh.sync = group_sync;
+	g->io.data = NULL;
+	rv = rio_init(&g->io, m->store, id, &ioh);
+	if (rv != 0) {
+		replica_free(g->rp);
+		free(g);
+		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		               raft_strerror(rv));
+	}
+	rv = raft_init(&g->raft, &g->io, replica_raft_fsm(g->rp), m->o.node_id,
+	               m->address);
+	if (rv != 0) {
+		set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		        raft_errmsg(&g->raft));
+		rio_release(&g->io);
+		replica_free(g->rp);
+		free(g);
+		return replica_from_raft(rv);
+	}
+	g->raft.data = g;
+	raft_set_election_timeout(&g->raft, pick(p->election_timeout_ms,
+	                                         d->election_timeout_ms,
+	                                         DEFAULT_ELECTION_MS));
+	raft_set_heartbeat_timeout(&g->raft, pick(p->heartbeat_timeout_ms,
+	                                          d->heartbeat_timeout_ms,
+	                                          DEFAULT_HEARTBEAT_MS));
+	raft_set_snapshot_threshold(&g->raft, pick(p->snapshot_threshold,
+	                                           d->snapshot_threshold,
+	                                           DEFAULT_THRESHOLD));
+	raft_set_snapshot_trailing(
+	    &g->raft,
+	    pick(p->snapshot_trailing, d->snapshot_trailing, DEFAULT_TRAILING));
+	g->state = G_CREATED;
+	pos = find_pos(m, id);
+	memmove(&m->v[pos + 1], &m->v[pos], (m->n - pos) * sizeof *m->v);
+	m->v[pos] = g;
+	m->n++;
+	return 0;
+}
+
+int group_bootstrap(struct group_mgr *m, uint32_t id,
+                    const struct group_member *members, unsigned n)
+{
+	struct group *g = find(m, id);
+	struct raft_configuration conf;
+	unsigned i;
+	int rv;
+
+	if (g == NULL) {
+		return set_err(m, REPLICA_ENOGROUP, "no group %u", id);
+	}
+	if (g->state != G_CREATED) {
+		return set_err(m, REPLICA_EEXIST, "group %u already started",
+		               id);
+	}
+	if (n == 0 || members == NULL) {
+		return set_err(m, REPLICA_EINVAL, "group %u: no members", id);
+	}
+	raft_configuration_init(&conf);
+	for (i = 0; i < n; i++) {
+		rv = raft_configuration_add(&conf, members[i].id,
+		                            members[i].address, RAFT_VOTER);
+		if (rv != 0) {
+			raft_configuration_close(&conf);
+			return set_err(m, replica_from_raft(rv),
+			               "group %u: member %llu: %s", id,
+			               (unsigned long long)members[i].id,
+			               raft_strerror(rv));
+		}
+	}
+	rv = raft_bootstrap(&g->raft, &conf);
+	raft_configuration_close(&conf);
+	if (rv != 0) {
+		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		               raft_errmsg(&g->raft));
+	}
+	return 0;
+}
+
+int group_start(struct group_mgr *m, uint32_t id)
+{
+	struct group *g = find(m, id);
+	int rv;
+
+	if (g == NULL) {
+		return set_err(m, REPLICA_ENOGROUP, "no group %u", id);
+	}
+	if (g->state != G_CREATED) {
+		return set_err(m, REPLICA_EEXIST, "group %u already started",
+		               id);
+	}
+	rv = replica_bind(g->rp, &g->raft);
+	if (rv != 0) {
+		return set_err(m, rv, "%s", replica_errmsg(g->rp));
+	}
+	rv = raft_start(&g->raft);
+	if (rv != 0) {
+		const char *why = raft_errmsg(&g->raft);
+		if (replica_errmsg(g->rp)[0] != '\0') {
+			why = replica_errmsg(g->rp);
+		}
+		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		               why);
+	}
+	g->state = G_STARTED;
+	mark_dirty(g); /* a single voter is leader already */
+	return 0;
+}
+
+int group_stop(struct group_mgr *m, uint32_t id)
+{
+	struct group *g = find(m, id);
+
+	if (g == NULL) {
+		return set_err(m, REPLICA_ENOGROUP, "no group %u", id);
+	}
+	g->remove = true;
+	if (g->state == G_DEAD) {
+		remove_group(m, g);
+		maybe_finish(m);
+		return 0;
+	}
+	stop_group(g);
+	return 0;
+}
+
+static struct group *live(struct group_mgr *m, uint32_t id, int *rv)
+{
+	struct group *g = find(m, id);
+	if (g == NULL) {
+		*rv = REPLICA_ENOGROUP;
+		return NULL;
+	}
+	if (g->state != G_STARTED) {
+		*rv = REPLICA_ESHUTDOWN;
+		return NULL;
+	}
+	return g;
+}
+
+int group_propose(struct group_mgr *m, uint32_t id, const void *cmd, size_t len,
+                  replica_propose_cb cb, void *data, uint64_t *leader_id)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	if (g == NULL) {
+		if (leader_id != NULL) {
+			*leader_id = 0;
+		}
+		return rv;
+	}
+	return replica_propose(g->rp, cmd, len, cb, data, leader_id);
+}
+
+int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
+               uint64_t *leader_id)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	if (g == NULL) {
+		if (leader_id != NULL) {
+			*leader_id = 0;
+		}
+		return rv;
+	}
+	return replica_read(g->rp, cb, data, leader_id);
+}
+
+static void transfer_cb(struct raft_transfer *req)
+{
+	free(req);
+}
+
+int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target)
+{
+	struct raft_transfer *req;
+	int rv;
+	struct group *g = live(m, id, &rv);
+
+	if (g == NULL) {
+		return set_err(m, rv, "group %u is not running", id);
+	}
+	req = calloc(1, sizeof *req);
+	if (req == NULL) {
+		return set_err(m, REPLICA_ENOMEM, "out of memory");
+	}
+	rv = raft_transfer(&g->raft, req, target, transfer_cb);
+	if (rv != 0) {
+		free(req);
+		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		               raft_errmsg(&g->raft));
+	}
+	mark_dirty(g);
+	return 0;
+}
+
+int group_status(struct group_mgr *m, uint32_t id, struct group_status *st)
+{
+	struct group *g = find(m, id);
+	struct raft *r;
+	unsigned i;
+
+	memset(st, 0, sizeof *st);
+	st->group = id;
+	if (g == NULL) {
+		return set_err(m, REPLICA_ENOGROUP, "no group %u", id);
+	}
+	st->failed = g->failed;
+	snprintf(st->message, sizeof st->message, "%s", g->errmsg);
+	if (g->rp == NULL) {
+		return 0; /* closed: unavailable */
+	}
+	r = &g->raft;
+	replica_stats(g->rp, &st->stats);
+	st->ready = replica_is_ready(g->rp);
+	st->term = r->current_term;
+	for (i = 0; i < r->configuration.n && st->n_voters < GROUP_MAX_VOTERS;
+	     i++) {
+		if (r->configuration.servers[i].role == RAFT_VOTER) {
+			st->voters[st->n_voters++] =
+			    r->configuration.servers[i].id;
+		}
+	}
+	if (g->state != G_STARTED) {
+		return 0;
+	}
+	switch (raft_state(r)) {
+	case RAFT_FOLLOWER:
+		st->role = GROUP_ROLE_FOLLOWER;
+		break;
+	case RAFT_CANDIDATE:
+		st->role = GROUP_ROLE_CANDIDATE;
+		break;
+	case RAFT_LEADER:
+		st->role = GROUP_ROLE_LEADER;
+		break;
+	default:
+		st->role = GROUP_ROLE_UNAVAILABLE;
+		break;
+	}
+	{
+		raft_id lid = 0;
+		const char *addr = NULL;
+		raft_leader(r, &lid, &addr);
+		st->leader_id = lid;
+		if (addr != NULL) {
+			snprintf(st->leader_address, sizeof st->leader_address,
+			         "%s", addr);
+		}
+	}
+	st->commit_index = r->commit_index;
+	st->applied_index = raft_last_applied(r);
+	st->last_index = raft_last_index(r);
+	st->snapshot_index = r->log.snapshot.last_index;
+	if (st->role == GROUP_ROLE_FOLLOWER ||
+	    st->role == GROUP_ROLE_CANDIDATE) {
+		uint64_t now = uv_now(m->loop);
+		st->last_contact_ms = now > r->election_timer_start
+		                          ? now - r->election_timer_start
+		                          : 0;
+	}
+	return 0;
+}
+
+size_t group_ids(const struct group_mgr *m, uint32_t *ids, size_t max)
+{
+	size_t i;
+	for (i = 0; i < m->n && i < max; i++) {
+		ids[i] = m->v[i]->id;
+	}
+	return m->n;
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct group_mgr *m = h->data;
+	m->open_handles--;
+	if (m->open_handles == 0 && m->close_cb != NULL) {
+		m->close_cb(m, m->close_data);
+	}
+}
+
+static void maybe_finish(struct group_mgr *m)
+{
+	if (!m->closing || m->n > 0 || m->handles_closing) {
+		return;
+	}
+	m->handles_closing = true;
+	if (m->idle_on) {
+		uv_idle_stop(&m->idle);
+		m->idle_on = false;
+	}
+	m->open_handles = 2;
+	uv_close((uv_handle_t *)&m->prepare, handle_closed);
+	uv_close((uv_handle_t *)&m->idle, handle_closed);
+}
+
+void group_mgr_close(struct group_mgr *m, group_mgr_close_cb cb, void *data)
+{
+	size_t i;
+
+	m->closing = true;
+	m->close_cb = cb;
+	m->close_data = data;
+	/* Copy the ids: stopping a dead group removes it at once. */
+	for (i = m->n; i > 0; i--) {
+		group_stop(m, m->v[i - 1]->id);
+	}
+	maybe_finish(m);
+}
+
+void group_mgr_free(struct group_mgr *m)
+{
+	if (m == NULL) {
+		return;
+	}
+	free(m->v);
+	free(m->address);
+	free(m);
+}

@@ -1,0 +1,135 @@
+/* The node's Raft groups: the meta group 0 and the data groups 1..S, each a
+ * libraft instance on the shared RocksDB raft_io (raft/io.h) with a replica
+ * (raft/replica.h) gluing it to its state machine.
+ *
+ * All groups live on one libuv loop (the reactor). One uv_prepare handle
+ * per manager, run once per loop turn before the loop polls, takes in
+ * leadership changes, turns the commands proposed to each group in that
+ * turn into one entry, issues one read barrier per group, runs due
+ * callbacks and hands the turn's write batch to the writer thread.
+ *
+ * Status codes are the REPLICA_* codes of raft/replica.h. */
+#ifndef LS_RAFT_GROUP_H
+#define LS_RAFT_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "raft/fsm.h"
+#include "raft/io.h"
+#include "raft/replica.h"
+
+#define GROUP_MAX_VOTERS 16
+
+struct group_mgr;
+
+/* One voter of a bootstrap configuration. */
+struct group_member {
+	uint64_t id;         /* node id, > 0 */
+	const char *address; /* node internal address (copied) */
+};
+
+/* Tuning of one group; a zero field takes the manager's default, and a
+ * zero default takes the built-in value in brackets. */
+struct group_params {
+	unsigned election_timeout_ms;  /* [1000] randomized up to 2x */
+	unsigned heartbeat_timeout_ms; /* [100] */
+	unsigned snapshot_threshold;   /* [1024] entries between snapshots */
+	unsigned snapshot_trailing;    /* [128] entries kept after one */
+	size_t max_entry_bytes;        /* [1 MiB] one entry, so one command */
+	size_t max_pending_bytes;      /* [64 MiB] queued + unapplied */
+	uint64_t snapshot_bytes;       /* [64 MiB] applied bytes forcing a
+	                                  snapshot */
+};
+
+struct group_options {
+	uint64_t node_id;    /* this node's raft id, > 0 */
+	const char *address; /* this node's internal address (copied) */
+	struct group_params defaults;
+	replica_clock_fn clock; /* wall clock for now_ms; NULL = realtime */
+	void *clock_data;
+	replica_fetch_fn fetch; /* state transfer; NULL = none yet */
+	void *fetch_data;
+	/* A group stopped by itself (storage or state-machine failure). */
+	void (*on_failed)(void *data, uint32_t group, const char *msg);
+	void *on_failed_data;
+};
+
+enum {
+	GROUP_ROLE_UNAVAILABLE = 0,
+	GROUP_ROLE_FOLLOWER,
+	GROUP_ROLE_CANDIDATE,
+	GROUP_ROLE_LEADER
+};
+
+struct group_status {
+	uint32_t group;
+	int role;    /* GROUP_ROLE_* */
+	bool ready;  /* leader whose first barrier applied */
+	bool failed; /* stopped by a failure (see message) */
+	uint64_t term;
+	uint64_t leader_id; /* 0 = unknown */
+	char leader_address[128];
+	unsigned n_voters;
+	uint64_t voters[GROUP_MAX_VOTERS];
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t last_index;
+	uint64_t snapshot_index;
+	uint64_t last_contact_ms; /* follower: since the leader was heard;
+	                             candidate: since the election started;
+	                             leader: 0 */
+	struct replica_stats stats;
+	char message[RAFT_ERRMSG_BUF_SIZE];
+};
+
+typedef void (*group_mgr_close_cb)(struct group_mgr *m, void *data);
+
+/* The store must outlive the manager. Returns a REPLICA_* code. */
+int group_mgr_init(struct group_mgr **out, uv_loop_t *loop,
+                   struct rio_store *store, const struct group_options *o);
+
+/* The last error's message (set by every failing call below). */
+const char *group_mgr_errmsg(const struct group_mgr *m);
+
+/* Creates group `id` with state machine `fsm` (borrowed; must outlive the
+ * group). `p` may be NULL. */
+int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
+                 const struct group_params *p);
+
+/* Writes the initial configuration, every member a voter. Only for a
+ * created, not started group without state: REPLICA_EEXIST otherwise,
+ * which a restarting node can ignore. */
+int group_bootstrap(struct group_mgr *m, uint32_t id,
+                    const struct group_member *members, unsigned n);
+
+/* Loads the group's log and starts it; a single voter elects itself. */
+int group_start(struct group_mgr *m, uint32_t id);
+
+/* Stops and removes the group (asynchronously: callbacks still due run
+ * with REPLICA_ESHUTDOWN or REPLICA_ELEADERSHIPLOST first). */
+int group_stop(struct group_mgr *m, uint32_t id);
+
+/* See replica_propose / replica_read. */
+int group_propose(struct group_mgr *m, uint32_t id, const void *cmd, size_t len,
+                  replica_propose_cb cb, void *data, uint64_t *leader_id);
+int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
+               uint64_t *leader_id);
+
+/* Asks the leader of `id` to hand leadership to `target` (0 = any voter). */
+int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target);
+
+int group_status(struct group_mgr *m, uint32_t id, struct group_status *st);
+
+/* Writes up to `max` group ids in ascending order; returns the count of
+ * groups (which may exceed `max`). */
+size_t group_ids(const struct group_mgr *m, uint32_t *ids, size_t max);
+
+/* Stops every group, then calls `cb`; close the store after that. */
+void group_mgr_close(struct group_mgr *m, group_mgr_close_cb cb, void *data);
+void group_mgr_free(struct group_mgr *m);
+
+#endif

@@ -1,0 +1,1915 @@
+/* libraft's raft_io on RocksDB, shared by every group of the node; see io.h.
+ *
+ * RocksDB layout (format 1). All integers big endian.
+ *
+ *   CF "raft_log"    key   group u32 | index u64                (12 bytes)
+ *                    value u8 format (1) | u8 entry type (RAFT_COMMAND,
+ *                          RAFT_BARRIER, RAFT_CHANGE) | u64 term | payload
+ *   CF "raft_state"  key   group u32 | 'm'                       (5 bytes)
+ *                    value u8 format (1) | u64 term | u64 voted_for
+ *                    key   group u32 | 's'
+ *                    value u8 format (1) | u64 index | u64 term
+ *                          | u64 configuration index
+ *                          | u32 n_servers | n x { u64 id | u8 role
+ *                            | u16 address length | address }
+ *                          | u32 data length | data (the fsm's manifest)
+ *
+ * A group's log is one key range, so truncation and compaction are one
+ * DeleteRange each, and a group's keys sort by index. The log holds no gaps:
+ * `load` checks that the entries run without holes from the first one and
+ * reach the snapshot.
+ *
+ * Life of a write: append/truncate/snapshot_put/set_term/set_vote add their
+ * operations to `pending` (the batch of this loop turn) and, when the caller
+ * waits, a request to its completion list. A uv_prepare handle hands
+ * `pending` to the writer thread when no batch is in flight; the writer
+ * writes it and syncs the WAL (one fsync), then wakes the loop (uv_async),
+ * which starts the next batch at once and then fires the completions in
+ * order. bootstrap and recover write directly (unsynced) and force the next
+ * batch to sync, so they cost no fsync of their own. */
+#include "raft/io.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define FORMAT 1
+#define LOG_KEY_SIZE 12
+#define STATE_KEY_SIZE 5
+#define LOG_VALUE_HEADER 10
+#define META_VALUE_SIZE 17
+#define DEFAULT_TICK_MS 50
+
+enum {
+	REQ_APPEND = 1,
+	REQ_SNAPSHOT_PUT,
+	REQ_SEND, /* a send waiting to be released or completed */
+	REQ_SNAPSHOT_GET,
+	REQ_CLOSE
+};
+
+struct rio;
+
+/* A request whose callback is still due. Lives in one FIFO at a time: a
+ * batch's completions, an instance's held sends, or the store's `soon`
+ * queue of completions run at the next flush. */
+struct rio_req {
+	struct rio_req *next;
+	int type;
+	int status;
+	struct rio *io;
+	union {
+		struct raft_io_append *append;
+		struct raft_io_snapshot_put *put;
+		struct raft_io_send *send;
+		struct raft_io_snapshot_get *get;
+	} req;
+	struct raft_snapshot *snapshot; /* REQ_SNAPSHOT_GET result */
+	struct raft_message msg;        /* REQ_SEND while held */
+	char *address;                  /* REQ_SEND while held: own copy */
+};
+
+struct rio_fifo {
+	struct rio_req *head;
+	struct rio_req *tail;
+};
+
+struct rio_batch {
+	rocksdb_writebatch_t *wb;
+	struct rio_fifo done; /* completions, in order */
+	struct rio **syncs;   /* instances to sync before the write */
+	unsigned n_syncs;
+	unsigned cap_syncs;
+	uint64_t gen;
+	uint64_t n_groups;
+	uint64_t n_entries;
+	uint64_t n_bytes;
+	uint64_t n_appends;
+	uint64_t n_puts;
+	bool force; /* write (and so sync) even if empty */
+	int status; /* set by the writer */
+	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+};
+
+/* One group's instance. */
+struct rio {
+	struct raft_io *io;
+	struct rio_store *s;
+	uint32_t group;
+	struct rio_hooks hooks;
+	raft_io_tick_cb tick;
+	raft_io_recv_cb recv;
+	bool started;
+	bool closing;
+	bool close_queued;
+	raft_io_close_cb close_cb;
+	raft_term term;
+	raft_id vote;
+	raft_index next_index; /* index the next append starts at */
+	uint64_t meta_gen;     /* batch holding our latest term/vote */
+	uint64_t last_gen;     /* last batch we wrote into (to count groups) */
+	unsigned outstanding;  /* requests whose callback is still due */
+	struct rio_fifo held;  /* sends waiting for meta_gen to be on disk */
+	bool in_held_list;
+	struct rio *held_next;
+	struct rio *prev;
+	struct rio *next;
+};
+
+/* Open-addressing map group -> instance (linear probing, backward-shift
+ * deletion). */
+struct rio_map {
+	struct rio **slots;
+	size_t cap; /* power of two */
+	size_t n;
+};
+
+struct rio_store {
+	uv_loop_t *loop;
+	rocksdb_t *db;
+	rocksdb_column_family_handle_t *cf_log;
+	rocksdb_column_family_handle_t *cf_state;
+	rocksdb_writeoptions_t *wo_sync;
+	rocksdb_writeoptions_t *wo_plain;
+	rocksdb_readoptions_t *ro;
+	unsigned tick_ms;
+	uint64_t rng;
+	rio_send_fn send;
+	void *send_data;
+
+	struct rio *ios; /* every instance, started or not */
+	struct rio_map map;
+	unsigned n_started;
+	struct rio *held; /* instances with held sends */
+
+	uv_timer_t timer;
+	uv_prepare_t prepare;
+	uv_async_t async;
+	bool timer_running;
+
+	struct rio_batch *pending;  /* filling, loop thread only */
+	struct rio_batch *inflight; /* with the writer */
+	uint64_t next_gen;
+	uint64_t done_gen;
+	struct rio_fifo soon;
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rio_batch *job;      /* handed to the writer (mu) */
+	struct rio_batch *job_done; /* written, not yet collected (mu) */
+	bool stop;                  /* (mu) */
+
+	bool errored;
+	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+	bool closing;
+	rio_store_close_cb close_cb;
+	void *close_data;
+	unsigned open_handles;
+	struct rio_stats stats;
+};
+
+/* ---- byte helpers ---- */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+static void log_key(uint8_t *k, uint32_t group, uint64_t index)
+{
+	put32(k, group);
+	put64(k + 4, index);
+}
+
+static void state_key(uint8_t *k, uint32_t group, char kind)
+{
+	put32(k, group);
+	k[4] = (uint8_t)kind;
+}
+
+static void fifo_push(struct rio_fifo *f, struct rio_req *r)
+{
+	r->next = NULL;
+	if (f->tail == NULL) {
+		f->head = r;
+	} else {
+		f->tail->next = r;
+	}
+	f->tail = r;
+}
+
+static struct rio_req *fifo_pop(struct rio_fifo *f)
+{
+	struct rio_req *r = f->head;
+	if (r != NULL) {
+		f->head = r->next;
+		if (f->head == NULL) {
+			f->tail = NULL;
+		}
+	}
+	return r;
+}
+
+/* ---- group map ---- */
+
+static size_t map_hash(uint32_t group, size_t cap)
+{
+	uint64_t h = (uint64_t)group * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> 32) & (cap - 1);
+}
+
+static struct rio *map_get(const struct rio_map *m, uint32_t group)
+{
+	size_t i;
+	if (m->cap == 0) {
+		return NULL;
+	}
+	for (i = map_hash(group, m->cap); m->slots[i] != NULL;
+	     i = (i + 1) & (m->cap - 1)) {
+		if (m->slots[i]->group == group) {
+			return m->slots[i];
+		}
+	}
+	return NULL;
+}
+
+static int map_put(struct rio_map *m, struct rio *r)
+{
+	size_t i;
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t cap = m->cap == 0 ? 16 : m->cap * 2;
+		struct rio **slots = calloc(cap, sizeof *slots);
+		size_t j;
+		if (slots == NULL) {
+			return RAFT_NOMEM;
+		}
+		for (j = 0; j < m->cap; j++) {
+			struct rio *x = m->slots[j];
+			if (x != NULL) {
+				i = map_hash(x->group, cap);
+				while (slots[i] != NULL) {
+					i = (i + 1) & (cap - 1);
+				}
+				slots[i] = x;
+			}
+		}
+		free(m->slots);
+		m->slots = slots;
+		m->cap = cap;
+	}
+	i = map_hash(r->group, m->cap);
+	while (m->slots[i] != NULL) {
+		i = (i + 1) & (m->cap - 1);
+	}
+	m->slots[i] = r;
+	m->n++;
+	return 0;
+}
+
+static void map_del(struct rio_map *m, uint32_t group)
+{
+	size_t i, j;
+	if (m->cap == 0) {
+		return;
+	}
+	i = map_hash(group, m->cap);
+	while (m->slots[i] != NULL && m->slots[i]->group != group) {
+		i = (i + 1) & (m->cap - 1);
+	}
+	if (m->slots[i] == NULL) {
+		return;
+	}
+	m->slots[i] = NULL;
+	m->n--;
+	/* Shift back the rest of the cluster so probing still finds it. */
+	j = i;
+	for (;;) {
+		size_t home;
+		j = (j + 1) & (m->cap - 1);
+		if (m->slots[j] == NULL) {
+			break;
+		}
+		home = map_hash(m->slots[j]->group, m->cap);
+		if ((j > i && (home <= i || home > j)) ||
+		    (j < i && (home <= i && home > j))) {
+			m->slots[i] = m->slots[j];
+			m->slots[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ---- configuration codec (snapshot metadata) ---- */
+
+static size_t conf_size(const struct raft_configuration *c)
+{
+	size_t n = 4;
+	unsigned i;
+	for (i = 0; i < c->n; i++) {
+		n += 8 + 1 + 2 + strlen(c->servers[i].address);
+	}
+	return n;
+}
+
+static int conf_encode(const struct raft_configuration *c, uint8_t *p)
+{
+	unsigned i;
+	put32(p, c->n);
+	p += 4;
+	for (i = 0; i < c->n; i++) {
+		size_t len = strlen(c->servers[i].address);
+		if (len > UINT16_MAX) {
+			return RAFT_NAMETOOLONG;
+		}
+		put64(p, c->servers[i].id);
+		p[8] = (uint8_t)c->servers[i].role;
+		p[9] = (uint8_t)(len >> 8);
+		p[10] = (uint8_t)len;
+		memcpy(p + 11, c->servers[i].address, len);
+		p += 11 + len;
+	}
+	return 0;
+}
+
+static int conf_decode(const uint8_t *p, size_t len,
+                       struct raft_configuration *c, size_t *used)
+{
+	uint32_t n, i;
+	size_t off = 4;
+	char addr[UINT16_MAX + 1];
+
+	if (len < 4) {
+		return RAFT_CORRUPT;
+	}
+	n = get32(p);
+	for (i = 0; i < n; i++) {
+		size_t alen;
+		int rv;
+		if (len - off < 11) {
+			return RAFT_CORRUPT;
+		}
+		alen = (size_t)p[off + 9] << 8 | p[off + 10];
+		if (len - off - 11 < alen) {
+			return RAFT_CORRUPT;
+		}
+		memcpy(addr, p + off + 11, alen);
+		addr[alen] = '\0';
+		rv =
+		    raft_configuration_add(c, get64(p + off), addr, p[off + 8]);
+		if (rv != 0) {
+			return rv == RAFT_NOMEM ? rv : RAFT_CORRUPT;
+		}
+		off += 11 + alen;
+	}
+	*used = off;
+	return 0;
+}
+
+static void soon_push(struct rio_store *s, struct rio_req *q)
+{
+	fifo_push(&s->soon, q);
+	uv_ref((uv_handle_t *)&s->prepare);
+}
+
+/* ---- batches and the writer thread ---- */
+
+static void batch_free(struct rio_batch *b)
+{
+	if (b == NULL) {
+		return;
+	}
+	rocksdb_writebatch_destroy(b->wb);
+	free(b->syncs);
+	free(b);
+}
+
+/* The batch of this loop turn, created on demand. */
+static struct rio_batch *pending_batch(struct rio_store *s)
+{
+	struct rio_batch *b = s->pending;
+	if (b != NULL) {
+		return b;
+	}
+	b = calloc(1, sizeof *b);
+	if (b == NULL) {
+		return NULL;
+	}
+	b->wb = rocksdb_writebatch_create();
+	b->gen = s->next_gen++;
+	s->pending = b;
+	uv_ref((uv_handle_t *)&s->prepare);
+	return b;
+}
+
+/* Counts `r` among the groups of batch `b` once. */
+static void batch_touch(struct rio_batch *b, struct rio *r)
+{
+	if (r->last_gen != b->gen) {
+		r->last_gen = b->gen;
+		b->n_groups++;
+	}
+}
+
+static void batch_write(struct rio_store *s, struct rio_batch *b)
+{
+	char *err = NULL;
+	unsigned i;
+
+	for (i = 0; i < b->n_syncs; i++) {
+		struct rio *r = b->syncs[i];
+		if (r->hooks.sync != NULL &&
+		    r->hooks.sync(r->hooks.data) != 0) {
+			b->status = RAFT_IOERR;
+			snprintf(b->errmsg, sizeof b->errmsg,
+			         "group %u: state sync before log compaction "
+			         "failed",
+			         r->group);
+			return;
+		}
+	}
+	/* Write, then sync the WAL: a write with sync=true would hold
+	 * RocksDB's write queue during the fsync and stall every other
+	 * writer of the database (the reactor's unsynced apply writes);
+	 * SyncWAL lets them go on while the disk syncs. An empty batch (a
+	 * forced one) only syncs what was written before it. */
+	if (rocksdb_writebatch_count(b->wb) > 0) {
+		rocksdb_write(s->db, s->wo_plain, b->wb, &err);
+	}
+	if (err == NULL) {
+		rocksdb_flush_wal(s->db, 1, &err);
+	}
+	if (err != NULL) {
+		b->status = RAFT_IOERR;
+		snprintf(b->errmsg, sizeof b->errmsg,
+		         "synced write of the raft log failed: %s", err);
+		free(err);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct rio_store *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		struct rio_batch *b;
+		while (!s->stop && s->job == NULL) {
+			pthread_cond_wait(&s->cv, &s->mu);
+		}
+		if (s->job == NULL) {
+			break;
+		}
+		b = s->job;
+		pthread_mutex_unlock(&s->mu);
+		batch_write(s, b);
+		pthread_mutex_lock(&s->mu);
+		s->job = NULL;
+		s->job_done = b;
+		uv_async_send(&s->async);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Hands `pending` to the writer if it is idle. */
+static void submit(struct rio_store *s)
+{
+	struct rio_batch *b = s->pending;
+
+	if (s->inflight != NULL || b == NULL) {
+		return;
+	}
+	if (rocksdb_writebatch_count(b->wb) == 0 && !b->force &&
+	    b->done.head == NULL && b->n_syncs == 0) {
+		s->pending = NULL; /* nothing to write */
+		batch_free(b);
+		return;
+	}
+	s->pending = NULL;
+	s->inflight = b;
+	uv_ref((uv_handle_t *)&s->async);
+	pthread_mutex_lock(&s->mu);
+	s->job = b;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The prepare handle keeps the loop alive while work waits for it. */
+static void update_ref(struct rio_store *s)
+{
+	if (s->closing && s->open_handles > 0) {
+		return;
+	}
+	if (s->pending != NULL || s->soon.head != NULL) {
+		uv_ref((uv_handle_t *)&s->prepare);
+	} else {
+		uv_unref((uv_handle_t *)&s->prepare);
+	}
+}
+
+static void notify(struct rio *r)
+{
+	if (r->hooks.notify != NULL) {
+		r->hooks.notify(r->hooks.data);
+	}
+}
+
+/* Queues the close callback once nothing is due any more. */
+static void maybe_closed(struct rio *r)
+{
+	struct rio_req *q;
+
+	if (!r->closing || r->outstanding != 0 || r->close_queued) {
+		return;
+	}
+	q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		abort(); /* cannot report a close failure to libraft */
+	}
+	r->close_queued = true;
+	q->type = REQ_CLOSE;
+	q->io = r;
+	soon_push(r->s, q);
+}
+
+static void fire_send(struct rio_req *q)
+{
+	struct rio *r = q->io;
+	if (q->req.send->cb != NULL) {
+		q->req.send->cb(q->req.send, q->status);
+	}
+	free(q->address);
+	free(q);
+	r->outstanding--;
+	notify(r);
+	maybe_closed(r);
+}
+
+/* Passes a send to the hook now; its completion runs at the next flush. */
+static void dispatch_send(struct rio_store *s, struct rio_req *q)
+{
+	struct rio *r = q->io;
+	if (r->closing) {
+		q->status = RAFT_CANCELED;
+	} else if (s->errored) {
+		q->status = RAFT_IOERR;
+	} else if (s->send == NULL) {
+		q->status = RAFT_NOCONNECTION;
+	} else {
+		q->status = s->send(s->send_data, r->group, &q->msg);
+	}
+	soon_push(s, q);
+}
+
+/* Releases the held sends whose term/vote is now on disk. */
+static void release_held(struct rio_store *s)
+{
+	struct rio **pp = &s->held;
+
+	while (*pp != NULL) {
+		struct rio *r = *pp;
+		while (r->held.head != NULL && (r->meta_gen <= s->done_gen ||
+		                                r->closing || s->errored)) {
+			dispatch_send(s, fifo_pop(&r->held));
+		}
+		if (r->held.head == NULL) {
+			*pp = r->held_next;
+			r->in_held_list = false;
+			r->held_next = NULL;
+		} else {
+			pp = &r->held_next;
+		}
+	}
+}
+
+static void run_soon(struct rio_store *s)
+{
+	struct rio_req *q;
+
+	while ((q = fifo_pop(&s->soon)) != NULL) {
+		struct rio *r = q->io;
+		switch (q->type) {
+		case REQ_SEND:
+			fire_send(q);
+			break;
+		case REQ_SNAPSHOT_GET:
+			q->req.get->cb(q->req.get, q->snapshot, q->status);
+			free(q);
+			r->outstanding--;
+			notify(r);
+			maybe_closed(r);
+			break;
+		case REQ_CLOSE:
+			free(q);
+			/* The callback may release `r`. */
+			if (r->close_cb != NULL) {
+				r->close_cb(r->io);
+			}
+			break;
+		default:
+			abort();
+		}
+	}
+}
+
+static void maybe_finish_close(struct rio_store *s);
+
+static void complete_batch(struct rio_store *s, struct rio_batch *b)
+{
+	struct rio_req *q;
+
+	s->stats.syncs++;
+	s->stats.group_writes += b->n_groups;
+	if (b->n_groups > s->stats.max_groups) {
+		s->stats.max_groups = b->n_groups;
+	}
+	if (b->status != 0) {
+		s->stats.write_errors++;
+		if (!s->errored) {
+			s->errored = true;
+			memcpy(s->errmsg, b->errmsg, sizeof s->errmsg);
+		}
+	} else {
+		s->stats.appends += b->n_appends;
+		s->stats.entries += b->n_entries;
+		s->stats.bytes += b->n_bytes;
+		s->stats.snapshot_puts += b->n_puts;
+		s->done_gen = b->gen;
+	}
+	release_held(s);
+	while ((q = fifo_pop(&b->done)) != NULL) {
+		struct rio *r = q->io;
+		if (b->status != 0) {
+			memcpy(r->io->errmsg, b->errmsg, sizeof r->io->errmsg);
+		}
+		if (q->type == REQ_APPEND) {
+			q->req.append->cb(q->req.append, b->status);
+		} else {
+			q->req.put->cb(q->req.put, b->status);
+		}
+		free(q);
+		r->outstanding--;
+		notify(r);
+		maybe_closed(r);
+	}
+}
+
+static void async_cb(uv_async_t *a)
+{
+	struct rio_store *s = a->data;
+	struct rio_batch *b;
+
+	pthread_mutex_lock(&s->mu);
+	b = s->job_done;
+	s->job_done = NULL;
+	pthread_mutex_unlock(&s->mu);
+	if (b == NULL) {
+		return;
+	}
+	s->inflight = NULL;
+	uv_unref((uv_handle_t *)&s->async);
+	/* Start the next write before running callbacks: what accumulated
+	 * while this batch was on its way is already waiting. */
+	submit(s);
+	complete_batch(s, b);
+	batch_free(b);
+	run_soon(s);
+	submit(s);
+	update_ref(s);
+	maybe_finish_close(s);
+}
+
+void rio_store_flush(struct rio_store *s)
+{
+	run_soon(s);
+	submit(s);
+	update_ref(s);
+}
+
+static void prepare_cb(uv_prepare_t *p)
+{
+	rio_store_flush(p->data);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct rio_store *s = t->data;
+	struct rio *r = s->ios;
+
+	while (r != NULL) {
+		struct rio *next = r->next;
+		if (r->started && !r->closing && r->tick != NULL) {
+			r->tick(r->io);
+			notify(r);
+		}
+		r = next;
+	}
+}
+
+/* ---- raft_io methods ---- */
+
+static int io_init(struct raft_io *io, raft_id id, const char *address)
+{
+	(void)io;
+	(void)id;
+	(void)address;
+	return 0;
+}
+
+static int read_meta(struct rio *r, raft_term *term, raft_id *vote)
+{
+	struct rio_store *s = r->s;
+	uint8_t k[STATE_KEY_SIZE];
+	char *err = NULL;
+	size_t len;
+	char *v;
+
+	state_key(k, r->group, 'm');
+	v = rocksdb_get_cf(s->db, s->ro, s->cf_state, (const char *)k, sizeof k,
+	                   &len, &err);
+	if (err != NULL) {
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "read term and vote of group %u: %s", r->group, err);
+		free(err);
+		return RAFT_IOERR;
+	}
+	*term = 0;
+	*vote = 0;
+	if (v == NULL) {
+		return 0;
+	}
+	if (len != META_VALUE_SIZE || (uint8_t)v[0] != FORMAT) {
+		free(v);
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "group %u: bad term/vote record", r->group);
+		return RAFT_CORRUPT;
+	}
+	*term = get64((const uint8_t *)v + 1);
+	*vote = get64((const uint8_t *)v + 9);
+	free(v);
+	return 0;
+}
+
+static void encode_meta(uint8_t *v, raft_term term, raft_id vote)
+{
+	v[0] = FORMAT;
+	put64(v + 1, term);
+	put64(v + 9, vote);
+}
+
+/* Reads the snapshot record; *out NULL when there is none. */
+static int read_snapshot(struct rio *r, struct raft_snapshot **out)
+{
+	struct rio_store *s = r->s;
+	uint8_t k[STATE_KEY_SIZE];
+	char *err = NULL;
+	struct raft_snapshot *snap;
+	const uint8_t *p;
+	size_t len, used, off;
+	uint32_t dlen;
+	char *v;
+	int rv;
+
+	*out = NULL;
+	state_key(k, r->group, 's');
+	v = rocksdb_get_cf(s->db, s->ro, s->cf_state, (const char *)k, sizeof k,
+	                   &len, &err);
+	if (err != NULL) {
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "read snapshot of group %u: %s", r->group, err);
+		free(err);
+		return RAFT_IOERR;
+	}
+	if (v == NULL) {
+		return 0;
+	}
+	p = (const uint8_t *)v;
+	rv = RAFT_CORRUPT;
+	if (len < 25 || p[0] != FORMAT) {
+		goto err_value;
+	}
+	snap = raft_calloc(1, sizeof *snap);
+	if (snap == NULL) {
+		rv = RAFT_NOMEM;
+		goto err_value;
+	}
+	snap->index = get64(p + 1);
+	snap->term = get64(p + 9);
+	snap->configuration_index = get64(p + 17);
+	raft_configuration_init(&snap->configuration);
+	rv = conf_decode(p + 25, len - 25, &snap->configuration, &used);
+	if (rv != 0) {
+		goto err_snap;
+	}
+	off = 25 + used;
+	rv = RAFT_CORRUPT;
+	if (len - off < 4) {
+		goto err_snap;
+	}
+	dlen = get32(p + off);
+	off += 4;
+	if (len - off != dlen) {
+		goto err_snap;
+	}
+	rv = RAFT_NOMEM;
+	snap->bufs = raft_malloc(sizeof *snap->bufs);
+	if (snap->bufs == NULL) {
+		goto err_snap;
+	}
+	snap->bufs[0].len = dlen;
+	snap->bufs[0].base = raft_malloc(dlen > 0 ? dlen : 1);
+	if (snap->bufs[0].base == NULL) {
+		raft_free(snap->bufs);
+		snap->bufs = NULL;
+		goto err_snap;
+	}
+	memcpy(snap->bufs[0].base, p + off, dlen);
+	snap->n_bufs = 1;
+	free(v);
+	*out = snap;
+	return 0;
+
+err_snap:
+	raft_configuration_close(&snap->configuration);
+	raft_free(snap);
+err_value:
+	free(v);
+	if (rv == RAFT_CORRUPT) {
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "group %u: bad snapshot record", r->group);
+	}
+	return rv;
+}
+
+static void free_snapshot(struct raft_snapshot *snap)
+{
+	unsigned i;
+	if (snap == NULL) {
+		return;
+	}
+	raft_configuration_close(&snap->configuration);
+	for (i = 0; i < snap->n_bufs; i++) {
+		raft_free(snap->bufs[i].base);
+	}
+	raft_free(snap->bufs);
+	raft_free(snap);
+}
+
+static rocksdb_iterator_t *log_iter(struct rio *r, uint8_t *lo, uint8_t *hi,
+                                    rocksdb_readoptions_t **ro)
+{
+	struct rio_store *s = r->s;
+	log_key(lo, r->group, 0);
+	log_key(hi, r->group, UINT64_MAX);
+	*ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_iterate_lower_bound(*ro, (const char *)lo,
+	                                            LOG_KEY_SIZE);
+	rocksdb_readoptions_set_iterate_upper_bound(*ro, (const char *)hi,
+	                                            LOG_KEY_SIZE);
+	return rocksdb_create_iterator_cf(s->db, *ro, s->cf_log);
+}
+
+/* Loads every log entry of the group: one raft_malloc'd array and one batch
+ * buffer holding all payloads (libraft frees both). */
+static int read_log(struct rio *r, raft_index *first, struct raft_entry **out,
+                    size_t *n_out)
+{
+	uint8_t lo[LOG_KEY_SIZE], hi[LOG_KEY_SIZE];
+	rocksdb_readoptions_t *ro;
+	rocksdb_iterator_t *it;
+	struct raft_entry *entries = NULL;
+	size_t n = 0, cap = 0;
+	uint8_t *data = NULL;
+	size_t dlen = 0, dcap = 0;
+	raft_index expect = 0;
+	char *err = NULL;
+	size_t i;
+	int rv = 0;
+
+	*first = 0;
+	*out = NULL;
+	*n_out = 0;
+	it = log_iter(r, lo, hi, &ro);
+	for (rocksdb_iter_seek(it, (const char *)lo, sizeof lo);
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t klen, vlen, plen;
+		const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &klen);
+		const uint8_t *v =
+		    (const uint8_t *)rocksdb_iter_value(it, &vlen);
+		raft_index index;
+
+		if (klen != LOG_KEY_SIZE || vlen < LOG_VALUE_HEADER ||
+		    v[0] != FORMAT) {
+			snprintf(r->io->errmsg, sizeof r->io->errmsg,
+			         "group %u: bad log record", r->group);
+			rv = RAFT_CORRUPT;
+			goto out;
+		}
+		index = get64(k + 4);
+		if (n == 0) {
+			*first = index;
+		} else if (index != expect) {
+			snprintf(r->io->errmsg, sizeof r->io->errmsg,
+			         "group %u: log has a gap before index %llu",
+			         r->group, (unsigned long long)index);
+			rv = RAFT_CORRUPT;
+			goto out;
+		}
+		expect = index + 1;
+		if (n == cap) {
+			size_t ncap = cap == 0 ? 64 : cap * 2;
+			struct raft_entry *e =
+			    raft_realloc(entries, ncap * sizeof *e);
+			if (e == NULL) {
+				rv = RAFT_NOMEM;
+				goto out;
+			}
+			entries = e;
+			cap = ncap;
+		}
+		plen = vlen - LOG_VALUE_HEADER;
+		if (dlen + plen > dcap) {
+			size_t ncap = dcap == 0 ? 4096 : dcap;
+			uint8_t *d;
+			while (ncap < dlen + plen) {
+				ncap *= 2;
+			}
+			d = raft_realloc(data, ncap);
+			if (d == NULL) {
+				rv = RAFT_NOMEM;
+				goto out;
+			}
+			data = d;
+			dcap = ncap;
+		}
+		memcpy(data + dlen, v + LOG_VALUE_HEADER, plen);
+		entries[n].type = v[1];
+		entries[n].term = get64(v + 2);
+		/* Offsets for now: `data` may still move. */
+		entries[n].buf.base = (void *)(uintptr_t)dlen;
+		entries[n].buf.len = plen;
+		dlen += plen;
+		n++;
+	}
+	rocksdb_iter_get_error(it, &err);
+	if (err != NULL) {
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "read log of group %u: %s", r->group, err);
+		free(err);
+		rv = RAFT_IOERR;
+		goto out;
+	}
+	if (n > 0 && data == NULL) {
+		data = raft_malloc(1);
+		if (data == NULL) {
+			rv = RAFT_NOMEM;
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		entries[i].buf.base = data + (uintptr_t)entries[i].buf.base;
+		entries[i].batch = data;
+	}
+	*out = entries;
+	*n_out = n;
+	entries = NULL;
+	data = NULL;
+out:
+	raft_free(entries);
+	raft_free(data);
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	return rv;
+}
+
+static int io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
+                   struct raft_snapshot **snapshot, raft_index *start_index,
+                   struct raft_entry *entries[], size_t *n_entries)
+{
+	struct rio *r = io->impl;
+	struct raft_snapshot *snap = NULL;
+	struct raft_entry *es = NULL;
+	raft_index first = 0;
+	size_t n = 0;
+	int rv;
+
+	rv = read_meta(r, term, voted_for);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = read_snapshot(r, &snap);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = read_log(r, &first, &es, &n);
+	if (rv != 0) {
+		free_snapshot(snap);
+		return rv;
+	}
+	if (n > 0 && snap != NULL && first + n - 1 < snap->index) {
+		/* Every entry is older than the snapshot: none is needed. */
+		raft_free(es[0].batch);
+		raft_free(es);
+		es = NULL;
+		n = 0;
+	}
+	if (n == 0) {
+		*start_index = snap != NULL ? snap->index + 1 : 1;
+	} else {
+		*start_index = first;
+		if ((snap == NULL && first != 1) ||
+		    (snap != NULL && first > snap->index + 1)) {
+			snprintf(io->errmsg, sizeof io->errmsg,
+			         "group %u: log starts at %llu, after the "
+			         "snapshot (%llu) + 1",
+			         r->group, (unsigned long long)first,
+			         snap != NULL ? (unsigned long long)snap->index
+			                      : 0ull);
+			raft_free(es[0].batch);
+			raft_free(es);
+			free_snapshot(snap);
+			return RAFT_CORRUPT;
+		}
+	}
+	r->term = *term;
+	r->vote = *voted_for;
+	r->next_index = *start_index + n;
+	*snapshot = snap;
+	*entries = es;
+	*n_entries = n;
+	return 0;
+}
+
+static int io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                    raft_io_recv_cb recv)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+
+	(void)msecs; /* one store-wide timer ticks every group */
+	if (r->started || r->closing) {
+		return RAFT_BUSY;
+	}
+	r->tick = tick;
+	r->recv = recv;
+	r->started = true;
+	s->n_started++;
+	if (!s->timer_running) {
+		uv_timer_start(&s->timer, timer_cb, s->tick_ms, s->tick_ms);
+		s->timer_running = true;
+	}
+	return 0;
+}
+
+/* Writes `wb` now without sync, and makes sure the next batch syncs it
+ * before this group sends anything. */
+static int write_direct(struct rio *r, rocksdb_writebatch_t *wb)
+{
+	struct rio_store *s = r->s;
+	struct rio_batch *b;
+	char *err = NULL;
+
+	b = pending_batch(s);
+	if (b == NULL) {
+		return RAFT_NOMEM;
+	}
+	rocksdb_write(s->db, s->wo_plain, wb, &err);
+	if (err != NULL) {
+		snprintf(r->io->errmsg, sizeof r->io->errmsg,
+		         "write group %u: %s", r->group, err);
+		free(err);
+		return RAFT_IOERR;
+	}
+	b->force = true;
+	r->meta_gen = b->gen;
+	return 0;
+}
+
+static int put_change_entry(struct rio *r, rocksdb_writebatch_t *wb,
+                            raft_index index, raft_term term,
+                            const struct raft_configuration *conf)
+{
+	struct raft_buffer buf;
+	uint8_t k[LOG_KEY_SIZE], h[LOG_VALUE_HEADER];
+	const char *parts[2];
+	size_t sizes[2];
+	const char *kp = (const char *)k;
+	size_t klen = sizeof k;
+	int rv;
+
+	rv = raft_configuration_encode(conf, &buf);
+	if (rv != 0) {
+		return rv;
+	}
+	log_key(k, r->group, index);
+	h[0] = FORMAT;
+	h[1] = RAFT_CHANGE;
+	put64(h + 2, term);
+	parts[0] = (const char *)h;
+	sizes[0] = sizeof h;
+	parts[1] = buf.base;
+	sizes[1] = buf.len;
+	rocksdb_writebatch_putv_cf(wb, r->s->cf_log, 1, &kp, &klen, 2, parts,
+	                           sizes);
+	raft_free(buf.base);
+	return 0;
+}
+
+static int io_bootstrap(struct raft_io *io,
+                        const struct raft_configuration *conf)
+{
+	struct rio *r = io->impl;
+	struct raft_snapshot *snap = NULL;
+	struct raft_entry *es = NULL;
+	raft_index first;
+	raft_term term;
+	raft_id vote;
+	size_t n = 0;
+	rocksdb_writebatch_t *wb;
+	uint8_t k[STATE_KEY_SIZE], v[META_VALUE_SIZE];
+	int rv;
+
+	rv = read_meta(r, &term, &vote);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = read_snapshot(r, &snap);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = read_log(r, &first, &es, &n);
+	if (rv != 0) {
+		free_snapshot(snap);
+		return rv;
+	}
+	if (n > 0) {
+		raft_free(es[0].batch);
+		raft_free(es);
+	}
+	if (term != 0 || snap != NULL || n > 0) {
+		free_snapshot(snap);
+		snprintf(io->errmsg, sizeof io->errmsg,
+		         "group %u already has state (term %llu)", r->group,
+		         (unsigned long long)term);
+		return RAFT_CANTBOOTSTRAP;
+	}
+	wb = rocksdb_writebatch_create();
+	state_key(k, r->group, 'm');
+	encode_meta(v, 1, 0);
+	rocksdb_writebatch_put_cf(wb, r->s->cf_state, (const char *)k, sizeof k,
+	                          (const char *)v, sizeof v);
+	rv = put_change_entry(r, wb, 1, 1, conf);
+	if (rv == 0) {
+		rv = write_direct(r, wb);
+	}
+	rocksdb_writebatch_destroy(wb);
+	if (rv != 0) {
+		return rv;
+	}
+	r->term = 1;
+	r->vote = 0;
+	return 0;
+}
+
+static int io_recover(struct raft_io *io, const struct raft_configuration *conf)
+{
+	struct rio *r = io->impl;
+	struct raft_snapshot *snap = NULL;
+	struct raft_entry *es = NULL;
+	raft_index first, next;
+	raft_term term = 1;
+	size_t n = 0;
+	rocksdb_writebatch_t *wb;
+	int rv;
+
+	rv = read_snapshot(r, &snap);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = read_log(r, &first, &es, &n);
+	if (rv != 0) {
+		free_snapshot(snap);
+		return rv;
+	}
+	if (n > 0) {
+		next = first + n;
+		term = es[n - 1].term;
+		raft_free(es[0].batch);
+		raft_free(es);
+	} else {
+		next = snap != NULL ? snap->index + 1 : 1;
+		term = snap != NULL ? snap->term : 1;
+	}
+	free_snapshot(snap);
+	wb = rocksdb_writebatch_create();
+	rv = put_change_entry(r, wb, next, term > 0 ? term : 1, conf);
+	if (rv == 0) {
+		rv = write_direct(r, wb);
+	}
+	rocksdb_writebatch_destroy(wb);
+	return rv;
+}
+
+/* Queues the group's term and vote into the batch of this turn. */
+static int put_meta(struct rio *r)
+{
+	struct rio_store *s = r->s;
+	uint8_t k[STATE_KEY_SIZE], v[META_VALUE_SIZE];
+	struct rio_batch *b;
+
+	if (s->errored) {
+		memcpy(r->io->errmsg, s->errmsg, sizeof r->io->errmsg);
+		return RAFT_IOERR;
+	}
+	b = pending_batch(s);
+	if (b == NULL) {
+		return RAFT_NOMEM;
+	}
+	state_key(k, r->group, 'm');
+	encode_meta(v, r->term, r->vote);
+	rocksdb_writebatch_put_cf(b->wb, s->cf_state, (const char *)k, sizeof k,
+	                          (const char *)v, sizeof v);
+	batch_touch(b, r);
+	r->meta_gen = b->gen;
+	return 0;
+}
+
+static int io_set_term(struct raft_io *io, raft_term term)
+{
+	struct rio *r = io->impl;
+	r->term = term;
+	r->vote = 0;
+	return put_meta(r);
+}
+
+static int io_set_vote(struct raft_io *io, raft_id server_id)
+{
+	struct rio *r = io->impl;
+	r->vote = server_id;
+	return put_meta(r);
+}
+
+static int io_send(struct raft_io *io, struct raft_io_send *req,
+                   const struct raft_message *m, raft_io_send_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+	struct rio_req *q;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		return RAFT_NOMEM;
+	}
+	req->cb = cb;
+	q->type = REQ_SEND;
+	q->io = r;
+	q->req.send = req;
+	q->msg = *m;
+	r->outstanding++;
+	if (s->send != NULL && !s->errored &&
+	    (r->meta_gen > s->done_gen || r->held.head != NULL)) {
+		/* Our term/vote is not on disk yet: the message waits. */
+		if (m->server_address != NULL) {
+			q->address = strdup(m->server_address);
+			if (q->address == NULL) {
+				free(q);
+				r->outstanding--;
+				return RAFT_NOMEM;
+			}
+			q->msg.server_address = q->address;
+		}
+		fifo_push(&r->held, q);
+		if (!r->in_held_list) {
+			r->in_held_list = true;
+			r->held_next = s->held;
+			s->held = r;
+		}
+		s->stats.held_sends++;
+		return 0;
+	}
+	dispatch_send(s, q);
+	return 0;
+}
+
+static int io_append(struct raft_io *io, struct raft_io_append *req,
+                     const struct raft_entry entries[], unsigned n,
+                     raft_io_append_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+	struct rio_batch *b;
+	struct rio_req *q;
+	unsigned i;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	if (s->errored) {
+		memcpy(io->errmsg, s->errmsg, sizeof io->errmsg);
+		return RAFT_IOERR;
+	}
+	q = calloc(1, sizeof *q);
+	b = pending_batch(s);
+	if (q == NULL || b == NULL) {
+		free(q);
+		return RAFT_NOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t k[LOG_KEY_SIZE], h[LOG_VALUE_HEADER];
+		const char *kp = (const char *)k;
+		size_t klen = sizeof k;
+		const char *parts[2];
+		size_t sizes[2];
+
+		log_key(k, r->group, r->next_index + i);
+		h[0] = FORMAT;
+		h[1] = (uint8_t)entries[i].type;
+		put64(h + 2, entries[i].term);
+		parts[0] = (const char *)h;
+		sizes[0] = sizeof h;
+		parts[1] = entries[i].buf.base;
+		sizes[1] = entries[i].buf.len;
+		rocksdb_writebatch_putv_cf(b->wb, s->cf_log, 1, &kp, &klen, 2,
+		                           parts, sizes);
+		b->n_bytes += entries[i].buf.len;
+	}
+	r->next_index += n;
+	b->n_entries += n;
+	b->n_appends++;
+	batch_touch(b, r);
+	req->cb = cb;
+	q->type = REQ_APPEND;
+	q->io = r;
+	q->req.append = req;
+	fifo_push(&b->done, q);
+	r->outstanding++;
+	return 0;
+}
+
+static void delete_log_range(struct rio *r, rocksdb_writebatch_t *wb,
+                             raft_index from, raft_index to)
+{
+	uint8_t lo[LOG_KEY_SIZE], hi[LOG_KEY_SIZE];
+	log_key(lo, r->group, from);
+	log_key(hi, r->group, to);
+	rocksdb_writebatch_delete_range_cf(wb, r->s->cf_log, (const char *)lo,
+	                                   sizeof lo, (const char *)hi,
+	                                   sizeof hi);
+}
+
+static int io_truncate(struct raft_io *io, raft_index index)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+	struct rio_batch *b;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	if (s->errored) {
+		memcpy(io->errmsg, s->errmsg, sizeof io->errmsg);
+		return RAFT_IOERR;
+	}
+	b = pending_batch(s);
+	if (b == NULL) {
+		return RAFT_NOMEM;
+	}
+	/* In batch order: after earlier appends, before later ones. */
+	delete_log_range(r, b->wb, index, UINT64_MAX);
+	batch_touch(b, r);
+	r->next_index = index;
+	return 0;
+}
+
+static int io_snapshot_put(struct raft_io *io, unsigned trailing,
+                           struct raft_io_snapshot_put *req,
+                           const struct raft_snapshot *snap,
+                           raft_io_snapshot_put_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+	struct rio_batch *b;
+	struct rio_req *q;
+	uint8_t k[STATE_KEY_SIZE];
+	uint8_t *v, *p;
+	size_t len, dlen = 0;
+	unsigned i;
+	int rv;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	if (s->errored) {
+		memcpy(io->errmsg, s->errmsg, sizeof io->errmsg);
+		return RAFT_IOERR;
+	}
+	for (i = 0; i < snap->n_bufs; i++) {
+		dlen += snap->bufs[i].len;
+	}
+	if (dlen > UINT32_MAX) {
+		return RAFT_TOOBIG;
+	}
+	len = 25 + conf_size(&snap->configuration) + 4 + dlen;
+	v = malloc(len);
+	q = calloc(1, sizeof *q);
+	b = pending_batch(s);
+	if (v == NULL || q == NULL || b == NULL) {
+		free(v);
+		free(q);
+		return RAFT_NOMEM;
+	}
+	if (trailing > 0 && snap->index > trailing) {
+		/* Entries this snapshot compacts: their state must be on
+		 * disk before they go. */
+		if (b->n_syncs == b->cap_syncs) {
+			unsigned cap = b->cap_syncs == 0 ? 4 : b->cap_syncs * 2;
+			struct rio **x =
+			    realloc(b->syncs, cap * sizeof *b->syncs);
+			if (x == NULL) {
+				free(v);
+				free(q);
+				return RAFT_NOMEM;
+			}
+			b->syncs = x;
+			b->cap_syncs = cap;
+		}
+		b->syncs[b->n_syncs++] = r;
+	}
+	v[0] = FORMAT;
+	put64(v + 1, snap->index);
+	put64(v + 9, snap->term);
+	put64(v + 17, snap->configuration_index);
+	rv = conf_encode(&snap->configuration, v + 25);
+	if (rv != 0) {
+		free(v);
+		free(q);
+		return rv;
+	}
+	p = v + 25 + conf_size(&snap->configuration);
+	put32(p, (uint32_t)dlen);
+	p += 4;
+	for (i = 0; i < snap->n_bufs; i++) {
+		if (snap->bufs[i].len > 0) {
+			memcpy(p, snap->bufs[i].base, snap->bufs[i].len);
+			p += snap->bufs[i].len;
+		}
+	}
+	state_key(k, r->group, 's');
+	rocksdb_writebatch_put_cf(b->wb, s->cf_state, (const char *)k, sizeof k,
+	                          (const char *)v, len);
+	free(v);
+	if (trailing == 0) {
+		/* Installing: the snapshot replaces the whole log. */
+		delete_log_range(r, b->wb, 0, UINT64_MAX);
+		r->next_index = snap->index + 1;
+	} else if (snap->index > trailing) {
+		delete_log_range(r, b->wb, 0, snap->index - trailing + 1);
+	}
+	batch_touch(b, r);
+	b->n_puts++;
+	req->cb = cb;
+	q->type = REQ_SNAPSHOT_PUT;
+	q->io = r;
+	q->req.put = req;
+	fifo_push(&b->done, q);
+	r->outstanding++;
+	return 0;
+}
+
+static int io_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
+                           raft_io_snapshot_get_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_req *q;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		return RAFT_NOMEM;
+	}
+	req->cb = cb;
+	q->type = REQ_SNAPSHOT_GET;
+	q->io = r;
+	q->req.get = req;
+	q->status = read_snapshot(r, &q->snapshot);
+	if (q->status == 0 && q->snapshot == NULL) {
+		q->status = RAFT_NOTFOUND;
+	}
+	r->outstanding++;
+	soon_push(r->s, q);
+	return 0;
+}
+
+static raft_time io_time(struct raft_io *io)
+{
+	struct rio *r = io->impl;
+	return uv_now(r->s->loop);
+}
+
+static uint64_t rng_next(struct rio_store *s)
+{
+	uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static int io_random(struct raft_io *io, int min, int max)
+{
+	struct rio *r = io->impl;
+	if (max <= min) {
+		return min;
+	}
+	return min + (int)(rng_next(r->s) % (uint64_t)(max - min));
+}
+
+struct rio_work {
+	uv_work_t work;
+	struct rio *io;
+	struct raft_io_async_work *req;
+	int status;
+};
+
+static void work_run(uv_work_t *w)
+{
+	struct rio_work *x = w->data;
+	x->status = x->req->work(x->req);
+}
+
+static void work_done(uv_work_t *w, int status)
+{
+	struct rio_work *x = w->data;
+	struct rio *r = x->io;
+	x->req->cb(x->req, status != 0 ? RAFT_CANCELED : x->status);
+	free(x);
+	r->outstanding--;
+	notify(r);
+	maybe_closed(r);
+	rio_store_flush(r->s);
+}
+
+static int io_async_work(struct raft_io *io, struct raft_io_async_work *req,
+                         raft_io_async_work_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_work *x;
+	int rv;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	x = calloc(1, sizeof *x);
+	if (x == NULL) {
+		return RAFT_NOMEM;
+	}
+	req->cb = cb;
+	x->io = r;
+	x->req = req;
+	x->work.data = x;
+	rv = uv_queue_work(r->s->loop, &x->work, work_run, work_done);
+	if (rv != 0) {
+		free(x);
+		return RAFT_IOERR;
+	}
+	r->outstanding++;
+	return 0;
+}
+
+static void io_close(struct raft_io *io, raft_io_close_cb cb)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s = r->s;
+
+	if (r->closing) {
+		return;
+	}
+	r->closing = true;
+	r->close_cb = cb;
+	if (r->started) {
+		s->n_started--;
+		if (s->n_started == 0 && s->timer_running) {
+			uv_timer_stop(&s->timer);
+			s->timer_running = false;
+		}
+	}
+	map_del(&s->map, r->group);
+	release_held(s); /* cancels ours */
+	maybe_closed(r);
+}
+
+/* ---- store ---- */
+
+int rio_init(struct raft_io *io, struct rio_store *s, uint32_t group,
+             const struct rio_hooks *hooks)
+{
+	struct rio *r;
+	void *data = io->data;
+	int rv;
+
+	if (s->closing) {
+		return RAFT_SHUTDOWN;
+	}
+	if (map_get(&s->map, group) != NULL) {
+		snprintf(io->errmsg, sizeof io->errmsg,
+		         "group %u already has an instance", group);
+		return RAFT_DUPLICATEID;
+	}
+	r = calloc(1, sizeof *r);
+	if (r == NULL) {
+		return RAFT_NOMEM;
+	}
+	r->io = io;
+	r->s = s;
+	r->group = group;
+	if (hooks != NULL) {
+		r->hooks = *hooks;
+	}
+	r->next_index = 1;
+	rv = map_put(&s->map, r);
+	if (rv != 0) {
+		free(r);
+		return rv;
+	}
+	memset(io, 0, sizeof *io);
+	io->data = data;
+	io->version = 2;
+	io->impl = r;
+	io->init = io_init;
+	io->close = io_close;
+	io->load = io_load;
+	io->start = io_start;
+	io->bootstrap = io_bootstrap;
+	io->recover = io_recover;
+	io->set_term = io_set_term;
+	io->set_vote = io_set_vote;
+	io->send = io_send;
+	io->append = io_append;
+	io->truncate = io_truncate;
+	io->snapshot_put = io_snapshot_put;
+	io->snapshot_get = io_snapshot_get;
+	io->time = io_time;
+	io->random = io_random;
+	io->async_work = io_async_work;
+	r->next = s->ios;
+	if (s->ios != NULL) {
+		s->ios->prev = r;
+	}
+	s->ios = r;
+	return 0;
+}
+
+void rio_release(struct raft_io *io)
+{
+	struct rio *r = io->impl;
+	struct rio_store *s;
+
+	if (r == NULL) {
+		return;
+	}
+	s = r->s;
+	if (!r->closing) {
+		map_del(&s->map, r->group);
+		if (r->started && --s->n_started == 0 && s->timer_running) {
+			uv_timer_stop(&s->timer);
+			s->timer_running = false;
+		}
+	}
+	if (r->prev != NULL) {
+		r->prev->next = r->next;
+	} else {
+		s->ios = r->next;
+	}
+	if (r->next != NULL) {
+		r->next->prev = r->prev;
+	}
+	free(r);
+	io->impl = NULL;
+	maybe_finish_close(s);
+}
+
+void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data)
+{
+	s->send = fn;
+	s->send_data = data;
+}
+
+int rio_store_deliver(struct rio_store *s, uint32_t group,
+                      struct raft_message *m)
+{
+	struct rio *r = map_get(&s->map, group);
+	if (r == NULL || !r->started || r->closing || r->recv == NULL) {
+		return RAFT_NOTFOUND;
+	}
+	r->recv(r->io, m);
+	notify(r);
+	return 0;
+}
+
+void rio_store_stats(const struct rio_store *s, struct rio_stats *st)
+{
+	*st = s->stats;
+}
+
+int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
+{
+	rocksdb_writebatch_t *wb;
+	uint8_t lo[LOG_KEY_SIZE], hi[LOG_KEY_SIZE];
+	uint8_t k[STATE_KEY_SIZE];
+	char *err = NULL;
+
+	if (map_get(&s->map, group) != NULL) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "group %u still has an instance", group);
+		return RAFT_BUSY;
+	}
+	wb = rocksdb_writebatch_create();
+	log_key(lo, group, 0);
+	log_key(hi, group, UINT64_MAX);
+	rocksdb_writebatch_delete_range_cf(wb, s->cf_log, (const char *)lo,
+	                                   sizeof lo, (const char *)hi,
+	                                   sizeof hi);
+	state_key(k, group, 'm');
+	rocksdb_writebatch_delete_cf(wb, s->cf_state, (const char *)k,
+	                             sizeof k);
+	state_key(k, group, 's');
+	rocksdb_writebatch_delete_cf(wb, s->cf_state, (const char *)k,
+	                             sizeof k);
+	rocksdb_write(s->db, s->wo_plain, wb, &err);
+	rocksdb_writebatch_destroy(wb);
+	if (err != NULL) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "erase group %u: %s",
+		         group, err);
+		free(err);
+		return RAFT_IOERR;
+	}
+	return 0;
+}
+
+int rio_store_init(struct rio_store **out, uv_loop_t *loop, rocksdb_t *db,
+                   rocksdb_column_family_handle_t *cf_log,
+                   rocksdb_column_family_handle_t *cf_state,
+                   const struct rio_store_options *o, char *errmsg)
+{
+	struct rio_store *s;
+	int rv;
+
+	s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "out of memory");
+		return RAFT_NOMEM;
+	}
+	s->loop = loop;
+	s->db = db;
+	s->cf_log = cf_log;
+	s->cf_state = cf_state;
+	s->tick_ms = o != NULL && o->tick_ms > 0 ? o->tick_ms : DEFAULT_TICK_MS;
+	if (o != NULL && o->seed != 0) {
+		s->rng = o->seed;
+	} else if (getrandom(&s->rng, sizeof s->rng, GRND_NONBLOCK) !=
+	           (ssize_t)sizeof s->rng) {
+		s->rng = (uint64_t)uv_hrtime() ^ (uint64_t)getpid();
+	}
+	if (o != NULL) {
+		s->send = o->send;
+		s->send_data = o->send_data;
+	}
+	s->next_gen = 1;
+	s->wo_sync = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_set_sync(s->wo_sync, 1);
+	s->wo_plain = rocksdb_writeoptions_create();
+	s->ro = rocksdb_readoptions_create();
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+
+	uv_timer_init(loop, &s->timer);
+	s->timer.data = s;
+	uv_prepare_init(loop, &s->prepare);
+	s->prepare.data = s;
+	uv_prepare_start(&s->prepare, prepare_cb);
+	uv_unref((uv_handle_t *)&s->prepare);
+	rv = uv_async_init(loop, &s->async, async_cb);
+	if (rv != 0) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "uv_async_init: %s",
+		         uv_strerror(rv));
+		goto err_handles;
+	}
+	s->async.data = s;
+	uv_unref((uv_handle_t *)&s->async);
+	rv = pthread_create(&s->thread, NULL, writer_main, s);
+	if (rv != 0) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "cannot start the raft log writer thread: %s",
+		         strerror(rv));
+		uv_close((uv_handle_t *)&s->async, NULL);
+		goto err_handles;
+	}
+	*out = s;
+	return 0;
+
+err_handles:
+	/* The handles close on the next loop turn; the store leaks until
+	 * then only if the caller never runs the loop again. */
+	uv_close((uv_handle_t *)&s->timer, NULL);
+	uv_close((uv_handle_t *)&s->prepare, NULL);
+	rocksdb_writeoptions_destroy(s->wo_sync);
+	rocksdb_writeoptions_destroy(s->wo_plain);
+	rocksdb_readoptions_destroy(s->ro);
+	*out = NULL;
+	return RAFT_IOERR;
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct rio_store *s = h->data;
+	s->open_handles--;
+	if (s->open_handles == 0 && s->close_cb != NULL) {
+		s->close_cb(s, s->close_data);
+	}
+}
+
+static void maybe_finish_close(struct rio_store *s)
+{
+	if (!s->closing || s->open_handles > 0 || s->ios != NULL) {
+		return;
+	}
+	submit(s);
+	if (s->inflight != NULL || s->pending != NULL) {
+		if (s->inflight == NULL) {
+			/* Nothing worth writing is left. */
+			batch_free(s->pending);
+			s->pending = NULL;
+		} else {
+			return;
+		}
+	}
+	if (s->open_handles > 0 || s->stop) {
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	s->open_handles = 3;
+	if (s->timer_running) {
+		uv_timer_stop(&s->timer);
+		s->timer_running = false;
+	}
+	uv_close((uv_handle_t *)&s->timer, handle_closed);
+	uv_close((uv_handle_t *)&s->prepare, handle_closed);
+	uv_close((uv_handle_t *)&s->async, handle_closed);
+}
+
+void rio_store_close(struct rio_store *s, rio_store_close_cb cb, void *data)
+{
+	s->closing = true;
+	s->close_cb = cb;
+	s->close_data = data;
+	run_soon(s);
+	maybe_finish_close(s);
+}
+
+void rio_store_free(struct rio_store *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	batch_free(s->pending);
+	free(s->map.slots);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	rocksdb_writeoptions_destroy(s->wo_sync);
+	rocksdb_writeoptions_destroy(s->wo_plain);
+	rocksdb_readoptions_destroy(s->ro);
+	free(s);
+}

@@ -1,0 +1,127 @@
+/* libraft's struct raft_io on the node's RocksDB, for many groups at once.
+ *
+ * One `struct rio_store` per node owns the shared machinery: the writer
+ * thread, the write batch every group appends into, the tick timer, the
+ * PRNG and the transport hook. Each group's libraft instance gets its own
+ * `struct raft_io` (rio_init) bound to the store and to its group id.
+ *
+ * Durability and order. Every append, truncate, snapshot_put, set_term and
+ * set_vote of every group in a loop turn goes into ONE RocksDB WriteBatch;
+ * the writer thread writes it and syncs the WAL (one fsync for the whole
+ * node) and posts the completions back to the loop with uv_async. A request's
+ * callback fires only after its batch is on disk, and requests of one group
+ * keep their order (batches are written one after the other). While a batch
+ * is being written the next one accumulates (group commit).
+ *
+ * Term and vote are not synced on the spot: they ride in the next batch and
+ * every message the group sends is held until that batch is on disk, so no
+ * peer ever sees a vote or term that a crash could take back.
+ *
+ * Threads: everything here runs on the loop thread except the writer, which
+ * only touches its batch, RocksDB and the per-group sync hook.
+ *
+ * The RocksDB layout is described at the top of io.c. */
+#ifndef LS_RAFT_IO_H
+#define LS_RAFT_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <raft.h>
+#include <rocksdb/c.h>
+#include <uv.h>
+
+struct rio_store;
+
+/* Hands one message of `group` to the node transport. The hook must copy or
+ * encode all it needs before returning: `m` (entries, snapshot data,
+ * addresses) is only valid during the call. Returns 0 when the message was
+ * queued for sending, non-zero (e.g. RAFT_NOCONNECTION) otherwise; libraft
+ * learns the status through its send callback either way. */
+typedef int (*rio_send_fn)(void *data, uint32_t group,
+                           const struct raft_message *m);
+
+typedef void (*rio_store_close_cb)(struct rio_store *s, void *data);
+
+struct rio_store_options {
+	unsigned tick_ms; /* period of the one timer ticking every group;
+	                     0 = 50 */
+	uint64_t seed;    /* PRNG seed for election timeouts; 0 = random */
+	rio_send_fn send; /* may be NULL: single node, nobody to send to */
+	void *send_data;
+};
+
+/* Per-group hooks, all optional. */
+struct rio_hooks {
+	void *data;
+	/* Runs on the loop after the io handed libraft anything (tick,
+	 * message, completion), so the owner can look at the new state. */
+	void (*notify)(void *data);
+	/* Runs on the WRITER THREAD before a batch that drops log entries of
+	 * this group (a snapshot), so the state those entries produced is
+	 * durable first. Non-zero fails the batch. */
+	int (*sync)(void *data);
+};
+
+/* Counters, for tests, metrics and benchmarks. */
+struct rio_stats {
+	uint64_t syncs;         /* synced writes (fsyncs) done */
+	uint64_t appends;       /* append requests completed */
+	uint64_t entries;       /* entries written */
+	uint64_t bytes;         /* entry payload bytes written */
+	uint64_t snapshot_puts; /* snapshots stored */
+	uint64_t group_writes;  /* sum over syncs of groups in the batch */
+	uint64_t max_groups;    /* most groups in one synced batch */
+	uint64_t held_sends;    /* sends held back for an unsynced term/vote */
+	uint64_t write_errors;
+};
+
+/* Creates the store. `db` and the column families are borrowed and must
+ * outlive the store. On failure returns a RAFT_* code and a message in
+ * `errmsg` (RAFT_ERRMSG_BUF_SIZE bytes). */
+int rio_store_init(struct rio_store **out, uv_loop_t *loop, rocksdb_t *db,
+                   rocksdb_column_family_handle_t *cf_log,
+                   rocksdb_column_family_handle_t *cf_state,
+                   const struct rio_store_options *o, char *errmsg);
+
+/* Installs (or clears, fn = NULL) the transport hook. */
+void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data);
+
+/* Delivers a message received for `group` to its started instance, which
+ * takes over the message's memory as libraft's recv callback does: the
+ * AppendEntries entries array and their batches (every entry's `batch`
+ * must be set: one raft_malloc'd block holding the payloads), the
+ * InstallSnapshot data and configuration. `server_address` is only read
+ * during the call. Returns RAFT_NOTFOUND when no started instance serves
+ * `group`: the message stays the caller's to free. */
+int rio_store_deliver(struct rio_store *s, uint32_t group,
+                      struct raft_message *m);
+
+/* Hands the accumulated batch to the writer now if it is idle and runs
+ * deferred completions. The store does this by itself from a uv_prepare
+ * handle before the loop polls; an owner that appends from its own
+ * prepare handle calls it to make sure the batch leaves this turn. */
+void rio_store_flush(struct rio_store *s);
+
+void rio_store_stats(const struct rio_store *s, struct rio_stats *st);
+
+/* Deletes every log entry, term, vote and snapshot record of `group`
+ * (synchronously, unsynced). The group must not have an instance. */
+int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg);
+
+/* Closes the store once every instance is closed: writes what is pending,
+ * stops the writer, closes the handles, then calls `cb`. Free with
+ * rio_store_free() after that. */
+void rio_store_close(struct rio_store *s, rio_store_close_cb cb, void *data);
+void rio_store_free(struct rio_store *s);
+
+/* Fills `io` (all methods) for `group`. Fails with RAFT_DUPLICATEID if the
+ * group already has an instance. Call before raft_init(). */
+int rio_init(struct raft_io *io, struct rio_store *s, uint32_t group,
+             const struct rio_hooks *hooks);
+
+/* Releases what rio_init allocated; only after libraft's close callback
+ * (raft_close) or if raft_init was never called. */
+void rio_release(struct raft_io *io);
+
+#endif

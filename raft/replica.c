@@ -1,0 +1,965 @@
+/* One group's replica above libraft: fsm glue, group commit, read barriers,
+ * leadership tracking; see replica.h. */
+#include "raft/replica.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "raft/entry.h"
+
+#define DEFAULT_MAX_ENTRY (1u << 20)
+#define DEFAULT_MAX_PENDING (64u << 20)
+#define DEFAULT_SNAPSHOT_BYTES (64u << 20)
+#define STACK_CMDS 16
+
+/* Snapshot manifest: the state is already in RocksDB, so a snapshot only
+ * records where it stands.
+ *   0 "LSRM" | 4 u8 version (1) | 5 3 x 0 | 8 u32 group | 12 u32 0
+ *   | 16 u64 applied index | 24 u64 now_ms of that entry      (32 bytes) */
+#define MANIFEST_SIZE 32
+#define MANIFEST_VERSION 1
+
+enum { DONE_BATCH = 1, DONE_READS, DONE_NOTE };
+
+struct done {
+	struct done *next;
+	int kind;
+};
+
+struct waiter {
+	replica_propose_cb propose;
+	replica_read_cb read;
+	void *data;
+};
+
+struct waiters {
+	struct waiter *w;
+	unsigned n;
+	unsigned cap;
+};
+
+/* The commands of one entry, from queueing to the proposers' callbacks. */
+struct batch {
+	struct done done; /* first member: a batch is a done item */
+	struct raft_apply req;
+	struct replica *rp;
+	struct batch *prev;
+	struct batch *next;
+	struct entry_builder eb;
+	struct waiters ws;
+	struct fsm_result *results; /* set by apply on the proposing leader */
+	uint64_t index;
+	uint64_t term;
+	size_t bytes;
+	int status;
+};
+
+/* The reads of one turn, served by one barrier. */
+struct reads {
+	struct done done;
+	struct raft_barrier req;
+	struct replica *rp;
+	struct waiters ws;
+	int status;
+};
+
+/* A leader_changed call due. */
+struct note {
+	struct done done;
+	bool leader;
+	uint64_t term;
+};
+
+/* The barrier a new leader waits for before serving. */
+struct ready {
+	struct raft_barrier req;
+	struct replica *rp;
+	uint64_t term;
+};
+
+struct replica {
+	uint32_t group;
+	struct fsm *fsm;
+	struct raft *raft;
+	struct raft_fsm rfsm;
+	struct replica_params p;
+	struct replica_hooks h;
+
+	uint64_t floor;       /* highest index whose effects the fsm has */
+	uint64_t last_now_ms; /* max now_ms of applied and proposed entries */
+	uint64_t bytes_since_snapshot;
+	unsigned saved_threshold;
+	bool threshold_lowered;
+
+	uint64_t lead_term; /* term of our leadership, 0 when not leader */
+	bool ready;         /* first barrier of lead_term applied */
+	bool ready_inflight;
+	bool announced; /* leader_changed(true) queued for lead_term */
+
+	struct batch *q_head; /* queued, not yet proposed; tail is filling */
+	struct batch *q_tail;
+	struct reads *q_reads;
+	struct batch *in_head; /* proposed, in index order */
+	struct batch *in_tail;
+	struct done *d_head; /* callbacks due, in order */
+	struct done *d_tail;
+	size_t pending_bytes;
+
+	bool stopping;
+	int failed;
+	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+	struct replica_stats st;
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+const char *replica_strerror(int code)
+{
+	switch (code) {
+	case REPLICA_OK:
+		return "ok";
+	case REPLICA_ENOTLEADER:
+		return "not the leader of the group";
+	case REPLICA_ELEADERSHIPLOST:
+		return "leadership lost: the command may or may not be applied";
+	case REPLICA_ETOOBIG:
+		return "command too large for one entry";
+	case REPLICA_EBUSY:
+		return "too many proposals queued for the group";
+	case REPLICA_ESHUTDOWN:
+		return "the group is shutting down or stopped";
+	case REPLICA_ENOGROUP:
+		return "no such group on this node";
+	case REPLICA_ENOMEM:
+		return "out of memory";
+	case REPLICA_EIO:
+		return "storage or state machine failure";
+	case REPLICA_EEXIST:
+		return "the group already exists or has state";
+	case REPLICA_EINVAL:
+		return "invalid argument";
+	default:
+		return "unknown error";
+	}
+}
+
+int replica_from_raft(int rv)
+{
+	switch (rv) {
+	case 0:
+		return REPLICA_OK;
+	case RAFT_NOTLEADER:
+		return REPLICA_ENOTLEADER;
+	case RAFT_LEADERSHIPLOST:
+	case RAFT_SHUTDOWN:
+	case RAFT_CANCELED:
+		return REPLICA_ELEADERSHIPLOST;
+	case RAFT_NOMEM:
+		return REPLICA_ENOMEM;
+	case RAFT_TOOBIG:
+		return REPLICA_ETOOBIG;
+	case RAFT_CANTBOOTSTRAP:
+	case RAFT_DUPLICATEID:
+		return REPLICA_EEXIST;
+	case RAFT_BADID:
+	case RAFT_BADROLE:
+	case RAFT_INVALID:
+	case RAFT_DUPLICATEADDRESS:
+		return REPLICA_EINVAL;
+	case RAFT_BUSY:
+		return REPLICA_EBUSY;
+	default:
+		return REPLICA_EIO;
+	}
+}
+
+static uint64_t realtime_ms(void *data)
+{
+	struct timespec ts;
+	(void)data;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void notify(struct replica *rp)
+{
+	if (rp->h.notify != NULL) {
+		rp->h.notify(rp->h.notify_data);
+	}
+}
+
+static void fail(struct replica *rp, int code, const char *fmt, ...)
+{
+	va_list ap;
+	if (rp->failed) {
+		return;
+	}
+	rp->failed = code;
+	va_start(ap, fmt);
+	vsnprintf(rp->errmsg, sizeof rp->errmsg, fmt, ap);
+	va_end(ap);
+	notify(rp);
+}
+
+static void push_done(struct replica *rp, struct done *d, int kind)
+{
+	d->kind = kind;
+	d->next = NULL;
+	if (rp->d_tail == NULL) {
+		rp->d_head = d;
+	} else {
+		rp->d_tail->next = d;
+	}
+	rp->d_tail = d;
+}
+
+static int waiters_push(struct waiters *ws, replica_propose_cb p,
+                        replica_read_cb r, void *data)
+{
+	if (ws->n == ws->cap) {
+		unsigned cap = ws->cap == 0 ? 8 : ws->cap * 2;
+		struct waiter *w = realloc(ws->w, cap * sizeof *w);
+		if (w == NULL) {
+			return REPLICA_ENOMEM;
+		}
+		ws->w = w;
+		ws->cap = cap;
+	}
+	ws->w[ws->n].propose = p;
+	ws->w[ws->n].read = r;
+	ws->w[ws->n].data = data;
+	ws->n++;
+	return 0;
+}
+
+static void free_results(struct fsm_result *res, unsigned n)
+{
+	unsigned i;
+	if (res == NULL) {
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		free(res[i].data);
+	}
+	free(res);
+}
+
+static void batch_free(struct batch *b)
+{
+	entry_builder_close(&b->eb);
+	free(b->ws.w);
+	free(b->results);
+	free(b);
+}
+
+static void note_leader(struct replica *rp, bool leader, uint64_t term)
+{
+	struct note *n = calloc(1, sizeof *n);
+	if (n == NULL) {
+		fail(rp, REPLICA_ENOMEM, "group %u: out of memory", rp->group);
+		return;
+	}
+	n->leader = leader;
+	n->term = term;
+	push_done(rp, &n->done, DONE_NOTE);
+	notify(rp);
+}
+
+/* ---- libraft raft_fsm ---- */
+
+static void maybe_lower_threshold(struct replica *rp, uint64_t index)
+{
+	struct raft *r = rp->raft;
+	uint64_t since;
+
+	if (rp->p.snapshot_bytes == 0 || rp->threshold_lowered ||
+	    rp->bytes_since_snapshot < rp->p.snapshot_bytes) {
+		return;
+	}
+	/* libraft snapshots by entry count only: make the count due now. */
+	since = index - r->log.snapshot.last_index;
+	rp->saved_threshold = r->snapshot.threshold;
+	raft_set_snapshot_threshold(r, since == 0           ? 1
+	                               : since > UINT32_MAX ? UINT32_MAX
+	                                                    : (unsigned)since);
+	rp->threshold_lowered = true;
+}
+
+static int fsm_apply(struct raft_fsm *f, const struct raft_buffer *buf,
+                     void **result)
+{
+	struct replica *rp = f->data;
+	struct raft *r = rp->raft;
+	struct fsm_cmd stack[STACK_CMDS];
+	struct fsm_cmd *cmds = stack;
+	struct fsm_result *results;
+	struct entry_header h;
+	struct fsm_entry e;
+	struct batch *b;
+	uint64_t index;
+	int rv;
+
+	*result = NULL;
+	if (rp->failed) {
+		return RAFT_IOERR;
+	}
+	/* libraft advances last_applied only after apply returns. */
+	index = raft_last_applied(r) + 1;
+	if (entry_decode_header(buf->base, buf->len, &h) != 0) {
+		fail(rp, REPLICA_EIO, "group %u: entry %llu is malformed",
+		     rp->group, (unsigned long long)index);
+		return RAFT_MALFORMED;
+	}
+	if (h.now_ms > rp->last_now_ms) {
+		rp->last_now_ms = h.now_ms;
+	}
+	rp->bytes_since_snapshot += buf->len;
+	maybe_lower_threshold(rp, index);
+	if (index <= rp->floor) {
+		/* Replayed after a restart: the state already has it. */
+		rp->st.entries_skipped++;
+		return 0;
+	}
+	if (h.n_cmds > STACK_CMDS) {
+		cmds = malloc(h.n_cmds * sizeof *cmds);
+	}
+	results = calloc(h.n_cmds, sizeof *results);
+	if (cmds == NULL || results == NULL) {
+		if (cmds != stack) {
+			free(cmds);
+		}
+		free(results);
+		fail(rp, REPLICA_ENOMEM,
+		     "group %u: out of memory applying "
+		     "entry %llu",
+		     rp->group, (unsigned long long)index);
+		return RAFT_NOMEM;
+	}
+	if (entry_decode_cmds(buf->base, buf->len, &h, cmds) != 0) {
+		if (cmds != stack) {
+			free(cmds);
+		}
+		free(results);
+		fail(rp, REPLICA_EIO, "group %u: entry %llu is malformed",
+		     rp->group, (unsigned long long)index);
+		return RAFT_MALFORMED;
+	}
+	e.group = rp->group;
+	e.index = index;
+	e.term = h.term;
+	e.now_ms = h.now_ms;
+	e.n_cmds = h.n_cmds;
+	e.cmds = cmds;
+	rv = rp->fsm->apply(rp->fsm, &e, results);
+	if (cmds != stack) {
+		free(cmds);
+	}
+	if (rv != 0) {
+		free_results(results, h.n_cmds);
+		fail(rp, REPLICA_EIO,
+		     "group %u: the state machine failed to apply entry %llu "
+		     "(%d)",
+		     rp->group, (unsigned long long)index, rv);
+		return RAFT_IOERR;
+	}
+	rp->floor = index;
+	rp->st.entries_applied++;
+	rp->st.cmds_applied += h.n_cmds;
+	/* Results go to the proposers only on the leader that proposed this
+	 * very entry; libraft fires its request callback right after. */
+	b = rp->in_head;
+	if (b != NULL && b->index == index && b->term == h.term &&
+	    raft_state(r) == RAFT_LEADER) {
+		free_results(b->results, b->ws.n);
+		b->results = results;
+	} else {
+		free_results(results, h.n_cmds);
+	}
+	return 0;
+}
+
+static int fsm_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[],
+                        unsigned *n_bufs)
+{
+	struct replica *rp = f->data;
+	struct raft *r = rp->raft;
+	uint8_t *m;
+
+	*bufs = raft_malloc(sizeof **bufs);
+	m = raft_malloc(MANIFEST_SIZE);
+	if (*bufs == NULL || m == NULL) {
+		raft_free(*bufs);
+		raft_free(m);
+		*bufs = NULL;
+		return RAFT_NOMEM;
+	}
+	memset(m, 0, MANIFEST_SIZE);
+	memcpy(m, "LSRM", 4);
+	m[4] = MANIFEST_VERSION;
+	put32(m + 8, rp->group);
+	put64(m + 16, raft_last_applied(r));
+	put64(m + 24, rp->last_now_ms);
+	(*bufs)[0].base = m;
+	(*bufs)[0].len = MANIFEST_SIZE;
+	*n_bufs = 1;
+	if (rp->threshold_lowered) {
+		raft_set_snapshot_threshold(r, rp->saved_threshold);
+		rp->threshold_lowered = false;
+	}
+	rp->bytes_since_snapshot = 0;
+	rp->st.snapshots++;
+	return 0;
+}
+
+static int fsm_restore(struct raft_fsm *f, struct raft_buffer *buf)
+{
+	struct replica *rp = f->data;
+	const uint8_t *m = buf->base;
+	uint64_t index, now_ms, applied = 0;
+	char dir[4096];
+	int rv;
+
+	if (buf->len != MANIFEST_SIZE || memcmp(m, "LSRM", 4) != 0 ||
+	    m[4] != MANIFEST_VERSION || get32(m + 8) != rp->group) {
+		snprintf(rp->errmsg, sizeof rp->errmsg,
+		         "group %u: snapshot manifest is malformed", rp->group);
+		return RAFT_MALFORMED;
+	}
+	index = get64(m + 16);
+	now_ms = get64(m + 24);
+	rv = rp->fsm->applied_index(rp->fsm, rp->group, &applied);
+	if (rv != 0) {
+		snprintf(rp->errmsg, sizeof rp->errmsg,
+		         "group %u: cannot read the applied index", rp->group);
+		return RAFT_IOERR;
+	}
+	if (applied < index) {
+		/* The state is behind the snapshot: it must come from the
+		 * node that sent it. */
+		if (rp->h.fetch == NULL) {
+			snprintf(rp->errmsg, sizeof rp->errmsg,
+			         "group %u: snapshot at %llu is ahead of the "
+			         "state (%llu) and no state transfer is set up",
+			         rp->group, (unsigned long long)index,
+			         (unsigned long long)applied);
+			return RAFT_IOERR;
+		}
+		rv = rp->h.fetch(rp->h.fetch_data, rp->group, index, dir,
+		                 sizeof dir);
+		if (rv == 0) {
+			rv = rp->fsm->import_state(rp->fsm, rp->group, dir,
+			                           &applied);
+		}
+		if (rv != 0 || applied < index) {
+			snprintf(rp->errmsg, sizeof rp->errmsg,
+			         "group %u: state transfer for snapshot %llu "
+			         "failed",
+			         rp->group, (unsigned long long)index);
+			return RAFT_IOERR;
+		}
+		rp->st.imports++;
+	}
+	if (applied > rp->floor) {
+		rp->floor = applied;
+	}
+	if (now_ms > rp->last_now_ms) {
+		rp->last_now_ms = now_ms;
+	}
+	rp->bytes_since_snapshot = 0;
+	rp->st.restores++;
+	raft_free(buf->base); /* ours on success, as libraft documents */
+	return 0;
+}
+
+/* ---- proposing ---- */
+
+static void inflight_remove(struct replica *rp, struct batch *b)
+{
+	if (b->prev != NULL) {
+		b->prev->next = b->next;
+	} else if (rp->in_head == b) {
+		rp->in_head = b->next;
+	}
+	if (b->next != NULL) {
+		b->next->prev = b->prev;
+	} else if (rp->in_tail == b) {
+		rp->in_tail = b->prev;
+	}
+	b->prev = b->next = NULL;
+}
+
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+	struct batch *b = req->data;
+	struct replica *rp = b->rp;
+
+	(void)result; /* results travel on the batch */
+	inflight_remove(rp, b);
+	b->status = replica_from_raft(status);
+	if (status != 0) {
+		free_results(b->results, b->ws.n);
+		b->results = NULL;
+	}
+	push_done(rp, &b->done, DONE_BATCH);
+	notify(rp);
+}
+
+static void reads_cb(struct raft_barrier *req, int status)
+{
+	struct reads *x = req->data;
+	x->status = replica_from_raft(status);
+	push_done(x->rp, &x->done, DONE_READS);
+	notify(x->rp);
+}
+
+static void ready_cb(struct raft_barrier *req, int status)
+{
+	struct ready *x = req->data;
+	struct replica *rp = x->rp;
+	struct raft *r = rp->raft;
+
+	rp->ready_inflight = false;
+	if (status == 0 && !rp->stopping && raft_state(r) == RAFT_LEADER &&
+	    r->current_term == x->term && rp->lead_term == x->term) {
+		/* Ready once the fsm has heard it (see deliver). */
+		rp->announced = true;
+		note_leader(rp, true, x->term);
+	}
+	free(x);
+	notify(rp);
+}
+
+static uint64_t leader_of(struct replica *rp)
+{
+	raft_id id = 0;
+	const char *addr = NULL;
+	if (rp->raft != NULL) {
+		raft_leader(rp->raft, &id, &addr);
+	}
+	return id;
+}
+
+/* Fails every queued (not yet proposed) command and read. */
+static void fail_queued(struct replica *rp, int status)
+{
+	while (rp->q_head != NULL) {
+		struct batch *b = rp->q_head;
+		rp->q_head = b->next;
+		b->next = NULL;
+		b->status = status;
+		push_done(rp, &b->done, DONE_BATCH);
+	}
+	rp->q_tail = NULL;
+	if (rp->q_reads != NULL) {
+		rp->q_reads->status = status;
+		push_done(rp, &rp->q_reads->done, DONE_READS);
+		rp->q_reads = NULL;
+	}
+}
+
+static int check_open(struct replica *rp, uint64_t *leader_id)
+{
+	if (leader_id != NULL) {
+		*leader_id = 0;
+	}
+	if (rp->stopping || rp->failed || rp->raft == NULL) {
+		return REPLICA_ESHUTDOWN;
+	}
+	if (raft_state(rp->raft) != RAFT_LEADER) {
+		if (leader_id != NULL) {
+			*leader_id = leader_of(rp);
+		}
+		return REPLICA_ENOTLEADER;
+	}
+	return 0;
+}
+
+int replica_propose(struct replica *rp, const void *cmd, size_t len,
+                    replica_propose_cb cb, void *data, uint64_t *leader_id)
+{
+	struct batch *b;
+	int rv;
+
+	rv = check_open(rp, leader_id);
+	if (rv != 0) {
+		return rv;
+	}
+	if (len > entry_max_cmd(rp->p.max_entry_bytes)) {
+		return REPLICA_ETOOBIG;
+	}
+	if (rp->pending_bytes + len > rp->p.max_pending_bytes) {
+		return REPLICA_EBUSY;
+	}
+	b = rp->q_tail;
+	if (b == NULL || !entry_builder_fits(&b->eb, len)) {
+		b = calloc(1, sizeof *b);
+		if (b == NULL) {
+			return REPLICA_ENOMEM;
+		}
+		b->rp = rp;
+		entry_builder_init(&b->eb, rp->p.max_entry_bytes);
+		if (rp->q_tail == NULL) {
+			rp->q_head = b;
+		} else {
+			rp->q_tail->next = b;
+		}
+		rp->q_tail = b;
+	}
+	if (waiters_push(&b->ws, cb, NULL, data) != 0) {
+		return REPLICA_ENOMEM;
+	}
+	if (entry_builder_add(&b->eb, cmd, len) != 0) {
+		b->ws.n--;
+		return REPLICA_ENOMEM;
+	}
+	b->bytes += len;
+	rp->pending_bytes += len;
+	rp->st.proposals++;
+	notify(rp);
+	return 0;
+}
+
+int replica_read(struct replica *rp, replica_read_cb cb, void *data,
+                 uint64_t *leader_id)
+{
+	int rv;
+
+	rv = check_open(rp, leader_id);
+	if (rv != 0) {
+		return rv;
+	}
+	if (rp->q_reads == NULL) {
+		rp->q_reads = calloc(1, sizeof *rp->q_reads);
+		if (rp->q_reads == NULL) {
+			return REPLICA_ENOMEM;
+		}
+		rp->q_reads->rp = rp;
+	}
+	if (waiters_push(&rp->q_reads->ws, NULL, cb, data) != 0) {
+		return REPLICA_ENOMEM;
+	}
+	rp->st.reads++;
+	notify(rp);
+	return 0;
+}
+
+/* Notices leadership gained or lost since the last look. */
+static void check_leadership(struct replica *rp)
+{
+	struct raft *r = rp->raft;
+	int state = raft_state(r);
+
+	if (rp->lead_term != 0 &&
+	    (state != RAFT_LEADER || r->current_term != rp->lead_term)) {
+		if (rp->announced) {
+			note_leader(rp, false, rp->lead_term);
+			rp->announced = false;
+		}
+		rp->ready = false;
+		rp->lead_term = 0;
+	}
+	if (state != RAFT_LEADER) {
+		fail_queued(rp, REPLICA_ENOTLEADER);
+		return;
+	}
+	if (rp->lead_term == 0) {
+		rp->lead_term = r->current_term;
+	}
+	if (!rp->ready && !rp->ready_inflight && !rp->announced) {
+		struct ready *x = calloc(1, sizeof *x);
+		if (x == NULL) {
+			return; /* retried at the next poll */
+		}
+		x->rp = rp;
+		x->term = rp->lead_term;
+		x->req.data = x;
+		if (raft_barrier(r, &x->req, ready_cb) != 0) {
+			free(x);
+			return;
+		}
+		rp->ready_inflight = true;
+	}
+}
+
+/* Hands queued commands (one entry per batch) and reads to libraft. */
+static void flush(struct replica *rp)
+{
+	struct raft *r = rp->raft;
+
+	if (!rp->ready || raft_state(r) != RAFT_LEADER) {
+		return;
+	}
+	while (rp->q_head != NULL) {
+		struct batch *b = rp->q_head;
+		struct raft_buffer buf;
+		uint64_t now;
+		int rv;
+
+		rp->q_head = b->next;
+		if (rp->q_head == NULL) {
+			rp->q_tail = NULL;
+		}
+		b->next = NULL;
+		now = rp->h.clock(rp->h.clock_data);
+		if (now < rp->last_now_ms) {
+			now = rp->last_now_ms; /* never backwards */
+		}
+		rp->last_now_ms = now;
+		b->term = r->current_term;
+		if (entry_builder_finish(&b->eb, b->term, now, &buf.base,
+		                         &buf.len) != 0) {
+			b->status = REPLICA_EINVAL;
+			push_done(rp, &b->done, DONE_BATCH);
+			continue;
+		}
+		b->req.data = b;
+		rv = raft_apply(r, &b->req, &buf, 1, apply_cb);
+		if (rv != 0) {
+			/* libraft frees the buffer itself when it fails after
+			 * taking it; it takes nothing when not leader. */
+			if (rv == RAFT_NOTLEADER) {
+				raft_free(buf.base);
+			}
+			b->status = replica_from_raft(rv);
+			push_done(rp, &b->done, DONE_BATCH);
+			continue;
+		}
+		b->index = b->req.index;
+		b->prev = rp->in_tail;
+		if (rp->in_tail == NULL) {
+			rp->in_head = b;
+		} else {
+			rp->in_tail->next = b;
+		}
+		rp->in_tail = b;
+		rp->st.entries_proposed++;
+	}
+	if (rp->q_reads != NULL) {
+		struct reads *x = rp->q_reads;
+		int rv;
+		rp->q_reads = NULL;
+		x->req.data = x;
+		rv = raft_barrier(r, &x->req, reads_cb);
+		if (rv != 0) {
+			x->status = replica_from_raft(rv);
+			push_done(rp, &x->done, DONE_READS);
+		} else {
+			rp->st.read_barriers++;
+		}
+	}
+}
+
+static void deliver(struct replica *rp)
+{
+	struct done *d;
+
+	while ((d = rp->d_head) != NULL) {
+		unsigned i;
+		rp->d_head = d->next;
+		if (rp->d_head == NULL) {
+			rp->d_tail = NULL;
+		}
+		switch (d->kind) {
+		case DONE_BATCH: {
+			struct batch *b = (struct batch *)d;
+			rp->pending_bytes -= b->bytes;
+			for (i = 0; i < b->ws.n; i++) {
+				struct waiter *w = &b->ws.w[i];
+				uint8_t *res = NULL;
+				size_t len = 0;
+				if (b->status == REPLICA_OK &&
+				    b->results != NULL) {
+					res = b->results[i].data;
+					len = b->results[i].len;
+					b->results[i].data = NULL;
+				}
+				w->propose(w->data, b->status, res, len);
+			}
+			batch_free(b);
+			break;
+		}
+		case DONE_READS: {
+			struct reads *x = (struct reads *)d;
+			for (i = 0; i < x->ws.n; i++) {
+				x->ws.w[i].read(x->ws.w[i].data, x->status);
+			}
+			free(x->ws.w);
+			free(x);
+			break;
+		}
+		case DONE_NOTE: {
+			struct note *n = (struct note *)d;
+			if (n->leader && rp->announced &&
+			    rp->lead_term == n->term && !rp->stopping) {
+				/* The fsm learns of its leadership before the
+				 * first command or read is served. */
+				rp->ready = true;
+				notify(rp);
+			}
+			if (rp->fsm->leader_changed != NULL) {
+				rp->fsm->leader_changed(rp->fsm, rp->group,
+				                        n->leader, n->term);
+			}
+			free(n);
+			break;
+		}
+		default:
+			abort();
+		}
+	}
+}
+
+int replica_poll(struct replica *rp)
+{
+	if (rp->raft != NULL && !rp->stopping && !rp->failed) {
+		check_leadership(rp);
+		flush(rp);
+	}
+	deliver(rp);
+	return rp->failed;
+}
+
+void replica_shutdown(struct replica *rp)
+{
+	rp->stopping = true;
+	fail_queued(rp, REPLICA_ESHUTDOWN);
+	if (rp->announced) {
+		note_leader(rp, false, rp->lead_term);
+		rp->announced = false;
+	}
+	rp->ready = false;
+	rp->lead_term = 0;
+}
+
+/* ---- lifecycle ---- */
+
+int replica_new(struct replica **out, uint32_t group, struct fsm *fsm,
+                const struct replica_params *p, const struct replica_hooks *h)
+{
+	struct replica *rp;
+
+	*out = NULL;
+	if (fsm == NULL || fsm->apply == NULL || fsm->applied_index == NULL) {
+		return REPLICA_EINVAL;
+	}
+	rp = calloc(1, sizeof *rp);
+	if (rp == NULL) {
+		return REPLICA_ENOMEM;
+	}
+	rp->group = group;
+	rp->fsm = fsm;
+	if (p != NULL) {
+		rp->p = *p;
+	}
+	if (rp->p.max_entry_bytes == 0) {
+		rp->p.max_entry_bytes = DEFAULT_MAX_ENTRY;
+	}
+	if (rp->p.max_entry_bytes < ENTRY_HEADER_SIZE + ENTRY_CMD_OVERHEAD) {
+		free(rp);
+		return REPLICA_EINVAL;
+	}
+	if (rp->p.max_pending_bytes == 0) {
+		rp->p.max_pending_bytes = DEFAULT_MAX_PENDING;
+	}
+	if (rp->p.snapshot_bytes == 0) {
+		rp->p.snapshot_bytes = DEFAULT_SNAPSHOT_BYTES;
+	}
+	if (h != NULL) {
+		rp->h = *h;
+	}
+	if (rp->h.clock == NULL) {
+		rp->h.clock = realtime_ms;
+	}
+	rp->rfsm.version = 1;
+	rp->rfsm.data = rp;
+	rp->rfsm.apply = fsm_apply;
+	rp->rfsm.snapshot = fsm_snapshot;
+	rp->rfsm.restore = fsm_restore;
+	*out = rp;
+	return 0;
+}
+
+struct raft_fsm *replica_raft_fsm(struct replica *rp)
+{
+	return &rp->rfsm;
+}
+
+int replica_bind(struct replica *rp, struct raft *raft)
+{
+	uint64_t applied = 0;
+
+	rp->raft = raft;
+	if (rp->fsm->applied_index(rp->fsm, rp->group, &applied) != 0) {
+		snprintf(rp->errmsg, sizeof rp->errmsg,
+		         "group %u: cannot read the applied index", rp->group);
+		return REPLICA_EIO;
+	}
+	rp->floor = applied;
+	return 0;
+}
+
+void replica_free(struct replica *rp)
+{
+	if (rp == NULL) {
+		return;
+	}
+	fail_queued(rp, REPLICA_ESHUTDOWN);
+	/* libraft failed what it held when it closed; anything left over
+	 * is failed here so that every callback runs once. */
+	while (rp->in_head != NULL) {
+		struct batch *b = rp->in_head;
+		inflight_remove(rp, b);
+		free_results(b->results, b->ws.n);
+		b->results = NULL;
+		b->status = REPLICA_ELEADERSHIPLOST;
+		push_done(rp, &b->done, DONE_BATCH);
+	}
+	deliver(rp);
+	free(rp);
+}
+
+bool replica_is_ready(const struct replica *rp)
+{
+	return rp->ready;
+}
+
+const char *replica_errmsg(const struct replica *rp)
+{
+	return rp->errmsg;
+}
+
+void replica_stats(const struct replica *rp, struct replica_stats *st)
+{
+	*st = rp->st;
+}
+
+uint64_t replica_last_now_ms(const struct replica *rp)
+{
+	return rp->last_now_ms;
+}

@@ -1,0 +1,147 @@
+/* One Raft group's replica on this node, above a libraft instance it does
+ * not own (group.c owns it in the daemon; libraft's fixture in tests).
+ *
+ * It is the glue between libraft and `struct fsm` (raft/fsm.h):
+ *  - the libraft raft_fsm: apply decodes the entry (raft/entry.h) and calls
+ *    fsm->apply with index, term, now_ms and the commands; snapshot writes a
+ *    tiny manifest (group, applied index, now_ms) because the state already
+ *    lives in RocksDB; restore checks the manifest against the fsm's applied
+ *    index and, when the state is behind, fetches and imports it;
+ *  - group commit: every command proposed in one turn (between two
+ *    replica_poll calls) becomes ONE entry, stamped by the leader with
+ *    now_ms = max(wall clock, now_ms of every earlier entry of the group);
+ *  - linearizable reads: one raft_barrier per turn serves every read queued
+ *    in that turn;
+ *  - leadership: a new leader proposes nothing and answers no read before
+ *    its first barrier is applied; then fsm->leader_changed(true) runs.
+ *    Losing leadership calls fsm->leader_changed(false).
+ *
+ * Callbacks to the proposer and reader, and leader_changed, never run
+ * inside libraft: they are queued and run by replica_poll, in order.
+ * Everything runs on the loop thread. */
+#ifndef LS_RAFT_REPLICA_H
+#define LS_RAFT_REPLICA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+
+#include "raft/fsm.h"
+
+/* Status codes of raft/'s public API (replica.h and group.h). */
+enum {
+	REPLICA_OK = 0,
+	REPLICA_ENOTLEADER,      /* not the leader: see leader_id (0 unknown) */
+	REPLICA_ELEADERSHIPLOST, /* leadership ended after the command was
+	                            proposed: it may or may not be applied */
+	REPLICA_ETOOBIG,   /* command larger than max_entry_bytes allows */
+	REPLICA_EBUSY,     /* too many bytes queued for the group */
+	REPLICA_ESHUTDOWN, /* the group is stopping, stopped or failed */
+	REPLICA_ENOGROUP,  /* no such group on this node */
+	REPLICA_ENOMEM,
+	REPLICA_EIO,    /* storage or state-machine failure */
+	REPLICA_EEXIST, /* the group exists / already has state */
+	REPLICA_EINVAL  /* bad argument */
+};
+
+const char *replica_strerror(int code);
+
+/* Maps a libraft RAFT_* code to a REPLICA_* code. */
+int replica_from_raft(int rv);
+
+struct replica_params {
+	size_t max_entry_bytes;   /* one entry, header included; 0 = 1 MiB */
+	size_t max_pending_bytes; /* queued + unapplied proposals; beyond it
+	                             propose fails with REPLICA_EBUSY;
+	                             0 = 64 MiB */
+	uint64_t snapshot_bytes;  /* also snapshot once this many entry bytes
+	                             were applied since the last snapshot
+	                             (libraft only counts entries);
+	                             0 = 64 MiB */
+};
+
+/* Wall-clock milliseconds since the epoch. */
+typedef uint64_t (*replica_clock_fn)(void *data);
+
+/* The result of one proposed command. `result` (malloc'd by the fsm) is the
+ * callee's to free; NULL with len 0 when status != REPLICA_OK or when the
+ * command had no result. */
+typedef void (*replica_propose_cb)(void *data, int status, uint8_t *result,
+                                   size_t len);
+
+/* A read may now be served from local state (status REPLICA_OK). */
+typedef void (*replica_read_cb)(void *data, int status);
+
+/* State transfer for a snapshot this replica is behind: places the group's
+ * state, as of at least `index`, as files in a directory and writes its
+ * path into dir[0 .. size-1]; fsm->import_state then loads it. */
+typedef int (*replica_fetch_fn)(void *data, uint32_t group, uint64_t index,
+                                char *dir, size_t size);
+
+struct replica_hooks {
+	replica_clock_fn clock; /* NULL = CLOCK_REALTIME */
+	void *clock_data;
+	void (*notify)(void *data); /* replica_poll has work to do */
+	void *notify_data;
+	replica_fetch_fn fetch; /* NULL = no state transfer */
+	void *fetch_data;
+};
+
+struct replica_stats {
+	uint64_t proposals;        /* commands accepted by propose */
+	uint64_t entries_proposed; /* command entries handed to libraft */
+	uint64_t reads;            /* reads accepted */
+	uint64_t read_barriers;    /* barriers issued for reads */
+	uint64_t entries_applied;  /* command entries passed to fsm->apply */
+	uint64_t cmds_applied;
+	uint64_t entries_skipped; /* replayed entries at/below the state */
+	uint64_t snapshots;       /* manifests taken */
+	uint64_t restores;        /* manifests restored */
+	uint64_t imports;         /* states imported through fetch */
+};
+
+struct replica;
+
+int replica_new(struct replica **out, uint32_t group, struct fsm *fsm,
+                const struct replica_params *p, const struct replica_hooks *h);
+
+/* The raft_fsm to pass to raft_init(); owned by the replica. */
+struct raft_fsm *replica_raft_fsm(struct replica *rp);
+
+/* Binds the libraft instance (after raft_init, before raft_start) and reads
+ * the fsm's applied index: replayed entries at or below it are skipped. */
+int replica_bind(struct replica *rp, struct raft *raft);
+
+/* Queues a command (copied). 0: `cb` runs exactly once, later, from
+ * replica_poll. Otherwise `cb` never runs; on REPLICA_ENOTLEADER
+ * *leader_id (if not NULL) is the known leader, 0 if none. */
+int replica_propose(struct replica *rp, const void *cmd, size_t len,
+                    replica_propose_cb cb, void *data, uint64_t *leader_id);
+
+/* Queues a linearizable read; same conventions as replica_propose. */
+int replica_read(struct replica *rp, replica_read_cb cb, void *data,
+                 uint64_t *leader_id);
+
+/* Takes in state changes (leadership), hands queued commands and reads to
+ * libraft and runs due callbacks. Returns non-zero once the replica failed
+ * (the owner should stop the group; replica_errmsg says why). */
+int replica_poll(struct replica *rp);
+
+/* Fails everything queued with REPLICA_ESHUTDOWN and refuses new work;
+ * call before raft_close(). */
+void replica_shutdown(struct replica *rp);
+
+/* After libraft's close callback: runs the callbacks still due (work that
+ * libraft failed when closing), then frees. */
+void replica_free(struct replica *rp);
+
+bool replica_is_ready(const struct replica *rp); /* leader, barrier done */
+const char *replica_errmsg(const struct replica *rp);
+void replica_stats(const struct replica *rp, struct replica_stats *st);
+
+/* Latest now_ms seen in the group's entries (applied or proposed). */
+uint64_t replica_last_now_ms(const struct replica *rp);
+
+#endif

@@ -1,0 +1,536 @@
+/* raft/replica.c and raft/entry.c driven by libraft's deterministic fixture
+ * (in-memory raft_io, simulated network and time): group commit, results,
+ * elections, leader changes, partitions, now_ms monotonicity across
+ * leaders with skewed clocks, snapshots and snapshot install with state
+ * transfer. This checks the fsm glue, not raft/io.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <raft.h>
+#include <raft/fixture.h>
+
+#include "raft/replica.h"
+#include "tests/unit/testdb.h"
+#include "tests/unit/testfsm.h"
+
+#define N 3
+#define GROUP 5
+#define EPOCH 1700000000000ull
+
+struct t;
+
+struct srv {
+	struct t *t;
+	unsigned i;
+	int64_t skew_ms;
+	struct testfsm *fsm;
+	struct replica *rp;
+};
+
+struct t {
+	struct raft_fixture f;
+	struct testdb db;
+	struct srv s[N];
+	char dirs[4][64];
+	unsigned n_dirs;
+};
+
+struct prop {
+	int status;
+	uint64_t value;
+	uint64_t index;
+	bool done;
+};
+
+static uint64_t clock_cb(void *data)
+{
+	struct srv *s = data;
+	return (uint64_t)((int64_t)(EPOCH + raft_fixture_time(&s->t->f)) +
+	                  s->skew_ms);
+}
+
+/* State transfer for an installed snapshot: the current leader exports
+ * its state into a fresh directory. */
+static int fetch_cb(void *data, uint32_t group, uint64_t index, char *dir,
+                    size_t size)
+{
+	struct srv *s = data;
+	struct t *t = s->t;
+	unsigned l = raft_fixture_leader_index(&t->f);
+	uint64_t applied = 0;
+	char *d;
+
+	if (l >= N || t->n_dirs == 4) {
+		return -1;
+	}
+	d = t->dirs[t->n_dirs++];
+	snprintf(d, 64, "%s/xfer-XXXXXX", t->db.dir);
+	if (mkdtemp(d) == NULL) {
+		return -1;
+	}
+	if (t->s[l].fsm->fsm.export_state(&t->s[l].fsm->fsm, group, d,
+	                                  &applied) != 0 ||
+	    applied < index) {
+		return -1;
+	}
+	snprintf(dir, size, "%s", d);
+	return 0;
+}
+
+static void poll_all(struct t *t)
+{
+	unsigned i;
+	for (i = 0; i < N; i++) {
+		assert_int_equal(replica_poll(t->s[i].rp), 0);
+	}
+}
+
+static void step(struct t *t, unsigned n)
+{
+	while (n-- > 0) {
+		raft_fixture_step(&t->f);
+		poll_all(t);
+	}
+}
+
+static bool step_until_ready(struct t *t, unsigned i, unsigned max)
+{
+	while (max-- > 0) {
+		if (replica_is_ready(t->s[i].rp)) {
+			return true;
+		}
+		step(t, 1);
+	}
+	return replica_is_ready(t->s[i].rp);
+}
+
+static bool step_until_done(struct t *t, struct prop *p, unsigned n,
+                            unsigned max)
+{
+	while (max-- > 0) {
+		unsigned k, done = 0;
+		for (k = 0; k < n; k++) {
+			done += p[k].done;
+		}
+		if (done == n) {
+			return true;
+		}
+		step(t, 1);
+	}
+	return false;
+}
+
+static unsigned leader(struct t *t)
+{
+	unsigned i;
+	for (i = 0; i < N; i++) {
+		if (replica_is_ready(t->s[i].rp) &&
+		    raft_state(raft_fixture_get(&t->f, i)) == RAFT_LEADER) {
+			return i;
+		}
+	}
+	return N;
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof *t);
+	struct raft_configuration conf;
+	unsigned i;
+
+	testdb_create(&t->db);
+	assert_int_equal(raft_fixture_initialize(&t->f), 0);
+	for (i = 0; i < N; i++) {
+		struct srv *s = &t->s[i];
+		struct replica_hooks h = {0};
+		struct replica_params p = {0};
+		s->t = t;
+		s->i = i;
+		s->fsm = calloc(1, sizeof *s->fsm);
+		testfsm_init(s->fsm, t->db.db, t->db.data, i + 1);
+		h.clock = clock_cb;
+		h.clock_data = s;
+		h.fetch = fetch_cb;
+		h.fetch_data = s;
+		p.max_entry_bytes = 4096;
+		assert_int_equal(
+		    replica_new(&s->rp, GROUP, &s->fsm->fsm, &p, &h), 0);
+		assert_int_equal(
+		    raft_fixture_grow(&t->f, replica_raft_fsm(s->rp)), 0);
+	}
+	/* Server 1's clock is 100 s behind, server 2's 5 s ahead. */
+	t->s[1].skew_ms = -100000;
+	t->s[2].skew_ms = 5000;
+	assert_int_equal(raft_fixture_configuration(&t->f, N, &conf), 0);
+	assert_int_equal(raft_fixture_bootstrap(&t->f, &conf), 0);
+	raft_configuration_close(&conf);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(
+		    replica_bind(t->s[i].rp, raft_fixture_get(&t->f, i)), 0);
+	}
+	assert_int_equal(raft_fixture_start(&t->f), 0);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	unsigned i;
+
+	raft_fixture_close(&t->f);
+	for (i = 0; i < N; i++) {
+		replica_free(t->s[i].rp);
+		testfsm_close(t->s[i].fsm);
+		free(t->s[i].fsm);
+	}
+	testdb_destroy(&t->db);
+	free(t);
+	return 0;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+	for (i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+static void prop_cb(void *data, int status, uint8_t *result, size_t len)
+{
+	struct prop *p = data;
+	assert_false(p->done);
+	p->done = true;
+	p->status = status;
+	if (status == REPLICA_OK) {
+		assert_int_equal(len, 16);
+		p->value = get64(result);
+		p->index = get64(result + 8);
+	} else {
+		assert_null(result);
+	}
+	free(result);
+}
+
+static int propose_add(struct t *t, unsigned i, const char *key, struct prop *p,
+                       uint64_t *leader_id)
+{
+	uint8_t cmd[64];
+	size_t n = testfsm_cmd_add(cmd, key, 1);
+	memset(p, 0, sizeof *p);
+	return replica_propose(t->s[i].rp, cmd, n, prop_cb, p, leader_id);
+}
+
+/* Commands of one turn become one entry; results come back in order. */
+static void test_batch(void **state)
+{
+	struct t *t = *state;
+	struct prop p[10];
+	struct replica_stats st;
+	uint64_t lid;
+	unsigned i, l;
+
+	assert_true(raft_fixture_step_until_has_leader(&t->f, 10000));
+	l = raft_fixture_leader_index(&t->f);
+	/* Before its first barrier the leader queues instead of failing. */
+	assert_int_equal(propose_add(t, l, "c", &p[0], &lid), 0);
+	assert_true(step_until_ready(t, l, 1000));
+	assert_int_equal(t->s[l].fsm->g[GROUP].leader_up, 1);
+	for (i = 1; i < 10; i++) {
+		assert_int_equal(propose_add(t, l, "c", &p[i], &lid), 0);
+	}
+	assert_true(step_until_done(t, p, 10, 2000));
+	for (i = 0; i < 10; i++) {
+		assert_int_equal(p[i].status, REPLICA_OK);
+		assert_int_equal(p[i].value, i + 1);
+	}
+	/* p[0] was queued before ready, the rest in one later turn: at most
+	 * two entries for ten commands. */
+	assert_true(p[1].index == p[9].index);
+	replica_stats(t->s[l].rp, &st);
+	assert_true(st.entries_proposed <= 2);
+	assert_int_equal(st.proposals, 10);
+
+	/* A follower refuses and names the leader. */
+	i = (l + 1) % N;
+	assert_int_equal(propose_add(t, i, "c", &p[0], &lid),
+	                 REPLICA_ENOTLEADER);
+	assert_int_equal(lid, l + 1);
+	assert_false(p[0].done);
+
+	/* Every replica applies the same state. */
+	assert_true(
+	    raft_fixture_step_until_applied(&t->f, N, p[9].index, 2000));
+	for (i = 0; i < N; i++) {
+		assert_int_equal(testfsm_counter(t->s[i].fsm, GROUP, "c"), 10);
+		assert_int_equal(t->s[i].fsm->violations, 0);
+	}
+	/* Commands beyond the entry size limit are refused. */
+	{
+		static uint8_t big[5000];
+		assert_int_equal(replica_propose(t->s[l].rp, big, sizeof big,
+		                                 prop_cb, &p[0], &lid),
+		                 REPLICA_ETOOBIG);
+	}
+}
+
+static void read_cb(void *data, int status)
+{
+	int *r = data;
+	*r = status == REPLICA_OK ? 1 : -1;
+}
+
+/* One barrier serves every read of a turn; a read sees prior writes. */
+static void test_reads(void **state)
+{
+	struct t *t = *state;
+	struct replica_stats st0, st;
+	struct prop p;
+	int r[5] = {0};
+	uint64_t lid;
+	unsigned i, l;
+
+	raft_fixture_elect(&t->f, 0);
+	l = 0;
+	assert_true(step_until_ready(t, l, 1000));
+	assert_int_equal(propose_add(t, l, "k", &p, &lid), 0);
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(replica_read(t->s[l].rp, read_cb, &r[i], &lid),
+		                 0);
+	}
+	replica_stats(t->s[l].rp, &st0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	for (i = 0; i < 2000 && r[4] == 0; i++) {
+		step(t, 1);
+	}
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(r[i], 1);
+	}
+	replica_stats(t->s[l].rp, &st);
+	assert_int_equal(st.read_barriers, 1);
+	assert_int_equal(testfsm_counter(t->s[l].fsm, GROUP, "k"), 1);
+	assert_int_equal(replica_read(t->s[1].rp, read_cb, &r[0], &lid),
+	                 REPLICA_ENOTLEADER);
+	assert_int_equal(lid, 1);
+	(void)st0;
+}
+
+/* Leaders come and go under partitions: committed commands are applied
+ * exactly once everywhere, lost ones are reported as such, time never runs
+ * backwards although the clocks disagree. */
+static void test_leader_changes(void **state)
+{
+	struct t *t = *state;
+	enum { ROUNDS = 6, PER = 5 };
+	struct prop p[ROUNDS * PER];
+	uint64_t ok = 0, lost = 0, lid, final;
+	unsigned r, k, i, n = 0;
+
+	raft_fixture_elect(&t->f, 0);
+	for (r = 0; r < ROUNDS; r++) {
+		unsigned l;
+		/* Wait for a ready leader. */
+		for (k = 0; k < 20000 && (l = leader(t)) == N; k++) {
+			step(t, 1);
+		}
+		assert_true(l < N);
+		for (k = 0; k < PER; k++) {
+			assert_int_equal(propose_add(t, l, "x", &p[n], &lid),
+			                 0);
+			n++;
+		}
+		step(t, r % 2 == 0 ? 300 : 1 + r);
+		/* Cut the leader off: its pending commands may be lost. */
+		for (i = 0; i < N; i++) {
+			if (i != l) {
+				raft_fixture_disconnect(&t->f, l, i);
+				raft_fixture_disconnect(&t->f, i, l);
+			}
+		}
+		for (k = 0; k < 30000; k++) {
+			unsigned nl = leader(t);
+			if (nl != N && nl != l) {
+				break;
+			}
+			step(t, 1);
+		}
+		for (i = 0; i < N; i++) {
+			if (i != l) {
+				raft_fixture_reconnect(&t->f, l, i);
+				raft_fixture_reconnect(&t->f, i, l);
+			}
+		}
+	}
+	for (k = 0; k < 50000; k++) {
+		unsigned done = 0;
+		for (i = 0; i < n; i++) {
+			done += p[i].done;
+		}
+		if (done == n && leader(t) != N) {
+			break;
+		}
+		step(t, 1);
+	}
+	for (i = 0; i < n; i++) {
+		assert_true(p[i].done);
+		if (p[i].status == REPLICA_OK) {
+			ok++;
+		} else {
+			assert_int_equal(p[i].status, REPLICA_ELEADERSHIPLOST);
+			lost++;
+		}
+	}
+	assert_true(ok > 0);
+	/* One more committed command so every replica catches up. */
+	{
+		struct prop last;
+		unsigned l = leader(t);
+		assert_true(l < N);
+		assert_int_equal(propose_add(t, l, "x", &last, &lid), 0);
+		assert_true(step_until_done(t, &last, 1, 5000));
+		assert_int_equal(last.status, REPLICA_OK);
+		ok++;
+		assert_true(raft_fixture_step_until_applied(&t->f, N,
+		                                            last.index, 5000));
+		final = last.value;
+	}
+	/* Results of successful commands are distinct counter values. */
+	for (i = 0; i < n; i++) {
+		for (k = i + 1; k < n; k++) {
+			if (p[i].status == REPLICA_OK &&
+			    p[k].status == REPLICA_OK) {
+				assert_true(p[i].value != p[k].value);
+			}
+		}
+	}
+	assert_true(final >= ok && final <= ok + lost);
+	{
+		uint64_t ups = 0;
+		for (i = 0; i < N; i++) {
+			ups += t->s[i].fsm->g[GROUP].leader_up;
+		}
+		assert_true(ups >= ROUNDS);
+	}
+	for (i = 0; i < N; i++) {
+		struct testfsm *f = t->s[i].fsm;
+		assert_int_equal(testfsm_counter(f, GROUP, "x"), final);
+		assert_int_equal(f->violations, 0);
+		/* Leadership was announced and withdrawn in pairs. */
+		assert_true(f->g[GROUP].leader_up >= f->g[GROUP].leader_down);
+		assert_true(f->g[GROUP].leader_up - f->g[GROUP].leader_down <=
+		            1);
+	}
+}
+
+/* A new leader whose clock is 100 s behind stamps its entries with the
+ * previous entries' time, never earlier. */
+static void test_clock_skew(void **state)
+{
+	struct t *t = *state;
+	struct prop p;
+	uint64_t lid, before;
+	unsigned i;
+
+	raft_fixture_elect(&t->f, 2); /* clock 5 s ahead */
+	assert_true(step_until_ready(t, 2, 1000));
+	assert_int_equal(propose_add(t, 2, "t", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	assert_true(raft_fixture_step_until_applied(&t->f, N, p.index, 2000));
+	before = t->s[1].fsm->g[GROUP].last_now_ms;
+	assert_true(before >= EPOCH + 5000);
+	raft_fixture_depose(&t->f);
+	assert_true(raft_fixture_step_until_has_no_leader(&t->f, 10000));
+	poll_all(t);
+	raft_fixture_elect(&t->f, 1); /* clock 100 s behind */
+	assert_true(step_until_ready(t, 1, 1000));
+	assert_int_equal(propose_add(t, 1, "t", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	assert_int_equal(p.status, REPLICA_OK);
+	assert_true(raft_fixture_step_until_applied(&t->f, N, p.index, 2000));
+	for (i = 0; i < N; i++) {
+		assert_int_equal(t->s[i].fsm->violations, 0);
+		assert_true(t->s[i].fsm->g[GROUP].last_now_ms >= before);
+	}
+	assert_int_equal(t->s[2].fsm->g[GROUP].leader_down, 1);
+	assert_int_equal(t->s[1].fsm->g[GROUP].leader_up, 1);
+}
+
+/* Snapshots are manifests; a follower that missed compacted entries gets
+ * the snapshot, fetches the state, imports it and catches up. */
+static void test_snapshot_install(void **state)
+{
+	struct t *t = *state;
+	struct replica_stats st;
+	struct prop p;
+	uint64_t lid;
+	unsigned i, k;
+
+	for (i = 0; i < N; i++) {
+		raft_set_snapshot_threshold(raft_fixture_get(&t->f, i), 8);
+		raft_set_snapshot_trailing(raft_fixture_get(&t->f, i), 2);
+	}
+	raft_fixture_elect(&t->f, 0);
+	assert_true(step_until_ready(t, 0, 1000));
+	raft_fixture_kill(&t->f, 2);
+	for (k = 0; k < 40; k++) {
+		assert_int_equal(propose_add(t, 0, "s", &p, &lid), 0);
+		assert_true(step_until_done(t, &p, 1, 2000));
+		assert_int_equal(p.status, REPLICA_OK);
+	}
+	replica_stats(t->s[0].rp, &st);
+	assert_true(st.snapshots >= 3);
+	assert_true(raft_fixture_get(&t->f, 0)->log.snapshot.last_index > 8);
+	raft_fixture_revive(&t->f, 2);
+	/* The revived server may force an election: retry until one more
+	 * command commits (a lost one may still have been applied). */
+	for (k = 0; k < 10; k++) {
+		unsigned l, j;
+		for (j = 0; j < 20000 && (l = leader(t)) == N; j++) {
+			step(t, 1);
+		}
+		assert_true(l < N);
+		assert_int_equal(propose_add(t, l, "s", &p, &lid), 0);
+		assert_true(step_until_done(t, &p, 1, 5000));
+		if (p.status == REPLICA_OK) {
+			break;
+		}
+		assert_int_equal(p.status, REPLICA_ELEADERSHIPLOST);
+	}
+	assert_int_equal(p.status, REPLICA_OK);
+	assert_true(raft_fixture_step_until_applied(&t->f, N, p.index, 20000));
+	replica_stats(t->s[2].rp, &st);
+	assert_int_equal(st.imports, 1);
+	assert_true(st.restores >= 1);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(testfsm_counter(t->s[i].fsm, GROUP, "s"),
+		                 p.value);
+		assert_int_equal(t->s[i].fsm->violations, 0);
+	}
+	assert_int_equal(t->s[2].fsm->imports, 1);
+	assert_true(p.value >= 41);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_leader_changes, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_snapshot_install, setup,
+	                                    teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -11,7 +11,11 @@
 
 struct db {
 	rocksdb_t *db;
-	rocksdb_options_t *opts;
+	rocksdb_options_t *opts;      /* DB and default/raft_state CFs */
+	rocksdb_options_t *log_opts;  /* raft_log CF */
+	rocksdb_options_t *data_opts; /* data CF */
+	rocksdb_block_based_table_options_t *table_opts; /* data CF tables */
+	rocksdb_filterpolicy_t *bloom; /* owned by table_opts */
 	rocksdb_column_family_handle_t *raft_log;
 	rocksdb_column_family_handle_t *raft_state;
 	rocksdb_column_family_handle_t *data;

@@ -43,3 +43,9 @@ UNIT_TESTS += tests/unit/test_raft_cluster
 tests_unit_test_raft_cluster_SOURCES = tests/unit/test_raft_cluster.c \
 	$(RAFT_TEST_FSM)
 tests_unit_test_raft_cluster_LDADD = $(RAFT_TEST_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_raft_entry
+tests_fuzz_fuzz_raft_entry_SOURCES = tests/fuzz/fuzz_raft_entry.c
+tests_fuzz_fuzz_raft_entry_LDADD = raft/liblsraft.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_raft_entry_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_entry

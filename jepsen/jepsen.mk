@@ -37,3 +37,27 @@ tests_fuzz_fuzz_jepsen_history_SOURCES = tests/fuzz/fuzz_jepsen_history.c
 tests_fuzz_fuzz_jepsen_history_LDADD = jepsen/libjepsen.a $(FUZZ_DRIVER)
 tests_fuzz_fuzz_jepsen_history_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_jepsen_history
+
+# Fault-injection hosts and nemeses (jepsen/hosts.h, jepsen/nemesis.h) and
+# the jepsen/run entry point; see docs/fault-testing.md.
+noinst_LIBRARIES += jepsen/libjhosts.a
+jepsen_libjhosts_a_SOURCES = \
+	jepsen/hosts.c jepsen/hosts.h \
+	jepsen/nemesis.c jepsen/nemesis.h \
+	jepsen/selftest.c jepsen/selftest.h
+
+noinst_PROGRAMS += jepsen/run
+jepsen_run_SOURCES = jepsen/run.c
+jepsen_run_LDADD = jepsen/libjhosts.a
+
+EXTRA_DIST += docs/fault-testing.md
+
+UNIT_TESTS += tests/unit/test_jepsen_nemesis
+tests_unit_test_jepsen_nemesis_SOURCES = tests/unit/test_jepsen_nemesis.c
+tests_unit_test_jepsen_nemesis_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
+
+# Root only: real namespaces, iptables and lodestone processes ($LS_LODESTONE).
+INTEGRATION_TESTS += tests/integration/test_jepsen_hosts
+tests_integration_test_jepsen_hosts_SOURCES = \
+	tests/integration/test_jepsen_hosts.c
+tests_integration_test_jepsen_hosts_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)

@@ -1,0 +1,1010 @@
+/* Nemeses and schedules; see nemesis.h. */
+#include "jepsen/nemesis.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define IPT_TIMEOUT_MS 15000
+#define POLL_SLICE_NS 200000000 /* how often waits look for dead nodes */
+
+__attribute__((format(printf, 3, 4))) static void fmt_err(char *err, size_t cap,
+                                                          const char *fmt, ...)
+{
+	va_list ap;
+	if (err == NULL || cap == 0) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
+/* ---------------------------------------------------------------------
+ * Randomness */
+
+void nemesis_rng_seed(struct nemesis_rng *r, uint64_t seed)
+{
+	r->state = seed;
+}
+
+uint64_t nemesis_rng_next(struct nemesis_rng *r)
+{
+	uint64_t z = (r->state += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+uint64_t nemesis_rng_below(struct nemesis_rng *r, uint64_t n)
+{
+	/* Rejection keeps it unbiased. */
+	uint64_t lim = UINT64_MAX - UINT64_MAX % n;
+	uint64_t x;
+	do {
+		x = nemesis_rng_next(r);
+	} while (x >= lim);
+	return x % n;
+}
+
+static int64_t rng_range(struct nemesis_rng *r, int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)nemesis_rng_below(r, (uint64_t)(hi - lo) + 1);
+}
+
+/* order[0..n-1] = a random permutation of node ids 1..n. */
+static void shuffle_nodes(struct nemesis_rng *r, unsigned n, unsigned *order)
+{
+	for (unsigned i = 0; i < n; i++) {
+		order[i] = i + 1;
+	}
+	for (unsigned i = n; i > 1; i--) {
+		unsigned j = (unsigned)nemesis_rng_below(r, i);
+		unsigned t = order[i - 1];
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Grudges */
+
+void nemesis_grudge_none(struct nemesis_grudge *g, unsigned n)
+{
+	memset(g, 0, sizeof *g);
+	g->n = n;
+	snprintf(g->desc, sizeof g->desc, "none");
+}
+
+static void cut(struct nemesis_grudge *g, unsigned a, unsigned b)
+{
+	if (a != b) {
+		g->cut[a][b] = true;
+		g->cut[b][a] = true;
+	}
+}
+
+bool nemesis_grudge_sees(const struct nemesis_grudge *g, unsigned a, unsigned b)
+{
+	return !g->cut[a][b];
+}
+
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...)
+{
+	size_t l = strlen(buf);
+	va_list ap;
+	if (l + 1 >= cap) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf + l, cap - l, fmt, ap);
+	va_end(ap);
+}
+
+static const char *side_name(enum nemesis_client_side side)
+{
+	switch (side) {
+	case NEMESIS_CLIENT_MAJORITY:
+		return "majority";
+	case NEMESIS_CLIENT_MINORITY:
+		return "minority";
+	default:
+		return "all";
+	}
+}
+
+/* Two sides: in_minor[id] marks the smaller one. Describes it as
+ * "minority|majority" with sorted ids. */
+static void two_sides(struct nemesis_grudge *g, unsigned n,
+                      const bool *in_minor, enum nemesis_client_side side)
+{
+	nemesis_grudge_none(g, n);
+	g->desc[0] = '\0';
+	for (unsigned a = 1; a <= n; a++) {
+		for (unsigned b = 1; b <= n; b++) {
+			if (in_minor[a] != in_minor[b]) {
+				cut(g, a, b);
+			}
+		}
+		if ((side == NEMESIS_CLIENT_MAJORITY && in_minor[a]) ||
+		    (side == NEMESIS_CLIENT_MINORITY && !in_minor[a])) {
+			cut(g, NEMESIS_CLIENT, a);
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		bool first = true;
+		for (unsigned a = 1; a <= n; a++) {
+			if (in_minor[a] == (pass == 0)) {
+				append(g->desc, sizeof g->desc, "%s%u",
+				       first ? "" : ",", a);
+				first = false;
+			}
+		}
+		if (pass == 0) {
+			append(g->desc, sizeof g->desc, "|");
+		}
+	}
+	append(g->desc, sizeof g->desc, " client=%s", side_name(side));
+}
+
+int nemesis_grudge_halves(struct nemesis_grudge *g, unsigned n,
+                          struct nemesis_rng *rng,
+                          enum nemesis_client_side side)
+{
+	unsigned order[HOSTS_MAX_NODES];
+	bool minor[HOSTS_MAX_NODES + 1] = {false};
+	if (n < 2 || n > HOSTS_MAX_NODES) {
+		return -EINVAL;
+	}
+	shuffle_nodes(rng, n, order);
+	for (unsigned i = 0; i < n / 2; i++) {
+		minor[order[i]] = true;
+	}
+	two_sides(g, n, minor, side);
+	return 0;
+}
+
+int nemesis_grudge_isolate(struct nemesis_grudge *g, unsigned n, unsigned node,
+                           enum nemesis_client_side side)
+{
+	bool minor[HOSTS_MAX_NODES + 1] = {false};
+	if (n < 2 || n > HOSTS_MAX_NODES || node < 1 || node > n) {
+		return -EINVAL;
+	}
+	minor[node] = true;
+	two_sides(g, n, minor, side);
+	return 0;
+}
+
+int nemesis_grudge_ring(struct nemesis_grudge *g, unsigned n,
+                        struct nemesis_rng *rng)
+{
+	unsigned order[HOSTS_MAX_NODES], pos[HOSTS_MAX_NODES + 1];
+	if (n < 4 || n > HOSTS_MAX_NODES) {
+		return -EINVAL;
+	}
+	unsigned d = (n / 2 + 1) / 2;
+	shuffle_nodes(rng, n, order);
+	for (unsigned i = 0; i < n; i++) {
+		pos[order[i]] = i;
+	}
+	nemesis_grudge_none(g, n);
+	for (unsigned a = 1; a <= n; a++) {
+		for (unsigned b = 1; b <= n; b++) {
+			unsigned k = (pos[a] + n - pos[b]) % n;
+			unsigned dist = k < n - k ? k : n - k;
+			if (dist > d) {
+				cut(g, a, b);
+			}
+		}
+	}
+	snprintf(g->desc, sizeof g->desc, "ring ");
+	for (unsigned i = 0; i < n; i++) {
+		append(g->desc, sizeof g->desc, "%s%u", i > 0 ? "-" : "",
+		       order[i]);
+	}
+	append(g->desc, sizeof g->desc, " d=%u", d);
+	return 0;
+}
+
+int nemesis_grudge_rules(const struct nemesis_grudge *g, unsigned node,
+                         const char *const addrs[], char op, char *buf,
+                         size_t cap, unsigned *rules)
+{
+	unsigned count = 0;
+	size_t len = 0;
+	int w;
+	if (node < 1 || node > g->n || (op != 'A' && op != 'D')) {
+		return -EINVAL;
+	}
+	w = snprintf(buf, cap, "*filter\n");
+	if (w < 0 || (size_t)w >= cap) {
+		return -ENOSPC;
+	}
+	len = (size_t)w;
+	for (unsigned p = 0; p <= g->n; p++) {
+		if (p == node || !g->cut[node][p]) {
+			continue;
+		}
+		w = snprintf(buf + len, cap - len,
+		             "-%c INPUT -s %s/32 -j DROP\n"
+		             "-%c OUTPUT -d %s/32 -j DROP\n",
+		             op, addrs[p], op, addrs[p]);
+		if (w < 0 || (size_t)w >= cap - len) {
+			return -ENOSPC;
+		}
+		len += (size_t)w;
+		count += 2;
+	}
+	w = snprintf(buf + len, cap - len, "COMMIT\n");
+	if (w < 0 || (size_t)w >= cap - len) {
+		return -ENOSPC;
+	}
+	*rules = count;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Schedules */
+
+static const char *const fault_names[NEMESIS_N_FAULTS] = {
+    [NEMESIS_PARTITION_HALVES] = "partition-halves",
+    [NEMESIS_PARTITION_ISOLATE] = "partition-isolate",
+    [NEMESIS_PARTITION_LEADER] = "partition-leader",
+    [NEMESIS_PARTITION_RING] = "partition-ring",
+    [NEMESIS_KILL] = "kill",
+    [NEMESIS_PAUSE] = "pause",
+    [NEMESIS_SKEW] = "skew",
+};
+
+const char *nemesis_fault_name(enum nemesis_fault f)
+{
+	return (unsigned)f < NEMESIS_N_FAULTS ? fault_names[f] : "?";
+}
+
+int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
+                       unsigned *mask)
+{
+	unsigned parts = NEMESIS_PARTITIONS;
+	if (nodes < 4) {
+		parts &= ~NEMESIS_BIT(NEMESIS_PARTITION_RING);
+	}
+	if (leader) {
+		parts |= NEMESIS_BIT(NEMESIS_PARTITION_LEADER);
+	}
+	if (strcmp(name, "partition") == 0) {
+		*mask = parts;
+	} else if (strcmp(name, "kill") == 0) {
+		*mask = NEMESIS_BIT(NEMESIS_KILL);
+	} else if (strcmp(name, "pause") == 0) {
+		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
+	} else if (strcmp(name, "skew") == 0) {
+		*mask = NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (strcmp(name, "mixed") == 0) {
+		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
+		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (strcmp(name, "none") == 0) {
+		*mask = 0;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void nemesis_plan_defaults(struct nemesis_plan *p, unsigned nodes,
+                           uint64_t seed, unsigned faults, int64_t total_ms)
+{
+	memset(p, 0, sizeof *p);
+	p->nodes = nodes;
+	p->seed = seed;
+	p->faults = faults;
+	p->total_ms = total_ms;
+	p->final_ms = total_ms / 5 > 3000 ? total_ms / 5 : 3000;
+	if (p->final_ms > total_ms) {
+		p->final_ms = total_ms;
+	}
+	p->quiet_min_ms = 1000;
+	p->quiet_max_ms = 4000;
+	p->fault_min_ms = 2000;
+	p->fault_max_ms = 8000;
+	p->max_skew_ms = 60000;
+	p->shards = 8;
+	p->client = NEMESIS_CLIENT_ALL;
+}
+
+/* A random set of k nodes as a bit mask. */
+static unsigned pick_nodes(struct nemesis_rng *r, unsigned n, unsigned k)
+{
+	unsigned order[HOSTS_MAX_NODES], mask = 0;
+	shuffle_nodes(r, n, order);
+	for (unsigned i = 0; i < k && i < n; i++) {
+		mask |= 1u << order[i];
+	}
+	return mask;
+}
+
+/* How many nodes a process fault hits: one, a minority, a majority or
+ * all, with weights out of 100 (all = what the rest leaves). */
+static unsigned pick_count(struct nemesis_rng *r, unsigned n, unsigned w_one,
+                           unsigned w_minority, unsigned w_majority)
+{
+	unsigned x = (unsigned)nemesis_rng_below(r, 100);
+	unsigned minority_max = (n - 1) / 2, majority_min = n / 2 + 1;
+	if (x < w_one) {
+		return 1;
+	}
+	if (x < w_one + w_minority) {
+		return 1 + (unsigned)nemesis_rng_below(r, minority_max);
+	}
+	if (x < w_one + w_minority + w_majority) {
+		return majority_min +
+		       (unsigned)nemesis_rng_below(r, n - majority_min);
+	}
+	return n;
+}
+
+static int check_plan(const struct nemesis_plan *p, char *err, size_t cap)
+{
+	if (p->nodes < HOSTS_MIN_NODES || p->nodes > HOSTS_MAX_NODES) {
+		fmt_err(err, cap, "%u nodes: a schedule needs %d to %d",
+		        p->nodes, HOSTS_MIN_NODES, HOSTS_MAX_NODES);
+		return -EINVAL;
+	}
+	if (p->total_ms <= 0 || p->final_ms < 0 || p->final_ms > p->total_ms) {
+		fmt_err(err, cap, "bad duration: total %lld ms, final %lld ms",
+		        (long long)p->total_ms, (long long)p->final_ms);
+		return -EINVAL;
+	}
+	if (p->faults >= NEMESIS_BIT(NEMESIS_N_FAULTS)) {
+		fmt_err(err, cap, "unknown fault in mask 0x%x", p->faults);
+		return -EINVAL;
+	}
+	if (p->faults != 0 &&
+	    (p->quiet_min_ms < 0 || p->quiet_max_ms < p->quiet_min_ms ||
+	     p->fault_min_ms <= 0 || p->fault_max_ms < p->fault_min_ms)) {
+		fmt_err(err, cap, "bad quiet or fault duration range");
+		return -EINVAL;
+	}
+	if ((p->faults & NEMESIS_BIT(NEMESIS_PARTITION_RING)) && p->nodes < 4) {
+		fmt_err(err, cap,
+		        "a majorities ring needs at least 4 nodes (with %u "
+		        "every node sees every majority)",
+		        p->nodes);
+		return -EINVAL;
+	}
+	if ((p->faults & NEMESIS_BIT(NEMESIS_PARTITION_LEADER)) &&
+	    p->shards == 0) {
+		fmt_err(err, cap, "a leader partition needs shards > 0");
+		return -EINVAL;
+	}
+	if ((p->faults & NEMESIS_BIT(NEMESIS_SKEW)) && p->max_skew_ms <= 0) {
+		fmt_err(err, cap, "skew needs max_skew_ms > 0");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void make_step(struct nemesis_step *st, const struct nemesis_plan *p,
+                      struct nemesis_rng *r)
+{
+	enum nemesis_fault kinds[NEMESIS_N_FAULTS];
+	unsigned nk = 0, n = p->nodes;
+	unsigned parts = p->faults & (NEMESIS_PARTITIONS |
+	                              NEMESIS_BIT(NEMESIS_PARTITION_LEADER));
+	/* A class first (partition, kill, pause, skew), so the partition
+	 * shapes do not crowd out the others; then a shape. */
+	if (parts != 0) {
+		kinds[nk++] = NEMESIS_PARTITION_HALVES;
+	}
+	for (unsigned f = NEMESIS_KILL; f < NEMESIS_N_FAULTS; f++) {
+		if (p->faults & NEMESIS_BIT(f)) {
+			kinds[nk++] = (enum nemesis_fault)f;
+		}
+	}
+	st->fault = kinds[nemesis_rng_below(r, nk)];
+	if (st->fault == NEMESIS_PARTITION_HALVES) {
+		enum nemesis_fault shapes[NEMESIS_N_FAULTS];
+		unsigned ns = 0;
+		for (unsigned f = 0; f < NEMESIS_KILL; f++) {
+			if (parts & NEMESIS_BIT(f)) {
+				shapes[ns++] = (enum nemesis_fault)f;
+			}
+		}
+		st->fault = shapes[nemesis_rng_below(r, ns)];
+	}
+	nemesis_grudge_none(&st->grudge, n);
+	switch (st->fault) {
+	case NEMESIS_PARTITION_HALVES:
+		nemesis_grudge_halves(&st->grudge, n, r, p->client);
+		break;
+	case NEMESIS_PARTITION_ISOLATE: {
+		unsigned node = 1 + (unsigned)nemesis_rng_below(r, n);
+		st->targets = 1u << node;
+		nemesis_grudge_isolate(&st->grudge, n, node, p->client);
+		break;
+	}
+	case NEMESIS_PARTITION_LEADER:
+		st->shard = (unsigned)nemesis_rng_below(r, p->shards);
+		break;
+	case NEMESIS_PARTITION_RING:
+		nemesis_grudge_ring(&st->grudge, n, r);
+		break;
+	case NEMESIS_KILL:
+		st->targets = pick_nodes(r, n, pick_count(r, n, 50, 25, 15));
+		break;
+	case NEMESIS_PAUSE:
+		st->targets = pick_nodes(r, n, pick_count(r, n, 60, 30, 10));
+		break;
+	case NEMESIS_SKEW:
+		st->targets = pick_nodes(r, n, pick_count(r, n, 50, 30, 20));
+		for (unsigned id = 1; id <= n; id++) {
+			if (!(st->targets & (1u << id))) {
+				continue;
+			}
+			/* At least a tenth of the bound, either way. */
+			int64_t lo =
+			    p->max_skew_ms / 10 > 0 ? p->max_skew_ms / 10 : 1;
+			int64_t mag = rng_range(r, lo, p->max_skew_ms);
+			st->skew_ms[id] = nemesis_rng_below(r, 2) ? mag : -mag;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+int nemesis_schedule_make(struct nemesis_schedule *s,
+                          const struct nemesis_plan *p, char *err, size_t cap)
+{
+	struct nemesis_rng r;
+	size_t room = 0;
+	memset(s, 0, sizeof *s);
+	int rc = check_plan(p, err, cap);
+	if (rc != 0) {
+		return rc;
+	}
+	s->seed = p->seed;
+	s->total_ms = p->total_ms;
+	s->final_ms = p->total_ms - p->final_ms;
+	if (p->faults == 0) {
+		return 0;
+	}
+	nemesis_rng_seed(&r, p->seed);
+	for (int64_t t = 0;;) {
+		int64_t start =
+		    t + rng_range(&r, p->quiet_min_ms, p->quiet_max_ms);
+		int64_t heal =
+		    start + rng_range(&r, p->fault_min_ms, p->fault_max_ms);
+		if (heal > s->final_ms) {
+			break;
+		}
+		if (s->n == room) {
+			size_t nr = room == 0 ? 16 : room * 2;
+			struct nemesis_step *ns =
+			    realloc(s->steps, nr * sizeof *ns);
+			if (ns == NULL) {
+				nemesis_schedule_free(s);
+				fmt_err(err, cap, "out of memory");
+				return -ENOMEM;
+			}
+			s->steps = ns;
+			room = nr;
+		}
+		struct nemesis_step *st = &s->steps[s->n++];
+		memset(st, 0, sizeof *st);
+		st->start_ms = start;
+		st->heal_ms = heal;
+		make_step(st, p, &r);
+		t = heal;
+	}
+	return 0;
+}
+
+void nemesis_schedule_free(struct nemesis_schedule *s)
+{
+	free(s->steps);
+	s->steps = NULL;
+	s->n = 0;
+}
+
+static void targets_text(unsigned targets, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	for (unsigned id = 1; id <= HOSTS_MAX_NODES; id++) {
+		if (targets & (1u << id)) {
+			append(buf, cap, "%sn%u", buf[0] != '\0' ? "," : "",
+			       id);
+		}
+	}
+	if (buf[0] == '\0') {
+		snprintf(buf, cap, "-");
+	}
+}
+
+void nemesis_step_describe(const struct nemesis_step *st, char *buf, size_t cap)
+{
+	char t[64];
+	snprintf(buf, cap, "%lld %lld %s ", (long long)st->start_ms,
+	         (long long)st->heal_ms, nemesis_fault_name(st->fault));
+	switch (st->fault) {
+	case NEMESIS_PARTITION_HALVES:
+	case NEMESIS_PARTITION_ISOLATE:
+	case NEMESIS_PARTITION_RING:
+		append(buf, cap, "%s", st->grudge.desc);
+		break;
+	case NEMESIS_PARTITION_LEADER:
+		append(buf, cap, "shard=%u", st->shard);
+		break;
+	case NEMESIS_SKEW:
+		targets_text(st->targets, t, sizeof t);
+		append(buf, cap, "%s", t);
+		for (unsigned id = 1; id <= HOSTS_MAX_NODES; id++) {
+			if (st->targets & (1u << id)) {
+				append(buf, cap, " n%u=%+lldms", id,
+				       (long long)st->skew_ms[id]);
+			}
+		}
+		break;
+	default:
+		targets_text(st->targets, t, sizeof t);
+		append(buf, cap, "%s", t);
+		break;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Acting on hosts */
+
+int nemesis_open(struct nemesis *nem, struct hosts *h,
+                 const char *timeline_path)
+{
+	memset(nem, 0, sizeof *nem);
+	nem->hosts = h;
+	sigemptyset(&nem->stop_signals);
+	nemesis_grudge_none(&nem->active, h->n);
+	nem->timeline = fopen(timeline_path, "we");
+	if (nem->timeline == NULL) {
+		int rc = -errno;
+		fmt_err(nem->err, sizeof nem->err, "create %s: %s",
+		        timeline_path, strerror(-rc));
+		return rc;
+	}
+	fprintf(nem->timeline,
+	        "# lodestone nemesis timeline of run %s: time_ns event fault "
+	        "targets [detail]\n",
+	        h->tag);
+	fflush(nem->timeline);
+	for (unsigned id = 1; id <= h->n; id++) {
+		nem->exits_seen[id] = h->nodes[id - 1].unexpected_exits;
+	}
+	return 0;
+}
+
+void nemesis_log(struct nemesis *nem, const char *event, const char *fault,
+                 const char *targets, const char *fmt, ...)
+{
+	if (nem->timeline == NULL) {
+		return;
+	}
+	fprintf(nem->timeline, "%lld %s %s %s",
+	        (long long)hosts_now_ns(nem->hosts), event, fault,
+	        targets != NULL && targets[0] != '\0' ? targets : "-");
+	if (fmt != NULL && fmt[0] != '\0') {
+		va_list ap;
+		fputc(' ', nem->timeline);
+		va_start(ap, fmt);
+		vfprintf(nem->timeline, fmt, ap);
+		va_end(ap);
+	}
+	fputc('\n', nem->timeline);
+	fflush(nem->timeline);
+}
+
+/* Logs a failed fault or heal and keeps its message in nem->err. */
+static int fail(struct nemesis *nem, int rc, const char *fault,
+                const char *targets, const char *msg)
+{
+	nem->errors++;
+	fmt_err(nem->err, sizeof nem->err, "%s %s: %s", fault, targets, msg);
+	nemesis_log(nem, "error", fault, targets, "%s", msg);
+	return rc;
+}
+
+/* Logs the unexpected exits hosts_reap found since the last look. */
+static void note_exits(struct nemesis *nem)
+{
+	struct hosts *h = nem->hosts;
+	hosts_reap(h);
+	for (unsigned id = 1; id <= h->n; id++) {
+		struct hosts_node *nd = &h->nodes[id - 1];
+		if (nd->unexpected_exits == nem->exits_seen[id]) {
+			continue;
+		}
+		nem->exits_seen[id] = nd->unexpected_exits;
+		char t[8];
+		snprintf(t, sizeof t, "n%u", id);
+		int st = nd->last_status;
+		if (WIFSIGNALED(st)) {
+			nemesis_log(nem, "exit", "node", t, "signal=%d",
+			            WTERMSIG(st));
+		} else {
+			nemesis_log(nem, "exit", "node", t, "status=%d",
+			            WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		}
+	}
+}
+
+/* Applies (op 'A') or removes (op 'D') g's rules in every node. On an add
+ * failure the nodes done so far are rolled back. */
+static int apply_rules(struct nemesis *nem, const struct nemesis_grudge *g,
+                       char op, char *msg, size_t cap)
+{
+	struct hosts *h = nem->hosts;
+	const char *addrs[HOSTS_MAX_NODES + 1];
+	char text[4096], out[1024];
+	int rc = 0;
+	addrs[NEMESIS_CLIENT] = h->client_addr;
+	for (unsigned id = 1; id <= h->n; id++) {
+		addrs[id] = h->nodes[id - 1].addr;
+	}
+	for (unsigned id = 1; id <= h->n; id++) {
+		unsigned rules;
+		int r = nemesis_grudge_rules(g, id, addrs, op, text,
+		                             sizeof text, &rules);
+		if (r == 0 && rules == 0) {
+			continue;
+		}
+		int st = 0;
+		const char *argv[] = {h->iptables_restore, "-w", "5",
+		                      "--noflush", NULL};
+		if (r == 0) {
+			r = hosts_run(h->nodes[id - 1].ns, argv, NULL, text,
+			              out, sizeof out, IPT_TIMEOUT_MS, &st);
+		}
+		if (r == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+			continue;
+		}
+		out[strcspn(out, "\n")] = '\0';
+		fmt_err(msg, cap, "%s in %s: %s", h->iptables_restore,
+		        h->nodes[id - 1].ns, r != 0 ? strerror(-r) : out);
+		rc = r != 0 ? r : -EIO;
+		if (op == 'A') {
+			for (unsigned back = 1; back < id; back++) {
+				if (nemesis_grudge_rules(g, back, addrs, 'D',
+				                         text, sizeof text,
+				                         &rules) == 0 &&
+				    rules > 0) {
+					hosts_run(h->nodes[back - 1].ns, argv,
+					          NULL, text, out, sizeof out,
+					          IPT_TIMEOUT_MS, &st);
+				}
+			}
+			return rc;
+		}
+	}
+	return rc;
+}
+
+int nemesis_heal_partition(struct nemesis *nem)
+{
+	char msg[HOSTS_ERR_LEN];
+	if (!nem->partitioned) {
+		return 0;
+	}
+	int rc = apply_rules(nem, &nem->active, 'D', msg, sizeof msg);
+	nem->partitioned = false;
+	if (rc != 0) {
+		return fail(nem, rc, nem->active_fault, nem->active.desc, msg);
+	}
+	nem->faults_healed++;
+	nemesis_log(nem, "heal", nem->active_fault, nem->active.desc, NULL);
+	return 0;
+}
+
+int nemesis_partition(struct nemesis *nem, const struct nemesis_grudge *g,
+                      const char *fault)
+{
+	char msg[HOSTS_ERR_LEN];
+	int rc = nemesis_heal_partition(nem);
+	if (rc != 0) {
+		return rc;
+	}
+	if (g->n != nem->hosts->n) {
+		return fail(nem, -EINVAL, fault, g->desc,
+		            "grudge is for another number of nodes");
+	}
+	rc = apply_rules(nem, g, 'A', msg, sizeof msg);
+	if (rc != 0) {
+		return fail(nem, rc, fault, g->desc, msg);
+	}
+	nem->active = *g;
+	nem->partitioned = true;
+	snprintf(nem->active_fault, sizeof nem->active_fault, "%s", fault);
+	nem->faults_started++;
+	nemesis_log(nem, "start", fault, g->desc, NULL);
+	return 0;
+}
+
+int nemesis_partition_leader(struct nemesis *nem, unsigned shard,
+                             enum nemesis_client_side side)
+{
+	const char *f = nemesis_fault_name(NEMESIS_PARTITION_LEADER);
+	char t[32];
+	unsigned leader = 0;
+	snprintf(t, sizeof t, "shard=%u", shard);
+	if (nem->leader == NULL) {
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", f, t, "no leader oracle");
+		return 0;
+	}
+	int rc = nem->leader(nem->leader_arg, shard, &leader);
+	if (rc != 0 || leader < 1 || leader > nem->hosts->n) {
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", f, t, "leader unknown (rc %d)", rc);
+		return 0;
+	}
+	struct nemesis_grudge g;
+	nemesis_grudge_isolate(&g, nem->hosts->n, leader, side);
+	snprintf(g.desc + strlen(g.desc), sizeof g.desc - strlen(g.desc),
+	         " shard=%u", shard);
+	return nemesis_partition(nem, &g, f);
+}
+
+static bool node_ok(struct nemesis *nem, unsigned node, const char *fault,
+                    char *t, size_t cap)
+{
+	snprintf(t, cap, "n%u", node);
+	if (node < 1 || node > nem->hosts->n) {
+		fail(nem, -EINVAL, fault, t, "no such node");
+		return false;
+	}
+	return true;
+}
+
+int nemesis_kill(struct nemesis *nem, unsigned node)
+{
+	char t[16];
+	if (!node_ok(nem, node, "kill", t, sizeof t)) {
+		return -EINVAL;
+	}
+	note_exits(nem);
+	struct hosts_node *nd = hosts_node(nem->hosts, node);
+	if (nd->pid <= 0) {
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", "kill", t, "not running");
+		return 0;
+	}
+	pid_t pid = nd->pid;
+	int rc = hosts_node_signal(nem->hosts, node, SIGKILL);
+	if (rc != 0) {
+		return fail(nem, rc, "kill", t, hosts_error(nem->hosts));
+	}
+	nem->killed[node] = true;
+	nem->faults_started++;
+	nemesis_log(nem, "start", "kill", t, "pid=%d", (int)pid);
+	return 0;
+}
+
+int nemesis_restart(struct nemesis *nem, unsigned node)
+{
+	char t[16];
+	if (!node_ok(nem, node, "kill", t, sizeof t)) {
+		return -EINVAL;
+	}
+	int rc = hosts_node_start(nem->hosts, node);
+	if (rc != 0) {
+		return fail(nem, rc, "kill", t, hosts_error(nem->hosts));
+	}
+	nem->killed[node] = false;
+	nem->faults_healed++;
+	nemesis_log(nem, "heal", "kill", t, "pid=%d",
+	            (int)hosts_node(nem->hosts, node)->pid);
+	return 0;
+}
+
+int nemesis_pause(struct nemesis *nem, unsigned node)
+{
+	char t[16];
+	if (!node_ok(nem, node, "pause", t, sizeof t)) {
+		return -EINVAL;
+	}
+	note_exits(nem);
+	struct hosts_node *nd = hosts_node(nem->hosts, node);
+	if (nd->pid <= 0 || nd->paused) {
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", "pause", t,
+		            nd->paused ? "already paused" : "not running");
+		return 0;
+	}
+	int rc = hosts_node_signal(nem->hosts, node, SIGSTOP);
+	if (rc != 0) {
+		return fail(nem, rc, "pause", t, hosts_error(nem->hosts));
+	}
+	nem->faults_started++;
+	nemesis_log(nem, "start", "pause", t, "pid=%d", (int)nd->pid);
+	return 0;
+}
+
+int nemesis_resume(struct nemesis *nem, unsigned node)
+{
+	char t[16];
+	if (!node_ok(nem, node, "pause", t, sizeof t)) {
+		return -EINVAL;
+	}
+	struct hosts_node *nd = hosts_node(nem->hosts, node);
+	if (!nd->paused) {
+		return 0;
+	}
+	int rc = hosts_node_signal(nem->hosts, node, SIGCONT);
+	if (rc != 0) {
+		return fail(nem, rc, "pause", t, hosts_error(nem->hosts));
+	}
+	nem->faults_healed++;
+	nemesis_log(nem, "heal", "pause", t, "pid=%d", (int)nd->pid);
+	return 0;
+}
+
+int nemesis_skew(struct nemesis *nem, unsigned node, int64_t skew_ms)
+{
+	char t[16];
+	if (!node_ok(nem, node, "skew", t, sizeof t)) {
+		return -EINVAL;
+	}
+	if (!nem->hosts->faketime) {
+		return fail(nem, -ENOTSUP, "skew", t,
+		            "clock skew needs the nodes started under "
+		            "libfaketime (hosts created with faketime)");
+	}
+	bool heal = skew_ms == 0;
+	if (heal && nem->skew_ms[node] == 0) {
+		return 0;
+	}
+	int rc = hosts_node_set_skew(nem->hosts, node, skew_ms);
+	if (rc != 0) {
+		return fail(nem, rc, "skew", t, hosts_error(nem->hosts));
+	}
+	nem->skew_ms[node] = skew_ms;
+	if (heal) {
+		nem->faults_healed++;
+	} else {
+		nem->faults_started++;
+	}
+	nemesis_log(nem, heal ? "heal" : "start", "skew", t, "offset=%+lldms",
+	            (long long)skew_ms);
+	return 0;
+}
+
+int nemesis_heal_all(struct nemesis *nem)
+{
+	struct hosts *h = nem->hosts;
+	int rc = 0, r;
+	note_exits(nem);
+	r = nemesis_heal_partition(nem);
+	rc = rc != 0 ? rc : r;
+	for (unsigned id = 1; id <= h->n; id++) {
+		if (h->nodes[id - 1].paused) {
+			r = nemesis_resume(nem, id);
+			rc = rc != 0 ? rc : r;
+		}
+		if (nem->killed[id]) {
+			r = nemesis_restart(nem, id);
+			rc = rc != 0 ? rc : r;
+		}
+		if (nem->skew_ms[id] != 0) {
+			r = nemesis_skew(nem, id, 0);
+			rc = rc != 0 ? rc : r;
+		}
+	}
+	return rc;
+}
+
+void nemesis_close(struct nemesis *nem)
+{
+	if (nem->hosts != NULL && nem->timeline != NULL) {
+		nemesis_heal_all(nem);
+	}
+	if (nem->timeline != NULL) {
+		fclose(nem->timeline);
+		nem->timeline = NULL;
+	}
+}
+
+/* Waits until hosts time t_ns, looking for dead nodes meanwhile; -EINTR
+ * when a stop signal arrives. */
+static int wait_until(struct nemesis *nem, int64_t t_ns)
+{
+	for (;;) {
+		note_exits(nem);
+		int64_t left = t_ns - hosts_now_ns(nem->hosts);
+		if (left <= 0) {
+			return 0;
+		}
+		if (left > POLL_SLICE_NS) {
+			left = POLL_SLICE_NS;
+		}
+		struct timespec ts = {left / 1000000000, left % 1000000000};
+		if (sigisemptyset(&nem->stop_signals)) {
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		int sig = sigtimedwait(&nem->stop_signals, NULL, &ts);
+		if (sig > 0) {
+			nem->stopped_by = sig;
+			return -EINTR;
+		}
+	}
+}
+
+static void apply_step(struct nemesis *nem, const struct nemesis_step *st)
+{
+	unsigned n = nem->hosts->n;
+	switch (st->fault) {
+	case NEMESIS_PARTITION_HALVES:
+	case NEMESIS_PARTITION_ISOLATE:
+	case NEMESIS_PARTITION_RING:
+		nemesis_partition(nem, &st->grudge,
+		                  nemesis_fault_name(st->fault));
+		break;
+	case NEMESIS_PARTITION_LEADER:
+		nemesis_partition_leader(nem, st->shard, NEMESIS_CLIENT_ALL);
+		break;
+	default:
+		for (unsigned id = 1; id <= n; id++) {
+			if (!(st->targets & (1u << id))) {
+				continue;
+			}
+			if (st->fault == NEMESIS_KILL) {
+				nemesis_kill(nem, id);
+			} else if (st->fault == NEMESIS_PAUSE) {
+				nemesis_pause(nem, id);
+			} else if (st->fault == NEMESIS_SKEW) {
+				nemesis_skew(nem, id, st->skew_ms[id]);
+			}
+		}
+		break;
+	}
+}
+
+int nemesis_run(struct nemesis *nem, const struct nemesis_schedule *s)
+{
+	int64_t base = hosts_now_ns(nem->hosts);
+	int rc = 0;
+	nemesis_log(nem, "phase", "schedule", "-",
+	            "seed=%llu steps=%zu total_ms=%lld final_ms=%lld",
+	            (unsigned long long)s->seed, s->n, (long long)s->total_ms,
+	            (long long)s->final_ms);
+	for (size_t i = 0; i < s->n && rc == 0; i++) {
+		const struct nemesis_step *st = &s->steps[i];
+		rc = wait_until(nem, base + st->start_ms * 1000000);
+		if (rc != 0) {
+			break;
+		}
+		apply_step(nem, st);
+		rc = wait_until(nem, base + st->heal_ms * 1000000);
+		/* Heal even when stopped: nothing stays broken. */
+		nemesis_heal_all(nem);
+	}
+	if (rc == 0) {
+		rc = wait_until(nem, base + s->final_ms * 1000000);
+	}
+	nemesis_heal_all(nem);
+	if (rc != 0) {
+		nemesis_log(nem, "phase", "stopped", "-", "signal=%d",
+		            nem->stopped_by);
+		return rc;
+	}
+	nemesis_log(nem, "phase", "final", "-", NULL);
+	rc = wait_until(nem, base + s->total_ms * 1000000);
+	if (rc != 0) {
+		nemesis_log(nem, "phase", "stopped", "-", "signal=%d",
+		            nem->stopped_by);
+		return rc;
+	}
+	nemesis_log(nem, "phase", "end", "-", NULL);
+	return 0;
+}

@@ -217,9 +217,10 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 	}
 	a->mhd = MHD_start_daemon(
 	    flags, (uint16_t)port, NULL, NULL, on_request, a,
-	    MHD_OPTION_SOCK_ADDR, res->ai_addr,
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
+	    /* The logger first, or MHD logs the options before it itself. */
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_SOCK_ADDR,
+	    res->ai_addr, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 	    MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_CONNECTION_TIMEOUT,
 	    30u, MHD_OPTION_END);
 	freeaddrinfo(res);

@@ -61,3 +61,56 @@ INTEGRATION_TESTS += tests/integration/test_jepsen_hosts
 tests_integration_test_jepsen_hosts_SOURCES = \
 	tests/integration/test_jepsen_hosts.c
 tests_integration_test_jepsen_hosts_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
+
+# Workloads (jepsen/workload_driver.h): clients that record histories
+# while the nemesis runs, and the checks of those histories; linked into
+# jepsen/run with the client library.
+noinst_LIBRARIES += jepsen/libjwork.a
+jepsen_libjwork_a_SOURCES = \
+	jepsen/workload_cluster.c jepsen/workload_cluster.h \
+	jepsen/workload_counter.c \
+	jepsen/workload_driver.c jepsen/workload_driver.h \
+	jepsen/workload_felix.c jepsen/workload_felix.h \
+	jepsen/workload_hist.c jepsen/workload_hist.h \
+	jepsen/workload_impl.h \
+	jepsen/workload_register.c \
+	jepsen/workload_stream.c
+jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \
+	client/liblodestone.a wire/libwire.a $(DEP_LIBS)
+
+# lodestone-faulty: the daemon with the fault hooks of raft/replica.c
+# (LS_FAULT_HOOKS; switched on at run time by LODESTONE_FAULT=
+# ack-before-commit or read-no-barrier) for proving that the checkers catch
+# broken guarantees. The raft sources are compiled again with the define;
+# their objects come before the libraries, so the normal liblsraft.a
+# contributes nothing. Built by `make` with --enable-fault-hooks, and on
+# demand (`make lodestone-faulty`, `make jepsen-quick`) otherwise; the
+# normal build is untouched.
+if FAULT_HOOKS
+noinst_PROGRAMS += lodestone-faulty
+else
+EXTRA_PROGRAMS += lodestone-faulty
+endif
+lodestone_faulty_SOURCES = node/main.c $(raft_liblsraft_a_SOURCES)
+lodestone_faulty_CPPFLAGS = $(AM_CPPFLAGS) -DLS_FAULT_HOOKS
+lodestone_faulty_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)
+CLEANFILES += lodestone-faulty
+
+# The quick fault suite (root): every available workload under the mixed
+# nemesis on 3 nodes (about 60 s each), and the fault-hook proofs (runs
+# of lodestone-faulty that must be caught). Run directories go to
+# jepsen-runs/quick/ (node data removed). See docs/fault-testing.md.
+EXTRA_PROGRAMS += tests/integration/test_jepsen_quick
+tests_integration_test_jepsen_quick_SOURCES = \
+	tests/integration/test_jepsen_quick.c
+tests_integration_test_jepsen_quick_LDADD = $(CMOCKA_LIBS)
+CLEANFILES += tests/integration/test_jepsen_quick
+
+.PHONY: jepsen-quick
+jepsen-quick: lodestone lodestone-faulty jepsen/run jepsen/check \
+		tests/integration/test_jepsen_quick
+	LS_JEPSEN_RUN='$(abs_top_builddir)/jepsen/run' \
+	LS_LODESTONE='$(abs_top_builddir)/lodestone' \
+	LS_LODESTONE_FAULTY='$(abs_top_builddir)/lodestone-faulty' \
+	LS_JEPSEN_QUICK_DIR='$(abs_top_builddir)/jepsen-runs/quick' \
+	  ./tests/integration/test_jepsen_quick

@@ -60,6 +60,16 @@ static const struct opt opts[] = {
      "data shards (Raft groups) in the cluster (default 8)"},
     {"replicas", OPT_UINT, OFF(replicas), 4, 1, 7, "R",
      "replicas per shard (default min(3, nodes))"},
+    {"election-timeout-ms", OPT_UINT, OFF(election_timeout_ms), 4, 50, 600000,
+     "MS", "Raft election timeout, randomized up to 2x (default 1000)"},
+    {"heartbeat-ms", OPT_UINT, OFF(heartbeat_ms), 4, 10, 60000, "MS",
+     "Raft heartbeat period (default 100)"},
+    {"snapshot-threshold", OPT_UINT, OFF(snapshot_threshold), 4, 1,
+     100000000, "N", "log entries between Raft snapshots (default 1024)"},
+    {"snapshot-trailing", OPT_UINT, OFF(snapshot_trailing), 4, 1, 100000000,
+     "N", "log entries kept after a snapshot (default 128)"},
+    {"forward-timeout-ms", OPT_UINT, OFF(forward_timeout_ms), 4, 100, 600000,
+     "MS", "how long a request waits for its shard's leader (default 5000)"},
     {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024, "K",
      "shards of streams and caches auto-created in dev mode (default 4)"},
     {"dev", OPT_BOOL, OFF(dev), 0, 0, 0, NULL,
@@ -68,13 +78,148 @@ static const struct opt opts[] = {
      "TLS certificate chain (PEM) for Felix and FSNP TLS"},
     {"tls-key", OPT_STRING, OFF(tls_key), SZ(tls_key), 0, 0, "FILE",
      "TLS private key (PEM)"},
+    {"felix-tokens", OPT_STRING, OFF(felix_tokens), SZ(felix_tokens), 0, 0,
+     "FILE", "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
+     "any token, otherwise none)"},
+    {"scopes-file", OPT_STRING, OFF(scopes_file), SZ(scopes_file), 0, 0,
+     "FILE", "streams and caches to register at start (see docs/felix.md)"},
+    {"felix-sub-queue-bytes", OPT_UINT, OFF(felix_sub_queue_bytes), 8, 4096,
+     1ull << 32, "BYTES",
+     "queue per Felix subscriber before events are dropped (default 1 MiB)"},
+    {"felix-group-max-wait-ms", OPT_UINT, OFF(felix_group_max_wait_ms), 8, 1,
+     3600000, "MS", "cap on a consumer group long poll (default 30000)"},
+    {"felix-group-visibility-ms", OPT_UINT, OFF(felix_group_visibility_ms), 8,
+     1, 86400000, "MS",
+     "how long a polled record stays claimed (default 30000)"},
+    {"felix-group-max-attempts", OPT_UINT, OFF(felix_group_max_attempts), 4, 1,
+     1000, "N", "deliveries before a record is dead-lettered (default 5)"},
+    {"felix-cache-history", OPT_UINT, OFF(felix_cache_history), 8, 0,
+     UINT64_MAX, "N",
+     "cache changes kept replayable per shard for watches; older ones are "
+     "compacted (default 100000; 0 keeps all)"},
+    {"retention-interval-ms", OPT_UINT, OFF(retention_interval_ms), 4, 10,
+     3600000, "MS", "how often stream retention is enforced (default 1000)"},
     {"log-level", OPT_LOG_LEVEL, OFF(log_level), 0, 0, 0, "LEVEL",
      "debug, info, warn or error (default info)"},
     {"log-format", OPT_LOG_FORMAT, OFF(log_format), 0, 0, 0, "text|json",
      "log line format (default text)"},
+    /* FSNP server (node/fsnp_server.c). Options named fsnp-X are also read
+     * from FERRICSTORE_NATIVE_X (see env_aliases). */
+    {"fsnp-enabled", OPT_BOOL, OFF(native.enabled), 0, 0, 0, NULL,
+     "serve FSNP on the fsnp listener (default; =false turns it off)"},
+    {"fsnp-compression", OPT_BOOL, OFF(native.compression), 0, 0, 0, NULL,
+     "let FSNP clients negotiate zlib bodies (default off)"},
+    {"requirepass", OPT_STRING, OFF(native.requirepass),
+     SZ(native.requirepass), 0, 0, "PASSWORD",
+     "password of the FSNP default user (default: none, no AUTH)"},
+    {"maxclients", OPT_UINT, OFF(native.maxclients), 4, 1, 1000000, "N",
+     "most FSNP connections at once (default 10000)"},
+    {"fsnp-max-frame-bytes", OPT_UINT, OFF(native.max_frame_bytes), 8, 1024,
+     134217704, "BYTES", "largest FSNP frame body (default 16 MiB)"},
+    {"fsnp-unauthenticated-max-frame-bytes", OPT_UINT,
+     OFF(native.unauth_max_frame_bytes), 8, 1024, 134217704, "BYTES",
+     "largest frame before AUTH when a password is set (default 64 KiB)"},
+    {"fsnp-frame-assembly-timeout-ms", OPT_UINT,
+     OFF(native.frame_assembly_timeout_ms), 8, 0, 86400000, "MS",
+     "close a connection whose chunked request is not complete in time "
+     "(default 15000; 0 none)"},
+    {"fsnp-send-timeout-ms", OPT_UINT, OFF(native.send_timeout_ms), 8, 1,
+     86400000, "MS",
+     "close a connection that takes no bytes for this long (default "
+     "15000)"},
+    {"fsnp-idle-timeout-ms", OPT_UINT, OFF(native.idle_timeout_ms), 8, 0,
+     86400000, "MS",
+     "close a connection with no inbound frame for this long (default "
+     "90000; 0 never)"},
+    {"fsnp-max-value-items", OPT_UINT, OFF(native.max_value_items), 8, 1,
+     100000000, "N", "items in one typed request value (default 100000)"},
+    {"fsnp-max-value-depth", OPT_UINT, OFF(native.max_value_depth), 8, 1, 512,
+     "N", "nesting of one typed request value (default 64)"},
+    {"fsnp-max-lanes-per-connection", OPT_UINT,
+     OFF(native.max_lanes_per_connection), 8, 1, 1000000, "N",
+     "lanes one connection may use (default 1024)"},
+    {"fsnp-lane-max-queue", OPT_UINT, OFF(native.lane_max_queue), 8, 1,
+     1000000, "N",
+     "requests queued on one lane before the server stops reading "
+     "(default 1024)"},
+    {"fsnp-max-pipeline-commands", OPT_UINT,
+     OFF(native.max_pipeline_commands), 8, 0, 1000000, "N",
+     "commands in one PIPELINE (default 1024)"},
+    {"fsnp-max-inflight-per-connection", OPT_UINT,
+     OFF(native.max_inflight_per_connection), 8, 1, 10000000, "N",
+     "unanswered requests per connection before busy (default 4096)"},
+    {"fsnp-max-inflight-per-lane", OPT_UINT, OFF(native.max_inflight_per_lane),
+     8, 1, 10000000, "N",
+     "unanswered requests per lane before busy (default 1024)"},
+    {"fsnp-max-response-bytes", OPT_UINT, OFF(native.max_response_bytes), 8,
+     1024, 1ull << 40, "BYTES", "largest FSNP response (default 64 MiB)"},
+    {"fsnp-response-chunk-bytes", OPT_UINT, OFF(native.response_chunk_bytes),
+     8, 0, 134217704, "BYTES",
+     "response chunk size (default 0: the frame limit)"},
+    {"fsnp-max-outbound-bytes-per-connection", OPT_UINT,
+     OFF(native.max_outbound_bytes_per_connection), 8, 65536, 1ull << 40,
+     "BYTES",
+     "unsent bytes per connection before reading pauses (default 128 "
+     "MiB)"},
+    {"fsnp-max-pending-chunks", OPT_UINT, OFF(native.max_pending_chunks), 8,
+     1, 1000000, "N",
+     "incomplete chunked requests per connection (default 1024)"},
+    {"fsnp-max-pending-chunk-bytes", OPT_UINT,
+     OFF(native.max_pending_chunk_bytes), 8, 1024, 1ull << 40, "BYTES",
+     "bytes of incomplete chunked requests per connection (default 64 "
+     "MiB)"},
+    {"fsnp-max-global-executions", OPT_UINT,
+     OFF(native.max_global_executions), 8, 1, 100000000, "N",
+     "requests executing on the node at once before busy (default "
+     "65536)"},
+    {"fsnp-max-global-lanes", OPT_UINT, OFF(native.max_global_lanes), 8, 1,
+     100000000, "N", "lanes open on the node (default 65536)"},
+    {"fsnp-max-global-blocking-requests", OPT_UINT,
+     OFF(native.max_global_blocking_requests), 8, 0, 100000000, "N",
+     "requests waiting on a fetch-or-compute (default 4096)"},
+    {"fsnp-max-global-inbound-buffer-bytes", OPT_UINT,
+     OFF(native.max_global_inbound_buffer_bytes), 8, 65536, 1ull << 40,
+     "BYTES",
+     "receive buffers of all connections before reading pauses (default "
+     "256 MiB)"},
+    {"fsnp-max-global-session-bytes", OPT_UINT,
+     OFF(native.max_global_session_bytes), 8, 65536, 1ull << 40, "BYTES",
+     "request state of all connections before busy (default 256 MiB)"},
+    {"fsnp-max-global-outbound-bytes", OPT_UINT,
+     OFF(native.max_global_outbound_bytes), 8, 65536, 1ull << 40, "BYTES",
+     "unsent bytes of all connections before reading pauses (default "
+     "512 MiB)"},
+    {"fsnp-advertise-tls-port", OPT_UINT, OFF(native.advertise_tls_port), 4,
+     1, 65535, "PORT",
+     "FSNP TLS port told to clients (default: the fsnp-tls port)"},
+    {"tls-ca", OPT_STRING, OFF(native.tls_ca), SZ(native.tls_ca), 0, 0,
+     "FILE", "CA certificates (PEM) that FSNP TLS clients must present"},
+    {"fsnp-trusted-request-context-users", OPT_STRING,
+     OFF(native.trusted_request_context_users),
+     SZ(native.trusted_request_context_users), 0, 0, "USER,...",
+     "users whose FSNP request_context is trusted (Flow queries)"},
+};
+
+/* Variables of the FSNP seed that name options without the fsnp- prefix
+ * rule (FERRICSTORE_NATIVE_X reads fsnp-x); a LODESTONE_ variable of the
+ * same option wins. A bare port given for an address keeps the host. */
+static const struct {
+	const char *env;
+	const char *opt;
+} env_aliases[] = {
+    {"FERRICSTORE_NATIVE_PORT", "fsnp"},
+    {"FERRICSTORE_NATIVE_TLS_PORT", "fsnp-tls"},
+    {"FERRICSTORE_NATIVE_TLS_CERT_FILE", "tls-cert"},
+    {"FERRICSTORE_NATIVE_TLS_KEY_FILE", "tls-key"},
+    {"FERRICSTORE_NATIVE_TLS_CA_CERT_FILE", "tls-ca"},
+    {"FERRICSTORE_NATIVE_ADVERTISE_HOST", "advertise-host"},
+    {"FERRICSTORE_NATIVE_REQUEST_COMPRESSION_ENABLED", "fsnp-compression"},
 };
 
 #define N_OPTS (sizeof opts / sizeof opts[0])
+_Static_assert(N_OPTS <= 64 * sizeof(((struct node_config *)0)->set_mask) /
+                             sizeof(uint64_t),
+               "set_mask has a bit per option");
 
 enum { OPT_IDX_CONFIG = 0 };
 
@@ -328,14 +473,14 @@ static int set_opt(struct node_config *c, int idx, const char *value,
 		         o->name, src, why);
 		return -1;
 	}
-	c->set_mask |= 1ull << idx;
+	c->set_mask[idx / 64] |= 1ull << (idx % 64);
 	return 0;
 }
 
 static bool is_set(const struct node_config *c, const char *name)
 {
 	int i = opt_index(name, strlen(name));
-	return i >= 0 && (c->set_mask & (1ull << i)) != 0;
+	return i >= 0 && (c->set_mask[i / 64] & (1ull << (i % 64))) != 0;
 }
 
 static char *trim(char *s)
@@ -434,8 +579,97 @@ static void set_defaults(struct node_config *c)
 	c->admin.port = 8080;
 	c->shards = 8;
 	c->auto_create_shards = 4;
+	c->felix_group_max_wait_ms = 30000;
+	c->felix_group_visibility_ms = 30000;
+	c->felix_group_max_attempts = 5;
+	c->felix_cache_history = 100000;
 	c->log_level = LOG_INFO;
 	c->log_format = LOG_FORMAT_TEXT;
+	/* FSNP: the reference server's defaults, except the global
+	 * execution and lane caps (see docs/fsnp.md). */
+	c->native.enabled = true;
+	c->native.maxclients = 10000;
+	c->native.max_frame_bytes = 16u << 20;
+	c->native.unauth_max_frame_bytes = 64u << 10;
+	c->native.frame_assembly_timeout_ms = 15000;
+	c->native.send_timeout_ms = 15000;
+	c->native.idle_timeout_ms = 90000;
+	c->native.max_value_items = 100000;
+	c->native.max_value_depth = 64;
+	c->native.max_lanes_per_connection = 1024;
+	c->native.lane_max_queue = 1024;
+	c->native.max_pipeline_commands = 1024;
+	c->native.max_inflight_per_connection = 4096;
+	c->native.max_inflight_per_lane = 1024;
+	c->native.max_response_bytes = 64u << 20;
+	c->native.max_outbound_bytes_per_connection = 128u << 20;
+	c->native.max_pending_chunks = 1024;
+	c->native.max_pending_chunk_bytes = 64u << 20;
+	c->native.max_global_executions = 65536;
+	c->native.max_global_lanes = 65536;
+	c->native.max_global_blocking_requests = 4096;
+	c->native.max_global_inbound_buffer_bytes = 256u << 20;
+	c->native.max_global_session_bytes = 256u << 20;
+	c->native.max_global_outbound_bytes = 512u << 20;
+}
+
+/* FERRICSTORE_NATIVE_X for option fsnp-x (NULL-free: "" when the option
+ * has no such alias). */
+static void native_env_name(const struct opt *o, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	if (strncmp(o->name, "fsnp-", 5) != 0 || o->kind == OPT_ADDR) {
+		return;
+	}
+	size_t n = (size_t)snprintf(buf, cap, "FERRICSTORE_NATIVE_");
+	for (const char *p = o->name + 5; *p && n + 1 < cap; p++) {
+		buf[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+	}
+	buf[n] = '\0';
+}
+
+static int set_alias(struct node_config *c, int idx, const char *value,
+                     const char *src, char *err, size_t errlen)
+{
+	char port[16];
+	size_t i;
+	if (opts[idx].kind == OPT_ADDR) {
+		for (i = 0; value[i] >= '0' && value[i] <= '9'; i++) {
+		}
+		if (i > 0 && value[i] == '\0' && i < sizeof port - 1) {
+			snprintf(port, sizeof port, ":%s", value);
+			value = port;
+		}
+	}
+	return set_opt(c, idx, value, src, err, errlen);
+}
+
+/* The FSNP seed's variables, read before the LODESTONE_ ones so that
+ * those win. */
+static int load_native_env(struct node_config *c, char *const envp[],
+                           char *err, size_t errlen)
+{
+	char name[96];
+	for (size_t i = 1; i < N_OPTS; i++) {
+		native_env_name(&opts[i], name, sizeof name);
+		const char *v = name[0] ? env_get(envp, name) : NULL;
+		if (v != NULL &&
+		    set_alias(c, (int)i, v, name, err, errlen) != 0) {
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < sizeof env_aliases / sizeof env_aliases[0];
+	     i++) {
+		const char *v = env_get(envp, env_aliases[i].env);
+		int idx = opt_index(env_aliases[i].opt,
+		                    strlen(env_aliases[i].opt));
+		if (v != NULL && idx > 0 &&
+		    set_alias(c, idx, v, env_aliases[i].env, err, errlen) !=
+		        0) {
+			return -1;
+		}
+	}
+	return 0;
 }
 
 unsigned config_node_count(const struct node_config *c)
@@ -550,6 +784,9 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 			return -1;
 		}
 	}
+	if (load_native_env(c, envp, err, errlen) != 0) {
+		return -1;
+	}
 	for (size_t i = 1; i < N_OPTS; i++) {
 		char name[96];
 		env_name(&opts[i], name, sizeof name);
@@ -604,7 +841,7 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 
 void config_usage(int fd)
 {
-	char buf[8192];
+	char buf[16384];
 	size_t n = 0;
 	n += (size_t)snprintf(
 	    buf + n, sizeof buf - n,
@@ -613,7 +850,9 @@ void config_usage(int fd)
 	    "TCP,\nserved from per-shard Raft groups on RocksDB.\n\n"
 	    "Every option is also a config-file key (key = value) and an\n"
 	    "environment variable LODESTONE_<KEY> (dashes as underscores).\n"
-	    "Precedence: flag > environment > file > default.\n\n");
+	    "Precedence: flag > environment > file > default.\n"
+	    "Options named fsnp-X are also read from FERRICSTORE_NATIVE_X "
+	    "(the\nFSNP seed's names); LODESTONE_FSNP_X wins over it.\n\n");
 	for (size_t i = 0; i < N_OPTS && n < sizeof buf; i++) {
 		char left[64];
 		snprintf(left, sizeof left, "--%s%s%s", opts[i].name,

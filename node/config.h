@@ -28,6 +28,42 @@ struct config_peer {
 	struct config_addr addr;
 };
 
+/* FSNP server switches and limits (node/fsnp_server.c). Every one is also
+ * read from the FERRICSTORE_NATIVE_* variable the FSNP seed names; the
+ * LODESTONE_* variable of the same option wins over it. */
+struct config_native {
+	bool enabled;     /* serve FSNP at all */
+	bool compression; /* zlib may be negotiated */
+	char requirepass[256];
+	unsigned maxclients;
+	uint64_t max_frame_bytes;
+	uint64_t unauth_max_frame_bytes;
+	uint64_t frame_assembly_timeout_ms;
+	uint64_t send_timeout_ms;
+	uint64_t idle_timeout_ms; /* 0: never close idle connections */
+	uint64_t max_value_items;
+	uint64_t max_value_depth;
+	uint64_t max_lanes_per_connection;
+	uint64_t lane_max_queue;
+	uint64_t max_pipeline_commands;
+	uint64_t max_inflight_per_connection;
+	uint64_t max_inflight_per_lane;
+	uint64_t max_response_bytes;
+	uint64_t response_chunk_bytes; /* 0: the frame limit */
+	uint64_t max_outbound_bytes_per_connection;
+	uint64_t max_pending_chunks;
+	uint64_t max_pending_chunk_bytes;
+	uint64_t max_global_executions;
+	uint64_t max_global_lanes;
+	uint64_t max_global_blocking_requests;
+	uint64_t max_global_inbound_buffer_bytes;
+	uint64_t max_global_session_bytes;
+	uint64_t max_global_outbound_bytes;
+	unsigned advertise_tls_port; /* 0: the fsnp-tls port */
+	char tls_ca[CONFIG_PATH_MAX];
+	char trusted_request_context_users[1024];
+};
+
 struct node_config {
 	char config_file[CONFIG_PATH_MAX];
 	char data_dir[CONFIG_PATH_MAX];
@@ -43,15 +79,31 @@ struct node_config {
 	unsigned n_peers;
 	unsigned shards;
 	unsigned replicas;
+	/* Raft and forwarding (0 = the built-in default); docs/cluster.md */
+	unsigned election_timeout_ms;
+	unsigned heartbeat_ms;
+	unsigned snapshot_threshold;
+	unsigned snapshot_trailing;
+	unsigned forward_timeout_ms;
 	unsigned auto_create_shards;
 	bool dev;
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
+	/* Felix broker (node/felix_server.c) and scopes (node/scopes.c). */
+	char felix_tokens[CONFIG_PATH_MAX]; /* "" = none */
+	char scopes_file[CONFIG_PATH_MAX];  /* "" = none */
+	uint64_t felix_sub_queue_bytes;
+	uint64_t felix_group_max_wait_ms;
+	uint64_t felix_group_visibility_ms;
+	unsigned felix_group_max_attempts;
+	uint64_t felix_cache_history; /* 0 = never compact */
+	unsigned retention_interval_ms;
 	enum log_level log_level;
 	enum log_format log_format;
+	struct config_native native;
 	/* Which options were given explicitly (by any source), by table index.
 	 */
-	uint64_t set_mask;
+	uint64_t set_mask[2];
 };
 
 enum config_action {

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include "node/devcert.h"
+#include "node/felix_server.h"
+#include "node/fsnp_server.h"
+#include "node/scopes.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
@@ -36,8 +39,8 @@ static int on_cluster(void *data, const struct admin_request *req,
 		return admin_reply_json(
 		    reply, 503, "{\"error\":\"raft groups not running\"}");
 	}
-	/* groups is {"groups":[...],"raft_io":{...}}: splice our fields in
-	 * front of it. */
+	/* groups is {"peers":[...],"groups":[...],...}: splice our fields
+	 * in front of it. */
 	size_t cap = glen + 4096;
 	char *body = malloc(cap);
 	if (body == NULL) {
@@ -45,8 +48,7 @@ static int on_cluster(void *data, const struct admin_request *req,
 		return -1;
 	}
 	int len = snprintf(body, cap,
-	                   "{\"node_id\":%" PRIu64 ",\"cluster_id\":\"%s\","
-	                   "\"peers\":[],%s",
+	                   "{\"node_id\":%" PRIu64 ",\"cluster_id\":\"%s\",%s",
 	                   n->cfg.node_id, n->cfg.cluster_id, groups + 1);
 	free(groups);
 	reply->status = 200;
@@ -54,6 +56,34 @@ static int on_cluster(void *data, const struct admin_request *req,
 	reply->body = body;
 	reply->body_len = (size_t)len;
 	return 0;
+}
+
+/* GET /v1/debug/group/G/hash: a hash of this node's replica of group G
+ * (its data range in key order), to compare replicas. */
+static int on_group_hash(void *data, const struct admin_request *req,
+                         struct admin_reply *reply)
+{
+	struct node *n = data;
+	struct shards_group_hash h;
+	const char *p = req->path + strlen("/v1/debug/group/");
+	char *end = NULL;
+	char body[256];
+	unsigned long g = strtoul(p, &end, 10);
+	if (end == p || strcmp(end, "/hash") != 0 || n->shards == NULL) {
+		return admin_reply_json(reply, 404,
+		                        "{\"error\":\"use "
+		                        "/v1/debug/group/G/hash\"}");
+	}
+	if (g > UINT32_MAX ||
+	    shards_group_hash(n->shards, (uint32_t)g, &h) != SHARDS_OK) {
+		return admin_reply_json(reply, 404,
+		                        "{\"error\":\"no such group\"}");
+	}
+	snprintf(body, sizeof body,
+	         "{\"group\":%lu,\"hash\":\"%016" PRIx64
+	         "\",\"keys\":%" PRIu64 ",\"applied_index\":%" PRIu64 "}",
+	         g, h.hash, h.keys, h.applied_index);
+	return admin_reply_json(reply, 200, body);
 }
 
 static int on_metrics(void *data, const struct admin_request *req,
@@ -142,22 +172,105 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	char internal[300];
 	snprintf(internal, sizeof internal, "%s:%u", cfg->advertise_host,
 	         cfg->internal.port);
+	/* cluster: the static members and the Raft/forwarding tuning */
+	struct shards_peer peers[CONFIG_PEERS_MAX];
+	for (unsigned i = 0; i < cfg->n_peers; i++) {
+		peers[i].id = cfg->peers[i].id;
+		peers[i].host = cfg->peers[i].addr.host;
+		peers[i].port = cfg->peers[i].addr.port;
+	}
 	struct shards_config sc = {
 	    .node_id = cfg->node_id,
 	    .internal_addr = internal,
 	    .data_groups = cfg->shards,
+	    .election_timeout_ms = cfg->election_timeout_ms,
+	    .heartbeat_ms = cfg->heartbeat_ms,
+	    .snapshot_threshold = cfg->snapshot_threshold,
+	    .snapshot_trailing = cfg->snapshot_trailing,
+	    .peers = peers,
+	    .n_peers = cfg->n_peers,
+	    .replicas = cfg->replicas,
+	    .cluster_id = cfg->cluster_id,
+	    .listen_host = cfg->internal.host,
+	    .listen_port = cfg->internal.port,
+	    .data_dir = cfg->data_dir,
+	    .forward_timeout_ms = cfg->forward_timeout_ms,
+	    .advertise_host = cfg->advertise_host,
+	    .felix_port = cfg->felix.port,
+	    .fsnp_port = cfg->fsnp.port,
+	    .admin_port = cfg->admin.port,
 	};
+	/* cluster: end */
 	if (shards_open(&n->shards, &n->loop, &n->db, &sc, &n->log, err,
 	                errlen) != 0) {
 		goto err_db;
 	}
-	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
-	                     cfg->admin.port, err, errlen) != 0) {
+	/* felix: the scope registry and the Felix broker */
+	struct scopes_config scfg = {
+	    .auto_create = cfg->dev,
+	    .auto_create_shards = cfg->auto_create_shards,
+	    .scopes_file = cfg->scopes_file[0] ? cfg->scopes_file : NULL,
+	    .retention_ms = cfg->retention_interval_ms,
+	    .cache_history = cfg->felix_cache_history,
+	};
+	if (scopes_open(&n->scopes, &n->loop, n->shards, &n->log, &scfg, err,
+	                errlen) != 0) {
 		goto err_shards;
 	}
+	if (n->cert_path[0] == '\0') {
+		log_warn(&n->log, "felix",
+		         "Felix QUIC not started: no tls-cert/tls-key "
+		         "(give them, or run with --dev)");
+	} else {
+		struct felix_server_config fcfg = {
+		    .host = cfg->felix.host,
+		    .port = cfg->felix.port,
+		    .cert_file = n->cert_path,
+		    .key_file = n->key_path,
+		    .dev = cfg->dev,
+		    .tokens_file =
+		        cfg->felix_tokens[0] ? cfg->felix_tokens : NULL,
+		    .sub_queue_bytes = (size_t)cfg->felix_sub_queue_bytes,
+		    .group_max_wait_ms = cfg->felix_group_max_wait_ms,
+		    .group_visibility_ms = cfg->felix_group_visibility_ms,
+		    .group_max_attempts = cfg->felix_group_max_attempts,
+		};
+		if (felix_server_start(&n->felix, &n->loop, n->shards,
+		                       n->scopes, &n->metrics, &n->log, &fcfg,
+		                       err, errlen) != 0) {
+			goto err_felix;
+		}
+	}
+	/* felix: end */
+	/* fsnp: the FSNP listener */
+	if (cfg->native.enabled) {
+		struct fsnp_server_config ncfg = {
+		    .host = cfg->fsnp.host,
+		    .port = cfg->fsnp.port,
+		    .advertise_host = cfg->advertise_host,
+		    .advertise_tls_port = 0,
+		    .tls_cert_file = n->cert_path,
+		    .tls_key_file = n->key_path,
+		    .node_id = cfg->node_id,
+		    .limits = cfg->native,
+		};
+		if (fsnp_server_start(&n->fsnp, &n->loop, n->shards, &ncfg,
+		                      &n->log, &n->metrics, err, errlen) != 0) {
+			n->fsnp = NULL;
+			goto err_felix;
+		}
+	}
+	/* fsnp: end */
+	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
+	                     cfg->admin.port, err, errlen) != 0) {
+		goto err_fsnp;
+	}
+	scopes_register_admin(n->scopes, &n->admin); /* felix */
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
 	admin_http_route(&n->admin, "GET", "/metrics", false, on_metrics, n);
 	admin_http_route(&n->admin, "GET", "/v1/cluster", false, on_cluster, n);
+	admin_http_route(&n->admin, "GET", "/v1/debug/group/", true,
+	                 on_group_hash, n); /* cluster */
 
 	uv_signal_init(&n->loop, &n->sigint);
 	uv_signal_init(&n->loop, &n->sigterm);
@@ -172,10 +285,30 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	         cfg->replicas);
 	return 0;
 
+err_fsnp:
+	/* fsnp: frees itself once closed */
+	if (n->fsnp != NULL) {
+		fsnp_server_close(n->fsnp, 0, NULL, NULL);
+		n->fsnp = NULL;
+	}
+	/* fsnp: end */
+err_felix:
+	/* felix: listeners first, freed once the groups are closed */
+	if (n->felix != NULL) {
+		felix_server_close(n->felix, NULL, NULL);
+	}
+	scopes_close(n->scopes, NULL, NULL);
+	/* felix: end */
 err_shards:
 	shards_close(n->shards, NULL, NULL);
 	uv_run(&n->loop, UV_RUN_DEFAULT); /* let the groups close */
 	n->shards = NULL;
+	/* felix */
+	felix_server_free(n->felix);
+	n->felix = NULL;
+	scopes_free(n->scopes);
+	n->scopes = NULL;
+	/* felix: end */
 err_db:
 	db_close(&n->db);
 err_dir:
@@ -194,17 +327,28 @@ void node_print_endpoints(const struct node *n, int fd)
 	    buf, sizeof buf,
 	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
 	    "  admin HTTP   http://%s:%u  (GET /healthz)\n"
-	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1; not served by this "
-	    "build yet)\n"
-	    "  FSNP         %s:%u/tcp  (not served by this build yet)\n"
+	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
+	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (not served by this build yet)\n"
-	    "  internal     %s:%u/tcp  (not served by this build yet)\n"
+	    "  internal     %s:%u/tcp  (%s)\n"
 	    "  data         %s\n",
 	    PACKAGE_VERSION, c->node_id, c->cluster_id,
 	    c->dev ? " (dev mode)" : "", c->admin.host, c->admin.port,
-	    c->felix.host, c->felix.port, c->fsnp.host, c->fsnp.port,
+	    c->felix.host,
+	    n->felix != NULL ? felix_server_port(n->felix) : c->felix.port,
+	    n->felix != NULL ? felix_server_auth_mode(n->felix)
+	                     : "not started: no certificate",
+	    c->fsnp.host,
+	    n->fsnp != NULL ? fsnp_server_port(n->fsnp) : c->fsnp.port,
+	    n->fsnp == NULL ? "disabled: fsnp-enabled is false"
+	    : c->native.requirepass[0] ? "KV, AUTH required; Flow not in this "
+	                                 "build"
+	                               : "KV, no AUTH; Flow not in this build",
 	    c->fsnp_tls.host, c->fsnp_tls.port, c->internal.host,
-	    c->internal.port, c->data_dir);
+	    c->internal.port,
+	    config_node_count(c) > 1 ? "node transport: Raft, forwarding"
+	                             : "not used: a single node",
+	    c->data_dir);
 	if (n->cert_path[0] != '\0' && len > 0 && (size_t)len < sizeof buf) {
 		len += snprintf(buf + len, sizeof buf - (size_t)len,
 		                "  certificate  %s\n  key          %s\n",
@@ -227,6 +371,12 @@ static void on_shards_closed(void *data)
 {
 	struct node *n = data;
 	n->shards = NULL;
+	/* felix: nothing waits on the groups any more */
+	felix_server_free(n->felix);
+	n->felix = NULL;
+	scopes_free(n->scopes);
+	n->scopes = NULL;
+	/* felix: end */
 	log_info(&n->log, "node", "raft groups stopped");
 }
 
@@ -234,6 +384,12 @@ static void on_admin_closed(void *data)
 {
 	struct node *n = data;
 	log_info(&n->log, "node", "admin HTTP closed");
+	/* fsnp: FSNP clients still draining keep the groups open */
+	if (n->fsnp != NULL) {
+		n->fsnp_holds_groups = true;
+		return;
+	}
+	/* fsnp: end */
 	/* Protocol listeners are closed by now: stop the groups last so
 	 * in-flight requests get their answers. */
 	if (n->shards != NULL) {
@@ -241,12 +397,37 @@ static void on_admin_closed(void *data)
 	}
 }
 
+/* fsnp: every FSNP connection has drained (GOAWAY, answers out) */
+static void on_fsnp_closed(void *data)
+{
+	struct node *n = data;
+	n->fsnp = NULL; /* frees itself once its last operation returns */
+	log_info(&n->log, "node", "FSNP listener closed");
+	if (n->fsnp_holds_groups && n->shards != NULL) {
+		shards_close(n->shards, on_shards_closed, n);
+	}
+}
+/* fsnp: end */
+
 void node_stop(struct node *n)
 {
 	if (n->stopping) {
 		return;
 	}
 	n->stopping = true;
+	/* felix: the Felix listener and scope timers close first */
+	if (n->felix != NULL) {
+		felix_server_close(n->felix, NULL, NULL);
+	}
+	if (n->scopes != NULL) {
+		scopes_close(n->scopes, NULL, NULL);
+	}
+	/* felix: end */
+	/* fsnp: GOAWAY to FSNP clients; the groups wait for their answers */
+	if (n->fsnp != NULL) {
+		fsnp_server_close(n->fsnp, 5000, on_fsnp_closed, n);
+	}
+	/* fsnp: end */
 	admin_http_close(&n->admin, on_admin_closed, n);
 	uv_close((uv_handle_t *)&n->sigint, on_closed);
 	uv_close((uv_handle_t *)&n->sigterm, on_closed);

@@ -16,6 +16,10 @@
 #include "node/metrics.h"
 #include "node/shards.h"
 
+struct scopes;
+struct felix_server;
+struct fsnp_server;
+
 struct node {
 	uv_loop_t loop;
 	struct node_config cfg;
@@ -23,6 +27,14 @@ struct node {
 	struct datadir dir;
 	struct db db;
 	struct shards *shards; /* the replicated core; owned */
+	/* felix: the Felix broker and the scope registry (owned) */
+	struct scopes *scopes;
+	struct felix_server *felix;
+	/* felix: end */
+	/* fsnp: the FSNP listener (owned; frees itself after its close) */
+	struct fsnp_server *fsnp;
+	bool fsnp_holds_groups; /* raft groups close once FSNP drained */
+	/* fsnp: end */
 	struct admin_http admin;
 	struct metrics metrics;
 	struct metric *m_uptime;

@@ -1,4 +1,4 @@
-/* The node's replicated core; see shards.h. */
+/* The node's replicated core; see shards.h and docs/cluster.md. */
 #include "node/shards.h"
 
 #include <errno.h>
@@ -9,38 +9,107 @@
 #include <string.h>
 #include <time.h>
 
+#include "raft/forward.h"
 #include "raft/group.h"
 #include "raft/io.h"
+#include "raft/msg_codec.h"
+#include "raft/placement.h"
+#include "raft/transport.h"
+#include "raft/xfer.h"
 #include "store/store.h"
 #include "wire/felix_hash.h"
 #include "wire/fsnp_slot.h"
 
 #define EXPIRE_BATCH 1000
+#define MAX_NODES 64
+#define MAX_REPLICAS 8
+#define TICK_MS 100
+#define ANNOUNCE_MS 500
+#define ANNOUNCE_TTL_MS 3000
+#define META_MS 1000
+#define BALANCE_STABLE_MS 2000 /* lead this long before handing over */
+#define BALANCE_RETRY_MS 10000 /* between hand-over attempts per group */
+#define BALANCE_PEER_UP_MS 3000 /* a peer this long up has caught up */
+#define RECORD_MAX 1024
+
+/* What this node knows of a member. */
+struct member {
+	uint64_t id;
+	char host[256];
+	uint16_t port;
+	char internal[SHARDS_ADDR_MAX];
+	char felix[SHARDS_ADDR_MAX];
+	char fsnp[SHARDS_ADDR_MAX];
+	char admin[SHARDS_ADDR_MAX];
+	bool has_record;
+	uint64_t up_ms; /* connected since (0 = not connected) */
+};
+
+/* The routing snapshot's entry of one group. */
+struct route {
+	bool local;   /* this node replicates the group */
+	uint64_t leader;
+	uint64_t term;
+	int role;     /* GROUP_ROLE_*, local groups */
+	bool ready;   /* local leader whose first barrier applied */
+	uint64_t ann_leader; /* announced by a peer */
+	uint64_t ann_term;
+	uint64_t ann_ms;
+	uint64_t ann_stamp;
+	unsigned n_replicas;
+	uint64_t replicas[MAX_REPLICAS]; /* preference order */
+	uint64_t leader_since_ms;
+	uint64_t transfer_ms;
+};
 
 struct shards {
 	uv_loop_t *loop;
 	const struct log *log;
+	struct db *db;
 	struct shards_config cfg;
 	char address[256];
+	char cluster_id[MSG_CLUSTER_MAX + 1];
+	char data_dir[1024];
+	char advertise[256];
 	struct rio_store *rio;
 	struct group_mgr *groups;
 	struct store *store;
 	struct fsm fsm;   /* one fsm serves every group: entries name theirs */
 	uv_timer_t maint; /* maint.data = this */
+	uv_timer_t tick;  /* tick.data = this */
+
+	bool cluster;
+	struct transport *t;
+	struct forward *f;
+	struct xfer *x;
+	struct member members[MAX_NODES]; /* ascending ids */
+	uint64_t ids[MAX_NODES];
+	size_t n_members;
+	struct route *routes; /* 0..S */
+	uint64_t generation;
+	uint64_t announce_ms;
+	bool announce_now;
+	uint64_t ann_stamp;
+
+	char record[RECORD_MAX]; /* ours, as published */
+	bool published;
+	bool publishing;
+	bool listing;
+	uint64_t meta_ms;
+
 	bool closing;
+	unsigned handles_open;
 	shards_close_cb close_cb;
 	void *close_data;
 };
 
-/* One pending propose or read; freed after its callback. */
+/* One pending call of a protocol server; freed after its callback. */
 struct pending {
 	struct shards *s;
 	uint32_t group;
 	shards_propose_cb propose_cb;
 	shards_read_cb read_cb;
 	void *data;
-	size_t len;
-	uint8_t cmd[]; /* read commands only */
 };
 
 static int map_status(int rv)
@@ -51,10 +120,12 @@ static int map_status(int rv)
 	case REPLICA_ENOTLEADER:
 		return SHARDS_ENOTLEADER;
 	case REPLICA_ELEADERSHIPLOST:
+	case REPLICA_EUNAVAILABLE:
 		return SHARDS_EUNAVAILABLE;
 	case REPLICA_ETOOBIG:
 		return SHARDS_ETOOBIG;
 	case REPLICA_EBUSY:
+	case REPLICA_ENOMEM:
 		return SHARDS_EBUSY;
 	case REPLICA_ESHUTDOWN:
 		return SHARDS_ESHUTDOWN;
@@ -75,9 +146,9 @@ const char *shards_strerror(int status)
 	case SHARDS_ENOTLEADER:
 		return "this node does not lead the shard";
 	case SHARDS_EUNAVAILABLE:
-		return "shard unavailable: no leader, or leadership lost "
-		       "before "
-		       "the answer (the write may or may not have happened)";
+		return "shard unavailable: no leader reachable in time, or "
+		       "leadership lost before the answer (a write may or may "
+		       "not have happened)";
 	case SHARDS_EBUSY:
 		return "shard busy: too much work queued, retry later";
 	case SHARDS_ETOOBIG:
@@ -107,6 +178,11 @@ uint64_t shards_now_ms(const struct shards *s)
 	return wall_ms(NULL);
 }
 
+static uint64_t now_ms(const struct shards *s)
+{
+	return uv_now(s->loop);
+}
+
 static void on_group_failed(void *data, uint32_t group, const char *msg)
 {
 	struct shards *s = data;
@@ -114,21 +190,44 @@ static void on_group_failed(void *data, uint32_t group, const char *msg)
 	          msg);
 }
 
-static void on_proposed(void *data, int status, uint8_t *result, size_t len)
+static struct member *member(struct shards *s, uint64_t id)
+{
+	for (size_t i = 0; i < s->n_members; i++) {
+		if (s->members[i].id == id) {
+			return &s->members[i];
+		}
+	}
+	return NULL;
+}
+
+/* ---- the protocol servers' calls ---- */
+
+static bool valid_group(const struct shards *s, uint32_t group)
+{
+	return group <= s->cfg.data_groups;
+}
+
+static void on_forwarded(void *data, int status, const uint8_t *result,
+                         size_t len)
 {
 	struct pending *p = data;
-	p->propose_cb(p->data, map_status(status), result, len);
-	free(result);
+	p->propose_cb(p->data, map_status(status),
+	              status == REPLICA_OK ? result : NULL,
+	              status == REPLICA_OK ? len : 0);
 	free(p);
 }
 
-int shards_propose(struct shards *s, uint32_t group, const void *cmd,
-                   size_t len, shards_propose_cb cb, void *data)
+static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
+                  size_t len, shards_propose_cb cb, void *data)
 {
 	struct pending *p;
-	uint64_t leader = 0;
+	int rv;
+
 	if (s->closing) {
 		return SHARDS_ESHUTDOWN;
+	}
+	if (!valid_group(s, group)) {
+		return SHARDS_ENOGROUP;
 	}
 	p = calloc(1, sizeof *p);
 	if (p == NULL) {
@@ -138,13 +237,25 @@ int shards_propose(struct shards *s, uint32_t group, const void *cmd,
 	p->group = group;
 	p->propose_cb = cb;
 	p->data = data;
-	int rv =
-	    group_propose(s->groups, group, cmd, len, on_proposed, p, &leader);
+	rv = forward_submit(s->f, group, op, cmd, len,
+	                    s->cfg.forward_timeout_ms, on_forwarded, p);
 	if (rv != REPLICA_OK) {
 		free(p);
 		return map_status(rv);
 	}
 	return SHARDS_OK;
+}
+
+int shards_propose(struct shards *s, uint32_t group, const void *cmd,
+                   size_t len, shards_propose_cb cb, void *data)
+{
+	return submit(s, group, FORWARD_PROPOSE, cmd, len, cb, data);
+}
+
+int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
+                    size_t len, shards_propose_cb cb, void *data)
+{
+	return submit(s, group, FORWARD_READ, cmd, len, cb, data);
 }
 
 static void on_read(void *data, int status)
@@ -158,8 +269,13 @@ int shards_read(struct shards *s, uint32_t group, shards_read_cb cb, void *data)
 {
 	struct pending *p;
 	uint64_t leader = 0;
+	int rv;
+
 	if (s->closing) {
 		return SHARDS_ESHUTDOWN;
+	}
+	if (!valid_group(s, group)) {
+		return SHARDS_ENOGROUP;
 	}
 	p = calloc(1, sizeof *p);
 	if (p == NULL) {
@@ -169,55 +285,31 @@ int shards_read(struct shards *s, uint32_t group, shards_read_cb cb, void *data)
 	p->group = group;
 	p->read_cb = cb;
 	p->data = data;
-	int rv = group_read(s->groups, group, on_read, p, &leader);
+	rv = group_read(s->groups, group, on_read, p, &leader);
 	if (rv != REPLICA_OK) {
 		free(p);
-		return map_status(rv);
+		/* A group without a replica here is led elsewhere. */
+		return rv == REPLICA_ENOGROUP ? SHARDS_ENOTLEADER
+		                              : map_status(rv);
 	}
 	return SHARDS_OK;
 }
 
-static void on_read_cmd(void *data, int status)
+/* The forward module's read executor: the store's answer on the leader. */
+static int exec_read(void *data, uint32_t group, const uint8_t *cmd,
+                     size_t len, uint8_t **result, size_t *rlen)
 {
-	struct pending *p = data;
+	struct shards *s = data;
 	struct fsm_result res = {0};
-	if (status == REPLICA_OK &&
-	    store_read(p->s->store, p->group, shards_now_ms(p->s), p->cmd,
-	               p->len, &res) != 0) {
-		log_error(p->s->log, "shards", "read on group %" PRIu32 ": %s",
-		          p->group, store_last_error(p->s->store));
-		status = REPLICA_EIO;
+	if (store_read(s->store, group, shards_now_ms(s), cmd, len, &res) != 0) {
+		log_error(s->log, "shards", "read on group %" PRIu32 ": %s",
+		          group, store_last_error(s->store));
+		free(res.data);
+		return -1;
 	}
-	p->propose_cb(p->data, map_status(status), res.data, res.len);
-	free(res.data);
-	free(p);
-}
-
-int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
-                    size_t len, shards_propose_cb cb, void *data)
-{
-	struct pending *p;
-	uint64_t leader = 0;
-	if (s->closing) {
-		return SHARDS_ESHUTDOWN;
-	}
-	p = malloc(sizeof *p + len);
-	if (p == NULL) {
-		return SHARDS_EBUSY;
-	}
-	memset(p, 0, sizeof *p);
-	p->s = s;
-	p->group = group;
-	p->propose_cb = cb;
-	p->data = data;
-	p->len = len;
-	memcpy(p->cmd, cmd, len);
-	int rv = group_read(s->groups, group, on_read_cmd, p, &leader);
-	if (rv != REPLICA_OK) {
-		free(p);
-		return map_status(rv);
-	}
-	return SHARDS_OK;
+	*result = res.data;
+	*rlen = res.len;
+	return 0;
 }
 
 struct store *shards_store(struct shards *s)
@@ -242,17 +334,599 @@ uint32_t shards_group_of_scope(const struct shards *s, const char *scope,
 	return 1 + (uint32_t)((h + shard) % s->cfg.data_groups);
 }
 
+/* ---- routing snapshot ---- */
+
+static uint64_t effective_leader(const struct shards *s, const struct route *r)
+{
+	if (r->local && r->leader != 0) {
+		return r->leader;
+	}
+	if (r->ann_leader != 0 && now_ms(s) - r->ann_ms < ANNOUNCE_TTL_MS) {
+		return r->ann_leader;
+	}
+	return r->local ? r->leader : 0;
+}
+
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self)
 {
-	struct group_status st;
+	struct route *r;
+	uint64_t l;
+
 	*is_self = false;
-	if (group_status(s->groups, group, &st) != REPLICA_OK) {
+	if (!valid_group(s, group)) {
 		return 0;
 	}
-	*is_self =
-	    st.leader_id == s->cfg.node_id && st.role == GROUP_ROLE_LEADER;
-	return st.leader_id;
+	r = &s->routes[group];
+	l = effective_leader(s, r);
+	*is_self = r->local && l == s->cfg.node_id &&
+	           r->role == GROUP_ROLE_LEADER;
+	return l;
 }
+
+int shards_route(struct shards *s, uint32_t group, struct shards_route *out)
+{
+	struct member *m;
+	struct route *r;
+
+	memset(out, 0, sizeof *out);
+	out->generation = s->generation;
+	if (!valid_group(s, group)) {
+		return SHARDS_ENOGROUP;
+	}
+	r = &s->routes[group];
+	out->leader_id = shards_leader(s, group, &out->is_self);
+	out->replicated = r->local;
+	m = out->leader_id != 0 ? member(s, out->leader_id) : NULL;
+	if (m != NULL) {
+		snprintf(out->felix, sizeof out->felix, "%s", m->felix);
+		snprintf(out->fsnp, sizeof out->fsnp, "%s", m->fsnp);
+		snprintf(out->admin, sizeof out->admin, "%s", m->admin);
+	}
+	return SHARDS_OK;
+}
+
+int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
+                       size_t felix_len, char *fsnp, size_t fsnp_len)
+{
+	struct shards_route r;
+	int rv = shards_route(s, group, &r);
+	if (rv != SHARDS_OK) {
+		return rv;
+	}
+	if (r.leader_id == 0 || (felix != NULL && r.felix[0] == '\0') ||
+	    (fsnp != NULL && r.fsnp[0] == '\0')) {
+		return SHARDS_EUNAVAILABLE;
+	}
+	if (felix != NULL) {
+		snprintf(felix, felix_len, "%s", r.felix);
+	}
+	if (fsnp != NULL) {
+		snprintf(fsnp, fsnp_len, "%s", r.fsnp);
+	}
+	return SHARDS_OK;
+}
+
+uint64_t shards_generation(const struct shards *s)
+{
+	return s->generation;
+}
+
+/* The forward module's routing callbacks. */
+static uint64_t route_leader(void *data, uint32_t group)
+{
+	struct shards *s = data;
+	bool self;
+	return shards_leader(s, group, &self);
+}
+
+static size_t route_replicas(void *data, uint32_t group, uint64_t *out,
+                             size_t max)
+{
+	struct shards *s = data;
+	struct route *r;
+	size_t i;
+	if (!valid_group(s, group)) {
+		return 0;
+	}
+	r = &s->routes[group];
+	for (i = 0; i < r->n_replicas && i < max; i++) {
+		out[i] = r->replicas[i];
+	}
+	return i;
+}
+
+/* State transfer sources: the leader first, then the other replicas. */
+static size_t xfer_sources(void *data, uint32_t group, uint64_t *out,
+                           size_t max)
+{
+	struct shards *s = data;
+	size_t n = 0, i;
+	bool self;
+	uint64_t l = shards_leader(s, group, &self);
+	struct route *r;
+
+	if (!valid_group(s, group) || max == 0) {
+		return 0;
+	}
+	r = &s->routes[group];
+	if (l != 0 && !self) {
+		out[n++] = l;
+	}
+	for (i = 0; i < r->n_replicas && n < max; i++) {
+		if (r->replicas[i] != l && r->replicas[i] != s->cfg.node_id) {
+			out[n++] = r->replicas[i];
+		}
+	}
+	return n;
+}
+
+static int xfer_export(void *data, uint32_t group, const char *dir,
+                       uint64_t *applied)
+{
+	struct shards *s = data;
+	return store_export(s->store, group, dir, applied);
+}
+
+static int xfer_applied(void *data, uint32_t group, uint64_t *index)
+{
+	struct shards *s = data;
+	if (!valid_group(s, group) || !s->routes[group].local) {
+		return -1;
+	}
+	return store_applied_index(s->store, group, index);
+}
+
+/* Refreshes the local groups' entries; returns whether a leader changed. */
+static bool refresh_local(struct shards *s)
+{
+	uint64_t now = now_ms(s);
+	bool changed = false;
+
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		struct group_status st;
+		uint64_t before = effective_leader(s, r);
+		bool was_leader = r->role == GROUP_ROLE_LEADER && r->ready;
+
+		if (!r->local) {
+			continue;
+		}
+		if (group_status(s->groups, g, &st) != REPLICA_OK) {
+			continue;
+		}
+		r->role = st.role;
+		r->ready = st.ready;
+		r->term = st.term;
+		r->leader = st.leader_id;
+		if (st.role == GROUP_ROLE_LEADER && st.ready && !was_leader) {
+			r->leader_since_ms = now;
+			s->announce_now = true;
+		} else if (was_leader &&
+		           !(st.role == GROUP_ROLE_LEADER && st.ready)) {
+			s->announce_now = true;
+		}
+		if (effective_leader(s, r) != before) {
+			changed = true;
+		}
+	}
+	return changed;
+}
+
+static void announce(struct shards *s)
+{
+	struct msg_route *v;
+	uint32_t n = 0;
+	size_t i;
+
+	v = calloc(s->cfg.data_groups + 1, sizeof *v);
+	if (v == NULL) {
+		return;
+	}
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		if (r->local && r->role == GROUP_ROLE_LEADER && r->ready) {
+			v[n].group = g;
+			v[n].term = r->term;
+			n++;
+		}
+	}
+	for (i = 0; i < s->n_members; i++) {
+		uint64_t id = s->members[i].id;
+		uint8_t *p;
+		int st;
+		if (id == s->cfg.node_id || !transport_connected(s->t, id)) {
+			continue;
+		}
+		p = transport_reserve(s->t, id, MSG_ROUTES, msg_routes_size(n),
+		                      &st);
+		if (p != NULL) {
+			msg_routes_write(p, v, n);
+		}
+	}
+	free(v);
+	s->announce_ms = now_ms(s);
+	s->announce_now = false;
+}
+
+static void on_routes(struct shards *s, uint64_t peer, const uint8_t *p,
+                      size_t len)
+{
+	uint64_t now = now_ms(s), stamp = ++s->ann_stamp;
+	uint32_t n, i;
+	bool changed = false;
+
+	if (msg_routes_decode(p, len, &n) != 0) {
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		struct msg_route x;
+		struct route *r;
+		uint64_t before;
+		msg_routes_get(p, i, &x);
+		if (!valid_group(s, x.group)) {
+			continue;
+		}
+		r = &s->routes[x.group];
+		before = effective_leader(s, r);
+		if (r->ann_leader == peer || x.term >= r->ann_term ||
+		    now - r->ann_ms >= ANNOUNCE_TTL_MS) {
+			r->ann_leader = peer;
+			r->ann_term = x.term;
+			r->ann_ms = now;
+			r->ann_stamp = stamp;
+		}
+		changed |= effective_leader(s, r) != before;
+	}
+	/* The list is whole: what the peer no longer leads goes. */
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		if (r->ann_leader == peer && r->ann_stamp != stamp) {
+			uint64_t before = effective_leader(s, r);
+			r->ann_leader = 0;
+			changed |= effective_leader(s, r) != before;
+		}
+	}
+	if (changed) {
+		s->generation++;
+	}
+}
+
+static void forget_peer(struct shards *s, uint64_t peer)
+{
+	unsigned hb = s->cfg.heartbeat_ms != 0 ? s->cfg.heartbeat_ms : 100;
+	unsigned fast = 3 * hb > 300 ? 3 * hb : 300;
+	bool changed = false;
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		if (r->local && r->leader == peer) {
+			/* Its connection just dropped: elect a new leader
+			 * without waiting a whole election timeout. */
+			group_expedite_election(s->groups, g, peer, fast);
+		}
+		if (r->ann_leader == peer) {
+			uint64_t before = effective_leader(s, r);
+			r->ann_leader = 0;
+			changed |= effective_leader(s, r) != before;
+		}
+	}
+	if (changed) {
+		s->generation++;
+	}
+}
+
+/* Hands leadership to the group's preferred replica when it is up. */
+static void balance(struct shards *s)
+{
+	uint64_t now = now_ms(s);
+
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		uint64_t want = 0;
+		unsigned i;
+
+		if (!r->local || r->role != GROUP_ROLE_LEADER || !r->ready ||
+		    now - r->leader_since_ms < BALANCE_STABLE_MS ||
+		    (r->transfer_ms != 0 &&
+		     now - r->transfer_ms < BALANCE_RETRY_MS)) {
+			continue;
+		}
+		for (i = 0; i < r->n_replicas; i++) {
+			uint64_t id = r->replicas[i];
+			struct member *m = member(s, id);
+			if (id == s->cfg.node_id ||
+			    (m != NULL && m->up_ms != 0 &&
+			     now - m->up_ms >= BALANCE_PEER_UP_MS)) {
+				want = id;
+				break;
+			}
+		}
+		if (want == 0 || want == s->cfg.node_id) {
+			continue;
+		}
+		r->transfer_ms = now;
+		if (group_transfer(s->groups, g, want) == REPLICA_OK) {
+			log_debug(s->log, "shards",
+			          "group %" PRIu32
+			          ": handing leadership to node %" PRIu64
+			          " (placement)",
+			          g, want);
+		}
+	}
+}
+
+/* ---- node records in the meta group ---- */
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+	}
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+/* "internal=H:P felix=H:P fsnp=H:P admin=H:P" (absent: not served). */
+static void make_record(struct shards *s)
+{
+	const char *h = s->advertise;
+	bool v6 = strchr(h, ':') != NULL;
+	size_t n = 0;
+
+	n += (size_t)snprintf(s->record + n, sizeof s->record - n,
+	                      "internal=%s", s->address);
+	if (s->cfg.felix_port != 0) {
+		n += (size_t)snprintf(s->record + n, sizeof s->record - n,
+		                      v6 ? " felix=[%s]:%u" : " felix=%s:%u", h,
+		                      (unsigned)s->cfg.felix_port);
+	}
+	if (s->cfg.fsnp_port != 0 && n < sizeof s->record) {
+		n += (size_t)snprintf(s->record + n, sizeof s->record - n,
+		                      v6 ? " fsnp=[%s]:%u" : " fsnp=%s:%u", h,
+		                      (unsigned)s->cfg.fsnp_port);
+	}
+	if (s->cfg.admin_port != 0 && n < sizeof s->record) {
+		snprintf(s->record + n, sizeof s->record - n,
+		         v6 ? " admin=[%s]:%u" : " admin=%s:%u", h,
+		         (unsigned)s->cfg.admin_port);
+	}
+}
+
+static void record_field(const char *rec, size_t len, const char *key,
+                         char *out, size_t cap)
+{
+	size_t kl = strlen(key), i = 0;
+	out[0] = '\0';
+	while (i < len) {
+		size_t j = i;
+		while (j < len && rec[j] != ' ') {
+			j++;
+		}
+		if (j - i > kl && memcmp(rec + i, key, kl) == 0 &&
+		    rec[i + kl] == '=') {
+			size_t vl = j - i - kl - 1;
+			if (vl >= cap) {
+				vl = cap - 1;
+			}
+			memcpy(out, rec + i + kl + 1, vl);
+			out[vl] = '\0';
+			return;
+		}
+		i = j + 1;
+	}
+}
+
+static void apply_node_list(struct shards *s, const uint8_t *buf, size_t len)
+{
+	struct store_result r;
+	struct store_value v;
+	bool changed = false, mine = false;
+	uint32_t n;
+
+	if (store_result_open(buf, len, &r) != 0 || r.status != STORE_OK ||
+	    !store_result_next(&r, &v) || v.tag != STORE_T_ARRAY) {
+		return;
+	}
+	n = v.n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct store_value k, val, arr;
+		struct member *m;
+		char felix[SHARDS_ADDR_MAX], fsnp[SHARDS_ADDR_MAX],
+		    admin[SHARDS_ADDR_MAX];
+		if (!store_result_next(&r, &arr) || arr.tag != STORE_T_ARRAY ||
+		    arr.n != 2 || !store_result_next(&r, &k) ||
+		    k.tag != STORE_T_BYTES || k.len != 8 ||
+		    !store_result_next(&r, &val) || val.tag != STORE_T_BYTES) {
+			return;
+		}
+		m = member(s, get_be64(k.p));
+		if (m == NULL) {
+			continue; /* not in our static list */
+		}
+		if (m->id == s->cfg.node_id) {
+			mine = val.len == strlen(s->record) &&
+			       memcmp(val.p, s->record, val.len) == 0;
+		}
+		record_field((const char *)val.p, val.len, "felix", felix,
+		             sizeof felix);
+		record_field((const char *)val.p, val.len, "fsnp", fsnp,
+		             sizeof fsnp);
+		record_field((const char *)val.p, val.len, "admin", admin,
+		             sizeof admin);
+		if (!m->has_record || strcmp(felix, m->felix) != 0 ||
+		    strcmp(fsnp, m->fsnp) != 0 || strcmp(admin, m->admin) != 0) {
+			memcpy(m->felix, felix, sizeof felix);
+			memcpy(m->fsnp, fsnp, sizeof fsnp);
+			memcpy(m->admin, admin, sizeof admin);
+			m->has_record = true;
+			changed = true;
+		}
+	}
+	if (!mine) {
+		s->published = false; /* lost or stale: publish again */
+	}
+	if (changed) {
+		s->generation++;
+	}
+}
+
+static void on_published(void *data, int status, const uint8_t *result,
+                         size_t len)
+{
+	struct shards *s = data;
+	struct store_result r;
+
+	s->publishing = false;
+	if (s->closing) {
+		return;
+	}
+	if (status == REPLICA_OK && store_result_open(result, len, &r) == 0 &&
+	    r.status == STORE_OK) {
+		s->published = true;
+		s->meta_ms = 0; /* list again at once */
+		log_debug(s->log, "shards", "node record published: %s",
+		          s->record);
+	}
+}
+
+static void on_listed(void *data, int status, const uint8_t *result,
+                      size_t len)
+{
+	struct shards *s = data;
+	s->listing = false;
+	if (!s->closing && status == REPLICA_OK) {
+		apply_node_list(s, result, len);
+	}
+}
+
+static void meta_refresh(struct shards *s)
+{
+	struct store_cmd c;
+	uint8_t *cmd = NULL;
+	size_t len = 0;
+	const char *err;
+	uint8_t key[8];
+
+	if (!s->published && !s->publishing) {
+		memset(&c, 0, sizeof c);
+		c.op = STORE_OP_NODE_SET;
+		put_be64(key, s->cfg.node_id);
+		c.key.p = key;
+		c.key.len = 8;
+		c.value.p = (const uint8_t *)s->record;
+		c.value.len = strlen(s->record);
+		if (store_cmd_encode(&c, &cmd, &len, &err) == 0 &&
+		    forward_submit(s->f, 0, FORWARD_PROPOSE, cmd, len, 0,
+		                   on_published, s) == REPLICA_OK) {
+			s->publishing = true;
+		}
+		free(cmd);
+		cmd = NULL;
+	}
+	if (s->listing) {
+		return;
+	}
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_LIST;
+	if (store_cmd_encode(&c, &cmd, &len, &err) != 0) {
+		return;
+	}
+	if (s->routes[0].local) {
+		/* Our replica of the meta group: possibly a little stale,
+		 * which routing tolerates. */
+		struct fsm_result res = {0};
+		if (store_read(s->store, 0, shards_now_ms(s), cmd, len, &res) ==
+		    0) {
+			apply_node_list(s, res.data, res.len);
+		}
+		free(res.data);
+	} else if (forward_submit(s->f, 0, FORWARD_READ, cmd, len, 0,
+	                          on_listed, s) == REPLICA_OK) {
+		s->listing = true;
+	}
+	free(cmd);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+	struct shards *s = h->data;
+	uint64_t now = now_ms(s);
+
+	if (s->closing) {
+		return;
+	}
+	if (refresh_local(s)) {
+		s->generation++;
+	}
+	if (s->cluster) {
+		if (s->announce_now || now - s->announce_ms >= ANNOUNCE_MS) {
+			announce(s);
+		}
+		balance(s);
+	}
+	if (s->meta_ms == 0 || now - s->meta_ms >= META_MS ||
+	    (!s->published && !s->publishing)) {
+		s->meta_ms = now;
+		meta_refresh(s);
+	}
+}
+
+/* ---- the transport's callbacks ---- */
+
+static void on_frame(void *data, uint64_t peer, uint8_t kind,
+                     const uint8_t *p, size_t len)
+{
+	struct shards *s = data;
+	switch (kind) {
+	case MSG_FWD_REQ:
+	case MSG_FWD_RESP:
+		forward_on_frame(s->f, peer, kind, p, len);
+		break;
+	case MSG_ROUTES:
+		on_routes(s, peer, p, len);
+		break;
+	default:
+		xfer_on_frame(s->x, peer, kind, p, len);
+		break;
+	}
+}
+
+static void on_peer(void *data, uint64_t peer, bool up, uint64_t gen)
+{
+	struct shards *s = data;
+	if (s->f != NULL) {
+		forward_on_peer(s->f, peer, up, gen);
+	}
+	if (s->x != NULL) {
+		xfer_on_peer(s->x, peer, up, gen);
+	}
+	struct member *m = member(s, peer);
+	if (m != NULL) {
+		m->up_ms = up ? now_ms(s) : 0;
+	}
+	if (up) {
+		s->announce_now = true;
+	} else {
+		forget_peer(s, peer);
+	}
+}
+
+static void on_transport_log(void *data, int level, const char *msg)
+{
+	struct shards *s = data;
+	static const enum log_level map[] = {LOG_DEBUG, LOG_INFO, LOG_WARN,
+	                                     LOG_ERROR};
+	log_emit(s->log, map[level < 0 || level > 3 ? 1 : level], "cluster",
+	         "%s", msg);
+}
+
+/* ---- admin view ---- */
 
 int shards_status(struct shards *s, uint32_t group, struct group_status *st)
 {
@@ -273,53 +947,132 @@ static const char *role_name(int role)
 	}
 }
 
-int shards_status_json(struct shards *s, char **out, size_t *len)
+static json_t *peers_json(struct shards *s)
 {
-	uint32_t ids[4097];
-	size_t n = group_ids(s->groups, ids, sizeof ids / sizeof ids[0]);
 	json_t *arr = json_array();
-	struct rio_stats rs;
-	if (n > sizeof ids / sizeof ids[0]) {
-		n = sizeof ids / sizeof ids[0];
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct group_status st;
-		if (group_status(s->groups, ids[i], &st) != REPLICA_OK) {
+	struct transport_peer_info info[MAX_NODES];
+	size_t n = s->t != NULL ? transport_peers(s->t, info, MAX_NODES) : 0;
+
+	for (size_t i = 0; i < s->n_members; i++) {
+		struct member *m = &s->members[i];
+		bool self = m->id == s->cfg.node_id;
+		json_t *o;
+		const struct transport_peer_info *pi = NULL;
+		for (size_t k = 0; k < n && k < MAX_NODES; k++) {
+			if (info[k].id == m->id) {
+				pi = &info[k];
+			}
+		}
+		o = json_pack("{s:I, s:s, s:b, s:b}", "id", (json_int_t)m->id,
+		              "address", m->internal, "self", self,
+		              "connected", self || (pi != NULL && pi->connected));
+		if (o == NULL) {
 			continue;
 		}
-		json_t *voters = json_array();
-		for (unsigned v = 0; v < st.n_voters; v++) {
-			json_array_append_new(
-			    voters, json_integer((json_int_t)st.voters[v]));
+		if (m->has_record) {
+			json_object_set_new(o, "felix", json_string(m->felix));
+			json_object_set_new(o, "fsnp", json_string(m->fsnp));
+			json_object_set_new(o, "admin", json_string(m->admin));
 		}
-		json_t *g = json_pack(
-		    "{s:I, s:s, s:I, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, "
-		    "s:I, s:I}",
-		    "id", (json_int_t)st.group, "role", role_name(st.role),
-		    "term", (json_int_t)st.term, "leader",
-		    st.leader_id ? json_integer((json_int_t)st.leader_id)
-		                 : json_null(),
-		    "voters", voters, "commit_index",
-		    (json_int_t)st.commit_index, "applied_index",
-		    (json_int_t)st.applied_index, "last_index",
-		    (json_int_t)st.last_index, "snapshot_index",
-		    (json_int_t)st.snapshot_index, "last_contact_ms",
-		    (json_int_t)st.last_contact_ms, "ready", st.ready,
-		    "proposals", (json_int_t)st.stats.proposals,
-		    "entries_applied", (json_int_t)st.stats.entries_applied);
-		if (g != NULL && st.failed) {
-			json_object_set_new(g, "failed",
-			                    json_string(st.message));
+		if (pi != NULL) {
+			json_object_set_new(o, "queued_bytes",
+			                    json_integer((json_int_t)pi->queued));
+			json_object_set_new(
+			    o, "dropped_frames",
+			    json_integer((json_int_t)pi->dropped));
+			json_object_set_new(
+			    o, "connects", json_integer((json_int_t)pi->connects));
 		}
-		json_array_append_new(arr, g);
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+static json_t *group_json(struct shards *s, uint32_t g)
+{
+	struct route *r = &s->routes[g];
+	struct group_status st;
+	json_t *voters = json_array(), *o;
+	bool self;
+	uint64_t leader = shards_leader(s, g, &self);
+
+	for (unsigned v = 0; v < r->n_replicas; v++) {
+		json_array_append_new(voters,
+		                      json_integer((json_int_t)r->replicas[v]));
+	}
+	o = json_pack("{s:I, s:o, s:o, s:b}", "id", (json_int_t)g, "leader",
+	              leader ? json_integer((json_int_t)leader) : json_null(),
+	              "voters", voters, "replica", r->local);
+	if (o == NULL || !r->local ||
+	    group_status(s->groups, g, &st) != REPLICA_OK) {
+		if (o != NULL) {
+			json_object_set_new(o, "role", json_string("none"));
+		}
+		return o;
+	}
+	json_object_set_new(o, "role", json_string(role_name(st.role)));
+	json_object_set_new(o, "term", json_integer((json_int_t)st.term));
+	json_object_set_new(o, "ready", json_boolean(st.ready));
+	json_object_set_new(o, "commit_index",
+	                    json_integer((json_int_t)st.commit_index));
+	json_object_set_new(o, "applied_index",
+	                    json_integer((json_int_t)st.applied_index));
+	json_object_set_new(o, "last_index",
+	                    json_integer((json_int_t)st.last_index));
+	json_object_set_new(o, "snapshot_index",
+	                    json_integer((json_int_t)st.snapshot_index));
+	json_object_set_new(o, "last_contact_ms",
+	                    json_integer((json_int_t)st.last_contact_ms));
+	json_object_set_new(o, "proposals",
+	                    json_integer((json_int_t)st.stats.proposals));
+	json_object_set_new(o, "entries_applied",
+	                    json_integer((json_int_t)st.stats.entries_applied));
+	json_object_set_new(o, "imports",
+	                    json_integer((json_int_t)st.stats.imports));
+	if (st.failed) {
+		json_object_set_new(o, "failed", json_string(st.message));
+	}
+	return o;
+}
+
+int shards_status_json(struct shards *s, char **out, size_t *len)
+{
+	json_t *groups = json_array();
+	struct rio_stats rs;
+	struct forward_stats fs;
+	struct xfer_stats xs = {0};
+	json_t *root;
+
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		json_t *o = group_json(s, g);
+		if (o != NULL) {
+			json_array_append_new(groups, o);
+		}
 	}
 	rio_store_stats(s->rio, &rs);
-	json_t *root =
-	    json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I}}", "groups", arr,
-	              "raft_io", "syncs", (json_int_t)rs.syncs, "entries",
-	              (json_int_t)rs.entries, "bytes", (json_int_t)rs.bytes,
-	              "max_groups_per_sync", (json_int_t)rs.max_groups,
-	              "write_errors", (json_int_t)rs.write_errors);
+	forward_stats(s->f, &fs);
+	if (s->x != NULL) {
+		xfer_stats(s->x, &xs);
+	}
+	root = json_pack(
+	    "{s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:I}, "
+	    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
+	    "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
+	    "peers", peers_json(s), "generation", (json_int_t)s->generation,
+	    "replicas", (json_int_t)s->cfg.replicas, "groups", groups,
+	    "raft_io", "syncs", (json_int_t)rs.syncs, "entries",
+	    (json_int_t)rs.entries, "bytes", (json_int_t)rs.bytes,
+	    "max_groups_per_sync", (json_int_t)rs.max_groups, "write_errors",
+	    (json_int_t)rs.write_errors, "forward", "local",
+	    (json_int_t)fs.local, "sent", (json_int_t)fs.sent, "served",
+	    (json_int_t)fs.served, "refused", (json_int_t)fs.refused,
+	    "retries", (json_int_t)fs.retries, "timeouts",
+	    (json_int_t)fs.timeouts, "unknown", (json_int_t)fs.unknown,
+	    "in_flight", (json_int_t)fs.in_flight, "transfer", "fetches",
+	    (json_int_t)xs.fetches, "attempts", (json_int_t)xs.attempts,
+	    "bytes_in", (json_int_t)xs.bytes_in, "exports",
+	    (json_int_t)xs.exports, "bytes_out", (json_int_t)xs.bytes_out,
+	    "running", (json_int_t)xs.running);
 	if (root == NULL) {
 		return -1;
 	}
@@ -331,6 +1084,82 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	*len = strlen(*out);
 	return 0;
 }
+
+int shards_group_hash(struct shards *s, uint32_t group,
+                      struct shards_group_hash *out)
+{
+	uint8_t lo[4], hi[5];
+	rocksdb_readoptions_t *ro;
+	rocksdb_iterator_t *it;
+	char *err = NULL;
+	uint64_t h = 14695981039346656037ull;
+
+	memset(out, 0, sizeof out[0]);
+	if (!valid_group(s, group)) {
+		return SHARDS_ENOGROUP;
+	}
+	for (int i = 0; i < 4; i++) {
+		lo[i] = (uint8_t)(group >> (24 - 8 * i));
+		hi[i] = (uint8_t)((group + 1ull) >> (24 - 8 * i));
+	}
+	hi[4] = 0;
+	ro = rocksdb_readoptions_create();
+	/* group + 1 overflows for the last id: bound by a 5-byte key. */
+	if (group == UINT32_MAX) {
+		memset(hi, 0xFF, sizeof hi);
+	}
+	rocksdb_readoptions_set_iterate_upper_bound(
+	    ro, (const char *)hi, group == UINT32_MAX ? 5 : 4);
+	it = rocksdb_create_iterator_cf(s->db->db, ro, s->db->data);
+	for (rocksdb_iter_seek(it, (const char *)lo, 4); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const uint8_t *k = (const uint8_t *)rocksdb_iter_key(it, &kl);
+		const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+		uint8_t n[4];
+		if (kl == 5 && k[4] == 0x01) {
+			/* The group state record: applied index, not data. */
+			if (vl >= 8) {
+				out->applied_index = get_be64(v);
+			}
+			continue;
+		}
+		n[0] = (uint8_t)(kl >> 24);
+		n[1] = (uint8_t)(kl >> 16);
+		n[2] = (uint8_t)(kl >> 8);
+		n[3] = (uint8_t)kl;
+		for (int i = 0; i < 4; i++) {
+			h = (h ^ n[i]) * 1099511628211ull;
+		}
+		for (size_t i = 0; i < kl; i++) {
+			h = (h ^ k[i]) * 1099511628211ull;
+		}
+		n[0] = (uint8_t)(vl >> 24);
+		n[1] = (uint8_t)(vl >> 16);
+		n[2] = (uint8_t)(vl >> 8);
+		n[3] = (uint8_t)vl;
+		for (int i = 0; i < 4; i++) {
+			h = (h ^ n[i]) * 1099511628211ull;
+		}
+		for (size_t i = 0; i < vl; i++) {
+			h = (h ^ v[i]) * 1099511628211ull;
+		}
+		out->keys++;
+	}
+	rocksdb_iter_get_error(it, &err);
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	if (err != NULL) {
+		log_error(s->log, "shards", "hash of group %" PRIu32 ": %s",
+		          group, err);
+		free(err);
+		return SHARDS_EIO;
+	}
+	out->hash = h;
+	return SHARDS_OK;
+}
+
+/* ---- maintenance ---- */
 
 /* Reclaims expired entries: the leader proposes what store_expire_scan
  * found; apply re-checks every entry against the entry's time. */
@@ -369,6 +1198,166 @@ static void on_maint(uv_timer_t *t)
 	}
 }
 
+/* ---- opening ---- */
+
+static int by_id(const void *a, const void *b)
+{
+	const struct member *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int setup_members(struct shards *s, char *err, size_t errlen)
+{
+	const struct shards_config *c = &s->cfg;
+
+	if (c->n_peers == 0) {
+		struct member *m = &s->members[0];
+		m->id = c->node_id;
+		snprintf(m->internal, sizeof m->internal, "%s", s->address);
+		s->n_members = 1;
+	} else {
+		bool self = false;
+		if (c->n_peers > MAX_NODES) {
+			snprintf(err, errlen, "at most %d nodes", MAX_NODES);
+			return -1;
+		}
+		for (unsigned i = 0; i < c->n_peers; i++) {
+			struct member *m = &s->members[s->n_members++];
+			m->id = c->peers[i].id;
+			snprintf(m->host, sizeof m->host, "%s",
+			         c->peers[i].host);
+			m->port = c->peers[i].port;
+			snprintf(m->internal, sizeof m->internal,
+			         strchr(m->host, ':') != NULL ? "[%s]:%u"
+			                                      : "%s:%u",
+			         m->host, (unsigned)m->port);
+			self = self || m->id == c->node_id;
+		}
+		if (!self) {
+			snprintf(err, errlen,
+			         "'peers' must list this node (%" PRIu64
+			         ") with its internal address",
+			         c->node_id);
+			return -1;
+		}
+		qsort(s->members, s->n_members, sizeof s->members[0], by_id);
+		s->cluster = s->n_members > 1;
+	}
+	for (size_t i = 0; i < s->n_members; i++) {
+		s->ids[i] = s->members[i].id;
+	}
+	if (s->cfg.replicas == 0 || s->cfg.replicas > s->n_members) {
+		unsigned n = (unsigned)s->n_members;
+		s->cfg.replicas = n < 3 ? n : 3;
+	}
+	return 0;
+}
+
+static int setup_routes(struct shards *s, char *err, size_t errlen)
+{
+	uint64_t out[MAX_NODES];
+
+	s->routes = calloc(s->cfg.data_groups + 1, sizeof *s->routes);
+	if (s->routes == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		size_t k = placement_replicas(s->ids, s->n_members, g,
+		                              s->cfg.replicas, out);
+		for (size_t i = 0; i < k && i < MAX_REPLICAS; i++) {
+			r->replicas[r->n_replicas++] = out[i];
+			r->local = r->local || out[i] == s->cfg.node_id;
+		}
+	}
+	return 0;
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct shards *s = h->data;
+	s->handles_open--;
+}
+
+static int start_transport(struct shards *s, char *err, size_t errlen)
+{
+	struct transport_options to = {0};
+	int rv;
+
+	to.node_id = s->cfg.node_id;
+	to.cluster_id = s->cluster_id;
+	to.log = on_transport_log;
+	to.on_frame = on_frame;
+	to.on_peer = on_peer;
+	to.data = s;
+	rv = transport_init(&s->t, s->loop, &to);
+	if (rv != 0) {
+		snprintf(err, errlen, "node transport: %s",
+		         transport_strerror(rv));
+		return -1;
+	}
+	for (size_t i = 0; i < s->n_members; i++) {
+		struct member *m = &s->members[i];
+		if (m->id == s->cfg.node_id) {
+			continue;
+		}
+		rv = transport_add_peer(s->t, m->id, m->host, m->port);
+		if (rv != 0) {
+			snprintf(err, errlen, "peer %" PRIu64 " (%s): %s", m->id,
+			         m->internal, transport_strerror(rv));
+			return -1;
+		}
+	}
+	if (transport_start(s->t, s->cfg.listen_host, s->cfg.listen_port, err,
+	                    errlen) != 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static void sync_closed(struct transport *t, void *data)
+{
+	(void)t;
+	*(bool *)data = true;
+}
+
+static void sync_xfer_closed(struct xfer *x, void *data)
+{
+	(void)x;
+	*(bool *)data = true;
+}
+
+/* Only while opening: nothing else has run on the loop yet. */
+static void close_xfer_now(struct shards *s)
+{
+	bool done = false;
+	if (s->x == NULL) {
+		return;
+	}
+	xfer_close(s->x, sync_xfer_closed, &done);
+	while (!done) {
+		uv_run(s->loop, UV_RUN_NOWAIT);
+	}
+	xfer_free(s->x);
+	s->x = NULL;
+}
+
+/* Only while opening: nothing else has run on the loop yet. */
+static void close_transport_now(struct shards *s)
+{
+	bool done = false;
+	if (s->t == NULL) {
+		return;
+	}
+	transport_close(s->t, sync_closed, &done);
+	while (!done) {
+		uv_run(s->loop, UV_RUN_NOWAIT);
+	}
+	transport_free(s->t);
+	s->t = NULL;
+}
+
 int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
                 const struct shards_config *cfg, const struct log *log,
                 char *err, size_t errlen)
@@ -376,30 +1365,79 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	struct shards *s = calloc(1, sizeof *s);
 	char msg[512] = "";
 	int rv;
+
 	if (s == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	s->loop = loop;
 	s->log = log;
+	s->db = db;
 	s->cfg = *cfg;
 	snprintf(s->address, sizeof s->address, "%s", cfg->internal_addr);
 	s->cfg.internal_addr = s->address;
+	snprintf(s->cluster_id, sizeof s->cluster_id, "%s",
+	         cfg->cluster_id != NULL ? cfg->cluster_id : "lodestone");
+	s->cfg.cluster_id = s->cluster_id;
+	snprintf(s->data_dir, sizeof s->data_dir, "%s",
+	         cfg->data_dir != NULL ? cfg->data_dir : ".");
+	s->cfg.data_dir = s->data_dir;
+	snprintf(s->advertise, sizeof s->advertise, "%s",
+	         cfg->advertise_host != NULL ? cfg->advertise_host
+	                                     : "127.0.0.1");
 	if (s->cfg.maintenance_ms == 0) {
 		s->cfg.maintenance_ms = 1000;
+	}
+	if (s->cfg.data_groups == 0) {
+		snprintf(err, errlen, "at least one data group is needed");
+		goto err_free;
+	}
+	if (setup_members(s, err, errlen) != 0) {
+		goto err_free;
+	}
+	s->cfg.peers = NULL; /* copied into members */
+	if (s->cluster) {
+		struct member *me = member(s, s->cfg.node_id);
+		/* Every node must bootstrap the same configuration: our own
+		 * address is the one the others know. */
+		snprintf(s->address, sizeof s->address, "%s", me->internal);
+	}
+	if (setup_routes(s, err, errlen) != 0) {
+		goto err_free;
+	}
+	make_record(s);
+	if (s->cluster && start_transport(s, err, errlen) != 0) {
+		goto err_transport;
 	}
 
 	struct rio_store_options ro = {0};
 	if (rio_store_init(&s->rio, loop, db->db, db->raft_log, db->raft_state,
 	                   &ro, msg) != 0) {
 		snprintf(err, errlen, "raft storage: %s", msg);
-		goto err_free;
+		goto err_transport;
 	}
 	if (store_open(db->db, db->data, &s->store) != 0) {
 		snprintf(err, errlen, "state machine: cannot open the store");
 		goto err_rio;
 	}
 	store_fsm_init(&s->fsm, s->store);
+
+	if (s->cluster) {
+		struct xfer_options xo = {0};
+		char dir[1100];
+		snprintf(dir, sizeof dir, "%s/xfer", s->data_dir);
+		xo.node_id = s->cfg.node_id;
+		xo.dir = dir;
+		xo.export_state = xfer_export;
+		xo.applied_index = xfer_applied;
+		xo.sources = xfer_sources;
+		xo.log = on_transport_log;
+		xo.data = s;
+		if (xfer_init(&s->x, loop, s->t, &xo, err, errlen) != 0) {
+			goto err_store;
+		}
+		transport_attach(s->t, s->rio);
+	}
 
 	struct group_options go = {0};
 	go.node_id = cfg->node_id;
@@ -412,16 +1450,28 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	go.clock = wall_ms;
 	go.on_failed = on_group_failed;
 	go.on_failed_data = s;
+	if (s->x != NULL) {
+		go.fetch = xfer_fetch;
+		go.fetch_data = s->x;
+	}
 	rv = group_mgr_init(&s->groups, loop, s->rio, &go);
 	if (rv != REPLICA_OK) {
 		snprintf(err, errlen, "raft groups: cannot start (%d)", rv);
-		goto err_store;
+		goto err_xfer;
 	}
-	struct group_member self = {.id = cfg->node_id, .address = s->address};
-	for (uint32_t g = 0; g <= cfg->data_groups; g++) {
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		struct group_member mem[MAX_REPLICAS];
+		if (!r->local) {
+			continue;
+		}
+		for (unsigned i = 0; i < r->n_replicas; i++) {
+			mem[i].id = r->replicas[i];
+			mem[i].address = member(s, r->replicas[i])->internal;
+		}
 		rv = group_create(s->groups, g, &s->fsm, NULL);
 		if (rv == REPLICA_OK) {
-			rv = group_bootstrap(s->groups, g, &self, 1);
+			rv = group_bootstrap(s->groups, g, mem, r->n_replicas);
 			if (rv == REPLICA_EEXIST) {
 				rv = REPLICA_OK; /* restart: state exists */
 			}
@@ -435,49 +1485,141 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 			goto err_groups;
 		}
 	}
+	struct forward_options fo = {0};
+	fo.node_id = cfg->node_id;
+	fo.timeout_ms = cfg->forward_timeout_ms;
+	fo.read = exec_read;
+	fo.leader = route_leader;
+	fo.replicas = route_replicas;
+	fo.data = s;
+	rv = forward_init(&s->f, loop, s->t, s->groups, &fo);
+	if (rv != REPLICA_OK) {
+		snprintf(err, errlen, "forwarding: cannot start");
+		goto err_groups;
+	}
 	uv_timer_init(loop, &s->maint);
 	s->maint.data = s;
 	uv_timer_start(&s->maint, on_maint, s->cfg.maintenance_ms,
 	               s->cfg.maintenance_ms);
+	uv_timer_init(loop, &s->tick);
+	s->tick.data = s;
+	uv_timer_start(&s->tick, on_tick, 0, TICK_MS);
+	s->handles_open = 2;
+	if (s->cluster) {
+		log_info(log, "shards",
+		         "node %" PRIu64 " of %zu in cluster '%s': %u replicas "
+		         "per shard; internal listener %s:%u",
+		         cfg->node_id, s->n_members, s->cluster_id,
+		         s->cfg.replicas, cfg->listen_host,
+		         (unsigned)transport_port(s->t));
+	}
 	*out = s;
 	return 0;
 
 err_groups:
 	/* Groups never ran a loop turn; the manager can be freed directly. */
 	group_mgr_free(s->groups);
+err_xfer:
+	close_xfer_now(s);
 err_store:
 	store_close(s->store);
 err_rio:
 	rio_store_free(s->rio);
+err_transport:
+	close_transport_now(s);
 err_free:
+	free(s->routes);
 	free(s);
 	return -1;
 }
 
-static void on_maint_closed(uv_handle_t *h)
-{
-	struct shards *s = h->data;
-	store_close(s->store);
-	shards_close_cb cb = s->close_cb;
-	void *data = s->close_data;
-	free(s);
-	if (cb != NULL) {
-		cb(data);
-	}
-}
+/* ---- closing ---- */
+
+static void close_step(struct shards *s);
 
 static void on_rio_closed(struct rio_store *r, void *data)
 {
 	struct shards *s = data;
 	rio_store_free(r);
-	uv_close((uv_handle_t *)&s->maint, on_maint_closed);
+	s->rio = NULL;
+	close_step(s);
+}
+
+static void on_transport_closed(struct transport *t, void *data)
+{
+	struct shards *s = data;
+	transport_free(t);
+	s->t = NULL;
+	close_step(s);
+}
+
+static void on_xfer_closed(struct xfer *x, void *data)
+{
+	struct shards *s = data;
+	xfer_free(x);
+	s->x = NULL;
+	close_step(s);
 }
 
 static void on_groups_closed(struct group_mgr *m, void *data)
 {
 	struct shards *s = data;
 	group_mgr_free(m);
-	rio_store_close(s->rio, on_rio_closed, s);
+	s->groups = NULL;
+	close_step(s);
+}
+
+static void on_forward_closed(struct forward *f, void *data)
+{
+	struct shards *s = data;
+	(void)f;
+	close_step(s);
+}
+
+static void finish_close(struct shards *s)
+{
+	shards_close_cb cb = s->close_cb;
+	void *data = s->close_data;
+	forward_free(s->f);
+	store_close(s->store);
+	free(s->routes);
+	free(s);
+	if (cb != NULL) {
+		cb(data);
+	}
+}
+
+static void handles_closed(uv_handle_t *h)
+{
+	struct shards *s = h->data;
+	handle_closed(h);
+	if (s->handles_open == 0) {
+		finish_close(s);
+	}
+}
+
+/* The closing order: forwarding (callers get their answers), the groups,
+ * state transfer, the transport, the raft store, then the timers. */
+static void close_step(struct shards *s)
+{
+	if (s->groups != NULL) {
+		group_mgr_close(s->groups, on_groups_closed, s);
+		return;
+	}
+	if (s->x != NULL) {
+		xfer_close(s->x, on_xfer_closed, s);
+		return;
+	}
+	if (s->t != NULL) {
+		transport_close(s->t, on_transport_closed, s);
+		return;
+	}
+	if (s->rio != NULL) {
+		rio_store_close(s->rio, on_rio_closed, s);
+		return;
+	}
+	uv_close((uv_handle_t *)&s->maint, handles_closed);
+	uv_close((uv_handle_t *)&s->tick, handles_closed);
 }
 
 void shards_close(struct shards *s, shards_close_cb cb, void *data)
@@ -489,5 +1631,6 @@ void shards_close(struct shards *s, shards_close_cb cb, void *data)
 	s->close_cb = cb;
 	s->close_data = data;
 	uv_timer_stop(&s->maint);
-	group_mgr_close(s->groups, on_groups_closed, s);
+	uv_timer_stop(&s->tick);
+	forward_close(s->f, on_forward_closed, s);
 }

@@ -1,9 +1,10 @@
 /* The node's replicated core: the raft_io store, the Raft groups (meta
- * group 0 and data groups 1..S) and the shard state machine (store/), wired
- * together on the reactor loop. The protocol servers talk only to this
- * module: they encode a store command (store/command.h), propose it to a
- * group or queue a linearizable read on it, and decode the result
- * (store/result.h).
+ * group 0 and data groups 1..S) and the shard state machine (store/),
+ * wired together on the reactor loop; with peers, also the node transport,
+ * the forwarding RPC, snapshot state transfer and the routing snapshot
+ * (docs/cluster.md). The protocol servers talk only to this module: they
+ * encode a store command (store/command.h), propose it to a group or run a
+ * read on it, and decode the result (store/result.h).
  *
  * Placement (DESIGN.md "Sharding and routing"):
  *  - FSNP: slot = crc32(hash tag or key) & 0x3FF, slots spread contiguously
@@ -11,6 +12,18 @@
  *  - Felix: stream shard j of scope X lives in data group
  *    1 + ((h(X) + j) mod S), h = the 64-bit Felix routing hash of the
  *    scope name "tenant/namespace/stream" (shards_group_of_scope).
+ *  - Replicas: the meta group on the (up to 5) lowest node ids, data group
+ *    g on R nodes by rendezvous hashing (raft/placement.h); a node creates
+ *    only the groups it replicates.
+ *
+ * Forwarding. shards_propose() and shards_read_cmd() run on the group's
+ * leader wherever it is: on a node that is not the leader (or does not
+ * replicate the group) they are forwarded over the internal RPC and the
+ * callback gets the leader's answer. No leader within the forward timeout
+ * gives SHARDS_EUNAVAILABLE. shards_read() (a bare barrier, for typed
+ * reads of the local state) cannot be forwarded: it is leader-only and
+ * answers SHARDS_ENOTLEADER elsewhere; servers use shards_read_cmd() when
+ * they may not be on the leader.
  *
  * Status codes are SHARDS_*; shards_strerror() names them for users. */
 #ifndef LS_NODE_SHARDS_H
@@ -40,6 +53,15 @@ enum {
 	SHARDS_EINVAL,
 };
 
+#define SHARDS_ADDR_MAX 300
+
+/* One member of a static cluster: its internal (raft) address. */
+struct shards_peer {
+	uint64_t id;
+	const char *host;
+	uint16_t port;
+};
+
 struct shards_config {
 	uint64_t node_id;
 	const char *internal_addr;    /* HOST:PORT, this node's raft address */
@@ -50,6 +72,25 @@ struct shards_config {
 	unsigned snapshot_trailing;   /* 0 = default */
 	size_t max_entry_bytes;       /* 0 = default */
 	unsigned maintenance_ms; /* expiry/retention sweep period; 0 = 1000 */
+
+	/* A cluster: every member including this node (n_peers = 0: a
+	 * single node, no transport). */
+	const struct shards_peer *peers;
+	unsigned n_peers;
+	unsigned replicas;           /* R; 0 = min(3, nodes) */
+	const char *cluster_id;      /* handshake; NULL = "lodestone" */
+	const char *listen_host;     /* internal listener (numeric) */
+	uint16_t listen_port;
+	const char *data_dir;        /* state transfer work files go in
+	                                DATA_DIR/xfer */
+	unsigned forward_timeout_ms; /* 0 = 5000 */
+
+	/* This node's client addresses, published to the others through the
+	 * meta group (ports 0 = not served). */
+	const char *advertise_host;
+	uint16_t felix_port;
+	uint16_t fsnp_port;
+	uint16_t admin_port;
 };
 
 struct shards;
@@ -59,25 +100,28 @@ typedef void (*shards_propose_cb)(void *data, int status, const uint8_t *result,
 typedef void (*shards_read_cb)(void *data, int status);
 typedef void (*shards_close_cb)(void *data);
 
-/* Opens the raft store, the state machine and every group, bootstrapping
- * them on first start, and starts them. */
+/* Opens the raft store, the state machine and every group this node
+ * replicates, bootstrapping them on first start, starts them and (with
+ * peers) the transport. */
 int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
                 const struct shards_config *cfg, const struct log *log,
                 char *err, size_t errlen);
 
-/* Proposes an encoded store command (copied) to `group`. `cb` runs exactly
- * once when 0 is returned, with the result bytes (borrowed: valid during
- * the call). A non-zero return means `cb` will not run. */
+/* Proposes an encoded store command (copied) to `group`, on its leader
+ * wherever it is. `cb` runs exactly once when 0 is returned, with the
+ * result bytes (borrowed: valid during the call). A non-zero return means
+ * `cb` will not run. */
 int shards_propose(struct shards *s, uint32_t group, const void *cmd,
                    size_t len, shards_propose_cb cb, void *data);
 
-/* Queues a linearizable read of `group`: `cb` runs after a barrier on the
- * leader; the caller then reads with shards_store() at shards_now_ms(). */
+/* Queues a linearizable read of `group` on this node, which must lead it:
+ * `cb` runs after a barrier; the caller then reads with shards_store() at
+ * shards_now_ms(). Not forwarded: SHARDS_ENOTLEADER elsewhere. */
 int shards_read(struct shards *s, uint32_t group, shards_read_cb cb,
                 void *data);
 
-/* Serves an encoded read command after a barrier: proposes nothing, calls
- * `cb` with the store's result. */
+/* Serves an encoded read command after a barrier on the leader, wherever
+ * it is: proposes nothing, calls `cb` with the store's result. */
 int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
                     size_t len, shards_propose_cb cb, void *data);
 
@@ -91,14 +135,50 @@ uint32_t shards_group_of_slot(const struct shards *s, unsigned slot);
 uint32_t shards_group_of_scope(const struct shards *s, const char *scope,
                                size_t len, uint32_t shard);
 
-/* Leader of `group` known to this node (0 = none) and whether it is us. */
+/* Leader of `group` known to this node (0 = none) and whether it is us.
+ * Cheap: reads the routing snapshot. */
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self);
+
+/* The routing snapshot's answer for one group. Addresses are "" when the
+ * leader or its record is unknown. */
+struct shards_route {
+	uint64_t leader_id;  /* 0 = unknown */
+	bool is_self;        /* this node leads it */
+	bool replicated;     /* this node holds a replica */
+	uint64_t generation; /* of the routing snapshot */
+	char felix[SHARDS_ADDR_MAX]; /* the leader's client addresses */
+	char fsnp[SHARDS_ADDR_MAX];
+	char admin[SHARDS_ADDR_MAX];
+};
+
+int shards_route(struct shards *s, uint32_t group, struct shards_route *out);
+
+/* The leader's Felix and FSNP addresses (either pointer may be NULL).
+ * SHARDS_EUNAVAILABLE when no leader or no address is known. */
+int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
+                       size_t felix_len, char *fsnp, size_t fsnp_len);
+
+/* Bumped whenever a group's leader or a node's addresses change. */
+uint64_t shards_generation(const struct shards *s);
 
 int shards_status(struct shards *s, uint32_t group, struct group_status *st);
 
-/* Renders the admin view of every group as JSON (malloc'd, owned by the
- * caller). */
+/* Renders the admin view as JSON (malloc'd, owned by the caller):
+ * {"peers":[{id, address, connected, felix, fsnp, admin}...],
+ *  "generation":G, "groups":[every group: id, leader, voters (placement),
+ *  replicated here, and the local replica's Raft state], "raft_io":{..},
+ *  "forward":{..}, "transfer":{..}}. */
 int shards_status_json(struct shards *s, char **out, size_t *len);
+
+/* FNV-1a 64 over the group's data range in key order (keys and values),
+ * without the group-state record; a local read for comparing replicas. */
+struct shards_group_hash {
+	uint64_t hash;
+	uint64_t keys;
+	uint64_t applied_index;
+};
+int shards_group_hash(struct shards *s, uint32_t group,
+                      struct shards_group_hash *out);
 
 const char *shards_strerror(int status);
 

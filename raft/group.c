@@ -18,6 +18,15 @@
 
 enum { G_CREATED = 1, G_STARTED, G_STOPPING, G_DEAD };
 
+struct group;
+
+/* An install of a peer's snapshot waiting for its state transfer. */
+struct install {
+	struct group *g; /* NULL once the group stopped */
+	struct rio_install *req;
+	uint64_t index;
+};
+
 struct group {
 	uint32_t id;
 	struct group_mgr *m;
@@ -28,6 +37,8 @@ struct group {
 	int state;
 	bool remove; /* drop the group once closed (else keep it, dead) */
 	bool failed;
+	bool broken; /* fail at the next poll (errmsg says why) */
+	struct install *install;
 	bool dirty;
 	struct group *dirty_next;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
@@ -46,6 +57,7 @@ struct group_mgr {
 	size_t cap;
 	struct group *dirty_head;
 	struct group *dirty_tail;
+	struct group *round_head; /* dirty groups the running round polls */
 	bool closing;
 	group_mgr_close_cb close_cb;
 	void *close_data;
@@ -112,8 +124,16 @@ static void unlink_dirty(struct group *g)
 {
 	struct group_mgr *m = g->m;
 	struct group *prev = NULL, *x;
+	struct group **pp;
 	if (!g->dirty) {
 		return;
+	}
+	for (pp = &m->round_head; *pp != NULL; pp = &(*pp)->dirty_next) {
+		if (*pp == g) {
+			*pp = g->dirty_next;
+			g->dirty = false;
+			return;
+		}
 	}
 	for (x = m->dirty_head; x != NULL; prev = x, x = x->dirty_next) {
 		if (x == g) {
@@ -147,6 +167,115 @@ static int group_sync(void *data)
 }
 
 static void maybe_finish(struct group_mgr *m);
+
+/* Stops the group at the next poll: libraft may be on the stack. */
+static void break_group(struct group *g, const char *fmt, ...)
+{
+	va_list ap;
+	if (g->broken || g->failed) {
+		return;
+	}
+	g->broken = true;
+	va_start(ap, fmt);
+	vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
+	va_end(ap);
+	mark_dirty(g);
+}
+
+static void install_done(void *data, int status, const char *dir)
+{
+	struct install *x = data;
+	struct group *g = x->g;
+	uint64_t applied = 0;
+	int rv = status;
+
+	if (g == NULL) {
+		rio_install_done(x->req, RAFT_CANCELED);
+		free(x);
+		return;
+	}
+	g->install = NULL;
+	if (rv == 0) {
+		rv = g->fsm->import_state(g->fsm, g->id, dir, &applied);
+		if (rv != 0) {
+			break_group(g, "group %u: importing the state of "
+			               "snapshot %llu failed",
+			            g->id, (unsigned long long)x->index);
+		} else if (applied < x->index) {
+			rv = -1;
+			break_group(g,
+			            "group %u: the transferred state (%llu) is "
+			            "older than snapshot %llu",
+			            g->id, (unsigned long long)applied,
+			            (unsigned long long)x->index);
+		}
+	} else {
+		break_group(g, "group %u: state transfer for snapshot %llu "
+		               "given up",
+		            g->id, (unsigned long long)x->index);
+	}
+	if (rv == 0) {
+		replica_count_import(g->rp);
+	}
+	rio_install_done(x->req, rv == 0 ? 0 : RAFT_IOERR);
+	free(x);
+}
+
+static void group_install(void *data, uint64_t from,
+                          const struct raft_snapshot *snap,
+                          struct rio_install *req)
+{
+	struct group *g = data;
+	struct group_mgr *m = g->m;
+	struct install *x;
+	uint64_t applied = 0, index = 0;
+
+	if (snap->n_bufs != 1 ||
+	    replica_manifest_index(snap->bufs[0].base, snap->bufs[0].len,
+	                           g->id, &index) != 0) {
+		break_group(g, "group %u: installed snapshot %llu has a "
+		               "malformed manifest",
+		            g->id, (unsigned long long)snap->index);
+		rio_install_done(req, RAFT_MALFORMED);
+		return;
+	}
+	if (g->fsm->applied_index(g->fsm, g->id, &applied) == 0 &&
+	    applied >= index) {
+		rio_install_done(req, 0); /* the state has it already */
+		return;
+	}
+	if (m->o.fetch == NULL) {
+		break_group(g,
+		            "group %u: snapshot %llu is ahead of the state "
+		            "(%llu) and no state transfer is set up",
+		            g->id, (unsigned long long)index,
+		            (unsigned long long)applied);
+		rio_install_done(req, RAFT_IOERR);
+		return;
+	}
+	x = calloc(1, sizeof *x);
+	if (x == NULL) {
+		break_group(g, "group %u: out of memory", g->id);
+		rio_install_done(req, RAFT_NOMEM);
+		return;
+	}
+	x->g = g;
+	x->req = req;
+	x->index = index;
+	g->install = x;
+	if (m->o.fetch(m->o.fetch_data, g->id, from, index, install_done,
+	               x) != 0) {
+		if (g->install == x) {
+			g->install = NULL;
+			break_group(g,
+			            "group %u: cannot start the state transfer "
+			            "for snapshot %llu",
+			            g->id, (unsigned long long)index);
+			rio_install_done(req, RAFT_IOERR);
+			free(x);
+		}
+	}
+}
 
 static void remove_group(struct group_mgr *m, struct group *g)
 {
@@ -182,6 +311,10 @@ static void stop_group(struct group *g)
 		return;
 	}
 	g->state = G_STOPPING;
+	if (g->install != NULL) {
+		g->install->g = NULL; /* the fetch owner finishes it */
+		g->install = NULL;
+	}
 	replica_shutdown(g->rp);
 	raft_close(&g->raft, raft_closed);
 	mark_dirty(g);
@@ -194,7 +327,10 @@ static void group_failed(struct group *g)
 		return;
 	}
 	g->failed = true;
-	snprintf(g->errmsg, sizeof g->errmsg, "%s", replica_errmsg(g->rp));
+	if (!g->broken) {
+		snprintf(g->errmsg, sizeof g->errmsg, "%s",
+		         replica_errmsg(g->rp));
+	}
 	if (m->o.on_failed != NULL) {
 		m->o.on_failed(m->o.on_failed_data, g->id, g->errmsg);
 	}
@@ -208,16 +344,19 @@ static void prepare_cb(uv_prepare_t *p)
 
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		struct group *g;
-		while ((g = m->dirty_head) != NULL) {
-			m->dirty_head = g->dirty_next;
-			if (m->dirty_head == NULL) {
-				m->dirty_tail = NULL;
-			}
+		/* This round polls the groups dirty now; a group its own poll
+		 * (or another's) makes dirty again waits for the next round,
+		 * so a group that keeps itself busy cannot hold the loop. */
+		m->round_head = m->dirty_head;
+		m->dirty_head = m->dirty_tail = NULL;
+		while ((g = m->round_head) != NULL) {
+			m->round_head = g->dirty_next;
+			g->dirty_next = NULL;
 			g->dirty = false;
 			if (g->rp == NULL || g->state == G_CREATED) {
 				continue;
 			}
-			if (replica_poll(g->rp) != 0) {
+			if (g->broken || replica_poll(g->rp) != 0) {
 				group_failed(g);
 			}
 		}
@@ -327,8 +466,10 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 	rh.clock_data = m->o.clock_data;
 	rh.notify = group_notify;
 	rh.notify_data = g;
-	rh.fetch = m->o.fetch;
-	rh.fetch_data = m->o.fetch_data;
+	/* State transfer runs before the install is stored (the rio install
+	 * hook below), so restore only checks. */
+	rh.fetch = NULL;
+	rh.fetch_data = NULL;
 	rv = replica_new(&g->rp, id, fsm, &rpp, &rh);
 	if (rv != 0) {
 		free(g);
@@ -337,6 +478,7 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 	ioh.data = g;
 	ioh.notify = group_notify;
 	ioh.sync = group_sync;
+	ioh.install = group_install;
 	g->io.data = NULL;
 	rv = rio_init(&g->io, m->store, id, &ioh);
 	if (rv != 0) {
@@ -529,6 +671,36 @@ int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target)
 		               raft_errmsg(&g->raft));
 	}
 	mark_dirty(g);
+	return 0;
+}
+
+int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
+                            unsigned ms)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	struct raft *r;
+	raft_time now, elapsed;
+	unsigned t;
+
+	if (g == NULL) {
+		return rv;
+	}
+	r = &g->raft;
+	if (ms == 0 || raft_state(r) != RAFT_FOLLOWER ||
+	    r->follower_state.current_leader.id != gone) {
+		return REPLICA_EINVAL;
+	}
+	/* libraft keeps the timer as start + randomized timeout: bring the
+	 * expiry forward, never back. */
+	now = g->io.time(&g->io);
+	elapsed = now > r->election_timer_start ? now - r->election_timer_start
+	                                        : 0;
+	t = (unsigned)g->io.random(&g->io, (int)ms, 2 * (int)ms);
+	if (elapsed + t < r->follower_state.randomized_election_timeout) {
+		r->follower_state.randomized_election_timeout =
+		    (unsigned)(elapsed + t);
+	}
 	return 0;
 }
 

@@ -45,13 +45,37 @@ struct group_params {
 	                                  snapshot */
 };
 
+/* The end of a state transfer: status 0 with `dir` holding the group's
+ * state as files written by fsm->export_state on another node (only valid
+ * during the call: the group imports them before returning), anything
+ * else when the transfer was given up (the owner is shutting down). */
+typedef void (*group_fetch_done_fn)(void *done_data, int status,
+                                    const char *dir);
+
+/* State transfer for a snapshot installed from peer `from`: fetch the
+ * group's state with an applied index (fsm->applied_index) of at least
+ * `index` (what the snapshot's manifest stands for) and call
+ * done(done_data, ...)
+ * exactly once, on the loop, possibly before returning. A transfer that
+ * fails should be retried (from `from` or any other replica: every
+ * replica's applied state is a committed prefix) until it succeeds: the
+ * group takes no entries meanwhile, and libraft cannot take back an
+ * install. The owner must call `done` for every fetch at the latest when
+ * it shuts down, even if the group stopped first. Returns non-zero when
+ * no transfer can be started (the group then fails). */
+typedef int (*group_fetch_fn)(void *data, uint32_t group, uint64_t from,
+                              uint64_t index, group_fetch_done_fn done,
+                              void *done_data);
+
 struct group_options {
 	uint64_t node_id;    /* this node's raft id, > 0 */
 	const char *address; /* this node's internal address (copied) */
 	struct group_params defaults;
 	replica_clock_fn clock; /* wall clock for now_ms; NULL = realtime */
 	void *clock_data;
-	replica_fetch_fn fetch; /* state transfer; NULL = none yet */
+	group_fetch_fn fetch; /* state transfer; NULL = none: a lagging
+	                         replica whose state is behind an installed
+	                         snapshot then fails */
 	void *fetch_data;
 	/* A group stopped by itself (storage or state-machine failure). */
 	void (*on_failed)(void *data, uint32_t group, const char *msg);
@@ -121,6 +145,15 @@ int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
 
 /* Asks the leader of `id` to hand leadership to `target` (0 = any voter). */
 int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target);
+
+/* The leader `gone` of group `id` is known to be unreachable (e.g. its
+ * connection just dropped): if this replica follows it, its election
+ * timer now expires within [ms, 2 ms] instead of after the full election
+ * timeout, so a new leader comes sooner. A leader that is in fact alive
+ * resets the timer with its next heartbeat. 0, or REPLICA_EINVAL when the
+ * replica does not follow `gone` (nothing changes). */
+int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
+                            unsigned ms);
 
 int group_status(struct group_mgr *m, uint32_t id, struct group_status *st);
 

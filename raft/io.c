@@ -95,6 +95,14 @@ struct rio_batch {
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 };
 
+/* An install waiting for the owner's state transfer (rio_hooks.install). */
+struct rio_install {
+	struct rio *io; /* NULL once cancelled */
+	struct raft_io_snapshot_put *req;
+	const struct raft_snapshot *snap; /* libraft's, valid until cb */
+	raft_io_snapshot_put_cb cb;
+};
+
 /* One group's instance. */
 struct rio {
 	struct raft_io *io;
@@ -114,6 +122,8 @@ struct rio {
 	uint64_t last_gen;     /* last batch we wrote into (to count groups) */
 	unsigned outstanding;  /* requests whose callback is still due */
 	struct rio_fifo held;  /* sends waiting for meta_gen to be on disk */
+	uint64_t install_from;        /* sender of the last InstallSnapshot */
+	struct rio_install *install;  /* waiting for the state transfer */
 	bool in_held_list;
 	struct rio *held_next;
 	struct rio *prev;
@@ -619,6 +629,13 @@ static void run_soon(struct rio_store *s)
 			break;
 		case REQ_SNAPSHOT_GET:
 			q->req.get->cb(q->req.get, q->snapshot, q->status);
+			free(q);
+			r->outstanding--;
+			notify(r);
+			maybe_closed(r);
+			break;
+		case REQ_SNAPSHOT_PUT:
+			q->req.put->cb(q->req.put, q->status);
 			free(q);
 			r->outstanding--;
 			notify(r);
@@ -1409,12 +1426,94 @@ static int io_truncate(struct raft_io *io, raft_index index)
 	return 0;
 }
 
+static int put_snapshot(struct rio *r, unsigned trailing,
+                        struct raft_io_snapshot_put *req,
+                        const struct raft_snapshot *snap,
+                        raft_io_snapshot_put_cb cb);
+
+/* Completes a snapshot put with `status` at the next flush. */
+static int fail_put(struct rio *r, struct raft_io_snapshot_put *req,
+                    raft_io_snapshot_put_cb cb, int status)
+{
+	struct rio_req *q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		return RAFT_NOMEM;
+	}
+	req->cb = cb;
+	q->type = REQ_SNAPSHOT_PUT;
+	q->status = status;
+	q->io = r;
+	q->req.put = req;
+	r->outstanding++;
+	soon_push(r->s, q);
+	return 0;
+}
+
+void rio_install_done(struct rio_install *x, int status)
+{
+	struct rio *r = x->io;
+	int rv;
+
+	if (r == NULL) {
+		free(x); /* cancelled when the instance closed */
+		return;
+	}
+	r->install = NULL;
+	r->outstanding--;
+	rv = status;
+	if (rv == 0 && (r->closing || r->s->errored)) {
+		rv = r->closing ? RAFT_CANCELED : RAFT_IOERR;
+	}
+	if (rv == 0) {
+		rv = put_snapshot(r, 0, x->req, x->snap, x->cb);
+	}
+	if (rv != 0 && fail_put(r, x->req, x->cb, rv) != 0) {
+		abort(); /* libraft must hear of its install */
+	}
+	free(x);
+	notify(r);
+	maybe_closed(r);
+}
+
 static int io_snapshot_put(struct raft_io *io, unsigned trailing,
                            struct raft_io_snapshot_put *req,
                            const struct raft_snapshot *snap,
                            raft_io_snapshot_put_cb cb)
 {
 	struct rio *r = io->impl;
+	struct rio_install *x;
+
+	if (r->closing) {
+		return RAFT_CANCELED;
+	}
+	if (r->s->errored) {
+		memcpy(io->errmsg, r->s->errmsg, sizeof io->errmsg);
+		return RAFT_IOERR;
+	}
+	if (trailing != 0 || r->hooks.install == NULL) {
+		return put_snapshot(r, trailing, req, snap, cb);
+	}
+	/* Installing a peer's snapshot: the state comes first. */
+	x = calloc(1, sizeof *x);
+	if (x == NULL) {
+		return RAFT_NOMEM;
+	}
+	x->io = r;
+	x->req = req;
+	x->snap = snap;
+	x->cb = cb;
+	r->install = x;
+	r->outstanding++;
+	r->hooks.install(r->hooks.data, r->install_from, snap, x);
+	return 0;
+}
+
+static int put_snapshot(struct rio *r, unsigned trailing,
+                        struct raft_io_snapshot_put *req,
+                        const struct raft_snapshot *snap,
+                        raft_io_snapshot_put_cb cb)
+{
+	struct raft_io *io = r->io;
 	struct rio_store *s = r->s;
 	struct rio_batch *b;
 	struct rio_req *q;
@@ -1624,6 +1723,15 @@ static void io_close(struct raft_io *io, raft_io_close_cb cb)
 	}
 	map_del(&s->map, r->group);
 	release_held(s); /* cancels ours */
+	if (r->install != NULL) {
+		struct rio_install *x = r->install;
+		r->install = NULL;
+		x->io = NULL; /* the owner frees it with rio_install_done */
+		r->outstanding--;
+		if (fail_put(r, x->req, x->cb, RAFT_CANCELED) != 0) {
+			abort();
+		}
+	}
 	maybe_closed(r);
 }
 
@@ -1729,6 +1837,9 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 	struct rio *r = map_get(&s->map, group);
 	if (r == NULL || !r->started || r->closing || r->recv == NULL) {
 		return RAFT_NOTFOUND;
+	}
+	if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
+		r->install_from = m->server_id;
 	}
 	r->recv(r->io, m);
 	notify(r);

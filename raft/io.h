@@ -32,6 +32,7 @@
 #include <uv.h>
 
 struct rio_store;
+struct rio_install;
 
 /* Hands one message of `group` to the node transport. The hook must copy or
  * encode all it needs before returning: `m` (entries, snapshot data,
@@ -61,6 +62,18 @@ struct rio_hooks {
 	 * this group (a snapshot), so the state those entries produced is
 	 * durable first. Non-zero fails the batch. */
 	int (*sync)(void *data);
+	/* A snapshot `snap` sent by peer `from` (InstallSnapshot) is being
+	 * installed: the state it stands for lives on other nodes. Runs on the loop, inside libraft. The owner brings the
+	 * group's state to where `snap` says (state transfer) and then calls
+	 * rio_install_done(req, 0), possibly before returning. Only then is
+	 * the snapshot record written and libraft told, so the record never
+	 * runs ahead of the state. libraft cannot undo an install that
+	 * fails (it already moved its log), so the owner retries a failed
+	 * transfer and reports a non-zero status only when the group is
+	 * stopping or broken. NULL: the snapshot is stored at once. */
+	void (*install)(void *data, uint64_t from,
+	                const struct raft_snapshot *snap,
+	                struct rio_install *req);
 };
 
 /* Counters, for tests, metrics and benchmarks. */
@@ -119,6 +132,11 @@ void rio_store_free(struct rio_store *s);
  * group already has an instance. Call before raft_init(). */
 int rio_init(struct raft_io *io, struct rio_store *s, uint32_t group,
              const struct rio_hooks *hooks);
+
+/* Finishes an install handed to the `install` hook; `status` 0 stores the
+ * snapshot, anything else fails it. May be called after the instance
+ * closed (the install was cancelled then): it only frees `req`. */
+void rio_install_done(struct rio_install *req, int status);
 
 /* Releases what rio_init allocated; only after libraft's close callback
  * (raft_close) or if raft_init was never called. */

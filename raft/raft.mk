@@ -1,14 +1,21 @@
 # raft/: libraft groups on our RocksDB raft_io (io.c), the per-group glue to
-# the state machine (replica.c, entry.c) and the multi-group manager
-# (group.c). See docs/architecture.md.
+# the state machine (replica.c, entry.c), the multi-group manager
+# (group.c), and the cluster layer: node transport (transport.c,
+# msg_codec.c), placement, forwarding RPC and snapshot state transfer
+# (forward.c, xfer.c). See docs/architecture.md and docs/cluster.md.
 noinst_LIBRARIES += raft/liblsraft.a
 NODE_LIBS += raft/liblsraft.a
 raft_liblsraft_a_SOURCES = \
 	raft/entry.c raft/entry.h \
 	raft/fsm.h \
+	raft/forward.c raft/forward.h \
 	raft/group.c raft/group.h \
 	raft/io.c raft/io.h \
-	raft/replica.c raft/replica.h
+	raft/msg_codec.c raft/msg_codec.h \
+	raft/placement.c raft/placement.h \
+	raft/replica.c raft/replica.h \
+	raft/transport.c raft/transport.h \
+	raft/xfer.c raft/xfer.h
 
 # Single-node benchmark: throughput, commit latency, fsyncs per second.
 noinst_PROGRAMS += raft/bench_raft
@@ -49,3 +56,37 @@ tests_fuzz_fuzz_raft_entry_SOURCES = tests/fuzz/fuzz_raft_entry.c
 tests_fuzz_fuzz_raft_entry_LDADD = raft/liblsraft.a $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_raft_entry_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_entry
+
+# The cluster layer (docs/cluster.md).
+UNIT_TESTS += tests/unit/test_raft_msg
+tests_unit_test_raft_msg_SOURCES = tests/unit/test_raft_msg.c
+tests_unit_test_raft_msg_LDADD = $(RAFT_TEST_LIBS)
+
+UNIT_TESTS += tests/unit/test_raft_transport
+tests_unit_test_raft_transport_SOURCES = tests/unit/test_raft_transport.c \
+	$(RAFT_TEST_FSM)
+tests_unit_test_raft_transport_LDADD = $(RAFT_TEST_LIBS)
+
+UNIT_TESTS += tests/unit/test_store_node
+tests_unit_test_store_node_SOURCES = tests/unit/test_store_node.c \
+	tests/unit/store_test_util.c tests/unit/store_test_util.h
+tests_unit_test_store_node_LDADD = store/libstore.a $(DEP_LIBS) \
+	$(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_raft_msg
+tests_fuzz_fuzz_raft_msg_SOURCES = tests/fuzz/fuzz_raft_msg.c
+tests_fuzz_fuzz_raft_msg_LDADD = raft/liblsraft.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_raft_msg_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_msg
+
+# Three nodes (real processes) on loopback: placement, leaders, forwarding,
+# kills and restarts, snapshots to followers, refusals.
+INTEGRATION_TESTS += tests/integration/test_cluster
+tests_integration_test_cluster_SOURCES = tests/integration/test_cluster.c
+tests_integration_test_cluster_LDADD = tests/integration/libharness.a \
+	wire/libwire.a $(CMOCKA_LIBS) $(DEP_LIBS)
+
+# Three raft stores on one loop over loopback TCP (docs/cluster.md).
+noinst_PROGRAMS += raft/bench_cluster
+raft_bench_cluster_SOURCES = raft/bench_cluster.c
+raft_bench_cluster_LDADD = raft/liblsraft.a $(DEP_LIBS)

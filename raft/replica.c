@@ -18,7 +18,11 @@
 /* Snapshot manifest: the state is already in RocksDB, so a snapshot only
  * records where it stands.
  *   0 "LSRM" | 4 u8 version (1) | 5 3 x 0 | 8 u32 group | 12 u32 0
- *   | 16 u64 applied index | 24 u64 now_ms of that entry      (32 bytes) */
+ *   | 16 u64 state index | 24 u64 now_ms of that entry        (32 bytes)
+ * The state index is the last command entry the state holds (the fsm's
+ * applied index), which may be below the snapshot's Raft index when the
+ * last entries were barriers or configuration changes: they carry no
+ * state. */
 #define MANIFEST_SIZE 32
 #define MANIFEST_VERSION 1
 
@@ -112,6 +116,9 @@ struct replica {
 	int failed;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 	struct replica_stats st;
+#ifdef LS_FAULT_HOOKS
+	int fault; /* FAULT_* (test build only: see "Fault hooks") */
+#endif
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -164,6 +171,8 @@ const char *replica_strerror(int code)
 		return "the group already exists or has state";
 	case REPLICA_EINVAL:
 		return "invalid argument";
+	case REPLICA_EUNAVAILABLE:
+		return "no leader of the group could be reached in time";
 	default:
 		return "unknown error";
 	}
@@ -423,7 +432,7 @@ static int fsm_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[],
 	memcpy(m, "LSRM", 4);
 	m[4] = MANIFEST_VERSION;
 	put32(m + 8, rp->group);
-	put64(m + 16, raft_last_applied(r));
+	put64(m + 16, rp->floor);
 	put64(m + 24, rp->last_now_ms);
 	(*bufs)[0].base = m;
 	(*bufs)[0].len = MANIFEST_SIZE;
@@ -437,6 +446,18 @@ static int fsm_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[],
 	return 0;
 }
 
+int replica_manifest_index(const void *buf, size_t len, uint32_t group,
+                           uint64_t *index)
+{
+	const uint8_t *m = buf;
+	if (len != MANIFEST_SIZE || memcmp(m, "LSRM", 4) != 0 ||
+	    m[4] != MANIFEST_VERSION || get32(m + 8) != group) {
+		return REPLICA_EINVAL;
+	}
+	*index = get64(m + 16);
+	return 0;
+}
+
 static int fsm_restore(struct raft_fsm *f, struct raft_buffer *buf)
 {
 	struct replica *rp = f->data;
@@ -445,13 +466,12 @@ static int fsm_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	char dir[4096];
 	int rv;
 
-	if (buf->len != MANIFEST_SIZE || memcmp(m, "LSRM", 4) != 0 ||
-	    m[4] != MANIFEST_VERSION || get32(m + 8) != rp->group) {
+	if (replica_manifest_index(buf->base, buf->len, rp->group, &index) !=
+	    0) {
 		snprintf(rp->errmsg, sizeof rp->errmsg,
 		         "group %u: snapshot manifest is malformed", rp->group);
 		return RAFT_MALFORMED;
 	}
-	index = get64(m + 16);
 	now_ms = get64(m + 24);
 	rv = rp->fsm->applied_index(rp->fsm, rp->group, &applied);
 	if (rv != 0) {
@@ -600,11 +620,118 @@ static int check_open(struct replica *rp, uint64_t *leader_id)
 	return 0;
 }
 
+#ifdef LS_FAULT_HOOKS
+/* ---- Fault hooks (lodestone-faulty only; never in the normal build) ----
+ *
+ * jepsen/'s proof that its checkers catch broken guarantees. The
+ * environment variable LODESTONE_FAULT picks one:
+ *  - ack-before-commit: a proposal on the leader is answered at once with
+ *    a fabricated success, before it is replicated; the command is still
+ *    proposed, and is lost if leadership is (partition, crash);
+ *  - read-no-barrier: a read is served at once from local state, with no
+ *    barrier and on any replica, leader or not (stale reads). */
+enum { FAULT_NONE, FAULT_ACK_BEFORE_COMMIT, FAULT_READ_NO_BARRIER };
+
+static int fault_mode(uint32_t group)
+{
+	const char *v = getenv("LODESTONE_FAULT");
+	int mode = FAULT_NONE;
+	if (v == NULL || v[0] == '\0') {
+		return FAULT_NONE;
+	}
+	if (strcmp(v, "ack-before-commit") == 0) {
+		mode = FAULT_ACK_BEFORE_COMMIT;
+	} else if (strcmp(v, "read-no-barrier") == 0) {
+		mode = FAULT_READ_NO_BARRIER;
+	}
+	fprintf(stderr,
+	        mode == FAULT_NONE
+	            ? "lodestone: unknown LODESTONE_FAULT '%s' ignored "
+	              "(group %u)\n"
+	            : "lodestone: FAULT HOOK %s ACTIVE on group %u: this "
+	              "node breaks its guarantees on purpose\n",
+	        v, (unsigned)group);
+	return mode;
+}
+
+static void fault_drop(void *data, int status, uint8_t *result, size_t len)
+{
+	(void)data;
+	(void)status;
+	(void)len;
+	free(result);
+}
+
+/* Proposes cmd for real (its outcome dropped) and answers the caller
+ * with a success right away. The answer is a store result (store/result.h)
+ * "version 1, OK, nil", so that the servers above take it for success. */
+static int fault_propose(struct replica *rp, const void *cmd, size_t len,
+                         replica_propose_cb cb, void *data, uint64_t *leader_id)
+{
+	static const uint8_t ok_nil[3] = {1, 0, 0};
+	struct batch *fake = calloc(1, sizeof *fake);
+	struct fsm_result *res = calloc(1, sizeof *res);
+	int rv;
+
+	if (fake == NULL || res == NULL ||
+	    waiters_push(&fake->ws, cb, NULL, data) != 0 ||
+	    (res->data = malloc(sizeof ok_nil)) == NULL) {
+		free(fake != NULL ? fake->ws.w : NULL);
+		free(fake);
+		free(res);
+		return REPLICA_ENOMEM;
+	}
+	memcpy(res->data, ok_nil, sizeof ok_nil);
+	res->len = sizeof ok_nil;
+	fake->rp = rp;
+	fake->results = res;
+	rv = replica_propose(rp, cmd, len, fault_drop, NULL, leader_id);
+	if (rv != 0) {
+		free(res->data);
+		free(res);
+		free(fake->ws.w);
+		free(fake);
+		return rv;
+	}
+	fake->status = REPLICA_OK;
+	push_done(rp, &fake->done, DONE_BATCH);
+	notify(rp);
+	return 0;
+}
+
+/* Serves a read now from local state, leader or not. */
+static int fault_read(struct replica *rp, replica_read_cb cb, void *data)
+{
+	struct reads *x;
+
+	if (rp->stopping || rp->failed || rp->raft == NULL) {
+		return REPLICA_ESHUTDOWN;
+	}
+	x = calloc(1, sizeof *x);
+	if (x == NULL || waiters_push(&x->ws, NULL, cb, data) != 0) {
+		free(x);
+		return REPLICA_ENOMEM;
+	}
+	x->rp = rp;
+	x->status = REPLICA_OK;
+	rp->st.reads++;
+	push_done(rp, &x->done, DONE_READS);
+	notify(rp);
+	return 0;
+}
+#endif /* LS_FAULT_HOOKS */
+
 int replica_propose(struct replica *rp, const void *cmd, size_t len,
                     replica_propose_cb cb, void *data, uint64_t *leader_id)
 {
 	struct batch *b;
 	int rv;
+
+#ifdef LS_FAULT_HOOKS
+	if (rp->fault == FAULT_ACK_BEFORE_COMMIT && cb != fault_drop) {
+		return fault_propose(rp, cmd, len, cb, data, leader_id);
+	}
+#endif
 
 	rv = check_open(rp, leader_id);
 	if (rv != 0) {
@@ -649,6 +776,15 @@ int replica_read(struct replica *rp, replica_read_cb cb, void *data,
                  uint64_t *leader_id)
 {
 	int rv;
+
+#ifdef LS_FAULT_HOOKS
+	if (rp->fault == FAULT_READ_NO_BARRIER) {
+		if (leader_id != NULL) {
+			*leader_id = 0;
+		}
+		return fault_read(rp, cb, data);
+	}
+#endif
 
 	rv = check_open(rp, leader_id);
 	if (rv != 0) {
@@ -901,6 +1037,9 @@ int replica_new(struct replica **out, uint32_t group, struct fsm *fsm,
 	rp->rfsm.apply = fsm_apply;
 	rp->rfsm.snapshot = fsm_snapshot;
 	rp->rfsm.restore = fsm_restore;
+#ifdef LS_FAULT_HOOKS
+	rp->fault = fault_mode(group);
+#endif
 	*out = rp;
 	return 0;
 }
@@ -957,6 +1096,11 @@ const char *replica_errmsg(const struct replica *rp)
 void replica_stats(const struct replica *rp, struct replica_stats *st)
 {
 	*st = rp->st;
+}
+
+void replica_count_import(struct replica *rp)
+{
+	rp->st.imports++;
 }
 
 uint64_t replica_last_now_ms(const struct replica *rp)

@@ -43,7 +43,9 @@ enum {
 	REPLICA_ENOMEM,
 	REPLICA_EIO,    /* storage or state-machine failure */
 	REPLICA_EEXIST, /* the group exists / already has state */
-	REPLICA_EINVAL  /* bad argument */
+	REPLICA_EINVAL, /* bad argument */
+	REPLICA_EUNAVAILABLE /* no leader reachable before the deadline
+	                        (forwarding): nothing was applied */
 };
 
 const char *replica_strerror(int code);
@@ -140,6 +142,14 @@ void replica_free(struct replica *rp);
 bool replica_is_ready(const struct replica *rp); /* leader, barrier done */
 const char *replica_errmsg(const struct replica *rp);
 void replica_stats(const struct replica *rp, struct replica_stats *st);
+
+/* Reads the state index a snapshot manifest (the snapshot's data, written
+ * by this module) stands for: the state must be at least there. */
+int replica_manifest_index(const void *buf, size_t len, uint32_t group,
+                           uint64_t *index);
+
+/* Counts a state imported by the owner's state transfer (stats only). */
+void replica_count_import(struct replica *rp);
 
 /* Latest now_ms seen in the group's entries (applied or proposed). */
 uint64_t replica_last_now_ms(const struct replica *rp);

@@ -73,6 +73,8 @@ static const struct op_desc ops[] = {
      true,
      "SCOPE_LIST",
      {F_KIND, F_TENANT, F_NS, F_ARG, F_MAX}},
+    {STORE_OP_NODE_SET, false, true, "NODE_SET", {F_KEY, F_VALUE}},
+    {STORE_OP_NODE_LIST, true, true, "NODE_LIST", {F_END}},
     {STORE_OP_STREAM_APPEND, false, false, "STREAM_APPEND", {SS, F_ITEMS}},
     {STORE_OP_STREAM_APPEND_IDEM,
      false,

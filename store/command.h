@@ -47,6 +47,12 @@ enum store_op {
 	 * next cursor | nil]. Empty tenant = all tenants; empty ns = all
 	 * namespaces of the tenant. */
 	STORE_OP_SCOPE_LIST = 0x04,
+	/* Meta group: one record per cluster node (its client addresses),
+	 * opaque to the store. key=node id (8 bytes, BE) value=record ->
+	 * i64 1 created, 0 replaced */
+	STORE_OP_NODE_SET = 0x05,
+	/* (read) -> [[key, value]...] in key order */
+	STORE_OP_NODE_LIST = 0x06,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

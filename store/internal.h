@@ -24,6 +24,7 @@ struct store {
 	char err[256];
 	char export_err[256];
 	char sync_err[256];
+	struct store_observer observer; /* all NULL when none */
 };
 
 /* A record kept in the transaction until commit (hot meta records that

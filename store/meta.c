@@ -1,5 +1,6 @@
-/* Registered scopes (streams and caches) in the meta group: tenant /
- * namespace / name with shard count, retention and durability. */
+/* The meta group's records: registered scopes (streams and caches) by
+ * tenant / namespace / name with shard count, retention and durability,
+ * and one opaque record per cluster node (its client addresses). */
 #include <string.h>
 
 #include "store/internal.h"
@@ -290,9 +291,77 @@ fail:
 	return -1;
 }
 
+#define NODE_ID_LEN 8
+#define NODE_RECORD_MAX 4096
+#define NODES_MAX 1024
+
+/* key = node id, value = the node's record (opaque here). */
+static int node_set(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old;
+	int found;
+
+	if (c->key.len != NODE_ID_LEN || c->value.len > NODE_RECORD_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR a node record needs an 8-byte id and at most "
+		          "4096 bytes");
+		return 0;
+	}
+	sbuf_init(&k);
+	key_start(&k, 0, K_NODE);
+	sbuf_add(&k, c->key.p, c->key.len);
+	found = tx_get(tx, &k, &old);
+	val_free(&old);
+	if (found >= 0) {
+		tx_put(tx, &k, c->value.p, c->value.len);
+	}
+	sbuf_free(&k);
+	if (found < 0) {
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, found ? 0 : 1);
+	return 0;
+}
+
+static int node_list(struct tx *tx, struct sbuf *res)
+{
+	struct sbuf prefix;
+	struct titer it;
+	uint32_t n = 0;
+	size_t mark;
+
+	sbuf_init(&prefix);
+	key_start(&prefix, 0, K_NODE);
+	res_begin(res, STORE_OK);
+	mark = res_array_open(res);
+	titer_open(&it, tx, &prefix);
+	for (titer_seek(&it, NULL); titer_valid(&it) && n < NODES_MAX;
+	     titer_next(&it)) {
+		size_t kl, vl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		const uint8_t *vp = titer_value(&it, &vl);
+		res_array(res, 2);
+		res_bytes(res, kp + prefix.len, kl - prefix.len);
+		res_bytes(res, vp, vl);
+		n++;
+	}
+	sbuf_free(&prefix);
+	if (titer_close(&it) != 0) {
+		return -1;
+	}
+	res_array_close(res, mark, n);
+	return 0;
+}
+
 int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	switch (c->op) {
+	case STORE_OP_NODE_SET:
+		return node_set(tx, c, res);
+	case STORE_OP_NODE_LIST:
+		return node_list(tx, res);
 	case STORE_OP_SCOPE_REGISTER:
 		return scope_register(tx, c, res);
 	case STORE_OP_SCOPE_DELETE:

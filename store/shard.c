@@ -107,6 +107,8 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_SCOPE_DELETE:
 	case STORE_OP_SCOPE_DESCRIBE:
 	case STORE_OP_SCOPE_LIST:
+	case STORE_OP_NODE_SET:
+	case STORE_OP_NODE_LIST:
 		return meta_apply(tx, c, res);
 	case STORE_OP_STREAM_APPEND:
 	case STORE_OP_STREAM_APPEND_IDEM:
@@ -222,6 +224,109 @@ static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	return 0;
 }
 
+void store_set_observer(struct store *s, const struct store_observer *o)
+{
+	if (o == NULL) {
+		memset(&s->observer, 0, sizeof s->observer);
+	} else {
+		s->observer = *o;
+	}
+}
+
+/* Reads up to two leading u64 or nil items of an OK array result. */
+static int result_pair(const struct fsm_result *r, bool nil_ok,
+                       struct store_value v[3])
+{
+	struct store_result res;
+	struct store_value a;
+
+	if (r->len == 0 || store_result_open(r->data, r->len, &res) != 0 ||
+	    res.status != STORE_OK || !store_result_next(&res, &a) ||
+	    a.tag != STORE_T_ARRAY || a.n < 2) {
+		return -1;
+	}
+	for (unsigned i = 0; i < 2 || (i < 3 && i < a.n); i++) {
+		if (!store_result_next(&res, &v[i])) {
+			return -1;
+		}
+		if (v[i].tag == STORE_T_NIL && !nil_ok) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Tells the observer what the entry's commands appended, from each command
+ * and its result (the entry is written: nothing here can fail it). */
+static void notify(struct store *s, const struct fsm_entry *e,
+                   const struct fsm_result *results)
+{
+	const struct store_observer *o = &s->observer;
+
+	for (unsigned i = 0; i < e->n_cmds; i++) {
+		struct store_cmd c;
+		struct store_value v[3];
+		const char *msg;
+
+		if (e->cmds[i].len < 2) {
+			continue;
+		}
+		switch (e->cmds[i].data[1]) {
+		case STORE_OP_STREAM_APPEND:
+		case STORE_OP_STREAM_APPEND_IDEM:
+			if (o->stream_append == NULL) {
+				continue;
+			}
+			break;
+		case STORE_OP_CACHE_PUT:
+		case STORE_OP_CACHE_DELETE:
+			if (o->cache_change == NULL) {
+				continue;
+			}
+			break;
+		default:
+			continue;
+		}
+		if (store_cmd_decode(e->cmds[i].data, e->cmds[i].len, &c,
+		                     &msg) != 0) {
+			continue;
+		}
+		memset(v, 0, sizeof(struct store_value) * 3);
+		switch (c.op) {
+		case STORE_OP_STREAM_APPEND:
+		case STORE_OP_STREAM_APPEND_IDEM:
+			/* [base, count] or [base, count, duplicate] */
+			if (result_pair(&results[i], false, v) != 0 ||
+			    v[0].tag != STORE_T_U64 ||
+			    v[2].tag == STORE_T_TRUE || c.items.n == 0) {
+				continue;
+			}
+			o->stream_append(o->data, e->group, c.scope, c.shard,
+			                 v[0].u, &c.items);
+			break;
+		case STORE_OP_CACHE_PUT:
+			/* [offset, expires_at] */
+			if (result_pair(&results[i], false, v) != 0 ||
+			    v[0].tag != STORE_T_U64 ||
+			    v[1].tag != STORE_T_U64) {
+				continue;
+			}
+			o->cache_change(o->data, e->group, c.scope, c.shard,
+			                v[0].u, c.key, &c.value, v[1].u);
+			break;
+		default:
+			/* [removed | nil, offset | nil]: nil offset = absent */
+			if (result_pair(&results[i], true, v) != 0 ||
+			    v[1].tag != STORE_T_U64) {
+				continue;
+			}
+			o->cache_change(o->data, e->group, c.scope, c.shard,
+			                v[1].u, c.key, NULL, 0);
+			break;
+		}
+	}
+}
+
 int store_apply(struct store *s, const struct fsm_entry *e,
                 struct fsm_result *results)
 {
@@ -269,6 +374,7 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	}
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_fini(&tx);
+	notify(s, e, results);
 	return 0;
 
 err:

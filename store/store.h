@@ -164,4 +164,35 @@ typedef int (*store_shard_cb)(void *arg, uint8_t kind, struct store_slice scope,
 int store_list_shards(struct store *s, uint32_t group, store_shard_cb cb,
                       void *arg);
 
+/* --- Apply observer ------------------------------------------------------- */
+
+/* Called after an entry's WriteBatch is written, once per stream append
+ * that added records (plain or idempotent, not a duplicate), in log order.
+ * `records` is the command's payload list (walk it with store_list_next);
+ * record i sits at base_offset + i. Everything is borrowed for the call. */
+typedef void (*store_stream_append_cb)(void *data, uint32_t group,
+                                       struct store_slice scope, uint32_t shard,
+                                       uint64_t base_offset,
+                                       const struct store_list *records);
+
+/* Called the same way once per cache change that appended to the change
+ * log: a put (`value` non-NULL) or a delete that removed a key (`value`
+ * NULL). TTL expiry and compaction are not changes. */
+typedef void (*store_cache_change_cb)(void *data, uint32_t group,
+                                      struct store_slice scope, uint32_t shard,
+                                      uint64_t offset, struct store_slice key,
+                                      const struct store_slice *value,
+                                      uint64_t expires_at);
+
+struct store_observer {
+	store_stream_append_cb stream_append; /* may be NULL */
+	store_cache_change_cb cache_change;   /* may be NULL */
+	void *data;
+};
+
+/* Installs (copies) the observer, or removes it with NULL. Callbacks run on
+ * the reactor thread from inside store_apply(); they may read the store but
+ * must not apply. Replayed entries notify nothing. */
+void store_set_observer(struct store *s, const struct store_observer *o);
+
 #endif

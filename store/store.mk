@@ -59,3 +59,8 @@ tests_fuzz_fuzz_store_apply_LDADD = store/libstore.a $(FUZZ_DRIVER) \
 	$(DEP_LIBS)
 tests_fuzz_fuzz_store_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_store_apply
+
+UNIT_TESTS += tests/unit/test_store_observer
+tests_unit_test_store_observer_SOURCES = tests/unit/test_store_observer.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_observer_LDADD = $(STORE_TEST_LDADD)

@@ -1,0 +1,491 @@
+/* lodebench felix: acked publish throughput and latency against a running
+ * broker, with F subscribers fanning the stream out.
+ *
+ *   lodebench felix --felix HOST:PORT --ca FILE [--server-pid PID]
+ *       [--mode throughput|latency] [--batch N] [--size BYTES]
+ *       [--fanout F] [--seconds S] [--conns C] [--window W]
+ *       [--max-lag N] [--stream NAME] [--tenant T] [--token TOK]
+ *
+ * throughput: C publisher connections keep W acked batches of N records of
+ *   BYTES each in flight (binary 0x0009 frames) to one stream shard; F
+ *   subscriber connections read it live. Publishers pause while the
+ *   subscribers trail by more than --max-lag records each (default 16384;
+ *   0 lets them run ahead, and the broker then drops for them). Reports acked
+ * msgs/s and MB/s (10^6 bytes of payload), events delivered per second, and,
+ * with
+ *   --server-pid, the server's CPU seconds and MB/s per CPU second (from
+ *   /proc/PID/stat utime + stime).
+ * latency: one publisher sends a batch, waits for its ack, sends the next;
+ *   reports p50 / p99 / p999 of the ack round trip.
+ * Everything runs on one client thread: on a small machine the client
+ * competes with the broker for CPU, which the figures include. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/felix_client.h"
+#include "client/lodebench.h"
+
+#define MAX_CONNS 64
+#define MAX_FANOUT 64
+
+struct bench;
+
+struct pubconn {
+	struct bench *b;
+	struct felix_client *c;
+	bool ready;
+	unsigned inflight;
+};
+
+struct bench {
+	uv_loop_t loop;
+	char host[256];
+	uint16_t port;
+	const char *ca;
+	const char *tenant;
+	const char *token;
+	char stream[128];
+	int server_pid;
+	bool latency;
+	uint32_t batch;
+	size_t size;
+	unsigned fanout;
+	unsigned seconds;
+	unsigned conns;
+	unsigned window;
+	uint64_t max_lag; /* records a subscriber may trail by; 0 = no
+	                     pacing (then the broker drops) */
+	struct felix_view *payloads;
+	uint8_t *payload;
+	struct pubconn pubs[MAX_CONNS];
+	struct felix_client *subc[MAX_FANOUT];
+	unsigned ready;
+	unsigned subs_started;
+	bool stop;
+	bool failed;
+	char error[512];
+	uint64_t acked_batches;
+	uint64_t inflight_total;
+	uint64_t events;
+	/* latency */
+	uint64_t *lat_ns;
+	size_t nlat, caplat;
+	uint64_t sent_ns;
+	bool waiting;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static double server_cpu(int pid)
+{
+	char path[64], buf[4096];
+	if (pid <= 0) {
+		return 0;
+	}
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		return 0;
+	}
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the command name (which may hold spaces). */
+	char *p = strrchr(buf, ')');
+	if (p == NULL) {
+		return 0;
+	}
+	unsigned long long ut = 0, st = 0;
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime */
+	if (sscanf(p + 2,
+	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+	           &st) != 2) {
+		return 0;
+	}
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: lodebench felix --ca FILE [--felix HOST:PORT] "
+	        "[--server-pid PID]\n"
+	        "       [--mode throughput|latency] [--batch N] [--size B] "
+	        "[--fanout F]\n"
+	        "       [--seconds S] [--conns C] [--window W] [--max-lag N] "
+	        "[--stream NAME]\n"
+	        "       [--tenant T] [--token TOK]\n");
+}
+
+static void on_ready(void *data, struct felix_client *c, int status,
+                     const char *message)
+{
+	struct bench *b = data;
+	(void)c;
+	if (status != 0) {
+		b->failed = true;
+		snprintf(b->error, sizeof b->error, "connect: %s", message);
+	}
+	b->ready++;
+}
+
+static void on_started(void *data, struct felix_sub *sub, int status,
+                       const struct felix_msg *answer, const char *message)
+{
+	struct bench *b = data;
+	(void)sub;
+	(void)answer;
+	if (status != 0) {
+		b->failed = true;
+		snprintf(b->error, sizeof b->error, "subscribe: %s", message);
+	}
+	b->subs_started++;
+}
+
+static void on_events(void *data, struct felix_sub *sub, bool has_offset,
+                      uint64_t base, const struct felix_view *p, uint32_t n)
+{
+	struct bench *b = data;
+	(void)sub;
+	(void)has_offset;
+	(void)base;
+	(void)p;
+	b->events += n;
+}
+
+static void on_sub_ended(void *data, struct felix_sub *sub, const char *why)
+{
+	(void)data;
+	(void)sub;
+	(void)why;
+}
+
+static void pump(struct pubconn *pc);
+
+static void on_ack(void *data, int status, const char *message)
+{
+	struct pubconn *pc = data;
+	struct bench *b = pc->b;
+	pc->inflight--;
+	b->inflight_total--;
+	if (status != 0) {
+		if (!b->failed) {
+			snprintf(b->error, sizeof b->error, "publish: %s",
+			         message);
+		}
+		b->failed = true;
+		return;
+	}
+	b->acked_batches++;
+	if (b->latency) {
+		uint64_t d = now_ns() - b->sent_ns;
+		if (b->nlat == b->caplat) {
+			b->caplat = b->caplat ? b->caplat * 2 : 65536;
+			b->lat_ns =
+			    realloc(b->lat_ns, b->caplat * sizeof *b->lat_ns);
+		}
+		if (b->lat_ns != NULL) {
+			b->lat_ns[b->nlat++] = d;
+		}
+		b->waiting = false;
+	}
+	pump(pc);
+}
+
+static void pump(struct pubconn *pc)
+{
+	struct bench *b = pc->b;
+	unsigned window = b->latency ? 1 : b->window;
+	while (!b->stop && !b->failed && pc->inflight < window &&
+	       felix_client_backlog(pc->c) < (4u << 20)) {
+		/* Paced by the slowest possible subscriber: what was sent
+		 * to the fan-out minus what arrived. */
+		uint64_t sent = (b->acked_batches + b->inflight_total) *
+		                b->batch * b->fanout;
+		if (b->max_lag > 0 && b->fanout > 0 &&
+		    sent > b->events + b->max_lag * b->fanout) {
+			return;
+		}
+		pc->inflight++;
+		b->inflight_total++;
+		if (b->latency) {
+			b->sent_ns = now_ns();
+			b->waiting = true;
+		}
+		if (felix_client_publish(pc->c, "default", b->stream, false,
+		                         NULL, 0, b->payloads, b->batch,
+		                         FELIX_ACK_PER_BATCH, on_ack,
+		                         pc) != 0) {
+			pc->inflight--;
+			b->inflight_total--;
+			b->failed = true;
+			snprintf(b->error, sizeof b->error,
+			         "publish: connection lost");
+			return;
+		}
+	}
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, c = *(const uint64_t *)y;
+	return a < c ? -1 : a > c;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct bench *b = t->data;
+	/* Backlog-limited publishers resume here. */
+	for (unsigned i = 0; i < b->conns; i++) {
+		pump(&b->pubs[i]);
+	}
+}
+
+static void on_stop(uv_timer_t *t)
+{
+	struct bench *b = t->data;
+	b->stop = true;
+}
+
+static int connect_one(struct bench *b, struct felix_client **out)
+{
+	struct felix_client_config cfg;
+	char err[256];
+	felix_client_config_init(&cfg);
+	cfg.host = b->host;
+	cfg.port = b->port;
+	cfg.ca_file = b->ca;
+	cfg.server_name = "localhost";
+	cfg.tenant = b->tenant;
+	cfg.token = b->token;
+	if (felix_client_open(out, &b->loop, &cfg, on_ready, b, err,
+	                      sizeof err) != 0) {
+		fprintf(stderr, "lodebench: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void on_closed_timer(uv_handle_t *h)
+{
+	(void)h;
+}
+
+int lodebench_felix_main(int argc, char **argv)
+{
+	static struct bench b;
+	memset(&b, 0, sizeof b);
+	strcpy(b.host, "127.0.0.1");
+	b.port = 5000;
+	b.tenant = "t1";
+	b.token = "dev";
+	b.batch = 64;
+	b.size = 1024;
+	b.fanout = 1;
+	b.seconds = 10;
+	b.conns = 4;
+	b.window = 16;
+	b.max_lag = 16384;
+	snprintf(b.stream, sizeof b.stream, "bench-%d", (int)getpid());
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(o, "--help") == 0) {
+			usage(stdout);
+			return 0;
+		}
+		if (v == NULL) {
+			usage(stderr);
+			return 2;
+		}
+		if (strcmp(o, "--felix") == 0) {
+			const char *colon = strrchr(v, ':');
+			if (colon == NULL ||
+			    (size_t)(colon - v) >= sizeof b.host) {
+				usage(stderr);
+				return 2;
+			}
+			memcpy(b.host, v, (size_t)(colon - v));
+			b.host[colon - v] = '\0';
+			b.port = (uint16_t)atoi(colon + 1);
+		} else if (strcmp(o, "--ca") == 0) {
+			b.ca = v;
+		} else if (strcmp(o, "--server-pid") == 0) {
+			b.server_pid = atoi(v);
+		} else if (strcmp(o, "--mode") == 0) {
+			b.latency = strcmp(v, "latency") == 0;
+		} else if (strcmp(o, "--batch") == 0) {
+			b.batch = (uint32_t)atoi(v);
+		} else if (strcmp(o, "--size") == 0) {
+			b.size = (size_t)atol(v);
+		} else if (strcmp(o, "--fanout") == 0) {
+			b.fanout = (unsigned)atoi(v);
+		} else if (strcmp(o, "--seconds") == 0) {
+			b.seconds = (unsigned)atoi(v);
+		} else if (strcmp(o, "--conns") == 0) {
+			b.conns = (unsigned)atoi(v);
+		} else if (strcmp(o, "--window") == 0) {
+			b.window = (unsigned)atoi(v);
+		} else if (strcmp(o, "--max-lag") == 0) {
+			b.max_lag = strtoull(v, NULL, 10);
+		} else if (strcmp(o, "--stream") == 0) {
+			snprintf(b.stream, sizeof b.stream, "%s", v);
+		} else if (strcmp(o, "--tenant") == 0) {
+			b.tenant = v;
+		} else if (strcmp(o, "--token") == 0) {
+			b.token = v;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+		i++;
+	}
+	if (b.latency) {
+		b.conns = 1;
+	}
+	if (b.batch == 0 || b.batch > 65536 || b.conns == 0 ||
+	    b.conns > MAX_CONNS || b.fanout > MAX_FANOUT || b.window == 0 ||
+	    b.seconds == 0) {
+		usage(stderr);
+		return 2;
+	}
+	b.payload = malloc(b.size ? b.size : 1);
+	b.payloads = calloc(b.batch, sizeof *b.payloads);
+	if (b.payload == NULL || b.payloads == NULL) {
+		return 1;
+	}
+	memset(b.payload, 'p', b.size);
+	for (uint32_t i = 0; i < b.batch; i++) {
+		b.payloads[i].data = b.payload;
+		b.payloads[i].len = b.size;
+	}
+	uv_loop_init(&b.loop);
+	for (unsigned i = 0; i < b.conns; i++) {
+		b.pubs[i].b = &b;
+		if (connect_one(&b, &b.pubs[i].c) != 0) {
+			return 1;
+		}
+	}
+	for (unsigned i = 0; i < b.fanout; i++) {
+		if (connect_one(&b, &b.subc[i]) != 0) {
+			return 1;
+		}
+	}
+	while (b.ready < b.conns + b.fanout && !b.failed) {
+		uv_run(&b.loop, UV_RUN_ONCE);
+	}
+	/* The stream exists before subscribing (dev mode creates it). */
+	struct felix_view one = {(const uint8_t *)"w", 1};
+	b.pubs[0].inflight++;
+	b.inflight_total++;
+	felix_client_publish(b.pubs[0].c, "default", b.stream, false, NULL, 0,
+	                     &one, 1, FELIX_ACK_PER_BATCH, on_ack, &b.pubs[0]);
+	b.stop = true; /* the ack must not start the pump yet */
+	while (b.acked_batches == 0 && !b.failed) {
+		uv_run(&b.loop, UV_RUN_ONCE);
+	}
+	b.stop = false;
+	static const struct felix_sub_handlers h = {on_started, on_events,
+	                                            on_sub_ended};
+	for (unsigned i = 0; i < b.fanout && !b.failed; i++) {
+		struct felix_sub *sub;
+		if (felix_client_subscribe(b.subc[i], "default", b.stream, 0,
+		                           NULL, &h, &b, &sub) != 0) {
+			b.failed = true;
+		}
+	}
+	while (b.subs_started < b.fanout && !b.failed) {
+		uv_run(&b.loop, UV_RUN_ONCE);
+	}
+	if (b.failed) {
+		fprintf(stderr, "lodebench: %s\n", b.error);
+		return 1;
+	}
+	/* The warm-up record reached every subscriber or not: start the
+	 * fan-out count from zero either way. */
+	b.acked_batches = 0;
+	b.events = 0;
+	uv_timer_t tick, stop;
+	uv_timer_init(&b.loop, &tick);
+	uv_timer_init(&b.loop, &stop);
+	tick.data = &b;
+	stop.data = &b;
+	uv_timer_start(&tick, on_tick, 1, 1);
+	uv_timer_start(&stop, on_stop, (uint64_t)b.seconds * 1000, 0);
+	double cpu0 = server_cpu(b.server_pid);
+	uint64_t t0 = now_ns();
+	for (unsigned i = 0; i < b.conns; i++) {
+		pump(&b.pubs[i]);
+	}
+	while (!b.stop && !b.failed) {
+		uv_run(&b.loop, UV_RUN_ONCE);
+	}
+	double secs = (double)(now_ns() - t0) / 1e9;
+	double cpu = server_cpu(b.server_pid) - cpu0;
+	uint64_t acked = b.acked_batches;
+	uint64_t events = b.events;
+	/* Let in-flight acks drain before closing. */
+	for (int k = 0; k < 200; k++) {
+		unsigned busy = 0;
+		for (unsigned i = 0; i < b.conns; i++) {
+			busy += b.pubs[i].inflight;
+		}
+		if (busy == 0) {
+			break;
+		}
+		uv_run(&b.loop, UV_RUN_NOWAIT);
+		usleep(5000);
+	}
+	uv_timer_stop(&tick);
+	uv_close((uv_handle_t *)&tick, on_closed_timer);
+	uv_close((uv_handle_t *)&stop, on_closed_timer);
+	if (b.failed) {
+		fprintf(stderr, "lodebench: %s\n", b.error);
+	}
+	double msgs = (double)acked * b.batch / secs;
+	double mb = msgs * (double)b.size / 1e6;
+	if (b.latency) {
+		qsort(b.lat_ns, b.nlat, sizeof *b.lat_ns, cmp_u64);
+		size_t n = b.nlat;
+		double p50 = n ? (double)b.lat_ns[n * 50 / 100] / 1000 : 0;
+		double p99 = n ? (double)b.lat_ns[n * 99 / 100] / 1000 : 0;
+		double p999 = n ? (double)b.lat_ns[n * 999 / 1000] / 1000 : 0;
+		printf("felix latency: batch %u x %zu B, fanout %u: %zu acks "
+		       "in %.1f s; p50 %.0f us, p99 %.0f us, p999 %.0f us\n",
+		       b.batch, b.size, b.fanout, n, secs, p50, p99, p999);
+	} else {
+		printf("felix throughput: batch %u x %zu B, fanout %u, %u "
+		       "conns x window %u: %.0f msgs/s acked (%.1f MB/s), "
+		       "%.0f events/s delivered",
+		       b.batch, b.size, b.fanout, b.conns, b.window, msgs, mb,
+		       (double)events / secs);
+		if (b.server_pid > 0 && cpu > 0) {
+			printf(", server CPU %.2f s (%.0f%%), %.1f MB/s per "
+			       "server CPU-second",
+			       cpu, 100 * cpu / secs, mb * secs / cpu);
+		}
+		printf("\n");
+	}
+	for (unsigned i = 0; i < b.conns; i++) {
+		felix_client_close(b.pubs[i].c);
+	}
+	for (unsigned i = 0; i < b.fanout; i++) {
+		felix_client_close(b.subc[i]);
+	}
+	uv_run(&b.loop, UV_RUN_DEFAULT);
+	uv_loop_close(&b.loop);
+	free(b.lat_ns);
+	free(b.payload);
+	free(b.payloads);
+	return b.failed ? 1 : 0;
+}

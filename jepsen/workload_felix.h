@@ -1,0 +1,94 @@
+/* Felix plumbing shared by the stream and counter workloads:
+ *
+ *  - struct wl_fx: one process's Felix connection to one node
+ *    (client/felix_client.h over QUIC, the node's dev certificate), opened
+ *    on demand, given up after a connect timeout, dropped when a request
+ *    on it times out or it is lost, and reopened after a backoff;
+ *  - tickets: the callback data of one request. A process abandons a
+ *    request when its own timer gives up on it (Felix requests have no
+ *    timeout of their own); the late callback then finds the ticket
+ *    stale and does nothing. Tickets live until the workload is destroyed,
+ *    so a late callback never touches freed memory;
+ *  - the outcome of a refused Felix write: `fail` only when the broker
+ *    says it did not happen.
+ *
+ * Everything runs on the workload's loop thread. */
+#ifndef LS_JEPSEN_WORKLOAD_FELIX_H
+#define LS_JEPSEN_WORKLOAD_FELIX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "client/felix_client.h"
+#include "jepsen/workload_impl.h"
+
+#define WL_FX_TENANT "t1"
+#define WL_FX_NS "jepsen"
+
+struct wl_fx;
+
+/* The connection came up (up = true) or an attempt failed. */
+typedef void (*wl_fx_cb)(void *data, struct wl_fx *fx, bool up);
+
+struct wl_fx {
+	struct wl_ctx *x;
+	unsigned node;
+	struct felix_client *c; /* NULL when down */
+	bool up;
+	bool connecting;
+	bool closed; /* for good */
+	unsigned fails;
+	int64_t retry_at_ms; /* backoff: no attempt before */
+	uv_timer_t timer;    /* connect deadline, or the backoff's end */
+	bool timer_init;
+	wl_fx_cb cb;
+	void *data;
+};
+
+void wl_fx_init(struct wl_fx *fx, struct wl_ctx *x, unsigned node, wl_fx_cb cb,
+                void *data);
+
+/* Brings the connection up unless it is up or on its way; `cb` follows
+ * (possibly after the backoff). Returns true when it is up now. */
+bool wl_fx_connect(struct wl_fx *fx);
+
+/* Drops the connection: its pending requests fail (ECLOSED), the next
+ * wl_fx_connect waits out a backoff. */
+void wl_fx_reset(struct wl_fx *fx);
+
+/* Closes for good (workload end). */
+void wl_fx_close(struct wl_fx *fx);
+
+/* --- Tickets ----------------------------------------------------------------
+ */
+
+struct wl_ticket {
+	struct wl_ticket *next;
+	void *owner; /* NULL once abandoned */
+	uint64_t seq;
+	struct wl_fx *fx;
+};
+
+struct wl_tickets {
+	struct wl_ticket *head;
+};
+
+/* A ticket for owner's request number seq; NULL when out of memory. */
+struct wl_ticket *wl_ticket_new(struct wl_tickets *t, void *owner, uint64_t seq,
+                                struct wl_fx *fx);
+void wl_tickets_free(struct wl_tickets *t);
+
+/* The outcome of a refused write (status FELIX_CLIENT_*, the broker's
+ * message): WL_FAIL when it certainly did not happen, else WL_INFO. */
+enum wl_type wl_fx_write_outcome(int status, const char *message);
+
+/* A payload as a history token (x<hex> when it is not one). */
+void wl_fx_token(const uint8_t *p, size_t len, char *out, size_t cap);
+
+/* A key that the Felix routing hash sends to `shard` of `shards`
+ * ("<prefix><n>", the first such n). */
+void wl_fx_key_for_shard(const char *prefix, unsigned shard, unsigned shards,
+                         char *out, size_t cap);
+
+#endif

@@ -1,0 +1,65 @@
+# node/fsnp: the FSNP server (docs/fsnp.md): listener, connections and
+# lanes, request execution on the Raft groups, control opcodes, and the
+# pure command layer (table, argument parsing, store plans).
+node_libnode_a_SOURCES += \
+	node/fsnp_server.c node/fsnp_server.h node/fsnp_internal.h \
+	node/fsnp_conn.c node/fsnp_exec.c node/fsnp_control.c \
+	node/fsnp_cmd.c node/fsnp_cmd.h
+
+EXTRA_DIST += docs/fsnp.md
+
+# Unit: the command table, argument parsing and store plans.
+UNIT_TESTS += tests/unit/test_fsnp_cmd
+tests_unit_test_fsnp_cmd_SOURCES = tests/unit/test_fsnp_cmd.c \
+	node/fsnp_cmd.c node/fsnp_cmd.h
+tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.a \
+	$(DEP_LIBS) $(CMOCKA_LIBS)
+
+# Integration: real lodestone processes driven over FSNP.
+FSNP_ITEST_SOURCES = tests/integration/fsnp_test_client.c \
+	tests/integration/fsnp_test_client.h
+FSNP_ITEST_LDADD = tests/integration/libharness.a wire/libwire.a \
+	$(CMOCKA_LIBS) $(DEP_LIBS)
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_basic
+tests_integration_test_fsnp_basic_SOURCES = \
+	tests/integration/test_fsnp_basic.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_basic_LDADD = $(FSNP_ITEST_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_pipeline
+tests_integration_test_fsnp_pipeline_SOURCES = \
+	tests/integration/test_fsnp_pipeline.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_pipeline_LDADD = $(FSNP_ITEST_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_limits
+tests_integration_test_fsnp_limits_SOURCES = \
+	tests/integration/test_fsnp_limits.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_limits_LDADD = $(FSNP_ITEST_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_drain
+tests_integration_test_fsnp_drain_SOURCES = \
+	tests/integration/test_fsnp_drain.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_drain_LDADD = $(FSNP_ITEST_LDADD)
+
+# The raft core's durability check, over real store commands.
+INTEGRATION_TESTS += tests/integration/test_fsnp_durability
+tests_integration_test_fsnp_durability_SOURCES = \
+	tests/integration/test_fsnp_durability.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_durability_LDADD = $(FSNP_ITEST_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_client
+tests_integration_test_fsnp_client_SOURCES = \
+	tests/integration/test_fsnp_client.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_client_LDADD = client/liblodestone.a \
+	$(FSNP_ITEST_LDADD)
+
+# Fuzz: the command layer on arbitrary bodies and arguments.
+FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_cmd
+tests_fuzz_fuzz_fsnp_cmd_SOURCES = tests/fuzz/fuzz_fsnp_cmd.c \
+	node/fsnp_cmd.c node/fsnp_cmd.h
+tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.a \
+	$(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
+
+EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
+	tests/interop/package.json

@@ -1,0 +1,365 @@
+/* Internals shared by the FSNP server's modules (not a public header):
+ *   fsnp_server.c  listener, global budgets, leader waits, FOC waiters,
+ *                  events, drain;
+ *   fsnp_conn.c    one connection: receive loop, chunks, lanes and their
+ *                  ordered replies, coalesced writes;
+ *   fsnp_exec.c    one request: dispatch, store operations, replies;
+ *   fsnp_control.c control opcodes and the capability manifest.
+ *
+ * Lifetimes. A connection owns its lanes and the requests queued on them.
+ * A request lives from its frame until its reply has been queued for
+ * writing (or dropped: no-reply, connection gone). When the connection
+ * closes first, requests still executing are orphaned (conn = NULL) and
+ * freed by whatever finishes them last. The server outlives every
+ * request: it is freed only once no store operation is outstanding. */
+#ifndef LS_NODE_FSNP_INTERNAL_H
+#define LS_NODE_FSNP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "node/config.h"
+#include "node/fsnp_cmd.h"
+#include "node/fsnp_server.h"
+#include "node/log.h"
+#include "node/metrics.h"
+#include "node/shards.h"
+#include "wire/buf.h"
+#include "wire/fsnp_chunk.h"
+#include "wire/fsnp_frame.h"
+#include "wire/fsnp_value.h"
+
+struct fsnp_conn;
+struct fsnp_req;
+
+/* Compact reply codecs a connection asked for (and we serve). */
+enum {
+	FSNP_CODEC_KV_GET = 1u << 0,
+	FSNP_CODEC_KV_MGET = 1u << 1,
+	FSNP_CODEC_OK_LIST = 1u << 2,
+	FSNP_CODEC_FLOW_QUERY = 1u << 3, /* accepted, never used here */
+};
+
+/* Events a connection may subscribe to. */
+enum {
+	FSNP_EV_GOAWAY = 1u << 0,
+	FSNP_EV_TOPOLOGY = 1u << 1,
+	FSNP_EV_BACKPRESSURE = 1u << 2,
+	FSNP_EV_AUTH_INVALIDATED = 1u << 3,
+};
+
+/* How long a request waits for a shard to elect a leader before it is
+ * answered "reroute" (a deadline_ms that comes sooner wins). */
+#define FSNP_LEADER_WAIT_MS 5000u
+/* Pseudo status for an op whose request deadline passed while it waited
+ * for a leader (never a SHARDS_* value). */
+#define FSNP_OP_DEADLINE (-1)
+/* busy replies tell clients to come back after this long. */
+#define FSNP_RETRY_AFTER_MS 100u
+/* Bodies at least this large are compressed on zlib connections. */
+#define FSNP_COMPRESS_MIN 256u
+
+/* One store operation of a request: a part of its plan, run on one group
+ * (possibly after waiting for a leader). */
+struct fsnp_op {
+	struct fsnp_req *req;
+	uint32_t part;
+	struct fsnp_op *next; /* leader-wait queue */
+	uint64_t since_ms;    /* queued for a leader since */
+};
+
+/* A part's outcome, kept when several parts merge into one reply. */
+struct fsnp_res {
+	int status;    /* SHARDS_* */
+	uint8_t *data; /* owned store result */
+	size_t len;
+};
+
+struct fsnp_lane {
+	uint32_t id;
+	struct fsnp_req *head, *tail; /* FIFO in arrival order */
+	uint32_t queued;              /* requests in the FIFO */
+	uint32_t inflight;            /* of them, executing */
+};
+
+struct fsnp_req {
+	struct fsnp_server *srv;
+	struct fsnp_conn *conn;  /* NULL once orphaned; NULL for items */
+	struct fsnp_lane *lane;  /* NULL for PIPELINE items */
+	struct fsnp_req *next;   /* lane FIFO */
+	struct fsnp_req *parent; /* PIPELINE item: its pipeline */
+	uint32_t index;          /* position in the pipeline */
+	uint32_t lane_id;
+	uint16_t opcode;
+	uint64_t request_id;
+	uint64_t deadline_ms;
+	bool no_reply;
+	bool done;
+	bool counted;     /* holds an execution slot */
+	bool slot_lent;   /* parked waiter: its global execution slot is
+	                     given back until it polls again */
+	bool custom;      /* reply is a compact payload (flag 0x02) */
+	bool close_after; /* QUIT */
+	bool waiting;     /* parked as a fetch-or-compute waiter */
+	uint32_t pending; /* operations or items not finished */
+	uint16_t status;
+	struct wbuf reply; /* u16 status + value (or compact payload) */
+	size_t footprint;  /* bytes charged to the session budget */
+
+	/* KV */
+	struct fsnp_plan plan;
+	struct fsnp_op *ops;  /* plan.n_parts, owned */
+	struct fsnp_res *res; /* multi-part plans, owned */
+
+	/* PIPELINE */
+	struct fsnp_req **items; /* owned, each item owned */
+	uint32_t n_items;
+	uint8_t pipe_format; /* FSNP_PIPE_* */
+
+	/* fetch-or-compute waiter */
+	struct fsnp_req *wnext;
+	uint64_t next_poll_ms;
+	uint64_t poll_every_ms;
+	bool polling;
+};
+
+enum {
+	FSNP_PIPE_MAPS = 0,
+	FSNP_PIPE_PAIRS,
+	FSNP_PIPE_VALUES,
+};
+
+/* A run of bytes waiting to be written, or being written. */
+struct fsnp_seg {
+	uint8_t *data; /* owned */
+	size_t len, cap;
+};
+
+struct fsnp_conn {
+	struct fsnp_server *srv;
+	uv_tcp_t tcp;                  /* tcp.data = this */
+	struct fsnp_conn *prev, *next; /* server's list */
+	struct fsnp_conn *dnext;       /* server's dirty list */
+	bool dirty;
+	uint64_t id;
+	char peer[80];
+	char name[129];
+	uint64_t created_ms;
+	uint64_t last_rx_ms;
+
+	/* receive */
+	uint8_t *rbuf; /* owned */
+	size_t rlen, rcap, roff;
+	bool reading;    /* uv_read_start active */
+	bool in_process; /* inside conn_process */
+	bool stalled;    /* frames left unprocessed (a lane was full) */
+	struct fsnp_chunk_asm chunks;
+	/* Chunk streams already answered with an error: their remaining
+	 * chunks are dropped silently up to the final one. */
+	struct fsnp_poisoned {
+		uint32_t lane;
+		uint16_t opcode;
+		uint64_t request_id;
+	} * poisoned; /* owned */
+	size_t n_poisoned, cap_poisoned;
+
+	/* send */
+	struct fsnp_seg *pend; /* queued, not yet handed to uv_write */
+	size_t n_pend, cap_pend;
+	struct fsnp_seg *flight; /* handed to uv_write */
+	size_t n_flight, cap_flight;
+	uv_write_t wreq; /* wreq.data = this */
+	bool writing;
+	size_t out_bytes; /* pend + flight */
+	uint64_t write_started_ms;
+
+	/* lanes: open addressing by id */
+	struct fsnp_lane **lanes;
+	uint32_t lane_cap, n_lanes;
+	uint32_t queued;   /* requests in all FIFOs */
+	uint32_t inflight; /* executing requests */
+
+	/* session */
+	bool authenticated;
+	bool zlib;
+	bool compact_flow_responses;
+	uint32_t codecs; /* FSNP_CODEC_* */
+	uint32_t events; /* FSNP_EV_* */
+	uint32_t max_frame;
+	uint64_t max_inflight_conn;
+	uint64_t max_inflight_lane;
+
+	bool closing;  /* uv_close issued */
+	bool draining; /* GOAWAY sent: no new requests */
+	bool quit;     /* QUIT answered: close once written */
+};
+
+/* Requests waiting for a group's leader, in arrival order. */
+struct fsnp_gwait {
+	struct fsnp_op *head, *tail;
+};
+
+struct fsnp_server {
+	uv_loop_t *loop;
+	struct shards *shards;
+	const struct log *log;
+	struct config_native lim;
+	char advertise_host[CONFIG_HOST_MAX];
+	uint16_t port;
+	uint16_t advertise_port;
+	uint16_t advertise_tls_port;
+	char tls_cert[CONFIG_PATH_MAX]; /* reported by OPTIONS */
+	char tls_key[CONFIG_PATH_MAX];
+	uint64_t node_id;
+	unsigned data_groups;
+
+	uv_tcp_t listener; /* listener.data = this */
+	uv_check_t flush;  /* flush.data = this; writes out dirty conns */
+	uv_idle_t wake;    /* keeps the loop from blocking while dirty */
+	uv_timer_t sweep;  /* timeouts, events */
+	uv_timer_t tick;   /* leader waits and fetch-or-compute polls */
+	uv_timer_t grace;  /* drain deadline */
+	int handles;       /* open handles */
+	bool listening;
+
+	struct fsnp_conn *conns; /* list */
+	size_t n_conns;
+	struct fsnp_conn *dirty; /* conns with output to write */
+	uint64_t next_client_id;
+
+	/* global budgets */
+	uint64_t executions;
+	uint64_t lanes;
+	uint64_t blocking;
+	uint64_t inbound_bytes;
+	uint64_t session_bytes;
+	uint64_t outbound_bytes;
+	uint64_t ops_outstanding; /* handed to shards, not called back */
+
+	struct fsnp_gwait *gwait; /* by group, data_groups + 1 */
+	uint32_t n_waiting;       /* ops in gwait */
+	struct fsnp_req *foc;     /* fetch-or-compute waiters */
+	bool tick_running;
+
+	uint64_t route_epoch;
+	bool pressure; /* last BACKPRESSURE state sent */
+	uint64_t refusal_logged_ms;
+	uint8_t rng[16]; /* token counter state */
+	uint64_t token_seq;
+
+	bool draining;
+	bool closed; /* close callback done */
+	fsnp_server_close_cb close_cb;
+	void *close_data;
+	uint64_t grace_ms;
+
+	struct fsnp_server_stats stats;
+	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
+	    *m_bytes_in, *m_bytes_out;
+};
+
+/* --- fsnp_server.c ----------------------------------------------------- */
+
+uint64_t fsnp_now_ms(const struct fsnp_server *s);
+/* Queues the conn for the end-of-turn flush. */
+void fsnp_server_mark_dirty(struct fsnp_server *s, struct fsnp_conn *c);
+/* Runs op (a part of a request) on its group, waiting for a leader when
+ * none is known yet. Completes the op through fsnp_exec_op_done. */
+void fsnp_server_submit(struct fsnp_server *s, struct fsnp_op *op);
+/* Fetch-or-compute: park a request whose lease another holds; wake the
+ * waiters of `key` with the owner's value or error. */
+void fsnp_server_foc_park(struct fsnp_server *s, struct fsnp_req *r);
+void fsnp_server_foc_finish(struct fsnp_server *s, const uint8_t *key,
+                            size_t klen, bool ok, const uint8_t *value,
+                            size_t vlen);
+/* A fresh 32-hex-digit lease token. */
+void fsnp_server_token(struct fsnp_server *s, char out[33]);
+/* Current route epoch (hash of shard count and known leaders). */
+uint64_t fsnp_server_route_epoch(struct fsnp_server *s);
+bool fsnp_server_pressure(const struct fsnp_server *s);
+/* A connection closed: drop it from the list. */
+void fsnp_server_conn_gone(struct fsnp_server *s, struct fsnp_conn *c);
+/* Sends an EVENT to every subscriber of `ev`. */
+void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
+                           const struct wbuf *payload);
+
+/* --- fsnp_conn.c ------------------------------------------------------- */
+
+struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s);
+int fsnp_conn_start(struct fsnp_conn *c);
+void fsnp_conn_close(struct fsnp_conn *c);
+/* GOAWAY, stop reading, close once everything is answered. */
+void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms);
+/* Re-evaluates whether the connection should read. */
+void fsnp_conn_update_reading(struct fsnp_conn *c);
+/* Processes frames left in the buffer by a full lane once it has room
+ * (end of loop turn). */
+void fsnp_conn_resume(struct fsnp_conn *c);
+/* Hands queued bytes to uv_write (end of loop turn). */
+void fsnp_conn_flush(struct fsnp_conn *c);
+/* Sweep: idle, send and chunk assembly timeouts. */
+void fsnp_conn_check_timeouts(struct fsnp_conn *c, uint64_t now);
+/* Frames `body` (u16 status + value) as a response or event and queues
+ * it: chunked at the connection's frame limit, compressed when zlib was
+ * negotiated (never when `custom`). */
+void fsnp_conn_send(struct fsnp_conn *c, uint32_t lane, uint16_t opcode,
+                    uint64_t request_id, bool custom, const uint8_t *body,
+                    size_t len);
+/* An EVENT frame {event, payload, at_ms}; payload is one encoded value
+ * (NULL: empty map). */
+void fsnp_conn_event(struct fsnp_conn *c, const char *name,
+                     const struct wbuf *payload);
+/* Emits the done requests at the head of a lane. */
+void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l);
+struct fsnp_lane *fsnp_conn_lane(struct fsnp_conn *c, uint32_t id, bool create);
+
+/* --- fsnp_exec.c ------------------------------------------------------- */
+
+/* One logical request message (chunks joined, inflated). */
+void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m);
+/* A header-level failure (before the message exists): answered in lane
+ * order with `status`. */
+void fsnp_exec_reject(struct fsnp_conn *c, const struct fsnp_header *h,
+                      uint16_t status, const char *code, const char *msg);
+void fsnp_exec_op_done(struct fsnp_op *op, int status, const uint8_t *result,
+                       size_t len);
+/* Marks a request done; emits or frees it as its state allows. */
+void fsnp_req_complete(struct fsnp_req *r);
+/* Frees a request whose connection is gone once nothing runs for it. */
+void fsnp_req_release(struct fsnp_req *r);
+bool fsnp_req_orphaned(const struct fsnp_req *r);
+void fsnp_req_free(struct fsnp_req *r);
+/* Error replies: {code, message, retryable, safe_to_retry,
+ * retry_after_ms}. */
+void fsnp_reply_error(struct fsnp_req *r, uint16_t status, const char *code,
+                      const char *msg, bool safe_to_retry,
+                      uint64_t retry_after_ms);
+void fsnp_write_error(struct fsnp_writer *w, uint16_t status, const char *code,
+                      const char *msg, bool safe_to_retry,
+                      uint64_t retry_after_ms);
+/* Fetch-or-compute waiter polls (re-proposes its request). */
+void fsnp_exec_foc_poll(struct fsnp_req *r);
+/* Answers a waiter from the owner's outcome. */
+void fsnp_exec_foc_wake(struct fsnp_req *r, bool ok, const uint8_t *value,
+                        size_t vlen);
+
+/* --- fsnp_control.c ---------------------------------------------------- */
+
+/* Control opcodes (and COMMAND_EXEC control commands, with `body` built
+ * from their arguments): fills r->reply. */
+void fsnp_control(struct fsnp_req *r, const struct fsnp_val *body);
+/* COMMAND_EXEC of a control command (PING, ECHO, CLIENT, ...). */
+void fsnp_control_exec(struct fsnp_req *r, const struct fsnp_cmd_info *info,
+                       const struct fsnp_val *args);
+/* The capability manifest (OPTIONS; STARTUP's `capabilities`). */
+void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w);
+/* SHARDS / ROUTE payloads. */
+void fsnp_control_shards(struct fsnp_server *s, struct fsnp_writer *w);
+void fsnp_control_route(struct fsnp_server *s, const uint8_t *key, size_t len,
+                        struct fsnp_writer *w);
+/* BACKPRESSURE payload. */
+void fsnp_control_backpressure(struct fsnp_server *s, struct fsnp_writer *w);
+
+#endif

@@ -1,0 +1,69 @@
+/* The FSNP listener: FerricStore's native binary protocol over TCP on the
+ * reactor's libuv loop, serving the KV data types from the node's Raft
+ * groups (node/shards.h). docs/fsnp.md describes a request's path, the
+ * limits and what is served.
+ *
+ * The server owns its listening socket, its connections and every request
+ * in flight; the caller owns the shards and must keep them open until the
+ * close callback has run (requests still executing are answered from
+ * them). */
+#ifndef LS_NODE_FSNP_SERVER_H
+#define LS_NODE_FSNP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "node/config.h"
+#include "node/log.h"
+#include "node/metrics.h"
+#include "node/shards.h"
+
+struct fsnp_server_config {
+	const char *host;            /* numeric bind address */
+	uint16_t port;               /* 0 picks a free port */
+	const char *advertise_host;  /* told to clients (ROUTE, SHARDS) */
+	uint16_t advertise_port;     /* 0: the bound port */
+	uint16_t advertise_tls_port; /* 0: none advertised */
+	const char *tls_cert_file;   /* reported by OPTIONS; may be NULL */
+	const char *tls_key_file;
+	uint64_t node_id;
+	struct config_native limits; /* copied */
+};
+
+struct fsnp_server_stats {
+	uint64_t conns_accepted;
+	uint64_t conns_refused; /* over maxclients */
+	uint64_t requests;
+	uint64_t busy;         /* status 4 replies */
+	uint64_t bad_requests; /* status 6 replies */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+};
+
+struct fsnp_server;
+typedef void (*fsnp_server_close_cb)(void *data);
+
+/* Binds and starts serving. Returns 0, or -1 with the reason in `err`.
+ * `metrics` (may be NULL) gets the server's series. */
+int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
+                      struct shards *shards,
+                      const struct fsnp_server_config *cfg,
+                      const struct log *log, struct metrics *metrics, char *err,
+                      size_t errlen);
+
+uint16_t fsnp_server_port(const struct fsnp_server *s);
+size_t fsnp_server_conn_count(const struct fsnp_server *s);
+void fsnp_server_get_stats(const struct fsnp_server *s,
+                           struct fsnp_server_stats *out);
+
+/* Graceful drain: stops accepting, sends GOAWAY on every connection and
+ * closes each once its requests are answered, forcing the rest closed
+ * after `grace_ms`. `cb` runs once every connection is closed; the server
+ * frees itself when its last store operation has called back (which
+ * shards_close guarantees). Later calls do nothing. */
+void fsnp_server_close(struct fsnp_server *s, uint64_t grace_ms,
+                       fsnp_server_close_cb cb, void *data);
+
+#endif

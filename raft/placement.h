@@ -1,0 +1,36 @@
+/* Static placement of Raft groups on nodes: pure and deterministic, so that
+ * every node computes the same answer from the same member list.
+ *
+ *  - The meta group (group 0) has up to PLACEMENT_META_VOTERS voters: the
+ *    lowest node ids.
+ *  - Data group g (g >= 1) lives on R nodes chosen by rendezvous hashing:
+ *    every node gets the score mix(node id, g) and the R highest scores
+ *    win. The order of the winners (highest score first) is the group's
+ *    preference order for leadership: the first live one should lead.
+ *
+ * Rendezvous hashing moves only the groups of a node that joins or leaves,
+ * and spreads groups (and preferred leaderships) evenly. */
+#ifndef LS_RAFT_PLACEMENT_H
+#define LS_RAFT_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLACEMENT_META_VOTERS 5
+
+/* The score of `node` for `group` (higher ranks first). */
+uint64_t placement_score(uint64_t node, uint32_t group);
+
+/* Writes the replicas of `group` among the `n` distinct node ids `nodes`
+ * into out[0 .. k-1] in preference order and returns k: min(r, n) for a
+ * data group, min(PLACEMENT_META_VOTERS, n) lowest ids (ascending) for
+ * the meta group. `out` must hold n ids. */
+size_t placement_replicas(const uint64_t *nodes, size_t n, uint32_t group,
+                          unsigned r, uint64_t *out);
+
+/* Whether `node` is among the replicas of `group`. */
+bool placement_has(const uint64_t *nodes, size_t n, uint32_t group, unsigned r,
+                   uint64_t node);
+
+#endif

@@ -1,0 +1,1303 @@
+/* The node transport; see transport.h. */
+#include "raft/transport.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft/msg_codec.h"
+
+#define DEFAULT_QUEUE (64u << 20)
+#define DEFAULT_RECONNECT_MIN 50
+#define DEFAULT_RECONNECT_MAX 2000
+#define DEFAULT_HANDSHAKE 3000
+#define DEFAULT_PING 500
+#define DEFAULT_DEAD 5000
+#define TICK_MS 50
+#define READ_CHUNK (64u << 10)
+#define KEEP_BUF (4u << 20) /* buffers above this are released when empty */
+
+enum {
+	C_CONNECTING = 1, /* dialing */
+	C_HS_SENT,        /* dialer: HELLO sent, waiting for WELCOME */
+	C_HS_WAIT,        /* acceptor: waiting for HELLO */
+	C_ACTIVE,         /* handshake done */
+	C_REFUSING,       /* refusal queued; closes once written */
+	C_CLOSING
+};
+
+struct buf {
+	uint8_t *p;
+	size_t len;
+	size_t cap;
+};
+
+struct peer;
+
+struct conn {
+	struct transport *t;
+	uv_tcp_t tcp; /* tcp.data = this */
+	uv_connect_t connect;
+	uv_write_t wreq;
+	struct peer *peer; /* dialer: from the start; acceptor: on HELLO */
+	bool outbound;
+	int state;
+	uint64_t gen;
+	char remote[80];
+	struct buf rbuf;
+	struct buf fill; /* frames queued this turn */
+	struct buf out;  /* frames being written */
+	bool writing;
+	bool dirty;
+	struct conn *dirty_next;
+	uint64_t opened_ms;
+	uint64_t last_read_ms;
+	uint64_t last_queued_ms;
+	struct conn *prev;
+	struct conn *next;
+};
+
+struct peer {
+	struct transport *t;
+	uint64_t id;
+	char host[256];
+	uint16_t port;
+	char address[300];
+	struct conn *active;
+	struct conn *dialing;
+	bool resolving;
+	uint64_t next_dial_ms;
+	unsigned backoff_ms;
+	int last_refusal; /* -1 none; else the last MSG_HS_* logged */
+	bool was_up;
+	struct transport_peer_info st;
+};
+
+struct resolve {
+	uv_getaddrinfo_t req;
+	struct peer *peer;
+};
+
+struct transport {
+	uv_loop_t *loop;
+	struct transport_options o;
+	char cluster[MSG_CLUSTER_MAX + 1];
+	uv_tcp_t listener;
+	bool listener_init;
+	uint16_t port;
+	uv_timer_t timer;
+	uv_check_t check;
+	uv_prepare_t prepare;
+	uv_idle_t idle;
+	bool idle_on;
+	struct peer **peers; /* sorted by id */
+	size_t n_peers;
+	size_t cap_peers;
+	struct conn *conns;
+	struct conn *dirty_head;
+	struct rio_store *store;
+	uint64_t next_gen;
+	bool started;
+	bool closing;
+	unsigned open_handles;
+	transport_close_cb close_cb;
+	void *close_data;
+};
+
+static void logf_(struct transport *t, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void logf_(struct transport *t, int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	if (t->o.log == NULL) {
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	t->o.log(t->o.data, level, msg);
+}
+
+const char *transport_strerror(int status)
+{
+	switch (status) {
+	case TRANSPORT_OK:
+		return "ok";
+	case TRANSPORT_ENOPEER:
+		return "not a configured peer";
+	case TRANSPORT_ENOCONN:
+		return "no connection to the peer";
+	case TRANSPORT_EFULL:
+		return "send queue to the peer is full";
+	case TRANSPORT_ETOOBIG:
+		return "frame too large";
+	case TRANSPORT_ENOMEM:
+		return "out of memory";
+	case TRANSPORT_ESHUTDOWN:
+		return "transport closing";
+	default:
+		return "invalid argument";
+	}
+}
+
+static uint64_t now_ms(const struct transport *t)
+{
+	return uv_now(t->loop);
+}
+
+/* ---- buffers ---- */
+
+static int buf_reserve(struct buf *b, size_t extra)
+{
+	size_t need = b->len + extra, cap;
+	uint8_t *p;
+	if (need <= b->cap) {
+		return 0;
+	}
+	cap = b->cap == 0 ? 4096 : b->cap;
+	while (cap < need) {
+		cap *= 2;
+	}
+	p = realloc(b->p, cap);
+	if (p == NULL) {
+		return -1;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void buf_release_if_big(struct buf *b)
+{
+	if (b->len == 0 && b->cap > KEEP_BUF) {
+		free(b->p);
+		b->p = NULL;
+		b->cap = 0;
+	}
+}
+
+static void buf_free(struct buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+/* ---- peers ---- */
+
+static struct peer *find_peer(const struct transport *t, uint64_t id)
+{
+	size_t lo = 0, hi = t->n_peers;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->peers[mid]->id < id) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo < t->n_peers && t->peers[lo]->id == id ? t->peers[lo] : NULL;
+}
+
+int transport_add_peer(struct transport *t, uint64_t id, const char *host,
+                       uint16_t port)
+{
+	struct peer *p;
+	size_t i;
+
+	if (id == 0 || id == t->o.node_id || find_peer(t, id) != NULL ||
+	    strlen(host) >= sizeof p->host || port == 0) {
+		return TRANSPORT_EINVAL;
+	}
+	if (t->n_peers == t->cap_peers) {
+		size_t cap = t->cap_peers == 0 ? 8 : t->cap_peers * 2;
+		struct peer **v = realloc(t->peers, cap * sizeof *v);
+		if (v == NULL) {
+			return TRANSPORT_ENOMEM;
+		}
+		t->peers = v;
+		t->cap_peers = cap;
+	}
+	p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		return TRANSPORT_ENOMEM;
+	}
+	p->t = t;
+	p->id = id;
+	snprintf(p->host, sizeof p->host, "%s", host);
+	p->port = port;
+	snprintf(p->address, sizeof p->address,
+	         strchr(host, ':') != NULL ? "[%s]:%u" : "%s:%u", host,
+	         (unsigned)port);
+	p->backoff_ms = t->o.reconnect_min_ms;
+	p->last_refusal = -1;
+	p->st.id = id;
+	snprintf(p->st.address, sizeof p->st.address, "%s", p->address);
+	for (i = t->n_peers; i > 0 && t->peers[i - 1]->id > id; i--) {
+		t->peers[i] = t->peers[i - 1];
+	}
+	t->peers[i] = p;
+	t->n_peers++;
+	return 0;
+}
+
+/* ---- connections ---- */
+
+static void maybe_finish_close(struct transport *t);
+static void flush_all(struct transport *t);
+
+static void idle_cb(uv_idle_t *h)
+{
+	(void)h; /* keeps the loop from sleeping while writes are queued */
+}
+
+static void mark_dirty(struct conn *c)
+{
+	struct transport *t = c->t;
+	if (c->dirty) {
+		return;
+	}
+	c->dirty = true;
+	c->dirty_next = t->dirty_head;
+	t->dirty_head = c;
+	if (!t->idle_on && !t->closing) {
+		t->idle_on = true;
+		uv_idle_start(&t->idle, idle_cb);
+	}
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	struct transport *t = c->t;
+	struct conn **pp;
+
+	/* Unlink from the dirty list (rarely there: closing clears it). */
+	for (pp = &t->dirty_head; *pp != NULL; pp = &(*pp)->dirty_next) {
+		if (*pp == c) {
+			*pp = c->dirty_next;
+			break;
+		}
+	}
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		t->conns = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	buf_free(&c->rbuf);
+	buf_free(&c->fill);
+	buf_free(&c->out);
+	free(c);
+	t->open_handles--;
+	maybe_finish_close(t);
+}
+
+static void schedule_redial(struct peer *p, bool grow)
+{
+	struct transport *t = p->t;
+	p->next_dial_ms = now_ms(t) + p->backoff_ms;
+	if (grow) {
+		unsigned b = p->backoff_ms * 2;
+		p->backoff_ms =
+		    b > t->o.reconnect_max_ms ? t->o.reconnect_max_ms : b;
+	}
+}
+
+static void conn_close(struct conn *c, int level, const char *why)
+{
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+
+	if (c->state == C_CLOSING) {
+		return;
+	}
+	if (p != NULL && p->active == c) {
+		p->active = NULL;
+		p->st.connected = false;
+		p->st.gen = 0;
+		logf_(t, level, "connection to node %llu (%s) closed: %s",
+		      (unsigned long long)p->id, p->address, why);
+		if (!t->closing) {
+			schedule_redial(p, false);
+			if (t->o.on_peer != NULL) {
+				c->state = C_CLOSING;
+				t->o.on_peer(t->o.data, p->id, false, c->gen);
+			}
+		}
+	} else if (p != NULL && p->dialing == c) {
+		p->dialing = NULL;
+		logf_(t, TRANSPORT_DEBUG, "dial of node %llu (%s) failed: %s",
+		      (unsigned long long)p->id, p->address, why);
+		if (!t->closing) {
+			schedule_redial(p, true);
+		}
+	} else {
+		logf_(t, TRANSPORT_DEBUG, "connection %s closed: %s",
+		      c->remote, why);
+	}
+	c->state = C_CLOSING;
+	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static struct conn *conn_new(struct transport *t)
+{
+	struct conn *c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		return NULL;
+	}
+	c->t = t;
+	if (uv_tcp_init(t->loop, &c->tcp) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->tcp.data = c;
+	c->opened_ms = c->last_read_ms = c->last_queued_ms = now_ms(t);
+	snprintf(c->remote, sizeof c->remote, "?");
+	c->next = t->conns;
+	if (t->conns != NULL) {
+		t->conns->prev = c;
+	}
+	t->conns = c;
+	t->open_handles++;
+	return c;
+}
+
+/* Room for one frame in the connection's queue. */
+static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
+                            int *status)
+{
+	struct transport *t = c->t;
+	size_t queued = c->fill.len + c->out.len;
+	uint8_t *p;
+
+	if (len > MSG_MAX_PAYLOAD) {
+		*status = TRANSPORT_ETOOBIG;
+		return NULL;
+	}
+	if (queued > 0 && queued + MSG_FRAME_HEADER + len > t->o.max_queue_bytes) {
+		*status = TRANSPORT_EFULL;
+		return NULL;
+	}
+	if (buf_reserve(&c->fill, MSG_FRAME_HEADER + len) != 0) {
+		*status = TRANSPORT_ENOMEM;
+		return NULL;
+	}
+	p = c->fill.p + c->fill.len;
+	msg_frame_header(p, kind, (uint32_t)len);
+	c->fill.len += MSG_FRAME_HEADER + len;
+	c->last_queued_ms = now_ms(t);
+	mark_dirty(c);
+	*status = 0;
+	return p + MSG_FRAME_HEADER;
+}
+
+static void start_write(struct conn *c);
+
+static void write_cb(uv_write_t *w, int status)
+{
+	struct conn *c = w->data;
+
+	c->writing = false;
+	if (c->state == C_CLOSING) {
+		return;
+	}
+	if (status < 0) {
+		conn_close(c, TRANSPORT_INFO, uv_strerror(status));
+		return;
+	}
+	if (c->peer != NULL) {
+		c->peer->st.bytes_sent += c->out.len;
+	}
+	c->out.len = 0;
+	buf_release_if_big(&c->out);
+	if (c->state == C_REFUSING) {
+		conn_close(c, TRANSPORT_DEBUG, "refused");
+		return;
+	}
+	if (c->fill.len > 0) {
+		start_write(c);
+	}
+}
+
+static void start_write(struct conn *c)
+{
+	struct buf tmp;
+	uv_buf_t b;
+	int rv;
+
+	if (c->writing || c->fill.len == 0 || c->state == C_CLOSING ||
+	    c->state == C_CONNECTING) {
+		return;
+	}
+	tmp = c->out;
+	c->out = c->fill;
+	c->fill = tmp;
+	c->fill.len = 0;
+	b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
+	c->wreq.data = c;
+	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+	if (rv != 0) {
+		conn_close(c, TRANSPORT_INFO, uv_strerror(rv));
+		return;
+	}
+	c->writing = true;
+}
+
+static void flush_all(struct transport *t)
+{
+	struct conn *c;
+	while ((c = t->dirty_head) != NULL) {
+		t->dirty_head = c->dirty_next;
+		c->dirty = false;
+		c->dirty_next = NULL;
+		start_write(c);
+	}
+	if (t->idle_on) {
+		uv_idle_stop(&t->idle);
+		t->idle_on = false;
+	}
+}
+
+static void check_cb(uv_check_t *h)
+{
+	flush_all(h->data);
+}
+
+static void prepare_cb(uv_prepare_t *h)
+{
+	flush_all(h->data);
+}
+
+/* ---- handshake ---- */
+
+static bool dialed_by_lower(const struct conn *c)
+{
+	uint64_t me = c->t->o.node_id, peer = c->peer->id;
+	return c->outbound ? me < peer : peer < me;
+}
+
+static void activate(struct conn *c)
+{
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+
+	c->state = C_ACTIVE;
+	c->gen = ++t->next_gen;
+	c->last_read_ms = now_ms(t);
+	p->active = c;
+	p->backoff_ms = t->o.reconnect_min_ms;
+	p->last_refusal = -1;
+	p->st.connected = true;
+	p->st.gen = c->gen;
+	p->st.connects++;
+	logf_(t, p->was_up ? TRANSPORT_INFO : TRANSPORT_INFO,
+	      "connected to node %llu (%s, %s)", (unsigned long long)p->id,
+	      p->address, c->outbound ? "dialed" : "accepted");
+	p->was_up = true;
+	if (p->dialing != NULL && p->dialing != c && dialed_by_lower(c)) {
+		/* Ours cannot win any more. */
+		conn_close(p->dialing, TRANSPORT_DEBUG,
+		           "superseded by the peer's connection");
+	}
+	if (t->o.on_peer != NULL) {
+		t->o.on_peer(t->o.data, p->id, true, c->gen);
+	}
+}
+
+static void send_welcome(struct conn *c, uint8_t status, const char *reason)
+{
+	struct transport *t = c->t;
+	struct msg_welcome w = {0};
+	uint8_t *p;
+	int rv;
+
+	w.version = MSG_VERSION;
+	w.status = status;
+	w.from = t->o.node_id;
+	w.reason = reason;
+	w.reason_len = strlen(reason);
+	if (w.reason_len > MSG_REASON_MAX) {
+		w.reason_len = MSG_REASON_MAX;
+	}
+	p = queue_frame(c, MSG_WELCOME, msg_welcome_size(&w), &rv);
+	if (p != NULL) {
+		msg_welcome_write(p, &w);
+	}
+}
+
+static void refuse(struct conn *c, uint8_t status, const char *reason)
+{
+	struct transport *t = c->t;
+	logf_(t, status == MSG_HS_DUPLICATE ? TRANSPORT_DEBUG : TRANSPORT_WARN,
+	      "refused connection from %s: %s", c->remote, reason);
+	send_welcome(c, status, reason);
+	c->state = C_REFUSING;
+	uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+static void on_hello(struct conn *c, const uint8_t *b, size_t len)
+{
+	struct transport *t = c->t;
+	struct msg_hello h;
+	struct peer *p;
+	char why[300];
+	int rv;
+
+	rv = msg_hello_decode(b, len, &h);
+	if (rv == MSG_EVERSION) {
+		snprintf(why, sizeof why,
+		         "protocol version %u is not supported (this node "
+		         "speaks %u)",
+		         (unsigned)h.version, (unsigned)MSG_VERSION);
+		refuse(c, MSG_HS_VERSION, why);
+		return;
+	}
+	if (rv != 0) {
+		logf_(t, TRANSPORT_WARN,
+		      "refused connection from %s: malformed handshake",
+		      c->remote);
+		conn_close(c, TRANSPORT_DEBUG, "malformed handshake");
+		return;
+	}
+	if (h.cluster_len != strlen(t->cluster) ||
+	    memcmp(h.cluster, t->cluster, h.cluster_len) != 0) {
+		snprintf(why, sizeof why,
+		         "node %llu is in cluster '%.*s', not '%s'",
+		         (unsigned long long)h.from, (int)h.cluster_len,
+		         h.cluster, t->cluster);
+		refuse(c, MSG_HS_CLUSTER, why);
+		return;
+	}
+	p = find_peer(t, h.from);
+	if (p == NULL) {
+		snprintf(why, sizeof why,
+		         "node %llu is not a member of cluster '%s'",
+		         (unsigned long long)h.from, t->cluster);
+		refuse(c, MSG_HS_STRANGER, why);
+		return;
+	}
+	if (h.to != 0 && h.to != t->o.node_id) {
+		snprintf(why, sizeof why, "this is node %llu, not node %llu",
+		         (unsigned long long)t->o.node_id,
+		         (unsigned long long)h.to);
+		refuse(c, MSG_HS_WRONG_ID, why);
+		return;
+	}
+	c->peer = p;
+	if (p->active != NULL) {
+		if (!dialed_by_lower(c) && dialed_by_lower(p->active)) {
+			c->peer = NULL;
+			refuse(c, MSG_HS_DUPLICATE,
+			       "a connection dialed by the lower node id "
+			       "exists");
+			return;
+		}
+		conn_close(p->active, TRANSPORT_DEBUG,
+		           "replaced by a new connection");
+	}
+	send_welcome(c, MSG_HS_OK, "");
+	activate(c);
+}
+
+static void on_welcome(struct conn *c, const uint8_t *b, size_t len)
+{
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+	struct msg_welcome w;
+
+	if (p->dialing == c) {
+		p->dialing = NULL;
+	}
+	if (msg_welcome_decode(b, len, &w) != 0) {
+		logf_(t, TRANSPORT_WARN,
+		      "node %llu (%s) answered the handshake with garbage",
+		      (unsigned long long)p->id, p->address);
+		schedule_redial(p, true);
+		conn_close(c, TRANSPORT_DEBUG, "malformed handshake answer");
+		return;
+	}
+	if (w.status != MSG_HS_OK) {
+		int level = w.status == MSG_HS_DUPLICATE ? TRANSPORT_DEBUG
+		                                         : TRANSPORT_WARN;
+		if (p->last_refusal == w.status) {
+			level = TRANSPORT_DEBUG; /* said already */
+		}
+		p->last_refusal = w.status;
+		logf_(t, level, "node %llu (%s) refused our connection: %.*s",
+		      (unsigned long long)p->id, p->address,
+		      (int)w.reason_len, w.reason);
+		schedule_redial(p, w.status != MSG_HS_DUPLICATE);
+		conn_close(c, TRANSPORT_DEBUG, "refused");
+		return;
+	}
+	if (w.from != p->id) {
+		logf_(t, TRANSPORT_WARN,
+		      "expected node %llu at %s but node %llu answered",
+		      (unsigned long long)p->id, p->address,
+		      (unsigned long long)w.from);
+		schedule_redial(p, true);
+		conn_close(c, TRANSPORT_DEBUG, "wrong node");
+		return;
+	}
+	if (p->active != NULL) {
+		if (!dialed_by_lower(c) && dialed_by_lower(p->active)) {
+			conn_close(c, TRANSPORT_DEBUG, "duplicate connection");
+			return;
+		}
+		conn_close(p->active, TRANSPORT_DEBUG,
+		           "replaced by a new connection");
+	}
+	activate(c);
+}
+
+/* ---- reading ---- */
+
+static void deliver_raft(struct conn *c, const uint8_t *b, size_t len)
+{
+	struct transport *t = c->t;
+	struct raft_message m;
+	uint32_t group;
+	int rv = msg_raft_decode(b, len, &group, &m);
+
+	if (rv != 0) {
+		logf_(t, TRANSPORT_WARN,
+		      "node %llu sent a malformed raft message",
+		      (unsigned long long)c->peer->id);
+		conn_close(c, TRANSPORT_WARN, "malformed raft message");
+		return;
+	}
+	m.server_id = c->peer->id;
+	m.server_address = c->peer->address;
+	if (t->store == NULL || rio_store_deliver(t->store, group, &m) != 0) {
+		msg_raft_free(&m);
+	}
+}
+
+static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
+                         size_t len)
+{
+	struct transport *t = c->t;
+
+	switch (c->state) {
+	case C_HS_WAIT:
+		if (kind != MSG_HELLO) {
+			logf_(t, TRANSPORT_WARN,
+			      "refused connection from %s: no handshake",
+			      c->remote);
+			conn_close(c, TRANSPORT_DEBUG, "no handshake");
+			return;
+		}
+		on_hello(c, b, len);
+		return;
+	case C_HS_SENT:
+		if (kind != MSG_WELCOME) {
+			conn_close(c, TRANSPORT_WARN,
+			           "peer did not answer the handshake");
+			return;
+		}
+		on_welcome(c, b, len);
+		return;
+	case C_ACTIVE:
+		break;
+	default:
+		return;
+	}
+	c->peer->st.frames_received++;
+	switch (kind) {
+	case MSG_RAFT:
+		deliver_raft(c, b, len);
+		break;
+	case MSG_PING:
+		break;
+	case MSG_HELLO:
+	case MSG_WELCOME:
+		conn_close(c, TRANSPORT_WARN, "handshake frame after handshake");
+		break;
+	default:
+		if (t->o.on_frame != NULL) {
+			t->o.on_frame(t->o.data, c->peer->id, kind, b, len);
+		}
+		break;
+	}
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+	struct conn *c = h->data;
+	size_t want = READ_CHUNK;
+
+	(void)suggested;
+	if (c->rbuf.len >= MSG_FRAME_HEADER) {
+		/* Room for the whole frame under way. */
+		const uint8_t *p = c->rbuf.p;
+		size_t flen = MSG_FRAME_HEADER + ((size_t)p[0] << 24 |
+		                                  (size_t)p[1] << 16 |
+		                                  (size_t)p[2] << 8 | p[3]);
+		if (flen <= MSG_FRAME_HEADER + (size_t)MSG_MAX_PAYLOAD &&
+		    flen > c->rbuf.len + want) {
+			want = flen - c->rbuf.len;
+		}
+	}
+	if (buf_reserve(&c->rbuf, want) != 0) {
+		*out = uv_buf_init(NULL, 0);
+		return;
+	}
+	*out = uv_buf_init((char *)c->rbuf.p + c->rbuf.len,
+	                   (unsigned)(c->rbuf.cap - c->rbuf.len));
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct conn *c = s->data;
+	struct transport *t = c->t;
+	size_t off = 0;
+
+	(void)b;
+	if (c->state == C_CLOSING) {
+		return;
+	}
+	if (n < 0) {
+		conn_close(c, TRANSPORT_INFO,
+		           n == UV_EOF ? "closed by the peer"
+		                       : uv_strerror((int)n));
+		return;
+	}
+	if (n == 0) {
+		return;
+	}
+	c->rbuf.len += (size_t)n;
+	c->last_read_ms = now_ms(t);
+	if (c->peer != NULL && c->state == C_ACTIVE) {
+		c->peer->st.bytes_received += (size_t)n;
+	}
+	while (c->rbuf.len - off >= MSG_FRAME_HEADER) {
+		uint8_t kind;
+		uint32_t plen;
+		uint32_t max = c->state == C_ACTIVE ? MSG_MAX_PAYLOAD
+		                                    : MSG_HELLO_MAX;
+		if (msg_frame_parse(c->rbuf.p + off, max, &kind, &plen) != 0) {
+			if (c->state == C_HS_WAIT) {
+				logf_(t, TRANSPORT_WARN,
+				      "refused connection from %s: not a "
+				      "lodestone node handshake",
+				      c->remote);
+			}
+			conn_close(c, TRANSPORT_WARN, "malformed frame");
+			return;
+		}
+		if (c->rbuf.len - off - MSG_FRAME_HEADER < plen) {
+			break;
+		}
+		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER,
+		             plen);
+		off += MSG_FRAME_HEADER + plen;
+		if (c->state == C_CLOSING || c->state == C_REFUSING) {
+			return;
+		}
+	}
+	if (off > 0) {
+		memmove(c->rbuf.p, c->rbuf.p + off, c->rbuf.len - off);
+		c->rbuf.len -= off;
+	}
+	buf_release_if_big(&c->rbuf);
+}
+
+/* ---- dialing ---- */
+
+static void on_connect(uv_connect_t *req, int status)
+{
+	struct conn *c = req->data;
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+	struct msg_hello h = {0};
+	uint8_t *b;
+	int rv;
+
+	if (c->state == C_CLOSING) {
+		return;
+	}
+	if (status < 0) {
+		conn_close(c, TRANSPORT_DEBUG, uv_strerror(status));
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	rv = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+	if (rv != 0) {
+		conn_close(c, TRANSPORT_INFO, uv_strerror(rv));
+		return;
+	}
+	c->state = C_HS_SENT;
+	c->opened_ms = now_ms(t);
+	h.version = MSG_VERSION;
+	h.from = t->o.node_id;
+	h.to = p->id;
+	h.cluster = t->cluster;
+	h.cluster_len = strlen(t->cluster);
+	b = queue_frame(c, MSG_HELLO, msg_hello_size(&h), &rv);
+	if (b == NULL) {
+		conn_close(c, TRANSPORT_WARN, "out of memory");
+		return;
+	}
+	msg_hello_write(b, &h);
+}
+
+static void connect_to(struct peer *p, const struct sockaddr *sa)
+{
+	struct transport *t = p->t;
+	struct conn *c = conn_new(t);
+	int rv;
+
+	if (c == NULL) {
+		schedule_redial(p, true);
+		return;
+	}
+	c->outbound = true;
+	c->peer = p;
+	c->state = C_CONNECTING;
+	snprintf(c->remote, sizeof c->remote, "%s", p->address);
+	c->connect.data = c;
+	p->dialing = c;
+	rv = uv_tcp_connect(&c->connect, &c->tcp, sa, on_connect);
+	if (rv != 0) {
+		conn_close(c, TRANSPORT_DEBUG, uv_strerror(rv));
+	}
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status,
+                        struct addrinfo *res)
+{
+	struct resolve *r = req->data;
+	struct peer *p = r->peer;
+	struct transport *t = p->t;
+
+	t->open_handles--;
+	p->resolving = false;
+	if (t->closing) {
+		uv_freeaddrinfo(res);
+		free(r);
+		maybe_finish_close(t);
+		return;
+	}
+	if (status < 0 || res == NULL) {
+		logf_(t, TRANSPORT_DEBUG, "cannot resolve %s: %s", p->host,
+		      uv_strerror(status));
+		schedule_redial(p, true);
+	} else {
+		connect_to(p, res->ai_addr);
+	}
+	uv_freeaddrinfo(res);
+	free(r);
+}
+
+static int parse_ip(const char *host, uint16_t port,
+                    struct sockaddr_storage *ss)
+{
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0) {
+		return 0;
+	}
+	if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0) {
+		return 0;
+	}
+	return -1;
+}
+
+static void dial(struct peer *p)
+{
+	struct transport *t = p->t;
+	struct sockaddr_storage ss;
+	struct addrinfo hints;
+	struct resolve *r;
+	char port[8];
+
+	if (parse_ip(p->host, p->port, &ss) == 0) {
+		connect_to(p, (const struct sockaddr *)&ss);
+		return;
+	}
+	r = calloc(1, sizeof *r);
+	if (r == NULL) {
+		schedule_redial(p, true);
+		return;
+	}
+	r->peer = p;
+	r->req.data = r;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(port, sizeof port, "%u", (unsigned)p->port);
+	if (uv_getaddrinfo(t->loop, &r->req, on_resolved, p->host, port,
+	                   &hints) != 0) {
+		free(r);
+		schedule_redial(p, true);
+		return;
+	}
+	p->resolving = true;
+	t->open_handles++;
+}
+
+/* ---- accepting ---- */
+
+static void on_accept(uv_stream_t *server, int status)
+{
+	struct transport *t = server->data;
+	struct sockaddr_storage ss;
+	int len = sizeof ss;
+	struct conn *c;
+
+	if (status < 0 || t->closing) {
+		return;
+	}
+	c = conn_new(t);
+	if (c == NULL) {
+		return;
+	}
+	c->state = C_HS_WAIT;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+		conn_close(c, TRANSPORT_DEBUG, "accept failed");
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+		char ip[64] = "?";
+		if (ss.ss_family == AF_INET6) {
+			uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+			snprintf(c->remote, sizeof c->remote, "[%s]:%u", ip,
+			         (unsigned)ntohs(((struct sockaddr_in6 *)&ss)
+			                             ->sin6_port));
+		} else {
+			uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+			snprintf(
+			    c->remote, sizeof c->remote, "%s:%u", ip,
+			    (unsigned)ntohs(((struct sockaddr_in *)&ss)->sin_port));
+		}
+	}
+	if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
+		conn_close(c, TRANSPORT_DEBUG, "read failed");
+	}
+}
+
+/* ---- the tick: dials, pings, timeouts ---- */
+
+static void timer_cb(uv_timer_t *h)
+{
+	struct transport *t = h->data;
+	uint64_t now = now_ms(t);
+	struct conn *c, *next;
+	size_t i;
+
+	for (c = t->conns; c != NULL; c = next) {
+		next = c->next;
+		switch (c->state) {
+		case C_CONNECTING:
+		case C_HS_SENT:
+		case C_HS_WAIT:
+		case C_REFUSING:
+			if (now - c->opened_ms >= t->o.handshake_timeout_ms) {
+				conn_close(c, TRANSPORT_DEBUG,
+				           "handshake timed out");
+			}
+			break;
+		case C_ACTIVE:
+			if (now - c->last_read_ms >= t->o.dead_ms) {
+				char why[96];
+				snprintf(why, sizeof why,
+				         "nothing heard for %llu ms",
+				         (unsigned long long)(now -
+				                              c->last_read_ms));
+				conn_close(c, TRANSPORT_WARN, why);
+			} else if (now - c->last_queued_ms >= t->o.ping_ms) {
+				int rv;
+				queue_frame(c, MSG_PING, 0, &rv);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	for (i = 0; i < t->n_peers; i++) {
+		struct peer *p = t->peers[i];
+		if (p->active == NULL && p->dialing == NULL && !p->resolving &&
+		    now >= p->next_dial_ms) {
+			dial(p);
+		}
+	}
+}
+
+/* ---- public ---- */
+
+int transport_init(struct transport **out, uv_loop_t *loop,
+                   const struct transport_options *o)
+{
+	struct transport *t;
+
+	*out = NULL;
+	if (o == NULL || o->node_id == 0 || o->cluster_id == NULL ||
+	    strlen(o->cluster_id) > MSG_CLUSTER_MAX) {
+		return TRANSPORT_EINVAL;
+	}
+	t = calloc(1, sizeof *t);
+	if (t == NULL) {
+		return TRANSPORT_ENOMEM;
+	}
+	t->loop = loop;
+	t->o = *o;
+	snprintf(t->cluster, sizeof t->cluster, "%s", o->cluster_id);
+	t->o.cluster_id = t->cluster;
+	if (t->o.max_queue_bytes == 0) {
+		t->o.max_queue_bytes = DEFAULT_QUEUE;
+	}
+	if (t->o.reconnect_min_ms == 0) {
+		t->o.reconnect_min_ms = DEFAULT_RECONNECT_MIN;
+	}
+	if (t->o.reconnect_max_ms < t->o.reconnect_min_ms) {
+		t->o.reconnect_max_ms = DEFAULT_RECONNECT_MAX;
+	}
+	if (t->o.handshake_timeout_ms == 0) {
+		t->o.handshake_timeout_ms = DEFAULT_HANDSHAKE;
+	}
+	if (t->o.ping_ms == 0) {
+		t->o.ping_ms = DEFAULT_PING;
+	}
+	if (t->o.dead_ms == 0) {
+		t->o.dead_ms = DEFAULT_DEAD;
+	}
+	uv_timer_init(loop, &t->timer);
+	t->timer.data = t;
+	uv_check_init(loop, &t->check);
+	t->check.data = t;
+	uv_prepare_init(loop, &t->prepare);
+	t->prepare.data = t;
+	uv_idle_init(loop, &t->idle);
+	t->idle.data = t;
+	t->open_handles = 4;
+	*out = t;
+	return 0;
+}
+
+int transport_start(struct transport *t, const char *host, uint16_t port,
+                    char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_storage bound;
+	int len = sizeof bound;
+	int rv;
+
+	if (t->started || t->closing) {
+		snprintf(err, errlen, "transport already started");
+		return TRANSPORT_EINVAL;
+	}
+	if (parse_ip(host, port, &ss) != 0) {
+		snprintf(err, errlen,
+		         "internal listener: '%s' is not a numeric address",
+		         host);
+		return TRANSPORT_EINVAL;
+	}
+	uv_tcp_init(t->loop, &t->listener);
+	t->listener.data = t;
+	t->listener_init = true;
+	t->open_handles++;
+	rv = uv_tcp_bind(&t->listener, (const struct sockaddr *)&ss, 0);
+	if (rv == 0) {
+		rv = uv_listen((uv_stream_t *)&t->listener, 128, on_accept);
+	}
+	if (rv != 0) {
+		snprintf(err, errlen, "internal listener on %s:%u: %s", host,
+		         (unsigned)port, uv_strerror(rv));
+		return TRANSPORT_EINVAL;
+	}
+	if (uv_tcp_getsockname(&t->listener, (struct sockaddr *)&bound, &len) ==
+	    0) {
+		t->port = ntohs(bound.ss_family == AF_INET6
+		                    ? ((struct sockaddr_in6 *)&bound)->sin6_port
+		                    : ((struct sockaddr_in *)&bound)->sin_port);
+	}
+	uv_check_start(&t->check, check_cb);
+	uv_unref((uv_handle_t *)&t->check);
+	uv_prepare_start(&t->prepare, prepare_cb);
+	uv_unref((uv_handle_t *)&t->prepare);
+	uv_timer_start(&t->timer, timer_cb, 0, TICK_MS);
+	t->started = true;
+	return 0;
+}
+
+uint16_t transport_port(const struct transport *t)
+{
+	return t->port;
+}
+
+void transport_attach(struct transport *t, struct rio_store *s)
+{
+	if (t->store != NULL && s != t->store) {
+		rio_store_set_send(t->store, NULL, NULL);
+	}
+	t->store = s;
+	if (s != NULL) {
+		rio_store_set_send(s, transport_send_raft, t);
+	}
+}
+
+static struct conn *active_conn(const struct transport *t, uint64_t peer,
+                                int *status)
+{
+	struct peer *p;
+	if (t->closing) {
+		*status = TRANSPORT_ESHUTDOWN;
+		return NULL;
+	}
+	p = find_peer(t, peer);
+	if (p == NULL) {
+		*status = TRANSPORT_ENOPEER;
+		return NULL;
+	}
+	if (p->active == NULL) {
+		p->st.dropped++;
+		*status = TRANSPORT_ENOCONN;
+		return NULL;
+	}
+	return p->active;
+}
+
+uint8_t *transport_reserve(struct transport *t, uint64_t peer, uint8_t kind,
+                           size_t len, int *status)
+{
+	struct conn *c = active_conn(t, peer, status);
+	uint8_t *p;
+	if (c == NULL) {
+		return NULL;
+	}
+	p = queue_frame(c, kind, len, status);
+	if (p == NULL) {
+		c->peer->st.dropped++;
+	} else {
+		c->peer->st.frames_sent++;
+	}
+	return p;
+}
+
+int transport_send(struct transport *t, uint64_t peer, uint8_t kind,
+                   const void *p, size_t len)
+{
+	int status;
+	uint8_t *b = transport_reserve(t, peer, kind, len, &status);
+	if (b == NULL) {
+		return status;
+	}
+	if (len > 0) {
+		memcpy(b, p, len);
+	}
+	return 0;
+}
+
+int transport_send_raft(void *data, uint32_t group,
+                        const struct raft_message *m)
+{
+	struct transport *t = data;
+	size_t len = msg_raft_size(m);
+	uint8_t *b;
+	int status;
+
+	if (len == 0) {
+		return RAFT_MALFORMED;
+	}
+	b = transport_reserve(t, m->server_id, MSG_RAFT, len, &status);
+	if (b == NULL) {
+		return status == TRANSPORT_ENOMEM ? RAFT_NOMEM
+		                                  : RAFT_NOCONNECTION;
+	}
+	msg_raft_write(b, group, m);
+	return 0;
+}
+
+bool transport_connected(const struct transport *t, uint64_t peer)
+{
+	struct peer *p = find_peer(t, peer);
+	return p != NULL && p->active != NULL;
+}
+
+uint64_t transport_conn_gen(const struct transport *t, uint64_t peer)
+{
+	struct peer *p = find_peer(t, peer);
+	return p != NULL && p->active != NULL ? p->active->gen : 0;
+}
+
+size_t transport_queued(const struct transport *t, uint64_t peer)
+{
+	struct peer *p = find_peer(t, peer);
+	if (p == NULL || p->active == NULL) {
+		return 0;
+	}
+	return p->active->fill.len + p->active->out.len;
+}
+
+size_t transport_peers(const struct transport *t,
+                       struct transport_peer_info *out, size_t max)
+{
+	size_t i;
+	for (i = 0; i < t->n_peers && i < max; i++) {
+		out[i] = t->peers[i]->st;
+		out[i].queued = transport_queued(t, t->peers[i]->id);
+	}
+	return t->n_peers;
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+	struct transport *t = h->data;
+	t->open_handles--;
+	maybe_finish_close(t);
+}
+
+static void maybe_finish_close(struct transport *t)
+{
+	if (t->closing && t->open_handles == 0 && t->close_cb != NULL) {
+		transport_close_cb cb = t->close_cb;
+		t->close_cb = NULL;
+		cb(t, t->close_data);
+	}
+}
+
+void transport_close(struct transport *t, transport_close_cb cb, void *data)
+{
+	struct conn *c, *next;
+
+	if (t->closing) {
+		return;
+	}
+	t->closing = true;
+	t->close_cb = cb;
+	t->close_data = data;
+	if (t->store != NULL) {
+		rio_store_set_send(t->store, NULL, NULL);
+		t->store = NULL;
+	}
+	for (c = t->conns; c != NULL; c = next) {
+		next = c->next;
+		conn_close(c, TRANSPORT_DEBUG, "node stopping");
+	}
+	if (t->listener_init) {
+		uv_close((uv_handle_t *)&t->listener, handle_closed);
+	}
+	uv_close((uv_handle_t *)&t->timer, handle_closed);
+	uv_close((uv_handle_t *)&t->check, handle_closed);
+	uv_close((uv_handle_t *)&t->prepare, handle_closed);
+	uv_close((uv_handle_t *)&t->idle, handle_closed);
+	t->idle_on = false;
+}
+
+void transport_free(struct transport *t)
+{
+	size_t i;
+	if (t == NULL) {
+		return;
+	}
+	for (i = 0; i < t->n_peers; i++) {
+		free(t->peers[i]);
+	}
+	free(t->peers);
+	free(t);
+}

@@ -1,0 +1,437 @@
+/* Synchronous Felix client helpers for tests; see felix_util.h. */
+#include "tests/integration/felix_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void on_ready(void *data, struct felix_client *c, int status,
+                     const char *message)
+{
+	struct fx *f = data;
+	(void)c;
+	f->status = status;
+	snprintf(f->message, sizeof f->message, "%s", message);
+	f->ready = true;
+}
+
+int fx_connect(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
+               unsigned i, const char *tenant, const char *token,
+               unsigned request_streams)
+{
+	struct felix_client_config cfg;
+	char err[256];
+	memset(f, 0, sizeof *f);
+	f->loop = loop;
+	snprintf(f->ca, sizeof f->ca, "%s/tls/dev-cert.pem",
+	         cl->nodes[i].data_dir);
+	felix_client_config_init(&cfg);
+	cfg.host = "127.0.0.1";
+	cfg.port = cl->nodes[i].felix;
+	cfg.ca_file = f->ca;
+	cfg.server_name = "localhost";
+	cfg.tenant = tenant;
+	cfg.token = token;
+	cfg.request_streams = request_streams ? request_streams : 1;
+	if (felix_client_open(&f->c, loop, &cfg, on_ready, f, err,
+	                      sizeof err) != 0) {
+		snprintf(f->message, sizeof f->message, "%s", err);
+		f->c = NULL;
+		return -100;
+	}
+	if (felix_client_run(loop, &f->ready, FX_WAIT_MS) != 0) {
+		snprintf(f->message, sizeof f->message, "connect timed out");
+		return -101;
+	}
+	return f->status;
+}
+
+void fx_close(struct fx *f)
+{
+	if (f->c != NULL) {
+		felix_client_close(f->c);
+		f->c = NULL;
+		fx_spin(f, 50);
+	}
+}
+
+struct op {
+	struct fx *f;
+	bool done;
+	int status;
+	struct felix_msg reply;
+};
+
+static void on_ack(void *data, int status, const char *message)
+{
+	struct op *op = data;
+	op->status = status;
+	snprintf(op->f->message, sizeof op->f->message, "%s",
+	         message ? message : "");
+	op->done = true;
+}
+
+static void on_reply(void *data, int status, const struct felix_msg *reply,
+                     const char *message)
+{
+	struct op *op = data;
+	op->status = status;
+	snprintf(op->f->message, sizeof op->f->message, "%s",
+	         message ? message : "");
+	if (reply != NULL) {
+		/* Keep the fields tests read (no owned pointers). */
+		op->reply = *reply;
+		if (reply->type == FELIX_MSG_CACHE_VALUE) {
+			op->reply.u.cache_value.tenant_id = NULL;
+			op->reply.u.cache_value.namespace = NULL;
+			op->reply.u.cache_value.cache = NULL;
+			op->reply.u.cache_value.key = NULL;
+			size_t n = reply->u.cache_value.value.len;
+			uint8_t *v = malloc(n + 1);
+			if (v != NULL) {
+				if (n > 0) {
+					memcpy(v,
+					       reply->u.cache_value.value.data,
+					       n);
+				}
+				v[n] = 0;
+			}
+			op->reply.u.cache_value.value.data = v;
+		}
+	}
+	op->done = true;
+}
+
+static int wait_op(struct op *op)
+{
+	if (felix_client_run(op->f->loop, &op->done, FX_WAIT_MS) != 0) {
+		snprintf(op->f->message, sizeof op->f->message, "timed out");
+		return -102;
+	}
+	return op->status;
+}
+
+static int publish(struct fx *f, bool json, const char *ns, const char *stream,
+                   const char *key, const char *const *payloads, uint32_t n)
+{
+	struct op op = {.f = f};
+	struct felix_view v[256];
+	if (n > 256) {
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		v[i].data = (const uint8_t *)payloads[i];
+		v[i].len = strlen(payloads[i]);
+	}
+	int rv = (json ? felix_client_publish_json : felix_client_publish)(
+	    f->c, ns, stream, key != NULL, (const uint8_t *)key,
+	    key ? strlen(key) : 0, v, n, FELIX_ACK_PER_BATCH, on_ack, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	return wait_op(&op);
+}
+
+int fx_publish(struct fx *f, const char *ns, const char *stream,
+               const char *key, const char *const *payloads, uint32_t n)
+{
+	return publish(f, false, ns, stream, key, payloads, n);
+}
+
+int fx_publish_json(struct fx *f, const char *ns, const char *stream,
+                    const char *key, const char *const *payloads, uint32_t n)
+{
+	return publish(f, true, ns, stream, key, payloads, n);
+}
+
+int fx_publish_ready(struct fx *f, const char *ns, const char *stream)
+{
+	/* Empty batches append nothing but exercise the scope lookup; a
+	 * cache put checks a leader. */
+	for (int i = 0; i < 100; i++) {
+		int rv = fx_cache_put(f, "ready", "k", "v", false, 0);
+		if (rv == 0) {
+			return publish(f, false, ns, stream, NULL, NULL, 0);
+		}
+		fx_spin(f, 100);
+	}
+	return -1;
+}
+
+int fx_cache_put(struct fx *f, const char *cache, const char *key,
+                 const char *value, bool has_ttl, uint64_t ttl_ms)
+{
+	struct op op = {.f = f};
+	int rv = felix_client_cache_put(f->c, "default", cache, key,
+	                                (const uint8_t *)value, strlen(value),
+	                                has_ttl, ttl_ms, on_reply, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_op(&op);
+	if (rv == 0 && op.reply.type != FELIX_MSG_CACHE_OK) {
+		return -103;
+	}
+	return rv;
+}
+
+static int value_answer(struct op *op, int rv, char *buf, size_t cap,
+                        bool *found)
+{
+	if (rv != 0) {
+		return rv;
+	}
+	if (op->reply.type != FELIX_MSG_CACHE_VALUE) {
+		return -103;
+	}
+	*found = op->reply.u.cache_value.has_value;
+	snprintf(buf, cap, "%s",
+	         *found && op->reply.u.cache_value.value.data
+	             ? (const char *)op->reply.u.cache_value.value.data
+	             : "");
+	free(op->reply.u.cache_value.value.data);
+	return 0;
+}
+
+int fx_cache_get(struct fx *f, const char *cache, const char *key, char *buf,
+                 size_t cap, bool *found)
+{
+	struct op op = {.f = f};
+	int rv =
+	    felix_client_cache_get(f->c, "default", cache, key, on_reply, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	return value_answer(&op, wait_op(&op), buf, cap, found);
+}
+
+int fx_cache_delete(struct fx *f, const char *cache, const char *key, char *buf,
+                    size_t cap, bool *found)
+{
+	struct op op = {.f = f};
+	int rv = felix_client_cache_delete(f->c, "default", cache, key,
+	                                   on_reply, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	return value_answer(&op, wait_op(&op), buf, cap, found);
+}
+
+int fx_counter_add(struct fx *f, const char *cache, const char *key,
+                   int64_t delta, int64_t *sum)
+{
+	struct op op = {.f = f};
+	int rv = felix_client_counter_add(f->c, "default", cache, key, delta,
+	                                  on_reply, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_op(&op);
+	if (rv == 0) {
+		if (op.reply.type != FELIX_MSG_COUNTER_VALUE ||
+		    !op.reply.u.counter_value.has_value) {
+			return -103;
+		}
+		*sum = op.reply.u.counter_value.value;
+	}
+	return rv;
+}
+
+int fx_counter_get(struct fx *f, const char *cache, const char *key,
+                   int64_t *value, bool *found)
+{
+	struct op op = {.f = f};
+	int rv = felix_client_counter_get(f->c, "default", cache, key, on_reply,
+	                                  &op);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_op(&op);
+	if (rv == 0) {
+		if (op.reply.type != FELIX_MSG_COUNTER_VALUE) {
+			return -103;
+		}
+		*found = op.reply.u.counter_value.has_value;
+		*value = op.reply.u.counter_value.value;
+	}
+	return rv;
+}
+
+int fx_stream_shards(struct fx *f, const char *ns, const char *stream,
+                     uint32_t *shards)
+{
+	struct op op = {.f = f};
+	int rv = felix_client_stream_shards(f->c, ns, stream, on_reply, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_op(&op);
+	if (rv == 0) {
+		if (op.reply.type != FELIX_MSG_STREAM_SHARDS_VIEW) {
+			return -103;
+		}
+		*shards = op.reply.u.stream_shards_view.shards;
+	}
+	return rv;
+}
+
+static void on_started(void *data, struct felix_sub *sub, int status,
+                       const struct felix_msg *answer, const char *message)
+{
+	struct fx_sub *s = data;
+	(void)sub;
+	s->status = status;
+	snprintf(s->message, sizeof s->message, "%s", message ? message : "");
+	s->answer = answer ? answer->type : FELIX_MSG_NONE;
+	if (answer != NULL &&
+	    answer->type == FELIX_MSG_SUBSCRIBE_CURSOR_ERROR) {
+		s->cursor = answer->u.cursor_error;
+	}
+	if (answer != NULL && answer->type == FELIX_MSG_ERROR) {
+		snprintf(s->message, sizeof s->message, "%s",
+		         answer->u.error.message);
+	}
+	if (status == 0) {
+		s->started = true;
+	} else {
+		s->refused = true;
+		s->h = NULL;
+	}
+}
+
+static void on_events(void *data, struct felix_sub *sub, bool has_offset,
+                      uint64_t base, const struct felix_view *p, uint32_t n)
+{
+	struct fx_sub *s = data;
+	(void)sub;
+	s->batches++;
+	s->has_offsets = has_offset;
+	for (uint32_t i = 0; i < n && s->n < FX_MAX_EVENTS; i++) {
+		char *c = malloc(p[i].len + 1);
+		if (c != NULL) {
+			memcpy(c, p[i].data, p[i].len);
+			c[p[i].len] = '\0';
+		}
+		s->offsets[s->n] = has_offset ? base + i : UINT64_MAX;
+		s->payloads[s->n] = c;
+		s->n++;
+	}
+}
+
+static void on_ended(void *data, struct felix_sub *sub, const char *why)
+{
+	struct fx_sub *s = data;
+	(void)sub;
+	snprintf(s->message, sizeof s->message, "%s", why ? why : "");
+	s->ended = true;
+	s->h = NULL;
+}
+
+int fx_subscribe(struct fx *f, struct fx_sub *s, const char *ns,
+                 const char *stream, uint32_t shard,
+                 const struct felix_start *start)
+{
+	static const struct felix_sub_handlers h = {on_started, on_events,
+	                                            on_ended};
+	memset(s, 0, sizeof *s);
+	s->f = f;
+	int rv = felix_client_subscribe(f->c, ns, stream, shard, start, &h, s,
+	                                &s->h);
+	if (rv != 0) {
+		return rv;
+	}
+	bool done = false;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!s->started && !s->refused && !s->ended) {
+		if (felix_client_run(f->loop, &done, 20) == 0) {
+			break;
+		}
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
+			return -102;
+		}
+	}
+	return s->started ? 0 : (s->status ? s->status : -1);
+}
+
+int fx_sub_wait(struct fx_sub *s, uint64_t n)
+{
+	struct timespec t0;
+	bool done = false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (s->n < n && !s->ended) {
+		felix_client_run(s->f->loop, &done, 20);
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
+			return -102;
+		}
+	}
+	return s->n >= n ? 0 : -1;
+}
+
+void fx_sub_close(struct fx_sub *s)
+{
+	if (s->h != NULL) {
+		felix_sub_close(s->h);
+		s->h = NULL;
+	}
+}
+
+void fx_sub_free(struct fx_sub *s)
+{
+	fx_sub_close(s);
+	for (uint64_t i = 0; i < s->n; i++) {
+		free(s->payloads[i]);
+	}
+	s->n = 0;
+}
+
+void fx_spin(struct fx *f, unsigned ms)
+{
+	bool never = false;
+	felix_client_run(f->loop, &never, ms);
+}
+
+int64_t fx_metric(struct harness_cluster *cl, unsigned i, const char *series)
+{
+	static char body[1 << 18];
+	int st;
+	if (harness_http(cl->nodes[i].admin, "GET", "/metrics", NULL, &st, body,
+	                 sizeof body) != 0 ||
+	    st != 200) {
+		return -1;
+	}
+	size_t sl = strlen(series);
+	for (char *p = body; p != NULL && *p; p = strchr(p, '\n')) {
+		if (*p == '\n') {
+			p++;
+		}
+		if (strncmp(p, series, sl) == 0 && p[sl] == ' ') {
+			return strtoll(p + sl + 1, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+uint64_t fx_rss_kib(int pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", pid);
+	FILE *fp = fopen(path, "r");
+	uint64_t kib = 0;
+	if (fp == NULL) {
+		return 0;
+	}
+	while (fgets(line, sizeof line, fp) != NULL) {
+		if (strncmp(line, "VmRSS:", 6) == 0) {
+			kib = strtoull(line + 6, NULL, 10);
+			break;
+		}
+	}
+	fclose(fp);
+	return kib;
+}

@@ -1,0 +1,197 @@
+/* Integration: durability of acknowledged FSNP writes across SIGKILL.
+ *
+ * 20 000 RPUSHes of unique values go to 8 lists, one on each data shard,
+ * pipelined (a window of requests in flight) over real store commands,
+ * while the node is SIGKILLed at 5 random points (seeded) and restarted
+ * on the same data. Nothing is retried. Afterwards every acknowledged
+ * value is present exactly once, and no value is present twice. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/fsnp_test_client.h"
+#include "tests/integration/harness.h"
+#include "wire/fsnp_opcode.h"
+#include "wire/fsnp_slot.h"
+
+#define N_VALUES 20000
+#define N_KILLS 5
+#define WINDOW 256
+#define SHARDS 8
+
+static uint64_t prng = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void)
+{
+	prng ^= prng << 13;
+	prng ^= prng >> 7;
+	prng ^= prng << 17;
+	return prng;
+}
+
+static char keys[SHARDS][32];
+static uint8_t acked[N_VALUES];
+static uint8_t count[N_VALUES];
+static uint32_t rid_value[N_VALUES + 64]; /* request id -> value + 1 */
+
+/* One key per shard (group). */
+static void pick_keys(void)
+{
+	bool have[SHARDS] = {false};
+	int found = 0;
+	for (int i = 0; found < SHARDS; i++) {
+		char k[32];
+		snprintf(k, sizeof k, "dur:%d", i);
+		unsigned s = fsnp_slot_shard(
+		    fsnp_slot_of((const uint8_t *)k, strlen(k)), SHARDS);
+		if (!have[s]) {
+			have[s] = true;
+			memcpy(keys[s], k, sizeof k);
+			found++;
+		}
+	}
+}
+
+static uint64_t send_push(struct ftc *c, uint32_t v)
+{
+	char val[16];
+	const char *vals[] = {val};
+	struct wbuf b;
+	snprintf(val, sizeof val, "v%u", v);
+	ftc_body(&b, "key=s values=a", keys[v % SHARDS], vals, 1);
+	uint64_t rid = ftc_send(c, 1 + v % SHARDS, FSNP_OP_RPUSH, 0, &b);
+	wbuf_free(&b);
+	return rid;
+}
+
+/* Reads one reply; records an acknowledgement. -1 when the node is gone. */
+static int recv_one(struct ftc *c, int timeout_ms)
+{
+	struct ftc_msg m;
+	if (ftc_recv(c, &m, timeout_ms) != 0) {
+		return -1;
+	}
+	if (m.h.request_id < sizeof rid_value / sizeof rid_value[0] &&
+	    rid_value[m.h.request_id] != 0 && m.status == FSNP_STATUS_OK) {
+		acked[rid_value[m.h.request_id] - 1] = 1;
+	}
+	ftc_msg_free(&m);
+	return 0;
+}
+
+static void test_kill_restart_rpush(void **state)
+{
+	struct harness_cluster cl;
+	struct ftc c;
+	uint32_t kill_at[N_KILLS];
+	int kills = 0;
+	uint32_t next = 0;
+	(void)state;
+	pick_keys();
+	for (int i = 0; i < N_KILLS; i++) {
+		/* Spread over the run, in increasing order. */
+		kill_at[i] = (uint32_t)((i + 1) * (N_VALUES / (N_KILLS + 1)) +
+		                        rnd() % (N_VALUES / (N_KILLS + 1) / 2));
+	}
+	assert_int_equal(harness_cluster_start(&cl, 1, NULL, true), 0);
+	uint16_t port = cl.nodes[0].fsnp;
+	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+	assert_int_equal(ftc_connect(&c, port), 0);
+	unsigned inflight = 0;
+	while (next < N_VALUES) {
+		/* Keep WINDOW requests in flight. */
+		while (inflight < WINDOW && next < N_VALUES &&
+		       !(kills < N_KILLS && next == kill_at[kills])) {
+			uint64_t rid = send_push(&c, next);
+			assert_true(rid != 0);
+			rid_value[rid] = next + 1;
+			next++;
+			inflight++;
+		}
+		if (kills < N_KILLS && next == kill_at[kills]) {
+			/* Kill with a random share of the window unanswered. */
+			unsigned wait = (unsigned)(rnd() % (inflight + 1));
+			while (wait-- > 0 && recv_one(&c, 10000) == 0) {
+				inflight--;
+			}
+			assert_int_equal(
+			    harness_node_signal(&cl, 0, SIGKILL, NULL), 0);
+			/* Replies already in our buffer still count. */
+			while (recv_one(&c, 200) == 0) {
+			}
+			/* Request ids keep counting: never reused. */
+			uint64_t rid_next = c.next_rid;
+			ftc_close(&c);
+			inflight = 0;
+			kills++;
+			assert_int_equal(harness_node_start(&cl, 0), 0);
+			assert_int_equal(ftc_wait_ready(port, 30000), 0);
+			assert_int_equal(ftc_connect(&c, port), 0);
+			c.next_rid = rid_next;
+			continue;
+		}
+		if (inflight > 0) {
+			assert_int_equal(recv_one(&c, 20000), 0);
+			inflight--;
+		}
+	}
+	while (inflight > 0) {
+		assert_int_equal(recv_one(&c, 20000), 0);
+		inflight--;
+	}
+	assert_int_equal(kills, N_KILLS);
+
+	/* Every list, whole. */
+	for (int s = 0; s < SHARDS; s++) {
+		struct wbuf b;
+		struct ftc_msg m;
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		ftc_body(&b, "key=s start=i stop=i", keys[s], (int64_t)0,
+		         (int64_t)-1);
+		assert_int_equal(ftc_call(&c, 1, FSNP_OP_LRANGE, 0, &b, &m), 0);
+		wbuf_free(&b);
+		assert_int_equal(m.status, 0);
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			char tmp[16];
+			snprintf(tmp, sizeof tmp, "%.*s", (int)e.as.bin.len,
+			         (const char *)e.as.bin.ptr);
+			unsigned v = (unsigned)atoi(tmp + 1);
+			assert_true(v < N_VALUES);
+			assert_int_equal((int)(v % SHARDS), s);
+			count[v]++;
+		}
+		ftc_msg_free(&m);
+	}
+	unsigned n_acked = 0, n_present = 0;
+	for (unsigned v = 0; v < N_VALUES; v++) {
+		if (count[v] > 1) {
+			fail_msg("value v%u present %u times", v, count[v]);
+		}
+		if (acked[v] && count[v] != 1) {
+			fail_msg("acknowledged value v%u is missing", v);
+		}
+		n_acked += acked[v];
+		n_present += count[v];
+	}
+	print_message("%u of %u values acknowledged, %u present, %d kills\n",
+	              n_acked, N_VALUES, n_present, kills);
+	assert_true(n_acked > N_VALUES / 2);
+	ftc_close(&c);
+	harness_cluster_stop(&cl);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_kill_restart_rpush),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

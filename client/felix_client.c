@@ -52,6 +52,7 @@ struct cuni {
 	struct wbuf rx;
 	size_t rx_off;
 	size_t unconsumed;
+	bool fin; /* the broker finished the stream */
 };
 
 struct felix_sub {
@@ -300,14 +301,13 @@ static void watch_deliver(struct felix_sub *sub, uint16_t flags,
 	}
 	if (m.type == FELIX_MSG_CACHE_EVENT && sub->wh.change != NULL) {
 		const struct felix_msg_cache_event *e = &m.u.cache_event;
-		sub->wh.change(sub->data, sub, e->key,
-		               e->has_value ? (e->value.data != NULL
-		                                   ? e->value.data
-		                                   : (const uint8_t *)"")
-		                            : NULL,
-		               e->value.len, e->offset,
-		               e->has_expires_at_millis ? e->expires_at_millis
-		                                        : 0);
+		sub->wh.change(
+		    sub->data, sub, e->key,
+		    e->has_value ? (e->value.data != NULL ? e->value.data
+		                                          : (const uint8_t *)"")
+		                 : NULL,
+		    e->value.len, e->offset,
+		    e->has_expires_at_millis ? e->expires_at_millis : 0);
 	} else if (m.type == FELIX_MSG_CACHE_WATCH_LAGGED &&
 	           sub->wh.lagged != NULL) {
 		sub->wh.lagged(sub->data, sub,
@@ -458,6 +458,14 @@ static void uni_process(struct felix_client *c, struct cuni *u)
 	if (!hold && u->unconsumed > 0 && c->open) {
 		quic_conn_stream_consume(c->conn, u->id, u->unconsumed);
 		u->unconsumed = 0;
+	}
+	/* Finished and fully read: the subscription is over (the stream
+	 * itself goes when the transport lets go of it). */
+	if (u->fin && u->rx_off == u->rx.len && u->sub != NULL) {
+		struct felix_sub *sub = u->sub;
+		u->sub = NULL;
+		sub->uni = NULL;
+		sub_end(sub, "event stream finished");
 	}
 }
 
@@ -877,6 +885,7 @@ static void on_stream_data(struct quic_conn *qc, int64_t sid,
 	}
 	if ((sid & 0x2) != 0) {
 		struct cuni *u = p;
+		u->fin = u->fin || fin;
 		wbuf_append(&u->rx, data, len);
 		u->unconsumed += len;
 		uni_process(c, u);
@@ -1433,11 +1442,13 @@ int felix_client_group_settle(struct felix_client *c, enum felix_msg_type type,
                               void *data)
 {
 	struct felix_msg m;
-	uint32_t need = type == FELIX_MSG_GROUP_ACK || type == FELIX_MSG_GROUP_NACK
-	                    ? FELIX_FEATURE_CONSUMER_GROUP
-	                    : FELIX_FEATURE_GROUP_DEAD_LETTERS;
+	uint32_t need =
+	    type == FELIX_MSG_GROUP_ACK || type == FELIX_MSG_GROUP_NACK
+	        ? FELIX_FEATURE_CONSUMER_GROUP
+	        : FELIX_FEATURE_GROUP_DEAD_LETTERS;
 	if (type != FELIX_MSG_GROUP_ACK && type != FELIX_MSG_GROUP_NACK &&
-	    type != FELIX_MSG_GROUP_DISCARD && type != FELIX_MSG_GROUP_REDRIVE) {
+	    type != FELIX_MSG_GROUP_DISCARD &&
+	    type != FELIX_MSG_GROUP_REDRIVE) {
 		return FELIX_CLIENT_EINVAL;
 	}
 	if (!(c->server_features & need)) {

@@ -1,10 +1,12 @@
 /* lodebench felix: acked publish throughput and latency against a running
- * broker, with F subscribers fanning the stream out.
+ * broker, with F subscribers fanning the stream out; consumer group, counter
+ * and idempotent publish throughput.
  *
  *   lodebench felix --felix HOST:PORT --ca FILE [--server-pid PID]
- *       [--mode throughput|latency] [--batch N] [--size BYTES]
- *       [--fanout F] [--seconds S] [--conns C] [--window W]
- *       [--max-lag N] [--stream NAME] [--tenant T] [--token TOK]
+ *       [--mode throughput|latency|idempotent|group|counter] [--batch N]
+ *       [--size BYTES] [--fanout F] [--seconds S] [--conns C] [--window W]
+ *       [--max-lag N] [--records N] [--stream NAME] [--tenant T]
+ *       [--token TOK]
  *
  * throughput: C publisher connections keep W acked batches of N records of
  *   BYTES each in flight (binary 0x0009 frames) to one stream shard; F
@@ -17,6 +19,15 @@
  *   /proc/PID/stat utime + stime).
  * latency: one publisher sends a batch, waits for its ack, sends the next;
  *   reports p50 / p99 / p999 of the ack round trip.
+ * idempotent: as throughput, with publish_idempotent (JSON, one producer per
+ *   connection, one sequence per batch) instead of binary acked publishes;
+ *   compare with throughput at the same --fanout (0 for the bare cost).
+ * group: --records N records (default 100000) are published first (not
+ *   timed); then C consumer connections each poll up to --batch records
+ *   (wait_ms 0), ack every one (pipelined) and poll again; reports records
+ *   acked per second (poll + ack) until all are acked or --seconds passed.
+ * counter: C connections keep W counter_add requests in flight over 64
+ *   keys; reports adds per second.
  * Everything runs on one client thread: on a small machine the client
  * competes with the broker for CPU, which the figures include. */
 #include <inttypes.h>
@@ -34,11 +45,23 @@
 
 struct bench;
 
+enum bench_mode {
+	MODE_THROUGHPUT = 0,
+	MODE_LATENCY,
+	MODE_IDEMPOTENT,
+	MODE_GROUP,
+	MODE_COUNTER,
+};
+
 struct pubconn {
 	struct bench *b;
 	struct felix_client *c;
 	bool ready;
 	unsigned inflight;
+	uint64_t producer; /* idempotent */
+	uint64_t seq;
+	bool polling; /* group: a poll in flight */
+	uint64_t counter_i;
 };
 
 struct bench {
@@ -50,7 +73,10 @@ struct bench {
 	const char *token;
 	char stream[128];
 	int server_pid;
+	enum bench_mode mode;
 	bool latency;
+	uint64_t records;  /* group: records to consume */
+	uint64_t done_ops; /* group: acks; counter: adds */
 	uint32_t batch;
 	size_t size;
 	unsigned fanout;
@@ -120,9 +146,10 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: lodebench felix --ca FILE [--felix HOST:PORT] "
 	        "[--server-pid PID]\n"
-	        "       [--mode throughput|latency] [--batch N] [--size B] "
-	        "[--fanout F]\n"
-	        "       [--seconds S] [--conns C] [--window W] [--max-lag N] "
+	        "       [--mode throughput|latency|idempotent|group|counter]\n"
+	        "       [--batch N] [--size B] [--fanout F] [--seconds S] "
+	        "[--conns C]\n"
+	        "       [--window W] [--max-lag N] [--records N] "
 	        "[--stream NAME]\n"
 	        "       [--tenant T] [--token TOK]\n");
 }
@@ -172,6 +199,46 @@ static void on_sub_ended(void *data, struct felix_sub *sub, const char *why)
 
 static void pump(struct pubconn *pc);
 
+static void bench_fail(struct bench *b, const char *what, const char *message)
+{
+	if (!b->failed) {
+		snprintf(b->error, sizeof b->error, "%s: %s", what,
+		         message ? message : "failed");
+	}
+	b->failed = true;
+}
+
+static void on_idem(void *data, int status, const struct felix_msg *reply,
+                    const char *message)
+{
+	struct pubconn *pc = data;
+	struct bench *b = pc->b;
+	(void)reply;
+	pc->inflight--;
+	b->inflight_total--;
+	if (status != 0) {
+		bench_fail(b, "publish_idempotent", message);
+		return;
+	}
+	b->acked_batches++;
+	pump(pc);
+}
+
+static void on_counter(void *data, int status, const struct felix_msg *reply,
+                       const char *message)
+{
+	struct pubconn *pc = data;
+	struct bench *b = pc->b;
+	(void)reply;
+	pc->inflight--;
+	if (status != 0) {
+		bench_fail(b, "counter_add", message);
+		return;
+	}
+	b->done_ops++;
+	pump(pc);
+}
+
 static void on_ack(void *data, int status, const char *message)
 {
 	struct pubconn *pc = data;
@@ -202,10 +269,32 @@ static void on_ack(void *data, int status, const char *message)
 	pump(pc);
 }
 
+static void group_pump(struct pubconn *pc);
+
 static void pump(struct pubconn *pc)
 {
 	struct bench *b = pc->b;
 	unsigned window = b->latency ? 1 : b->window;
+	if (b->mode == MODE_GROUP) {
+		group_pump(pc);
+		return;
+	}
+	while (b->mode == MODE_COUNTER && !b->stop && !b->failed &&
+	       pc->inflight < window) {
+		char key[16];
+		snprintf(key, sizeof key, "k%u",
+		         (unsigned)(pc->counter_i++ % 64));
+		pc->inflight++;
+		if (felix_client_counter_add(pc->c, "default", b->stream, key,
+		                             1, on_counter, pc) != 0) {
+			pc->inflight--;
+			bench_fail(b, "counter_add", "connection lost");
+			return;
+		}
+	}
+	if (b->mode == MODE_COUNTER) {
+		return;
+	}
 	while (!b->stop && !b->failed && pc->inflight < window &&
 	       felix_client_backlog(pc->c) < (4u << 20)) {
 		/* Paced by the slowest possible subscriber: what was sent
@@ -222,10 +311,19 @@ static void pump(struct pubconn *pc)
 			b->sent_ns = now_ns();
 			b->waiting = true;
 		}
-		if (felix_client_publish(pc->c, "default", b->stream, false,
-		                         NULL, 0, b->payloads, b->batch,
-		                         FELIX_ACK_PER_BATCH, on_ack,
-		                         pc) != 0) {
+		int rv;
+		if (b->mode == MODE_IDEMPOTENT) {
+			rv = felix_client_publish_idempotent(
+			    pc->c, "default", b->stream, false, NULL, 0,
+			    b->payloads, b->batch, pc->producer, pc->seq++,
+			    on_idem, pc);
+		} else {
+			rv = felix_client_publish(pc->c, "default", b->stream,
+			                          false, NULL, 0, b->payloads,
+			                          b->batch, FELIX_ACK_PER_BATCH,
+			                          on_ack, pc);
+		}
+		if (rv != 0) {
 			pc->inflight--;
 			b->inflight_total--;
 			b->failed = true;
@@ -234,6 +332,110 @@ static void pump(struct pubconn *pc)
 			return;
 		}
 	}
+}
+
+static void on_pinit(void *data, int status, const struct felix_msg *reply,
+                     const char *message)
+{
+	struct pubconn *pc = data;
+	if (status != 0 || reply == NULL ||
+	    reply->type != FELIX_MSG_PRODUCER_INIT_OK) {
+		bench_fail(pc->b, "producer_init", message);
+		return;
+	}
+	pc->producer = reply->u.producer_init_ok.producer_id;
+}
+
+/* ---- consumer group mode ---- */
+
+static void on_group_ack(void *data, int status, const struct felix_msg *reply,
+                         const char *message)
+{
+	struct pubconn *pc = data;
+	struct bench *b = pc->b;
+	(void)reply;
+	pc->inflight--;
+	if (status != 0) {
+		bench_fail(b, "group_ack", message);
+		return;
+	}
+	b->done_ops++;
+	if (b->done_ops >= b->records) {
+		b->stop = true;
+	}
+	group_pump(pc);
+}
+
+static void on_group_poll(void *data, int status, const struct felix_msg *reply,
+                          const char *message)
+{
+	struct pubconn *pc = data;
+	struct bench *b = pc->b;
+	pc->polling = false;
+	if (status != 0 || reply == NULL ||
+	    reply->type != FELIX_MSG_GROUP_RECORDS) {
+		bench_fail(b, "group_poll", message);
+		return;
+	}
+	const struct felix_group_record_list *l =
+	    &reply->u.group_records.records;
+	for (size_t i = 0; i < l->count && !b->failed; i++) {
+		pc->inflight++;
+		if (felix_client_group_settle(
+		        pc->c, FELIX_MSG_GROUP_ACK, "default", b->stream, 0,
+		        "bench", l->items[i].offset, on_group_ack, pc) != 0) {
+			pc->inflight--;
+			bench_fail(b, "group_ack", "connection lost");
+		}
+	}
+	group_pump(pc);
+}
+
+/* One poll in flight per consumer, and acks for at most a window of
+ * batches: the next poll leaves while the last batch is acked. */
+static void group_pump(struct pubconn *pc)
+{
+	struct bench *b = pc->b;
+	if (b->stop || b->failed || pc->polling ||
+	    pc->inflight >= (unsigned)b->window * b->batch) {
+		return;
+	}
+	pc->polling = true;
+	if (felix_client_group_poll(pc->c, "default", b->stream, 0, "bench",
+	                            b->batch, 0, on_group_poll, pc) != 0) {
+		pc->polling = false;
+		bench_fail(b, "group_poll", "connection lost");
+	}
+}
+
+/* Publishes --records records (batches of --batch), not timed. */
+static void prefill(struct bench *b)
+{
+	uint64_t sent = 0;
+	struct pubconn *pc = &b->pubs[0];
+	b->stop = true; /* the acks must not start the pump */
+	while (!b->failed) {
+		while (sent < b->records && pc->inflight < 16) {
+			uint32_t n = b->records - sent < b->batch
+			                 ? (uint32_t)(b->records - sent)
+			                 : b->batch;
+			pc->inflight++;
+			b->inflight_total++;
+			if (felix_client_publish(pc->c, "default", b->stream,
+			                         false, NULL, 0, b->payloads, n,
+			                         FELIX_ACK_PER_BATCH, on_ack,
+			                         pc) != 0) {
+				bench_fail(b, "publish", "connection lost");
+				return;
+			}
+			sent += n;
+		}
+		if (sent >= b->records && pc->inflight == 0) {
+			break;
+		}
+		uv_run(&b->loop, UV_RUN_ONCE);
+	}
+	b->stop = false;
 }
 
 static int cmp_u64(const void *x, const void *y)
@@ -323,7 +525,21 @@ int lodebench_felix_main(int argc, char **argv)
 		} else if (strcmp(o, "--server-pid") == 0) {
 			b.server_pid = atoi(v);
 		} else if (strcmp(o, "--mode") == 0) {
-			b.latency = strcmp(v, "latency") == 0;
+			static const char *const modes[] = {
+			    "throughput", "latency", "idempotent", "group",
+			    "counter"};
+			size_t k = 0;
+			while (k < 5 && strcmp(v, modes[k]) != 0) {
+				k++;
+			}
+			if (k == 5) {
+				usage(stderr);
+				return 2;
+			}
+			b.mode = (enum bench_mode)k;
+			b.latency = b.mode == MODE_LATENCY;
+		} else if (strcmp(o, "--records") == 0) {
+			b.records = strtoull(v, NULL, 10);
 		} else if (strcmp(o, "--batch") == 0) {
 			b.batch = (uint32_t)atoi(v);
 		} else if (strcmp(o, "--size") == 0) {
@@ -352,6 +568,12 @@ int lodebench_felix_main(int argc, char **argv)
 	}
 	if (b.latency) {
 		b.conns = 1;
+	}
+	if (b.mode == MODE_GROUP || b.mode == MODE_COUNTER) {
+		b.fanout = 0;
+	}
+	if (b.mode == MODE_GROUP && b.records == 0) {
+		b.records = 100000;
 	}
 	if (b.batch == 0 || b.batch > 65536 || b.conns == 0 ||
 	    b.conns > MAX_CONNS || b.fanout > MAX_FANOUT || b.window == 0 ||
@@ -407,6 +629,26 @@ int lodebench_felix_main(int argc, char **argv)
 	while (b.subs_started < b.fanout && !b.failed) {
 		uv_run(&b.loop, UV_RUN_ONCE);
 	}
+	if (b.mode == MODE_IDEMPOTENT) {
+		unsigned got = 0;
+		for (unsigned i = 0; i < b.conns && !b.failed; i++) {
+			if (felix_client_producer_init(b.pubs[i].c, on_pinit,
+			                               &b.pubs[i]) != 0) {
+				bench_fail(&b, "producer_init",
+				           "not served by this broker");
+			}
+		}
+		while (!b.failed && got < b.conns) {
+			uv_run(&b.loop, UV_RUN_ONCE);
+			got = 0;
+			for (unsigned i = 0; i < b.conns; i++) {
+				got += b.pubs[i].producer != 0;
+			}
+		}
+	}
+	if (b.mode == MODE_GROUP) {
+		prefill(&b);
+	}
 	if (b.failed) {
 		fprintf(stderr, "lodebench: %s\n", b.error);
 		return 1;
@@ -454,7 +696,25 @@ int lodebench_felix_main(int argc, char **argv)
 	}
 	double msgs = (double)acked * b.batch / secs;
 	double mb = msgs * (double)b.size / 1e6;
-	if (b.latency) {
+	if (b.mode == MODE_GROUP) {
+		printf("felix consumer group: %u consumers x poll %u, acks "
+		       "pipelined: %" PRIu64 " records polled and acked in "
+		       "%.1f s: %.0f records/s",
+		       b.conns, b.batch, b.done_ops, secs,
+		       (double)b.done_ops / secs);
+	} else if (b.mode == MODE_COUNTER) {
+		printf("felix counters: %u conns x window %u: %" PRIu64
+		       " adds in %.1f s: %.0f adds/s",
+		       b.conns, b.window, b.done_ops, secs,
+		       (double)b.done_ops / secs);
+	}
+	if (b.mode == MODE_GROUP || b.mode == MODE_COUNTER) {
+		if (b.server_pid > 0 && cpu > 0) {
+			printf(", server CPU %.2f s (%.0f%%)", cpu,
+			       100 * cpu / secs);
+		}
+		printf("\n");
+	} else if (b.latency) {
 		qsort(b.lat_ns, b.nlat, sizeof *b.lat_ns, cmp_u64);
 		size_t n = b.nlat;
 		double p50 = n ? (double)b.lat_ns[n * 50 / 100] / 1000 : 0;
@@ -464,9 +724,11 @@ int lodebench_felix_main(int argc, char **argv)
 		       "in %.1f s; p50 %.0f us, p99 %.0f us, p999 %.0f us\n",
 		       b.batch, b.size, b.fanout, n, secs, p50, p99, p999);
 	} else {
-		printf("felix throughput: batch %u x %zu B, fanout %u, %u "
+		printf("felix %s: batch %u x %zu B, fanout %u, %u "
 		       "conns x window %u: %.0f msgs/s acked (%.1f MB/s), "
 		       "%.0f events/s delivered",
+		       b.mode == MODE_IDEMPOTENT ? "idempotent throughput"
+		                                 : "throughput",
 		       b.batch, b.size, b.fanout, b.conns, b.window, msgs, mb,
 		       (double)events / secs);
 		if (b.server_pid > 0 && cpu > 0) {

@@ -133,15 +133,13 @@ static void on_reply(void *data, int status, const struct felix_msg *reply,
 			static const char *const names[] = {
 			    "sequence_gap", "unknown_producer",
 			    "sequence_expired", "not_leader"};
-			snprintf(x->message, sizeof x->message,
-			         "publish_refused %s%s%s: %s",
-			         names[r->kind],
-			         r->kind == FELIX_REFUSAL_NOT_LEADER
-			             ? " node "
-			             : "",
-			         r->kind == FELIX_REFUSAL_NOT_LEADER ? r->node_id
-			                                              : "",
-			         reply->u.publish_refused.message);
+			snprintf(
+			    x->message, sizeof x->message,
+			    "publish_refused %s%s%s: %s", names[r->kind],
+			    r->kind == FELIX_REFUSAL_NOT_LEADER ? " node " : "",
+			    r->kind == FELIX_REFUSAL_NOT_LEADER ? r->node_id
+			                                        : "",
+			    reply->u.publish_refused.message);
 			break;
 		}
 		default:
@@ -234,9 +232,9 @@ static void on_ended(void *data, struct felix_sub *sub, const char *why)
 	x->ended = true;
 }
 
-static void on_watch_change(void *data, struct felix_sub *sub,
-                            const char *key, const uint8_t *value, size_t len,
-                            uint64_t offset, uint64_t expires)
+static void on_watch_change(void *data, struct felix_sub *sub, const char *key,
+                            const uint8_t *value, size_t len, uint64_t offset,
+                            uint64_t expires)
 {
 	struct ctx *x = data;
 	(void)sub;
@@ -278,7 +276,8 @@ static void on_watch_started(void *data, struct felix_sub *sub, int status,
 	    answer->type == FELIX_MSG_CACHE_WATCH_STARTED) {
 		const struct felix_msg_cache_watch_started *w =
 		    &answer->u.cache_watch_started;
-		fprintf(stderr, "watching: resume_offset %" PRIu64, w->resume_offset);
+		fprintf(stderr, "watching: resume_offset %" PRIu64,
+		        w->resume_offset);
 		if (w->has_resnapshot && w->resnapshot) {
 			fprintf(stderr, ", resnapshot");
 		}
@@ -384,10 +383,9 @@ static int run_durable(struct ctx *x, const char *cmd, const char *ns,
 			usage(stderr);
 			return 2;
 		}
-		rv = felix_client_group_settle(x->c, settles[i].type, ns, name,
-		                               shard, pos[0],
-		                               strtoull(pos[1], NULL, 10),
-		                               on_reply, x);
+		rv = felix_client_group_settle(
+		    x->c, settles[i].type, ns, name, shard, pos[0],
+		    strtoull(pos[1], NULL, 10), on_reply, x);
 		return report(x, cmd, rv);
 	}
 	if (strcmp(cmd, "group-dead-letters") == 0) {
@@ -448,7 +446,8 @@ static int run_durable(struct ctx *x, const char *cmd, const char *ns,
 			w.from_offset = strtoull(v, NULL, 10);
 		}
 		for (int i = 1; i < argc; i++) {
-			w.retained = w.retained || strcmp(argv[i], flags[0]) == 0;
+			w.retained =
+			    w.retained || strcmp(argv[i], flags[0]) == 0;
 		}
 		if ((v = opt_value(argc, argv, "--count")) != NULL) {
 			x->want = strtoull(v, NULL, 10);

@@ -72,7 +72,9 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_driver.c jepsen/workload_driver.h \
 	jepsen/workload_felix.c jepsen/workload_felix.h \
 	jepsen/workload_hist.c jepsen/workload_hist.h \
+	jepsen/workload_idem.c \
 	jepsen/workload_impl.h \
+	jepsen/workload_queue.c \
 	jepsen/workload_register.c \
 	jepsen/workload_stream.c
 jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \

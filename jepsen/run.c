@@ -678,7 +678,7 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	struct nemesis nem;
 	struct hosts_config cfg;
 	char scopes_path[HOSTS_PATH_LEN + 32] = "";
-	const char *extra[4] = {NULL, NULL, NULL, NULL};
+	const char *extra[HOSTS_MAX_EXTRA + 1];
 	struct wl_run *run = NULL;
 	int code = 0;
 	memset(&nem, 0, sizeof nem);
@@ -693,11 +693,17 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		/* Dev mode: the generated Felix certificate, no auth. The
 		 * scopes path is filled in once the run directory exists
 		 * (the flags are read when the nodes start). */
-		extra[0] = "--dev";
+		size_t e = 0;
+		extra[e++] = "--dev";
 		if (wl_scopes(w) != NULL) {
-			extra[1] = "--scopes-file";
-			extra[2] = scopes_path;
+			extra[e++] = "--scopes-file";
+			extra[e++] = scopes_path;
 		}
+		for (const char *const *a = wl_args(w);
+		     a != NULL && *a != NULL && e < HOSTS_MAX_EXTRA; a++) {
+			extra[e++] = *a;
+		}
+		extra[e] = NULL;
 		cfg.extra_args = extra;
 	}
 	if (h == NULL) {

@@ -415,7 +415,8 @@ static void ct_destroy(struct wl_ctx *x)
 
 const struct wl_workload wl_counter = {
     .name = "counter",
-    .scopes = "stream t1/jepsen/s shards=4\ncache t1/jepsen/c shards=4\n",
+    .scopes = WL_FX_SCOPES,
+    .args = wl_fx_args,
     .checker = "counter",
     .checks = {{"history.txt", "counter", jepsen_countercheck_run}},
     .start = ct_start,

@@ -16,26 +16,6 @@
 
 #define DEFAULT_TIMEOUT_MS 2000
 
-/* Workloads that have no client yet: their table entry says why. */
-static const struct wl_workload wl_queue = {
-    .name = "queue",
-    .missing = "the queue client (consumer-group publish, group_poll, "
-               "ack, nack) needs the Felix broker to serve consumer "
-               "groups; this build answers group_poll with an error and "
-               "does not advertise FEATURE_CONSUMER_GROUP",
-    .checker = "queue",
-};
-
-static const struct wl_workload wl_idempotent = {
-    .name = "idempotent",
-    .missing = "the idempotent client (producer_init, "
-               "publish_idempotent with re-sends) needs the Felix broker "
-               "to serve idempotent producers; this build answers them "
-               "with an error and does not advertise "
-               "FEATURE_IDEMPOTENT_PRODUCER",
-    .checker = "exactly-once",
-};
-
 static const struct wl_workload *const table[] = {
     &wl_register, &wl_stream, &wl_counter, &wl_queue, &wl_idempotent,
 };
@@ -71,6 +51,11 @@ const char *wl_checker(const struct wl_workload *w)
 const char *wl_scopes(const struct wl_workload *w)
 {
 	return w->scopes;
+}
+
+const char *const *wl_args(const struct wl_workload *w)
+{
+	return w->args;
 }
 
 /* --- The run ------------------------------------------------------------- */

@@ -9,8 +9,10 @@
  *               checked by streamcheck (+ setcheck for acked records no
  *               read saw: Felix acks carry no offset)
  *   counter     Felix counter_add / counter_get; checked by countercheck
- *   queue, idempotent  not available until the broker serves consumer
- *               groups and idempotent producers
+ *   queue       Felix consumer group: publishes, group_poll, group_ack;
+ *               checked by queuecheck
+ *   idempotent  Felix publish_idempotent with re-sends under the same
+ *               sequence, and a final read; checked by oncecheck
  *
  * A workload runs on a thread of its own, which moves into the client
  * namespace and runs a libuv loop with one client per logical process,
@@ -68,6 +70,8 @@ const char *wl_checker(const struct wl_workload *w);
 /* The scopes the nodes must have registered at start (a --scopes-file
  * body, see docs/felix.md), or NULL. */
 const char *wl_scopes(const struct wl_workload *w);
+/* More flags every node needs (NULL-terminated, static), or NULL. */
+const char *const *wl_args(const struct wl_workload *w);
 
 struct wl_run;
 

@@ -26,6 +26,19 @@
 #define WL_FX_TENANT "t1"
 #define WL_FX_NS "jepsen"
 
+/* The scopes every node registers at start (--scopes-file) for the Felix
+ * workloads: the stream of `stream`, the queue of `queue`, the topic of
+ * `idempotent`, the counters of `counter`. */
+#define WL_FX_SCOPES                                                           \
+	"stream t1/jepsen/s shards=4\n"                                        \
+	"stream t1/jepsen/q shards=2\n"                                        \
+	"stream t1/jepsen/i shards=2\n"                                        \
+	"cache t1/jepsen/c shards=4\n"
+
+/* Node flags for the Felix workloads: consumer-group claims that lapse
+ * within a run's final phase, and no dead-lettering (NULL-terminated). */
+extern const char *const wl_fx_args[];
+
 struct wl_fx;
 
 /* The connection came up (up = true) or an attempt failed. */

@@ -65,9 +65,10 @@ struct wl_check_file {
 
 struct wl_workload {
 	const char *name;
-	const char *missing; /* why not available, or NULL */
-	const char *scopes;  /* --scopes-file body, or NULL */
-	const char *checker; /* for summaries */
+	const char *missing;     /* why not available, or NULL */
+	const char *scopes;      /* --scopes-file body, or NULL */
+	const char *const *args; /* more node flags, NULL-terminated, or NULL */
+	const char *checker;     /* for summaries */
 	struct wl_check_file checks[2];
 	int (*start)(struct wl_ctx *x);
 	void (*phase)(struct wl_ctx *x, enum wl_phase p);
@@ -79,6 +80,8 @@ struct wl_workload {
 extern const struct wl_workload wl_register;
 extern const struct wl_workload wl_stream;
 extern const struct wl_workload wl_counter;
+extern const struct wl_workload wl_queue;
+extern const struct wl_workload wl_idempotent;
 
 /* The workload is finished: writes the history, then closes the clients.
  * Idempotent. */

@@ -989,7 +989,8 @@ static void st_destroy(struct wl_ctx *x)
 
 const struct wl_workload wl_stream = {
     .name = "stream",
-    .scopes = "stream t1/jepsen/s shards=4\ncache t1/jepsen/c shards=4\n",
+    .scopes = WL_FX_SCOPES,
+    .args = wl_fx_args,
     .checker = "stream + set",
     .checks = {{"history.txt", "stream", jepsen_streamcheck_run},
                {"history-set.txt", "set", jepsen_setcheck_run}},

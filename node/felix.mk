@@ -25,4 +25,20 @@ tests_integration_test_felix_LDADD = $(FELIX_IT_LDADD)
 INTEGRATION_TESTS += tests/integration/test_felix_bad
 tests_integration_test_felix_bad_SOURCES = tests/integration/test_felix_bad.c
 tests_integration_test_felix_bad_LDADD = $(FELIX_IT_LDADD)
-EXTRA_DIST += tests/interop/felix_client.mjs tests/interop/package.json
+
+INTEGRATION_TESTS += tests/integration/test_felix_durable
+tests_integration_test_felix_durable_SOURCES = \
+	tests/integration/test_felix_durable.c
+tests_integration_test_felix_durable_LDADD = $(FELIX_IT_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_felix_watch
+tests_integration_test_felix_watch_SOURCES = \
+	tests/integration/test_felix_watch.c
+tests_integration_test_felix_watch_LDADD = $(FELIX_IT_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_felix_cluster
+tests_integration_test_felix_cluster_SOURCES = \
+	tests/integration/test_felix_cluster.c
+tests_integration_test_felix_cluster_LDADD = $(FELIX_IT_LDADD)
+EXTRA_DIST += tests/interop/felix_client.mjs tests/interop/felix_durable.mjs \
+	tests/interop/package.json

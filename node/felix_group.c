@@ -27,6 +27,8 @@
 
 /* Dead letters listed per group_dead_letters. */
 #define DEAD_LIST_MAX 100000
+/* Bytes a group_records answer is kept to (a frame may hold 4 MiB). */
+#define ANSWER_BUDGET (3u << 20)
 
 /* A long poll: registered from its first proposal until it is answered. */
 struct gwait {
@@ -74,7 +76,8 @@ static void fields_of(const struct felix_msg *m, struct gfields *f)
 	}
 }
 
-/* ---- waiters -------------------------------------------------------------- */
+/* ---- waiters --------------------------------------------------------------
+ */
 
 static void wait_unlink(struct felix_server *s, struct gwait *w)
 {
@@ -168,7 +171,8 @@ void group_free(struct felix_server *s)
 	}
 }
 
-/* ---- poll ----------------------------------------------------------------- */
+/* ---- poll -----------------------------------------------------------------
+ */
 
 static int propose_poll(struct freq *r);
 
@@ -283,6 +287,19 @@ static int propose_poll(struct freq *r)
 	        : q->max_records > FELIX_GROUP_MAX_RECORDS
 	            ? FELIX_GROUP_MAX_RECORDS
 	            : q->max_records;
+	/* The answer is one JSON frame: keep it (base64 payloads) within
+	 * ANSWER_BUDGET at the shard's average record size. */
+	struct store_stream_info info;
+	struct store_slice scope = {(const uint8_t *)r->scope, r->scope_len};
+	if (store_stream_info(shards_store(s->shards), r->group, scope,
+	                      r->shard, &info) == 0 &&
+	    info.tail > info.head) {
+		uint64_t avg = info.bytes / (info.tail - info.head);
+		uint64_t fit = ANSWER_BUDGET / (avg / 3 * 4 + 64);
+		if (c.max > fit) {
+			c.max = fit > 0 ? fit : 1;
+		}
+	}
 	c.visibility_ms = s->cfg.group_visibility_ms;
 	c.attempts = s->cfg.group_max_attempts;
 	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
@@ -366,7 +383,8 @@ static void on_settled(void *data, int status, const uint8_t *res, size_t len)
 	    r->msg.type == FELIX_MSG_GROUP_REDRIVE) {
 		struct store_slice scope = {(const uint8_t *)r->scope,
 		                            r->scope_len};
-		wake_topic(r->srv, scope, r->shard, r->msg.u.group_settle.group);
+		wake_topic(r->srv, scope, r->shard,
+		           r->msg.u.group_settle.group);
 	}
 	struct felix_msg m;
 	felix_msg_init(&m, FELIX_MSG_CACHE_OK);
@@ -474,8 +492,8 @@ bool group_handle(struct fstream *st, struct felix_msg *m)
 		                        "bytes");
 		return true;
 	}
-	uint32_t group = shards_group_of_scope(s->shards, info.full,
-	                                       info.full_len, f.shard);
+	uint32_t group =
+	    shards_group_of_scope(s->shards, info.full, info.full_len, f.shard);
 	/* Claims and acknowledgements meet in one place: the leader. */
 	snprintf(what, sizeof what, "shard %u of stream %s", (unsigned)f.shard,
 	         info.full);
@@ -550,11 +568,11 @@ bool group_handle(struct fstream *st, struct felix_msg *m)
 		freq_error(r, e);
 		return true;
 	}
-	int rv = kind == REQ_GROUP_DEAD
-	             ? shards_read_cmd(s->shards, group, cmd, clen,
-	                               on_dead_letters, r)
-	             : shards_propose(s->shards, group, cmd, clen, on_settled,
-	                              r);
+	int rv =
+	    kind == REQ_GROUP_DEAD
+	        ? shards_read_cmd(s->shards, group, cmd, clen, on_dead_letters,
+	                          r)
+	        : shards_propose(s->shards, group, cmd, clen, on_settled, r);
 	free(cmd);
 	if (rv != SHARDS_OK) {
 		freq_error(r, felix_shards_message(rv));

@@ -44,12 +44,12 @@ struct felix_metrics {
 	struct metric *auth_failures;
 	struct metric *protocol_errors;
 	struct metric *requests;
-	struct metric *watches;        /* gauge: cache watches */
-	struct metric *watch_events;   /* cache_event frames sent */
-	struct metric *watch_lagged;   /* watches ended by cache_watch_lagged */
-	struct metric *group_polls;    /* polls proposed */
-	struct metric *group_records;  /* records handed out */
-	struct metric *group_parked;   /* gauge: long polls waiting */
+	struct metric *watches;       /* gauge: cache watches */
+	struct metric *watch_events;  /* cache_event frames sent */
+	struct metric *watch_lagged;  /* watches ended by cache_watch_lagged */
+	struct metric *group_polls;   /* polls proposed */
+	struct metric *group_records; /* records handed out */
+	struct metric *group_parked;  /* gauge: long polls waiting */
 	struct metric *idem_duplicates; /* publish_idempotent duplicates */
 	struct metric *idem_refused;    /* publish_refused answers */
 };
@@ -206,8 +206,8 @@ void felix_result_message(const struct store_result *r, char *msg, size_t len,
 /* Whether this node leads `group`: 0, or -1 with a "not leader" message
  * naming the leader (and its client address) when one is known. `what`
  * names the shard for the message. */
-int felix_leader_check(struct felix_server *s, uint32_t group,
-                       const char *what, char *msg, size_t msglen);
+int felix_leader_check(struct felix_server *s, uint32_t group, const char *what,
+                       char *msg, size_t msglen);
 
 /* ---- subscriptions and cache watches (felix_pubsub.c) ------------------- */
 

@@ -143,9 +143,10 @@ static void on_appended(void *data, int status, const uint8_t *res, size_t len)
 		return;
 	case STORE_SEQ_EXPIRED:
 		why.kind = FELIX_REFUSAL_SEQUENCE_EXPIRED;
-		reply_refused(r, &why,
-		              "sequence expired: older than the last 64 "
-		              "batches; whether it was appended cannot be told");
+		reply_refused(
+		    r, &why,
+		    "sequence expired: older than the last 64 "
+		    "batches; whether it was appended cannot be told");
 		return;
 	case STORE_UNKNOWN_PRODUCER:
 		why.kind = FELIX_REFUSAL_UNKNOWN_PRODUCER;
@@ -214,8 +215,8 @@ bool produce_handle(struct fstream *st, struct felix_msg *m)
 		reply_fail(r, "out of memory");
 		return true;
 	}
-	r->shard = felix_hash_shard(info.shards, p->has_key, p->key.data,
-	                            p->key.len);
+	r->shard =
+	    felix_hash_shard(info.shards, p->has_key, p->key.data, p->key.len);
 	r->group = shards_group_of_scope(s->shards, info.full, info.full_len,
 	                                 r->shard);
 	bool self = false;

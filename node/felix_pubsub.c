@@ -84,10 +84,10 @@ struct fsub {
 	uint64_t dropped;
 	/* cache watch */
 	bool watch;
-	bool prefix;  /* match is a key prefix (else the whole key) */
-	char *match;  /* owned */
+	bool prefix; /* match is a key prefix (else the whole key) */
+	char *match; /* owned */
 	size_t match_len;
-	bool ending;  /* lagged: no more events; FIN after the queue */
+	bool ending; /* lagged: no more events; FIN after the queue */
 };
 
 /* ---- topics ------------------------------------------------------------ */
@@ -233,8 +233,8 @@ static bool queue_drain(struct fsub *sub)
 	struct felix_server *s = sub->srv;
 	while (sub->qhead != NULL) {
 		struct qitem *q = sub->qhead;
-		int rv = quic_conn_stream_write_sbuf(sub->conn->qc, sub->sid,
-		                                     q->b, 0, q->b->len, q->fin);
+		int rv = quic_conn_stream_write_sbuf(
+		    sub->conn->qc, sub->sid, q->b, 0, q->b->len, q->fin);
 		if (rv == QUIC_EAGAIN) {
 			return true;
 		}
@@ -263,8 +263,7 @@ static int sub_send_ex(struct fsub *sub, struct quic_sbuf *b, uint32_t n,
                        bool force, bool fin)
 {
 	struct felix_server *s = sub->srv;
-	struct metric *sent =
-	    sub->watch ? s->m.watch_events : s->m.events_sent;
+	struct metric *sent = sub->watch ? s->m.watch_events : s->m.events_sent;
 	if (sub->qhead == NULL) {
 		int rv = quic_conn_stream_write_sbuf(sub->conn->qc, sub->sid, b,
 		                                     0, b->len, fin);
@@ -358,8 +357,8 @@ void pubsub_on_append(struct felix_server *s, struct store_slice scope,
 	if (s->topics.count == 0 || scope.len + 5 > sizeof key) {
 		return;
 	}
-	size_t klen = topic_key(key, sizeof key, TOPIC_STREAM, scope.p,
-	                        scope.len, shard);
+	size_t klen =
+	    topic_key(key, sizeof key, TOPIC_STREAM, scope.p, scope.len, shard);
 	struct ftopic *t = hmap_get(&s->topics, key, klen);
 	if (t == NULL) {
 		return;
@@ -625,8 +624,7 @@ int pubsub_subscribe(struct felix_server *s, struct fconn *conn, uint32_t group,
 
 /* ---- cache watches ------------------------------------------------------ */
 
-static bool watch_match(const struct fsub *sub, const uint8_t *key,
-                        size_t klen)
+static bool watch_match(const struct fsub *sub, const uint8_t *key, size_t klen)
 {
 	if (sub->prefix) {
 		return klen >= sub->match_len &&
@@ -760,9 +758,9 @@ void pubsub_on_cache_change(struct felix_server *s, struct store_slice scope,
 struct wpage {
 	struct fsub *sub;
 	struct wbuf w;
-	uint32_t n;     /* matching changes encoded */
-	uint64_t seen;  /* changes read */
-	uint64_t last;  /* offset of the last change read */
+	uint32_t n;    /* matching changes encoded */
+	uint64_t seen; /* changes read */
+	uint64_t last; /* offset of the last change read */
 	bool failed;
 };
 
@@ -869,8 +867,8 @@ static int snap_change(void *arg, uint64_t offset, const uint8_t *key,
 	if (!watch_match(x->sub, key, klen)) {
 		return 0;
 	}
-	if (encode_change(&x->w, offset, key, klen, value, vlen,
-	                  expires_at) == 0) {
+	if (encode_change(&x->w, offset, key, klen, value, vlen, expires_at) ==
+	    0) {
 		x->n++;
 	} else if (x->w.oom) {
 		return -1;
@@ -956,8 +954,8 @@ static void on_watch_read(void *data, int status)
 		return;
 	}
 	struct store_slice scope = {(const uint8_t *)r->scope, r->scope_len};
-	if (store_cache_info(shards_store(s->shards), r->group, scope,
-	                     r->shard, &info) != 0) {
+	if (store_cache_info(shards_store(s->shards), r->group, scope, r->shard,
+	                     &info) != 0) {
 		freq_error(r, "storage failure on this node");
 		return;
 	}
@@ -1060,9 +1058,9 @@ bool pubsub_handle_watch(struct fstream *st, struct felix_msg *m)
 		fstream_reply_error(st, err);
 		return true;
 	}
-	int res = fstream_resolve(st, STORE_SCOPE_CACHE, q->tenant_id,
-	                          q->namespace, q->cache, &info, err,
-	                          sizeof err);
+	int res =
+	    fstream_resolve(st, STORE_SCOPE_CACHE, q->tenant_id, q->namespace,
+	                    q->cache, &info, err, sizeof err);
 	if (res == RES_BLOCKED) {
 		return false;
 	}
@@ -1073,9 +1071,8 @@ bool pubsub_handle_watch(struct fstream *st, struct felix_msg *m)
 	uint32_t shard;
 	if (q->key != NULL) {
 		/* Resolved as a cache_get of the key would be. */
-		shard = felix_hash_shard(info.shards, true,
-		                         (const uint8_t *)q->key,
-		                         strlen(q->key));
+		shard = felix_hash_shard(
+		    info.shards, true, (const uint8_t *)q->key, strlen(q->key));
 	} else {
 		shard = q->has_shard ? q->shard : 0;
 		if (shard >= info.shards) {

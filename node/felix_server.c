@@ -222,7 +222,7 @@ static void stream_flush(struct fstream *st)
 
 /* The message of an error result ("ERR " stripped) or a fallback. */
 void felix_result_message(const struct store_result *r0, char *msg, size_t len,
-                           const char *fallback)
+                          const char *fallback)
 {
 	struct store_result r = *r0;
 	struct store_value v;
@@ -313,7 +313,6 @@ static void on_appended(void *data, int status, const uint8_t *res, size_t len)
 	publish_reply(r, true, NULL);
 }
 
-
 static void on_lookup(void *data, int status)
 {
 	struct freq *r = data;
@@ -331,8 +330,8 @@ static void on_lookup(void *data, int status)
 }
 
 int fstream_resolve(struct fstream *st, uint8_t kind, const char *t,
-                   const char *ns, const char *name, struct scope_info *info,
-                   char *msg, size_t msglen)
+                    const char *ns, const char *name, struct scope_info *info,
+                    char *msg, size_t msglen)
 {
 	struct felix_server *s = st->conn->srv;
 	if (st->lookup_failed != 0) {
@@ -400,8 +399,8 @@ bool fstream_tenant_ok(struct fstream *st, const char *t, char *msg,
 	return false;
 }
 
-int felix_leader_check(struct felix_server *s, uint32_t group,
-                       const char *what, char *msg, size_t msglen)
+int felix_leader_check(struct felix_server *s, uint32_t group, const char *what,
+                       char *msg, size_t msglen)
 {
 	struct shards_route rt;
 	if (shards_route(s->shards, group, &rt) != SHARDS_OK) {
@@ -417,8 +416,8 @@ int felix_leader_check(struct felix_server *s, uint32_t group,
 		         what);
 	} else if (rt.felix[0] != '\0') {
 		snprintf(msg, msglen,
-		         "not leader: %s is led by node %" PRIu64 " at %s", what,
-		         rt.leader_id, rt.felix);
+		         "not leader: %s is led by node %" PRIu64 " at %s",
+		         what, rt.leader_id, rt.felix);
 	} else {
 		snprintf(msg, msglen, "not leader: %s is led by node %" PRIu64,
 		         what, rt.leader_id);
@@ -514,8 +513,8 @@ static bool handle_binary_publish(struct fstream *st,
 		goto refuse;
 	}
 	struct scope_info info;
-	int res = fstream_resolve(st, STORE_SCOPE_STREAM, t, ns, name, &info, err,
-	                  sizeof err);
+	int res = fstream_resolve(st, STORE_SCOPE_STREAM, t, ns, name, &info,
+	                          err, sizeof err);
 	if (res == RES_BLOCKED) {
 		return false;
 	}
@@ -604,8 +603,8 @@ static bool handle_json_publish(struct fstream *st, struct felix_msg *m)
 		         "authenticated tenant",
 		         t);
 	} else {
-		res = fstream_resolve(st, STORE_SCOPE_STREAM, t, ns, name, &info, err,
-		              sizeof err);
+		res = fstream_resolve(st, STORE_SCOPE_STREAM, t, ns, name,
+		                      &info, err, sizeof err);
 		if (res == RES_BLOCKED) {
 			return false;
 		}
@@ -780,12 +779,15 @@ static void on_cache_written(void *data, int status, const uint8_t *res,
 	}
 }
 
-static void on_cache_read(void *data, int status)
+/* The answer of a CACHE_GET ([value, expires_at, offset] or nil) or a
+ * COUNTER_GET (i64 or nil) read, served by the leader wherever it is. */
+static void on_cache_read(void *data, int status, const uint8_t *res,
+                          size_t len)
 {
 	struct freq *r = data;
-	struct felix_server *s = r->srv;
-	struct store *store = shards_store(s->shards);
-	struct store_slice scope = {(const uint8_t *)r->scope, r->scope_len};
+	struct store_result sr;
+	struct store_value v;
+	char msg[256];
 	if (r->st == NULL) {
 		freq_free(r);
 		return;
@@ -794,33 +796,36 @@ static void on_cache_read(void *data, int status)
 		freq_error(r, felix_shards_message(status));
 		return;
 	}
+	if (store_result_open(res, len, &sr) != 0 ||
+	    !store_result_next(&sr, &v)) {
+		freq_error(r, "malformed store answer");
+		return;
+	}
+	if (sr.status != STORE_OK) {
+		felix_result_message(&sr, msg, sizeof msg, "refused");
+		freq_error(r, msg);
+		return;
+	}
 	if (r->kind == REQ_CACHE_GET) {
-		const char *k = r->msg.u.cache_get.key;
-		struct store_slice key = {(const uint8_t *)k, strlen(k)};
-		uint8_t *value = NULL;
-		size_t len = 0;
-		uint64_t exp, off;
-		bool found = false;
-		if (store_cache_get(store, r->group, scope, r->shard, key,
-		                    shards_now_ms(s->shards), &value, &len,
-		                    &exp, &off, &found) != 0) {
-			freq_error(r, "storage failure on this node");
-			return;
+		struct store_value val;
+		if (v.tag == STORE_T_NIL) {
+			reply_cache_value(r, NULL, 0, false);
+		} else if (v.tag == STORE_T_ARRAY && v.n == 3 &&
+		           store_result_next(&sr, &val) &&
+		           val.tag == STORE_T_BYTES) {
+			reply_cache_value(r, val.p, val.len, true);
+		} else {
+			freq_error(r, "malformed store answer");
 		}
-		reply_cache_value(r, value, len, found);
-		free(value);
 		return;
 	}
-	const char *k = r->msg.u.counter_get.key;
-	struct store_slice key = {(const uint8_t *)k, strlen(k)};
-	int64_t value = 0;
-	bool found = false;
-	if (store_counter_get(store, r->group, scope, r->shard, key, &value,
-	                      &found) != 0) {
-		freq_error(r, "storage failure on this node");
-		return;
+	if (v.tag == STORE_T_NIL) {
+		reply_counter(r, false, 0);
+	} else if (v.tag == STORE_T_I64) {
+		reply_counter(r, true, v.i);
+	} else {
+		freq_error(r, "malformed store answer");
 	}
-	reply_counter(r, found, value);
 }
 
 /* cache_put, cache_get, cache_delete, counter_add, counter_get. The
@@ -888,8 +893,8 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 		return true;
 	}
 	struct scope_info info;
-	int res = fstream_resolve(st, STORE_SCOPE_CACHE, t, ns, cache, &info, err,
-	                  sizeof err);
+	int res = fstream_resolve(st, STORE_SCOPE_CACHE, t, ns, cache, &info,
+	                          err, sizeof err);
 	if (res == RES_BLOCKED) {
 		return false;
 	}
@@ -917,9 +922,7 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 	freq_enqueue(st, r);
 	metric_add(s->m.requests, 1);
 	int rv;
-	if (kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET) {
-		rv = shards_read(s->shards, r->group, on_cache_read, r);
-	} else {
+	{
 		struct store_cmd c;
 		uint8_t *cmd = NULL;
 		size_t clen;
@@ -930,7 +933,11 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 		c.shard = r->shard;
 		c.key.p = (const uint8_t *)key;
 		c.key.len = strlen(key);
-		if (kind == REQ_CACHE_PUT) {
+		if (kind == REQ_CACHE_GET) {
+			c.op = STORE_OP_CACHE_GET;
+		} else if (kind == REQ_COUNTER_GET) {
+			c.op = STORE_OP_COUNTER_GET;
+		} else if (kind == REQ_CACHE_PUT) {
 			c.op = STORE_OP_CACHE_PUT;
 			c.value.p = r->msg.u.cache_put.value.data;
 			c.value.len = r->msg.u.cache_put.value.len;
@@ -947,8 +954,15 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 			freq_error(r, e);
 			return true;
 		}
-		rv = shards_propose(s->shards, r->group, cmd, clen,
-		                    on_cache_written, r);
+		/* Reads and writes run on the shard's leader, wherever it
+		 * is (forwarded from any other node). */
+		if (kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET) {
+			rv = shards_read_cmd(s->shards, r->group, cmd, clen,
+			                     on_cache_read, r);
+		} else {
+			rv = shards_propose(s->shards, r->group, cmd, clen,
+			                    on_cache_written, r);
+		}
 		free(cmd);
 	}
 	if (rv != SHARDS_OK) {
@@ -966,9 +980,22 @@ static void on_subscribe_read(void *data, int status)
 	struct store_stream_info info;
 	struct felix_msg m;
 	struct wbuf w;
-	char err[256];
+	char err[SCOPES_FULL_MAX + 256];
 	if (r->st == NULL) {
 		freq_free(r);
+		return;
+	}
+	if (status == SHARDS_ENOTLEADER) {
+		/* Name the leader, so the client knows where to go. */
+		char what[SCOPES_FULL_MAX + 64];
+		snprintf(what, sizeof what, "shard %u of stream %s",
+		         (unsigned)r->shard, r->scope);
+		if (felix_leader_check(s, r->group, what, err, sizeof err) ==
+		    0) {
+			snprintf(err, sizeof err, "%s",
+			         felix_shards_message(status));
+		}
+		freq_error(r, err);
 		return;
 	}
 	if (status != SHARDS_OK) {
@@ -1030,8 +1057,9 @@ static bool handle_subscribe(struct fstream *st, struct felix_msg *m)
 		return true;
 	}
 	struct scope_info info;
-	int res = fstream_resolve(st, STORE_SCOPE_STREAM, sm->tenant_id, sm->namespace,
-	                  sm->stream, &info, err, sizeof err);
+	int res =
+	    fstream_resolve(st, STORE_SCOPE_STREAM, sm->tenant_id,
+	                    sm->namespace, sm->stream, &info, err, sizeof err);
 	if (res == RES_BLOCKED) {
 		return false;
 	}
@@ -1068,7 +1096,7 @@ static bool handle_subscribe(struct fstream *st, struct felix_msg *m)
 	metric_add(s->m.requests, 1);
 	int rv = shards_read(s->shards, r->group, on_subscribe_read, r);
 	if (rv != SHARDS_OK) {
-		freq_error(r, felix_shards_message(rv));
+		on_subscribe_read(r, rv);
 	}
 	return true;
 }
@@ -1081,9 +1109,9 @@ static bool handle_stream_shards(struct fstream *st, struct felix_msg *m)
 	uint32_t shards = 0;
 	if (tenant_ok(st, q->tenant_id, strlen(q->tenant_id))) {
 		struct scope_info info;
-		int res =
-		    fstream_resolve(st, STORE_SCOPE_STREAM, q->tenant_id, q->namespace,
-		            q->stream, &info, err, sizeof err);
+		int res = fstream_resolve(st, STORE_SCOPE_STREAM, q->tenant_id,
+		                          q->namespace, q->stream, &info, err,
+		                          sizeof err);
 		if (res == RES_BLOCKED) {
 			return false;
 		}
@@ -1249,8 +1277,9 @@ static bool handle_frame(struct fstream *st, const struct felix_frame *fr)
 	}
 	struct felix_server *s = st->conn->srv;
 	metric_add(s->m.protocol_errors, 1);
-	fstream_reply_error(st, "unexpected frame from a client: event batches and "
-	                "publish acks travel broker to client");
+	fstream_reply_error(st,
+	                    "unexpected frame from a client: event batches and "
+	                    "publish acks travel broker to client");
 	return true;
 }
 
@@ -1437,7 +1466,8 @@ static void stream_free(struct fconn *fc, struct fstream *st)
 			freq_free(r);
 		} else if (r->abandon != NULL) {
 			r->st = NULL;
-			r->abandon(r); /* frees it, or leaves it to a callback */
+			r->abandon(
+			    r); /* frees it, or leaves it to a callback */
 		} else {
 			r->st = NULL; /* its callback frees it */
 		}
@@ -1552,8 +1582,7 @@ static void on_store_cache_change(void *data, uint32_t group,
 {
 	struct felix_server *s = data;
 	(void)group;
-	pubsub_on_cache_change(s, scope, shard, offset, key, value,
-	                       expires_at);
+	pubsub_on_cache_change(s, scope, shard, offset, key, value, expires_at);
 }
 
 static void metrics_register(struct felix_server *s, struct metrics *m)
@@ -1615,9 +1644,9 @@ static void metrics_register(struct felix_server *s, struct metrics *m)
 	x->idem_duplicates = metrics_counter(
 	    m, "felix_idempotent_duplicates_total",
 	    "publish_idempotent batches answered as duplicates", NULL);
-	x->idem_refused =
-	    metrics_counter(m, "felix_idempotent_refused_total",
-	                    "publish_idempotent answered publish_refused", NULL);
+	x->idem_refused = metrics_counter(
+	    m, "felix_idempotent_refused_total",
+	    "publish_idempotent answered publish_refused", NULL);
 }
 
 int felix_server_start(struct felix_server **out, uv_loop_t *loop,
@@ -1711,8 +1740,7 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 	s->open_handles = 3;
 	uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
 
-	struct store_observer obs = {on_store_append, on_store_cache_change,
-	                             s};
+	struct store_observer obs = {on_store_append, on_store_cache_change, s};
 	store_set_observer(shards_store(shards), &obs);
 	log_info(log, "felix", "Felix QUIC on %s:%u (auth: %s)", s->host,
 	         (unsigned)quic_server_port(&s->qs),

@@ -49,7 +49,7 @@ struct felix_server;
 /* Defaults. */
 #define FELIX_AUTH_DEADLINE_MS 10000
 #define FELIX_SUB_QUEUE_DEFAULT (1u << 20)
-#define FELIX_STREAM_INFLIGHT_MAX 4096 /* requests per stream */
+#define FELIX_STREAM_INFLIGHT_MAX 4096     /* requests per stream */
 #define FELIX_GROUP_MAX_WAIT_DEFAULT 30000 /* long-poll cap, ms */
 #define FELIX_GROUP_VISIBILITY_DEFAULT 30000
 #define FELIX_GROUP_MAX_ATTEMPTS_DEFAULT 5

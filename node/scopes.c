@@ -944,11 +944,10 @@ static void compact_caches(struct scopes *s, struct hmap_entry *e)
 	for (uint32_t j = 0; j < in->shards; j++) {
 		struct store_cache_info info;
 		bool self = false;
-		uint32_t g = shards_group_of_scope(s->shards, in->full,
-		                                   in->full_len, j);
+		uint32_t g =
+		    shards_group_of_scope(s->shards, in->full, in->full_len, j);
 		shards_leader(s->shards, g, &self);
-		if (!self ||
-		    store_cache_info(st, g, scope, j, &info) != 0 ||
+		if (!self || store_cache_info(st, g, scope, j, &info) != 0 ||
 		    info.tail < keep ||
 		    info.tail - keep < info.compacted_below + step) {
 			continue;

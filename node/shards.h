@@ -77,9 +77,9 @@ struct shards_config {
 	 * single node, no transport). */
 	const struct shards_peer *peers;
 	unsigned n_peers;
-	unsigned replicas;           /* R; 0 = min(3, nodes) */
-	const char *cluster_id;      /* handshake; NULL = "lodestone" */
-	const char *listen_host;     /* internal listener (numeric) */
+	unsigned replicas;       /* R; 0 = min(3, nodes) */
+	const char *cluster_id;  /* handshake; NULL = "lodestone" */
+	const char *listen_host; /* internal listener (numeric) */
 	uint16_t listen_port;
 	const char *data_dir;        /* state transfer work files go in
 	                                DATA_DIR/xfer */
@@ -142,10 +142,10 @@ uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self);
 /* The routing snapshot's answer for one group. Addresses are "" when the
  * leader or its record is unknown. */
 struct shards_route {
-	uint64_t leader_id;  /* 0 = unknown */
-	bool is_self;        /* this node leads it */
-	bool replicated;     /* this node holds a replica */
-	uint64_t generation; /* of the routing snapshot */
+	uint64_t leader_id;          /* 0 = unknown */
+	bool is_self;                /* this node leads it */
+	bool replicated;             /* this node holds a replica */
+	uint64_t generation;         /* of the routing snapshot */
 	char felix[SHARDS_ADDR_MAX]; /* the leader's client addresses */
 	char fsnp[SHARDS_ADDR_MAX];
 	char admin[SHARDS_ADDR_MAX];

@@ -137,6 +137,7 @@ struct node {
 	char dir[600];
 	rocksdb_t *db;
 	rocksdb_options_t *opts;
+	rocksdb_options_t *log_opts;
 	rocksdb_column_family_handle_t *cf[4];
 	struct bfsm fsm;
 	struct rio_store *store;
@@ -221,14 +222,23 @@ static void open_db(struct node *nd, const char *base)
 	char *err = NULL;
 	int i;
 
+	/* The node's options (node/db.c): a vector memtable for raft_log. */
 	snprintf(nd->dir, sizeof nd->dir, "%s/node%u", base, nd->id);
 	nd->opts = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(nd->opts, 1);
 	rocksdb_options_set_create_missing_column_families(nd->opts, 1);
+	rocksdb_options_increase_parallelism(nd->opts, 2);
 	rocksdb_options_set_max_background_jobs(nd->opts, 2);
+	rocksdb_options_set_bytes_per_sync(nd->opts, 1 << 20);
+	rocksdb_options_set_compression(nd->opts, rocksdb_lz4_compression);
 	for (i = 0; i < 4; i++) {
 		cf_opts[i] = nd->opts;
 	}
+	nd->log_opts = rocksdb_options_create_copy(nd->opts);
+	rocksdb_options_set_memtable_vector_rep(nd->log_opts);
+	cf_opts[1] = nd->log_opts;
+	rocksdb_options_set_allow_concurrent_memtable_write(nd->opts, 0);
+	rocksdb_options_set_allow_concurrent_memtable_write(nd->log_opts, 0);
 	nd->db = rocksdb_open_column_families(nd->opts, nd->dir, 4, names,
 	                                      cf_opts, nd->cf, &err);
 	if (err != NULL) {

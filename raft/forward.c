@@ -8,9 +8,9 @@
 
 #define DEFAULT_TIMEOUT 5000
 #define DEFAULT_RETRY 50
-#define MAX_HOPS 8         /* redirects followed at once, in a row */
-#define MAX_REPLICAS 16    /* asked when no leader is known */
-#define DEADLINE_SCAN 5    /* ticks between scans of in-flight requests */
+#define MAX_HOPS 8      /* redirects followed at once, in a row */
+#define MAX_REPLICAS 16 /* asked when no leader is known */
+#define DEADLINE_SCAN 5 /* ticks between scans of in-flight requests */
 
 enum { W_NONE = 0, W_WAIT, W_LOCAL, W_REMOTE };
 
@@ -252,8 +252,7 @@ static void local_refused(struct call *c)
 	}
 }
 
-static void local_proposed(void *data, int status, uint8_t *result,
-                           size_t len)
+static void local_proposed(void *data, int status, uint8_t *result, size_t len)
 {
 	struct call *c = data;
 
@@ -458,12 +457,12 @@ static void timer_cb(uv_timer_t *h)
 	struct forward *f = h->data;
 	uint64_t now = now_ms(f);
 	struct call *c, *next;
-	struct list todo;
+	struct list due;
 
 	/* Retry what waits; attempts may put calls back in the list. */
-	todo = f->waiting;
+	due = f->waiting;
 	f->waiting.head = f->waiting.tail = NULL;
-	for (c = todo.head; c != NULL; c = next) {
+	for (c = due.head; c != NULL; c = next) {
 		int rv;
 		next = c->next;
 		c->prev = c->next = NULL;
@@ -504,8 +503,7 @@ static void timer_cb(uv_timer_t *h)
 /* ---- the serving side ---- */
 
 static void reply(struct forward *f, uint64_t peer, uint64_t gen, uint64_t id,
-                  int status, uint64_t leader, const uint8_t *res,
-                  size_t len)
+                  int status, uint64_t leader, const uint8_t *res, size_t len)
 {
 	struct msg_fwd_resp r;
 	uint8_t *p;
@@ -551,8 +549,7 @@ static void serve_done(struct serve *s, int status, const uint8_t *res,
 	free(s);
 }
 
-static void serve_proposed(void *data, int status, uint8_t *result,
-                           size_t len)
+static void serve_proposed(void *data, int status, uint8_t *result, size_t len)
 {
 	serve_done(data, status, result, len);
 	free(result);

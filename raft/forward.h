@@ -50,8 +50,8 @@ typedef int (*forward_read_fn)(void *data, uint32_t group, const uint8_t *cmd,
 typedef uint64_t (*forward_leader_fn)(void *data, uint32_t group);
 
 /* The replicas of `group` (any order); returns how many were written. */
-typedef size_t (*forward_replicas_fn)(void *data, uint32_t group,
-                                      uint64_t *out, size_t max);
+typedef size_t (*forward_replicas_fn)(void *data, uint32_t group, uint64_t *out,
+                                      size_t max);
 
 typedef void (*forward_close_cb)(struct forward *f, void *data);
 

@@ -198,8 +198,9 @@ static void install_done(void *data, int status, const char *dir)
 	if (rv == 0) {
 		rv = g->fsm->import_state(g->fsm, g->id, dir, &applied);
 		if (rv != 0) {
-			break_group(g, "group %u: importing the state of "
-			               "snapshot %llu failed",
+			break_group(g,
+			            "group %u: importing the state of "
+			            "snapshot %llu failed",
 			            g->id, (unsigned long long)x->index);
 		} else if (applied < x->index) {
 			rv = -1;
@@ -210,8 +211,9 @@ static void install_done(void *data, int status, const char *dir)
 			            (unsigned long long)x->index);
 		}
 	} else {
-		break_group(g, "group %u: state transfer for snapshot %llu "
-		               "given up",
+		break_group(g,
+		            "group %u: state transfer for snapshot %llu "
+		            "given up",
 		            g->id, (unsigned long long)x->index);
 	}
 	if (rv == 0) {
@@ -231,10 +233,11 @@ static void group_install(void *data, uint64_t from,
 	uint64_t applied = 0, index = 0;
 
 	if (snap->n_bufs != 1 ||
-	    replica_manifest_index(snap->bufs[0].base, snap->bufs[0].len,
-	                           g->id, &index) != 0) {
-		break_group(g, "group %u: installed snapshot %llu has a "
-		               "malformed manifest",
+	    replica_manifest_index(snap->bufs[0].base, snap->bufs[0].len, g->id,
+	                           &index) != 0) {
+		break_group(g,
+		            "group %u: installed snapshot %llu has a "
+		            "malformed manifest",
 		            g->id, (unsigned long long)snap->index);
 		rio_install_done(req, RAFT_MALFORMED);
 		return;
@@ -263,8 +266,8 @@ static void group_install(void *data, uint64_t from,
 	x->req = req;
 	x->index = index;
 	g->install = x;
-	if (m->o.fetch(m->o.fetch_data, g->id, from, index, install_done,
-	               x) != 0) {
+	if (m->o.fetch(m->o.fetch_data, g->id, from, index, install_done, x) !=
+	    0) {
 		if (g->install == x) {
 			g->install = NULL;
 			break_group(g,
@@ -694,13 +697,18 @@ int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
 	/* libraft keeps the timer as start + randomized timeout: bring the
 	 * expiry forward, never back. */
 	now = g->io.time(&g->io);
-	elapsed = now > r->election_timer_start ? now - r->election_timer_start
-	                                        : 0;
+	elapsed =
+	    now > r->election_timer_start ? now - r->election_timer_start : 0;
 	t = (unsigned)g->io.random(&g->io, (int)ms, 2 * (int)ms);
 	if (elapsed + t < r->follower_state.randomized_election_timeout) {
 		r->follower_state.randomized_election_timeout =
 		    (unsigned)(elapsed + t);
 	}
+	/* A follower that still knows a leader refuses its vote to any
+	 * candidate (libraft's leader stickiness), which would hold the
+	 * election until every follower's timer ran out. The next message
+	 * of a leader that is in fact alive sets it again. */
+	r->follower_state.current_leader.id = 0;
 	return 0;
 }
 

@@ -149,8 +149,9 @@ int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target);
 /* The leader `gone` of group `id` is known to be unreachable (e.g. its
  * connection just dropped): if this replica follows it, its election
  * timer now expires within [ms, 2 ms] instead of after the full election
- * timeout, so a new leader comes sooner. A leader that is in fact alive
- * resets the timer with its next heartbeat. 0, or REPLICA_EINVAL when the
+ * timeout, and it forgets that leader, so it grants its vote to the first
+ * candidate; a new leader comes sooner. A leader that is in fact alive is
+ * followed again with its next heartbeat. 0, or REPLICA_EINVAL when the
  * replica does not follow `gone` (nothing changes). */
 int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
                             unsigned ms);

@@ -122,8 +122,8 @@ struct rio {
 	uint64_t last_gen;     /* last batch we wrote into (to count groups) */
 	unsigned outstanding;  /* requests whose callback is still due */
 	struct rio_fifo held;  /* sends waiting for meta_gen to be on disk */
-	uint64_t install_from;        /* sender of the last InstallSnapshot */
-	struct rio_install *install;  /* waiting for the state transfer */
+	uint64_t install_from; /* sender of the last InstallSnapshot */
+	struct rio_install *install; /* waiting for the state transfer */
 	bool in_held_list;
 	struct rio *held_next;
 	struct rio *prev;

@@ -63,14 +63,15 @@ struct rio_hooks {
 	 * durable first. Non-zero fails the batch. */
 	int (*sync)(void *data);
 	/* A snapshot `snap` sent by peer `from` (InstallSnapshot) is being
-	 * installed: the state it stands for lives on other nodes. Runs on the loop, inside libraft. The owner brings the
-	 * group's state to where `snap` says (state transfer) and then calls
-	 * rio_install_done(req, 0), possibly before returning. Only then is
-	 * the snapshot record written and libraft told, so the record never
-	 * runs ahead of the state. libraft cannot undo an install that
-	 * fails (it already moved its log), so the owner retries a failed
-	 * transfer and reports a non-zero status only when the group is
-	 * stopping or broken. NULL: the snapshot is stored at once. */
+	 * installed: the state it stands for lives on other nodes. Runs on the
+	 * loop, inside libraft. The owner brings the group's state to where
+	 * `snap` says (state transfer) and then calls rio_install_done(req, 0),
+	 * possibly before returning. Only then is the snapshot record written
+	 * and libraft told, so the record never runs ahead of the state.
+	 * libraft cannot undo an install that fails (it already moved its log),
+	 * so the owner retries a failed transfer and reports a non-zero status
+	 * only when the group is stopping or broken. NULL: the snapshot is
+	 * stored at once. */
 	void (*install)(void *data, uint64_t from,
 	                const struct raft_snapshot *snap,
 	                struct rio_install *req);

@@ -308,7 +308,8 @@ size_t msg_raft_size(const struct raft_message *m)
 	case RAFT_IO_APPEND_ENTRIES:
 		n += 4 * 8 + 4;
 		for (i = 0; i < m->append_entries.n_entries; i++) {
-			n += ENTRY_HEADER + m->append_entries.entries[i].buf.len;
+			n +=
+			    ENTRY_HEADER + m->append_entries.entries[i].buf.len;
 		}
 		return n;
 	case RAFT_IO_APPEND_ENTRIES_RESULT:
@@ -757,7 +758,8 @@ int msg_xfer_meta_decode(const uint8_t *p, size_t len, struct msg_xfer_meta *m)
 		if (name == NULL || nl == 0 || nl > MSG_NAME_MAX ||
 		    memchr(name, '/', nl) != NULL ||
 		    memchr(name, '\0', nl) != NULL ||
-		    (name[0] == '.' && (nl == 1 || (nl == 2 && name[1] == '.')))) {
+		    (name[0] == '.' &&
+		     (nl == 1 || (nl == 2 && name[1] == '.')))) {
 			return MSG_EMALFORMED;
 		}
 		r64(&d);
@@ -823,8 +825,7 @@ void msg_xfer_data_write_header(uint8_t *p, const struct msg_xfer_data *x)
 	w8(p, x->status);
 }
 
-int msg_xfer_data_decode(const uint8_t *p, size_t len,
-                         struct msg_xfer_data *x)
+int msg_xfer_data_decode(const uint8_t *p, size_t len, struct msg_xfer_data *x)
 {
 	struct rd d;
 	rd_init(&d, p, len);

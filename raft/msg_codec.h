@@ -238,8 +238,7 @@ int msg_xfer_req_decode(const uint8_t *p, size_t len, struct msg_xfer_req *r);
 
 size_t msg_xfer_meta_size(const struct msg_xfer_meta *m);
 void msg_xfer_meta_write(uint8_t *p, const struct msg_xfer_meta *m);
-int msg_xfer_meta_decode(const uint8_t *p, size_t len,
-                         struct msg_xfer_meta *m);
+int msg_xfer_meta_decode(const uint8_t *p, size_t len, struct msg_xfer_meta *m);
 /* The next file of a decoded list; `*off` starts at 0. */
 void msg_xfer_meta_file(const struct msg_xfer_meta *m, size_t *off,
                         struct msg_xfer_file *f);
@@ -251,8 +250,7 @@ int msg_xfer_get_decode(const uint8_t *p, size_t len, struct msg_xfer_get *g);
 /* Header only: the data follows it in the frame. */
 size_t msg_xfer_data_header_size(void);
 void msg_xfer_data_write_header(uint8_t *p, const struct msg_xfer_data *d);
-int msg_xfer_data_decode(const uint8_t *p, size_t len,
-                         struct msg_xfer_data *d);
+int msg_xfer_data_decode(const uint8_t *p, size_t len, struct msg_xfer_data *d);
 
 size_t msg_xfer_end_size(void);
 void msg_xfer_end_write(uint8_t *p, uint64_t id);

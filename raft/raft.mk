@@ -90,3 +90,4 @@ tests_integration_test_cluster_LDADD = tests/integration/libharness.a \
 noinst_PROGRAMS += raft/bench_cluster
 raft_bench_cluster_SOURCES = raft/bench_cluster.c
 raft_bench_cluster_LDADD = raft/liblsraft.a $(DEP_LIBS)
+EXTRA_DIST += docs/cluster.md

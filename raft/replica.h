@@ -41,9 +41,9 @@ enum {
 	REPLICA_ESHUTDOWN, /* the group is stopping, stopped or failed */
 	REPLICA_ENOGROUP,  /* no such group on this node */
 	REPLICA_ENOMEM,
-	REPLICA_EIO,    /* storage or state-machine failure */
-	REPLICA_EEXIST, /* the group exists / already has state */
-	REPLICA_EINVAL, /* bad argument */
+	REPLICA_EIO,         /* storage or state-machine failure */
+	REPLICA_EEXIST,      /* the group exists / already has state */
+	REPLICA_EINVAL,      /* bad argument */
 	REPLICA_EUNAVAILABLE /* no leader reachable before the deadline
 	                        (forwarding): nothing was applied */
 };

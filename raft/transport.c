@@ -17,6 +17,8 @@
 #define TICK_MS 50
 #define READ_CHUNK (64u << 10)
 #define KEEP_BUF (4u << 20) /* buffers above this are released when empty */
+#define REFUSALS 16         /* refused nodes remembered for log throttling */
+#define REFUSAL_LOG_MS 60000
 
 enum {
 	C_CONNECTING = 1, /* dialing */
@@ -74,6 +76,12 @@ struct peer {
 	struct transport_peer_info st;
 };
 
+struct refusal {
+	uint64_t from;
+	uint8_t status;
+	uint64_t ms;
+};
+
 struct resolve {
 	uv_getaddrinfo_t req;
 	struct peer *peer;
@@ -103,6 +111,7 @@ struct transport {
 	unsigned open_handles;
 	transport_close_cb close_cb;
 	void *close_data;
+	struct refusal refusals[REFUSALS];
 };
 
 static void logf_(struct transport *t, int level, const char *fmt, ...)
@@ -338,8 +347,8 @@ static void conn_close(struct conn *c, int level, const char *why)
 			schedule_redial(p, true);
 		}
 	} else {
-		logf_(t, TRANSPORT_DEBUG, "connection %s closed: %s",
-		      c->remote, why);
+		logf_(t, TRANSPORT_DEBUG, "connection %s closed: %s", c->remote,
+		      why);
 	}
 	c->state = C_CLOSING;
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
@@ -380,7 +389,8 @@ static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
 		*status = TRANSPORT_ETOOBIG;
 		return NULL;
 	}
-	if (queued > 0 && queued + MSG_FRAME_HEADER + len > t->o.max_queue_bytes) {
+	if (queued > 0 &&
+	    queued + MSG_FRAME_HEADER + len > t->o.max_queue_bytes) {
 		*status = TRANSPORT_EFULL;
 		return NULL;
 	}
@@ -531,11 +541,39 @@ static void send_welcome(struct conn *c, uint8_t status, const char *reason)
 	}
 }
 
-static void refuse(struct conn *c, uint8_t status, const char *reason)
+/* Whether a refusal of node `from` for `status` is news: a misconfigured
+ * node redials every few seconds, and once a minute is enough to say so. */
+static bool refusal_news(struct transport *t, uint64_t from, uint8_t status)
+{
+	uint64_t now = now_ms(t);
+	struct refusal *oldest = &t->refusals[0];
+	for (size_t i = 0; i < REFUSALS; i++) {
+		struct refusal *r = &t->refusals[i];
+		if (r->from == from && r->status == status) {
+			if (now - r->ms < REFUSAL_LOG_MS) {
+				return false;
+			}
+			r->ms = now;
+			return true;
+		}
+		if (r->ms < oldest->ms) {
+			oldest = r;
+		}
+	}
+	oldest->from = from;
+	oldest->status = status;
+	oldest->ms = now;
+	return true;
+}
+
+static void refuse(struct conn *c, uint8_t status, uint64_t from,
+                   const char *reason)
 {
 	struct transport *t = c->t;
-	logf_(t, status == MSG_HS_DUPLICATE ? TRANSPORT_DEBUG : TRANSPORT_WARN,
-	      "refused connection from %s: %s", c->remote, reason);
+	int level = status == MSG_HS_DUPLICATE      ? TRANSPORT_DEBUG
+	            : refusal_news(t, from, status) ? TRANSPORT_WARN
+	                                            : TRANSPORT_DEBUG;
+	logf_(t, level, "refused connection from %s: %s", c->remote, reason);
 	send_welcome(c, status, reason);
 	c->state = C_REFUSING;
 	uv_read_stop((uv_stream_t *)&c->tcp);
@@ -555,7 +593,7 @@ static void on_hello(struct conn *c, const uint8_t *b, size_t len)
 		         "protocol version %u is not supported (this node "
 		         "speaks %u)",
 		         (unsigned)h.version, (unsigned)MSG_VERSION);
-		refuse(c, MSG_HS_VERSION, why);
+		refuse(c, MSG_HS_VERSION, h.from, why);
 		return;
 	}
 	if (rv != 0) {
@@ -571,7 +609,7 @@ static void on_hello(struct conn *c, const uint8_t *b, size_t len)
 		         "node %llu is in cluster '%.*s', not '%s'",
 		         (unsigned long long)h.from, (int)h.cluster_len,
 		         h.cluster, t->cluster);
-		refuse(c, MSG_HS_CLUSTER, why);
+		refuse(c, MSG_HS_CLUSTER, h.from, why);
 		return;
 	}
 	p = find_peer(t, h.from);
@@ -579,21 +617,21 @@ static void on_hello(struct conn *c, const uint8_t *b, size_t len)
 		snprintf(why, sizeof why,
 		         "node %llu is not a member of cluster '%s'",
 		         (unsigned long long)h.from, t->cluster);
-		refuse(c, MSG_HS_STRANGER, why);
+		refuse(c, MSG_HS_STRANGER, h.from, why);
 		return;
 	}
 	if (h.to != 0 && h.to != t->o.node_id) {
 		snprintf(why, sizeof why, "this is node %llu, not node %llu",
 		         (unsigned long long)t->o.node_id,
 		         (unsigned long long)h.to);
-		refuse(c, MSG_HS_WRONG_ID, why);
+		refuse(c, MSG_HS_WRONG_ID, h.from, why);
 		return;
 	}
 	c->peer = p;
 	if (p->active != NULL) {
 		if (!dialed_by_lower(c) && dialed_by_lower(p->active)) {
 			c->peer = NULL;
-			refuse(c, MSG_HS_DUPLICATE,
+			refuse(c, MSG_HS_DUPLICATE, h.from,
 			       "a connection dialed by the lower node id "
 			       "exists");
 			return;
@@ -630,8 +668,8 @@ static void on_welcome(struct conn *c, const uint8_t *b, size_t len)
 		}
 		p->last_refusal = w.status;
 		logf_(t, level, "node %llu (%s) refused our connection: %.*s",
-		      (unsigned long long)p->id, p->address,
-		      (int)w.reason_len, w.reason);
+		      (unsigned long long)p->id, p->address, (int)w.reason_len,
+		      w.reason);
 		schedule_redial(p, w.status != MSG_HS_DUPLICATE);
 		conn_close(c, TRANSPORT_DEBUG, "refused");
 		return;
@@ -717,7 +755,8 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 		break;
 	case MSG_HELLO:
 	case MSG_WELCOME:
-		conn_close(c, TRANSPORT_WARN, "handshake frame after handshake");
+		conn_close(c, TRANSPORT_WARN,
+		           "handshake frame after handshake");
 		break;
 	default:
 		if (t->o.on_frame != NULL) {
@@ -779,8 +818,8 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	while (c->rbuf.len - off >= MSG_FRAME_HEADER) {
 		uint8_t kind;
 		uint32_t plen;
-		uint32_t max = c->state == C_ACTIVE ? MSG_MAX_PAYLOAD
-		                                    : MSG_HELLO_MAX;
+		uint32_t max =
+		    c->state == C_ACTIVE ? MSG_MAX_PAYLOAD : MSG_HELLO_MAX;
 		if (msg_frame_parse(c->rbuf.p + off, max, &kind, &plen) != 0) {
 			if (c->state == C_HS_WAIT) {
 				logf_(t, TRANSPORT_WARN,
@@ -794,8 +833,7 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		if (c->rbuf.len - off - MSG_FRAME_HEADER < plen) {
 			break;
 		}
-		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER,
-		             plen);
+		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER, plen);
 		off += MSG_FRAME_HEADER + plen;
 		if (c->state == C_CLOSING || c->state == C_REFUSING) {
 			return;
@@ -869,8 +907,7 @@ static void connect_to(struct peer *p, const struct sockaddr *sa)
 	}
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res)
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
 	struct resolve *r = req->data;
 	struct peer *p = r->peer;
@@ -967,13 +1004,13 @@ static void on_accept(uv_stream_t *server, int status)
 		if (ss.ss_family == AF_INET6) {
 			uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
 			snprintf(c->remote, sizeof c->remote, "[%s]:%u", ip,
-			         (unsigned)ntohs(((struct sockaddr_in6 *)&ss)
-			                             ->sin6_port));
+			         (unsigned)ntohs(
+			             ((struct sockaddr_in6 *)&ss)->sin6_port));
 		} else {
 			uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
-			snprintf(
-			    c->remote, sizeof c->remote, "%s:%u", ip,
-			    (unsigned)ntohs(((struct sockaddr_in *)&ss)->sin_port));
+			snprintf(c->remote, sizeof c->remote, "%s:%u", ip,
+			         (unsigned)ntohs(
+			             ((struct sockaddr_in *)&ss)->sin_port));
 		}
 	}
 	if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {

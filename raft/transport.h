@@ -39,19 +39,14 @@
 
 struct transport;
 
-enum {
-	TRANSPORT_DEBUG = 0,
-	TRANSPORT_INFO,
-	TRANSPORT_WARN,
-	TRANSPORT_ERROR
-};
+enum { TRANSPORT_DEBUG = 0, TRANSPORT_INFO, TRANSPORT_WARN, TRANSPORT_ERROR };
 
 enum {
 	TRANSPORT_OK = 0,
-	TRANSPORT_ENOPEER,   /* not a configured peer */
-	TRANSPORT_ENOCONN,   /* no connection to the peer right now */
-	TRANSPORT_EFULL,     /* the peer's send queue is full */
-	TRANSPORT_ETOOBIG,   /* frame above the protocol limit */
+	TRANSPORT_ENOPEER, /* not a configured peer */
+	TRANSPORT_ENOCONN, /* no connection to the peer right now */
+	TRANSPORT_EFULL,   /* the peer's send queue is full */
+	TRANSPORT_ETOOBIG, /* frame above the protocol limit */
 	TRANSPORT_ENOMEM,
 	TRANSPORT_EINVAL,
 	TRANSPORT_ESHUTDOWN
@@ -73,11 +68,11 @@ typedef void (*transport_peer_fn)(void *data, uint64_t peer, bool up,
 typedef void (*transport_close_cb)(struct transport *t, void *data);
 
 struct transport_options {
-	uint64_t node_id;       /* > 0 */
-	const char *cluster_id; /* copied; at most MSG_CLUSTER_MAX bytes */
-	size_t max_queue_bytes; /* per connection; 0 = 64 MiB */
-	unsigned reconnect_min_ms;     /* 0 = 50 */
-	unsigned reconnect_max_ms;     /* 0 = 2000 */
+	uint64_t node_id;          /* > 0 */
+	const char *cluster_id;    /* copied; at most MSG_CLUSTER_MAX bytes */
+	size_t max_queue_bytes;    /* per connection; 0 = 64 MiB */
+	unsigned reconnect_min_ms; /* 0 = 50 */
+	unsigned reconnect_max_ms; /* 0 = 2000 */
 	unsigned handshake_timeout_ms; /* 0 = 3000 */
 	unsigned ping_ms;              /* 0 = 500 */
 	unsigned dead_ms;              /* 0 = 5000 */
@@ -96,7 +91,7 @@ struct transport_peer_info {
 	uint64_t frames_received;
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
-	uint64_t dropped; /* frames refused: no connection or queue full */
+	uint64_t dropped;  /* frames refused: no connection or queue full */
 	uint64_t connects; /* handshakes completed */
 	size_t queued;     /* bytes waiting to be written */
 };

@@ -59,7 +59,8 @@ struct fetch {
 };
 
 /* One export this node serves. */
-struct export {
+struct export
+{
 	struct xfer *x;
 	struct export *prev;
 	struct export *next;
@@ -274,8 +275,9 @@ static void start_attempt(struct fetch *f)
 	snprintf(f->dir, sizeof f->dir, "%s/in-g%u-%llu", x->dir, f->group,
 	         (unsigned long long)f->id);
 	if (mkdir(f->dir, 0755) != 0) {
-		logf_(x, TRANSPORT_ERROR, "state transfer: cannot create %s: %s",
-		      f->dir, strerror(errno));
+		logf_(x, TRANSPORT_ERROR,
+		      "state transfer: cannot create %s: %s", f->dir,
+		      strerror(errno));
 		f->dir[0] = '\0';
 		f->attempt++;
 		f->retry_at_ms = now_ms(x) + x->o.retry_ms;
@@ -284,7 +286,8 @@ static void start_attempt(struct fetch *f)
 	r.id = f->id;
 	r.group = f->group;
 	r.index = f->index;
-	p = transport_reserve(x->t, src, MSG_XFER_REQ, msg_xfer_req_size(), &st);
+	p = transport_reserve(x->t, src, MSG_XFER_REQ, msg_xfer_req_size(),
+	                      &st);
 	if (p == NULL) {
 		fetch_reset(f);
 		f->attempt++;
@@ -349,8 +352,8 @@ static void pump(struct fetch *f)
 		g.id = f->id;
 		g.file = f->cur;
 		g.offset = xf->requested;
-		g.len = left < x->o.chunk_bytes ? (uint32_t)left
-		                                : x->o.chunk_bytes;
+		g.len =
+		    left < x->o.chunk_bytes ? (uint32_t)left : x->o.chunk_bytes;
 		p = transport_reserve(x->t, f->source, MSG_XFER_GET,
 		                      msg_xfer_get_size(), &st);
 		if (p == NULL) {
@@ -393,8 +396,7 @@ static const char *xfer_status_name(uint8_t status)
 	}
 }
 
-static void on_meta(struct xfer *x, uint64_t peer, const uint8_t *p,
-                    size_t len)
+static void on_meta(struct xfer *x, uint64_t peer, const uint8_t *p, size_t len)
 {
 	struct msg_xfer_meta m;
 	struct fetch *f;
@@ -452,8 +454,7 @@ static void on_meta(struct xfer *x, uint64_t peer, const uint8_t *p,
 	pump(f);
 }
 
-static void on_data(struct xfer *x, uint64_t peer, const uint8_t *p,
-                    size_t len)
+static void on_data(struct xfer *x, uint64_t peer, const uint8_t *p, size_t len)
 {
 	struct msg_xfer_data d;
 	struct fetch *f;
@@ -521,8 +522,8 @@ static void export_free(struct export *e)
 }
 
 static void reply_meta(struct xfer *x, uint64_t peer, uint64_t id,
-                       uint8_t status, uint64_t applied,
-                       const struct export *e, const char *msg)
+                       uint8_t status, uint64_t applied, const struct export *e,
+                       const char *msg)
 {
 	struct msg_xfer_meta m;
 	struct msg_xfer_file *files = NULL;
@@ -727,8 +728,9 @@ static struct export *find_export(struct xfer *x, uint64_t peer, uint64_t id)
 	return NULL;
 }
 
-static void send_data(struct xfer *x, uint64_t peer, const struct msg_xfer_get *g,
-                      uint8_t status, const uint8_t *data, size_t len)
+static void send_data(struct xfer *x, uint64_t peer,
+                      const struct msg_xfer_get *g, uint8_t status,
+                      const uint8_t *data, size_t len)
 {
 	struct msg_xfer_data d;
 	size_t h = msg_xfer_data_header_size();
@@ -750,8 +752,7 @@ static void send_data(struct xfer *x, uint64_t peer, const struct msg_xfer_get *
 	x->st.bytes_out += len;
 }
 
-static void on_get(struct xfer *x, uint64_t peer, const uint8_t *p,
-                   size_t len)
+static void on_get(struct xfer *x, uint64_t peer, const uint8_t *p, size_t len)
 {
 	struct msg_xfer_get g;
 	struct export *e;

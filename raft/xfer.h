@@ -34,13 +34,13 @@ typedef void (*xfer_close_cb)(struct xfer *x, void *data);
 
 struct xfer_options {
 	uint64_t node_id;
-	const char *dir;         /* work directory: created, emptied at start */
-	unsigned chunk_bytes;    /* 0 = 1 MiB */
-	unsigned window;         /* chunks in flight; 0 = 4 */
-	unsigned timeout_ms;     /* without progress; 0 = 10000 */
-	unsigned retry_ms;       /* 0 = 1000 */
-	unsigned max_exports;    /* exports kept at once; 0 = 4 */
-	unsigned export_ttl_ms;  /* 0 = 60000 */
+	const char *dir;        /* work directory: created, emptied at start */
+	unsigned chunk_bytes;   /* 0 = 1 MiB */
+	unsigned window;        /* chunks in flight; 0 = 4 */
+	unsigned timeout_ms;    /* without progress; 0 = 10000 */
+	unsigned retry_ms;      /* 0 = 1000 */
+	unsigned max_exports;   /* exports kept at once; 0 = 4 */
+	unsigned export_ttl_ms; /* 0 = 60000 */
 	/* Worker thread: writes the state of `group` into `dir`. */
 	int (*export_state)(void *data, uint32_t group, const char *dir,
 	                    uint64_t *applied);
@@ -54,12 +54,12 @@ struct xfer_options {
 };
 
 struct xfer_stats {
-	uint64_t fetches;      /* completed */
-	uint64_t attempts;     /* started, including retries */
+	uint64_t fetches;  /* completed */
+	uint64_t attempts; /* started, including retries */
 	uint64_t bytes_in;
-	uint64_t exports;      /* completed exports served */
+	uint64_t exports; /* completed exports served */
 	uint64_t bytes_out;
-	uint64_t running;      /* fetches under way */
+	uint64_t running; /* fetches under way */
 };
 
 int xfer_init(struct xfer **out, uv_loop_t *loop, struct transport *t,

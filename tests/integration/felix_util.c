@@ -1,6 +1,7 @@
 /* Synchronous Felix client helpers for tests; see felix_util.h. */
 #include "tests/integration/felix_util.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +389,337 @@ void fx_sub_free(struct fx_sub *s)
 		free(s->payloads[i]);
 	}
 	s->n = 0;
+}
+
+/* ---- consumer groups ---- */
+
+struct gop {
+	struct fx *f;
+	bool done;
+	int status;
+	struct fx_rec *recs;
+	uint64_t *offs;
+	size_t cap, n;
+	enum felix_msg_type type;
+};
+
+static void on_group(void *data, int status, const struct felix_msg *reply,
+                     const char *message)
+{
+	struct gop *op = data;
+	op->status = status;
+	snprintf(op->f->message, sizeof op->f->message, "%s",
+	         message ? message : "");
+	op->type = reply ? reply->type : FELIX_MSG_NONE;
+	if (reply != NULL && reply->type == FELIX_MSG_GROUP_RECORDS) {
+		const struct felix_group_record_list *l =
+		    &reply->u.group_records.records;
+		for (size_t i = 0; i < l->count && op->n < op->cap; i++) {
+			struct fx_rec *r = &op->recs[op->n++];
+			size_t len = l->items[i].payload.len;
+			r->offset = l->items[i].offset;
+			r->attempts =
+			    l->items[i].has_attempts ? l->items[i].attempts : 0;
+			if (len >= sizeof r->payload) {
+				len = sizeof r->payload - 1;
+			}
+			if (len > 0) {
+				memcpy(r->payload, l->items[i].payload.data,
+				       len);
+			}
+			r->payload[len] = '\0';
+		}
+	} else if (reply != NULL &&
+	           reply->type == FELIX_MSG_GROUP_DEAD_LETTER_LIST) {
+		const struct felix_u64_list *l =
+		    &reply->u.group_dead_letter_list.offsets;
+		for (size_t i = 0; i < l->count && op->n < op->cap; i++) {
+			op->offs[op->n++] = l->items[i];
+		}
+	}
+	op->done = true;
+}
+
+static int wait_gop(struct gop *op)
+{
+	if (felix_client_run(op->f->loop, &op->done, FX_WAIT_MS * 2) != 0) {
+		snprintf(op->f->message, sizeof op->f->message, "timed out");
+		return -102;
+	}
+	return op->status;
+}
+
+int fx_group_poll(struct fx *f, const char *ns, const char *stream,
+                  uint32_t shard, const char *group, uint32_t max,
+                  uint64_t wait_ms, struct fx_rec *out, size_t cap, size_t *n)
+{
+	struct gop op = {.f = f, .recs = out, .cap = cap};
+	int rv = felix_client_group_poll(f->c, ns, stream, shard, group, max,
+	                                 wait_ms, on_group, &op);
+	*n = 0;
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_gop(&op);
+	if (rv == 0 && op.type != FELIX_MSG_GROUP_RECORDS) {
+		return -103;
+	}
+	*n = op.n;
+	return rv;
+}
+
+int fx_group_settle(struct fx *f, enum felix_msg_type type, const char *ns,
+                    const char *stream, uint32_t shard, const char *group,
+                    uint64_t offset)
+{
+	struct gop op = {.f = f};
+	int rv = felix_client_group_settle(f->c, type, ns, stream, shard, group,
+	                                   offset, on_group, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_gop(&op);
+	if (rv == 0 && op.type != FELIX_MSG_CACHE_OK) {
+		return -103;
+	}
+	return rv;
+}
+
+int fx_group_dead(struct fx *f, const char *ns, const char *stream,
+                  uint32_t shard, const char *group, uint64_t *out, size_t cap,
+                  size_t *n)
+{
+	struct gop op = {.f = f, .offs = out, .cap = cap};
+	int rv = felix_client_group_dead_letters(f->c, ns, stream, shard, group,
+	                                         on_group, &op);
+	*n = 0;
+	if (rv != 0) {
+		return rv;
+	}
+	rv = wait_gop(&op);
+	if (rv == 0 && op.type != FELIX_MSG_GROUP_DEAD_LETTER_LIST) {
+		return -103;
+	}
+	*n = op.n;
+	return rv;
+}
+
+/* ---- idempotent producers ---- */
+
+struct pop {
+	struct fx *f;
+	bool done;
+	int status;
+	uint64_t id;
+	struct fx_refusal *why;
+	enum felix_msg_type type;
+};
+
+static void on_produce(void *data, int status, const struct felix_msg *reply,
+                       const char *message)
+{
+	struct pop *op = data;
+	op->status = status;
+	op->type = reply ? reply->type : FELIX_MSG_NONE;
+	snprintf(op->f->message, sizeof op->f->message, "%s",
+	         message ? message : "");
+	if (reply != NULL && reply->type == FELIX_MSG_PRODUCER_INIT_OK) {
+		op->id = reply->u.producer_init_ok.producer_id;
+	}
+	if (reply != NULL && reply->type == FELIX_MSG_PUBLISH_REFUSED &&
+	    op->why != NULL) {
+		const struct felix_refusal *r =
+		    &reply->u.publish_refused.reason;
+		op->why->refused = true;
+		op->why->kind = r->kind;
+		op->why->expected = r->expected;
+		snprintf(op->why->node_id, sizeof op->why->node_id, "%s",
+		         r->node_id ? r->node_id : "");
+		snprintf(op->why->addr, sizeof op->why->addr, "%s",
+		         r->addr ? r->addr : "");
+	}
+	op->done = true;
+}
+
+int fx_producer_init(struct fx *f, uint64_t *id)
+{
+	struct pop op = {.f = f};
+	int rv = felix_client_producer_init(f->c, on_produce, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	if (felix_client_run(f->loop, &op.done, FX_WAIT_MS) != 0) {
+		return -102;
+	}
+	if (op.status == 0 && op.type != FELIX_MSG_PRODUCER_INIT_OK) {
+		return -103;
+	}
+	*id = op.id;
+	return op.status;
+}
+
+int fx_publish_idem(struct fx *f, const char *ns, const char *stream,
+                    const char *key, const char *const *payloads, uint32_t n,
+                    uint64_t producer, uint64_t sequence,
+                    struct fx_refusal *why)
+{
+	struct pop op = {.f = f, .why = why};
+	struct felix_view v[256];
+	if (n > 256) {
+		return -1;
+	}
+	if (why != NULL) {
+		memset(why, 0, sizeof *why);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		v[i].data = (const uint8_t *)payloads[i];
+		v[i].len = strlen(payloads[i]);
+	}
+	int rv = felix_client_publish_idempotent(
+	    f->c, ns, stream, key != NULL, (const uint8_t *)key,
+	    key ? strlen(key) : 0, v, n, producer, sequence, on_produce, &op);
+	if (rv != 0) {
+		return rv;
+	}
+	if (felix_client_run(f->loop, &op.done, FX_WAIT_MS) != 0) {
+		return -102;
+	}
+	if (op.status == 0 && op.type != FELIX_MSG_PUBLISH_OK) {
+		return -103;
+	}
+	return op.status;
+}
+
+/* ---- cache watches ---- */
+
+static void on_watch_started(void *data, struct felix_sub *sub, int status,
+                             const struct felix_msg *answer,
+                             const char *message)
+{
+	struct fx_watch *w = data;
+	(void)sub;
+	w->status = status;
+	snprintf(w->message, sizeof w->message, "%s", message ? message : "");
+	w->answer = answer ? answer->type : FELIX_MSG_NONE;
+	if (answer != NULL &&
+	    answer->type == FELIX_MSG_SUBSCRIBE_CURSOR_ERROR) {
+		w->cursor = answer->u.cursor_error;
+	}
+	if (answer != NULL && answer->type == FELIX_MSG_ERROR) {
+		snprintf(w->message, sizeof w->message, "%s",
+		         answer->u.error.message);
+	}
+	if (answer != NULL && answer->type == FELIX_MSG_CACHE_WATCH_STARTED) {
+		w->info = answer->u.cache_watch_started;
+	}
+	if (status == 0) {
+		w->started = true;
+	} else {
+		w->refused = true;
+		w->h = NULL;
+	}
+}
+
+static void on_watch_change(void *data, struct felix_sub *sub, const char *key,
+                            const uint8_t *value, size_t len, uint64_t offset,
+                            uint64_t expires)
+{
+	struct fx_watch *w = data;
+	(void)sub;
+	(void)expires;
+	if (w->n >= FX_MAX_EVENTS) {
+		return;
+	}
+	w->offsets[w->n] = offset;
+	w->keys[w->n] = strdup(key);
+	w->value_len[w->n] = len;
+	if (value != NULL) {
+		size_t keep = len < 63 ? len : 63;
+		char *c = malloc(keep + 1);
+		if (c != NULL) {
+			memcpy(c, value, keep);
+			c[keep] = '\0';
+		}
+		w->values[w->n] = c;
+	} else {
+		w->values[w->n] = NULL;
+	}
+	w->n++;
+}
+
+static void on_watch_lagged(void *data, struct felix_sub *sub,
+                            uint64_t resume_from)
+{
+	struct fx_watch *w = data;
+	(void)sub;
+	w->lagged = true;
+	w->resume_from = resume_from;
+}
+
+static void on_watch_ended(void *data, struct felix_sub *sub, const char *why)
+{
+	struct fx_watch *w = data;
+	(void)sub;
+	snprintf(w->message, sizeof w->message, "%s", why ? why : "");
+	w->ended = true;
+	w->h = NULL;
+}
+
+int fx_watch(struct fx *f, struct fx_watch *w, const char *cache,
+             const struct felix_watch_request *req)
+{
+	static const struct felix_watch_handlers h = {
+	    on_watch_started, on_watch_change, on_watch_lagged, on_watch_ended};
+	memset(w, 0, offsetof(struct fx_watch, offsets));
+	w->n = 0;
+	w->f = f;
+	int rv = felix_client_watch(f->c, "default", cache, req, &h, w, &w->h);
+	if (rv != 0) {
+		return rv;
+	}
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!w->started && !w->refused && !w->ended) {
+		bool done = false;
+		if (felix_client_run(f->loop, &done, 20) == 0) {
+			break;
+		}
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
+			return -102;
+		}
+	}
+	return w->started ? 0 : (w->status ? w->status : -1);
+}
+
+int fx_watch_wait(struct fx_watch *w, uint64_t n)
+{
+	struct timespec t0;
+	bool done = false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (w->n < n && !w->ended) {
+		felix_client_run(w->f->loop, &done, 20);
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
+			return -102;
+		}
+	}
+	return w->n >= n ? 0 : -1;
+}
+
+void fx_watch_free(struct fx_watch *w)
+{
+	if (w->h != NULL) {
+		felix_sub_close(w->h);
+		w->h = NULL;
+	}
+	for (uint64_t i = 0; i < w->n; i++) {
+		free(w->keys[i]);
+		free(w->values[i]);
+	}
+	w->n = 0;
 }
 
 void fx_spin(struct fx *f, unsigned ms)

@@ -82,6 +82,70 @@ int fx_sub_wait(struct fx_sub *s, uint64_t n);
 void fx_sub_close(struct fx_sub *s);
 void fx_sub_free(struct fx_sub *s);
 
+/* ---- consumer groups ---- */
+
+struct fx_rec {
+	uint64_t offset;
+	uint32_t attempts;
+	char payload[64]; /* NUL-terminated, cut to 63 bytes */
+};
+
+/* A poll: up to `cap` records into out, *n of them. */
+int fx_group_poll(struct fx *f, const char *ns, const char *stream,
+                  uint32_t shard, const char *group, uint32_t max,
+                  uint64_t wait_ms, struct fx_rec *out, size_t cap, size_t *n);
+/* ack / nack / discard / redrive by type; the message is in f->message. */
+int fx_group_settle(struct fx *f, enum felix_msg_type type, const char *ns,
+                    const char *stream, uint32_t shard, const char *group,
+                    uint64_t offset);
+int fx_group_dead(struct fx *f, const char *ns, const char *stream,
+                  uint32_t shard, const char *group, uint64_t *out, size_t cap,
+                  size_t *n);
+
+/* ---- idempotent producers ---- */
+
+int fx_producer_init(struct fx *f, uint64_t *id);
+/* 0 on publish_ok; FELIX_CLIENT_EREFUSED with *refused true and the
+ * reason in *why (node_id/addr cut into why_node/why_addr) on
+ * publish_refused, or *refused false on publish_error / error. */
+struct fx_refusal {
+	bool refused;
+	enum felix_refusal_kind kind;
+	uint64_t expected;
+	char node_id[64];
+	char addr[128];
+};
+int fx_publish_idem(struct fx *f, const char *ns, const char *stream,
+                    const char *key, const char *const *payloads, uint32_t n,
+                    uint64_t producer, uint64_t sequence,
+                    struct fx_refusal *why);
+
+/* ---- cache watches ---- */
+
+struct fx_watch {
+	struct fx *f;
+	struct felix_sub *h;
+	bool started, refused, ended, lagged;
+	int status;
+	enum felix_msg_type answer;
+	struct felix_msg_subscribe_cursor_error cursor;
+	struct felix_msg_cache_watch_started info;
+	uint64_t resume_from; /* lagged */
+	char message[512];
+	uint64_t n;
+	uint64_t offsets[FX_MAX_EVENTS];
+	char *keys[FX_MAX_EVENTS];       /* owned */
+	char *values[FX_MAX_EVENTS];     /* owned; NULL for a delete; cut */
+	size_t value_len[FX_MAX_EVENTS]; /* the whole length */
+};
+
+/* Starts a watch and waits until it is established (0) or refused. */
+int fx_watch(struct fx *f, struct fx_watch *w, const char *cache,
+             const struct felix_watch_request *req);
+/* Waits until at least n changes arrived, or the watch ended. */
+int fx_watch_wait(struct fx_watch *w, uint64_t n);
+void fx_watch_free(struct fx_watch *w);
+
 /* Runs the loop for `ms` (lets things happen without waiting on one). */
 void fx_spin(struct fx *f, unsigned ms);
 

@@ -362,14 +362,11 @@ static void test_handshake(void **state)
 		assert_int_equal(msg_frame_parse(b, 2000, &kind, &plen), 0);
 		assert_int_equal(kind, MSG_RAFT);
 		assert_int_equal(plen, 1234);
-		assert_int_not_equal(msg_frame_parse(b, 1000, &kind, &plen),
-		                     0);
+		assert_int_not_equal(msg_frame_parse(b, 1000, &kind, &plen), 0);
 		msg_frame_header(b, 0, 1);
-		assert_int_not_equal(msg_frame_parse(b, 2000, &kind, &plen),
-		                     0);
+		assert_int_not_equal(msg_frame_parse(b, 2000, &kind, &plen), 0);
 		msg_frame_header(b, MSG_KIND_MAX + 1, 1);
-		assert_int_not_equal(msg_frame_parse(b, 2000, &kind, &plen),
-		                     0);
+		assert_int_not_equal(msg_frame_parse(b, 2000, &kind, &plen), 0);
 	}
 }
 
@@ -396,8 +393,8 @@ static void test_rpc_messages(void **state)
 	}
 	/* Forwarding. */
 	{
-		struct msg_fwd_req r = {77, 5, MSG_FWD_PROPOSE, 4000,
-		                        (const uint8_t *)"cmd", 3};
+		struct msg_fwd_req r = {
+		    77, 5, MSG_FWD_PROPOSE, 4000, (const uint8_t *)"cmd", 3};
 		struct msg_fwd_req rd;
 		struct msg_fwd_resp s = {77, 1, 2, (const uint8_t *)"res", 3};
 		struct msg_fwd_resp sd;

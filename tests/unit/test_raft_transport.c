@@ -33,7 +33,8 @@
 
 #define NODES 3
 #define GROUPS 3
-#define GHOST 5 /* a configured peer that never runs (raw sockets pose as it) */
+#define GHOST 5 /* a configured peer that never runs (raw sockets pose as it)  \
+	         */
 #define GUARD_MS 30000
 
 struct cluster;
@@ -94,8 +95,8 @@ static void node_log(void *data, int level, const char *msg)
 	}
 }
 
-static void on_frame(void *data, uint64_t peer, uint8_t kind,
-                     const uint8_t *p, size_t len)
+static void on_frame(void *data, uint64_t peer, uint8_t kind, const uint8_t *p,
+                     size_t len)
 {
 	struct node *n = data;
 	if (kind == MSG_FWD_REQ || kind == MSG_FWD_RESP) {
@@ -180,9 +181,8 @@ static void node_start_transport(struct node *n, uint16_t port)
 	to.ping_ms = 100;
 	to.dead_ms = 2000;
 	assert_int_equal(transport_init(&n->t, &n->c->loop, &to), 0);
-	assert_int_equal(transport_start(n->t, "127.0.0.1", port, err,
-	                                 sizeof err),
-	                 0);
+	assert_int_equal(
+	    transport_start(n->t, "127.0.0.1", port, err, sizeof err), 0);
 	n->port = transport_port(n->t);
 	snprintf(n->addr, sizeof n->addr, "127.0.0.1:%u", n->port);
 }
@@ -192,8 +192,8 @@ static void node_add_peers(struct node *n)
 	for (unsigned k = 0; k < NODES; k++) {
 		struct node *o = &n->c->n[k];
 		if (o != n) {
-			assert_int_equal(transport_add_peer(n->t, o->id,
-			                                    "127.0.0.1", o->port),
+			assert_int_equal(transport_add_peer(
+			                     n->t, o->id, "127.0.0.1", o->port),
 			                 0);
 		}
 	}
@@ -458,8 +458,8 @@ static void submit_rot(struct cluster *c, struct client *cl, unsigned per_node,
 				continue;
 			}
 			assert_int_equal(forward_submit(nd->f, g,
-			                                FORWARD_PROPOSE, cmd,
-			                                n, 0, client_cb, cl),
+			                                FORWARD_PROPOSE, cmd, n,
+			                                0, client_cb, cl),
 			                 0);
 			cl->pending++;
 		}
@@ -633,7 +633,8 @@ static void expect_refusal(struct cluster *c, int fd, uint8_t status)
 	uint8_t kind;
 	uint32_t plen;
 	struct msg_welcome w;
-	assert_int_equal(raw_read(c, fd, b, MSG_FRAME_HEADER), MSG_FRAME_HEADER);
+	assert_int_equal(raw_read(c, fd, b, MSG_FRAME_HEADER),
+	                 MSG_FRAME_HEADER);
 	assert_int_equal(msg_frame_parse(b, 512, &kind, &plen), 0);
 	assert_int_equal(kind, MSG_WELCOME);
 	assert_int_equal(raw_read(c, fd, b, plen), plen);
@@ -670,9 +671,10 @@ static void test_refusals(void **state)
 	to.data = NULL;
 	to.log = NULL;
 	assert_int_equal(transport_init(&other, &c->loop, &to), 0);
-	assert_int_equal(transport_start(other, "127.0.0.1", 0, err, sizeof err),
+	assert_int_equal(
+	    transport_start(other, "127.0.0.1", 0, err, sizeof err), 0);
+	assert_int_equal(transport_add_peer(other, 1, "127.0.0.1", n1->port),
 	                 0);
-	assert_int_equal(transport_add_peer(other, 1, "127.0.0.1", n1->port), 0);
 	{
 		uint64_t end = mono_ms() + GUARD_MS;
 		while (strstr(n1->log, "cluster 'elsewhere'") == NULL) {

@@ -1,0 +1,332 @@
+/* Integration: the Felix broker's durable features on a three-node
+ * lodestone --dev cluster (every shard on the three nodes):
+ *  - consumer groups are served by the shard's leader only: a poll or an
+ *    ack on another node is refused with an error naming the leader, never
+ *    answered with an empty batch;
+ *  - publish_idempotent on a node that does not lead the shard is refused
+ *    with not_leader naming the leader's node id and client address;
+ *  - the leader is killed (SIGKILL): a batch re-sent to the new leader is
+ *    answered as a duplicate and appended once (producer state is
+ *    replicated); counter sums and the group's acknowledgements survive
+ *    the failover; counters and caches answer from any node (forwarded).
+ * Times only bound the waits. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tests/integration/felix_util.h"
+
+#define NODES 3
+
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static void nap(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* POST /v1/KIND/t1/default/NAME on node i and wait until GET shows it. */
+static void create_scope(struct harness_cluster *cl, unsigned i,
+                         const char *kind, const char *name, const char *body)
+{
+	char path[256], out[8192];
+	int st = 0;
+	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
+	for (int k = 0; k < 200; k++) {
+		if (harness_http(cl->nodes[i].admin, "POST", path, body, &st,
+		                 out, sizeof out) == 0 &&
+		    st == 202) {
+			break;
+		}
+		nap(100);
+	}
+	assert_int_equal(st, 202);
+	for (int k = 0; k < 200; k++) {
+		if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st,
+		                 out, sizeof out) == 0 &&
+		    st == 200) {
+			return;
+		}
+		nap(50);
+	}
+	fail_msg("%s %s not visible: %d %s", kind, name, st, out);
+}
+
+/* The leader node id (1-based) of shard 0 of a scope as node i sees it,
+ * or 0. */
+static unsigned leader_of(struct harness_cluster *cl, unsigned i,
+                          const char *kind, const char *name)
+{
+	char path[256];
+	static char out[65536];
+	int st = 0;
+	unsigned leader = 0;
+	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
+	if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st, out,
+	                 sizeof out) != 0 ||
+	    st != 200) {
+		return 0;
+	}
+	json_t *o = json_loads(out, 0, NULL);
+	json_t *sh = json_array_get(json_object_get(o, "shard_state"), 0);
+	json_t *l = json_object_get(sh, "leader");
+	if (json_is_integer(l)) {
+		leader = (unsigned)json_integer_value(l);
+	}
+	json_decref(o);
+	return leader;
+}
+
+/* Waits until node i names a leader for shard 0 other than `not`. */
+static unsigned wait_leader(struct harness_cluster *cl, unsigned i,
+                            const char *kind, const char *name, unsigned not )
+{
+	uint64_t t0 = mono_ms();
+	for (;;) {
+		unsigned l = leader_of(cl, i, kind, name);
+		if (l != 0 && l != not ) {
+			return l;
+		}
+		if (mono_ms() - t0 > 30000) {
+			fail_msg("no leader for %s %s", kind, name);
+		}
+		nap(100);
+	}
+}
+
+static void connect_node(struct fx *f, uv_loop_t *loop,
+                         struct harness_cluster *cl, unsigned i)
+{
+	int rv = fx_connect(f, loop, cl, i, "t1", "any", 2);
+	if (rv != 0) {
+		fprintf(stderr, "connect to node %u: %d %s\n", i + 1, rv,
+		        f->message);
+		harness_node_dump_log(cl, i);
+	}
+	assert_int_equal(rv, 0);
+}
+
+/* A write through the node until the cluster answers it (start-up). */
+static void wait_ready(struct fx *f)
+{
+	for (int k = 0; k < 300; k++) {
+		if (fx_cache_put(f, "ready", "k", "v", false, 0) == 0) {
+			return;
+		}
+		fx_spin(f, 100);
+	}
+	fail_msg("the cluster never answered: %s", f->message);
+}
+
+static void idem(struct fx *f, uint64_t pid, int b, uint64_t seq)
+{
+	char p[32];
+	const char *pl[1] = {p};
+	struct fx_refusal why;
+	snprintf(p, sizeof p, "b%d", b);
+	int rv =
+	    fx_publish_idem(f, "default", "cq", NULL, pl, 1, pid, seq, &why);
+	if (rv != 0) {
+		fail_msg("publish_idempotent b%d: %d %s", b, rv, f->message);
+	}
+}
+
+static void test_cluster_groups_producers_counters(void **state)
+{
+	static const char *const args[] = {"--dev", "--shards", "4", NULL};
+	struct harness_cluster cl;
+	uv_loop_t loop;
+	static struct fx f[NODES];
+	(void)state;
+	assert_int_equal(harness_cluster_start(&cl, NODES, args, true), 0);
+	uv_loop_init(&loop);
+	for (unsigned i = 0; i < NODES; i++) {
+		connect_node(&f[i], &loop, &cl, i);
+	}
+	for (unsigned i = 0; i < NODES; i++) {
+		wait_ready(&f[i]);
+	}
+	create_scope(&cl, 0, "streams", "cq", "{\"shards\":1}");
+	create_scope(&cl, 0, "caches", "cc", "{\"shards\":1}");
+	unsigned L = wait_leader(&cl, 0, "streams", "cq", 0);
+	unsigned li = L - 1, other = (li + 1) % NODES;
+
+	/* Groups: the leader only. */
+	const char *p3[3] = {"g0", "g1", "g2"};
+	assert_int_equal(fx_publish(&f[other], "default", "cq", NULL, p3, 3),
+	                 0); /* forwarded */
+	struct fx_rec r[8];
+	size_t n = 0;
+	char want[64];
+	snprintf(want, sizeof want, "node %u", L);
+	assert_int_not_equal(
+	    fx_group_poll(&f[other], "default", "cq", 0, "g", 8, 0, r, 8, &n),
+	    0);
+	assert_non_null(strstr(f[other].message, "not leader"));
+	assert_non_null(strstr(f[other].message, want));
+	assert_int_equal(
+	    fx_group_poll(&f[li], "default", "cq", 0, "g", 8, 0, r, 8, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_not_equal(fx_group_settle(&f[other], FELIX_MSG_GROUP_ACK,
+	                                     "default", "cq", 0, "g", 0),
+	                     0);
+	assert_non_null(strstr(f[other].message, "not leader"));
+	for (uint64_t o = 0; o < 3; o++) {
+		assert_int_equal(fx_group_settle(&f[li], FELIX_MSG_GROUP_ACK,
+		                                 "default", "cq", 0, "g", o),
+		                 0);
+	}
+
+	/* Idempotent producers: not_leader elsewhere, naming the leader. */
+	uint64_t pid = 0;
+	assert_int_equal(fx_producer_init(&f[other], &pid), 0);
+	struct fx_refusal why;
+	const char *one[1] = {"x"};
+	assert_int_equal(fx_publish_idem(&f[other], "default", "cq", NULL, one,
+	                                 1, pid, 0, &why),
+	                 FELIX_CLIENT_EREFUSED);
+	assert_true(why.refused);
+	assert_int_equal(why.kind, FELIX_REFUSAL_NOT_LEADER);
+	char id[16], addr[64];
+	snprintf(id, sizeof id, "%u", L);
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl.nodes[li].felix);
+	assert_string_equal(why.node_id, id);
+	assert_string_equal(why.addr, addr);
+	for (int b = 0; b < 10; b++) {
+		idem(&f[li], pid, b, (uint64_t)b);
+		idem(&f[li], pid, b, (uint64_t)b);
+	}
+
+	/* Counters through a node that may not lead their shard. */
+	int64_t sums[4] = {0};
+	char key[16];
+	for (int i = 0; i < 40; i++) {
+		int64_t sum = 0;
+		snprintf(key, sizeof key, "n%d", i % 4);
+		assert_int_equal(
+		    fx_counter_add(&f[i % NODES], "cc", key, i + 1, &sum), 0);
+		sums[i % 4] += i + 1;
+		assert_int_equal(sum, sums[i % 4]);
+	}
+	assert_int_equal(fx_cache_put(&f[other], "cc", "k", "v", false, 0), 0);
+
+	/* Fail over: the stream shard's leader dies. */
+	fx_close(&f[li]);
+	assert_int_equal(harness_node_signal(&cl, li, SIGKILL, NULL), 0);
+	unsigned L2 = wait_leader(&cl, other, "streams", "cq", L);
+	unsigned l2 = L2 - 1;
+	/* The last batch again (its answer "lost"): a duplicate. */
+	int64_t dup0 = fx_metric(&cl, l2, "felix_idempotent_duplicates_total");
+	uint64_t t0 = mono_ms();
+	for (;;) {
+		struct fx_refusal w2;
+		char p[8] = "b9";
+		const char *pl[1] = {p};
+		int rv = fx_publish_idem(&f[l2], "default", "cq", NULL, pl, 1,
+		                         pid, 9, &w2);
+		if (rv == 0) {
+			break;
+		}
+		/* Leadership may still be settling: the re-send is safe. */
+		assert_true(mono_ms() - t0 < 30000);
+		fx_spin(&f[l2], 200);
+	}
+	for (int b = 10; b < 15; b++) {
+		idem(&f[l2], pid, b, (uint64_t)b);
+		idem(&f[l2], pid, b, (uint64_t)b);
+	}
+	/* b9 and the second copies (more when a re-send met a leader that
+	 * had applied it without answering). */
+	assert_true(fx_metric(&cl, l2, "felix_idempotent_duplicates_total") -
+	                dup0 >=
+	            6);
+
+	/* Each record once: g0..g2, then b0..b14. */
+	static struct fx_sub s;
+	struct felix_start earliest = {FELIX_START_EARLIEST, 0};
+	assert_int_equal(
+	    fx_subscribe(&f[l2], &s, "default", "cq", 0, &earliest), 0);
+	assert_int_equal(fx_sub_wait(&s, 18), 0);
+	const char *sentinel[1] = {"end"};
+	assert_int_equal(fx_publish(&f[l2], "default", "cq", NULL, sentinel, 1),
+	                 0);
+	assert_int_equal(fx_sub_wait(&s, 19), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_string_equal(s.payloads[i], p3[i]);
+	}
+	for (int b = 0; b < 15; b++) {
+		char p[8];
+		snprintf(p, sizeof p, "b%d", b);
+		assert_string_equal(s.payloads[3 + b], p);
+	}
+	assert_string_equal(s.payloads[18], "end");
+	fx_sub_free(&s);
+
+	/* The group's acknowledgements survived: only the new record. */
+	n = 9;
+	assert_int_equal(
+	    fx_group_poll(&f[l2], "default", "cq", 0, "g", 32, 0, r, 8, &n), 0);
+	assert_true(n >= 1);
+	assert_int_equal(r[0].offset, 3);
+	assert_int_equal(r[0].attempts, 1);
+
+	/* Counters and the cache from both survivors. */
+	for (unsigned i = 0; i < NODES; i++) {
+		if (i == li) {
+			continue;
+		}
+		for (int k = 0; k < 4; k++) {
+			int64_t v = 0;
+			bool found = false;
+			int rv;
+			snprintf(key, sizeof key, "n%d", k);
+			t0 = mono_ms();
+			while ((rv = fx_counter_get(&f[i], "cc", key, &v,
+			                            &found)) != 0) {
+				assert_true(mono_ms() - t0 < 30000);
+				fx_spin(&f[i], 200);
+			}
+			assert_true(found);
+			assert_int_equal(v, sums[k]);
+		}
+		char buf[16];
+		bool found = false;
+		assert_int_equal(
+		    fx_cache_get(&f[i], "cc", "k", buf, sizeof buf, &found), 0);
+		assert_true(found);
+		assert_string_equal(buf, "v");
+	}
+	int64_t sum = 0;
+	assert_int_equal(fx_counter_add(&f[other], "cc", "n0", 1, &sum), 0);
+	assert_int_equal(sum, sums[0] + 1);
+
+	for (unsigned i = 0; i < NODES; i++) {
+		fx_close(&f[i]);
+	}
+	uv_loop_close(&loop);
+	harness_cluster_stop(&cl);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_cluster_groups_producers_counters),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -183,6 +183,13 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	    .node_id = cfg->node_id,
 	    .internal_addr = internal,
 	    .data_groups = cfg->shards,
+	    /* One request becomes one command: an entry must hold the largest
+	     * frame either protocol accepts (FSNP's limit, Felix's 4 MiB),
+	     * plus room for the command's own fields. */
+	    .max_entry_bytes = (size_t)(cfg->native.max_frame_bytes > (4u << 20)
+	                                    ? cfg->native.max_frame_bytes
+	                                    : (4u << 20)) +
+	                       (64u << 10),
 	    .election_timeout_ms = cfg->election_timeout_ms,
 	    .heartbeat_ms = cfg->heartbeat_ms,
 	    .snapshot_threshold = cfg->snapshot_threshold,

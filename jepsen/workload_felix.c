@@ -11,8 +11,7 @@
 #define CONNECT_TIMEOUT_MS 3000
 
 const char *const wl_fx_args[] = {"--felix-group-visibility-ms", "3000",
-                                  "--felix-group-max-attempts", "1000",
-                                  NULL};
+                                  "--felix-group-max-attempts", "1000", NULL};
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1600
 

@@ -175,10 +175,12 @@ static void on_init(void *data, int status, const struct felix_msg *reply,
 		p->have_id = true;
 		memset(p->next_seq, 0, sizeof p->next_seq);
 		p->g->inits++;
-	} else if (status == FELIX_CLIENT_ECLOSED) {
-		wl_fx_reset(&p->fx[p->node - 1]);
 	}
+	struct wl_fx *fx = &p->fx[p->node - 1];
 	p_idle(p, p->have_id ? 0 : RETRY_MS);
+	if (status == FELIX_CLIENT_ECLOSED) {
+		wl_fx_reset(fx);
+	}
 }
 
 static unsigned node_named(struct id *g, const char *id)
@@ -222,17 +224,18 @@ static void on_sent(void *data, int status, const struct felix_msg *reply,
 		p_done(p, WL_FAIL, false, true);
 		return;
 	}
-	if (status == FELIX_CLIENT_ECLOSED) {
-		wl_fx_reset(&p->fx[p->node - 1]);
-	}
 	/* publish_error, a lost connection, an unknown answer: it may have
 	 * been appended; re-send under the same sequence. */
+	struct wl_fx *fx = &p->fx[p->node - 1];
 	p_done(p,
 	       status == FELIX_CLIENT_EUNSUPPORTED ||
 	               status == FELIX_CLIENT_EINVAL
 	           ? WL_FAIL
 	           : WL_INFO,
 	       true, false);
+	if (status == FELIX_CLIENT_ECLOSED) {
+		wl_fx_reset(fx);
+	}
 }
 
 static void p_send(struct id_prod *p)
@@ -263,14 +266,14 @@ static void p_send(struct id_prod *p)
 		    on_sent, p->ticket);
 	}
 	if (rv != 0) {
-		if (rv == FELIX_CLIENT_ECLOSED) {
-			wl_fx_reset(fx);
-		}
 		if (p->state == P_SEND) {
 			/* Not sent: nothing appended; try again. */
 			p_done(p, WL_FAIL, true, false);
 		} else {
 			p_idle(p, RETRY_MS);
+		}
+		if (rv == FELIX_CLIENT_ECLOSED) {
+			wl_fx_reset(fx);
 		}
 	}
 }
@@ -329,17 +332,21 @@ static void p_on_timer(uv_timer_t *t)
 		p_go(p);
 		return;
 	}
+	/* The op ends (its ticket goes stale) before the connection is
+	 * dropped: dropping it fails what is pending on it at once. */
 	bool sent = !p->waiting;
-	if (sent) {
-		wl_fx_reset(&p->fx[p->node - 1]);
-	}
+	struct wl_fx *fx = &p->fx[p->node - 1];
 	if (p->state == P_INIT) {
 		p->node = p->node % p->g->x->cfg->n_nodes + 1;
 		p_idle(p, RETRY_MS);
-		return;
+	} else {
+		/* No answer in time: maybe appended. Re-send (same
+		 * sequence). */
+		p_done(p, sent ? WL_INFO : WL_FAIL, true, false);
 	}
-	/* No answer in time: maybe appended. Re-send (same sequence). */
-	p_done(p, sent ? WL_INFO : WL_FAIL, true, false);
+	if (sent) {
+		wl_fx_reset(fx);
+	}
 }
 
 static void p_schedule(struct id_prod *p, uint64_t ms)
@@ -396,6 +403,8 @@ static void f_on_ack(void *data, int status, const char *message)
 	struct id *g = r->g;
 	enum wl_type t =
 	    status == 0 ? WL_OK : wl_fx_write_outcome(status, message);
+	r->ticket->owner = NULL;
+	r->ticket = NULL;
 	send_event(g, r->pid, t, r->shard, r->sentinel);
 	if (t == WL_INFO) {
 		r->pid += g->nprocs;
@@ -557,6 +566,10 @@ static void f_on_timer(uv_timer_t *t)
 	}
 	/* The sentinel got no answer: maybe appended; another one. */
 	bool sent = !r->waiting;
+	if (r->ticket != NULL) {
+		r->ticket->owner = NULL;
+		r->ticket = NULL;
+	}
 	send_event(r->g, r->pid, sent ? WL_INFO : WL_FAIL, r->shard,
 	           r->sentinel);
 	if (sent) {
@@ -669,6 +682,8 @@ static void id_phase(struct wl_ctx *x, enum wl_phase ph)
 		wl_ctx_done(x);
 		return;
 	}
+	wl_hist_comment(&x->hist, "operations over: %u producers busy",
+	                g->busy_prods);
 	for (unsigned i = 0; i < g->nprod; i++) {
 		struct id_prod *p = &g->prods[i];
 		if (!p->busy && !p->has_rec) {

@@ -105,16 +105,20 @@ static int new_rec(struct q *g, uint64_t *rec)
 	return 0;
 }
 
+/* Sets a state bit of rec; `outstanding` counts the records published
+ * (ok) and not yet acknowledged (ok) by a consumer, whichever came first. */
 static void mark(struct q *g, uint64_t rec, uint8_t bit)
 {
-	if (rec >= g->next_rec || (g->st[rec] & bit) != 0) {
+	if (rec >= g->next_rec) {
 		return;
 	}
+	bool was = g->st[rec] == ST_PUB_OK;
 	g->st[rec] |= bit;
-	if (g->st[rec] == (ST_PUB_OK | ST_ACKED)) {
-		g->outstanding--;
-	} else if (bit == ST_PUB_OK) {
+	bool is = g->st[rec] == ST_PUB_OK;
+	if (is && !was) {
 		g->outstanding++;
+	} else if (was && !is) {
+		g->outstanding--;
 	}
 }
 
@@ -232,10 +236,11 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 		if (elsewhere) {
 			t = WL_FAIL;
 		}
-		if (status == FELIX_CLIENT_ECLOSED) {
-			wl_fx_reset(&p->fx[p->node - 1]);
-		}
+		struct wl_fx *fx = &p->fx[p->node - 1];
 		complete(p, t, NULL);
+		if (status == FELIX_CLIENT_ECLOSED) {
+			wl_fx_reset(fx);
+		}
 		return;
 	}
 	if (p->consumer) {

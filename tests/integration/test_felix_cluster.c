@@ -2,7 +2,7 @@
  * lodestone --dev cluster (every shard on the three nodes):
  *  - consumer groups are served by the shard's leader only: a poll or an
  *    ack on another node is refused with an error naming the leader, never
- *    answered with an empty batch;
+ *    answered with an empty batch (subscriptions and cache watches alike);
  *  - publish_idempotent on a node that does not lead the shard is refused
  *    with not_leader naming the leader's node id and client address;
  *  - the leader is killed (SIGKILL): a batch re-sent to the new leader is
@@ -191,6 +191,22 @@ static void test_cluster_groups_producers_counters(void **state)
 		                                 "default", "cq", 0, "g", o),
 		                 0);
 	}
+
+	/* Subscriptions and watches are served by the leader too. */
+	static struct fx_sub sub;
+	assert_int_not_equal(
+	    fx_subscribe(&f[other], &sub, "default", "cq", 0, NULL), 0);
+	assert_non_null(strstr(sub.message, "not leader"));
+	assert_non_null(strstr(sub.message, want));
+	unsigned Lc = wait_leader(&cl, 0, "caches", "cc", 0);
+	static struct fx_watch wt;
+	struct felix_watch_request req;
+	memset(&req, 0, sizeof req);
+	req.prefix = "";
+	assert_int_not_equal(fx_watch(&f[Lc % NODES], &wt, "cc", &req), 0);
+	assert_non_null(strstr(wt.message, "not leader"));
+	assert_int_equal(fx_watch(&f[Lc - 1], &wt, "cc", &req), 0);
+	fx_watch_free(&wt);
 
 	/* Idempotent producers: not_leader elsewhere, naming the leader. */
 	uint64_t pid = 0;

@@ -1,4 +1,5 @@
 /* lodestone: parse the configuration, start the node, run until drained. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,10 @@ int main(int argc, char *argv[])
 	enum config_action action;
 	char err[1024];
 
+	/* A peer that vanishes mid-write must cost an EPIPE on that socket,
+	 * not the process: libuv writes to TCP streams without MSG_NOSIGNAL.
+	 * (Found by jepsen-quick: a partitioned node died of SIGPIPE.) */
+	signal(SIGPIPE, SIG_IGN);
 	if (config_load(&cfg, argc, argv, environ, &action, err, sizeof err) !=
 	    0) {
 		fprintf(stderr, "lodestone: %s\n", err);

@@ -903,16 +903,11 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 		return true;
 	}
 	struct freq *r = freq_new(st, kind);
-	char *scope = malloc(info.full_len + 1);
-	if (r == NULL || scope == NULL) {
+	if (r == NULL || freq_set_scope(r, &info) != 0) {
 		free(r);
-		free(scope);
 		fstream_reply_error(st, "out of memory");
 		return true;
 	}
-	memcpy(scope, info.full, info.full_len + 1);
-	r->scope = scope;
-	r->scope_len = info.full_len;
 	r->msg = *m;
 	felix_msg_init(m, FELIX_MSG_NONE); /* taken */
 	r->shard = felix_hash_shard(info.shards, true, (const uint8_t *)key,
@@ -921,50 +916,45 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 	                                 r->shard);
 	freq_enqueue(st, r);
 	metric_add(s->m.requests, 1);
-	int rv;
-	{
-		struct store_cmd c;
-		uint8_t *cmd = NULL;
-		size_t clen;
-		const char *e;
-		memset(&c, 0, sizeof c);
-		c.scope.p = (const uint8_t *)r->scope;
-		c.scope.len = r->scope_len;
-		c.shard = r->shard;
-		c.key.p = (const uint8_t *)key;
-		c.key.len = strlen(key);
-		if (kind == REQ_CACHE_GET) {
-			c.op = STORE_OP_CACHE_GET;
-		} else if (kind == REQ_COUNTER_GET) {
-			c.op = STORE_OP_COUNTER_GET;
-		} else if (kind == REQ_CACHE_PUT) {
-			c.op = STORE_OP_CACHE_PUT;
-			c.value.p = r->msg.u.cache_put.value.data;
-			c.value.len = r->msg.u.cache_put.value.len;
-			c.ttl_ms = r->msg.u.cache_put.has_ttl_ms
-			               ? r->msg.u.cache_put.ttl_ms
-			               : 0;
-		} else if (kind == REQ_CACHE_DELETE) {
-			c.op = STORE_OP_CACHE_DELETE;
-		} else {
-			c.op = STORE_OP_COUNTER_ADD;
-			c.delta = r->msg.u.counter_add.delta;
-		}
-		if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
-			freq_error(r, e);
-			return true;
-		}
-		/* Reads and writes run on the shard's leader, wherever it
-		 * is (forwarded from any other node). */
-		if (kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET) {
-			rv = shards_read_cmd(s->shards, r->group, cmd, clen,
-			                     on_cache_read, r);
-		} else {
-			rv = shards_propose(s->shards, r->group, cmd, clen,
-			                    on_cache_written, r);
-		}
-		free(cmd);
+	struct store_cmd c;
+	uint8_t *cmd = NULL;
+	size_t clen;
+	const char *e;
+	memset(&c, 0, sizeof c);
+	c.scope.p = (const uint8_t *)r->scope;
+	c.scope.len = r->scope_len;
+	c.shard = r->shard;
+	c.key.p = (const uint8_t *)key;
+	c.key.len = strlen(key);
+	if (kind == REQ_CACHE_GET) {
+		c.op = STORE_OP_CACHE_GET;
+	} else if (kind == REQ_COUNTER_GET) {
+		c.op = STORE_OP_COUNTER_GET;
+	} else if (kind == REQ_CACHE_PUT) {
+		c.op = STORE_OP_CACHE_PUT;
+		c.value.p = r->msg.u.cache_put.value.data;
+		c.value.len = r->msg.u.cache_put.value.len;
+		c.ttl_ms = r->msg.u.cache_put.has_ttl_ms
+		               ? r->msg.u.cache_put.ttl_ms
+		               : 0;
+	} else if (kind == REQ_CACHE_DELETE) {
+		c.op = STORE_OP_CACHE_DELETE;
+	} else {
+		c.op = STORE_OP_COUNTER_ADD;
+		c.delta = r->msg.u.counter_add.delta;
 	}
+	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
+		freq_error(r, e);
+		return true;
+	}
+	/* Reads and writes run on the shard's leader, wherever it is
+	 * (forwarded from any other node). */
+	int rv = kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET
+	             ? shards_read_cmd(s->shards, r->group, cmd, clen,
+	                               on_cache_read, r)
+	             : shards_propose(s->shards, r->group, cmd, clen,
+	                              on_cache_written, r);
+	free(cmd);
 	if (rv != SHARDS_OK) {
 		freq_error(r, felix_shards_message(rv));
 	}

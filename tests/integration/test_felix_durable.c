@@ -271,7 +271,7 @@ static void test_group_queue(void **state)
 	                               4, 300, r, 4, &n),
 	                 0);
 	assert_int_equal(n, 0);
-	assert_true(mono_ms() - t0 >= 250);
+	assert_true(mono_ms() - t0 >= 200);
 
 	/* A nack redelivers at once (the visibility timeout is 30 s) with
 	 * attempts + 1; the fifth failure dead-letters the record. */

@@ -9,7 +9,8 @@
  * shard) poll the group `g` of their shard at its leader (group requests
  * are served there only: a refusal moves the consumer to the next node),
  * with a short long-poll wait, and acknowledge every record they get, one
- * group_ack each, before polling again. The nodes claim a polled record
+ * group_ack each (an ack without an answer is sent again, up to
+ * ACK_TRIES times), before polling again. The nodes claim a polled record
  * for 3 s (--felix-group-visibility-ms), so a record whose poll or ack was
  * lost comes back soon; dead-lettering is pushed out of reach
  * (--felix-group-max-attempts). After the operations the consumers go on
@@ -35,6 +36,9 @@
 #define WAIT_MS 300
 #define THINK_MAX_MS 20
 #define IDLE_MS 50
+/* An ack without an answer is sent again (acking twice is fine), so that
+ * an ack that did happen is not taken for a missing one. */
+#define ACK_TRIES 10
 
 enum q_f { Q_PUBLISH, Q_CONSUME, Q_ACK };
 
@@ -64,6 +68,8 @@ struct q_proc {
 	uint64_t rec; /* publish */
 	struct q_item items[MAX_RECORDS];
 	unsigned n_items, next_item; /* delivered, acked up to */
+	unsigned ack_tries;          /* sends of the current ack */
+	bool refused;                /* the broker refused the op */
 };
 
 struct q {
@@ -191,7 +197,15 @@ static void complete(struct q_proc *p, enum wl_type t, const char *vals)
 			g->acked++;
 			mark(g, p->items[p->next_item].rec, ST_ACKED);
 		}
-		/* A failed ack is not retried: the record comes back. */
+		/* An ack without a definite answer (no answer, or not
+		 * sent at all) is sent again; one the broker refused is
+		 * not (the record comes back after the visibility
+		 * timeout). */
+		if (t != WL_OK && !p->refused && ++p->ack_tries < ACK_TRIES &&
+		    !g->x->deadline) {
+			break;
+		}
+		p->ack_tries = 0;
 		p->next_item++;
 		break;
 	}
@@ -219,6 +233,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 	struct q *g = p->g;
 	bool elsewhere = status == FELIX_CLIENT_EREFUSED && message != NULL &&
 	                 strstr(message, "not leader") != NULL;
+	p->refused = status == FELIX_CLIENT_EREFUSED && !elsewhere;
 	if (status != 0) {
 		if (elsewhere && p->consumer &&
 		    ++p->tried < g->x->cfg->n_nodes) {
@@ -346,6 +361,7 @@ static void invoke(struct q_proc *p)
 	p->waiting = true;
 	p->seq++;
 	p->tried = 0;
+	p->refused = false;
 	if (p->f == Q_PUBLISH) {
 		g->pubs_busy++;
 		p->node = p->home;

@@ -41,6 +41,8 @@
 #define READ_BACK 50
 #define READ_PAUSE_MS 200
 #define RETRY_MS 200
+/* A final read that gets nothing for this long starts again elsewhere. */
+#define FINAL_STALL_MS 5000
 #define NO_OFFSET INT64_MIN
 #define FOREIGN UINT64_MAX
 
@@ -419,8 +421,13 @@ static void r_next_node(struct st_reader *r)
 static void r_on_quiet(uv_timer_t *t)
 {
 	struct st_reader *r = t->data;
-	if (r->busy && r->started && r->stage == R_READS) {
+	if (!r->busy || !r->started) {
+		return;
+	}
+	if (r->stage == R_READS) {
 		r_read_ok(r);
+	} else if (r->stage == R_FINAL) {
+		r_next_node(r);
 	}
 }
 
@@ -441,9 +448,8 @@ static void r_started(void *data, struct felix_sub *sub, int status,
 	}
 	(void)sub;
 	r->started = true;
-	if (r->stage == R_READS) {
-		uv_timer_start(&r->quiet, r_on_quiet, READ_QUIET_MS, 0);
-	}
+	uv_timer_start(&r->quiet, r_on_quiet,
+	               r->stage == R_READS ? READ_QUIET_MS : FINAL_STALL_MS, 0);
 }
 
 static void r_events(void *data, struct felix_sub *sub, bool has_offset,
@@ -510,6 +516,9 @@ static void r_events(void *data, struct felix_sub *sub, bool has_offset,
 	if (r->stage == R_FINAL) {
 		if (r->sentinel_seen) {
 			r_read_ok(r);
+		} else {
+			uv_timer_start(&r->quiet, r_on_quiet, FINAL_STALL_MS,
+			               0);
 		}
 		return;
 	}

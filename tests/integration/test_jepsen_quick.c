@@ -221,6 +221,8 @@ static const struct qcase cases[] = {
      "ack-before-commit", 30, 2102},
     {"proof-stream-ack-before-commit", "stream", "partition-leader",
      "ack-before-commit", 30, 2103},
+    {"proof-counter-read-no-barrier", "counter", "partition", "read-no-barrier",
+     30, 2104},
 };
 
 static void test_case(void **state)

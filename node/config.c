@@ -49,7 +49,7 @@ static const struct opt opts[] = {
     {"fsnp", OPT_ADDR, OFF(fsnp), 0, 0, 0, "HOST:PORT",
      "FSNP TCP listener (default :6388)"},
     {"fsnp-tls", OPT_ADDR, OFF(fsnp_tls), 0, 0, 0, "HOST:PORT",
-     "FSNP TLS listener (default :6389)"},
+     "FSNP TLS listener, served when given (e.g. :6389)"},
     {"admin", OPT_ADDR, OFF(admin), 0, 0, 0, "HOST:PORT",
      "admin HTTP listener (default :8080)"},
     {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host), 0,
@@ -194,6 +194,11 @@ static const struct opt opts[] = {
      "FSNP TLS port told to clients (default: the fsnp-tls port)"},
     {"tls-ca", OPT_STRING, OFF(native.tls_ca), SZ(native.tls_ca), 0, 0,
      "FILE", "CA certificates (PEM) that FSNP TLS clients must present"},
+    {"fsnp-require-tls", OPT_BOOL, OFF(native.require_tls), 0, 0, 0, NULL,
+     "refuse FSNP on the plaintext listener (clients must use fsnp-tls)"},
+    {"fsnp-trace", OPT_BOOL, OFF(native.trace), 0, 0, 0, NULL,
+     "accept the FSNP trace flag 0x01: traced requests are logged and "
+     "their replies flagged"},
     {"fsnp-trusted-request-context-users", OPT_STRING,
      OFF(native.trusted_request_context_users),
      SZ(native.trusted_request_context_users), 0, 0, "USER,...",
@@ -214,6 +219,7 @@ static const struct {
     {"FERRICSTORE_NATIVE_TLS_CA_CERT_FILE", "tls-ca"},
     {"FERRICSTORE_NATIVE_ADVERTISE_HOST", "advertise-host"},
     {"FERRICSTORE_NATIVE_REQUEST_COMPRESSION_ENABLED", "fsnp-compression"},
+    {"FERRICSTORE_REQUIRE_TLS", "fsnp-require-tls"},
 };
 
 #define N_OPTS (sizeof opts / sizeof opts[0])
@@ -742,6 +748,25 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		         "invalid value for '%s': 'tls-cert' and 'tls-key' "
 		         "must be given together",
 		         c->tls_cert[0] ? "tls-key" : "tls-cert");
+		return -1;
+	}
+	/* The FSNP TLS listener is served only when asked for: a default
+	 * port would collide between nodes sharing a host. */
+	c->native.tls_enabled = is_set(c, "fsnp-tls");
+	snprintf(c->native.tls_host, sizeof c->native.tls_host, "%s",
+	         c->fsnp_tls.host);
+	c->native.tls_port = c->fsnp_tls.port;
+	if (c->native.require_tls && !c->native.tls_enabled) {
+		snprintf(err, errlen,
+		         "invalid value for 'fsnp-require-tls': it refuses "
+		         "plaintext FSNP, so 'fsnp-tls' must be given too");
+		return -1;
+	}
+	if (c->native.require_tls && !c->dev && c->tls_cert[0] == '\0') {
+		snprintf(err, errlen,
+		         "invalid value for 'fsnp-require-tls': the TLS "
+		         "listener needs 'tls-cert' and 'tls-key' (or --dev "
+		         "for a generated certificate)");
 		return -1;
 	}
 	return 0;

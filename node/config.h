@@ -59,8 +59,15 @@ struct config_native {
 	uint64_t max_global_inbound_buffer_bytes;
 	uint64_t max_global_session_bytes;
 	uint64_t max_global_outbound_bytes;
-	unsigned advertise_tls_port; /* 0: the fsnp-tls port */
-	char tls_ca[CONFIG_PATH_MAX];
+	unsigned advertise_tls_port;  /* 0: the fsnp-tls port */
+	char tls_ca[CONFIG_PATH_MAX]; /* "": no client certificates */
+	/* The TLS listener (derived by config_load from fsnp-tls): served
+	 * only when fsnp-tls was given by any source. */
+	bool tls_enabled;
+	char tls_host[CONFIG_HOST_MAX];
+	uint16_t tls_port;
+	bool require_tls; /* refuse FSNP on the plaintext listener */
+	bool trace;       /* accept the trace request flag (0x01) */
 	char trusted_request_context_users[1024];
 };
 

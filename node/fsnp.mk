@@ -4,7 +4,7 @@
 node_libnode_a_SOURCES += \
 	node/fsnp_server.c node/fsnp_server.h node/fsnp_internal.h \
 	node/fsnp_conn.c node/fsnp_exec.c node/fsnp_control.c \
-	node/fsnp_cmd.c node/fsnp_cmd.h
+	node/fsnp_cmd.c node/fsnp_cmd.h node/fsnp_tls.c node/fsnp_tls.h
 
 EXTRA_DIST += docs/fsnp.md
 
@@ -62,4 +62,16 @@ tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.a \
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
+	tests/interop/fsnp_topology.mjs \
 	tests/interop/package.json
+
+INTEGRATION_TESTS += tests/integration/test_fsnp_tls
+tests_integration_test_fsnp_tls_SOURCES = \
+	tests/integration/test_fsnp_tls.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_tls_LDADD = $(FSNP_ITEST_LDADD)
+
+# The KV surface on 3 nodes, through a follower and through the leader.
+INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
+tests_integration_test_fsnp_cluster_SOURCES = \
+	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_cluster_LDADD = $(FSNP_ITEST_LDADD)

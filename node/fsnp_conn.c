@@ -15,17 +15,27 @@
 #define RBUF_READ 65536u
 /* Small frames are copied into segments of this size. */
 #define SEG_SIZE 65536u
+/* A TLS flush encrypts queued segments up to about this much at a time, so
+ * plaintext and ciphertext copies of a large backlog do not coexist. */
+#define TLS_FLUSH_BATCH (256u << 10)
 
 static const struct config_native *lim(const struct fsnp_conn *c)
 {
 	return &c->srv->lim;
 }
 
-struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s)
+struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct fsnp_tls_ctx *tls)
 {
 	struct fsnp_conn *c = calloc(1, sizeof *c);
 	if (c == NULL) {
 		return NULL;
+	}
+	if (tls != NULL) {
+		c->tls = fsnp_tls_new(tls);
+		if (c->tls == NULL) {
+			free(c);
+			return NULL;
+		}
 	}
 	c->srv = s;
 	c->id = ++s->next_client_id;
@@ -191,13 +201,14 @@ static int out_take(struct fsnp_conn *c, struct wbuf *w)
 }
 
 void fsnp_conn_send(struct fsnp_conn *c, uint32_t lane, uint16_t opcode,
-                    uint64_t request_id, bool custom, const uint8_t *body,
+                    uint64_t request_id, uint8_t flags, const uint8_t *body,
                     size_t len)
 {
 	struct fsnp_server *s = c->srv;
+	bool custom = (flags & FSNP_FLAG_CUSTOM) != 0;
 	struct fsnp_header h = {
 	    .dir = FSNP_DIR_RESPONSE,
-	    .flags = custom ? FSNP_FLAG_CUSTOM : 0,
+	    .flags = (uint8_t)(flags & (FSNP_FLAG_CUSTOM | FSNP_FLAG_TRACE)),
 	    .lane_id = lane,
 	    .opcode = opcode,
 	    .request_id = request_id,
@@ -260,7 +271,7 @@ void fsnp_conn_event(struct fsnp_conn *c, const char *name,
 	fsnp_w_u64(&w, fsnp_now_ms(c->srv));
 	fsnp_w_map_end(&w);
 	if (fsnp_w_finish(&w) == 0) {
-		fsnp_conn_send(c, 0, FSNP_OP_EVENT, 0, false, b.data, b.len);
+		fsnp_conn_send(c, 0, FSNP_OP_EVENT, 0, 0, b.data, b.len);
 	}
 	wbuf_free(&b);
 }
@@ -271,12 +282,12 @@ static void on_write(uv_write_t *req, int status)
 {
 	struct fsnp_conn *c = req->data;
 	struct fsnp_server *s = c->srv;
-	size_t n = 0;
+	size_t n = c->flight_acct;
 	for (size_t i = 0; i < c->n_flight; i++) {
-		n += c->flight[i].len;
 		free(c->flight[i].data);
 	}
 	c->n_flight = 0;
+	c->flight_acct = 0;
 	c->out_bytes -= n;
 	s->outbound_bytes -= n;
 	s->stats.bytes_out += n;
@@ -291,31 +302,103 @@ static void on_write(uv_write_t *req, int status)
 		fsnp_conn_close(c);
 		return;
 	}
-	if (c->n_pend > 0) {
-		fsnp_conn_flush(c);
-	}
+	fsnp_conn_flush(c);
 	maybe_finish(c);
 	if (!c->closing) {
 		fsnp_conn_update_reading(c);
 	}
 }
 
+/* TLS: encrypts a batch of queued segments and makes the ciphertext
+ * (with whatever else the session has to send) the one flight segment.
+ * Returns 0 (n_flight 0 when there is nothing to send) or -1. */
+static int tls_stage(struct fsnp_conn *c)
+{
+	size_t k = 0, acct = 0;
+	if (fsnp_tls_established(c->tls) && !c->tls_bye) {
+		while (k < c->n_pend &&
+		       (k == 0 || acct + c->pend[k].len <= TLS_FLUSH_BATCH)) {
+			if (fsnp_tls_write(c->tls, c->pend[k].data,
+			                   c->pend[k].len) != 0) {
+				return -1;
+			}
+			acct += c->pend[k].len;
+			free(c->pend[k].data);
+			k++;
+		}
+		if (k > 0) {
+			memmove(c->pend, c->pend + k,
+			        (c->n_pend - k) * sizeof *c->pend);
+			c->n_pend -= k;
+		}
+	}
+	uint8_t *data;
+	size_t len;
+	if (fsnp_tls_take(c->tls, &data, &len) != 0) {
+		return -1;
+	}
+	c->flight_acct = acct;
+	if (len == 0) {
+		/* Nothing left to send, yet plaintext was consumed. */
+		c->out_bytes -= acct;
+		c->srv->outbound_bytes -= acct;
+		c->flight_acct = 0;
+		return 0;
+	}
+	if (c->cap_flight == 0) {
+		c->flight = malloc(4 * sizeof *c->flight);
+		if (c->flight == NULL) {
+			free(data);
+			return -1;
+		}
+		c->cap_flight = 4;
+	}
+	c->flight[0] = (struct fsnp_seg){data, len, len};
+	c->n_flight = 1;
+	return 0;
+}
+
 void fsnp_conn_flush(struct fsnp_conn *c)
 {
 	uv_buf_t small[16];
 	uv_buf_t *bufs = small;
-	if (c->writing || c->n_pend == 0 || c->closing) {
+	if (c->writing || c->closing) {
 		return;
 	}
-	/* pend becomes flight; the old flight array is reused as pend. */
-	struct fsnp_seg *t = c->flight;
-	size_t tcap = c->cap_flight;
-	c->flight = c->pend;
-	c->cap_flight = c->cap_pend;
-	c->n_flight = c->n_pend;
-	c->pend = t;
-	c->cap_pend = tcap;
-	c->n_pend = 0;
+	if (c->tls != NULL) {
+		if (c->n_pend == 0 && fsnp_tls_pending(c->tls) == 0) {
+			return;
+		}
+		if (tls_stage(c) != 0) {
+			log_warn(c->srv->log, "fsnp",
+			         "client %" PRIu64 ": cannot encrypt a reply "
+			         "(out of memory): closing",
+			         c->id);
+			fsnp_conn_close(c);
+			return;
+		}
+		if (c->n_flight == 0) {
+			return;
+		}
+	} else {
+		if (c->n_pend == 0) {
+			return;
+		}
+		/* pend becomes flight; the old flight array is reused as
+		 * pend. */
+		struct fsnp_seg *t = c->flight;
+		size_t tcap = c->cap_flight;
+		c->flight = c->pend;
+		c->cap_flight = c->cap_pend;
+		c->n_flight = c->n_pend;
+		c->pend = t;
+		c->cap_pend = tcap;
+		c->n_pend = 0;
+		c->flight_acct = 0;
+		for (size_t i = 0; i < c->n_flight; i++) {
+			c->flight_acct += c->flight[i].len;
+		}
+	}
 	if (c->n_flight > sizeof small / sizeof small[0]) {
 		bufs = malloc(c->n_flight * sizeof *bufs);
 		if (bufs == NULL) {
@@ -334,12 +417,13 @@ void fsnp_conn_flush(struct fsnp_conn *c)
 		free(bufs);
 	}
 	if (rv != 0) {
-		/* The bytes were not taken: put them back for the close. */
+		/* The bytes were not taken: drop them for the close. */
 		for (size_t i = 0; i < c->n_flight; i++) {
 			free(c->flight[i].data);
-			c->out_bytes -= c->flight[i].len;
-			c->srv->outbound_bytes -= c->flight[i].len;
 		}
+		c->out_bytes -= c->flight_acct;
+		c->srv->outbound_bytes -= c->flight_acct;
+		c->flight_acct = 0;
 		c->n_flight = 0;
 		fsnp_conn_close(c);
 		return;
@@ -349,6 +433,25 @@ void fsnp_conn_flush(struct fsnp_conn *c)
 }
 
 /* --- Lane replies ------------------------------------------------------- */
+
+/* One line per traced request: where it came from, what it was, how it
+ * ended and how long it took from its last frame to its reply. */
+static void trace_log(struct fsnp_conn *c, const struct fsnp_req *r)
+{
+	const char *name = fsnp_opcode_name(r->opcode);
+	uint64_t us = (uv_hrtime() - r->t0_ns) / 1000;
+	uint16_t status =
+	    r->reply.len >= 2
+	        ? (uint16_t)((r->reply.data[0] << 8) | r->reply.data[1])
+	        : 0;
+	log_info(c->srv->log, "fsnp",
+	         "trace client=%" PRIu64 " peer=%s%s lane=%" PRIu32
+	         " request_id=%" PRIu64 " opcode=0x%04x (%s) status=%u "
+	         "bytes=%zu%s elapsed_us=%" PRIu64,
+	         c->id, c->peer, c->tls != NULL ? " tls" : "", r->lane_id,
+	         r->request_id, r->opcode, name != NULL ? name : "?", status,
+	         r->reply.len, r->no_reply ? " no_reply" : "", us);
+}
 
 void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l)
 {
@@ -361,9 +464,15 @@ void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l)
 		}
 		l->queued--;
 		c->queued--;
+		if (r->trace) {
+			trace_log(c, r);
+		}
 		if (!r->no_reply && !c->closing) {
+			uint8_t flags =
+			    (uint8_t)((r->custom ? FSNP_FLAG_CUSTOM : 0) |
+			              (r->trace ? FSNP_FLAG_TRACE : 0));
 			fsnp_conn_send(c, r->lane_id, r->opcode, r->request_id,
-			               r->custom, r->reply.data, r->reply.len);
+			               flags, r->reply.data, r->reply.len);
 		}
 		if (r->close_after) {
 			c->quit = true;
@@ -384,11 +493,11 @@ void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l)
 
 /* --- Receive ------------------------------------------------------------- */
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Makes RBUF_READ bytes free at the end of rbuf. Returns 0, or -1 when
+ * the global inbound budget or memory refuses. */
+static int rbuf_reserve(struct fsnp_conn *c)
 {
-	struct fsnp_conn *c = h->data;
 	struct fsnp_server *s = c->srv;
-	(void)suggested;
 	if (c->rcap - c->rlen < RBUF_READ) {
 		size_t want = c->rlen + RBUF_READ;
 		size_t cap = c->rcap ? c->rcap : RBUF_READ;
@@ -405,17 +514,33 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 			         "client %" PRIu64 ": global inbound buffer "
 			         "budget exhausted: closing",
 			         c->id);
-			*buf = uv_buf_init(NULL, 0);
-			return;
+			return -1;
 		}
 		uint8_t *p = realloc(c->rbuf, cap);
 		if (p == NULL) {
-			*buf = uv_buf_init(NULL, 0);
-			return;
+			return -1;
 		}
 		s->inbound_bytes += extra - had;
 		c->rbuf = p;
 		c->rcap = cap;
+	}
+	return 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct fsnp_conn *c = h->data;
+	(void)suggested;
+	if (c->tls != NULL) {
+		/* Ciphertext: fed to the session before the next read. */
+		*buf =
+		    uv_buf_init((char *)fsnp_tls_ctx_read_buf(c->srv->tls_ctx),
+		                FSNP_TLS_READ_BUF);
+		return;
+	}
+	if (rbuf_reserve(c) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
 	}
 	*buf = uv_buf_init((char *)c->rbuf + c->rlen,
 	                   (unsigned)(c->rcap - c->rlen));
@@ -462,10 +587,33 @@ static void poison(struct fsnp_conn *c, const struct fsnp_header *h)
 	    (struct fsnp_poisoned){h->lane_id, h->opcode, h->request_id};
 }
 
+/* require_tls: the first request on a plaintext connection is answered
+ * with why, then the connection closes. */
+static void refuse_plaintext(struct fsnp_conn *c, const struct fsnp_header *h)
+{
+	struct fsnp_server *s = c->srv;
+	char msg[256];
+	uint64_t now = now_loop(c);
+	if (now - s->refusal_logged_ms >= 1000) {
+		s->refusal_logged_ms = now;
+		log_warn(s->log, "fsnp",
+		         "refusing plaintext FSNP from %s: fsnp-require-tls is "
+		         "on",
+		         c->peer);
+	}
+	snprintf(msg, sizeof msg,
+	         "NOPERM plaintext native connections are refused "
+	         "(require_tls): connect with TLS to port %u",
+	         s->advertise_tls_port);
+	fsnp_exec_reject(c, h, FSNP_STATUS_NOPERM, "tls_required", msg);
+	c->quit = true;
+	maybe_finish(c);
+}
+
 static void handle_frame(struct fsnp_conn *c, const struct fsnp_frame *f)
 {
 	struct fsnp_server *s = c->srv;
-	struct fsnp_request_policy pol = {.trace_enabled = false,
+	struct fsnp_request_policy pol = {.trace_enabled = s->lim.trace,
 	                                  .compression_zlib = c->zlib};
 	struct fsnp_message m;
 	bool ready = false;
@@ -476,10 +624,18 @@ static void handle_frame(struct fsnp_conn *c, const struct fsnp_frame *f)
 	if (c->n_poisoned > 0 && poisoned(c, &f->h)) {
 		return;
 	}
+	if (c->tls == NULL && s->lim.require_tls) {
+		refuse_plaintext(c, &f->h);
+		return;
+	}
 	e = fsnp_frame_check_request(&f->h, &pol);
 	if (e != 0) {
 		fsnp_exec_reject(c, &f->h, FSNP_STATUS_BAD_REQUEST,
-		                 "bad_request", fsnp_strerror(e));
+		                 "bad_request",
+		                 e == FSNP_ERR_TRACE_DISABLED
+		                     ? "ERR native trace flag is disabled (the "
+		                       "server runs without fsnp-trace)"
+		                     : fsnp_strerror(e));
 		poison(c, &f->h);
 		return;
 	}
@@ -566,6 +722,111 @@ static void conn_process(struct fsnp_conn *c)
 	}
 }
 
+/* A plaintext FSNP frame on the TLS listener: answered in plaintext with
+ * why (best effort: one try_write), then closed. */
+static void tls_refuse_plaintext(struct fsnp_conn *c, const uint8_t *p,
+                                 size_t n)
+{
+	struct fsnp_server *s = c->srv;
+	struct fsnp_header h = {.dir = FSNP_DIR_RESPONSE};
+	struct wbuf b;
+	struct fsnp_writer w;
+	uint8_t hdr[FSNP_HEADER_SIZE];
+	char msg[200];
+
+	log_info(s->log, "fsnp",
+	         "client %" PRIu64 " (%s): plaintext FSNP on the TLS "
+	         "listener: closing",
+	         c->id, c->peer);
+	if (n >= FSNP_HEADER_SIZE) {
+		/* Header fields sit at fixed offsets: lane 6, opcode 10,
+		 * request id 12. */
+		h.lane_id = (uint32_t)p[6] << 24 | (uint32_t)p[7] << 16 |
+		            (uint32_t)p[8] << 8 | p[9];
+		h.opcode = (uint16_t)(p[10] << 8 | p[11]);
+		for (int i = 0; i < 8; i++) {
+			h.request_id = h.request_id << 8 | p[12 + i];
+		}
+	}
+	snprintf(msg, sizeof msg,
+	         "ERR this is the FSNP TLS port: start a TLS session (the "
+	         "plaintext port is %u)",
+	         s->port);
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_write_error(&w, FSNP_STATUS_BAD_REQUEST, "tls_required", msg,
+	                 false, 0);
+	if (fsnp_w_finish(&w) == 0) {
+		h.body_len = (uint32_t)b.len;
+		fsnp_frame_encode_header(&h, hdr);
+		uv_buf_t bufs[2] = {
+		    uv_buf_init((char *)hdr, sizeof hdr),
+		    uv_buf_init((char *)b.data, (unsigned)b.len)};
+		(void)uv_try_write((uv_stream_t *)&c->tcp, bufs, 2);
+	}
+	wbuf_free(&b);
+	fsnp_conn_close(c);
+}
+
+/* TLS: ciphertext in, plaintext appended to rbuf (at most what one read
+ * brought, so rbuf grows as for a plaintext read). */
+static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
+{
+	struct fsnp_server *s = c->srv;
+	char err[300];
+	bool was = fsnp_tls_established(c->tls);
+	if (!was && c->rlen == 0 && n >= 4 && memcmp(p, "FSNP", 4) == 0) {
+		tls_refuse_plaintext(c, p, n);
+		return -1;
+	}
+	if (fsnp_tls_feed(c->tls, p, n, err, sizeof err) != 0) {
+		log_info(s->log, "fsnp", "client %" PRIu64 " (%s): %s: closing",
+		         c->id, c->peer, err);
+		/* The alert goes out best effort before the close. */
+		uint8_t *a;
+		size_t alen;
+		if (fsnp_tls_take(c->tls, &a, &alen) == 0 && alen > 0) {
+			uv_buf_t ab = uv_buf_init((char *)a, (unsigned)alen);
+			(void)uv_try_write((uv_stream_t *)&c->tcp, &ab, 1);
+		}
+		free(a);
+		fsnp_conn_close(c);
+		return -1;
+	}
+	if (!was && fsnp_tls_established(c->tls)) {
+		log_debug(s->log, "fsnp", "client %" PRIu64 " (%s): %s %s",
+		          c->id, c->peer, fsnp_tls_version(c->tls),
+		          fsnp_tls_cipher(c->tls));
+	}
+	for (;;) {
+		size_t got = 0;
+		int rv;
+		if (rbuf_reserve(c) != 0) {
+			fsnp_conn_close(c);
+			return -1;
+		}
+		rv = fsnp_tls_read(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen,
+		                   &got, err, sizeof err);
+		if (rv != 0) {
+			if (rv < 0) {
+				log_info(s->log, "fsnp",
+				         "client %" PRIu64 " (%s): %s: closing",
+				         c->id, c->peer, err);
+			}
+			fsnp_conn_close(c);
+			return -1;
+		}
+		if (got == 0) {
+			break;
+		}
+		c->rlen += got;
+	}
+	if (fsnp_tls_pending(c->tls) > 0) {
+		fsnp_server_mark_dirty(s, c); /* handshake or tickets */
+	}
+	return 0;
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	struct fsnp_conn *c = st->data;
@@ -585,7 +846,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		}
 		return;
 	}
-	c->rlen += (size_t)nread;
+	if (c->tls != NULL) {
+		if (tls_receive(c, (const uint8_t *)buf->base, (size_t)nread) !=
+		    0) {
+			return;
+		}
+	} else {
+		c->rlen += (size_t)nread;
+	}
 	conn_process(c);
 }
 
@@ -688,6 +956,7 @@ static void on_closed(uv_handle_t *h)
 		s->inbound_bytes -= c->rcap - RBUF_READ;
 	}
 	free(c->rbuf);
+	fsnp_tls_free(c->tls);
 	fsnp_server_conn_gone(s, c);
 	free(c);
 }
@@ -710,9 +979,19 @@ static void maybe_finish(struct fsnp_conn *c)
 	if (c->closing || !(c->draining || c->quit)) {
 		return;
 	}
-	if (c->queued == 0 && c->n_pend == 0 && !c->writing) {
-		fsnp_conn_close(c);
+	if (c->queued != 0 || c->n_pend != 0 || c->writing) {
+		return;
 	}
+	if (c->tls != NULL && fsnp_tls_established(c->tls) && !c->tls_bye) {
+		/* Say goodbye in TLS first; close once it is written. */
+		c->tls_bye = true;
+		fsnp_tls_shutdown(c->tls);
+		fsnp_conn_flush(c);
+		if (c->writing || c->closing) {
+			return;
+		}
+	}
+	fsnp_conn_close(c);
 }
 
 void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)
@@ -720,6 +999,10 @@ void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)
 	struct wbuf b;
 	struct fsnp_writer w;
 	if (c->closing || c->draining) {
+		return;
+	}
+	if (c->tls != NULL && !fsnp_tls_established(c->tls)) {
+		fsnp_conn_close(c); /* no session to say GOAWAY in yet */
 		return;
 	}
 	wbuf_init(&b);
@@ -734,7 +1017,7 @@ void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)
 	fsnp_w_bool(&w, true);
 	fsnp_w_map_end(&w);
 	if (fsnp_w_finish(&w) == 0) {
-		fsnp_conn_send(c, 0, FSNP_OP_GOAWAY, 0, false, b.data, b.len);
+		fsnp_conn_send(c, 0, FSNP_OP_GOAWAY, 0, 0, b.data, b.len);
 	}
 	wbuf_free(&b);
 	c->draining = true;

@@ -267,12 +267,14 @@ static void w_settings(struct fsnp_server *s, struct fsnp_writer *w)
 	w_kv_bool(w, "FERRICSTORE_NATIVE_ENABLED", l->enabled);
 	w_kv_u64(w, "FERRICSTORE_NATIVE_PORT", s->port);
 	w_kv_str(w, "FERRICSTORE_NATIVE_ADVERTISE_HOST", s->advertise_host);
-	w_kv_u64(w, "FERRICSTORE_NATIVE_TLS_PORT", s->advertise_tls_port);
+	w_kv_u64(w, "FERRICSTORE_NATIVE_TLS_PORT", s->tls_port);
 	w_kv_u64(w, "FERRICSTORE_NATIVE_ADVERTISE_TLS_PORT",
 	         s->advertise_tls_port);
 	w_kv_str(w, "FERRICSTORE_NATIVE_TLS_CERT_FILE", s->tls_cert);
 	w_kv_str(w, "FERRICSTORE_NATIVE_TLS_KEY_FILE", s->tls_key);
 	w_kv_str(w, "FERRICSTORE_NATIVE_TLS_CA_CERT_FILE", l->tls_ca);
+	w_kv_bool(w, "FERRICSTORE_REQUIRE_TLS", l->require_tls);
+	w_kv_bool(w, "FERRICSTORE_NATIVE_TRACE", l->trace);
 	w_kv_str(w, "FERRICSTORE_NATIVE_TRUSTED_REQUEST_CONTEXT_USERS",
 	         l->trusted_request_context_users);
 	w_kv_bool(w, "FERRICSTORE_NATIVE_REQUEST_COMPRESSION_ENABLED",
@@ -446,7 +448,8 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	w_kv_bool(w, "kv", true);
 	w_kv_bool(w, "flow", false);
 	w_kv_bool(w, "admin", false);
-	w_kv_bool(w, "tls", false);
+	w_kv_bool(w, "tls", s->tls_port != 0);
+	w_kv_bool(w, "trace", s->lim.trace);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "settings");
 	w_settings(s, w);

@@ -10,6 +10,7 @@
 #include "node/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/fsnp_compact.h"
+#include "wire/felix_utf8.h"
 #include "wire/fsnp_opcode.h"
 
 static const struct config_native *lim(const struct fsnp_req *r)
@@ -488,6 +489,55 @@ out:
 	free(vals);
 }
 
+/* HGETALL answers a map, whose keys the official SDK (and the seed's
+ * clients generally) must decode as UTF-8. A hash with a field name that is
+ * not valid UTF-8 is answered as a list of [field, value] pairs instead,
+ * which the SDK accepts for HGETALL and decodes without a text check
+ * (docs/fsnp.md). */
+static void hgetall_shape(struct fsnp_req *r)
+{
+	struct fsnp_val map, v;
+	struct fsnp_bytes k;
+	struct fsnp_iter it;
+	struct fsnp_writer w;
+	struct wbuf out;
+	bool all_text = true;
+
+	if (r->reply.len < 3 || wire_load_u16(r->reply.data) != 0 ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &map,
+	                      NULL) != 0 ||
+	    map.tag != FSNP_MAP) {
+		return;
+	}
+	fsnp_iter_init(&it, &map);
+	while (all_text && fsnp_iter_next(&it, &k, &v)) {
+		all_text = felix_utf8_valid(k.ptr, k.len);
+	}
+	if (all_text) {
+		return;
+	}
+	wbuf_init(&out);
+	fsnp_w_init(&w, &out);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	fsnp_w_array_begin(&w);
+	fsnp_iter_init(&it, &map);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		fsnp_w_array_begin(&w);
+		fsnp_w_bin(&w, k.ptr, k.len);
+		fsnp_w_val(&w, &v);
+		fsnp_w_array_end(&w);
+	}
+	fsnp_w_array_end(&w);
+	if (fsnp_w_finish(&w) != 0) {
+		wbuf_free(&out);
+		reply_busy(r, "busy", "BUSY out of memory",
+		           FSNP_RETRY_AFTER_MS);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+}
+
 /* Every part has answered: build the reply and complete (or park a
  * fetch-or-compute waiter). */
 static void plan_finish(struct fsnp_req *r)
@@ -514,6 +564,9 @@ static void plan_finish(struct fsnp_req *r)
 	if (r->plan.op == STORE_OP_KV_FOC_RESULT ||
 	    r->plan.op == STORE_OP_KV_FOC_ERROR) {
 		foc_finished(r);
+	}
+	if (r->plan.op == STORE_OP_KV_HGETALL) {
+		hgetall_shape(r);
 	}
 	finish_reply(r);
 	fsnp_req_complete(r);
@@ -1083,9 +1136,11 @@ void fsnp_exec_reject(struct fsnp_conn *c, const struct fsnp_header *h,
 	}
 	fsnp_reply_error(r, status, code, msg, status == FSNP_STATUS_BUSY,
 	                 status == FSNP_STATUS_BUSY ? FSNP_RETRY_AFTER_MS : 0);
+	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
+	r->t0_ns = uv_hrtime();
 	if (l == NULL) {
 		/* No such lane (limits): nothing earlier to wait for. */
-		fsnp_conn_send(c, h->lane_id, h->opcode, h->request_id, false,
+		fsnp_conn_send(c, h->lane_id, h->opcode, h->request_id, 0,
 		               r->reply.data, r->reply.len);
 		if (status == FSNP_STATUS_BUSY) {
 			s->stats.busy++;
@@ -1253,6 +1308,9 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 	s->stats.requests++;
 	metric_add(s->m_requests, 1);
 	r->no_reply = (h->flags & FSNP_FLAG_NO_REPLY) != 0;
+	/* The frame check let 0x01 through only with fsnp-trace on. */
+	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
+	r->t0_ns = uv_hrtime();
 	lane_push(c, l, r);
 
 	/* Windows and budgets: answered busy, in lane order. */

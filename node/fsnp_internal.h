@@ -23,6 +23,7 @@
 #include "node/config.h"
 #include "node/fsnp_cmd.h"
 #include "node/fsnp_server.h"
+#include "node/fsnp_tls.h"
 #include "node/log.h"
 #include "node/metrics.h"
 #include "node/shards.h"
@@ -103,6 +104,8 @@ struct fsnp_req {
 	bool custom;      /* reply is a compact payload (flag 0x02) */
 	bool close_after; /* QUIT */
 	bool waiting;     /* parked as a fetch-or-compute waiter */
+	bool trace;       /* traced (flag 0x01 with fsnp-trace on) */
+	uint64_t t0_ns;   /* received at (uv_hrtime), for traces */
 	uint32_t pending; /* operations or items not finished */
 	uint16_t status;
 	struct wbuf reply; /* u16 status + value (or compact payload) */
@@ -143,6 +146,11 @@ struct fsnp_conn {
 	struct fsnp_conn *prev, *next; /* server's list */
 	struct fsnp_conn *dnext;       /* server's dirty list */
 	bool dirty;
+	/* TLS session (NULL on the plaintext listener), owned: socket reads
+	 * are fed into it and decrypted into rbuf; queued output is encrypted
+	 * when it is flushed. */
+	struct fsnp_tls *tls;
+	bool tls_bye; /* close_notify queued: close once it is written */
 	uint64_t id;
 	char peer[80];
 	char name[129];
@@ -172,7 +180,8 @@ struct fsnp_conn {
 	size_t n_flight, cap_flight;
 	uv_write_t wreq; /* wreq.data = this */
 	bool writing;
-	size_t out_bytes; /* pend + flight */
+	size_t out_bytes;   /* pend + flight (plaintext bytes) */
+	size_t flight_acct; /* of out_bytes, handed to the write in flight */
 	uint64_t write_started_ms;
 
 	/* lanes: open addressing by id */
@@ -216,12 +225,17 @@ struct fsnp_server {
 	unsigned data_groups;
 
 	uv_tcp_t listener; /* listener.data = this */
-	uv_check_t flush;  /* flush.data = this; writes out dirty conns */
-	uv_idle_t wake;    /* keeps the loop from blocking while dirty */
-	uv_timer_t sweep;  /* timeouts, events */
-	uv_timer_t tick;   /* leader waits and fetch-or-compute polls */
-	uv_timer_t grace;  /* drain deadline */
-	int handles;       /* open handles */
+	/* TLS listener (lim.tls_enabled with a certificate). */
+	uv_tcp_t tls_listener;        /* tls_listener.data = this */
+	struct fsnp_tls_ctx *tls_ctx; /* owned; NULL: no TLS listener */
+	uint16_t tls_port;            /* bound TLS port */
+	bool tls_listening;
+	uv_check_t flush; /* flush.data = this; writes out dirty conns */
+	uv_idle_t wake;   /* keeps the loop from blocking while dirty */
+	uv_timer_t sweep; /* timeouts, events */
+	uv_timer_t tick;  /* leader waits and fetch-or-compute polls */
+	uv_timer_t grace; /* drain deadline */
+	int handles;      /* open handles */
 	bool listening;
 
 	struct fsnp_conn *conns; /* list */
@@ -287,7 +301,10 @@ void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
 
 /* --- fsnp_conn.c ------------------------------------------------------- */
 
-struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s);
+/* A connection accepted on the plaintext listener, or with `tls` (not
+ * NULL) on the TLS listener. */
+struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s,
+                                struct fsnp_tls_ctx *tls);
 int fsnp_conn_start(struct fsnp_conn *c);
 void fsnp_conn_close(struct fsnp_conn *c);
 /* GOAWAY, stop reading, close once everything is answered. */
@@ -303,9 +320,10 @@ void fsnp_conn_flush(struct fsnp_conn *c);
 void fsnp_conn_check_timeouts(struct fsnp_conn *c, uint64_t now);
 /* Frames `body` (u16 status + value) as a response or event and queues
  * it: chunked at the connection's frame limit, compressed when zlib was
- * negotiated (never when `custom`). */
+ * negotiated (never with FSNP_FLAG_CUSTOM). `flags` (FSNP_FLAG_CUSTOM,
+ * FSNP_FLAG_TRACE) are set on every frame of it. */
 void fsnp_conn_send(struct fsnp_conn *c, uint32_t lane, uint16_t opcode,
-                    uint64_t request_id, bool custom, const uint8_t *body,
+                    uint64_t request_id, uint8_t flags, const uint8_t *body,
                     size_t len);
 /* An EVENT frame {event, payload, at_ms}; payload is one encoded value
  * (NULL: empty map). */

@@ -454,7 +454,8 @@ static void on_connection(uv_stream_t *l, int status)
 		log_warn(s->log, "fsnp", "accept: %s", uv_strerror(status));
 		return;
 	}
-	c = fsnp_conn_new(s);
+	c = fsnp_conn_new(s, l == (uv_stream_t *)&s->tls_listener ? s->tls_ctx
+	                                                          : NULL);
 	if (c == NULL) {
 		return;
 	}
@@ -536,7 +537,8 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	                                 "FSNP bytes sent", NULL);
 }
 
-static int bind_listener(struct fsnp_server *s, const char *host, uint16_t port,
+static int bind_listener(struct fsnp_server *s, uv_tcp_t *t, const char *what,
+                         const char *host, uint16_t port, uint16_t *bound,
                          char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
@@ -547,24 +549,77 @@ static int bind_listener(struct fsnp_server *s, const char *host, uint16_t port,
 		rv = uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
 	}
 	if (rv != 0) {
-		snprintf(err, errlen, "FSNP: '%s' is not a numeric address",
+		snprintf(err, errlen, "%s: '%s' is not a numeric address", what,
 		         host);
 		return -1;
 	}
-	rv = uv_tcp_bind(&s->listener, (const struct sockaddr *)&ss, 0);
+	(void)s;
+	rv = uv_tcp_bind(t, (const struct sockaddr *)&ss, 0);
 	if (rv == 0) {
-		rv = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
+		rv = uv_listen((uv_stream_t *)t, 511, on_connection);
 	}
 	if (rv != 0) {
-		snprintf(err, errlen, "FSNP: cannot listen on %s:%u: %s", host,
-		         port, uv_strerror(rv));
+		snprintf(err, errlen, "%s: cannot listen on %s:%u: %s", what,
+		         host, port, uv_strerror(rv));
 		return -1;
 	}
 	int len = sizeof ss;
-	uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
-	s->port = ntohs(ss.ss_family == AF_INET6
-	                    ? ((struct sockaddr_in6 *)&ss)->sin6_port
-	                    : ((struct sockaddr_in *)&ss)->sin_port);
+	uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len);
+	*bound = ntohs(ss.ss_family == AF_INET6
+	                   ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                   : ((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+/* The TLS listener, when fsnp-tls was given: the certificate (given, or
+ * the dev one) is required; without one only require_tls is an error. */
+static int start_tls(struct fsnp_server *s,
+                     const struct fsnp_server_config *cfg, char *err,
+                     size_t errlen)
+{
+	s->advertise_tls_port = 0;
+	if (!s->lim.tls_enabled) {
+		return 0;
+	}
+	if (s->tls_cert[0] == '\0' || s->tls_key[0] == '\0') {
+		if (s->lim.require_tls) {
+			snprintf(
+			    err, errlen,
+			    "FSNP TLS: fsnp-require-tls needs a certificate "
+			    "(tls-cert and tls-key, or --dev)");
+			return -1;
+		}
+		log_warn(s->log, "fsnp",
+		         "FSNP TLS not started on %s:%u: no tls-cert/tls-key "
+		         "(give them, or run with --dev)",
+		         s->lim.tls_host, s->lim.tls_port);
+		return 0;
+	}
+	if (fsnp_tls_ctx_new(&s->tls_ctx, s->tls_cert, s->tls_key,
+	                     s->lim.tls_ca, err, errlen) != 0) {
+		return -1;
+	}
+	uv_tcp_init(s->loop, &s->tls_listener);
+	s->tls_listener.data = s;
+	s->handles++;
+	if (bind_listener(s, &s->tls_listener, "FSNP TLS", s->lim.tls_host,
+	                  s->lim.tls_port, &s->tls_port, err, errlen) != 0) {
+		uv_close((uv_handle_t *)&s->tls_listener, handle_closed);
+		return -1;
+	}
+	s->tls_listening = true;
+	s->advertise_tls_port = cfg->advertise_tls_port
+	                            ? cfg->advertise_tls_port
+	                        : s->lim.advertise_tls_port != 0
+	                            ? (uint16_t)s->lim.advertise_tls_port
+	                            : s->tls_port;
+	log_info(s->log, "fsnp", "FSNP TLS on %s:%u (%s)%s%s", s->lim.tls_host,
+	         s->tls_port,
+	         fsnp_tls_ctx_verifies_clients(s->tls_ctx)
+	             ? "client certificates required"
+	             : "no client certificates",
+	         s->lim.require_tls ? "; plaintext FSNP refused" : "",
+	         s->lim.trace ? "; tracing on" : "");
 	return 0;
 }
 
@@ -607,7 +662,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	uv_tcp_init(loop, &s->listener);
 	s->listener.data = s;
 	s->handles++;
-	if (bind_listener(s, cfg->host, cfg->port, err, errlen) != 0) {
+	if (bind_listener(s, &s->listener, "FSNP", cfg->host, cfg->port,
+	                  &s->port, err, errlen) != 0) {
 		uv_close((uv_handle_t *)&s->listener, handle_closed);
 		/* Let the close finish before freeing. */
 		s->closed = true;
@@ -615,6 +671,12 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	}
 	s->listening = true;
 	s->advertise_port = cfg->advertise_port ? cfg->advertise_port : s->port;
+	if (start_tls(s, cfg, err, errlen) != 0) {
+		s->listening = false;
+		uv_close((uv_handle_t *)&s->listener, handle_closed);
+		s->closed = true;
+		return -1;
+	}
 	uv_check_init(loop, &s->flush);
 	s->flush.data = s;
 	uv_check_start(&s->flush, on_flush);
@@ -650,6 +712,11 @@ uint16_t fsnp_server_port(const struct fsnp_server *s)
 	return s->port;
 }
 
+uint16_t fsnp_server_tls_port(const struct fsnp_server *s)
+{
+	return s->tls_port;
+}
+
 size_t fsnp_server_conn_count(const struct fsnp_server *s)
 {
 	return s->n_conns;
@@ -668,6 +735,7 @@ static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
 	    s->close_cb == NULL) {
+		fsnp_tls_ctx_free(s->tls_ctx);
 		free(s->gwait);
 		free(s);
 	}
@@ -738,6 +806,10 @@ void fsnp_server_close(struct fsnp_server *s, uint64_t grace_ms,
 	if (s->listening) {
 		s->listening = false;
 		uv_close((uv_handle_t *)&s->listener, handle_closed);
+	}
+	if (s->tls_listening) {
+		s->tls_listening = false;
+		uv_close((uv_handle_t *)&s->tls_listener, handle_closed);
 	}
 	for (c = s->conns; c != NULL; c = next) {
 		next = c->next;

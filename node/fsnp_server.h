@@ -1,4 +1,5 @@
-/* The FSNP listener: FerricStore's native binary protocol over TCP on the
+/* The FSNP listener: FerricStore's native binary protocol over TCP (and
+ * TLS, node/fsnp_tls.h, when fsnp-tls is given) on the
  * reactor's libuv loop, serving the KV data types from the node's Raft
  * groups (node/shards.h). docs/fsnp.md describes a request's path, the
  * limits and what is served.
@@ -26,7 +27,9 @@ struct fsnp_server_config {
 	const char *advertise_host;  /* told to clients (ROUTE, SHARDS) */
 	uint16_t advertise_port;     /* 0: the bound port */
 	uint16_t advertise_tls_port; /* 0: none advertised */
-	const char *tls_cert_file;   /* reported by OPTIONS; may be NULL */
+	/* TLS listener (limits.tls_enabled): its certificate and key (may be
+	 * NULL or "": then it is not served) */
+	const char *tls_cert_file;
 	const char *tls_key_file;
 	uint64_t node_id;
 	struct config_native limits; /* copied */
@@ -54,6 +57,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
                       size_t errlen);
 
 uint16_t fsnp_server_port(const struct fsnp_server *s);
+/* The bound TLS port, 0 when the TLS listener is not served. */
+uint16_t fsnp_server_tls_port(const struct fsnp_server *s);
 size_t fsnp_server_conn_count(const struct fsnp_server *s);
 void fsnp_server_get_stats(const struct fsnp_server *s,
                            struct fsnp_server_stats *out);

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "wire/fsnp_compress.h"
 #include "wire/fsnp_opcode.h"
@@ -58,6 +62,10 @@ int ftc_connect(struct ftc *c, uint16_t port)
 
 void ftc_close(struct ftc *c)
 {
+	if (c->ssl != NULL) {
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
 	if (c->fd >= 0) {
 		close(c->fd);
 	}
@@ -68,9 +76,92 @@ void ftc_close(struct ftc *c)
 	fsnp_chunk_close(&c->chunks);
 }
 
+static void ssl_err(struct ftc *c, const char *what)
+{
+	unsigned long e = ERR_get_error();
+	char buf[200] = "";
+	if (e != 0) {
+		ERR_error_string_n(e, buf, sizeof buf);
+	}
+	snprintf(c->tls_err, sizeof c->tls_err, "%s: %s", what, buf);
+	ERR_clear_error();
+}
+
+int ftc_connect_tls(struct ftc *c, uint16_t port, const char *ca_file,
+                    const char *cert_file, const char *key_file)
+{
+	SSL_CTX *ctx;
+	SSL *ssl;
+	/* SSL_write has no MSG_NOSIGNAL: a server that refuses the session
+	 * must fail the write, not kill the test. */
+	signal(SIGPIPE, SIG_IGN);
+	if (ftc_connect(c, port) != 0) {
+		snprintf(c->tls_err, sizeof c->tls_err, "cannot connect");
+		return -1;
+	}
+	/* Blocking reads must not hang a test on a half-open handshake. */
+	struct timeval tv = {10, 0};
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	ctx = SSL_CTX_new(TLS_client_method());
+	if (ctx == NULL) {
+		ssl_err(c, "SSL_CTX_new");
+		goto err;
+	}
+	if (ca_file != NULL) {
+		if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+			ssl_err(c, "CA file");
+			SSL_CTX_free(ctx);
+			goto err;
+		}
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	}
+	if (cert_file != NULL &&
+	    (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1 ||
+	     SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) !=
+	         1)) {
+		ssl_err(c, "client certificate");
+		SSL_CTX_free(ctx);
+		goto err;
+	}
+	ssl = SSL_new(ctx);
+	SSL_CTX_free(ctx); /* the SSL keeps a reference */
+	if (ssl == NULL) {
+		ssl_err(c, "SSL_new");
+		goto err;
+	}
+	SSL_set_tlsext_host_name(ssl, "localhost");
+	SSL_set1_host(ssl, "localhost");
+	SSL_set_fd(ssl, c->fd);
+	c->ssl = ssl;
+	if (SSL_connect(ssl) != 1) {
+		ssl_err(c, "handshake");
+		goto err;
+	}
+	return 0;
+err : {
+	char keep[sizeof c->tls_err];
+	memcpy(keep, c->tls_err, sizeof keep);
+	ftc_close(c);
+	memcpy(c->tls_err, keep, sizeof keep);
+}
+	return -1;
+}
+
 int ftc_send_raw(struct ftc *c, const void *p, size_t n)
 {
 	const uint8_t *b = p;
+	if (c->ssl != NULL) {
+		while (n > 0) {
+			size_t w = 0;
+			if (SSL_write_ex(c->ssl, b, n, &w) != 1) {
+				ERR_clear_error();
+				return -1;
+			}
+			b += w;
+			n -= w;
+		}
+		return 0;
+	}
 	while (n > 0) {
 		ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
 		if (w < 0) {
@@ -126,8 +217,19 @@ static int fill(struct ftc *c, int timeout_ms)
 		c->buf = nb;
 		c->cap = cap;
 	}
-	if (poll(&p, 1, timeout_ms) <= 0) {
+	if ((c->ssl == NULL || SSL_pending(c->ssl) == 0) &&
+	    poll(&p, 1, timeout_ms) <= 0) {
 		return -1;
+	}
+	if (c->ssl != NULL) {
+		size_t got = 0;
+		if (SSL_read_ex(c->ssl, c->buf + c->len, c->cap - c->len,
+		                &got) != 1) {
+			ERR_clear_error();
+			return -1;
+		}
+		c->len += got;
+		return 0;
 	}
 	ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
 	if (r <= 0) {
@@ -218,10 +320,20 @@ bool ftc_wait_closed(struct ftc *c, int timeout_ms)
 		if (now >= deadline) {
 			return false;
 		}
-		if (poll(&p, 1, (int)(deadline - now)) <= 0) {
+		if ((c->ssl == NULL || SSL_pending(c->ssl) == 0) &&
+		    poll(&p, 1, (int)(deadline - now)) <= 0) {
 			return false;
 		}
-		ssize_t r = recv(c->fd, tmp, sizeof tmp, 0);
+		ssize_t r;
+		if (c->ssl != NULL) {
+			size_t got = 0;
+			r = SSL_read_ex(c->ssl, tmp, sizeof tmp, &got) == 1
+			        ? (ssize_t)got
+			        : -1;
+			ERR_clear_error();
+		} else {
+			r = recv(c->fd, tmp, sizeof tmp, 0);
+		}
 		if (r <= 0) {
 			return true;
 		}

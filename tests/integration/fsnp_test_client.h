@@ -17,7 +17,9 @@
 
 struct ftc {
 	int fd;
-	uint8_t *buf; /* received, not yet decoded */
+	void *ssl; /* OpenSSL SSL * of a TLS connection, else NULL (owned) */
+	char tls_err[256]; /* why ftc_connect_tls failed */
+	uint8_t *buf;      /* received, not yet decoded */
 	size_t len, cap;
 	uint64_t next_rid;
 	struct fsnp_chunk_asm chunks;
@@ -39,6 +41,12 @@ struct ftc_msg {
 /* Connects to 127.0.0.1:port (retrying for up to 10 s). */
 int ftc_connect(struct ftc *c, uint16_t port);
 void ftc_close(struct ftc *c);
+/* Connects to 127.0.0.1:port and completes a TLS handshake (blocking),
+ * verifying the server against `ca_file` (PEM; NULL: no verification) and
+ * presenting `cert_file`/`key_file` when given. Returns 0, or -1 with the
+ * reason in c->tls_err (the connection is closed). */
+int ftc_connect_tls(struct ftc *c, uint16_t port, const char *ca_file,
+                    const char *cert_file, const char *key_file);
 
 int ftc_send_raw(struct ftc *c, const void *p, size_t n);
 /* One frame with an explicit request id. */

@@ -162,6 +162,13 @@ check("hashes", async (c) => {
   assert.deepEqual(norm(await c.hash.hgetall("h:1")), { f1: "v1", f2: "v2b", f3: "v3" });
   assert.equal(norm(await c.hash.hdel("h:1", "f1", "nope")), 1);
   assert.deepEqual(norm(await c.hash.hgetall("h:1")), { f2: "v2b", f3: "v3" });
+  // A field name that is not UTF-8: answered as [field, value] pairs, which
+  // hgetall decodes (a map key would have to be UTF-8).
+  await c.command("HSET", "h:bin", Buffer.from([0xc3, 0x28]), "raw", "ok", "text");
+  const all = norm(await c.hash.hgetall("h:bin"));
+  assert.equal(all.ok, "text");
+  assert.equal(Object.keys(all).length, 2);
+  assert.equal(Object.values(all).includes("raw"), true);
 });
 
 check("lists", async (c) => {
@@ -327,6 +334,43 @@ check("requirepass: AUTH from the URL, refused without it", async () => {
     await c.close();
     secured.child.kill("SIGTERM");
   }
+});
+
+check("TLS (ferrics://, dev certificate); require_tls refuses plaintext", async () => {
+  const tlsPort = await freeTcpPort();
+  const secure = await startNode("secure", ["--fsnp-tls", `127.0.0.1:${tlsPort}`, "--fsnp-require-tls"]);
+  const ca = path.join(dir, "secure", "tls", "dev-cert.pem");
+  const deadline = Date.now() + 20000;
+  let c;
+  for (;;) {
+    try {
+      c = await FerricStoreClient.fromUrl(`ferrics://localhost:${tlsPort}`, {
+        nativeOptions: { tlsOptions: { ca: fs.readFileSync(ca) } },
+      });
+      break;
+    } catch (error) {
+      if (Date.now() > deadline || secure.exited) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    assert.equal(text(await c.kv.set("tls:1", "secret")), "OK");
+    assert.equal(norm(await c.kv.get("tls:1")), "secret");
+    assert.equal(norm(await c.hash.hset("tls:h", { a: "1" })), 1);
+    const big = "y".repeat(300 << 10);
+    await c.kv.set("tls:big", big);
+    assert.equal(norm(await c.kv.get("tls:big")), big);
+    const gets = [];
+    for (let i = 0; i < 2000; i++) gets.push(c.kv.set(`tls:p${i}`, `v${i}`));
+    assert.equal((await Promise.all(gets)).length, 2000);
+  } finally {
+    await c.close();
+  }
+  await assert.rejects(
+    FerricStoreClient.fromUrl(`ferric://127.0.0.1:${secure.ports.fsnp}`),
+    /require_tls|TLS/,
+  );
+  secure.child.kill("SIGTERM");
 });
 
 let failed = 0;

@@ -1,0 +1,299 @@
+/* FSNP TLS sessions on OpenSSL memory BIOs; see fsnp_tls.h. */
+#include "node/fsnp_tls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+struct fsnp_tls_ctx {
+	SSL_CTX *ctx;
+	bool verify_clients;
+	uint8_t rbuf[FSNP_TLS_READ_BUF];
+};
+
+struct fsnp_tls {
+	SSL *ssl;  /* owns both BIOs */
+	BIO *rbio; /* ciphertext from the peer */
+	BIO *wbio; /* ciphertext to the peer */
+	bool established;
+	bool shutdown;
+};
+
+/* The oldest queued OpenSSL error as text (the queue is cleared). */
+static void ssl_reason(const char *what, char *err, size_t errlen)
+{
+	unsigned long e = ERR_get_error();
+	char buf[256];
+	if (e == 0) {
+		snprintf(err, errlen, "%s", what);
+	} else {
+		ERR_error_string_n(e, buf, sizeof buf);
+		snprintf(err, errlen, "%s: %s", what, buf);
+	}
+	ERR_clear_error();
+}
+
+int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
+                     const char *key_file, const char *ca_file, char *err,
+                     size_t errlen)
+{
+	static const unsigned char sid_ctx[] = "lodestone-fsnp";
+	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
+	if (x == NULL) {
+		snprintf(err, errlen, "FSNP TLS: out of memory");
+		return -1;
+	}
+	ERR_clear_error();
+	x->ctx = SSL_CTX_new(TLS_server_method());
+	if (x->ctx == NULL) {
+		ssl_reason("FSNP TLS: cannot create a context", err, errlen);
+		goto err_free;
+	}
+	SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
+	/* No renegotiation: a client could otherwise make the server redo
+	 * handshakes on an established connection. */
+	SSL_CTX_set_options(x->ctx, SSL_OP_NO_RENEGOTIATION |
+	                                SSL_OP_CIPHER_SERVER_PREFERENCE);
+	SSL_CTX_set_mode(x->ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_session_id_context(x->ctx, sid_ctx, sizeof sid_ctx - 1);
+	if (SSL_CTX_use_certificate_chain_file(x->ctx, cert_file) != 1) {
+		char what[1200];
+		snprintf(what, sizeof what,
+		         "FSNP TLS: cannot load the certificate '%s'",
+		         cert_file);
+		ssl_reason(what, err, errlen);
+		goto err_ctx;
+	}
+	if (SSL_CTX_use_PrivateKey_file(x->ctx, key_file, SSL_FILETYPE_PEM) !=
+	    1) {
+		char what[1200];
+		snprintf(what, sizeof what,
+		         "FSNP TLS: cannot load the key '%s'", key_file);
+		ssl_reason(what, err, errlen);
+		goto err_ctx;
+	}
+	if (SSL_CTX_check_private_key(x->ctx) != 1) {
+		ssl_reason("FSNP TLS: the key does not match the certificate",
+		           err, errlen);
+		goto err_ctx;
+	}
+	if (ca_file != NULL && ca_file[0] != '\0') {
+		if (SSL_CTX_load_verify_locations(x->ctx, ca_file, NULL) != 1) {
+			char what[1200];
+			snprintf(what, sizeof what,
+			         "FSNP TLS: cannot load the CA file '%s'",
+			         ca_file);
+			ssl_reason(what, err, errlen);
+			goto err_ctx;
+		}
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca_file);
+		if (names != NULL) {
+			SSL_CTX_set_client_CA_list(x->ctx, names);
+		}
+		SSL_CTX_set_verify(
+		    x->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+		    NULL);
+		x->verify_clients = true;
+	}
+	*out = x;
+	return 0;
+
+err_ctx:
+	SSL_CTX_free(x->ctx);
+err_free:
+	free(x);
+	return -1;
+}
+
+void fsnp_tls_ctx_free(struct fsnp_tls_ctx *x)
+{
+	if (x == NULL) {
+		return;
+	}
+	SSL_CTX_free(x->ctx);
+	free(x);
+}
+
+bool fsnp_tls_ctx_verifies_clients(const struct fsnp_tls_ctx *x)
+{
+	return x->verify_clients;
+}
+
+uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x)
+{
+	return x->rbuf;
+}
+
+struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x)
+{
+	struct fsnp_tls *t = calloc(1, sizeof *t);
+	if (t == NULL) {
+		return NULL;
+	}
+	t->ssl = SSL_new(x->ctx);
+	t->rbio = BIO_new(BIO_s_mem());
+	t->wbio = BIO_new(BIO_s_mem());
+	if (t->ssl == NULL || t->rbio == NULL || t->wbio == NULL) {
+		BIO_free(t->rbio);
+		BIO_free(t->wbio);
+		SSL_free(t->ssl);
+		free(t);
+		ERR_clear_error();
+		return NULL;
+	}
+	/* An empty memory BIO reads as "retry", not EOF. */
+	BIO_set_mem_eof_return(t->rbio, -1);
+	SSL_set_bio(t->ssl, t->rbio, t->wbio); /* ssl owns both now */
+	SSL_set_accept_state(t->ssl);
+	return t;
+}
+
+void fsnp_tls_free(struct fsnp_tls *t)
+{
+	if (t == NULL) {
+		return;
+	}
+	SSL_free(t->ssl);
+	free(t);
+}
+
+/* Classifies a failed SSL call: 0 when it only needs more input. */
+static int ssl_failed(struct fsnp_tls *t, int rv, const char *what, char *err,
+                      size_t errlen)
+{
+	int e = SSL_get_error(t->ssl, rv);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		ERR_clear_error();
+		return 0;
+	}
+	if (e == SSL_ERROR_SSL && SSL_get_verify_result(t->ssl) != X509_V_OK) {
+		snprintf(err, errlen, "%s: client certificate not verified: %s",
+		         what,
+		         X509_verify_cert_error_string(
+		             SSL_get_verify_result(t->ssl)));
+		ERR_clear_error();
+		return -1;
+	}
+	ssl_reason(what, err, errlen);
+	return -1;
+}
+
+int fsnp_tls_feed(struct fsnp_tls *t, const uint8_t *p, size_t n, char *err,
+                  size_t errlen)
+{
+	while (n > 0) {
+		size_t w = 0;
+		if (BIO_write_ex(t->rbio, p, n, &w) != 1 || w == 0) {
+			snprintf(err, errlen, "TLS: out of memory");
+			return -1;
+		}
+		p += w;
+		n -= w;
+	}
+	if (!t->established) {
+		int rv = SSL_do_handshake(t->ssl);
+		if (rv == 1) {
+			t->established = true;
+		} else if (ssl_failed(t, rv, "TLS handshake failed", err,
+		                      errlen) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+bool fsnp_tls_established(const struct fsnp_tls *t)
+{
+	return t->established;
+}
+
+int fsnp_tls_read(struct fsnp_tls *t, uint8_t *dst, size_t cap, size_t *got,
+                  char *err, size_t errlen)
+{
+	*got = 0;
+	if (!t->established || cap == 0) {
+		return 0;
+	}
+	int rv = SSL_read_ex(t->ssl, dst, cap, got);
+	if (rv == 1) {
+		return 0;
+	}
+	*got = 0;
+	if (SSL_get_error(t->ssl, rv) == SSL_ERROR_ZERO_RETURN) {
+		ERR_clear_error();
+		return 1;
+	}
+	return ssl_failed(t, rv, "TLS read failed", err, errlen);
+}
+
+int fsnp_tls_write(struct fsnp_tls *t, const uint8_t *p, size_t n)
+{
+	if (!t->established || t->shutdown) {
+		return -1;
+	}
+	while (n > 0) {
+		size_t w = 0;
+		/* A memory BIO takes everything: one call encrypts it all. */
+		if (SSL_write_ex(t->ssl, p, n, &w) != 1) {
+			ERR_clear_error();
+			return -1;
+		}
+		p += w;
+		n -= w;
+	}
+	return 0;
+}
+
+void fsnp_tls_shutdown(struct fsnp_tls *t)
+{
+	if (t->shutdown || !t->established) {
+		return;
+	}
+	t->shutdown = true;
+	if (SSL_shutdown(t->ssl) < 0) {
+		ERR_clear_error();
+	}
+}
+
+size_t fsnp_tls_pending(const struct fsnp_tls *t)
+{
+	return BIO_ctrl_pending(t->wbio);
+}
+
+int fsnp_tls_take(struct fsnp_tls *t, uint8_t **out, size_t *len)
+{
+	size_t n = BIO_ctrl_pending(t->wbio);
+	size_t got = 0;
+	*out = NULL;
+	*len = 0;
+	if (n == 0) {
+		return 0;
+	}
+	uint8_t *p = malloc(n);
+	if (p == NULL) {
+		return -1;
+	}
+	if (BIO_read_ex(t->wbio, p, n, &got) != 1 || got != n) {
+		free(p);
+		ERR_clear_error();
+		return -1;
+	}
+	*out = p;
+	*len = n;
+	return 0;
+}
+
+const char *fsnp_tls_version(const struct fsnp_tls *t)
+{
+	return SSL_get_version(t->ssl);
+}
+
+const char *fsnp_tls_cipher(const struct fsnp_tls *t)
+{
+	const char *c = SSL_get_cipher_name(t->ssl);
+	return c != NULL ? c : "none";
+}

@@ -1,0 +1,75 @@
+/* TLS for FSNP connections on OpenSSL memory BIOs: the connection keeps
+ * reading and writing its libuv stream and hands the ciphertext through
+ * here, so nothing ever blocks the loop.
+ *
+ * A context (one per TLS listener) owns the SSL_CTX (TLS 1.2 and 1.3, the
+ * server certificate and key, and with a CA file the requirement that
+ * clients present a certificate it verifies) and the one buffer every TLS
+ * connection's socket reads land in: libuv calls a stream's alloc and read
+ * callbacks back to back on the loop thread and fsnp_tls_feed consumes the
+ * bytes at once, so one buffer serves all connections.
+ *
+ * A session (one per connection) owns its SSL object and both BIOs. Bytes
+ * read from the socket are fed in (the handshake runs as they arrive);
+ * plaintext comes out of fsnp_tls_read; plaintext given to fsnp_tls_write
+ * and everything the session has to send (handshake, alerts, tickets,
+ * close_notify) accumulates as ciphertext that fsnp_tls_take hands to the
+ * caller for writing. Buffers are bounded by the caller: it feeds at most
+ * one read buffer before draining the plaintext, and writes only what its
+ * own bounded output queue holds. */
+#ifndef LS_NODE_FSNP_TLS_H
+#define LS_NODE_FSNP_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Size of the shared socket read buffer. */
+#define FSNP_TLS_READ_BUF 65536u
+
+struct fsnp_tls_ctx;
+struct fsnp_tls;
+
+/* Loads `cert_file` (PEM chain) and `key_file`; with `ca_file` (may be
+ * NULL or "") clients must present a certificate signed by one of its
+ * CAs. Returns 0, or -1 with the reason in `err`. */
+int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
+                     const char *key_file, const char *ca_file, char *err,
+                     size_t errlen);
+void fsnp_tls_ctx_free(struct fsnp_tls_ctx *x);
+/* Whether client certificates are required. */
+bool fsnp_tls_ctx_verifies_clients(const struct fsnp_tls_ctx *x);
+/* The shared buffer a socket read may fill (FSNP_TLS_READ_BUF bytes). */
+uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x);
+
+/* A server-side session; NULL when out of memory. */
+struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x);
+void fsnp_tls_free(struct fsnp_tls *t);
+
+/* Feeds `n` ciphertext bytes received from the peer and advances the
+ * handshake. Returns 0, or -1 when the session failed (handshake refused,
+ * certificate not verified, bad record) with the reason in `err`; any
+ * alert to send is then pending. */
+int fsnp_tls_feed(struct fsnp_tls *t, const uint8_t *p, size_t n, char *err,
+                  size_t errlen);
+bool fsnp_tls_established(const struct fsnp_tls *t);
+/* Decrypts up to `cap` bytes into `dst`; *got 0 means more ciphertext is
+ * needed. Returns 0, 1 when the peer closed the session (close_notify), or
+ * -1 on a failure (reason in `err`). */
+int fsnp_tls_read(struct fsnp_tls *t, uint8_t *dst, size_t cap, size_t *got,
+                  char *err, size_t errlen);
+/* Encrypts `n` bytes (the session must be established). Returns 0 or
+ * -1. */
+int fsnp_tls_write(struct fsnp_tls *t, const uint8_t *p, size_t n);
+/* Queues close_notify (once). */
+void fsnp_tls_shutdown(struct fsnp_tls *t);
+/* Ciphertext waiting to be sent. */
+size_t fsnp_tls_pending(const struct fsnp_tls *t);
+/* Moves the pending ciphertext into a new buffer the caller owns (free()).
+ * Returns 0 (with *len 0 and *out NULL when nothing is pending) or -1. */
+int fsnp_tls_take(struct fsnp_tls *t, uint8_t **out, size_t *len);
+/* Negotiated protocol version and cipher, for logs ("TLSv1.3", ...). */
+const char *fsnp_tls_version(const struct fsnp_tls *t);
+const char *fsnp_tls_cipher(const struct fsnp_tls *t);
+
+#endif

@@ -40,5 +40,10 @@ INTEGRATION_TESTS += tests/integration/test_felix_cluster
 tests_integration_test_felix_cluster_SOURCES = \
 	tests/integration/test_felix_cluster.c
 tests_integration_test_felix_cluster_LDADD = $(FELIX_IT_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_felix_cluster_durable
+tests_integration_test_felix_cluster_durable_SOURCES = \
+	tests/integration/test_felix_cluster_durable.c
+tests_integration_test_felix_cluster_durable_LDADD = $(FELIX_IT_LDADD)
 EXTRA_DIST += tests/interop/felix_client.mjs tests/interop/felix_durable.mjs \
 	tests/interop/package.json

@@ -7,9 +7,11 @@
  * A poll is a proposed command, so every claim is decided in apply with
  * the entry's time. A poll with wait_ms > 0 that finds nothing is parked
  * (struct gwait) until the shard's stream grows (the store observer), a
- * nack or redrive of the same group is applied through this node, or its
- * wait ends (capped by felix-group-max-wait-ms); then it polls again, and
- * the poll at the end of the wait answers whatever it finds. The waiter is
+ * nack or redrive of the same group is applied through this node, the
+ * group's earliest claim deadline passes (the store answers every poll
+ * with it, so a lapsed claim is redelivered to a waiting poll at once), or
+ * its wait ends (capped by felix-group-max-wait-ms); then it polls again,
+ * and the poll at the end of the wait answers whatever it finds. The waiter is
  * registered before its first poll is proposed and every append meanwhile
  * marks it dirty, so an append applied between the poll's entry and its
  * answer is not missed (register before read). Observer callbacks run
@@ -35,6 +37,7 @@ struct gwait {
 	struct gwait *prev, *next;
 	struct freq *r;
 	uint64_t deadline; /* loop ms */
+	uint64_t lapse;    /* loop ms when a claim of the group lapses, or 0 */
 	bool dirty;        /* a change since the last poll was proposed */
 	bool parked;       /* waiting (no poll in flight) */
 };
@@ -100,8 +103,17 @@ static void wait_unlink(struct felix_server *s, struct gwait *w)
 
 static void on_gwake(uv_timer_t *t);
 
-/* (Re)arms the wake timer for the earliest parked deadline, or at once
- * when a parked waiter is dirty. */
+/* When a parked waiter must poll again: at once when dirty, else at the
+ * earlier of its deadline and its group's next claim lapse. */
+static uint64_t wait_due(const struct gwait *w, uint64_t now)
+{
+	if (w->dirty) {
+		return now;
+	}
+	return w->lapse != 0 && w->lapse < w->deadline ? w->lapse : w->deadline;
+}
+
+/* (Re)arms the wake timer for the earliest parked waiter. */
 static void gwake_arm(struct felix_server *s)
 {
 	uint64_t now = uv_now(s->loop), at = UINT64_MAX;
@@ -112,7 +124,7 @@ static void gwake_arm(struct felix_server *s)
 		if (!w->parked) {
 			continue;
 		}
-		uint64_t due = w->dirty ? now : w->deadline;
+		uint64_t due = wait_due(w, now);
 		if (due < at) {
 			at = due;
 		}
@@ -218,7 +230,7 @@ static void on_polled(void *data, int status, const uint8_t *res, size_t len)
 	struct felix_server *s = r->srv;
 	struct gwait *w = r->ext;
 	struct store_result sr;
-	struct store_value v;
+	struct store_value v, next;
 	char msg[256];
 	if (r->st == NULL) {
 		/* Nobody waits any more; what this poll claimed is handed
@@ -231,7 +243,9 @@ static void on_polled(void *data, int status, const uint8_t *res, size_t len)
 	}
 	if (status != SHARDS_OK || store_result_open(res, len, &sr) != 0 ||
 	    sr.status != STORE_OK || !store_result_next(&sr, &v) ||
-	    v.tag != STORE_T_ARRAY) {
+	    v.tag != STORE_T_ARRAY || v.n != 2 ||
+	    !store_result_next(&sr, &next) || next.tag != STORE_T_U64 ||
+	    !store_result_next(&sr, &v) || v.tag != STORE_T_ARRAY) {
 		if (status != SHARDS_OK) {
 			snprintf(msg, sizeof msg, "%s",
 			         felix_shards_message(status));
@@ -255,6 +269,15 @@ static void on_polled(void *data, int status, const uint8_t *res, size_t len)
 			propose_poll(r); /* answers r itself if it fails */
 			return;
 		} else {
+			/* The next deadline is in entry time (this leader's
+			 * wall clock, never behind it): poll again once the
+			 * wall clock passes it. */
+			uint64_t wall = shards_now_ms(s->shards);
+			w->lapse = 0;
+			if (next.u != 0) {
+				w->lapse = uv_now(s->loop) + 1 +
+				           (next.u > wall ? next.u - wall : 0);
+			}
 			w->parked = true;
 			s->n_parked++;
 			metric_set(s->m.group_parked, (int64_t)s->n_parked);
@@ -329,7 +352,7 @@ static void on_gwake(uv_timer_t *t)
 	struct gwait *w = s->waits;
 	while (w != NULL) {
 		struct gwait *next = w->next;
-		if (w->parked && (w->dirty || now >= w->deadline)) {
+		if (w->parked && now >= wait_due(w, now)) {
 			w->parked = false;
 			w->dirty = false;
 			s->n_parked--;

@@ -25,7 +25,15 @@
  * and live delivery join with no gap and no duplicate. A watch's snapshot
  * (retained values, or current values when compaction collapsed the
  * history it asked for) is read in the same turn as its registration at
- * the tail, so it joins live changes the same way. */
+ * the tail T, so it joins live changes the same way, as long as it fits
+ * the watch's queue bound. A larger one is streamed: the values read in
+ * that turn (about the queue bound), a count of the rest, and then pages
+ * resuming by key from the pump as the queue drains; a page sends only
+ * keys last written before T (their value at T), and once the snapshot is
+ * done the pump replays the log from T, which holds every later change.
+ * A key written after T before its page was read is therefore missing
+ * from the announced retained_count: the watch then ends with
+ * cache_watch_lagged{resume_from: T}, and re-watching from T is gapless. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +46,7 @@
 #include "wire/felix_frame.h"
 #include "wire/felix_hash.h"
 #include "wire/felix_msg.h"
+#include "wire/felix_utf8.h"
 
 /* A catch-up page: records and bytes read at most per store read. */
 #define PAGE_RECORDS 256
@@ -88,6 +97,12 @@ struct fsub {
 	char *match; /* owned */
 	size_t match_len;
 	bool ending; /* lagged: no more events; FIN after the queue */
+	/* A snapshot streamed from the pump (`next` is T meanwhile). */
+	bool snapping;
+	uint64_t snap_left; /* announced values not sent yet */
+	char *snap_after;   /* owned: the last key read (pages resume after) */
+	size_t snap_after_len;
+	uint32_t snap_page_keys; /* keys per page, so a page is ~PAGE_BYTES */
 };
 
 /* ---- topics ------------------------------------------------------------ */
@@ -224,6 +239,7 @@ static void sub_free(struct fsub *sub)
 	          (unsigned)sub->shard, sub->dropped);
 	free(sub->scope);
 	free(sub->match);
+	free(sub->snap_after);
 	free(sub);
 }
 
@@ -787,6 +803,8 @@ static int wpage_change(void *arg, uint64_t offset, const uint8_t *key,
 }
 
 /* The replay pump of a watch: like catch_up(), over the cache log. */
+static int watch_snap_step(struct fsub *sub);
+
 static int watch_catch_up(struct fsub *sub)
 {
 	struct felix_server *s = sub->srv;
@@ -799,6 +817,12 @@ static int watch_catch_up(struct fsub *sub)
 		if (sub->qbytes >= s->cfg.sub_queue_bytes / 2) {
 			pump_remove(sub); /* writable resumes it */
 			return 1;
+		}
+		if (sub->snapping) {
+			if (watch_snap_step(sub) != 0) {
+				return -1;
+			}
+			continue;
 		}
 		memset(&pg, 0, sizeof pg);
 		pg.sub = sub;
@@ -855,7 +879,8 @@ static int watch_catch_up(struct fsub *sub)
 struct snap {
 	struct fsub *sub;
 	struct wbuf w;
-	uint64_t n;
+	uint64_t n;     /* values encoded */
+	uint64_t total; /* values announced (retained_count) */
 };
 
 static int snap_change(void *arg, uint64_t offset, const uint8_t *key,
@@ -878,7 +903,112 @@ static int snap_change(void *arg, uint64_t offset, const uint8_t *key,
 	return 0;
 }
 
-/* Reads the snapshot of `sub` into x. 0 or -1 (storage failure). */
+static int snap_count(void *arg, uint64_t offset, const uint8_t *key,
+                      size_t klen, const uint8_t *value, size_t vlen,
+                      uint64_t expires_at)
+{
+	struct snap *x = arg;
+	(void)offset;
+	(void)value;
+	(void)vlen;
+	(void)expires_at;
+	/* As snap_change decides, without keeping anything. */
+	if (watch_match(x->sub, key, klen) &&
+	    (klen == 0 || memchr(key, 0, klen) == NULL) &&
+	    felix_utf8_valid(key, klen)) {
+		x->total++;
+	}
+	return 0;
+}
+
+/* Reads one page of a prefix watch's snapshot after sub->snap_after into
+ * x: the keys last written before T (sub->next). Sets *done when the scan
+ * is over. 0 or -1 (storage failure). */
+static int snap_page(struct felix_server *s, struct fsub *sub, struct snap *x,
+                     bool *done)
+{
+	struct store *st = shards_store(s->shards);
+	struct store_cmd c;
+	struct store_result sr;
+	struct store_value v, key, val, off, exp;
+	struct fsm_result out = {NULL, 0};
+	uint8_t *cmd = NULL;
+	size_t clen;
+	const char *e;
+	int rv = -1;
+
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_CACHE_SCAN;
+	c.scope.p = (const uint8_t *)sub->scope;
+	c.scope.len = sub->scope_len;
+	c.shard = sub->shard;
+	c.key.p = (const uint8_t *)sub->match;
+	c.key.len = sub->match_len;
+	c.arg.p = (const uint8_t *)sub->snap_after;
+	c.arg.len = sub->snap_after_len;
+	/* The first page reads one key; later ones as many as fill about
+	 * PAGE_BYTES at the sizes seen so far. */
+	c.max = sub->snap_page_keys ? sub->snap_page_keys : 1;
+	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0 ||
+	    store_read(st, sub->group, shards_now_ms(s->shards), cmd, clen,
+	               &out) != 0 ||
+	    store_result_open(out.data, out.len, &sr) != 0 ||
+	    sr.status != STORE_OK || !store_result_next(&sr, &v) ||
+	    v.tag != STORE_T_ARRAY || v.n != 2 || !store_result_next(&sr, &v) ||
+	    v.tag != STORE_T_ARRAY) {
+		goto out;
+	}
+	uint32_t n = v.n;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!store_result_next(&sr, &v) || v.tag != STORE_T_ARRAY ||
+		    v.n != 4 || !store_result_next(&sr, &key) ||
+		    key.tag != STORE_T_BYTES || !store_result_next(&sr, &val) ||
+		    val.tag != STORE_T_BYTES || !store_result_next(&sr, &off) ||
+		    off.tag != STORE_T_U64 || !store_result_next(&sr, &exp) ||
+		    exp.tag != STORE_T_U64) {
+			goto out;
+		}
+		bytes += key.len + val.len;
+		if (off.u < sub->next &&
+		    snap_change(x, off.u, key.p, key.len, val.p, val.len,
+		                exp.u) != 0) {
+			goto out;
+		}
+		if (i + 1 == n) {
+			char *a = malloc(key.len ? key.len : 1);
+			if (a == NULL) {
+				goto out;
+			}
+			memcpy(a, key.p, key.len);
+			free(sub->snap_after);
+			sub->snap_after = a;
+			sub->snap_after_len = key.len;
+		}
+	}
+	if (!store_result_next(&sr, &v)) {
+		goto out;
+	}
+	*done = v.tag == STORE_T_NIL || n == 0;
+	if (n > 0) {
+		/* base64 and JSON: about 4/3 of the bytes plus ~100. */
+		uint64_t per = bytes / n * 4 / 3 + 100;
+		uint64_t keys = PAGE_BYTES / per;
+		sub->snap_page_keys = keys < 1              ? 1
+		                      : keys > PAGE_RECORDS ? PAGE_RECORDS
+		                                            : (uint32_t)keys;
+	}
+	rv = 0;
+out:
+	free(cmd);
+	free(out.data);
+	return rv;
+}
+
+/* Reads the snapshot of `sub` into x in the registration turn: all of it
+ * when it fits the queue bound; otherwise about the bound, a count of the
+ * rest, and the watch is left snapping for the pump. 0 or -1 (storage
+ * failure). */
 static int snapshot_read(struct felix_server *s, struct fsub *sub,
                          struct snap *x)
 {
@@ -888,12 +1018,32 @@ static int snapshot_read(struct felix_server *s, struct fsub *sub,
 	uint64_t now = shards_now_ms(s->shards);
 	x->sub = sub;
 	if (sub->prefix) {
+		bool done = false;
+		while (!done && x->w.len < s->cfg.sub_queue_bytes) {
+			if (snap_page(s, sub, x, &done) != 0) {
+				return -1;
+			}
+		}
+		x->total = x->n;
+		if (done) {
+			return 0;
+		}
+		/* Too large to hold: count what is left, stream it later. */
 		struct store_slice prefix = {(const uint8_t *)sub->match,
 		                             sub->match_len};
-		return store_cache_scan(st, sub->group, scope, sub->shard,
-		                        prefix, now, snap_change, x) == 0
-		           ? 0
-		           : -1;
+		struct snap cnt;
+		memset(&cnt, 0, sizeof cnt);
+		cnt.sub = sub;
+		if (store_cache_scan(st, sub->group, scope, sub->shard, prefix,
+		                     now, snap_count, &cnt) != 0) {
+			return -1;
+		}
+		if (cnt.total > x->n) {
+			x->total = cnt.total;
+			sub->snapping = true;
+			sub->snap_left = cnt.total - x->n;
+		}
+		return 0;
 	}
 	struct store_slice key = {(const uint8_t *)sub->match, sub->match_len};
 	uint8_t *value = NULL;
@@ -909,7 +1059,64 @@ static int snapshot_read(struct felix_server *s, struct fsub *sub,
 		rv = snap_change(x, off, key.p, key.len, value, len, exp);
 	}
 	free(value);
+	x->total = x->n;
 	return rv == 0 ? 0 : -1;
+}
+
+/* One page of a streamed snapshot (the pump). 0, or -1 when the watch
+ * ended (lagged, or its stream went away). */
+static int watch_snap_step(struct fsub *sub)
+{
+	struct felix_server *s = sub->srv;
+	struct snap x;
+	bool done = false;
+	memset(&x, 0, sizeof x);
+	x.sub = sub;
+	wbuf_init(&x.w);
+	if (snap_page(s, sub, &x, &done) != 0) {
+		wbuf_free(&x.w);
+		log_warn(s->log, "felix",
+		         "watch %" PRIu64 ": snapshot read failed: %s", sub->id,
+		         store_last_error(shards_store(s->shards)));
+		quic_conn_stream_reset(sub->conn->qc, sub->sid, 1);
+		sub_free(sub);
+		return -1;
+	}
+	if (x.n > sub->snap_left) {
+		x.n = sub->snap_left; /* cannot happen: counted at T */
+	}
+	sub->snap_left -= x.n;
+	if (x.n > 0) {
+		size_t len = x.w.len;
+		struct quic_sbuf *b = quic_sbuf_take(x.w.data, len);
+		if (b == NULL) {
+			wbuf_free(&x.w);
+			quic_conn_stream_reset(sub->conn->qc, sub->sid, 1);
+			sub_free(sub);
+			return -1;
+		}
+		int rv = sub_send(sub, b, (uint32_t)x.n, true);
+		quic_sbuf_unref(b);
+		if (rv < 0) {
+			return -1;
+		}
+	} else {
+		wbuf_free(&x.w);
+	}
+	if (done || sub->snap_left == 0) {
+		sub->snapping = false;
+		free(sub->snap_after);
+		sub->snap_after = NULL;
+		sub->snap_after_len = 0;
+		if (sub->snap_left > 0) {
+			/* Keys written since T are missing from the announced
+			 * values: the replay from T would carry them, but not
+			 * within retained_count. Loud, and gapless from T. */
+			watch_lag(sub, sub->next);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void reply_cursor_error(struct freq *r, uint64_t requested,
@@ -1022,7 +1229,11 @@ static void on_watch_read(void *data, int status)
 	} else {
 		wbuf_free(&x.w);
 	}
-	if (replay) {
+	if (sub->snapping) {
+		/* The rest of the snapshot, then the log from T. */
+		sub->live = false;
+		pump_add(sub);
+	} else if (replay) {
 		pump_add(sub);
 	}
 	struct felix_msg m;
@@ -1032,7 +1243,7 @@ static void on_watch_read(void *data, int status)
 	m.u.cache_watch_started.has_resnapshot = resnapshot;
 	m.u.cache_watch_started.resnapshot = resnapshot;
 	m.u.cache_watch_started.has_retained_count = retained;
-	m.u.cache_watch_started.retained_count = x.n;
+	m.u.cache_watch_started.retained_count = x.total;
 	freq_reply_msg(r, &m);
 }
 

@@ -1,14 +1,24 @@
 /* Consumer groups on a stream shard: claims with a visibility deadline and
- * an attempt count, ack / nack, a cursor below which every record is
- * settled, dead letters after the maximum attempts, discard and redrive.
+ * an attempt count, ack / nack, a delivery cursor, dead letters after the
+ * maximum attempts, discard and redrive.
  *
- * Per (stream shard, group): the cursor record, one claim record per
- * delivered and not yet settled-below-the-cursor offset, and one dead
- * letter record per dead-lettered offset. The cursor advances over
- * contiguous settled offsets (acked, dead-lettered, discarded), deleting
- * their claims. A redriven record gets a claim again even below the
- * cursor; polls look at those first. Polls are proposed: every claim is
- * decided with the entry's time. */
+ * Per (stream shard, group), docs/storage.md:
+ *   - the group record: the delivery cursor (the next offset never handed
+ *     out), the deadline floor (no in-flight claim is due before it) and
+ *     the ready sequence window [ready_lo, ready_next);
+ *   - one claim per live (in flight or ready) offset, found by offset;
+ *   - one deadline entry per in-flight claim, ordered by (deadline,
+ *     offset);
+ *   - one ready entry per nacked or redriven claim, ordered by the
+ *     sequence number it got when it became ready;
+ *   - one dead letter per dead-lettered offset.
+ * Acknowledging a record deletes its claim and index entry, so a poll
+ * never walks acknowledged history: it reads the ready entries from
+ * ready_lo, the deadline entries from the floor up to the entry's time
+ * (plus the first later one, which becomes the new floor), and then
+ * advances the cursor over the stream. Each deleted index entry is passed
+ * over at most once, because ready_lo and the floor only move past it.
+ * Polls are proposed: every claim is decided with the entry's time. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,26 +27,33 @@
 #define POLL_DEFAULT 100
 #define DEAD_LIST_DEFAULT 1000
 
+/* Claim states. */
 enum {
-	CL_INFLIGHT = 1,
-	CL_NACKED = 2,
-	CL_ACKED = 3,
-	CL_DEAD = 4,
-	CL_DISCARDED = 5,
+	CL_INFLIGHT = 1, /* handed out; `due` is its visibility deadline */
+	CL_READY = 2,    /* nacked or redriven; `due` is its ready sequence */
+};
+
+/* Parts of a group's claim keys (after the group prefix). */
+enum {
+	SUB_CLAIM = 0x00, /* u64 offset: claim */
+	SUB_DUE = 0x01,   /* u64 deadline, u64 offset: empty */
+	SUB_READY = 0x02, /* u64 sequence, u64 offset: empty */
 };
 
 struct claim {
 	uint64_t offset;
 	uint8_t status;
 	uint32_t attempts;
-	uint64_t deadline;
+	uint64_t due;
 };
 
-static bool settled(uint8_t status)
-{
-	return status == CL_ACKED || status == CL_DEAD ||
-	       status == CL_DISCARDED;
-}
+/* The group record. */
+struct cgrec {
+	uint64_t cursor;     /* next offset never handed out */
+	uint64_t floor;      /* no in-flight claim is due before this */
+	uint64_t ready_lo;   /* no ready entry below this sequence */
+	uint64_t ready_next; /* the next ready sequence */
+};
 
 static void group_prefix(struct sbuf *k, uint32_t group, uint8_t type,
                          const struct store_cmd *c)
@@ -47,15 +64,38 @@ static void group_prefix(struct sbuf *k, uint32_t group, uint8_t type,
 	sbuf_add(k, c->group.p, c->group.len);
 }
 
-static void offset_key(struct sbuf *k, uint32_t group, uint8_t type,
-                       const struct store_cmd *c, uint64_t offset)
+static void sub_prefix(struct sbuf *k, uint32_t group, uint8_t sub,
+                       const struct store_cmd *c)
 {
-	group_prefix(k, group, type, c);
+	group_prefix(k, group, K_CLAIM, c);
+	sbuf_u8(k, sub);
+}
+
+static void claim_key(struct sbuf *k, uint32_t group, const struct store_cmd *c,
+                      uint64_t offset)
+{
+	sub_prefix(k, group, SUB_CLAIM, c);
 	sbuf_u64(k, offset);
 }
 
-static int cursor_load(struct tx *tx, const struct store_cmd *c,
-                       uint64_t *cursor)
+/* A deadline (SUB_DUE) or ready (SUB_READY) index entry. */
+static void index_key(struct sbuf *k, uint32_t group, uint8_t sub,
+                      const struct store_cmd *c, uint64_t order,
+                      uint64_t offset)
+{
+	sub_prefix(k, group, sub, c);
+	sbuf_u64(k, order);
+	sbuf_u64(k, offset);
+}
+
+static void dead_key(struct sbuf *k, uint32_t group, const struct store_cmd *c,
+                     uint64_t offset)
+{
+	group_prefix(k, group, K_DEAD, c);
+	sbuf_u64(k, offset);
+}
+
+static int cgrec_load(struct tx *tx, const struct store_cmd *c, struct cgrec *g)
 {
 	struct sbuf k;
 	struct val v;
@@ -65,29 +105,38 @@ static int cursor_load(struct tx *tx, const struct store_cmd *c,
 	group_prefix(&k, tx->group, K_CG, c);
 	found = tx_get(tx, &k, &v);
 	sbuf_free(&k);
-	*cursor = 0;
+	memset(g, 0, sizeof *g);
+	g->floor = UINT64_MAX;
 	if (found > 0) {
-		if (v.len != 8) {
+		struct rd r;
+		rd_init(&r, v.p, v.len);
+		g->cursor = rd_u64(&r);
+		g->floor = rd_u64(&r);
+		g->ready_lo = rd_u64(&r);
+		g->ready_next = rd_u64(&r);
+		if (!rd_done(&r) || g->ready_lo > g->ready_next) {
 			found = tx_fail(tx, "corrupt consumer group", NULL);
-		} else {
-			*cursor = be_get64((const uint8_t *)v.p);
 		}
 	}
 	val_free(&v);
 	return found < 0 ? -1 : 0;
 }
 
-static void cursor_store(struct tx *tx, const struct store_cmd *c,
-                         uint64_t cursor)
+static void cgrec_store(struct tx *tx, const struct store_cmd *c,
+                        const struct cgrec *g)
 {
-	struct sbuf k;
-	uint8_t v[8];
+	struct sbuf k, v;
 
 	sbuf_init(&k);
+	sbuf_init(&v);
 	group_prefix(&k, tx->group, K_CG, c);
-	be_put64(v, cursor);
-	tx_put(tx, &k, v, sizeof v);
+	sbuf_u64(&v, g->cursor);
+	sbuf_u64(&v, g->floor);
+	sbuf_u64(&v, g->ready_lo);
+	sbuf_u64(&v, g->ready_next);
+	tx_put(tx, &k, v.p, v.len);
 	sbuf_free(&k);
+	sbuf_free(&v);
 }
 
 static int decode_claim(struct tx *tx, const void *p, size_t len,
@@ -98,9 +147,8 @@ static int decode_claim(struct tx *tx, const void *p, size_t len,
 	rd_init(&r, p, len);
 	cl->status = rd_u8(&r);
 	cl->attempts = rd_u32(&r);
-	cl->deadline = rd_u64(&r);
-	if (!rd_done(&r) || cl->status < CL_INFLIGHT ||
-	    cl->status > CL_DISCARDED) {
+	cl->due = rd_u64(&r);
+	if (!rd_done(&r) || cl->status < CL_INFLIGHT || cl->status > CL_READY) {
 		return tx_fail(tx, "corrupt claim", NULL);
 	}
 	return 0;
@@ -117,7 +165,7 @@ static int claim_load(struct tx *tx, const struct store_cmd *c, uint64_t offset,
 	memset(cl, 0, sizeof *cl);
 	cl->offset = offset;
 	sbuf_init(&k);
-	offset_key(&k, tx->group, K_CLAIM, c, offset);
+	claim_key(&k, tx->group, c, offset);
 	found = tx_get(tx, &k, &v);
 	sbuf_free(&k);
 	if (found > 0 && decode_claim(tx, v.p, v.len, cl) != 0) {
@@ -127,41 +175,74 @@ static int claim_load(struct tx *tx, const struct store_cmd *c, uint64_t offset,
 	return found;
 }
 
+static void index_put(struct tx *tx, const struct store_cmd *c,
+                      const struct claim *cl)
+{
+	struct sbuf k;
+
+	sbuf_init(&k);
+	index_key(&k, tx->group,
+	          cl->status == CL_INFLIGHT ? SUB_DUE : SUB_READY, c, cl->due,
+	          cl->offset);
+	tx_put(tx, &k, NULL, 0);
+	sbuf_free(&k);
+}
+
+static void index_del(struct tx *tx, const struct store_cmd *c,
+                      const struct claim *cl)
+{
+	struct sbuf k;
+
+	sbuf_init(&k);
+	index_key(&k, tx->group,
+	          cl->status == CL_INFLIGHT ? SUB_DUE : SUB_READY, c, cl->due,
+	          cl->offset);
+	tx_del(tx, &k);
+	sbuf_free(&k);
+}
+
+/* Writes the claim and its index entry (the old entry is the caller's). */
 static void claim_store(struct tx *tx, const struct store_cmd *c,
-                        const struct claim *cl)
+                        struct cgrec *g, const struct claim *cl)
 {
 	struct sbuf k;
 	uint8_t v[13];
 
 	sbuf_init(&k);
-	offset_key(&k, tx->group, K_CLAIM, c, cl->offset);
+	claim_key(&k, tx->group, c, cl->offset);
 	v[0] = cl->status;
 	be_put32(v + 1, cl->attempts);
-	be_put64(v + 5, cl->deadline);
+	be_put64(v + 5, cl->due);
 	tx_put(tx, &k, v, sizeof v);
 	sbuf_free(&k);
+	index_put(tx, c, cl);
+	if (cl->status == CL_INFLIGHT && cl->due < g->floor) {
+		g->floor = cl->due;
+	}
 }
 
-static void claim_del(struct tx *tx, const struct store_cmd *c, uint64_t offset)
+/* Removes the claim and its index entry. */
+static void claim_drop(struct tx *tx, const struct store_cmd *c,
+                       const struct claim *cl)
 {
 	struct sbuf k;
 
 	sbuf_init(&k);
-	offset_key(&k, tx->group, K_CLAIM, c, offset);
+	claim_key(&k, tx->group, c, cl->offset);
 	tx_del(tx, &k);
 	sbuf_free(&k);
+	index_del(tx, c, cl);
 }
 
-/* A claim that is settled: below the cursor it is simply dropped. */
-static void claim_settle(struct tx *tx, const struct store_cmd *c,
-                         struct claim *cl, uint8_t status, uint64_t cursor)
+/* Makes a claim ready for redelivery at the end of the ready queue. */
+static void claim_ready(struct tx *tx, const struct store_cmd *c,
+                        struct cgrec *g, struct claim *cl, uint32_t attempts)
 {
-	if (cl->offset < cursor) {
-		claim_del(tx, c, cl->offset);
-	} else {
-		cl->status = status;
-		claim_store(tx, c, cl);
-	}
+	index_del(tx, c, cl);
+	cl->status = CL_READY;
+	cl->attempts = attempts;
+	cl->due = g->ready_next++;
+	claim_store(tx, c, g, cl);
 }
 
 static void dead_put(struct tx *tx, const struct store_cmd *c,
@@ -171,7 +252,7 @@ static void dead_put(struct tx *tx, const struct store_cmd *c,
 	uint8_t v[4];
 
 	sbuf_init(&k);
-	offset_key(&k, tx->group, K_DEAD, c, cl->offset);
+	dead_key(&k, tx->group, c, cl->offset);
 	be_put32(v, cl->attempts);
 	tx_put(tx, &k, v, sizeof v);
 	sbuf_free(&k);
@@ -186,7 +267,7 @@ static int dead_take(struct tx *tx, const struct store_cmd *c, uint64_t offset,
 	int found;
 
 	sbuf_init(&k);
-	offset_key(&k, tx->group, K_DEAD, c, offset);
+	dead_key(&k, tx->group, c, offset);
 	found = tx_get(tx, &k, &v);
 	val_free(&v);
 	if (found > 0 && del) {
@@ -196,203 +277,314 @@ static int dead_take(struct tx *tx, const struct store_cmd *c, uint64_t offset,
 	return found;
 }
 
-/* Collects the group's claims from offset 0 on, at most `limit`. */
-static int claims_collect(struct tx *tx, const struct store_cmd *c,
-                          size_t limit, struct claim **out, size_t *n,
-                          bool *truncated)
+/* An iterator over `prefix` whose base stops at `upper`: RocksDB then also
+ * stops stepping over deleted keys there, which is what keeps a poll from
+ * walking history. `upper` must outlive the iterator; the returned read
+ * options are destroyed after titer_close(). */
+static rocksdb_readoptions_t *bounded_open(struct titer *it, struct tx *tx,
+                                           const struct sbuf *prefix,
+                                           const struct sbuf *upper)
 {
-	struct titer it;
-	struct sbuf k;
-	size_t cap = 0;
-	int rv = 0;
+	struct store *s = tx->s;
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_iterator_t *base;
 
-	*out = NULL;
-	*n = 0;
-	*truncated = false;
-	sbuf_init(&k);
-	group_prefix(&k, tx->group, K_CLAIM, c);
-	titer_open(&it, tx, &k);
-	for (titer_seek(&it, NULL); titer_valid(&it); titer_next(&it)) {
-		size_t kl, vl;
-		const uint8_t *kp = titer_key(&it, &kl);
-		const uint8_t *vp = titer_value(&it, &vl);
+	rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)upper->p,
+	                                            upper->len);
+	base = rocksdb_create_iterator_cf(s->db, ro, s->cf);
+	it->tx = tx;
+	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
+	                         s->wb, base, s->cf)
+	                   : base;
+	sbuf_init(&it->prefix);
+	sbuf_add(&it->prefix, prefix->p, prefix->len);
+	return ro;
+}
 
-		if (*n == limit) {
-			*truncated = true;
-			break;
-		}
-		if (kl != k.len + 8) {
-			rv = tx_fail(tx, "corrupt claim key", NULL);
-			break;
-		}
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 64;
-			*out = store_xrealloc(*out, cap * sizeof **out);
-		}
-		if (decode_claim(tx, vp, vl, &(*out)[*n]) != 0) {
-			rv = -1;
-			break;
-		}
-		(*out)[*n].offset = be_get64(kp + kl - 8);
-		(*n)++;
-	}
-	if (titer_close(&it) != 0) {
-		rv = -1;
-	}
-	sbuf_free(&k);
+static int bounded_close(struct titer *it, rocksdb_readoptions_t *ro)
+{
+	int rv = titer_close(it);
+
+	rocksdb_readoptions_destroy(ro);
 	return rv;
 }
 
-/* Moves the cursor to the head at least, then over settled claims. */
-static int cursor_advance(struct tx *tx, const struct store_cmd *c,
-                          uint64_t *cursor, const struct stream_meta *m)
-{
-	struct claim cl;
-	int found;
-
-	if (*cursor < m->head) {
-		/* Trimmed records: their claims go with them. */
-		struct claim *all;
-		size_t n;
-		bool truncated;
-		if (claims_collect(tx, c, SIZE_MAX, &all, &n, &truncated) !=
-		    0) {
-			free(all);
-			return -1;
-		}
-		for (size_t i = 0; i < n && all[i].offset < m->head; i++) {
-			if (all[i].offset >= *cursor) {
-				claim_del(tx, c, all[i].offset);
-			}
-		}
-		free(all);
-		*cursor = m->head;
-	}
-	for (;;) {
-		found = claim_load(tx, c, *cursor, &cl);
-		if (found < 0) {
-			return -1;
-		}
-		if (!found || !settled(cl.status)) {
-			return 0;
-		}
-		claim_del(tx, c, *cursor);
-		(*cursor)++;
-	}
-}
-
+/* One record a poll hands out, and what happens to its claim. */
 struct delivery {
 	uint64_t offset;
 	uint32_t attempts;
 };
 
+/* What the index scans decided for one entry (applied after the iterator
+ * is closed: writing to the batch invalidates it). */
+struct step {
+	struct claim cl; /* as stored */
+	uint8_t action;
+};
+
+enum {
+	ST_DELIVER = 1, /* hand out again */
+	ST_DEAD,        /* failed at the maximum attempts: dead letter */
+	ST_DROP,        /* trimmed away: forget */
+	ST_STALE,       /* an index entry without its claim: remove it */
+};
+
+struct poll_ctx {
+	struct tx *tx;
+	const struct store_cmd *c;
+	const struct stream_meta *m;
+	struct cgrec *g;
+	uint32_t max_att;
+	uint64_t vis;
+	uint64_t max;
+	uint64_t budget; /* index entries still to look at */
+	struct delivery *out;
+	size_t nout;
+	struct step *steps;
+	size_t nsteps, capsteps;
+};
+
+/* Decides one indexed claim (its index entry at `order`). */
+static int poll_decide(struct poll_ctx *p, uint8_t sub, uint64_t order,
+                       uint64_t offset)
+{
+	struct step *st;
+	int found;
+
+	if (p->nsteps == p->capsteps) {
+		p->capsteps = p->capsteps ? p->capsteps * 2 : 64;
+		p->steps =
+		    store_xrealloc(p->steps, p->capsteps * sizeof *p->steps);
+	}
+	st = &p->steps[p->nsteps++];
+	found = claim_load(p->tx, p->c, offset, &st->cl);
+	if (found < 0) {
+		return -1;
+	}
+	if (!found ||
+	    st->cl.status != (sub == SUB_DUE ? CL_INFLIGHT : CL_READY) ||
+	    st->cl.due != order) {
+		/* Left over: remove exactly this index entry. */
+		st->cl.offset = offset;
+		st->cl.status = sub == SUB_DUE ? CL_INFLIGHT : CL_READY;
+		st->cl.due = order;
+		st->action = ST_STALE;
+	} else if (offset < p->m->head) {
+		st->action = ST_DROP;
+	} else if (st->cl.attempts >= p->max_att) {
+		st->action = ST_DEAD;
+	} else {
+		st->action = ST_DELIVER;
+		p->out[p->nout].offset = offset;
+		p->out[p->nout].attempts = st->cl.attempts + 1;
+		p->nout++;
+	}
+	return 0;
+}
+
+static void poll_apply_steps(struct poll_ctx *p)
+{
+	for (size_t i = 0; i < p->nsteps; i++) {
+		struct step *st = &p->steps[i];
+		switch (st->action) {
+		case ST_STALE:
+			index_del(p->tx, p->c, &st->cl);
+			break;
+		case ST_DROP:
+			claim_drop(p->tx, p->c, &st->cl);
+			break;
+		case ST_DEAD:
+			dead_put(p->tx, p->c, &st->cl);
+			claim_drop(p->tx, p->c, &st->cl);
+			break;
+		default:
+			index_del(p->tx, p->c, &st->cl);
+			st->cl.status = CL_INFLIGHT;
+			st->cl.attempts++;
+			st->cl.due = deadline_after(p->tx->now_ms, p->vis);
+			claim_store(p->tx, p->c, p->g, &st->cl);
+			break;
+		}
+	}
+	p->nsteps = 0;
+}
+
+/* Nacked and redriven claims, oldest first. */
+static int poll_ready(struct poll_ctx *p)
+{
+	struct titer it;
+	struct sbuf k, upper;
+	rocksdb_readoptions_t *ro;
+	uint64_t lo = p->g->ready_next;
+	int rv = 0;
+
+	if (p->g->ready_lo == p->g->ready_next) {
+		return 0;
+	}
+	sbuf_init(&k);
+	sbuf_init(&upper);
+	sub_prefix(&k, p->tx->group, SUB_READY, p->c);
+	sub_prefix(&upper, p->tx->group, SUB_READY, p->c);
+	sbuf_u64(&upper, p->g->ready_next);
+	ro = bounded_open(&it, p->tx, &k, &upper);
+	sbuf_u64(&k, p->g->ready_lo);
+	for (titer_seek(&it, &k); titer_valid(&it); titer_next(&it)) {
+		size_t kl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		uint64_t seq;
+
+		if (kl != it.prefix.len + 16) {
+			rv = tx_fail(p->tx, "corrupt ready entry", NULL);
+			break;
+		}
+		seq = be_get64(kp + kl - 16);
+		if (seq >= p->g->ready_next) {
+			break;
+		}
+		if (p->nout == p->max || p->budget == 0) {
+			lo = seq;
+			break;
+		}
+		p->budget--;
+		if (poll_decide(p, SUB_READY, seq, be_get64(kp + kl - 8)) !=
+		    0) {
+			rv = -1;
+			break;
+		}
+	}
+	if (bounded_close(&it, ro) != 0) {
+		rv = -1;
+	}
+	sbuf_free(&k);
+	sbuf_free(&upper);
+	if (rv == 0) {
+		poll_apply_steps(p);
+		p->g->ready_lo = lo;
+	}
+	return rv;
+}
+
+/* In-flight claims whose deadline passed, earliest first; leaves the
+ * floor at the first deadline not handled (UINT64_MAX: none left). */
+static int poll_lapsed(struct poll_ctx *p)
+{
+	struct titer it;
+	struct sbuf k, upper;
+	rocksdb_readoptions_t *ro;
+	uint64_t floor = UINT64_MAX;
+	int rv = 0;
+
+	if (p->g->floor == UINT64_MAX) {
+		return 0;
+	}
+	sbuf_init(&k);
+	sbuf_init(&upper);
+	sub_prefix(&k, p->tx->group, SUB_DUE, p->c);
+	sub_prefix(&upper, p->tx->group, SUB_DUE + 1, p->c);
+	ro = bounded_open(&it, p->tx, &k, &upper);
+	sbuf_u64(&k, p->g->floor);
+	for (titer_seek(&it, &k); titer_valid(&it); titer_next(&it)) {
+		size_t kl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		uint64_t due;
+
+		if (kl != it.prefix.len + 16) {
+			rv = tx_fail(p->tx, "corrupt deadline entry", NULL);
+			break;
+		}
+		due = be_get64(kp + kl - 16);
+		if (due > p->tx->now_ms || p->nout == p->max ||
+		    p->budget == 0) {
+			floor = due;
+			break;
+		}
+		p->budget--;
+		if (poll_decide(p, SUB_DUE, due, be_get64(kp + kl - 8)) != 0) {
+			rv = -1;
+			break;
+		}
+	}
+	if (bounded_close(&it, ro) != 0) {
+		rv = -1;
+	}
+	sbuf_free(&k);
+	sbuf_free(&upper);
+	if (rv == 0) {
+		p->g->floor = floor;
+		poll_apply_steps(p); /* new deadlines lower the floor */
+	}
+	return rv;
+}
+
+static int cmp_delivery(const void *a, const void *b)
+{
+	const struct delivery *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
 static int cg_poll(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct stream_meta m;
-	uint64_t cursor, cursor0, o;
-	uint64_t vis =
-	    c->visibility_ms ? c->visibility_ms : STORE_CG_VISIBILITY_MS;
-	uint32_t max_att = c->attempts ? c->attempts : STORE_CG_MAX_ATTEMPTS;
-	uint64_t max = c->max ? c->max : POLL_DEFAULT;
-	struct claim *cls = NULL;
-	struct delivery *out = NULL;
-	size_t ncl, nout = 0, scanned = 0;
-	bool truncated;
+	struct cgrec g, g0;
+	struct poll_ctx p;
 	struct sbuf k;
 	int rv = 0;
 
 	if (stream_meta_load(tx, c->scope, c->shard, &m) != 0 ||
-	    cursor_load(tx, c, &cursor) != 0) {
+	    cgrec_load(tx, c, &g) != 0) {
 		return -1;
 	}
-	cursor0 = cursor;
-	if (claims_collect(tx, c, STORE_CG_SCAN_LIMIT, &cls, &ncl,
-	                   &truncated) != 0) {
-		free(cls);
+	g0 = g;
+	memset(&p, 0, sizeof p);
+	p.tx = tx;
+	p.c = c;
+	p.m = &m;
+	p.g = &g;
+	p.vis = c->visibility_ms ? c->visibility_ms : STORE_CG_VISIBILITY_MS;
+	p.max_att = c->attempts ? c->attempts : STORE_CG_MAX_ATTEMPTS;
+	p.max = c->max ? c->max : POLL_DEFAULT;
+	if (p.max > STORE_CG_SCAN_LIMIT) {
+		p.max = STORE_CG_SCAN_LIMIT;
+	}
+	p.budget = STORE_CG_SCAN_LIMIT;
+	p.out = store_xmalloc(p.max * sizeof *p.out);
+	/* Redeliveries first (nacked and redriven, then lapsed), then
+	 * records never handed out. */
+	if (poll_ready(&p) != 0 || poll_lapsed(&p) != 0) {
+		free(p.steps);
+		free(p.out);
 		return -1;
 	}
-	if (max > STORE_CG_SCAN_LIMIT) {
-		max = STORE_CG_SCAN_LIMIT;
+	free(p.steps);
+	if (g.cursor < m.head) {
+		g.cursor = m.head; /* trimmed before anyone saw them */
 	}
-	out = store_xmalloc(max * sizeof *out);
-	o = cursor > m.head ? cursor : m.head;
-	for (size_t i = 0; i <= ncl && nout < max; i++) {
-		struct claim *cl = i < ncl ? &cls[i] : NULL;
-		uint64_t limit = cl ? cl->offset : m.tail;
-
-		if (cl == NULL && truncated) {
-			break; /* unseen claims lie beyond: do not guess */
-		}
-		if (cl != NULL && cl->offset < m.head) {
-			claim_del(tx, c, cl->offset); /* trimmed away */
-			continue;
-		}
-		if (cl == NULL || cl->offset >= o) {
-			/* Never delivered: [o, limit). */
-			while (o < limit && o < m.tail && nout < max &&
-			       scanned < STORE_CG_SCAN_LIMIT) {
-				struct claim fresh = {
-				    o, CL_INFLIGHT, 1,
-				    deadline_after(tx->now_ms, vis)};
-				claim_store(tx, c, &fresh);
-				out[nout].offset = o;
-				out[nout].attempts = 1;
-				nout++;
-				o++;
-				scanned++;
-			}
-			if (cl == NULL || nout >= max) {
-				break;
-			}
-			o = cl->offset + 1;
-		}
-		scanned++;
-		if (settled(cl->status) ||
-		    (cl->status == CL_INFLIGHT && cl->deadline > tx->now_ms)) {
-			continue;
-		}
-		if (cl->attempts >= max_att) {
-			dead_put(tx, c, cl);
-			claim_settle(tx, c, cl, CL_DEAD, cursor);
-			continue;
-		}
-		cl->attempts++;
-		cl->status = CL_INFLIGHT;
-		cl->deadline = deadline_after(tx->now_ms, vis);
-		claim_store(tx, c, cl);
-		out[nout].offset = cl->offset;
-		out[nout].attempts = cl->attempts;
-		nout++;
+	while (p.nout < p.max && g.cursor < m.tail) {
+		struct claim fresh = {g.cursor, CL_INFLIGHT, 1,
+		                      deadline_after(tx->now_ms, p.vis)};
+		claim_store(tx, c, &g, &fresh);
+		p.out[p.nout].offset = g.cursor;
+		p.out[p.nout].attempts = 1;
+		p.nout++;
+		g.cursor++;
 	}
-	free(cls);
-	if (cursor_advance(tx, c, &cursor, &m) != 0) {
-		free(out);
-		return -1;
+	if (memcmp(&g, &g0, sizeof g) != 0) {
+		cgrec_store(tx, c, &g);
 	}
-	if (cursor != cursor0) {
-		cursor_store(tx, c, cursor);
-	}
-	/* Redelivered records below the cursor come first in `out`;
-	 * answer in offset order. */
-	for (size_t i = 1; i < nout; i++) {
-		struct delivery d = out[i];
-		size_t j = i;
-		while (j > 0 && out[j - 1].offset > d.offset) {
-			out[j] = out[j - 1];
-			j--;
-		}
-		out[j] = d;
-	}
+	qsort(p.out, p.nout, sizeof *p.out, cmp_delivery);
 	res_begin(res, STORE_OK);
-	res_array(res, (uint32_t)nout);
+	res_array(res, 2);
+	res_u64(res, g.floor == UINT64_MAX ? 0 : g.floor);
+	res_array(res, (uint32_t)p.nout);
 	sbuf_init(&k);
-	for (size_t i = 0; i < nout; i++) {
+	for (size_t i = 0; i < p.nout; i++) {
 		struct val v;
 		int found;
 
 		key_start(&k, tx->group, K_REC);
 		key_shard(&k, c->scope, c->shard);
-		sbuf_u64(&k, out[i].offset);
+		sbuf_u64(&k, p.out[i].offset);
 		found = tx_get(tx, &k, &v);
 		if (found <= 0 || v.len < 8) {
 			val_free(&v);
@@ -402,13 +594,13 @@ static int cg_poll(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 			break;
 		}
 		res_array(res, 3);
-		res_u64(res, out[i].offset);
-		res_u64(res, out[i].attempts);
+		res_u64(res, p.out[i].offset);
+		res_u64(res, p.out[i].attempts);
 		res_bytes(res, v.p + 8, v.len - 8);
 		val_free(&v);
 	}
 	sbuf_free(&k);
-	free(out);
+	free(p.out);
 	return rv;
 }
 
@@ -417,15 +609,15 @@ static int cg_settle(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct stream_meta m;
 	struct claim cl;
-	uint64_t cursor, cursor0;
+	struct cgrec g, g0;
 	uint32_t max_att = c->attempts ? c->attempts : STORE_CG_MAX_ATTEMPTS;
 	int found, dead;
 
 	if (stream_meta_load(tx, c->scope, c->shard, &m) != 0 ||
-	    cursor_load(tx, c, &cursor) != 0) {
+	    cgrec_load(tx, c, &g) != 0) {
 		return -1;
 	}
-	cursor0 = cursor;
+	g0 = g;
 	if (c->offset >= m.tail) {
 		res_error(res, STORE_ERR,
 		          "offset is past the end of the stream");
@@ -438,18 +630,24 @@ static int cg_settle(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	switch (c->op) {
 	case STORE_OP_CG_ACK:
 	case STORE_OP_CG_NACK:
-		dead = found && cl.status != CL_DEAD
-		           ? 0
-		           : dead_take(tx, c, c->offset, false);
-		if (dead < 0) {
-			return -1;
-		}
-		if (dead) {
-			res_error(res, STORE_ERR, "record is dead-lettered");
-			return 0;
-		}
-		if ((found && settled(cl.status)) ||
-		    (!found && c->offset < cursor)) {
+		if (!found) {
+			/* Not live: dead-lettered, settled (handed out before
+			 * or trimmed before anyone saw it), or never handed
+			 * out. */
+			dead = dead_take(tx, c, c->offset, false);
+			if (dead < 0) {
+				return -1;
+			}
+			if (dead) {
+				res_error(res, STORE_ERR,
+				          "record is dead-lettered");
+				return 0;
+			}
+			if (c->offset >= g.cursor && c->offset >= m.head) {
+				res_error(res, STORE_ERR,
+				          "record is not in flight");
+				return 0;
+			}
 			if (c->op == STORE_OP_CG_NACK) {
 				res_error(res, STORE_ERR,
 				          "record is already acknowledged");
@@ -457,18 +655,13 @@ static int cg_settle(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 			}
 			break; /* acking twice is fine */
 		}
-		if (!found) {
-			res_error(res, STORE_ERR, "record is not in flight");
-			return 0;
-		}
 		if (c->op == STORE_OP_CG_ACK) {
-			claim_settle(tx, c, &cl, CL_ACKED, cursor);
+			claim_drop(tx, c, &cl);
 		} else if (cl.attempts >= max_att) {
 			dead_put(tx, c, &cl);
-			claim_settle(tx, c, &cl, CL_DEAD, cursor);
-		} else if (cl.status != CL_NACKED) {
-			cl.status = CL_NACKED;
-			claim_store(tx, c, &cl);
+			claim_drop(tx, c, &cl);
+		} else if (cl.status != CL_READY) {
+			claim_ready(tx, c, &g, &cl, cl.attempts);
 		}
 		break;
 	case STORE_OP_CG_DISCARD:
@@ -488,26 +681,24 @@ static int cg_settle(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 			return 0;
 		}
 		(void)dead_take(tx, c, c->offset, true);
-		if (c->op == STORE_OP_CG_DISCARD) {
+		if (c->op == STORE_OP_CG_REDRIVE) {
 			if (found) {
-				claim_settle(tx, c, &cl, CL_DISCARDED, cursor);
+				/* Not expected (a dead letter has no claim);
+				 * the fresh count wins. */
+				claim_ready(tx, c, &g, &cl, 0);
+			} else {
+				cl.status = CL_READY;
+				cl.attempts = 0;
+				cl.due = g.ready_next++;
+				claim_store(tx, c, &g, &cl);
 			}
-		} else {
-			cl.offset = c->offset;
-			cl.status = CL_NACKED;
-			cl.attempts = 0;
-			cl.deadline = 0;
-			claim_store(tx, c, &cl);
 		}
 		break;
 	default:
 		break;
 	}
-	if (cursor_advance(tx, c, &cursor, &m) != 0) {
-		return -1;
-	}
-	if (cursor != cursor0) {
-		cursor_store(tx, c, cursor);
+	if (memcmp(&g, &g0, sizeof g) != 0) {
+		cgrec_store(tx, c, &g);
 	}
 	res_begin(res, STORE_OK);
 	res_bool(res, true);
@@ -557,17 +748,19 @@ static int count_prefix(struct tx *tx, const struct sbuf *prefix, uint64_t *n)
 	return titer_close(&it);
 }
 
+/* A diagnostic read (it walks the group's keys). */
 static int cg_info(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct sbuf k;
-	uint64_t cursor, claims, dead;
+	struct cgrec g;
+	uint64_t claims, dead;
 	int rv;
 
-	if (cursor_load(tx, c, &cursor) != 0) {
+	if (cgrec_load(tx, c, &g) != 0) {
 		return -1;
 	}
 	sbuf_init(&k);
-	group_prefix(&k, tx->group, K_CLAIM, c);
+	sub_prefix(&k, tx->group, SUB_CLAIM, c);
 	rv = count_prefix(tx, &k, &claims);
 	group_prefix(&k, tx->group, K_DEAD, c);
 	if (rv == 0) {
@@ -579,7 +772,7 @@ static int cg_info(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	}
 	res_begin(res, STORE_OK);
 	res_array(res, 3);
-	res_u64(res, cursor);
+	res_u64(res, g.cursor);
 	res_u64(res, claims);
 	res_u64(res, dead);
 	return 0;

@@ -76,7 +76,8 @@ enum store_op {
 
 	/* Consumer groups on a stream shard. */
 	/* scope shard group max visibility_ms attempts=max attempts ->
-	 * [[offset, attempts, payload]...] */
+	 * [next deadline (0 = no claim in flight), [[offset, attempts,
+	 * payload]...]] */
 	STORE_OP_CG_POLL = 0x20,
 	/* scope shard group offset -> true or ERR */
 	STORE_OP_CG_ACK = 0x21,
@@ -88,7 +89,8 @@ enum store_op {
 	STORE_OP_CG_REDRIVE = 0x24,
 	/* (read) scope shard group offset=from max -> [offset...] */
 	STORE_OP_CG_DEAD_LETTERS = 0x25,
-	/* (read) scope shard group -> [cursor, claims, dead letters] */
+	/* (read) scope shard group -> [cursor (next offset never handed
+	 * out), live claims, dead letters] */
 	STORE_OP_CG_INFO = 0x26,
 
 	/* Caches and counters (data groups). */

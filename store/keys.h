@@ -16,7 +16,7 @@
 #include "store/buf.h"
 #include "store/command.h"
 
-#define STORE_FORMAT_VERSION 1
+#define STORE_FORMAT_VERSION 2
 
 enum key_type {
 	K_GROUP = 0x01,    /* applied index, term, format version */
@@ -26,8 +26,10 @@ enum key_type {
 	K_REC = 0x11,      /* shard id + offset: timestamp, payload */
 	K_PROD = 0x12,     /* shard id + producer id: sequences */
 	K_PROD_LRU = 0x13, /* shard id + last use + producer id */
-	K_CG = 0x14,       /* shard id + u16 group: cursor */
-	K_CLAIM = 0x15,    /* shard id + u16 group + offset: claim */
+	K_CG = 0x14,       /* shard id + u16 group: cursor, floor, ready */
+	K_CLAIM = 0x15,    /* shard id + u16 group + u8 part + ...: claims
+	                    * (0 + offset), deadlines (1 + deadline +
+	                    * offset), ready queue (2 + seq + offset) */
 	K_DEAD = 0x16,     /* shard id + u16 group + offset: attempts */
 	K_CACHE = 0x20,    /* shard id: tail, compaction point, counts */
 	K_CLOG = 0x21,     /* shard id + offset: change record */

@@ -4,7 +4,8 @@
  *  - consumer groups: a queue shared by three consumers delivers every
  *    record exactly once; a long poll is woken by a publish; nacks
  *    redeliver at once with attempts + 1; claims whose visibility lapsed
- *    are redelivered with attempts + 1; the fifth failure dead-letters a
+ *    are redelivered with attempts + 1 (to a parked long poll as soon as
+ *    they lapse); the fifth failure dead-letters a
  *    record, redrive brings it back with a fresh count, discard drops it;
  *    settles of the wrong records are refused;
  *  - counters: after a SIGKILL and restart every sum equals the sum of the
@@ -389,6 +390,23 @@ static void test_group_visibility(void **state)
 	fx_spin(&f, 400);
 	poll_one(&f, "vis", "g", 1, 2);
 	settle(&f, FELIX_MSG_GROUP_ACK, "vis", "g", 1);
+	/* A parked long poll gets a claim that lapses while it waits: it is
+	 * woken at the claim's deadline, not at the end of its wait. */
+	publish_one(&f, "vis", "three"); /* offset 2 */
+	poll_one(&f, "vis", "g", 2, 1);
+	struct apoll a;
+	memset(&a, 0, sizeof a);
+	uint64_t t0 = mono_ms();
+	assert_int_equal(felix_client_group_poll(f.c, "default", "vis", 0, "g",
+	                                         4, 20000, on_apoll, &a),
+	                 0);
+	assert_int_equal(felix_client_run(&loop, &a.done, 25000), 0);
+	assert_int_equal(a.status, 0);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(a.rec[0].offset, 2);
+	assert_int_equal(a.rec[0].attempts, 2);
+	assert_true(mono_ms() - t0 < 10000);
+	settle(&f, FELIX_MSG_GROUP_ACK, "vis", "g", 2);
 	fx_close(&f);
 	uv_loop_close(&loop);
 	harness_cluster_stop(&cl);

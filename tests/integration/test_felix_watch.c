@@ -4,7 +4,9 @@
  * change is the sentinel that nothing is missing or repeated); retained
  * delivery; refusals; a watch whose history was compacted resnapshots; a
  * flooded watch gets cache_watch_lagged and a re-watch from resume_from is
- * gapless.
+ * gapless; a retained snapshot larger than the watch queue is streamed with
+ * the broker's queue bounded (and ends lagged, gapless from resume_offset,
+ * when a key not yet streamed changes meanwhile).
  * Times only bound the waits. */
 #include <setjmp.h>
 #include <signal.h>
@@ -496,12 +498,150 @@ static void test_watch_lagged(void **state)
 	harness_cluster_stop(&cl);
 }
 
+/* Puts `n` keys PREFIX%05u with `size`-byte values, pipelined. */
+static void put_many(struct fx *f, uv_loop_t *loop, const char *cache,
+                     const char *prefix, unsigned n, size_t size)
+{
+	char *val = malloc(size);
+	struct flood fl = {0, 0, 0};
+	char key[64];
+	assert_non_null(val);
+	memset(val, 'v', size);
+	for (unsigned i = 0; i < n;) {
+		while (fl.inflight < 64 && i < n) {
+			snprintf(key, sizeof key, "%s%05u", prefix, i);
+			assert_int_equal(
+			    felix_client_cache_put(f->c, "default", cache, key,
+			                           (const uint8_t *)val, size,
+			                           false, 0, on_flood, &fl),
+			    0);
+			fl.inflight++;
+			i++;
+		}
+		bool never = false;
+		felix_client_run(loop, &never, 5);
+	}
+	uint64_t t0 = mono_ms();
+	while (fl.done < n) {
+		assert_true(mono_ms() - t0 < 60000);
+		fx_spin(f, 10);
+	}
+	assert_int_equal(fl.failed, 0);
+	free(val);
+}
+
+/* A retained watch of a prefix holding more than the watch queue bound:
+ * streamed in pages, the broker's queue stays bounded, every value once
+ * (key order, offsets below resume_offset), then live changes. When a key
+ * not yet streamed is written meanwhile, the watch ends lagged at
+ * resume_offset and a re-watch from there is gapless. */
+static void test_watch_retained_large(void **state)
+{
+	static const char *const args[] = {
+	    "--dev", "--shards", "2", "--felix-sub-queue-bytes", "65536", NULL};
+	struct harness_cluster cl;
+	uv_loop_t loop;
+	struct fx f, g;
+	static struct fx_watch w, w2;
+	struct felix_watch_request req;
+	char key[64];
+	(void)state;
+	nhist = 0;
+	start(&cl, args);
+	uv_loop_init(&loop);
+	connect_ok(&f, &loop, &cl);
+	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
+	connect_ok(&g, &loop, &cl);
+	create_scope(&cl, "caches", "wide", "{\"shards\":1}");
+
+	/* ~520 KB of values (8x the queue bound), read as they come. */
+	const unsigned MID = 400;
+	put_many(&f, &loop, "wide", "mid/", MID, 1000);
+	put(&f, "wide", "other", "x"); /* not under the prefix */
+	memset(&req, 0, sizeof req);
+	req.prefix = "mid/";
+	req.retained = true;
+	assert_int_equal(fx_watch(&g, &w, "wide", &req), 0);
+	assert_true(w.info.has_retained_count);
+	assert_int_equal(w.info.retained_count, MID);
+	uint64_t tail = w.info.resume_offset;
+	assert_int_equal(tail, MID + 1);
+	put(&f, "wide", "mid/zz", "live");
+	assert_int_equal(fx_watch_wait(&w, MID + 1), 0);
+	for (unsigned i = 0; i < MID; i++) {
+		snprintf(key, sizeof key, "mid/%05u", i);
+		assert_string_equal(w.keys[i], key);
+		assert_int_equal(w.offsets[i], i);
+		assert_int_equal(w.value_len[i], 1000);
+	}
+	assert_string_equal(w.keys[MID], "mid/zz");
+	assert_int_equal(w.offsets[MID], tail);
+	fx_spin(&g, 100);
+	assert_int_equal(w.n, MID + 1);
+	assert_false(w.ended);
+	fx_watch_free(&w);
+
+	/* ~26 MB of values for a watcher that stops reading: more than its
+	 * stream window (16 MiB) takes, so the snapshot stalls half way. */
+	const unsigned BIG = 3000;
+	put_many(&f, &loop, "wide", "big/", BIG, 6500);
+	memset(&req, 0, sizeof req);
+	req.prefix = "big/";
+	req.retained = true;
+	assert_int_equal(fx_watch(&g, &w, "wide", &req), 0);
+	felix_sub_set_paused(w.h, true);
+	assert_int_equal(w.info.retained_count, BIG);
+	tail = w.info.resume_offset;
+	fx_spin(&f, 500);
+	/* Bounded: at most the queue bound and a page, not the snapshot. */
+	assert_true(fx_metric(&cl, 0, "felix_subscriber_queue_bytes") <
+	            (1 << 20));
+	/* The last key changes before its page is read. */
+	snprintf(key, sizeof key, "big/%05u", BIG - 1);
+	put(&f, "wide", key, "late");
+	felix_sub_set_paused(w.h, false);
+	uint64_t t0 = mono_ms();
+	while (!w.ended) {
+		if (mono_ms() - t0 >= 2 * FX_WAIT_MS) {
+			fail_msg("watch not ended: lagged %d, %llu changes",
+			         (int)w.lagged, (unsigned long long)w.n);
+		}
+		fx_spin(&g, 10);
+	}
+	assert_true(w.lagged);
+	assert_int_equal(w.resume_from, tail);
+	assert_int_equal(w.n, BIG - 1);
+	for (unsigned i = 0; i < BIG - 1; i++) {
+		snprintf(key, sizeof key, "big/%05u", i);
+		assert_string_equal(w.keys[i], key);
+		assert_true(w.offsets[i] < tail);
+	}
+	/* From resume_from: the change the snapshot could not carry. */
+	memset(&req, 0, sizeof req);
+	req.prefix = "big/";
+	req.has_from_offset = true;
+	req.from_offset = w.resume_from;
+	assert_int_equal(fx_watch(&g, &w2, "wide", &req), 0);
+	assert_int_equal(fx_watch_wait(&w2, 1), 0);
+	assert_int_equal(w2.offsets[0], tail);
+	snprintf(key, sizeof key, "big/%05u", BIG - 1);
+	assert_string_equal(w2.keys[0], key);
+	assert_string_equal(w2.values[0], "late");
+	fx_watch_free(&w2);
+	fx_watch_free(&w);
+	fx_close(&g);
+	fx_close(&f);
+	uv_loop_close(&loop);
+	harness_cluster_stop(&cl);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_watch_resume),
 	    cmocka_unit_test(test_watch_resnapshot),
 	    cmocka_unit_test(test_watch_lagged),
+	    cmocka_unit_test(test_watch_retained_large),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	/* An argument runs the tests whose names contain it. */

@@ -595,6 +595,8 @@ static void poll_expect(struct tdb *t, uint64_t now, uint64_t max,
 	c.attempts = 3;
 	tapply(&x, t, G, now, &c);
 	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	(void)tres_u64(&x); /* next deadline: test_consumer_group_model */
 	assert_int_equal(tres_array(&x), (uint32_t)n);
 	for (int i = 0; i < n; i++) {
 		char want[32];
@@ -644,9 +646,9 @@ static void test_consumer_groups(void **state)
 	poll_expect(&t, 20, 2, (uint64_t[]){2, 3}, (uint32_t[]){1, 1}, 2);
 	/* Ack out of order: the cursor waits for 0. */
 	settle(&t, STORE_OP_CG_ACK, 1, STORE_OK);
-	info_expect(&t, 0, 4, 0);
+	info_expect(&t, 4, 3, 0);
 	settle(&t, STORE_OP_CG_ACK, 0, STORE_OK);
-	info_expect(&t, 2, 2, 0);
+	info_expect(&t, 4, 2, 0);
 	/* Acking twice, or below the cursor, is fine. */
 	settle(&t, STORE_OP_CG_ACK, 0, STORE_OK);
 	/* Not delivered yet, and past the end. */
@@ -696,6 +698,8 @@ static void test_consumer_groups(void **state)
 	c.visibility_ms = 1000;
 	tapply(&x, &t, G, 6000, &c);
 	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 7000); /* next deadline */
+	assert_int_equal(tres_array(&x), 2);
 	assert_int_equal(tres_array(&x), 3);
 	assert_int_equal(tres_u64(&x), 4);
 	assert_int_equal(tres_u64(&x), 1);
@@ -714,6 +718,8 @@ static void test_consumer_groups(void **state)
 	c.group = S("audit");
 	c.max = 1;
 	tapply(&x, &t, G, 7000, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), 37000); /* default visibility */
 	assert_int_equal(tres_array(&x), 1);
 	assert_int_equal(tres_array(&x), 3);
 	assert_int_equal(tres_u64(&x), 0);
@@ -734,16 +740,322 @@ static void test_consumer_groups_and_retention(void **state)
 	tdb_open(&t);
 	append(&t, 0, 0, 5, "p");
 	poll_expect(&t, 10, 2, (uint64_t[]){0, 1}, (uint32_t[]){1, 1}, 2);
-	/* Trim below 3: the claims of 0 and 1 go, delivery resumes at 3. */
+	/* Trim below 3: delivery resumes at 3; the claims of 0 and 1 are
+	 * dropped when they come due (never redelivered). */
 	c = scmd(STORE_OP_STREAM_TRIM);
 	c.offset = 3;
 	trim(&t, 20, &c, 3, 3, false);
 	poll_expect(&t, 30, 10, (uint64_t[]){3, 4}, (uint32_t[]){1, 1}, 2);
-	info_expect(&t, 3, 2, 0);
+	info_expect(&t, 5, 4, 0);
 	settle(&t, STORE_OP_CG_ACK, 3, STORE_OK);
 	settle(&t, STORE_OP_CG_ACK, 4, STORE_OK);
+	/* Trimmed but never delivered is settled too. */
+	settle(&t, STORE_OP_CG_ACK, 2, STORE_OK);
+	settle(&t, STORE_OP_CG_NACK, 2, STORE_ERR);
+	info_expect(&t, 5, 2, 0);
+	poll_expect(&t, 1010, 10, NULL, NULL, 0);
 	info_expect(&t, 5, 0, 0);
 	tdb_close(&t);
+}
+
+/* ---- consumer groups against a model ------------------------------------
+ * Random entries of polls, acks, nacks, discards, redrives, appends and
+ * trims (several commands per entry), each result compared with a plain
+ * model of the documented rules: nacked and redriven records first (in the
+ * order they became ready), then lapsed claims by (deadline, offset), then
+ * never-delivered offsets; at the maximum attempts a failed record is a
+ * dead letter; trimmed claims are dropped when they come due. */
+
+#define CGM_MAX 512 /* offsets */
+#define CGM_VIS 50
+#define CGM_ATT 3
+
+struct cgm_claim {
+	uint8_t st; /* 0 none, 1 in flight, 2 ready */
+	uint32_t att;
+	uint64_t due; /* deadline (in flight) or ready sequence */
+};
+
+struct cgm {
+	uint64_t head, tail, cursor, seq;
+	struct cgm_claim cl[CGM_MAX];
+	bool dead[CGM_MAX];
+	uint64_t rng;
+};
+
+static uint64_t cgm_rand(struct cgm *m)
+{
+	m->rng = m->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+	return m->rng >> 33;
+}
+
+struct cgm_out {
+	uint64_t off;
+	uint32_t att;
+};
+
+/* Handles one claim a poll looks at; returns whether it was delivered. */
+static bool cgm_take(struct cgm *m, uint64_t o, uint64_t now,
+                     struct cgm_out *out, size_t *n)
+{
+	struct cgm_claim *c = &m->cl[o];
+
+	if (o < m->head) {
+		c->st = 0;
+		return false;
+	}
+	if (c->att >= CGM_ATT) {
+		c->st = 0;
+		m->dead[o] = true;
+		return false;
+	}
+	c->st = 1;
+	c->att++;
+	c->due = now + CGM_VIS;
+	out[*n].off = o;
+	out[*n].att = c->att;
+	(*n)++;
+	return true;
+}
+
+/* The model's poll: fills out (offset order) and the next deadline. */
+static size_t cgm_poll(struct cgm *m, uint64_t now, size_t max,
+                       struct cgm_out *out, uint64_t *next_due)
+{
+	static uint64_t pick[CGM_MAX];
+	size_t n = 0, np = 0;
+
+	/* Ready, by sequence. */
+	for (uint64_t o = 0; o < m->tail; o++) {
+		if (m->cl[o].st == 2) {
+			pick[np++] = o;
+		}
+	}
+	for (size_t i = 1; i < np; i++) {
+		for (size_t j = i;
+		     j > 0 && m->cl[pick[j - 1]].due > m->cl[pick[j]].due;
+		     j--) {
+			uint64_t x = pick[j];
+			pick[j] = pick[j - 1];
+			pick[j - 1] = x;
+		}
+	}
+	for (size_t i = 0; i < np && n < max; i++) {
+		cgm_take(m, pick[i], now, out, &n);
+	}
+	/* Lapsed, by (deadline, offset); those just delivered are not. */
+	np = 0;
+	for (uint64_t o = 0; o < m->tail; o++) {
+		if (m->cl[o].st == 1 && m->cl[o].due <= now) {
+			pick[np++] = o;
+		}
+	}
+	for (size_t i = 1; i < np; i++) {
+		for (size_t j = i;
+		     j > 0 && m->cl[pick[j - 1]].due > m->cl[pick[j]].due;
+		     j--) {
+			uint64_t x = pick[j];
+			pick[j] = pick[j - 1];
+			pick[j - 1] = x;
+		}
+	}
+	for (size_t i = 0; i < np && n < max; i++) {
+		cgm_take(m, pick[i], now, out, &n);
+	}
+	if (m->cursor < m->head) {
+		m->cursor = m->head;
+	}
+	while (n < max && m->cursor < m->tail) {
+		struct cgm_claim *c = &m->cl[m->cursor];
+		c->st = 1;
+		c->att = 1;
+		c->due = now + CGM_VIS;
+		out[n].off = m->cursor++;
+		out[n].att = 1;
+		n++;
+	}
+	for (size_t i = 1; i < n; i++) {
+		for (size_t j = i; j > 0 && out[j - 1].off > out[j].off; j--) {
+			struct cgm_out x = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = x;
+		}
+	}
+	*next_due = 0;
+	for (uint64_t o = 0; o < m->tail; o++) {
+		if (m->cl[o].st == 1 &&
+		    (*next_due == 0 || m->cl[o].due < *next_due)) {
+			*next_due = m->cl[o].due;
+		}
+	}
+	return n;
+}
+
+/* The model's ack / nack / discard / redrive: the expected status. */
+static uint8_t cgm_settle(struct cgm *m, uint8_t op, uint64_t o)
+{
+	struct cgm_claim *c = o < CGM_MAX ? &m->cl[o] : NULL;
+
+	if (o >= m->tail) {
+		return STORE_ERR;
+	}
+	switch (op) {
+	case STORE_OP_CG_ACK:
+	case STORE_OP_CG_NACK:
+		if (c->st == 0) {
+			if (m->dead[o] || (o >= m->cursor && o >= m->head)) {
+				return STORE_ERR;
+			}
+			return op == STORE_OP_CG_ACK ? STORE_OK : STORE_ERR;
+		}
+		if (op == STORE_OP_CG_ACK) {
+			c->st = 0;
+		} else if (c->att >= CGM_ATT) {
+			c->st = 0;
+			m->dead[o] = true;
+		} else if (c->st == 1) {
+			c->st = 2;
+			c->due = m->seq++;
+		}
+		return STORE_OK;
+	case STORE_OP_CG_DISCARD:
+		if (!m->dead[o]) {
+			return STORE_ERR;
+		}
+		m->dead[o] = false;
+		return STORE_OK;
+	default:
+		if (!m->dead[o] || o < m->head) {
+			return STORE_ERR;
+		}
+		m->dead[o] = false;
+		c->st = 2;
+		c->att = 0;
+		c->due = m->seq++;
+		return STORE_OK;
+	}
+}
+
+static void cgm_check_state(struct tdb *t, struct cgm *m)
+{
+	struct store_cmd c = gcmd(STORE_OP_CG_INFO, 0);
+	uint64_t claims = 0, dead = 0;
+	struct tres x;
+
+	for (uint64_t o = 0; o < m->tail; o++) {
+		claims += m->cl[o].st != 0;
+		dead += m->dead[o];
+	}
+	tread(&x, t, G, 0, &c);
+	assert_int_equal(tres_array(&x), 3);
+	assert_int_equal(tres_u64(&x), m->cursor);
+	assert_int_equal(tres_u64(&x), claims);
+	assert_int_equal(tres_u64(&x), dead);
+	tres_free(&x);
+	c = gcmd(STORE_OP_CG_DEAD_LETTERS, 0);
+	c.max = CGM_MAX;
+	tread(&x, t, G, 0, &c);
+	assert_int_equal(tres_array(&x), (uint32_t)dead);
+	for (uint64_t o = 0; o < m->tail; o++) {
+		if (m->dead[o]) {
+			assert_int_equal(tres_u64(&x), o);
+		}
+	}
+	tres_free(&x);
+}
+
+static void test_consumer_group_model(void **state)
+{
+	struct cgm *m = calloc(1, sizeof *m);
+	struct store_cmd cmds[6];
+	struct store_slice items[8];
+	uint8_t want[6];
+	uint64_t now = 1000;
+	struct tdb t;
+
+	assert_non_null(m);
+	m->rng = 42;
+	tdb_open(&t);
+	for (int i = 0; i < 8; i++) {
+		items[i] = S("x");
+	}
+	for (int e = 0; e < 1500; e++) {
+		unsigned n = 1 + (unsigned)(cgm_rand(m) % 4);
+		struct cgm_out out[6][16];
+		size_t nout[6] = {0};
+		uint64_t next_due[6] = {0};
+		struct fsm_result *r;
+
+		now += cgm_rand(m) % 30;
+		for (unsigned i = 0; i < n; i++) {
+			unsigned k = (unsigned)(cgm_rand(m) % 16);
+			uint64_t o = m->tail ? cgm_rand(m) % (m->tail + 1) : 0;
+			struct store_cmd *c = &cmds[i];
+
+			if (k < 2 && m->tail + 8 < CGM_MAX) {
+				*c = scmd(STORE_OP_STREAM_APPEND);
+				c->items.n = 1 + (uint32_t)(cgm_rand(m) % 8);
+				c->items.v = items;
+				m->tail += c->items.n;
+				want[i] = STORE_OK;
+			} else if (k < 6) {
+				*c = gcmd(STORE_OP_CG_POLL, 0);
+				c->max = 1 + cgm_rand(m) % 6;
+				c->visibility_ms = CGM_VIS;
+				c->attempts = CGM_ATT;
+				nout[i] = cgm_poll(m, now, c->max, out[i],
+				                   &next_due[i]);
+				want[i] = STORE_OK;
+			} else if (k == 6 && e % 50 == 0) {
+				*c = scmd(STORE_OP_STREAM_TRIM);
+				c->offset = m->head + cgm_rand(m) % 6;
+				if (c->offset > m->tail) {
+					c->offset = m->tail;
+				}
+				if (c->offset > m->head) {
+					m->head = c->offset;
+				}
+				want[i] = STORE_OK;
+			} else {
+				static const uint8_t ops[] = {
+				    STORE_OP_CG_ACK,     STORE_OP_CG_ACK,
+				    STORE_OP_CG_ACK,     STORE_OP_CG_NACK,
+				    STORE_OP_CG_DISCARD, STORE_OP_CG_REDRIVE};
+				uint8_t op = ops[cgm_rand(m) % sizeof ops];
+				*c = gcmd(op, o);
+				c->attempts = CGM_ATT;
+				want[i] = cgm_settle(m, op, o);
+			}
+		}
+		r = tdb_apply_entry(&t, G, now, cmds, n);
+		for (unsigned i = 0; i < n; i++) {
+			struct tres x;
+			tres_init(&x, r[i].data, r[i].len);
+			assert_int_equal(tres_status(&x), want[i]);
+			if (cmds[i].op == STORE_OP_CG_POLL) {
+				assert_int_equal(tres_array(&x), 2);
+				assert_int_equal(tres_u64(&x), next_due[i]);
+				assert_int_equal(tres_array(&x),
+				                 (uint32_t)nout[i]);
+				for (size_t j = 0; j < nout[i]; j++) {
+					assert_int_equal(tres_array(&x), 3);
+					assert_int_equal(tres_u64(&x),
+					                 out[i][j].off);
+					assert_int_equal(tres_u64(&x),
+					                 out[i][j].att);
+					(void)tres_bytes(&x, NULL);
+				}
+			}
+			tres_free(&x);
+		}
+		free(r);
+		if (e % 100 == 99) {
+			cgm_check_state(&t, m);
+		}
+	}
+	cgm_check_state(&t, m);
+	tdb_close(&t);
+	free(m);
 }
 
 int main(void)
@@ -756,6 +1068,7 @@ int main(void)
 	    cmocka_unit_test(test_producer_eviction),
 	    cmocka_unit_test(test_consumer_groups),
 	    cmocka_unit_test(test_consumer_groups_and_retention),
+	    cmocka_unit_test(test_consumer_group_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

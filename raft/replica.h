@@ -96,6 +96,7 @@ struct replica_stats {
 	uint64_t entries_proposed; /* command entries handed to libraft */
 	uint64_t reads;            /* reads accepted */
 	uint64_t read_barriers;    /* barriers issued for reads */
+	uint64_t reads_local;      /* read batches served with no barrier */
 	uint64_t entries_applied;  /* command entries passed to fsm->apply */
 	uint64_t cmds_applied;
 	uint64_t entries_skipped; /* replayed entries at/below the state */

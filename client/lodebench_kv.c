@@ -38,6 +38,7 @@ struct bench {
 	uint64_t rng;
 	char *value; /* owned */
 	bool failed;
+	bool topology; /* route by slot to each shard's leader (SHARDS) */
 };
 
 static uint64_t rnd(struct bench *b)
@@ -146,6 +147,7 @@ static int run_one(struct bench *b, uint16_t opcode)
 	o.password = b->password;
 	o.client_name = "lodebench";
 	o.lanes = 8;
+	o.topology = b->topology;
 	o.timeout_ms = 60000;
 	b->opcode = opcode;
 	b->sent = b->done = b->errors = 0;
@@ -192,7 +194,10 @@ static void usage(FILE *f)
 	           "PIPELINE]\n"
 	           "                    [-n REQUESTS] [-d VALUE_BYTES] [-r "
 	           "KEYSPACE]\n"
-	           "                    [-t set,get] [--password P]\n"
+	           "                    [-t set,get] [--password P] "
+	           "[--topology]\n"
+	           "--topology: send each key to its shard's leader (SHARDS), "
+	           "for clusters\n"
 	           "Defaults: 127.0.0.1:6388, -c 1 -P 1 -n 100000 -d 3 -r "
 	           "100000 -t set,get\n");
 }
@@ -217,6 +222,10 @@ int lodebench_kv_main(int argc, char **argv)
 		if (strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
+		}
+		if (strcmp(a, "--topology") == 0) {
+			b.topology = true;
+			continue;
 		}
 		if (v == NULL) {
 			usage(stderr);

@@ -1,7 +1,9 @@
 /* lodectl stream|cache: register, list, describe and delete Felix streams
- * and caches through the admin API (/v1/streams, /v1/caches). Writes are
- * accepted (202) once proposed to the meta group; the command then polls
- * until the change is visible, so it returns after the commit. */
+ * and caches through the admin API (/v1/streams, /v1/caches). A node
+ * answers a write once the meta group committed it (201 / 200); an older
+ * node, or one that could not wait, answers 202 "accepted", and the command
+ * then polls until the change is visible. Either way it returns after the
+ * commit. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +141,7 @@ static int cmd_create(const struct lodectl_global *g, const struct kind *k,
 		fprintf(stderr, "lodectl: %s\n", out);
 		return 1;
 	}
-	if (st != 202) {
+	if (st != 201 && st != 202) {
 		print_error("create", st, out);
 		return 1;
 	}
@@ -165,7 +167,7 @@ static int cmd_delete(const struct lodectl_global *g, const struct kind *k,
 		fprintf(stderr, "lodectl: %s\n", out);
 		return 1;
 	}
-	if (st != 202) {
+	if (st != 200 && st != 202) {
 		print_error("delete", st, out);
 		return 1;
 	}

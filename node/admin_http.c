@@ -15,6 +15,17 @@ struct upload {
 	char *buf;
 	size_t len;
 	bool too_big;
+	bool suspended;
+	struct admin_deferred *d; /* when the answer is deferred */
+	struct admin_reply ready; /* deferred answer, sent on resumption */
+	bool has_ready;
+};
+
+struct admin_deferred {
+	struct admin_http *a; /* NULL once detached (client or server gone) */
+	struct MHD_Connection *conn;
+	struct upload *up;
+	struct admin_deferred *prev, *next; /* in a->deferred */
 };
 
 static void schedule(struct admin_http *a);
@@ -106,6 +117,75 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn,
 	return ret;
 }
 
+static void deferred_unlink(struct admin_deferred *d)
+{
+	struct admin_http *a = d->a;
+	if (d->prev != NULL) {
+		d->prev->next = d->next;
+	} else {
+		a->deferred = d->next;
+	}
+	if (d->next != NULL) {
+		d->next->prev = d->prev;
+	}
+	d->prev = d->next = NULL;
+	d->a = NULL;
+	d->up->d = NULL;
+	d->up = NULL;
+}
+
+struct admin_deferred *admin_http_defer(const struct admin_request *req)
+{
+	struct admin_http *a = req->server;
+	struct upload *up = req->upload;
+	struct admin_deferred *d;
+	if (a->closing) {
+		return NULL;
+	}
+	d = calloc(1, sizeof *d);
+	if (d == NULL) {
+		return NULL;
+	}
+	d->a = a;
+	d->conn = req->conn;
+	d->up = up;
+	d->next = a->deferred;
+	if (a->deferred != NULL) {
+		a->deferred->prev = d;
+	}
+	a->deferred = d;
+	up->d = d;
+	return d;
+}
+
+/* Hands `reply` to the suspended connection and wakes it. */
+static void deliver(struct admin_deferred *d, struct admin_reply *reply)
+{
+	struct admin_http *a = d->a;
+	struct upload *up = d->up;
+	struct MHD_Connection *conn = d->conn;
+	bool suspended = up->suspended;
+
+	up->ready = *reply;
+	up->has_ready = true;
+	up->suspended = false;
+	deferred_unlink(d);
+	if (suspended) {
+		MHD_resume_connection(conn);
+		uv_timer_start(&a->timer, on_timer, 0, 0);
+	}
+}
+
+void admin_http_finish(struct admin_deferred *d, struct admin_reply *reply)
+{
+	if (d->a == NULL) {
+		free(reply->body);
+	} else {
+		deliver(d, reply);
+	}
+	free(d);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -123,6 +203,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		}
 		*con_cls = up;
 		return MHD_YES;
+	}
+	if (up->has_ready) {
+		/* Resumed after a deferred answer. */
+		up->has_ready = false;
+		return send_reply(conn, &up->ready);
 	}
 	if (*upload_size != 0) {
 		if (!up->too_big && up->len + *upload_size <= ADMIN_MAX_BODY) {
@@ -162,8 +247,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	    .body = up->buf ? up->buf : "",
 	    .body_len = up->len,
 	    .conn = conn,
+	    .server = a,
+	    .upload = up,
 	};
-	if (r->cb(r->data, &req, &reply) != 0 || reply.status == 0) {
+	int rv = r->cb(r->data, &req, &reply);
+	if (rv == 0 && up->d != NULL && reply.status == 0) {
+		/* Deferred and not yet answered. */
+		up->suspended = true;
+		MHD_suspend_connection(conn);
+		return MHD_YES;
+	}
+	if (up->has_ready) {
+		/* Deferred and answered within the handler. */
+		up->has_ready = false;
+		free(reply.body);
+		return send_reply(conn, &up->ready);
+	}
+	if (rv != 0 || reply.status == 0) {
 		free(reply.body);
 		reply = (struct admin_reply){0};
 		admin_reply_json(&reply, 500,
@@ -180,6 +280,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)conn;
 	(void)toe;
 	if (up != NULL) {
+		if (up->d != NULL) {
+			deferred_unlink(
+			    up->d); /* its finish drops the answer */
+		}
+		if (up->has_ready) {
+			free(up->ready.body);
+		}
 		free(up->buf);
 		free(up);
 		*con_cls = NULL;
@@ -211,7 +318,8 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 		         host, gai_strerror(gai));
 		return -1;
 	}
-	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned flags =
+	    MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
 	if (res->ai_family == AF_INET6) {
 		flags |= MHD_USE_IPv6;
 	}
@@ -279,6 +387,18 @@ void admin_http_close(struct admin_http *a, admin_close_cb cb, void *data)
 {
 	a->close_cb = cb;
 	a->close_data = data;
+	a->closing = true;
+	/* MHD cannot stop with suspended connections: answer them now. */
+	while (a->deferred != NULL) {
+		struct admin_reply r = {0};
+		admin_reply_json(&r, 503,
+		                 "{\"error\":\"the node is shutting down; the "
+		                 "operation may still complete\"}");
+		deliver(a->deferred, &r);
+	}
+	if (a->mhd != NULL) {
+		MHD_run(a->mhd);
+	}
 	if (a->open_handles == 0) {
 		if (cb != NULL) {
 			cb(data);

@@ -4,7 +4,10 @@
  * uv_poll on the node's loop and its timeouts by a uv_timer, so every handler
  * runs on the reactor thread and may touch node state without locks.
  * Modules register routes; a handler fills a `struct admin_reply` whose body
- * (malloc'd) is owned by the admin server once the handler returns. */
+ * (malloc'd) is owned by the admin server once the handler returns. A
+ * handler whose answer needs asynchronous work (a Raft commit) defers the
+ * request instead: the connection is suspended until the module finishes
+ * it, so the client gets the real outcome rather than "accepted". */
 #ifndef LS_NODE_ADMIN_HTTP_H
 #define LS_NODE_ADMIN_HTTP_H
 
@@ -22,7 +25,9 @@ struct admin_request {
 	const char *path;   /* without the query string */
 	const char *body;   /* request body, NUL-terminated; "" when none */
 	size_t body_len;
-	void *conn; /* for admin_request_arg() */
+	void *conn;                /* for admin_request_arg() */
+	struct admin_http *server; /* for admin_http_defer() */
+	void *upload;
 };
 
 struct admin_reply {
@@ -36,6 +41,10 @@ struct admin_reply {
 typedef int (*admin_handler_cb)(void *data, const struct admin_request *req,
                                 struct admin_reply *reply);
 typedef void (*admin_close_cb)(void *data);
+
+/* A request answered later; owned by the admin server until
+ * admin_http_finish() hands it back. */
+struct admin_deferred;
 
 struct admin_route {
 	const char *method;
@@ -56,6 +65,8 @@ struct admin_http {
 	unsigned n_routes;
 	admin_close_cb close_cb;
 	void *close_data;
+	struct admin_deferred *deferred; /* suspended requests */
+	bool closing;
 };
 
 /* Binds host:port and starts serving on `loop`. */
@@ -66,6 +77,17 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 /* Registers a route; later registrations of the same path win. */
 int admin_http_route(struct admin_http *a, const char *method, const char *path,
                      bool prefix, admin_handler_cb cb, void *data);
+
+/* Called from a handler: the request will be answered by
+ * admin_http_finish() (exactly once, possibly from within the handler);
+ * the handler then returns 0 leaving `reply` untouched. NULL when out of
+ * memory. */
+struct admin_deferred *admin_http_defer(const struct admin_request *req);
+
+/* Answers a deferred request with `reply` (its body is taken over) and
+ * frees `d`. Safe after the client went away or the server closed: the
+ * answer is then dropped. */
+void admin_http_finish(struct admin_deferred *d, struct admin_reply *reply);
 
 /* Value of query argument `key`, or NULL. */
 const char *admin_request_arg(const struct admin_request *req, const char *key);

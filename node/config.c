@@ -70,6 +70,9 @@ static const struct opt opts[] = {
      "N", "log entries kept after a snapshot (default 128)"},
     {"forward-timeout-ms", OPT_UINT, OFF(forward_timeout_ms), 4, 100, 600000,
      "MS", "how long a request waits for its shard's leader (default 5000)"},
+    {"read-barriers", OPT_BOOL, OFF(read_barriers), 0, 0, 0, NULL,
+     "linearizable reads append a barrier entry instead of confirming "
+     "leadership with the voters (slower; default off)"},
     {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024, "K",
      "shards of streams and caches auto-created in dev mode (default 4)"},
     {"dev", OPT_BOOL, OFF(dev), 0, 0, 0, NULL,

@@ -92,6 +92,7 @@ struct node_config {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;
 	unsigned forward_timeout_ms;
+	bool read_barriers; /* reads take a barrier entry (docs/cluster.md) */
 	unsigned auto_create_shards;
 	bool dev;
 	char tls_cert[CONFIG_PATH_MAX];

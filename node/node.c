@@ -202,6 +202,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	    .listen_port = cfg->internal.port,
 	    .data_dir = cfg->data_dir,
 	    .forward_timeout_ms = cfg->forward_timeout_ms,
+	    .read_barriers = cfg->read_barriers,
 	    .advertise_host = cfg->advertise_host,
 	    .felix_port = cfg->felix.port,
 	    .fsnp_port = cfg->fsnp.port,
@@ -336,7 +337,7 @@ void node_print_endpoints(const struct node *n, int fd)
 	    "  admin HTTP   http://%s:%u  (GET /healthz)\n"
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
-	    "  FSNP TLS     %s:%u/tcp  (not served by this build yet)\n"
+	    "  FSNP TLS     %s:%u/tcp  (%s)\n"
 	    "  internal     %s:%u/tcp  (%s)\n"
 	    "  data         %s\n",
 	    PACKAGE_VERSION, c->node_id, c->cluster_id,
@@ -351,8 +352,15 @@ void node_print_endpoints(const struct node *n, int fd)
 	    : c->native.requirepass[0] ? "KV, AUTH required; Flow not in this "
 	                                 "build"
 	                               : "KV, no AUTH; Flow not in this build",
-	    c->fsnp_tls.host, c->fsnp_tls.port, c->internal.host,
-	    c->internal.port,
+	    c->fsnp_tls.host,
+	    n->fsnp != NULL && fsnp_server_tls_port(n->fsnp) != 0
+	        ? fsnp_server_tls_port(n->fsnp)
+	        : c->fsnp_tls.port,
+	    n->fsnp != NULL && fsnp_server_tls_port(n->fsnp) != 0
+	        ? (c->native.require_tls ? "KV over TLS; plaintext FSNP refused"
+	                                 : "KV over TLS")
+	        : "not served: give --fsnp-tls and a certificate",
+	    c->internal.host, c->internal.port,
 	    config_node_count(c) > 1 ? "node transport: Raft, forwarding"
 	                             : "not used: a single node",
 	    c->data_dir);

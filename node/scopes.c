@@ -1141,9 +1141,29 @@ struct admin_op {
 	uint32_t shards;
 	uint64_t rb, rm;
 	uint32_t next_shard; /* drop progress after a delete */
+	struct admin_deferred
+	    *http; /* the admin request awaiting the outcome */
 };
 
-static void admin_op_fail(struct admin_op *op, const char *msg)
+/* Answers the admin request waiting for `op`, if any. */
+static void admin_op_answer(struct admin_op *op, unsigned status, json_t *o)
+{
+	struct admin_reply reply = {0};
+	if (op->http == NULL) {
+		json_decref(o);
+		return;
+	}
+	if (reply_json(&reply, status, o) != 0) {
+		admin_reply_json(&reply, 500,
+		                 "{\"error\":\"out of memory answering\"}");
+	}
+	admin_http_finish(op->http, &reply);
+	op->http = NULL;
+}
+
+/* `status`: the HTTP status for the waiting request (409 when the meta
+ * group refused, 503 when it could not be reached). */
+static void admin_op_fail(struct admin_op *op, unsigned status, const char *msg)
 {
 	struct sentry *se = hmap_get(&op->s->cache, op->key, op->klen);
 	if (se != NULL) {
@@ -1159,6 +1179,7 @@ static void admin_op_fail(struct admin_op *op, const char *msg)
 	}
 	log_warn(op->s->log, "scopes", "admin: %s %s: %s",
 	         op->del ? "delete" : "create", (const char *)op->key + 1, msg);
+	admin_op_answer(op, status, json_pack("{s:s}", "error", msg));
 	free(op);
 }
 
@@ -1229,11 +1250,11 @@ static void on_admin_done(void *data, int status, const uint8_t *res,
 	struct scopes *s = op->s;
 	struct store_result r;
 	if (status != SHARDS_OK) {
-		admin_op_fail(op, shards_strerror(status));
+		admin_op_fail(op, 503, shards_strerror(status));
 		return;
 	}
 	if (store_result_open(res, len, &r) != 0) {
-		admin_op_fail(op, "malformed answer from the meta group");
+		admin_op_fail(op, 500, "malformed answer from the meta group");
 		return;
 	}
 	if (r.status != STORE_OK) {
@@ -1246,20 +1267,36 @@ static void on_admin_done(void *data, int status, const uint8_t *res,
 			snprintf(msg, sizeof msg, "%.*s", (int)(v.len - skip),
 			         (const char *)v.p + skip);
 		}
-		admin_op_fail(op, msg);
+		admin_op_fail(op, 409, msg);
 		return;
 	}
 	struct sentry *se = hmap_get(&s->cache, op->key, op->klen);
 	if (op->del) {
 		struct store_value v;
-		if (store_result_next(&r, &v) && v.tag == STORE_T_I64 &&
-		    v.i == 1) {
+		bool existed = store_result_next(&r, &v) &&
+		               v.tag == STORE_T_I64 && v.i == 1;
+		if (existed) {
 			log_info(s->log, "scopes", "deleted %s %s",
 			         kind_name(op->key[0]),
 			         (const char *)op->key + 1);
 		}
 		if (se != NULL) {
 			op->shards = se->info.shards;
+		}
+		/* Answered once the registry forgot the scope; its data is
+		 * dropped in the background (GET says "pending" meanwhile). */
+		if (existed) {
+			admin_op_answer(op, 200,
+			                json_pack("{s:s, s:s}", "status",
+			                          "deleted", "scope",
+			                          (const char *)op->key + 1));
+		} else {
+			char why[SCOPES_FULL_MAX + 64];
+			snprintf(why, sizeof why, "%s not found: %s",
+			         kind_name(op->key[0]),
+			         (const char *)op->key + 1);
+			admin_op_answer(op, 404,
+			                json_pack("{s:s}", "error", why));
 		}
 		drop_next(op);
 		return;
@@ -1276,6 +1313,14 @@ static void on_admin_done(void *data, int status, const uint8_t *res,
 			se->info.created_ms = shards_now_ms(s->shards);
 		}
 	}
+	json_t *o = se != NULL ? scope_json(s, &se->info, true) : NULL;
+	if (o != NULL) {
+		json_object_set_new(o, "status", json_string("created"));
+	} else {
+		o = json_pack("{s:s, s:s}", "status", "created", "scope",
+		              (const char *)op->key + 1);
+	}
+	admin_op_answer(op, 201, o);
 	free(op);
 }
 
@@ -1307,6 +1352,7 @@ static int parse_path(const char *path, uint8_t *kind, bool *rest, char *t,
 
 static int admin_create(struct scopes *s, uint8_t kind, const char *t,
                         const char *ns, const char *name, json_t *body,
+                        const struct admin_request *req,
                         struct admin_reply *reply)
 {
 	char why[160];
@@ -1393,6 +1439,13 @@ static int admin_create(struct scopes *s, uint8_t kind, const char *t,
 		se->pending = true;
 		se->error[0] = '\0';
 	}
+	/* Answered with the outcome once the meta group decided; only
+	 * when the request cannot wait (out of memory, shutting down) is
+	 * it answered "accepted" now. */
+	op->http = admin_http_defer(req);
+	if (op->http != NULL) {
+		return 0;
+	}
 	return reply_json(reply, 202,
 	                  json_pack("{s:s, s:s, s:I}", "status", "accepted",
 	                            "scope", (const char *)op->key + 1,
@@ -1401,6 +1454,7 @@ static int admin_create(struct scopes *s, uint8_t kind, const char *t,
 
 static int admin_delete(struct scopes *s, uint8_t kind, const char *t,
                         const char *ns, const char *name,
+                        const struct admin_request *req,
                         struct admin_reply *reply)
 {
 	char why[160];
@@ -1435,6 +1489,10 @@ static int admin_delete(struct scopes *s, uint8_t kind, const char *t,
 	struct sentry *se = hmap_get(&s->cache, op->key, op->klen);
 	if (se != NULL && !se->absent) {
 		se->pending = true;
+	}
+	op->http = admin_http_defer(req);
+	if (op->http != NULL) {
+		return 0;
 	}
 	return reply_json(reply, 202,
 	                  json_pack("{s:s, s:s}", "status", "accepted", "scope",
@@ -1539,7 +1597,7 @@ static int on_admin(void *data, const struct admin_request *req,
 			return reply_error(
 			    reply, 405, "DELETE needs /TENANT/NAMESPACE/NAME");
 		}
-		return admin_delete(s, kind, t, ns, name, reply);
+		return admin_delete(s, kind, t, ns, name, req, reply);
 	}
 	/* POST: the names come from the path or the body. */
 	json_error_t jerr;
@@ -1570,7 +1628,7 @@ static int on_admin(void *data, const struct admin_request *req,
 		strcpy(ns, bn);
 		strcpy(name, bm);
 	}
-	int rv = admin_create(s, kind, t, ns, name, body, reply);
+	int rv = admin_create(s, kind, t, ns, name, body, req, reply);
 	json_decref(body);
 	return rv;
 }

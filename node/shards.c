@@ -893,6 +893,29 @@ static void on_tick(uv_timer_t *h)
 	}
 }
 
+/* Read confirmations (raft/replica.c) between group replicas. A message
+ * that cannot be queued is dropped: the leader asks again. */
+static void send_confirm(void *data, uint64_t peer, uint32_t group, bool answer,
+                         uint64_t term, uint64_t round, bool ok)
+{
+	struct shards *s = data;
+	struct msg_read_check c = {.answer = answer,
+	                           .ok = ok,
+	                           .group = group,
+	                           .term = term,
+	                           .round = round};
+	int st;
+	uint8_t *p;
+	if (s->t == NULL) {
+		return;
+	}
+	p = transport_reserve(s->t, peer, MSG_READ_CHECK, msg_read_check_size(),
+	                      &st);
+	if (p != NULL) {
+		msg_read_check_write(p, &c);
+	}
+}
+
 /* ---- the transport's callbacks ---- */
 
 static void on_frame(void *data, uint64_t peer, uint8_t kind, const uint8_t *p,
@@ -907,6 +930,15 @@ static void on_frame(void *data, uint64_t peer, uint8_t kind, const uint8_t *p,
 	case MSG_ROUTES:
 		on_routes(s, peer, p, len);
 		break;
+	case MSG_READ_CHECK: {
+		struct msg_read_check c;
+		if (msg_read_check_decode(p, len, &c) == 0 &&
+		    s->groups != NULL) {
+			group_on_confirm(s->groups, peer, c.group, c.answer,
+			                 c.term, c.round, c.ok);
+		}
+		break;
+	}
 	default:
 		xfer_on_frame(s->x, peer, kind, p, len);
 		break;
@@ -1047,6 +1079,16 @@ static json_t *group_json(struct shards *s, uint32_t g)
 	                    json_integer((json_int_t)st.stats.entries_applied));
 	json_object_set_new(o, "imports",
 	                    json_integer((json_int_t)st.stats.imports));
+	/* How linearizable reads were served: read batches answered by a
+	 * barrier entry, by confirmation from the voters, or locally (sole
+	 * voter). */
+	json_object_set_new(
+	    o, "reads",
+	    json_pack("{s:I, s:I, s:I, s:I}", "requests",
+	              (json_int_t)st.stats.reads, "barriers",
+	              (json_int_t)st.stats.read_barriers, "confirmed",
+	              (json_int_t)st.stats.read_confirms, "local",
+	              (json_int_t)st.stats.reads_local));
 	if (st.failed) {
 		json_object_set_new(o, "failed", json_string(st.message));
 	}
@@ -1468,6 +1510,10 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	go.clock = wall_ms;
 	go.on_failed = on_group_failed;
 	go.on_failed_data = s;
+	if (s->n_members > 1 && !cfg->read_barriers) {
+		go.confirm_send = send_confirm;
+		go.confirm_data = s;
+	}
 	if (s->x != NULL) {
 		go.fetch = xfer_fetch;
 		go.fetch_data = s->x;

@@ -84,6 +84,8 @@ struct shards_config {
 	const char *data_dir;        /* state transfer work files go in
 	                                DATA_DIR/xfer */
 	unsigned forward_timeout_ms; /* 0 = 5000 */
+	bool read_barriers;          /* reads append a barrier entry instead of
+	                                confirming leadership (raft/replica.c) */
 
 	/* This node's client addresses, published to the others through the
 	 * meta group (ports 0 = not served). */

@@ -156,6 +156,34 @@ static void group_notify(void *data)
 	mark_dirty(data);
 }
 
+static void group_confirm(void *data, uint64_t peer, uint64_t term,
+                          uint64_t round)
+{
+	struct group *g = data;
+	struct group_mgr *m = g->m;
+	m->o.confirm_send(m->o.confirm_data, peer, g->id, false, term, round,
+	                  false);
+}
+
+void group_on_confirm(struct group_mgr *m, uint64_t peer, uint32_t group,
+                      bool answer, uint64_t term, uint64_t round, bool ok)
+{
+	struct group *g = find(m, group);
+	bool live =
+	    g != NULL && g->rp != NULL && g->state == G_STARTED && !m->closing;
+	if (answer) {
+		if (live) {
+			replica_confirmed(g->rp, peer, term, round, ok);
+		}
+		return;
+	}
+	if (m->o.confirm_send != NULL) {
+		m->o.confirm_send(m->o.confirm_data, peer, group, true, term,
+		                  round,
+		                  live && replica_follows(g->rp, peer, term));
+	}
+}
+
 static int group_sync(void *data)
 {
 	/* Writer thread: only the fsm's sync, which fsm.h allows here. */
@@ -469,6 +497,10 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 	rh.clock_data = m->o.clock_data;
 	rh.notify = group_notify;
 	rh.notify_data = g;
+	if (m->o.confirm_send != NULL) {
+		rh.confirm = group_confirm;
+		rh.confirm_data = g;
+	}
 	/* State transfer runs before the install is stored (the rio install
 	 * hook below), so restore only checks. */
 	rh.fetch = NULL;

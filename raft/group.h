@@ -77,6 +77,13 @@ struct group_options {
 	                         replica whose state is behind an installed
 	                         snapshot then fails */
 	void *fetch_data;
+	/* Sends a read confirmation to `peer` (a question when !answer, else
+	 * the answer `ok`); NULL = linearizable reads take a barrier entry.
+	 * See replica.c, "reads confirmed without a log entry". */
+	void (*confirm_send)(void *data, uint64_t peer, uint32_t group,
+	                     bool answer, uint64_t term, uint64_t round,
+	                     bool ok);
+	void *confirm_data;
 	/* A group stopped by itself (storage or state-machine failure). */
 	void (*on_failed)(void *data, uint32_t group, const char *msg);
 	void *on_failed_data;
@@ -145,6 +152,12 @@ int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
 
 /* Asks the leader of `id` to hand leadership to `target` (0 = any voter). */
 int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target);
+
+/* A read confirmation from `peer` (see group_options.confirm_send):
+ * questions are answered through confirm_send, answers reach the group's
+ * replica. Unknown groups answer no. */
+void group_on_confirm(struct group_mgr *m, uint64_t peer, uint32_t group,
+                      bool answer, uint64_t term, uint64_t round, bool ok);
 
 /* The leader `gone` of group `id` is known to be unreachable (e.g. its
  * connection just dropped): if this replica follows it, its election

@@ -686,6 +686,37 @@ int msg_fwd_resp_decode(const uint8_t *p, size_t len, struct msg_fwd_resp *r)
 	return done(&d) ? 0 : MSG_EMALFORMED;
 }
 
+/* ---- read confirmation ----
+ * u8 flags (1 answer, 2 ok) | u32 group | u64 term | u64 round */
+
+size_t msg_read_check_size(void)
+{
+	return 1 + 4 + 8 + 8;
+}
+
+void msg_read_check_write(uint8_t *p, const struct msg_read_check *c)
+{
+	p = w8(p, (uint8_t)((c->answer ? 1 : 0) | (c->ok ? 2 : 0)));
+	p = w32(p, c->group);
+	p = w64(p, c->term);
+	w64(p, c->round);
+}
+
+int msg_read_check_decode(const uint8_t *p, size_t len,
+                          struct msg_read_check *c)
+{
+	struct rd d;
+	uint8_t flags;
+	rd_init(&d, p, len);
+	flags = r8(&d);
+	c->answer = (flags & 1) != 0;
+	c->ok = (flags & 2) != 0;
+	c->group = r32(&d);
+	c->term = r64(&d);
+	c->round = r64(&d);
+	return done(&d) && (flags & ~3u) == 0 ? 0 : MSG_EMALFORMED;
+}
+
 /* ---- state transfer ---- */
 
 size_t msg_xfer_req_size(void)

@@ -40,6 +40,8 @@
  *   XFER_GET  u64 id | u32 file | u64 offset | u32 length
  *   XFER_DATA u64 id | u32 file | u64 offset | u8 status | bytes (rest)
  *   XFER_END  u64 id
+ *   READ_CHECK u8 flags (1 answer, 2 yes) | u32 group | u64 term | u64 round:
+ *            read confirmation question or answer (raft/replica.c)
  *
  * Decoded raft messages own their memory as rio_store_deliver() expects
  * (raft_malloc'd entries array and one batch block, snapshot data and
@@ -76,7 +78,8 @@ enum msg_kind {
 	MSG_XFER_GET = 10,
 	MSG_XFER_DATA = 11,
 	MSG_XFER_END = 12,
-	MSG_KIND_MAX = 12
+	MSG_READ_CHECK = 13,
+	MSG_KIND_MAX = 13
 };
 
 /* Handshake outcome. */
@@ -145,6 +148,16 @@ struct msg_fwd_resp {
 	uint64_t leader;
 	const uint8_t *result;
 	size_t len;
+};
+
+/* Read confirmation (raft/replica.c): a leader's question "do you still
+ * follow me in `term`?", or the answer. */
+struct msg_read_check {
+	bool answer;
+	bool ok; /* answers: yes */
+	uint32_t group;
+	uint64_t term;
+	uint64_t round;
 };
 
 struct msg_xfer_req {
@@ -231,6 +244,11 @@ int msg_fwd_req_decode(const uint8_t *p, size_t len, struct msg_fwd_req *r);
 size_t msg_fwd_resp_size(const struct msg_fwd_resp *r);
 void msg_fwd_resp_write(uint8_t *p, const struct msg_fwd_resp *r);
 int msg_fwd_resp_decode(const uint8_t *p, size_t len, struct msg_fwd_resp *r);
+
+size_t msg_read_check_size(void);
+void msg_read_check_write(uint8_t *p, const struct msg_read_check *c);
+int msg_read_check_decode(const uint8_t *p, size_t len,
+                          struct msg_read_check *c);
 
 size_t msg_xfer_req_size(void);
 void msg_xfer_req_write(uint8_t *p, const struct msg_xfer_req *r);

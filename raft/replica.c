@@ -61,14 +61,24 @@ struct batch {
 	int status;
 };
 
-/* The reads of one turn, served by one barrier. */
+/* The reads of one turn, served by one barrier or one confirmation. */
 struct reads {
 	struct done done;
 	struct raft_barrier req;
 	struct replica *rp;
 	struct waiters ws;
 	int status;
+	/* Confirmation (see confirm_start): */
+	struct reads *next;  /* in rp->confirming */
+	uint64_t term;       /* our leadership term when it started */
+	uint64_t round;      /* answers to this round or later count */
+	uint64_t read_index; /* commit index when it started */
+	uint64_t sent_ms;    /* when its round was sent (replica clock) */
 };
+
+#define MAX_VOTERS 16
+/* A confirmation round unanswered for this long is sent again. */
+#define CONFIRM_RESEND_MS 200
 
 /* A leader_changed call due. */
 struct note {
@@ -106,6 +116,14 @@ struct replica {
 	struct batch *q_head; /* queued, not yet proposed; tail is filling */
 	struct batch *q_tail;
 	struct reads *q_reads;
+	struct reads *confirming; /* awaiting a quorum's answers, FIFO */
+	struct reads *confirming_tail;
+	uint64_t round; /* last confirmation round sent */
+	struct {
+		uint64_t id;
+		uint64_t round; /* highest round it confirmed in lead_term */
+	} acked[MAX_VOTERS];
+	unsigned n_acked;
 	struct batch *in_head; /* proposed, in index order */
 	struct batch *in_tail;
 	struct done *d_head; /* callbacks due, in order */
@@ -585,6 +603,18 @@ static uint64_t leader_of(struct replica *rp)
 	return id;
 }
 
+static void fail_confirming(struct replica *rp, int status)
+{
+	while (rp->confirming != NULL) {
+		struct reads *x = rp->confirming;
+		rp->confirming = x->next;
+		x->status = status;
+		push_done(rp, &x->done, DONE_READS);
+	}
+	rp->confirming_tail = NULL;
+	rp->n_acked = 0;
+}
+
 /* Fails every queued (not yet proposed) command and read. */
 static void fail_queued(struct replica *rp, int status)
 {
@@ -601,6 +631,7 @@ static void fail_queued(struct replica *rp, int status)
 		push_done(rp, &rp->q_reads->done, DONE_READS);
 		rp->q_reads = NULL;
 	}
+	fail_confirming(rp, status);
 }
 
 static int check_open(struct replica *rp, uint64_t *leader_id)
@@ -843,6 +874,186 @@ static void check_leadership(struct replica *rp)
 	}
 }
 
+/* True when this leader is the only voter of a committed configuration:
+ * then no other leader can exist, and reads need no barrier. */
+static bool sole_voter(const struct raft *r)
+{
+	unsigned voters = 0;
+	bool self = false;
+
+	if (r->configuration_uncommitted_index != 0) {
+		return false;
+	}
+	for (unsigned i = 0; i < r->configuration.n; i++) {
+		const struct raft_server *sv = &r->configuration.servers[i];
+		if (sv->role == RAFT_VOTER) {
+			voters++;
+			self = self || sv->id == r->id;
+		}
+	}
+	return voters == 1 && self;
+}
+
+/* ---- reads confirmed without a log entry ----
+ *
+ * ReadIndex as in the Raft thesis (6.4), with our own messages instead of
+ * heartbeats: remember the commit index, ask every other voter whether it
+ * still follows us in our term, and serve once a majority (us included)
+ * said yes to this round or a later one, and the commit index is applied.
+ * A voter that says yes after the read arrived had not voted in a later
+ * term, so no later leader existed when the read arrived: no clock is
+ * trusted. A sole voter asks no one. Without the hook, or while the
+ * configuration changes, reads take a barrier (an entry) instead. */
+
+static void confirm_send(struct replica *rp, uint64_t round)
+{
+	const struct raft_configuration *c = &rp->raft->configuration;
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct raft_server *sv = &c->servers[i];
+		if (sv->role == RAFT_VOTER && sv->id != rp->raft->id) {
+			rp->h.confirm(rp->h.confirm_data, sv->id, rp->lead_term,
+			              round);
+		}
+	}
+}
+
+/* `alone`: we are the only voter; no one needs asking. */
+static int confirm_start(struct replica *rp, struct reads *x, bool alone)
+{
+	struct raft *r = rp->raft;
+	uint64_t now = rp->h.clock(rp->h.clock_data);
+
+	if (!alone &&
+	    (rp->h.confirm == NULL || r->configuration_uncommitted_index != 0 ||
+	     r->configuration.n > MAX_VOTERS)) {
+		return -1;
+	}
+	x->term = rp->lead_term;
+	/* Not just the commit index: every command proposed before the
+	 * read (flush proposed this turn's first) must be applied, so that
+	 * a read pipelined after a write sees it, as with a barrier. */
+	x->read_index = raft_last_index(r);
+	x->round = alone ? 0 : ++rp->round;
+	x->sent_ms = now;
+	x->next = NULL;
+	if (rp->confirming_tail == NULL) {
+		rp->confirming = x;
+	} else {
+		rp->confirming_tail->next = x;
+	}
+	rp->confirming_tail = x;
+	if (alone) {
+		rp->st.reads_local++;
+	} else {
+		confirm_send(rp, x->round);
+		rp->st.read_confirms++;
+	}
+	return 0;
+}
+
+/* Whether voters confirming `round` make a majority with us. */
+static bool confirm_quorum(struct replica *rp, uint64_t round)
+{
+	const struct raft_configuration *c = &rp->raft->configuration;
+	unsigned voters = 0, yes = 0;
+	for (unsigned i = 0; i < c->n; i++) {
+		const struct raft_server *sv = &c->servers[i];
+		if (sv->role != RAFT_VOTER) {
+			continue;
+		}
+		voters++;
+		if (sv->id == rp->raft->id) {
+			yes++;
+			continue;
+		}
+		for (unsigned k = 0; k < rp->n_acked; k++) {
+			if (rp->acked[k].id == sv->id &&
+			    rp->acked[k].round >= round) {
+				yes++;
+				break;
+			}
+		}
+	}
+	return yes * 2 > voters;
+}
+
+/* Serves the confirmed reads, in order; re-asks when answers are late
+ * (a dropped message, a peer that came back). */
+static void confirm_check(struct replica *rp)
+{
+	struct raft *r = rp->raft;
+	struct reads *x;
+
+	while ((x = rp->confirming) != NULL) {
+		if (raft_state(r) != RAFT_LEADER ||
+		    r->current_term != x->term || rp->lead_term != x->term) {
+			fail_confirming(rp, REPLICA_ENOTLEADER);
+			return;
+		}
+		if (!confirm_quorum(rp, x->round) ||
+		    r->last_applied < x->read_index) {
+			break;
+		}
+		rp->confirming = x->next;
+		if (rp->confirming == NULL) {
+			rp->confirming_tail = NULL;
+		}
+		x->status = REPLICA_OK;
+		push_done(rp, &x->done, DONE_READS);
+	}
+	if (x != NULL && x->round != 0 && rp->h.confirm != NULL) {
+		uint64_t now = rp->h.clock(rp->h.clock_data);
+		if (now >= x->sent_ms + CONFIRM_RESEND_MS || now < x->sent_ms) {
+			/* Every waiting batch moves to the new round: it is
+			 * sent after each of them arrived. */
+			uint64_t round = ++rp->round;
+			for (struct reads *y = x; y != NULL; y = y->next) {
+				y->round = round;
+				y->sent_ms = now;
+			}
+			confirm_send(rp, round);
+		}
+	}
+}
+
+void replica_confirmed(struct replica *rp, uint64_t peer, uint64_t term,
+                       uint64_t round, bool ok)
+{
+	unsigned k;
+	if (!ok || term == 0 || term != rp->lead_term) {
+		return;
+	}
+	for (k = 0; k < rp->n_acked; k++) {
+		if (rp->acked[k].id == peer) {
+			break;
+		}
+	}
+	if (k == rp->n_acked) {
+		if (k == MAX_VOTERS) {
+			return;
+		}
+		rp->acked[k].id = peer;
+		rp->acked[k].round = 0;
+		rp->n_acked++;
+	}
+	if (round > rp->acked[k].round) {
+		rp->acked[k].round = round;
+	}
+	if (rp->confirming != NULL) {
+		notify(rp);
+	}
+}
+
+bool replica_follows(const struct replica *rp, uint64_t leader, uint64_t term)
+{
+	const struct raft *r = rp->raft;
+	/* In that term and not a candidate: it has voted in no later term,
+	 * which is all the leader needs to know. */
+	(void)leader;
+	return r != NULL && !rp->stopping && !rp->failed &&
+	       r->state == RAFT_FOLLOWER && r->current_term == term;
+}
+
 /* Hands queued commands (one entry per batch) and reads to libraft. */
 static void flush(struct replica *rp)
 {
@@ -900,6 +1111,9 @@ static void flush(struct replica *rp)
 		struct reads *x = rp->q_reads;
 		int rv;
 		rp->q_reads = NULL;
+		if (confirm_start(rp, x, sole_voter(r)) == 0) {
+			return;
+		}
 		x->req.data = x;
 		rv = raft_barrier(r, &x->req, reads_cb);
 		if (rv != 0) {
@@ -976,6 +1190,7 @@ int replica_poll(struct replica *rp)
 	if (rp->raft != NULL && !rp->stopping && !rp->failed) {
 		check_leadership(rp);
 		flush(rp);
+		confirm_check(rp);
 	}
 	deliver(rp);
 	return rp->failed;

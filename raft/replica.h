@@ -10,8 +10,12 @@
  *  - group commit: every command proposed in one turn (between two
  *    replica_poll calls) becomes ONE entry, stamped by the leader with
  *    now_ms = max(wall clock, now_ms of every earlier entry of the group);
- *  - linearizable reads: one raft_barrier per turn serves every read queued
- *    in that turn;
+ *  - linearizable reads: the reads queued in one turn wait until every
+ *    command proposed before them is applied and, with other voters, until
+ *    a majority confirmed our leadership after they arrived (one small
+ *    message per voter per turn, no entry, no fsync: ReadIndex); a sole
+ *    voter needs no one. Without the confirm hook (or while the
+ *    configuration changes) one raft_barrier per turn serves them;
  *  - leadership: a new leader proposes nothing and answers no read before
  *    its first barrier is applied; then fsm->leader_changed(true) runs.
  *    Losing leadership calls fsm->leader_changed(false).
@@ -82,6 +86,12 @@ typedef void (*replica_read_cb)(void *data, int status);
 typedef int (*replica_fetch_fn)(void *data, uint32_t group, uint64_t index,
                                 char *dir, size_t size);
 
+/* Asks voter `peer` whether it still follows this leader in `term`;
+ * its answer comes back through replica_confirmed(). May drop the
+ * message (it is asked again). */
+typedef void (*replica_confirm_fn)(void *data, uint64_t peer, uint64_t term,
+                                   uint64_t round);
+
 struct replica_hooks {
 	replica_clock_fn clock; /* NULL = CLOCK_REALTIME */
 	void *clock_data;
@@ -89,6 +99,8 @@ struct replica_hooks {
 	void *notify_data;
 	replica_fetch_fn fetch; /* NULL = no state transfer */
 	void *fetch_data;
+	replica_confirm_fn confirm; /* NULL = reads take a barrier */
+	void *confirm_data;
 };
 
 struct replica_stats {
@@ -96,6 +108,8 @@ struct replica_stats {
 	uint64_t entries_proposed; /* command entries handed to libraft */
 	uint64_t reads;            /* reads accepted */
 	uint64_t read_barriers;    /* barriers issued for reads */
+	uint64_t reads_local;      /* read batches served with no barrier */
+	uint64_t read_confirms;    /* read batches served by confirmation */
 	uint64_t entries_applied;  /* command entries passed to fsm->apply */
 	uint64_t cmds_applied;
 	uint64_t entries_skipped; /* replayed entries at/below the state */
@@ -121,6 +135,14 @@ int replica_bind(struct replica *rp, struct raft *raft);
  * *leader_id (if not NULL) is the known leader, 0 if none. */
 int replica_propose(struct replica *rp, const void *cmd, size_t len,
                     replica_propose_cb cb, void *data, uint64_t *leader_id);
+
+/* A voter answered confirmation `round` of `term` (see replica_hooks). */
+void replica_confirmed(struct replica *rp, uint64_t peer, uint64_t term,
+                       uint64_t round, bool ok);
+
+/* The answer to a confirmation from `leader`: whether this replica is a
+ * follower in `term` (so has voted in no later term). */
+bool replica_follows(const struct replica *rp, uint64_t leader, uint64_t term);
 
 /* Queues a linearizable read; same conventions as replica_propose. */
 int replica_read(struct replica *rp, replica_read_cb cb, void *data,

@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0) {
 		return 0;
 	}
-	switch (data[0] % 12) {
+	switch (data[0] % 13) {
 	case 0: {
 		struct msg_hello h;
 		if (msg_hello_decode(p, len, &h) == 0) {
@@ -155,6 +155,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 10: {
 		uint64_t id;
 		msg_xfer_end_decode(p, len, &id);
+		break;
+	}
+	case 12: {
+		struct msg_read_check c;
+		if (msg_read_check_decode(p, len, &c) == 0) {
+			again = malloc(msg_read_check_size());
+			msg_read_check_write(again, &c);
+			same(p, len, again, msg_read_check_size());
+		}
 		break;
 	}
 	default: {

@@ -57,13 +57,13 @@ static void create_stream(struct harness_cluster *cl, const char *name,
 		assert_int_equal(harness_http(cl->nodes[0].admin, "POST", path,
 		                              body, &st, out, sizeof out),
 		                 0);
-		if (st == 202) {
+		if (st == 201) {
 			break;
 		}
 		struct timespec ts = {0, 100 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
-	assert_int_equal(st, 202);
+	assert_int_equal(st, 201);
 	for (int i = 0; i < 100; i++) {
 		assert_int_equal(harness_http(cl->nodes[0].admin, "GET", path,
 		                              NULL, &st, out, sizeof out),
@@ -453,6 +453,87 @@ static void test_slow_subscriber_bounded(void **state)
 	harness_cluster_stop(&cl);
 }
 
+static int lodectl(char *out, size_t cap, const struct harness_cluster *cl,
+                   const char *a1, const char *a2, const char *a3,
+                   const char *a4, const char *a5)
+{
+	char addr[64];
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl->nodes[0].admin);
+	const char *argv[] = {LS_ABS_BUILDDIR "/lodectl",
+	                      "--admin",
+	                      addr,
+	                      a1,
+	                      a2,
+	                      a3,
+	                      a4,
+	                      a5,
+	                      NULL};
+	return harness_run(argv, out, cap);
+}
+
+/* Admin writes are answered with their outcome once the meta group
+ * decided: created (201), refused (409), deleted (200), unknown (404);
+ * lodectl reports each and exits accordingly. */
+static void test_admin_outcomes(void **state)
+{
+	struct harness_cluster cl;
+	char out[8192];
+	int st = 0;
+	(void)state;
+
+	start(&cl, NULL);
+	assert_int_equal(harness_http(cl.nodes[0].admin, "POST",
+	                              "/v1/streams/t1/adm/s1", "{\"shards\":3}",
+	                              &st, out, sizeof out),
+	                 0);
+	assert_int_equal(st, 201);
+	assert_non_null(strstr(out, "\"created\""));
+	assert_non_null(strstr(out, "\"shards\":3"));
+	/* Visible at once on the node that answered. */
+	assert_int_equal(harness_http(cl.nodes[0].admin, "GET",
+	                              "/v1/streams/t1/adm/s1", NULL, &st, out,
+	                              sizeof out),
+	                 0);
+	assert_int_equal(st, 200);
+	/* The shard count cannot change. */
+	assert_int_equal(harness_http(cl.nodes[0].admin, "POST",
+	                              "/v1/streams/t1/adm/s1", "{\"shards\":5}",
+	                              &st, out, sizeof out),
+	                 0);
+	assert_int_equal(st, 409);
+	assert_int_equal(harness_http(cl.nodes[0].admin, "DELETE",
+	                              "/v1/streams/t1/adm/s1", NULL, &st, out,
+	                              sizeof out),
+	                 0);
+	assert_int_equal(st, 200);
+	assert_non_null(strstr(out, "\"deleted\""));
+	assert_int_equal(harness_http(cl.nodes[0].admin, "DELETE",
+	                              "/v1/streams/t1/adm/nosuch", NULL, &st,
+	                              out, sizeof out),
+	                 0);
+	assert_int_equal(st, 404);
+
+	/* The same through lodectl. */
+	assert_int_equal(lodectl(out, sizeof out, &cl, "stream", "create",
+	                         "t1/adm/s2", "--shards", "2"),
+	                 0);
+	assert_non_null(strstr(out, "2 shards"));
+	assert_int_equal(lodectl(out, sizeof out, &cl, "stream", "describe",
+	                         "t1/adm/s2", NULL, NULL),
+	                 0);
+	assert_int_equal(lodectl(out, sizeof out, &cl, "cache", "create",
+	                         "t1/adm/c1", NULL, NULL),
+	                 0);
+	assert_int_equal(lodectl(out, sizeof out, &cl, "stream", "delete",
+	                         "t1/adm/s2", NULL, NULL),
+	                 0);
+	assert_int_equal(lodectl(out, sizeof out, &cl, "stream", "delete",
+	                         "t1/adm/s2", NULL, NULL),
+	                 1);
+	assert_non_null(strstr(out, "not found"));
+	harness_cluster_stop(&cl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -460,6 +541,7 @@ int main(void)
 	    cmocka_unit_test(test_cursors_retention_restart),
 	    cmocka_unit_test(test_cache_counters_json),
 	    cmocka_unit_test(test_slow_subscriber_bounded),
+	    cmocka_unit_test(test_admin_outcomes),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

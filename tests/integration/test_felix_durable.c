@@ -69,13 +69,13 @@ static void create_scope(struct harness_cluster *cl, const char *kind,
 		assert_int_equal(harness_http(cl->nodes[0].admin, "POST", path,
 		                              body, &st, out, sizeof out),
 		                 0);
-		if (st == 202) {
+		if (st == 201) {
 			break;
 		}
 		struct timespec ts = {0, 100 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
-	assert_int_equal(st, 202);
+	assert_int_equal(st, 201);
 	for (int i = 0; i < 100; i++) {
 		assert_int_equal(harness_http(cl->nodes[0].admin, "GET", path,
 		                              NULL, &st, out, sizeof out),

@@ -41,6 +41,16 @@ struct t {
 	struct srv s[N];
 	char dirs[4][64];
 	unsigned n_dirs;
+	unsigned n; /* servers in use, at most N */
+	/* Read confirmations in flight (setup_confirm): delivered one step
+	 * later, dropped where the fixture drops raft messages. */
+	bool confirm;
+	struct confirm_msg {
+		unsigned from, to;
+		bool answer, ok;
+		uint64_t term, round;
+	} cq[256];
+	unsigned n_cq;
 };
 
 struct prop {
@@ -88,8 +98,53 @@ static int fetch_cb(void *data, uint32_t group, uint64_t index, char *dir,
 static void poll_all(struct t *t)
 {
 	unsigned i;
-	for (i = 0; i < N; i++) {
+	for (i = 0; i < t->n; i++) {
 		assert_int_equal(replica_poll(t->s[i].rp), 0);
+	}
+}
+
+static void confirm_push(struct t *t, struct confirm_msg m)
+{
+	if (t->n_cq < sizeof t->cq / sizeof t->cq[0]) {
+		t->cq[t->n_cq++] = m;
+	}
+}
+
+static void confirm_cb(void *data, uint64_t peer, uint64_t term, uint64_t round)
+{
+	struct srv *s = data;
+	confirm_push(s->t, (struct confirm_msg){.from = s->i,
+	                                        .to = (unsigned)peer - 1,
+	                                        .term = term,
+	                                        .round = round});
+}
+
+static void confirm_deliver(struct t *t)
+{
+	struct confirm_msg now[256];
+	unsigned n = t->n_cq;
+	memcpy(now, t->cq, n * sizeof now[0]);
+	t->n_cq = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct confirm_msg *m = &now[i];
+		if (raft_fixture_saturated(&t->f, m->from, m->to) ||
+		    !raft_fixture_alive(&t->f, m->to)) {
+			continue;
+		}
+		if (!m->answer) {
+			bool ok = replica_follows(t->s[m->to].rp, m->from + 1,
+			                          m->term);
+			confirm_push(t,
+			             (struct confirm_msg){.from = m->to,
+			                                  .to = m->from,
+			                                  .answer = true,
+			                                  .ok = ok,
+			                                  .term = m->term,
+			                                  .round = m->round});
+		} else {
+			replica_confirmed(t->s[m->to].rp, m->from + 1, m->term,
+			                  m->round, m->ok);
+		}
 	}
 }
 
@@ -98,6 +153,10 @@ static void step(struct t *t, unsigned n)
 	while (n-- > 0) {
 		raft_fixture_step(&t->f);
 		poll_all(t);
+		if (t->confirm) {
+			confirm_deliver(t);
+			poll_all(t);
+		}
 	}
 }
 
@@ -140,15 +199,17 @@ static unsigned leader(struct t *t)
 	return N;
 }
 
-static int setup(void **state)
+static int setup_n(void **state, unsigned n, bool confirm)
 {
 	struct t *t = calloc(1, sizeof *t);
 	struct raft_configuration conf;
 	unsigned i;
 
+	t->n = n;
+	t->confirm = confirm;
 	testdb_create(&t->db);
 	assert_int_equal(raft_fixture_initialize(&t->f), 0);
-	for (i = 0; i < N; i++) {
+	for (i = 0; i < t->n; i++) {
 		struct srv *s = &t->s[i];
 		struct replica_hooks h = {0};
 		struct replica_params p = {0};
@@ -160,6 +221,10 @@ static int setup(void **state)
 		h.clock_data = s;
 		h.fetch = fetch_cb;
 		h.fetch_data = s;
+		if (confirm) {
+			h.confirm = confirm_cb;
+			h.confirm_data = s;
+		}
 		p.max_entry_bytes = 4096;
 		assert_int_equal(
 		    replica_new(&s->rp, GROUP, &s->fsm->fsm, &p, &h), 0);
@@ -167,12 +232,14 @@ static int setup(void **state)
 		    raft_fixture_grow(&t->f, replica_raft_fsm(s->rp)), 0);
 	}
 	/* Server 1's clock is 100 s behind, server 2's 5 s ahead. */
-	t->s[1].skew_ms = -100000;
-	t->s[2].skew_ms = 5000;
-	assert_int_equal(raft_fixture_configuration(&t->f, N, &conf), 0);
+	if (n == N) {
+		t->s[1].skew_ms = -100000;
+		t->s[2].skew_ms = 5000;
+	}
+	assert_int_equal(raft_fixture_configuration(&t->f, t->n, &conf), 0);
 	assert_int_equal(raft_fixture_bootstrap(&t->f, &conf), 0);
 	raft_configuration_close(&conf);
-	for (i = 0; i < N; i++) {
+	for (i = 0; i < t->n; i++) {
 		assert_int_equal(
 		    replica_bind(t->s[i].rp, raft_fixture_get(&t->f, i)), 0);
 	}
@@ -181,13 +248,28 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup(void **state)
+{
+	return setup_n(state, N, false);
+}
+
+static int setup1(void **state)
+{
+	return setup_n(state, 1, false);
+}
+
+static int setup_confirm(void **state)
+{
+	return setup_n(state, N, true);
+}
+
 static int teardown(void **state)
 {
 	struct t *t = *state;
 	unsigned i;
 
 	raft_fixture_close(&t->f);
-	for (i = 0; i < N; i++) {
+	for (i = 0; i < t->n; i++) {
 		replica_free(t->s[i].rp);
 		testfsm_close(t->s[i].fsm);
 		free(t->s[i].fsm);
@@ -324,6 +406,115 @@ static void test_reads(void **state)
 	                 REPLICA_ENOTLEADER);
 	assert_int_equal(lid, 1);
 	(void)st0;
+}
+
+/* A sole voter cannot be deposed, so its reads need no barrier: no entry,
+ * no fsync, and they still see every write answered before them. */
+static void test_reads_sole_voter(void **state)
+{
+	struct t *t = *state;
+	struct replica_stats st;
+	struct prop p;
+	int r = 0;
+	uint64_t lid;
+	unsigned i;
+
+	/* A single voter elects itself. */
+	assert_true(step_until_ready(t, 0, 1000));
+	assert_int_equal(propose_add(t, 0, "k", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	assert_int_equal(replica_read(t->s[0].rp, read_cb, &r, &lid), 0);
+	for (i = 0; i < 100 && r == 0; i++) {
+		step(t, 1);
+	}
+	assert_int_equal(r, 1);
+	assert_int_equal(testfsm_counter(t->s[0].fsm, GROUP, "k"), 1);
+	replica_stats(t->s[0].rp, &st);
+	assert_int_equal(st.read_barriers, 0);
+	assert_int_equal(st.reads_local, 1);
+}
+
+struct seen {
+	struct testfsm *fsm;
+	int status;
+	uint64_t value; /* counter "k" when the read was served */
+};
+
+static void seen_cb(void *data, int status)
+{
+	struct seen *sn = data;
+	sn->status = status == REPLICA_OK ? 1 : -1;
+	sn->value = testfsm_counter(sn->fsm, GROUP, "k");
+}
+
+/* Reads confirmed by the voters instead of a barrier: no entry; and a
+ * leader cut off from the voters never serves its stale state, even when
+ * a new leader has written meanwhile. */
+static void test_reads_confirmed(void **state)
+{
+	struct t *t = *state;
+	struct replica_stats st;
+	struct prop p;
+	int r[3] = {0};
+	uint64_t lid, last;
+	unsigned i, l;
+
+	raft_fixture_elect(&t->f, 0);
+	assert_true(step_until_ready(t, 0, 1000));
+	assert_int_equal(propose_add(t, 0, "k", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	replica_stats(t->s[0].rp, &st);
+	last = raft_last_index(raft_fixture_get(&t->f, 0));
+	assert_int_equal(replica_read(t->s[0].rp, read_cb, &r[0], &lid), 0);
+	assert_int_equal(replica_read(t->s[0].rp, read_cb, &r[1], &lid), 0);
+	for (i = 0; i < 200 && r[1] == 0; i++) {
+		step(t, 1);
+	}
+	assert_int_equal(r[0], 1);
+	assert_int_equal(r[1], 1);
+	replica_stats(t->s[0].rp, &st);
+	assert_int_equal(st.read_barriers, 0);
+	assert_true(st.read_confirms >= 1);
+	/* No entry was appended for the reads (heartbeats append none). */
+	assert_int_equal(raft_last_index(raft_fixture_get(&t->f, 0)), last);
+
+	/* A read queued right after a write sees it when it is served. */
+	{
+		struct seen sn = {.fsm = t->s[0].fsm};
+		assert_int_equal(propose_add(t, 0, "k", &p, &lid), 0);
+		assert_int_equal(replica_read(t->s[0].rp, seen_cb, &sn, &lid),
+		                 0);
+		for (i = 0; i < 2000 && sn.status == 0; i++) {
+			step(t, 1);
+		}
+		assert_int_equal(sn.status, 1);
+		assert_int_equal(sn.value, 2);
+		assert_true(p.done);
+	}
+
+	/* Cut server 0 off; the others elect a leader that writes. */
+	for (i = 1; i < N; i++) {
+		raft_fixture_saturate(&t->f, 0, i);
+		raft_fixture_saturate(&t->f, i, 0);
+	}
+	assert_int_equal(replica_read(t->s[0].rp, read_cb, &r[2], &lid), 0);
+	for (i = 0, l = N; i < 20000 && l == N; i++) {
+		step(t, 1);
+		l = leader(t);
+		if (l == 0) {
+			l = N; /* the old one, until it steps down */
+		}
+	}
+	assert_true(l < N && l != 0);
+	assert_int_equal(propose_add(t, l, "k", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 5000));
+	assert_int_equal(p.status, REPLICA_OK);
+	for (i = 0; i < 20000 && r[2] == 0; i++) {
+		step(t, 1);
+	}
+	/* Refused (not leader), never served from the stale state. */
+	assert_int_equal(r[2], -1);
+	assert_int_equal(testfsm_counter(t->s[0].fsm, GROUP, "k"), 2);
 }
 
 /* Leaders come and go under partitions: committed commands are applied
@@ -526,6 +717,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reads_sole_voter, setup1,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_reads_confirmed, setup_confirm,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_leader_changes, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),

@@ -482,6 +482,30 @@ static void test_rpc_messages(void **state)
 		assert_int_equal(id, 9);
 		assert_int_not_equal(msg_xfer_end_decode(b, 7, &id), 0);
 	}
+	{
+		struct msg_read_check c = {.answer = true,
+		                           .ok = true,
+		                           .group = 7,
+		                           .term = 42,
+		                           .round = 1ull << 40},
+		                      cc;
+		size_t clen = msg_read_check_size();
+		msg_read_check_write(b, &c);
+		assert_int_equal(msg_read_check_decode(b, clen, &cc), 0);
+		assert_true(cc.answer && cc.ok);
+		assert_int_equal(cc.group, 7);
+		assert_int_equal(cc.term, 42);
+		assert_int_equal(cc.round, 1ull << 40);
+		c.answer = c.ok = false;
+		msg_read_check_write(b, &c);
+		assert_int_equal(msg_read_check_decode(b, clen, &cc), 0);
+		assert_false(cc.answer || cc.ok);
+		/* Short, long and unknown flags are refused. */
+		assert_int_not_equal(msg_read_check_decode(b, clen - 1, &cc), 0);
+		assert_int_not_equal(msg_read_check_decode(b, clen + 1, &cc), 0);
+		b[0] = 4;
+		assert_int_not_equal(msg_read_check_decode(b, clen, &cc), 0);
+	}
 }
 
 static void test_placement(void **state)

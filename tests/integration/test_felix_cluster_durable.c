@@ -59,12 +59,12 @@ static void create_scope(struct harness_cluster *cl, unsigned i,
 	for (int k = 0; k < 200; k++) {
 		if (harness_http(cl->nodes[i].admin, "POST", path, body, &st,
 		                 out, sizeof out) == 0 &&
-		    st == 202) {
+		    st == 201) {
 			break;
 		}
 		nap(100);
 	}
-	assert_int_equal(st, 202);
+	assert_int_equal(st, 201);
 	for (int k = 0; k < 200; k++) {
 		if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st,
 		                 out, sizeof out) == 0 &&

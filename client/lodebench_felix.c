@@ -2,7 +2,8 @@
  * broker, with F subscribers fanning the stream out; consumer group, counter
  * and idempotent publish throughput.
  *
- *   lodebench felix --felix HOST:PORT --ca FILE [--server-pid PID]
+ *   lodebench felix --felix HOST:PORT --ca FILE [--server-pid PID[,PID...]]
+ *       [--sub-felix HOST:PORT --sub-ca FILE]
  *       [--mode throughput|latency|idempotent|group|counter] [--batch N]
  *       [--size BYTES] [--fanout F] [--seconds S] [--conns C] [--window W]
  *       [--max-lag N] [--records N] [--stream NAME] [--tenant T]
@@ -28,6 +29,9 @@
  *   acked per second (poll + ack) until all are acked or --seconds passed.
  * counter: C connections keep W counter_add requests in flight over 64
  *   keys; reports adds per second.
+ * On a cluster, publishers may reach any node (publishes are forwarded to
+ *   the shard's leader) while subscribers must reach the leader of shard 0:
+ *   --sub-felix / --sub-ca name it; --server-pid takes every node's pid.
  * Everything runs on one client thread: on a small machine the client
  * competes with the broker for CPU, which the figures include. */
 #include <inttypes.h>
@@ -72,7 +76,11 @@ struct bench {
 	const char *tenant;
 	const char *token;
 	char stream[128];
-	int server_pid;
+	int server_pids[8]; /* summed for server CPU */
+	unsigned n_pids;
+	char sub_host[256]; /* subscribers' broker; "" = the publishers' */
+	uint16_t sub_port;
+	const char *sub_ca;
 	enum bench_mode mode;
 	bool latency;
 	uint64_t records;  /* group: records to consume */
@@ -141,11 +149,21 @@ static double server_cpu(int pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+static double servers_cpu(const struct bench *b)
+{
+	double t = 0;
+	for (unsigned i = 0; i < b->n_pids; i++) {
+		t += server_cpu(b->server_pids[i]);
+	}
+	return t;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: lodebench felix --ca FILE [--felix HOST:PORT] "
-	        "[--server-pid PID]\n"
+	        "[--server-pid PID[,PID...]]\n"
+	        "       [--sub-felix HOST:PORT --sub-ca FILE]\n"
 	        "       [--mode throughput|latency|idempotent|group|counter]\n"
 	        "       [--batch N] [--size B] [--fanout F] [--seconds S] "
 	        "[--conns C]\n"
@@ -459,14 +477,15 @@ static void on_stop(uv_timer_t *t)
 	b->stop = true;
 }
 
-static int connect_one(struct bench *b, struct felix_client **out)
+static int connect_one(struct bench *b, struct felix_client **out, bool sub)
 {
 	struct felix_client_config cfg;
 	char err[256];
+	bool other = sub && b->sub_host[0] != '\0';
 	felix_client_config_init(&cfg);
-	cfg.host = b->host;
-	cfg.port = b->port;
-	cfg.ca_file = b->ca;
+	cfg.host = other ? b->sub_host : b->host;
+	cfg.port = other ? b->sub_port : b->port;
+	cfg.ca_file = other && b->sub_ca != NULL ? b->sub_ca : b->ca;
 	cfg.server_name = "localhost";
 	cfg.tenant = b->tenant;
 	cfg.token = b->token;
@@ -523,7 +542,27 @@ int lodebench_felix_main(int argc, char **argv)
 		} else if (strcmp(o, "--ca") == 0) {
 			b.ca = v;
 		} else if (strcmp(o, "--server-pid") == 0) {
-			b.server_pid = atoi(v);
+			const char *q = v;
+			while (*q != '\0' && b.n_pids < 8) {
+				b.server_pids[b.n_pids++] = atoi(q);
+				q = strchr(q, ',');
+				if (q == NULL) {
+					break;
+				}
+				q++;
+			}
+		} else if (strcmp(o, "--sub-felix") == 0) {
+			const char *colon = strrchr(v, ':');
+			if (colon == NULL ||
+			    (size_t)(colon - v) >= sizeof b.sub_host) {
+				usage(stderr);
+				return 2;
+			}
+			memcpy(b.sub_host, v, (size_t)(colon - v));
+			b.sub_host[colon - v] = '\0';
+			b.sub_port = (uint16_t)atoi(colon + 1);
+		} else if (strcmp(o, "--sub-ca") == 0) {
+			b.sub_ca = v;
 		} else if (strcmp(o, "--mode") == 0) {
 			static const char *const modes[] = {
 			    "throughput", "latency", "idempotent", "group",
@@ -594,12 +633,12 @@ int lodebench_felix_main(int argc, char **argv)
 	uv_loop_init(&b.loop);
 	for (unsigned i = 0; i < b.conns; i++) {
 		b.pubs[i].b = &b;
-		if (connect_one(&b, &b.pubs[i].c) != 0) {
+		if (connect_one(&b, &b.pubs[i].c, false) != 0) {
 			return 1;
 		}
 	}
 	for (unsigned i = 0; i < b.fanout; i++) {
-		if (connect_one(&b, &b.subc[i]) != 0) {
+		if (connect_one(&b, &b.subc[i], true) != 0) {
 			return 1;
 		}
 	}
@@ -664,7 +703,7 @@ int lodebench_felix_main(int argc, char **argv)
 	stop.data = &b;
 	uv_timer_start(&tick, on_tick, 1, 1);
 	uv_timer_start(&stop, on_stop, (uint64_t)b.seconds * 1000, 0);
-	double cpu0 = server_cpu(b.server_pid);
+	double cpu0 = servers_cpu(&b);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < b.conns; i++) {
 		pump(&b.pubs[i]);
@@ -673,7 +712,7 @@ int lodebench_felix_main(int argc, char **argv)
 		uv_run(&b.loop, UV_RUN_ONCE);
 	}
 	double secs = (double)(now_ns() - t0) / 1e9;
-	double cpu = server_cpu(b.server_pid) - cpu0;
+	double cpu = servers_cpu(&b) - cpu0;
 	uint64_t acked = b.acked_batches;
 	uint64_t events = b.events;
 	/* Let in-flight acks drain before closing. */
@@ -709,7 +748,7 @@ int lodebench_felix_main(int argc, char **argv)
 		       (double)b.done_ops / secs);
 	}
 	if (b.mode == MODE_GROUP || b.mode == MODE_COUNTER) {
-		if (b.server_pid > 0 && cpu > 0) {
+		if (b.n_pids > 0 && cpu > 0) {
 			printf(", server CPU %.2f s (%.0f%%)", cpu,
 			       100 * cpu / secs);
 		}
@@ -731,7 +770,7 @@ int lodebench_felix_main(int argc, char **argv)
 		                                 : "throughput",
 		       b.batch, b.size, b.fanout, b.conns, b.window, msgs, mb,
 		       (double)events / secs);
-		if (b.server_pid > 0 && cpu > 0) {
+		if (b.n_pids > 0 && cpu > 0) {
 			printf(", server CPU %.2f s (%.0f%%), %.1f MB/s per "
 			       "server CPU-second",
 			       cpu, 100 * cpu / secs, mb * secs / cpu);

@@ -456,9 +456,9 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 {
 	const struct group_params *d = &m->o.defaults;
 	struct group_params none = {0};
-	struct replica_params rpp;
-	struct replica_hooks rh;
-	struct rio_hooks ioh;
+	struct replica_params rpp = {0};
+	struct replica_hooks rh = {0};
+	struct rio_hooks ioh = {0};
 	struct group *g;
 	size_t pos;
 	int rv;

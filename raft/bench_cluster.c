@@ -110,7 +110,10 @@ static int b_sync(struct fsm *fsm, uint32_t group)
 	struct bfsm *b = fsm->data;
 	char *err = NULL;
 	(void)group;
-	rocksdb_flush_wal(b->db, 1, &err);
+	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+	rocksdb_flushoptions_set_wait(fo, 1);
+	rocksdb_flush_cf(b->db, fo, b->cf, &err);
+	rocksdb_flushoptions_destroy(fo);
 	free(err);
 	return err != NULL ? -1 : 0;
 }
@@ -319,6 +322,9 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 	nd->fsm.db = nd->db;
 	nd->fsm.cf = nd->cf[3];
 	nd->fsm.wo = rocksdb_writeoptions_create();
+	/* As the store: no WAL for applied state, a flush before log
+	 * compaction (b_sync). */
+	rocksdb_writeoptions_disable_WAL(nd->fsm.wo, 1);
 	nd->fsm.applied = calloc(groups, sizeof *nd->fsm.applied);
 	so.seed = id;
 	if (rio_store_init(&nd->store, &nd->loop, nd->db, nd->cf[1], nd->cf[2],

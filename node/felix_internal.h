@@ -78,6 +78,8 @@ struct felix_server {
 	struct fsub *pump_head; /* subscriptions and watches catching up */
 	uint64_t next_sub_id;
 	size_t queue_bytes;
+	unsigned hreads;     /* history pages being read on the thread
+	                        pool; closing waits for them */
 	struct gwait *waits; /* long polls (felix_group.c) */
 	size_t n_parked;
 	struct felix_metrics m;
@@ -246,6 +248,8 @@ void pubsub_on_cache_change(struct felix_server *s, struct store_slice scope,
 
 void pubsub_init(struct felix_server *s);
 void pubsub_free(struct felix_server *s);
+/* The close callback runs once nothing is left (history reads included). */
+void felix_server_maybe_closed(struct felix_server *s);
 
 /* ---- consumer groups (felix_group.c) ------------------------------------ */
 

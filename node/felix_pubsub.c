@@ -19,10 +19,14 @@
  *    cannot show a gap in its sparse offsets, so a full queue ends it
  *    instead: what is queued is delivered, then cache_watch_lagged naming
  *    the first missed change, then FIN.
- * Registration, the store read and the switch to live all happen on the
- * reactor thread, which also applies entries: nothing is applied between
- * the pump reading the tail and the subscription turning live, so history
- * and live delivery join with no gap and no duplicate. A watch's snapshot
+ * A subscription's history pages are read on libuv's thread pool (one page
+ * in flight per subscription), so disk reads never hold the reactor; the
+ * page is sent, and the switch to live decided, back on the reactor thread,
+ * which also applies entries: a page that comes back empty is checked
+ * against the shard's tail there, and the subscription turns live only if
+ * nothing was appended since, so history and live delivery join with no
+ * gap and no duplicate. (Cache watch pages are still read on the reactor,
+ * bounded per turn.) A watch's snapshot
  * (retained values, or current values when compaction collapsed the
  * history it asked for) is read in the same turn as its registration at
  * the tail T, so it joins live changes the same way, as long as it fits
@@ -103,7 +107,32 @@ struct fsub {
 	char *snap_after;   /* owned: the last key read (pages resume after) */
 	size_t snap_after_len;
 	uint32_t snap_page_keys; /* keys per page, so a page is ~PAGE_BYTES */
+	struct hread *reading;   /* history page being read off the reactor */
 };
+
+/* One history page read on the thread pool for a subscription. Owned by
+ * itself: freed when its completion runs on the reactor, whether or not
+ * the subscription is still there (`sub` NULL once it ended). */
+struct hread {
+	uv_work_t req; /* req.data = this */
+	struct felix_server *srv;
+	struct fsub *sub;
+	struct store *st;
+	uint32_t group;
+	uint32_t shard;
+	uint8_t *scope; /* owned copy */
+	size_t scope_len;
+	uint64_t from;
+	struct wbuf w; /* frame being built: header, [base], count, records */
+	uint32_t n;
+	struct store_stream_info info;
+	int rv;
+};
+
+static void hread_forget(struct hread *r)
+{
+	r->sub = NULL;
+}
 
 /* ---- topics ------------------------------------------------------------ */
 
@@ -175,7 +204,7 @@ static void on_pump(uv_idle_t *h);
 static void pump_add(struct fsub *sub)
 {
 	struct felix_server *s = sub->srv;
-	if (sub->in_pump || sub->live) {
+	if (sub->in_pump || sub->live || sub->reading != NULL) {
 		return;
 	}
 	sub->pprev = NULL;
@@ -219,6 +248,10 @@ static void topic_leave(struct fsub *sub)
 static void sub_free(struct fsub *sub)
 {
 	struct felix_server *s = sub->srv;
+	if (sub->reading != NULL) {
+		hread_forget(sub->reading); /* it frees itself when done */
+		sub->reading = NULL;
+	}
 	pump_remove(sub);
 	topic_leave(sub);
 	if (sub->cprev != NULL) {
@@ -404,102 +437,168 @@ void pubsub_on_append(struct felix_server *s, struct store_slice scope,
 
 /* ---- catch-up ---------------------------------------------------------- */
 
-struct page {
-	struct wbuf w;
-	uint32_t n;
-};
-
-static int page_record(void *arg, uint64_t offset, uint64_t ts,
-                       const uint8_t *payload, size_t len)
+static int hread_record(void *arg, uint64_t offset, uint64_t ts,
+                        const uint8_t *payload, size_t len)
 {
-	struct page *pg = arg;
+	struct hread *r = arg;
 	(void)offset;
 	(void)ts;
-	if (wbuf_put_u32(&pg->w, (uint32_t)len) != 0 ||
-	    wbuf_append(&pg->w, payload, len) != 0) {
+	if (wbuf_put_u32(&r->w, (uint32_t)len) != 0 ||
+	    wbuf_append(&r->w, payload, len) != 0) {
 		return -1;
 	}
-	pg->n++;
+	r->n++;
 	return 0;
 }
 
-/* Reads and sends up to PUMP_PAGES pages. Returns -1 when the sub was
- * freed, 1 when it is done with this turn (live, or waiting for the
- * queue to drain), 0 when more pages are due. */
-static int catch_up(struct fsub *sub)
+/* Thread pool: only the store's thread-safe read. */
+static void hread_work(uv_work_t *req)
+{
+	struct hread *r = req->data;
+	struct store_slice scope = {r->scope, r->scope_len};
+	r->rv = store_stream_read(r->st, r->group, scope, r->shard, r->from,
+	                          PAGE_RECORDS, PAGE_BYTES, hread_record, r,
+	                          &r->info);
+}
+
+static void hread_free(struct hread *r)
+{
+	wbuf_free(&r->w);
+	free(r->scope);
+	free(r);
+}
+
+/* Sends the page read for `sub` (reactor). Returns -1 when the sub was
+ * freed, 1 when it went live or waits for its queue, 0 when more pages
+ * are due. */
+static int hread_deliver(struct fsub *sub, struct hread *r)
 {
 	struct felix_server *s = sub->srv;
 	struct store *st = shards_store(s->shards);
-	struct store_slice scope = {(const uint8_t *)sub->scope,
-	                            sub->scope_len};
-	for (int i = 0; i < PUMP_PAGES; i++) {
-		struct page pg;
-		struct store_stream_info info;
-		if (sub->qbytes >= s->cfg.sub_queue_bytes / 2) {
-			pump_remove(sub); /* writable resumes it */
-			return 1;
-		}
-		wbuf_init(&pg.w);
-		pg.n = 0;
-		/* header, [base], count: filled in below */
-		wbuf_extend(&pg.w, FELIX_FRAME_HEADER_LEN +
-		                       (sub->offsets ? 8 : 0) + 4);
-		int rv = store_stream_read(st, sub->group, scope, sub->shard,
-		                           sub->next, PAGE_RECORDS, PAGE_BYTES,
-		                           page_record, &pg, &info);
-		if (rv == STORE_TOO_OLD) {
-			/* Retention passed the reader: skip to the head; the
-			 * offsets show the gap. */
-			wbuf_free(&pg.w);
-			sub->next = info.head;
-			continue;
-		}
-		if (rv == STORE_IN_FUTURE) {
-			wbuf_free(&pg.w);
-			sub->next = info.tail;
-			pg.n = 0;
-		} else if (rv != 0 || pg.w.oom) {
-			wbuf_free(&pg.w);
-			log_warn(s->log, "felix",
-			         "subscription %" PRIu64 ": history read "
-			         "failed: %s",
-			         sub->id, store_last_error(st));
-			quic_conn_stream_reset(sub->conn->qc, sub->sid, 1);
-			sub_free(sub);
-			return -1;
-		}
-		if (pg.n == 0) {
-			wbuf_free(&pg.w);
-			sub->live = true;
-			pump_remove(sub);
-			return 1;
-		}
-		uint16_t flags =
-		    FELIX_FLAG_EVENT_BATCH_SHARED |
-		    (sub->offsets ? FELIX_FLAG_EVENT_BATCH_OFFSETS : 0);
-		uint8_t *p = pg.w.data;
-		felix_frame_header_encode(
-		    flags, (uint32_t)(pg.w.len - FELIX_FRAME_HEADER_LEN), p);
-		p += FELIX_FRAME_HEADER_LEN;
-		if (sub->offsets) {
-			wire_store_u64(p, sub->next);
-			p += 8;
-		}
-		wire_store_u32(p, pg.n);
-		size_t len = pg.w.len;
-		struct quic_sbuf *b = quic_sbuf_take(pg.w.data, len);
-		if (b == NULL) {
-			wbuf_free(&pg.w);
-			return 1;
-		}
-		sub->next += pg.n;
-		rv = sub_send(sub, b, pg.n, true);
-		quic_sbuf_unref(b);
-		if (rv < 0) {
-			return -1;
-		}
+	int rv = r->rv;
+
+	if (rv == STORE_TOO_OLD) {
+		/* Retention passed the reader: skip to the head; the
+		 * offsets show the gap. */
+		sub->next = r->info.head;
+		return 0;
 	}
-	return 0;
+	if (rv == STORE_IN_FUTURE) {
+		sub->next = r->info.tail;
+		r->n = 0;
+	} else if (rv != 0 || r->w.oom) {
+		log_warn(s->log, "felix",
+		         "subscription %" PRIu64 ": history read failed: %s",
+		         sub->id,
+		         r->w.oom ? "out of memory" : store_last_error(st));
+		quic_conn_stream_reset(sub->conn->qc, sub->sid, 1);
+		sub_free(sub);
+		return -1;
+	}
+	if (r->n == 0) {
+		/* The page ended at the tail the worker saw; entries may
+		 * have been applied since. Here, on the thread that applies
+		 * them, the tail is current: live only if it is still ours. */
+		struct store_slice scope = {(const uint8_t *)sub->scope,
+		                            sub->scope_len};
+		struct store_stream_info now;
+		if (store_stream_info(st, sub->group, scope, sub->shard,
+		                      &now) == 0 &&
+		    now.tail > sub->next) {
+			return 0;
+		}
+		sub->live = true;
+		return 1;
+	}
+	uint16_t flags = FELIX_FLAG_EVENT_BATCH_SHARED |
+	                 (sub->offsets ? FELIX_FLAG_EVENT_BATCH_OFFSETS : 0);
+	uint8_t *p = r->w.data;
+	felix_frame_header_encode(
+	    flags, (uint32_t)(r->w.len - FELIX_FRAME_HEADER_LEN), p);
+	p += FELIX_FRAME_HEADER_LEN;
+	if (sub->offsets) {
+		wire_store_u64(p, sub->next);
+		p += 8;
+	}
+	wire_store_u32(p, r->n);
+	struct quic_sbuf *b = quic_sbuf_take(r->w.data, r->w.len);
+	if (b == NULL) {
+		return 0; /* tried again from the pump */
+	}
+	wbuf_init(&r->w); /* the sbuf owns the bytes now */
+	sub->next += r->n;
+	rv = sub_send(sub, b, r->n, true);
+	quic_sbuf_unref(b);
+	return rv < 0 ? -1 : 0;
+}
+
+static void hread_done(uv_work_t *req, int status)
+{
+	struct hread *r = req->data;
+	struct felix_server *s = r->srv;
+	struct fsub *sub = r->sub;
+
+	s->hreads--;
+	if (sub == NULL || status != 0 || s->closing) {
+		hread_free(r);
+		if (sub != NULL) {
+			sub->reading = NULL;
+		}
+		felix_server_maybe_closed(s);
+		return;
+	}
+	sub->reading = NULL;
+	if (hread_deliver(sub, r) == 0) {
+		pump_add(sub);
+	}
+	hread_free(r);
+}
+
+/* Starts reading the next history page off the reactor. Returns 1: the
+ * pump is done with this sub until the page comes back or its queue
+ * drains (-1 if the sub was freed). */
+static int catch_up(struct fsub *sub)
+{
+	struct felix_server *s = sub->srv;
+	struct hread *r;
+
+	pump_remove(sub);
+	if (sub->reading != NULL || s->closing) {
+		return 1;
+	}
+	if (sub->qbytes >= s->cfg.sub_queue_bytes / 2) {
+		return 1; /* writable resumes it */
+	}
+	r = calloc(1, sizeof *r);
+	if (r == NULL) {
+		pump_add(sub);
+		return 1;
+	}
+	r->req.data = r;
+	r->srv = s;
+	r->sub = sub;
+	r->st = shards_store(s->shards);
+	r->group = sub->group;
+	r->shard = sub->shard;
+	r->from = sub->next;
+	r->scope_len = sub->scope_len;
+	r->scope = malloc(sub->scope_len + 1);
+	wbuf_init(&r->w);
+	/* header, [base], count: filled in when the page is sent */
+	wbuf_extend(&r->w, FELIX_FRAME_HEADER_LEN + (sub->offsets ? 8 : 0) + 4);
+	if (r->scope != NULL) {
+		memcpy(r->scope, sub->scope, sub->scope_len);
+		r->scope[sub->scope_len] = '\0';
+	}
+	if (r->scope == NULL || r->w.oom ||
+	    uv_queue_work(s->loop, &r->req, hread_work, hread_done) != 0) {
+		hread_free(r);
+		pump_add(sub);
+		return 1;
+	}
+	sub->reading = r;
+	s->hreads++;
+	return 1;
 }
 
 static int watch_catch_up(struct fsub *sub);

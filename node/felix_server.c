@@ -1751,10 +1751,18 @@ const char *felix_server_auth_mode(const struct felix_server *s)
 
 static void maybe_closed(struct felix_server *s)
 {
-	if (s->open_handles == 0 && !s->qs_started && s->close_cb != NULL) {
+	if (s->open_handles == 0 && !s->qs_started && s->hreads == 0 &&
+	    s->close_cb != NULL) {
 		felix_server_close_cb cb = s->close_cb;
 		s->close_cb = NULL;
 		cb(s->close_data);
+	}
+}
+
+void felix_server_maybe_closed(struct felix_server *s)
+{
+	if (s->closing) {
+		maybe_closed(s);
 	}
 }
 

@@ -11,9 +11,12 @@
  * with an encoded read command (store_read) or the typed helpers below;
  * they take the leader's clock for TTL visibility.
  *
- * Threads: everything runs on the reactor thread except store_export and
- * store_sync, which may run on other threads concurrently with the rest
- * (they only use RocksDB's thread-safe calls and their own error buffers).
+ * Threads: everything runs on the reactor thread except store_export,
+ * store_sync and store_stream_read, which may run on other threads
+ * concurrently with the rest (they only use RocksDB's thread-safe calls;
+ * the first two have their own error buffers, and a failed
+ * store_stream_read off the reactor leaves its message in the shared one,
+ * where it may be overwritten).
  */
 #ifndef LS_STORE_STORE_H
 #define LS_STORE_STORE_H

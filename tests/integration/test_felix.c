@@ -453,6 +453,93 @@ static void test_slow_subscriber_bounded(void **state)
 	harness_cluster_stop(&cl);
 }
 
+/* Publishes `total` records "m-N" (N from `from`) as batches of 10 with
+ * up to 32 batches in flight, running the loop meanwhile. */
+struct pump_pub {
+	int sent, acked, failed;
+	char bufs[32][10][24];
+};
+
+static void pump_ack(void *data, int status, const char *message)
+{
+	struct pump_pub *pp = data;
+	(void)message;
+	pp->acked++;
+	pp->failed += status != 0;
+}
+
+static void publish_async(struct fx *f, const char *stream, int from, int total)
+{
+	static struct pump_pub pp;
+	memset(&pp, 0, sizeof pp);
+	while (pp.acked * 10 < total && pp.failed == 0) {
+		while (pp.sent * 10 < total && pp.sent - pp.acked < 32) {
+			struct felix_view v[10];
+			char(*b)[24] = pp.bufs[pp.sent % 32];
+			for (int i = 0; i < 10; i++) {
+				snprintf(b[i], sizeof b[i], "m-%d",
+				         from + pp.sent * 10 + i);
+				v[i].data = (const uint8_t *)b[i];
+				v[i].len = strlen(b[i]);
+			}
+			assert_int_equal(
+			    felix_client_publish(
+			        f->c, "default", stream, false, NULL, 0, v, 10,
+			        FELIX_ACK_PER_BATCH, pump_ack, &pp),
+			    0);
+			pp.sent++;
+		}
+		bool done = false;
+		felix_client_run(f->loop, &done, 5);
+	}
+	assert_int_equal(pp.failed, 0);
+}
+
+/* History read off the reactor joins live delivery with no gap and no
+ * duplicate while publishes keep landing: subscribers start from earliest
+ * (and from an offset) behind a long history, and the stream grows fast
+ * while they catch up, so their last history page races with appends. */
+static void test_history_joins_live(void **state)
+{
+	enum { HISTORY = 3000, MORE = 12000, N = HISTORY + MORE };
+	struct harness_cluster cl;
+	uv_loop_t loop;
+	struct fx f;
+	(void)state;
+	start(&cl, NULL);
+	uv_loop_init(&loop);
+	connect_ok(&f, &loop, &cl);
+	create_stream(&cl, "join", "{\"shards\":1}");
+	publish_n(&f, "join", NULL, 0, HISTORY, "h");
+
+	static struct fx_sub subs[3];
+	struct felix_start earliest = {FELIX_START_EARLIEST, 0};
+	struct felix_start mid = {FELIX_START_OFFSET, 1234};
+	for (int j = 0; j < 3; j++) {
+		assert_int_equal(fx_subscribe(&f, &subs[j], "default", "join",
+		                              0, j == 2 ? &mid : &earliest),
+		                 0);
+	}
+	publish_async(&f, "join", HISTORY, MORE);
+	for (int j = 0; j < 3; j++) {
+		uint64_t from = j == 2 ? 1234 : 0;
+		assert_int_equal(fx_sub_wait(&subs[j], N - from), 0);
+		fx_spin(&f, 50);
+		assert_int_equal(subs[j].n, N - from);
+		assert_true(subs[j].has_offsets);
+		for (uint64_t i = 0; i < subs[j].n; i++) {
+			assert_int_equal(subs[j].offsets[i], from + i);
+		}
+		char want[32];
+		snprintf(want, sizeof want, "m-%d", N - 1);
+		assert_string_equal(subs[j].payloads[subs[j].n - 1], want);
+		fx_sub_free(&subs[j]);
+	}
+	fx_close(&f);
+	uv_loop_close(&loop);
+	harness_cluster_stop(&cl);
+}
+
 static int lodectl(char *out, size_t cap, const struct harness_cluster *cl,
                    const char *a1, const char *a2, const char *a3,
                    const char *a4, const char *a5)
@@ -542,6 +629,7 @@ int main(void)
 	    cmocka_unit_test(test_cache_counters_json),
 	    cmocka_unit_test(test_slow_subscriber_bounded),
 	    cmocka_unit_test(test_admin_outcomes),
+	    cmocka_unit_test(test_history_joins_live),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,95 +28,13 @@
 #include <rocksdb/c.h>
 #include <uv.h>
 
+#include "raft/bench_fsm.h"
 #include "raft/group.h"
 #include "raft/transport.h"
 
 #define MAX_NODES 5
 #define BUCKETS 1024
 #define GROWTH 1.02
-
-/* ---- state machine: one put per command, as the store does ---- */
-
-struct bfsm {
-	struct fsm fsm;
-	rocksdb_t *db;
-	rocksdb_column_family_handle_t *cf;
-	rocksdb_writeoptions_t *wo;
-	uint64_t *applied;
-};
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static int b_apply(struct fsm *fsm, const struct fsm_entry *e,
-                   struct fsm_result *results)
-{
-	struct bfsm *b = fsm->data;
-	rocksdb_writebatch_t *wb;
-	uint8_t k[17], v[8];
-	char *err = NULL;
-	unsigned i;
-
-	(void)results;
-	if (e->index <= b->applied[e->group]) {
-		return 0;
-	}
-	wb = rocksdb_writebatch_create();
-	for (i = 0; i < e->n_cmds; i++) {
-		put32(k, e->group);
-		k[4] = 'r';
-		put64(k + 5, e->index);
-		put32(k + 13, i);
-		rocksdb_writebatch_put_cf(wb, b->cf, (const char *)k, sizeof k,
-		                          (const char *)e->cmds[i].data,
-		                          e->cmds[i].len);
-	}
-	put32(k, e->group);
-	k[4] = 'a';
-	put64(v, e->index);
-	rocksdb_writebatch_put_cf(wb, b->cf, (const char *)k, 5,
-	                          (const char *)v, 8);
-	rocksdb_write(b->db, b->wo, wb, &err);
-	rocksdb_writebatch_destroy(wb);
-	if (err != NULL) {
-		fprintf(stderr, "bench_cluster: apply: %s\n", err);
-		free(err);
-		return -1;
-	}
-	b->applied[e->group] = e->index;
-	return 0;
-}
-
-static int b_applied(struct fsm *fsm, uint32_t group, uint64_t *index)
-{
-	struct bfsm *b = fsm->data;
-	*index = b->applied[group];
-	return 0;
-}
-
-static int b_sync(struct fsm *fsm, uint32_t group)
-{
-	struct bfsm *b = fsm->data;
-	char *err = NULL;
-	(void)group;
-	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-	rocksdb_flushoptions_set_wait(fo, 1);
-	rocksdb_flush_cf(b->db, fo, b->cf, &err);
-	rocksdb_flushoptions_destroy(fo);
-	free(err);
-	return err != NULL ? -1 : 0;
-}
 
 /* ---- one node (a child process) ---- */
 
@@ -142,7 +60,7 @@ struct node {
 	rocksdb_options_t *opts;
 	rocksdb_options_t *log_opts;
 	rocksdb_column_family_handle_t *cf[4];
-	struct bfsm fsm;
+	struct bench_fsm fsm;
 	struct rio_store *store;
 	struct group_mgr *m;
 	struct transport *t;
@@ -315,17 +233,10 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 	open_db(nd, base);
 	nd->payload = malloc(size);
 	memset(nd->payload, 'x', size);
-	nd->fsm.fsm.data = &nd->fsm;
-	nd->fsm.fsm.apply = b_apply;
-	nd->fsm.fsm.applied_index = b_applied;
-	nd->fsm.fsm.sync = b_sync;
-	nd->fsm.db = nd->db;
-	nd->fsm.cf = nd->cf[3];
-	nd->fsm.wo = rocksdb_writeoptions_create();
-	/* As the store: no WAL for applied state, a flush before log
-	 * compaction (b_sync). */
-	rocksdb_writeoptions_disable_WAL(nd->fsm.wo, 1);
-	nd->fsm.applied = calloc(groups, sizeof *nd->fsm.applied);
+	if (bench_fsm_init(&nd->fsm, nd->db, nd->cf[3], groups, false,
+	                   "bench_cluster") != 0) {
+		die("fsm", "out of memory");
+	}
 	so.seed = id;
 	if (rio_store_init(&nd->store, &nd->loop, nd->db, nd->cf[1], nd->cf[2],
 	                   &so, err) != 0) {

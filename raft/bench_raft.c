@@ -27,98 +27,11 @@
 #include <rocksdb/c.h>
 #include <uv.h>
 
+#include "raft/bench_fsm.h"
 #include "raft/group.h"
 
 #define NODE 1
 #define ADDR "127.0.0.1:7000"
-
-/* A minimal state machine: every command is one put into the "data"
- * column family (key group | index | position), plus the applied index,
- * in one unsynced WriteBatch per entry, as the real store does. */
-struct bfsm {
-	struct fsm fsm;
-	rocksdb_t *db;
-	rocksdb_column_family_handle_t *cf;
-	rocksdb_writeoptions_t *wo;
-	uint64_t *applied; /* per group */
-	bool null;         /* write nothing: raft/ cost alone */
-};
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static int b_apply(struct fsm *fsm, const struct fsm_entry *e,
-                   struct fsm_result *results)
-{
-	struct bfsm *b = fsm->data;
-	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-	uint8_t k[17], v[8];
-	char *err = NULL;
-	unsigned i;
-
-	(void)results;
-	if (e->index <= b->applied[e->group] || b->null) {
-		rocksdb_writebatch_destroy(wb);
-		if (e->index > b->applied[e->group]) {
-			b->applied[e->group] = e->index;
-		}
-		return 0;
-	}
-	for (i = 0; i < e->n_cmds; i++) {
-		put32(k, e->group);
-		k[4] = 'r';
-		put64(k + 5, e->index);
-		put32(k + 13, i);
-		rocksdb_writebatch_put_cf(wb, b->cf, (const char *)k, sizeof k,
-		                          (const char *)e->cmds[i].data,
-		                          e->cmds[i].len);
-	}
-	put32(k, e->group);
-	k[4] = 'a';
-	put64(v, e->index);
-	rocksdb_writebatch_put_cf(wb, b->cf, (const char *)k, 5,
-	                          (const char *)v, 8);
-	rocksdb_write(b->db, b->wo, wb, &err);
-	rocksdb_writebatch_destroy(wb);
-	if (err != NULL) {
-		fprintf(stderr, "bench_raft: apply: %s\n", err);
-		free(err);
-		return -1;
-	}
-	b->applied[e->group] = e->index;
-	return 0;
-}
-
-static int b_applied(struct fsm *fsm, uint32_t group, uint64_t *index)
-{
-	struct bfsm *b = fsm->data;
-	*index = b->applied[group];
-	return 0;
-}
-
-static int b_sync(struct fsm *fsm, uint32_t group)
-{
-	struct bfsm *b = fsm->data;
-	char *err = NULL;
-	(void)group;
-	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-	rocksdb_flushoptions_set_wait(fo, 1);
-	rocksdb_flush_cf(b->db, fo, b->cf, &err);
-	rocksdb_flushoptions_destroy(fo);
-	free(err);
-	return err != NULL ? -1 : 0;
-}
 
 struct bench {
 	uv_loop_t loop;
@@ -127,7 +40,7 @@ struct bench {
 	rocksdb_options_t *opts;
 	rocksdb_options_t *log_opts;
 	rocksdb_column_family_handle_t *cf[4];
-	struct bfsm fsm;
+	struct bench_fsm fsm;
 	struct rio_store *store;
 	struct group_mgr *m;
 	unsigned groups;
@@ -289,18 +202,11 @@ static void run_row(const char *base, unsigned groups, size_t size,
 	b->size = size;
 	b->payload = malloc(size);
 	memset(b->payload, 'x', size);
-	b->fsm.fsm.data = &b->fsm;
-	b->fsm.fsm.apply = b_apply;
-	b->fsm.fsm.applied_index = b_applied;
-	b->fsm.fsm.sync = b_sync;
-	b->fsm.db = b->db;
-	b->fsm.cf = b->cf[3];
-	b->fsm.wo = rocksdb_writeoptions_create();
-	/* As the store: no WAL for applied state, a flush before log
-	 * compaction (b_sync). */
-	rocksdb_writeoptions_disable_WAL(b->fsm.wo, 1);
-	b->fsm.applied = calloc(groups, sizeof *b->fsm.applied);
-	b->fsm.null = null;
+	if (bench_fsm_init(&b->fsm, b->db, b->cf[3], groups, null,
+	                   "bench_raft") != 0) {
+		fprintf(stderr, "bench_raft: out of memory\n");
+		exit(1);
+	}
 
 	so.seed = 1;
 	if (rio_store_init(&b->store, &b->loop, b->db, b->cf[1], b->cf[2], &so,
@@ -424,9 +330,8 @@ static void run_row(const char *base, unsigned groups, size_t size,
 	if (b->log_opts != NULL) {
 		rocksdb_options_destroy(b->log_opts);
 	}
-	rocksdb_writeoptions_destroy(b->fsm.wo);
+	bench_fsm_close(&b->fsm);
 	nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	free(b->fsm.applied);
 	free(b->lat_us);
 	free(b->payload);
 	free(b);

@@ -102,8 +102,9 @@ struct replica {
 	struct replica_params p;
 	struct replica_hooks h;
 
-	uint64_t floor;       /* highest index whose effects the fsm has */
-	uint64_t last_now_ms; /* max now_ms of applied and proposed entries */
+	uint64_t floor;        /* highest index whose effects the fsm has */
+	uint64_t last_now_ms;  /* max now_ms of applied and proposed entries */
+	uint64_t last_mono_ms; /* h.mono when last_now_ms last moved */
 	uint64_t bytes_since_snapshot;
 	unsigned saved_threshold;
 	bool threshold_lowered;
@@ -232,6 +233,46 @@ static uint64_t realtime_ms(void *data)
 	(void)data;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t monotonic_ms(void *data)
+{
+	struct timespec ts;
+	(void)data;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* An entry with time `now_ms` was applied or proposed. */
+static void note_time(struct replica *rp, uint64_t now_ms)
+{
+	if (now_ms > rp->last_now_ms) {
+		rp->last_now_ms = now_ms;
+		rp->last_mono_ms = rp->h.mono(rp->h.mono_data);
+	}
+}
+
+/* The time of a new entry: the wall clock, but never behind the group's
+ * time. When the group's time is ahead (a leader's clock ran ahead, or
+ * this one was set back), it flows on at half speed from where it stands
+ * until the wall clock catches up, rather than stand still: standing
+ * still froze every TTL and visibility timeout of the group for as long
+ * as the jump (seen in a fault run with clock skew). */
+static uint64_t stamp_time(struct replica *rp)
+{
+	uint64_t now = rp->h.clock(rp->h.clock_data);
+	if (now >= rp->last_now_ms) {
+		note_time(rp, now);
+		return now;
+	}
+	uint64_t mono = rp->h.mono(rp->h.mono_data);
+	uint64_t adv =
+	    mono > rp->last_mono_ms ? (mono - rp->last_mono_ms) / 2 : 0;
+	if (adv > 0) {
+		rp->last_now_ms += adv;
+		rp->last_mono_ms += adv * 2;
+	}
+	return rp->last_now_ms;
 }
 
 static void notify(struct replica *rp)
@@ -363,9 +404,7 @@ static int fsm_apply(struct raft_fsm *f, const struct raft_buffer *buf,
 		     rp->group, (unsigned long long)index);
 		return RAFT_MALFORMED;
 	}
-	if (h.now_ms > rp->last_now_ms) {
-		rp->last_now_ms = h.now_ms;
-	}
+	note_time(rp, h.now_ms);
 	rp->bytes_since_snapshot += buf->len;
 	maybe_lower_threshold(rp, index);
 	if (index <= rp->floor) {
@@ -526,9 +565,7 @@ static int fsm_restore(struct raft_fsm *f, struct raft_buffer *buf)
 	if (applied > rp->floor) {
 		rp->floor = applied;
 	}
-	if (now_ms > rp->last_now_ms) {
-		rp->last_now_ms = now_ms;
-	}
+	note_time(rp, now_ms);
 	rp->bytes_since_snapshot = 0;
 	rp->st.restores++;
 	raft_free(buf->base); /* ours on success, as libraft documents */
@@ -1073,11 +1110,7 @@ static void flush(struct replica *rp)
 			rp->q_tail = NULL;
 		}
 		b->next = NULL;
-		now = rp->h.clock(rp->h.clock_data);
-		if (now < rp->last_now_ms) {
-			now = rp->last_now_ms; /* never backwards */
-		}
-		rp->last_now_ms = now;
+		now = stamp_time(rp);
 		b->term = r->current_term;
 		if (entry_builder_finish(&b->eb, b->term, now, &buf.base,
 		                         &buf.len) != 0) {
@@ -1246,6 +1279,9 @@ int replica_new(struct replica **out, uint32_t group, struct fsm *fsm,
 	}
 	if (rp->h.clock == NULL) {
 		rp->h.clock = realtime_ms;
+	}
+	if (rp->h.mono == NULL) {
+		rp->h.mono = monotonic_ms;
 	}
 	rp->rfsm.version = 1;
 	rp->rfsm.data = rp;

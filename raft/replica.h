@@ -9,7 +9,10 @@
  *    index and, when the state is behind, fetches and imports it;
  *  - group commit: every command proposed in one turn (between two
  *    replica_poll calls) becomes ONE entry, stamped by the leader with
- *    now_ms = max(wall clock, now_ms of every earlier entry of the group);
+ *    now_ms = the wall clock, never behind the group's time (the
+ *    now_ms of every earlier entry); while the group's time is ahead of
+ *    the wall clock it flows on at half speed until the clock catches up
+ *    (a forward clock jump must not freeze TTLs and timeouts);
  *  - linearizable reads: the reads queued in one turn wait until every
  *    command proposed before them is applied and, with other voters, until
  *    a majority confirmed our leadership after they arrived (one small
@@ -95,6 +98,10 @@ typedef void (*replica_confirm_fn)(void *data, uint64_t peer, uint64_t term,
 struct replica_hooks {
 	replica_clock_fn clock; /* NULL = CLOCK_REALTIME */
 	void *clock_data;
+	/* Elapsed time in ms, never going back (NULL = CLOCK_MONOTONIC): lets
+	 * the group's time flow while it is ahead of `clock`. */
+	replica_clock_fn mono;
+	void *mono_data;
 	void (*notify)(void *data); /* replica_poll has work to do */
 	void *notify_data;
 	replica_fetch_fn fetch; /* NULL = no state transfer */

@@ -60,6 +60,13 @@ struct prop {
 	bool done;
 };
 
+/* The fixture's virtual time, never set back. */
+static uint64_t mono_cb(void *data)
+{
+	struct srv *s = data;
+	return (uint64_t)raft_fixture_time(&s->t->f);
+}
+
 static uint64_t clock_cb(void *data)
 {
 	struct srv *s = data;
@@ -219,6 +226,8 @@ static int setup_n(void **state, unsigned n, bool confirm)
 		testfsm_init(s->fsm, t->db.db, t->db.data, i + 1);
 		h.clock = clock_cb;
 		h.clock_data = s;
+		h.mono = mono_cb;
+		h.mono_data = s;
 		h.fetch = fetch_cb;
 		h.fetch_data = s;
 		if (confirm) {
@@ -653,6 +662,17 @@ static void test_clock_skew(void **state)
 		assert_int_equal(t->s[i].fsm->violations, 0);
 		assert_true(t->s[i].fsm->g[GROUP].last_now_ms >= before);
 	}
+	/* The group's time is ahead of the new leader's clock: it still
+	 * flows (at half speed), it does not stand still. */
+	before = t->s[1].fsm->g[GROUP].last_now_ms;
+	raft_fixture_step_until_elapsed(&t->f, 4000);
+	poll_all(t);
+	assert_int_equal(propose_add(t, 1, "t", &p, &lid), 0);
+	assert_true(step_until_done(t, &p, 1, 2000));
+	assert_int_equal(p.status, REPLICA_OK);
+	assert_true(t->s[1].fsm->g[GROUP].last_now_ms >= before + 1500);
+	assert_true(t->s[1].fsm->g[GROUP].last_now_ms <
+	            EPOCH + 5000 + raft_fixture_time(&t->f));
 	assert_int_equal(t->s[2].fsm->g[GROUP].leader_down, 1);
 	assert_int_equal(t->s[1].fsm->g[GROUP].leader_up, 1);
 }

@@ -1,7 +1,7 @@
 /* jepsen/check: runs one checker over one history file.
  *
  *   check linearizable [--format etcd-log|kv-edn|lines] [limits] FILE
- *   check set|stream|counter|queue|exactly-once [--format lines] FILE
+ *   check set|stream|counter|queue|exactly-once|watch [--format lines] FILE
  *
  * stdout gets one word, the verdict; stderr gets the explanation (the
  * anomalies). Exit 0: linearizable / valid; 1: not linearizable / invalid;
@@ -22,6 +22,7 @@
 #include "jepsen/queuecheck.h"
 #include "jepsen/setcheck.h"
 #include "jepsen/streamcheck.h"
+#include "jepsen/watchcheck.h"
 
 typedef int (*workload_check_fn)(const struct jepsen_history *h,
                                  struct jepsen_anomalies *out, char *err,
@@ -33,7 +34,7 @@ static const struct {
 } workloads[] = {
     {"set", jepsen_setcheck_run},           {"stream", jepsen_streamcheck_run},
     {"counter", jepsen_countercheck_run},   {"queue", jepsen_queuecheck_run},
-    {"exactly-once", jepsen_oncecheck_run},
+    {"exactly-once", jepsen_oncecheck_run}, {"watch", jepsen_watchcheck_run},
 };
 
 static void usage(FILE *f)
@@ -42,7 +43,7 @@ static void usage(FILE *f)
 	        "usage: check linearizable [--format etcd-log|kv-edn|lines]\n"
 	        "             [--max-ms N] [--max-mb N] [--max-steps N] "
 	        "[--stats] FILE\n"
-	        "       check set|stream|counter|queue|exactly-once "
+	        "       check set|stream|counter|queue|exactly-once|watch "
 	        "[--format lines] FILE\n"
 	        "Prints the verdict on stdout and why on stderr. Exit 0 "
 	        "linearizable/valid,\n"

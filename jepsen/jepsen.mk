@@ -11,6 +11,7 @@ jepsen_libjepsen_a_SOURCES = \
 	jepsen/queuecheck.c jepsen/queuecheck.h \
 	jepsen/setcheck.c jepsen/setcheck.h \
 	jepsen/streamcheck.c jepsen/streamcheck.h \
+	jepsen/watchcheck.c jepsen/watchcheck.h \
 	jepsen/workload.c jepsen/workload.h
 
 noinst_PROGRAMS += jepsen/check
@@ -27,6 +28,9 @@ tests_unit_test_jepsen_history_SOURCES = tests/unit/test_jepsen_history.c
 tests_unit_test_jepsen_history_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
 tests_unit_test_jepsen_checkers_SOURCES = tests/unit/test_jepsen_checkers.c
 tests_unit_test_jepsen_checkers_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
+UNIT_TESTS += tests/unit/test_jepsen_watchcheck
+tests_unit_test_jepsen_watchcheck_SOURCES = tests/unit/test_jepsen_watchcheck.c
+tests_unit_test_jepsen_watchcheck_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
 # Runs the jepsen/check program, so it must be built first.
 tests_unit_test_jepsen_cli_SOURCES = tests/unit/test_jepsen_cli.c
 tests_unit_test_jepsen_cli_LDADD = $(CMOCKA_LIBS)
@@ -76,7 +80,8 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_impl.h \
 	jepsen/workload_queue.c \
 	jepsen/workload_register.c \
-	jepsen/workload_stream.c
+	jepsen/workload_stream.c \
+	jepsen/workload_watch.c
 jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \
 	client/liblodestone.a wire/libwire.a $(DEP_LIBS)
 

@@ -17,11 +17,11 @@
 #define DEFAULT_TIMEOUT_MS 2000
 
 static const struct wl_workload *const table[] = {
-    &wl_register, &wl_stream, &wl_counter, &wl_queue, &wl_idempotent,
+    &wl_register, &wl_stream, &wl_counter, &wl_queue, &wl_idempotent, &wl_watch,
 };
 
-const char *const wl_names[] = {"register", "stream",     "counter",
-                                "queue",    "idempotent", NULL};
+const char *const wl_names[] = {"register",   "stream", "counter", "queue",
+                                "idempotent", "watch",  NULL};
 
 const struct wl_workload *wl_find(const char *name)
 {
@@ -127,6 +127,21 @@ void wl_close_handle(uv_handle_t *h)
 	}
 }
 
+/* Closes everything, from the loop rather than from wherever
+ * wl_ctx_done was called (often a client's callback, which the client
+ * libraries do not let close their client). */
+static void on_finish(uv_timer_t *t)
+{
+	struct wl_run *r = t->data;
+	wl_close_handle((uv_handle_t *)&r->ops_timer);
+	wl_close_handle((uv_handle_t *)&r->end_timer);
+	pthread_mutex_lock(&r->lock);
+	r->async_open = false;
+	wl_close_handle((uv_handle_t *)&r->stop_async);
+	pthread_mutex_unlock(&r->lock);
+	r->w->close(&r->x);
+}
+
 void wl_ctx_done(struct wl_ctx *x)
 {
 	struct wl_run *r = x->run;
@@ -140,13 +155,8 @@ void wl_ctx_done(struct wl_ctx *x)
 	snprintf(r->note, sizeof r->note, "%s", x->note);
 	r->write_rc = x->write_rc;
 	atomic_store(&r->written, x->write_rc == 0);
-	wl_close_handle((uv_handle_t *)&r->ops_timer);
-	wl_close_handle((uv_handle_t *)&r->end_timer);
-	pthread_mutex_lock(&r->lock);
-	r->async_open = false;
-	wl_close_handle((uv_handle_t *)&r->stop_async);
-	pthread_mutex_unlock(&r->lock);
-	x->w->close(x);
+	uv_timer_stop(&r->end_timer);
+	uv_timer_start(&r->ops_timer, on_finish, 0, 0);
 }
 
 static void on_ops_over(uv_timer_t *t)

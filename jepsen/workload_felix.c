@@ -26,19 +26,46 @@ void wl_fx_init(struct wl_fx *fx, struct wl_ctx *x, unsigned node, wl_fx_cb cb,
 	fx->cb = cb;
 	fx->data = data;
 	uv_timer_init(x->loop, &fx->timer);
+	uv_timer_init(x->loop, &fx->reaper);
 	fx->timer.data = fx;
+	fx->reaper.data = fx;
 	fx->timer_init = true;
 }
 
+static void reap(struct wl_fx *fx)
+{
+	for (unsigned i = 0; i < fx->n_dying; i++) {
+		felix_client_close(fx->dying[i]);
+	}
+	fx->n_dying = 0;
+}
+
+static void on_reaper(uv_timer_t *t)
+{
+	reap(t->data);
+}
+
+/* Forgets the connection and closes it from the loop, not here: drop may
+ * run inside one of the client's callbacks, and the client library
+ * does not survive being closed from there (client/quic.c walks its
+ * streams while it calls them). */
 static void drop(struct wl_fx *fx)
 {
 	struct felix_client *c = fx->c;
 	fx->c = NULL;
 	fx->up = false;
 	fx->connecting = false;
-	if (c != NULL) {
-		felix_client_close(c);
+	if (c == NULL) {
+		return;
 	}
+	if (fx->n_dying == WL_FX_MAX_DYING) {
+		/* Never more than a few resets per loop turn; keep the
+		 * oldest waiting rather than close it here. */
+		fx->n_dying--;
+		felix_client_close(fx->dying[fx->n_dying]);
+	}
+	fx->dying[fx->n_dying++] = c;
+	uv_timer_start(&fx->reaper, on_reaper, 0, 0);
 }
 
 static void backoff(struct wl_fx *fx)
@@ -167,8 +194,16 @@ void wl_fx_close(struct wl_fx *fx)
 	}
 	fx->closed = true;
 	uv_timer_stop(&fx->timer);
+	uv_timer_stop(&fx->reaper);
 	wl_close_handle((uv_handle_t *)&fx->timer);
-	drop(fx);
+	wl_close_handle((uv_handle_t *)&fx->reaper);
+	/* Runs from the loop (the driver defers it), so the clients may be
+	 * closed here. */
+	if (fx->c != NULL) {
+		felix_client_close(fx->c);
+		fx->c = NULL;
+	}
+	reap(fx);
 }
 
 struct wl_ticket *wl_ticket_new(struct wl_tickets *t, void *owner, uint64_t seq,

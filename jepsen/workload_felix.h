@@ -41,6 +41,8 @@ extern const char *const wl_fx_args[];
 
 struct wl_fx;
 
+#define WL_FX_MAX_DYING 8
+
 /* The connection came up (up = true) or an attempt failed. */
 typedef void (*wl_fx_cb)(void *data, struct wl_fx *fx, bool up);
 
@@ -54,6 +56,9 @@ struct wl_fx {
 	unsigned fails;
 	int64_t retry_at_ms; /* backoff: no attempt before */
 	uv_timer_t timer;    /* connect deadline, or the backoff's end */
+	uv_timer_t reaper;   /* closes the dropped connections */
+	struct felix_client *dying[WL_FX_MAX_DYING]; /* dropped, to close */
+	unsigned n_dying;
 	bool timer_init;
 	wl_fx_cb cb;
 	void *data;

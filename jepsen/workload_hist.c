@@ -117,8 +117,16 @@ void wl_hist_comment(struct wl_hist *h, const char *fmt, ...)
 		body = NULL;
 	}
 	va_end(ap);
-	if (body != NULL && asprintf(&line, "# %s", body) < 0) {
-		line = NULL;
+	if (body != NULL) {
+		/* One line: a message may carry line breaks. */
+		for (char *c = body; *c != '\0'; c++) {
+			if (*c == '\n' || *c == '\r') {
+				*c = ' ';
+			}
+		}
+		if (asprintf(&line, "# %s", body) < 0) {
+			line = NULL;
+		}
 	}
 	free(body);
 	push(h, line);

@@ -82,6 +82,7 @@ extern const struct wl_workload wl_stream;
 extern const struct wl_workload wl_counter;
 extern const struct wl_workload wl_queue;
 extern const struct wl_workload wl_idempotent;
+extern const struct wl_workload wl_watch;
 
 /* The workload is finished: writes the history, then closes the clients.
  * Idempotent. */

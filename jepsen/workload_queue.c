@@ -9,10 +9,10 @@
  * shard) poll the group `g` of their shard at its leader (group requests
  * are served there only: a refusal moves the consumer to the next node),
  * with a short long-poll wait, and acknowledge every record they get, one
- * group_ack each (an ack without an answer is sent again, up to
- * ACK_TRIES times), before polling again. The nodes claim a polled record
- * for 3 s (--felix-group-visibility-ms), so a record whose poll or ack was
- * lost comes back soon; dead-lettering is pushed out of reach
+ * group_ack each (an ack without a definite answer is sent again until
+ * one comes, or the deadline), before polling again. The nodes claim a polled
+ * record for 3 s (--felix-group-visibility-ms), so a record whose poll or ack
+ * was lost comes back soon; dead-lettering is pushed out of reach
  * (--felix-group-max-attempts). After the operations the consumers go on
  * until every acknowledged publish has been acknowledged by a consumer, or
  * the deadline.
@@ -36,9 +36,12 @@
 #define WAIT_MS 300
 #define THINK_MAX_MS 20
 #define IDLE_MS 50
-/* An ack without an answer is sent again (acking twice is fine), so that
- * an ack that did happen is not taken for a missing one. */
-#define ACK_TRIES 10
+/* An ack without a definite answer is sent again (acking twice is fine),
+ * every RETRY_MS, so that an ack that did happen is not taken for a
+ * missing one; a bound keeps a broken broker from holding a consumer
+ * forever (the deadline ends the drain first). */
+#define ACK_TRIES 1000
+#define RETRY_MS 200
 
 enum q_f { Q_PUBLISH, Q_CONSUME, Q_ACK };
 
@@ -197,12 +200,12 @@ static void complete(struct q_proc *p, enum wl_type t, const char *vals)
 			g->acked++;
 			mark(g, p->items[p->next_item].rec, ST_ACKED);
 		}
-		/* An ack without a definite answer (no answer, or not
-		 * sent at all) is sent again; one the broker refused is
-		 * not (the record comes back after the visibility
-		 * timeout). */
-		if (t != WL_OK && !p->refused && ++p->ack_tries < ACK_TRIES &&
-		    !g->x->deadline) {
+		/* An ack without a definite answer (no answer, an
+		 * indeterminate error, or not sent at all) is sent again;
+		 * one the broker refused for good is not (the record
+		 * comes back after the visibility timeout). */
+		if (t != WL_OK && !(p->refused && t == WL_FAIL) &&
+		    ++p->ack_tries < ACK_TRIES && !g->x->deadline) {
 			break;
 		}
 		p->ack_tries = 0;
@@ -214,6 +217,9 @@ static void complete(struct q_proc *p, enum wl_type t, const char *vals)
 	uint64_t pause = 0;
 	if (p->f == Q_CONSUME && t == WL_OK && p->n_items == 0) {
 		pause = IDLE_MS;
+	} else if (p->consumer && t != WL_OK) {
+		/* No leader, or no answer: do not spin. */
+		pause = RETRY_MS;
 	} else if (!p->consumer) {
 		pause = wl_rand(g->x, 0, THINK_MAX_MS);
 	}
@@ -250,6 +256,12 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 		enum wl_type t = wl_fx_write_outcome(status, message);
 		if (elsewhere) {
 			t = WL_FAIL;
+		}
+		if (status == FELIX_CLIENT_EREFUSED && message != NULL &&
+		    !elsewhere) {
+			wl_hist_comment(&g->x->hist,
+			                "process %u: refused: %.200s", p->pid,
+			                message);
 		}
 		struct wl_fx *fx = &p->fx[p->node - 1];
 		complete(p, t, NULL);

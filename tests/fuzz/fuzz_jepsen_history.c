@@ -14,6 +14,7 @@
 #include "jepsen/queuecheck.h"
 #include "jepsen/setcheck.h"
 #include "jepsen/streamcheck.h"
+#include "jepsen/watchcheck.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,7 +26,7 @@ static void check_all(const struct jepsen_history *h)
 	static const check_fn fns[] = {
 	    jepsen_setcheck_run,     jepsen_streamcheck_run,
 	    jepsen_countercheck_run, jepsen_queuecheck_run,
-	    jepsen_oncecheck_run,
+	    jepsen_oncecheck_run,    jepsen_watchcheck_run,
 	};
 	struct jepsen_lin_limits lim = {.max_memory = 8u << 20,
 	                                .max_steps = 20000};

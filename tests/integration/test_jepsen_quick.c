@@ -212,12 +212,9 @@ static const struct qcase cases[] = {
     {"register-mixed", "register", "mixed", NULL, 0, 1101},
     {"stream-mixed", "stream", "mixed", NULL, 0, 1102},
     {"counter-mixed", "counter", "mixed", NULL, 0, 1103},
-    /* queue-mixed (seed 1104) is out of the quick suite while its open
-     * finding is investigated: under the mixed nemesis one delivered
-     * record was never acknowledged by the end (docs/fault-testing.md).
-     * Run it with: jepsen/run queue --nemesis mixed --time 60 --nodes 3
-     * --seed 1104. */
+    {"queue-mixed", "queue", "mixed", NULL, 0, 1104},
     {"idempotent-mixed", "idempotent", "mixed", NULL, 0, 1105},
+    {"watch-mixed", "watch", "mixed", NULL, 0, 1106},
     /* The proofs: each must be caught. */
     {"proof-register-read-no-barrier", "register", "partition",
      "read-no-barrier", 30, 2101},

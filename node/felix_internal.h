@@ -246,6 +246,9 @@ void pubsub_on_cache_change(struct felix_server *s, struct store_slice scope,
                             const struct store_slice *value,
                             uint64_t expires_at);
 
+/* A snapshot replaced group `group`'s state here: live subscriptions and
+ * watches on it missed the changes it covers. */
+void pubsub_on_imported(struct felix_server *s, uint32_t group);
 void pubsub_init(struct felix_server *s);
 void pubsub_free(struct felix_server *s);
 /* The close callback runs once nothing is left (history reads included). */

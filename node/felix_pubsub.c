@@ -91,7 +91,8 @@ struct fsub {
 	uint32_t shard;
 	char *scope; /* owned "tenant/ns/name" */
 	size_t scope_len;
-	uint64_t next; /* next offset to send (catching up) */
+	uint64_t next; /* next offset to send (catching up), or after the
+	                  last change seen (live) */
 	struct qitem *qhead, *qtail;
 	size_t qbytes;
 	uint64_t dropped;
@@ -419,6 +420,7 @@ void pubsub_on_append(struct felix_server *s, struct store_slice scope,
 		struct fsub *next = sub->tnext; /* sub_send may free sub */
 		if (sub->live) {
 			int i = sub->offsets ? 1 : 0;
+			sub->next = base + records->n; /* dropped or not */
 			if (v[i] == NULL) {
 				v[i] = encode_list(records, sub->offsets, base);
 			}
@@ -840,6 +842,9 @@ void pubsub_on_cache_change(struct felix_server *s, struct store_slice scope,
 	struct fsub *sub = t->subs;
 	while (sub != NULL) {
 		struct fsub *next = sub->tnext; /* may leave the topic */
+		if (sub->live && !sub->ending) {
+			sub->next = offset + 1;
+		}
 		if (!sub->live || sub->ending ||
 		    !watch_match(sub, key.p, key.len)) {
 			sub = next;
@@ -867,6 +872,57 @@ void pubsub_on_cache_change(struct felix_server *s, struct store_slice scope,
 	if (b != NULL) {
 		quic_sbuf_unref(b);
 	}
+}
+
+/* A snapshot import replaced a group's state without reporting its changes
+ * one by one (a replica that fell behind, e.g. a paused leader): live
+ * subscriptions go back to catching up from the store where they stood,
+ * live watches end lagged at their position, so neither shows a gap. */
+void pubsub_on_imported(struct felix_server *s, uint32_t group)
+{
+	struct fsub **v = NULL;
+	size_t n = 0, cap = 0;
+	struct hmap_iter it;
+	struct hmap_entry *e;
+
+	hmap_iter_init(&s->topics, &it);
+	while ((e = hmap_iter_next(&s->topics, &it)) != NULL) {
+		struct ftopic *t = e->value;
+		for (struct fsub *sub = t->subs; sub != NULL;
+		     sub = sub->tnext) {
+			if (sub->group != group || !sub->live || sub->ending) {
+				continue;
+			}
+			if (n == cap) {
+				size_t nc = cap == 0 ? 16 : cap * 2;
+				struct fsub **nv = realloc(v, nc * sizeof *v);
+				if (nv == NULL) {
+					break;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = sub;
+		}
+	}
+	/* Acted on after the walk: a lagged watch leaves its topic. */
+	for (size_t i = 0; i < n; i++) {
+		struct fsub *sub = v[i];
+		log_info(s->log, "felix",
+		         "%s %" PRIu64 ": state of group %u imported; %s "
+		         "from offset %" PRIu64,
+		         sub->watch ? "watch" : "subscription", sub->id,
+		         (unsigned)group,
+		         sub->watch ? "ends lagged, resume" : "catches up",
+		         sub->next);
+		if (sub->watch) {
+			watch_lag(sub, sub->next);
+		} else {
+			sub->live = false;
+			pump_add(sub);
+		}
+	}
+	free(v);
 }
 
 /* A page of replayed changes: the frames of those that match. */

@@ -1575,6 +1575,11 @@ static void on_store_cache_change(void *data, uint32_t group,
 	pubsub_on_cache_change(s, scope, shard, offset, key, value, expires_at);
 }
 
+static void on_store_imported(void *data, uint32_t group)
+{
+	pubsub_on_imported(data, group);
+}
+
 static void metrics_register(struct felix_server *s, struct metrics *m)
 {
 	struct felix_metrics *x = &s->m;
@@ -1730,7 +1735,8 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 	s->open_handles = 3;
 	uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
 
-	struct store_observer obs = {on_store_append, on_store_cache_change, s};
+	struct store_observer obs = {on_store_append, on_store_cache_change, s,
+	                             on_store_imported};
 	store_set_observer(shards_store(shards), &obs);
 	log_info(log, "felix", "Felix QUIC on %s:%u (auth: %s)", s->host,
 	         (unsigned)quic_server_port(&s->qs),

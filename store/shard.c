@@ -626,6 +626,9 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 		}
 	}
 	rv = store_applied_index(s, group, applied_index);
+	if (rv == 0 && s->observer.imported != NULL) {
+		s->observer.imported(s->observer.data, group);
+	}
 out:
 	if (wo != NULL) {
 		rocksdb_writeoptions_destroy(wo);

@@ -187,10 +187,15 @@ typedef void (*store_cache_change_cb)(void *data, uint32_t group,
                                       const struct store_slice *value,
                                       uint64_t expires_at);
 
+/* A group's state was replaced by an imported snapshot: changes it
+ * covers were never reported one by one. */
+typedef void (*store_imported_cb)(void *data, uint32_t group);
+
 struct store_observer {
 	store_stream_append_cb stream_append; /* may be NULL */
 	store_cache_change_cb cache_change;   /* may be NULL */
 	void *data;
+	store_imported_cb imported; /* may be NULL */
 };
 
 /* Installs (copies) the observer, or removes it with NULL. Callbacks run on

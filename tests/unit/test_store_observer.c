@@ -88,7 +88,7 @@ static void test_streams_and_caches(void **state)
 {
 	struct tdb t;
 	struct seen s;
-	struct store_observer o = {on_append, on_change, &s};
+	struct store_observer o = {on_append, on_change, &s, NULL};
 	(void)state;
 	tdb_open(&t);
 	memset(&s, 0, sizeof s);
@@ -194,7 +194,7 @@ static void test_replay_is_silent(void **state)
 {
 	struct tdb t;
 	struct seen s;
-	struct store_observer o = {on_append, NULL, &s};
+	struct store_observer o = {on_append, NULL, &s, NULL};
 	(void)state;
 	tdb_open(&t);
 	memset(&s, 0, sizeof s);

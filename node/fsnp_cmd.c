@@ -989,9 +989,13 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			if (!secs && !arg_is(&v[3], "PX")) {
 				return cmd_error(r->err, "ERR syntax error");
 			}
-			if (arg_int(r, &v[4], 1, &x) != 0 ||
-			    (secs && x > INT64_MAX / 1000)) {
+			if (arg_int(r, &v[4], 1, &x) != 0) {
 				return -1;
+			}
+			if (secs && x > INT64_MAX / 1000) {
+				return cmd_error(r->err,
+				                 "ERR invalid expire time in "
+				                 "'cas' command");
 			}
 			c->kind = STORE_EXPIRE_TTL;
 			c->ttl_ms = (uint64_t)(secs ? x * 1000 : x);

@@ -1,5 +1,6 @@
 /* Configuration from flags, environment and file; see config.h. */
 #include "node/config.h"
+#include "store/store.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -73,6 +74,10 @@ static const struct opt opts[] = {
     {"read-barriers", OPT_BOOL, OFF(read_barriers), 0, 0, 0, NULL,
      "linearizable reads append a barrier entry instead of confirming "
      "leadership with the voters (slower; default off)"},
+    {"row-cache-bytes", OPT_UINT, OFF(row_cache_bytes), 8, 0, UINT64_MAX,
+     "BYTES",
+     "memory for rows read by key (KV keys, counters, shard metadata) kept "
+     "in front of RocksDB (default 256 MiB; 0 off)"},
     {"auto-create-shards", OPT_UINT, OFF(auto_create_shards), 4, 1, 1024, "K",
      "shards of streams and caches auto-created in dev mode (default 4)"},
     {"dev", OPT_BOOL, OFF(dev), 0, 0, 0, NULL,
@@ -588,6 +593,7 @@ static void set_defaults(struct node_config *c)
 	c->admin.port = 8080;
 	c->shards = 8;
 	c->auto_create_shards = 4;
+	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;
 	c->felix_group_max_wait_ms = 30000;
 	c->felix_group_visibility_ms = 30000;
 	c->felix_group_max_attempts = 5;

@@ -1136,6 +1136,18 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	if (root == NULL) {
 		return -1;
 	}
+	{
+		struct store_row_cache_stats rc;
+		store_row_cache_stats(s->store, &rc);
+		json_object_set_new(
+		    root, "row_cache",
+		    json_pack(
+		        "{s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
+		        (json_int_t)rc.hits, "misses", (json_int_t)rc.misses,
+		        "evictions", (json_int_t)rc.evictions, "rows",
+		        (json_int_t)rc.rows, "bytes", (json_int_t)rc.bytes,
+		        "max_bytes", (json_int_t)rc.max_bytes));
+	}
 	*out = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
 	if (*out == NULL) {
@@ -1480,6 +1492,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		snprintf(err, errlen, "state machine: cannot open the store");
 		goto err_rio;
 	}
+	store_set_row_cache(s->store, cfg->row_cache_bytes);
 	store_fsm_init(&s->fsm, s->store);
 
 	if (s->cluster) {

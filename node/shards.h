@@ -86,6 +86,7 @@ struct shards_config {
 	unsigned forward_timeout_ms; /* 0 = 5000 */
 	bool read_barriers;          /* reads append a barrier entry instead of
 	                                confirming leadership (raft/replica.c) */
+	size_t row_cache_bytes;      /* store_set_row_cache() */
 
 	/* This node's client addresses, published to the others through the
 	 * meta group (ports 0 = not served). */

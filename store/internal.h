@@ -11,6 +11,7 @@
 #include "store/command.h"
 #include "store/keys.h"
 #include "store/result.h"
+#include "store/rowcache.h"
 #include "store/store.h"
 
 struct store {
@@ -25,6 +26,9 @@ struct store {
 	char export_err[256];
 	char sync_err[256];
 	struct store_observer observer; /* all NULL when none */
+	/* Rows read by point lookups only, cached in front of RocksDB
+	 * (reactor only; tx.c keeps it equal to what RocksDB holds). */
+	struct rowcache *rows;
 };
 
 /* A record kept in the transaction until commit (hot meta records that
@@ -55,6 +59,17 @@ struct tx {
 	size_t nrecs;
 	size_t caprecs;
 	struct sbuf journal;
+	/* Whether this tx may use the row cache: true on the reactor (the
+	 * default), false for reads on other threads. */
+	bool cached;
+	/* Cacheable rows this entry wrote, in order: (u8 present, u32 len,
+	 * key, u32 len, value)...; published to the cache after the batch
+	 * is written. `pslots` maps a key to 1 + the offset of its latest
+	 * write (open addressing, `pcap` a power of two or 0). */
+	struct sbuf pend;
+	size_t npend;
+	size_t *pslots;
+	size_t pcap;
 };
 
 /* A value read from RocksDB (malloc'd by RocksDB). */
@@ -75,6 +90,12 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len);
 void tx_del(struct tx *tx, const struct sbuf *key);
 void tx_del_range(struct tx *tx, const struct sbuf *begin,
                   const struct sbuf *end);
+
+/* Row-cache bookkeeping around the batch: a command's save point, its
+ * rollback, and the publication of a written batch's rows. */
+size_t tx_pend_mark(struct tx *tx);
+void tx_pend_rollback(struct tx *tx, size_t mark);
+void tx_pend_publish(struct tx *tx);
 
 /* Write-back access for records read and written by point lookups only
  * (never iterated during apply). `out` gets a copy. 1 found, 0 absent,

@@ -32,8 +32,86 @@ int store_open(rocksdb_t *db, rocksdb_column_family_handle_t *cf,
 	rocksdb_writeoptions_set_sync(s->wo, 0);
 	rocksdb_writeoptions_disable_WAL(s->wo, 1);
 	s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
+	if (rowcache_create(STORE_ROW_CACHE_DEFAULT, &s->rows) != 0) {
+		s->rows = NULL; /* no cache: every read goes to RocksDB */
+	}
 	*out = s;
 	return 0;
+}
+
+void store_set_row_cache(struct store *s, size_t max_bytes)
+{
+	if (s->rows != NULL) {
+		rowcache_resize(s->rows, max_bytes);
+	}
+}
+
+struct verify {
+	struct store *s;
+	char *msg;
+	size_t len;
+};
+
+static int verify_row(void *arg, const uint8_t *key, size_t klen,
+                      const uint8_t *val, size_t vlen, bool present)
+{
+	struct verify *v = arg;
+	char *err = NULL;
+	size_t dlen = 0;
+	char *d = rocksdb_get_cf(v->s->db, v->s->ro, v->s->cf,
+	                         (const char *)key, klen, &dlen, &err);
+	int rv = 0;
+
+	if (err != NULL) {
+		snprintf(v->msg, v->len, "read failed: %s", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	if ((d != NULL) != present ||
+	    (present && (dlen != vlen || memcmp(d, val, vlen) != 0))) {
+		snprintf(v->msg, v->len,
+		         "row of type 0x%02x (%zu key bytes): cached %s "
+		         "(%zu bytes), RocksDB %s (%zu bytes)",
+		         klen > 4 ? key[4] : 0, klen,
+		         present ? "present" : "absent", vlen,
+		         d != NULL ? "present" : "absent", dlen);
+		rv = -1;
+	}
+	if (d != NULL) {
+		rocksdb_free(d);
+	}
+	return rv;
+}
+
+int store_row_cache_verify(struct store *s, char *msg, size_t len)
+{
+	struct verify v = {s, msg, len};
+
+	if (len > 0) {
+		msg[0] = '\0';
+	}
+	if (s->rows == NULL) {
+		return 0;
+	}
+	return rowcache_walk(s->rows, verify_row, &v) != 0 ? -1 : 0;
+}
+
+void store_row_cache_stats(const struct store *s,
+                           struct store_row_cache_stats *st)
+{
+	struct rowcache_stats rs;
+
+	memset(st, 0, sizeof *st);
+	if (s->rows == NULL) {
+		return;
+	}
+	rowcache_stats(s->rows, &rs);
+	st->hits = rs.hits;
+	st->misses = rs.misses;
+	st->evictions = rs.evictions;
+	st->rows = rs.rows;
+	st->bytes = rs.bytes;
+	st->max_bytes = rs.max_bytes;
 }
 
 void store_close(struct store *s)
@@ -41,6 +119,7 @@ void store_close(struct store *s)
 	if (s == NULL) {
 		return;
 	}
+	rowcache_destroy(s->rows);
 	rocksdb_writebatch_wi_destroy(s->wb);
 	rocksdb_writeoptions_destroy(s->wo);
 	rocksdb_readoptions_destroy(s->ro);
@@ -205,6 +284,7 @@ static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	struct store *s = tx->s;
 	int before = rocksdb_writebatch_wi_count(s->wb);
 	size_t ranges_len = tx->ranges.len, nranges = tx->nranges;
+	size_t pend = tx_pend_mark(tx);
 	char *err = NULL;
 
 	rocksdb_writebatch_wi_set_save_point(s->wb);
@@ -216,6 +296,7 @@ static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return 0;
 	}
 	tx_recs_rollback(tx);
+	tx_pend_rollback(tx, pend);
 	tx->ranges.len = ranges_len;
 	tx->nranges = nranges;
 	if (rocksdb_writebatch_wi_count(s->wb) != before) {
@@ -377,6 +458,7 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	if (commit(&tx) != 0) {
 		goto err;
 	}
+	tx_pend_publish(&tx);
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_fini(&tx);
 	notify(s, e, results);
@@ -601,6 +683,9 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	group_bounds(group, begin, end);
 	wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(wo, 1);
+	if (s->rows != NULL) {
+		rowcache_drop_range(s->rows, begin, 4, end, 5);
+	}
 	rocksdb_delete_range_cf(s->db, wo, s->cf, (const char *)begin, 4,
 	                        (const char *)end, 5, &err);
 	if (err != NULL) {

@@ -62,6 +62,22 @@ const char *store_last_error(const struct store *s);
 const char *store_export_error(const struct store *s);
 const char *store_sync_error(const struct store *s);
 
+/* Rows read by point lookups (KV keys, counters, shard metadata) are
+ * cached in memory in front of RocksDB, up to this many bytes (keys,
+ * values and ~80 bytes per row). 0 turns the cache off. */
+#define STORE_ROW_CACHE_DEFAULT (256u << 20)
+void store_set_row_cache(struct store *s, size_t max_bytes);
+
+struct store_row_cache_stats {
+	uint64_t hits, misses, evictions, rows, bytes, max_bytes;
+};
+void store_row_cache_stats(const struct store *s,
+                           struct store_row_cache_stats *st);
+
+/* Checks that every cached row equals what RocksDB holds (tests). 0, or
+ * -1 with the first difference described in `msg`. */
+int store_row_cache_verify(struct store *s, char *msg, size_t len);
+
 /* Fills `fsm` with this store's implementation. */
 void store_fsm_init(struct fsm *fsm, struct store *s);
 

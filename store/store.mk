@@ -4,7 +4,8 @@ NODE_LIBS += store/libstore.a
 store_libstore_a_SOURCES = \
 	store/store.h store/internal.h store/buf.c store/buf.h \
 	store/command.c store/command.h store/result.c store/result.h \
-	store/keys.c store/keys.h store/tx.c store/shard.c store/meta.c \
+	store/keys.c store/keys.h store/rowcache.c store/rowcache.h \
+	store/tx.c store/shard.c store/meta.c \
 	store/stream.c store/producer.c store/cgroup.c store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
 EXTRA_DIST += docs/storage.md
@@ -64,3 +65,8 @@ UNIT_TESTS += tests/unit/test_store_observer
 tests_unit_test_store_observer_SOURCES = tests/unit/test_store_observer.c \
 	$(STORE_TEST_UTIL)
 tests_unit_test_store_observer_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_rowcache
+tests_unit_test_store_rowcache_SOURCES = tests/unit/test_store_rowcache.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_rowcache_LDADD = $(STORE_TEST_LDADD)

@@ -414,6 +414,7 @@ int store_stream_read(struct store *s, uint32_t group, struct store_slice scope,
 	int rv;
 
 	tx_init(&tx, s, group, 0, 0, false);
+	tx.cached = false; /* may run off the reactor */
 	rv = stream_scan(&tx, scope, shard, from, max_records, max_bytes, cb,
 	                 arg, &m);
 	tx_fini(&tx);

@@ -22,6 +22,11 @@ void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
 	tx->nrecs = 0;
 	tx->caprecs = 0;
 	sbuf_init(&tx->journal);
+	tx->cached = true;
+	sbuf_init(&tx->pend);
+	tx->npend = 0;
+	tx->pslots = NULL;
+	tx->pcap = 0;
 }
 
 void tx_fini(struct tx *tx)
@@ -33,6 +38,181 @@ void tx_fini(struct tx *tx)
 	free(tx->recs);
 	sbuf_free(&tx->journal);
 	sbuf_free(&tx->ranges);
+	sbuf_free(&tx->pend);
+	free(tx->pslots);
+}
+
+/* Rows the cache may hold: records whose readers look them up by key
+ * (iterators over them still go to RocksDB, which the cache mirrors).
+ * Stream records, change logs and indexes are scanned, not looked up. */
+static bool row_cacheable(const uint8_t *k, size_t len)
+{
+	if (len < 5) {
+		return false;
+	}
+	switch (k[4]) {
+	case K_STREAM:
+	case K_PROD:
+	case K_CG:
+	case K_CACHE:
+	case K_CIDX:
+	case K_COUNTER:
+	case K_KV:
+	case K_HASH:
+	case K_SET:
+	case K_ZMEMBER:
+	case K_FOC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool use_cache(const struct tx *tx, const struct sbuf *key)
+{
+	return tx->cached && tx->s->rows != NULL &&
+	       row_cacheable(key->p, key->len);
+}
+
+/* The offset of this entry's latest write of `key` in tx->pend, or -1. */
+static long pend_find(const struct tx *tx, const uint8_t *key, size_t len)
+{
+	size_t mask = tx->pcap - 1;
+	size_t i;
+
+	if (tx->npend == 0) {
+		return -1;
+	}
+	i = rowcache_hash(key, len) & mask;
+	while (tx->pslots[i] != 0) {
+		struct rd r;
+		size_t off = tx->pslots[i] - 1, kl;
+		const uint8_t *kp;
+
+		rd_init(&r, tx->pend.p + off, tx->pend.len - off);
+		(void)rd_u8(&r);
+		kp = rd_lbytes(&r, &kl);
+		if (kl == len && memcmp(kp, key, len) == 0) {
+			return (long)off;
+		}
+		i = (i + 1) & mask;
+	}
+	return -1;
+}
+
+/* Points the key's slot at the write at `off` (inserting the key). */
+static void pend_index(struct tx *tx, const uint8_t *key, size_t len,
+                       size_t off)
+{
+	size_t mask = tx->pcap - 1;
+	size_t i = rowcache_hash(key, len) & mask;
+
+	while (tx->pslots[i] != 0) {
+		struct rd r;
+		size_t o = tx->pslots[i] - 1, kl;
+		const uint8_t *kp;
+
+		rd_init(&r, tx->pend.p + o, tx->pend.len - o);
+		(void)rd_u8(&r);
+		kp = rd_lbytes(&r, &kl);
+		if (kl == len && memcmp(kp, key, len) == 0) {
+			break;
+		}
+		i = (i + 1) & mask;
+	}
+	tx->pslots[i] = off + 1;
+}
+
+/* Rebuilds the slots from tx->pend (after growth or a rollback). */
+static void pend_reindex(struct tx *tx, size_t cap)
+{
+	struct rd r;
+
+	free(tx->pslots);
+	tx->pcap = cap;
+	tx->pslots = store_xmalloc(cap * sizeof *tx->pslots);
+	memset(tx->pslots, 0, cap * sizeof *tx->pslots);
+	tx->npend = 0;
+	rd_init(&r, tx->pend.p, tx->pend.len);
+	while (rd_left(&r) > 0) {
+		size_t off = r.off, kl, vl;
+		const uint8_t *kp;
+
+		(void)rd_u8(&r);
+		kp = rd_lbytes(&r, &kl);
+		(void)rd_lbytes(&r, &vl);
+		pend_index(tx, kp, kl, off);
+		tx->npend++;
+	}
+}
+
+static void pend_add(struct tx *tx, const struct sbuf *key, const void *v,
+                     size_t len, bool present)
+{
+	size_t off = tx->pend.len;
+
+	sbuf_u8(&tx->pend, present);
+	sbuf_lbytes(&tx->pend, key->p, key->len);
+	sbuf_lbytes(&tx->pend, v, present ? len : 0);
+	tx->npend++;
+	if (tx->npend * 2 > tx->pcap) {
+		/* Rebuild at twice the size: indexes this write too. */
+		pend_reindex(tx, tx->pcap ? tx->pcap * 2 : 64);
+	} else {
+		pend_index(tx, key->p, key->len, off);
+	}
+}
+
+size_t tx_pend_mark(struct tx *tx)
+{
+	return tx->pend.len;
+}
+
+void tx_pend_rollback(struct tx *tx, size_t mark)
+{
+	if (tx->pend.len == mark) {
+		return;
+	}
+	tx->pend.len = mark;
+	pend_reindex(tx, tx->pcap);
+}
+
+void tx_pend_publish(struct tx *tx)
+{
+	struct rowcache *c = tx->s->rows;
+	struct rd r;
+
+	if (c == NULL) {
+		return;
+	}
+	rd_init(&r, tx->pend.p, tx->pend.len);
+	while (rd_left(&r) > 0) {
+		size_t kl, vl;
+		bool present = rd_u8(&r) != 0;
+		const uint8_t *kp = rd_lbytes(&r, &kl);
+		const uint8_t *vp = rd_lbytes(&r, &vl);
+
+		rowcache_put(c, kp, kl, vp, vl, present);
+	}
+	/* Range deletions cover stream records only today; drop whatever
+	 * cached rows they could cover all the same. */
+	rd_init(&r, tx->ranges.p, tx->ranges.len);
+	for (size_t i = 0; i < tx->nranges; i++) {
+		size_t bl, el;
+		const uint8_t *bp = rd_lbytes(&r, &bl);
+		const uint8_t *ep = rd_lbytes(&r, &el);
+
+		if (bl >= 5 && el >= 5 && memcmp(bp, ep, 5) == 0 &&
+		    !row_cacheable(bp, bl)) {
+			continue;
+		}
+		rowcache_drop_range(c, bp, bl, ep, el);
+	}
+	sbuf_reset(&tx->pend);
+	tx->npend = 0;
+	if (tx->pslots != NULL) {
+		memset(tx->pslots, 0, tx->pcap * sizeof *tx->pslots);
+	}
 }
 
 static struct tx_rec *rec_find(struct tx *tx, const struct sbuf *key)
@@ -195,14 +375,42 @@ int tx_fail(struct tx *tx, const char *what, const char *detail)
 	return -1;
 }
 
+/* Serves `key` from the cache when it knows the row; 1, 0 or -1 (not
+ * known) like rowcache_get. The value is copied into v (malloc'd, freed
+ * by val_free as RocksDB's are). */
+static int cache_get(struct tx *tx, const struct sbuf *key, struct val *v)
+{
+	const uint8_t *p;
+	size_t len;
+	int rv = rowcache_get(tx->s->rows, key->p, key->len, &p, &len);
+
+	if (rv == 1) {
+		v->p = store_xmalloc(len > 0 ? len : 1);
+		memcpy(v->p, p, len);
+		v->len = len;
+	}
+	return rv;
+}
+
 int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 {
 	char *err = NULL;
 	struct store *s = tx->s;
+	bool fill = false;
 
 	v->p = NULL;
 	v->len = 0;
-	if (tx->write) {
+	if (use_cache(tx, key) &&
+	    (!tx->write || pend_find(tx, key->p, key->len) < 0)) {
+		/* Not written by this entry: the cache, else RocksDB. */
+		int rv = cache_get(tx, key, v);
+		if (rv >= 0) {
+			return rv;
+		}
+		fill = true;
+		v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
+		                      key->len, &v->len, &err);
+	} else if (tx->write) {
 		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
 		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
 		    &v->len, &err);
@@ -214,6 +422,10 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		tx_fail(tx, "read failed", err);
 		rocksdb_free(err);
 		return -1;
+	}
+	if (fill) {
+		rowcache_put(s->rows, key->p, key->len, (const uint8_t *)v->p,
+		             v->len, v->p != NULL);
 	}
 	return v->p != NULL ? 1 : 0;
 }
@@ -234,6 +446,9 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
 	}
 	rocksdb_writebatch_wi_put_cf(tx->s->wb, tx->s->cf, (const char *)key->p,
 	                             key->len, (const char *)v, len);
+	if (use_cache(tx, key)) {
+		pend_add(tx, key, v, len, true);
+	}
 }
 
 void tx_del(struct tx *tx, const struct sbuf *key)
@@ -243,6 +458,9 @@ void tx_del(struct tx *tx, const struct sbuf *key)
 	}
 	rocksdb_writebatch_wi_delete_cf(tx->s->wb, tx->s->cf,
 	                                (const char *)key->p, key->len);
+	if (use_cache(tx, key)) {
+		pend_add(tx, key, NULL, 0, false);
+	}
 }
 
 void tx_del_range(struct tx *tx, const struct sbuf *begin,

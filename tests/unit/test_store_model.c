@@ -789,7 +789,20 @@ static void run(struct tdb *t, struct model *m, uint64_t *seed, int rounds,
 	}
 }
 
-static void test_model(void **state)
+/* Every row the store's row cache holds equals RocksDB's. */
+static void verify_cache(struct tdb *t)
+{
+	char msg[256];
+
+	if (store_row_cache_verify(t->s, msg, sizeof msg) != 0) {
+		fail_msg("row cache differs from RocksDB: %s", msg);
+	}
+}
+
+/* Runs the model with the store's row cache bounded at `cache_bytes`
+ * (the default holds every row; a small one evicts all the time; 0 turns
+ * it off). */
+static void run_model(size_t cache_bytes)
 {
 	const int rounds = 5000;
 	struct tdb a, b;
@@ -807,8 +820,10 @@ static void test_model(void **state)
 		seed = strtoull(env, NULL, 0) | 1;
 	}
 	tdb_open(&a);
+	store_set_row_cache(a.s, cache_bytes);
 	m->now = 1000;
 	run(&a, m, &seed, rounds, &log);
+	verify_cache(&a);
 	h = tdb_hash_group(&a, G);
 	assert_true(log.n > 1000);
 
@@ -825,9 +840,19 @@ static void test_model(void **state)
 		}
 	}
 	assert_int_equal(tdb_hash_group(&a, G), h);
+	verify_cache(&a);
 
-	/* Export / import into a fresh store; both go on alike. */
+	/* Export / import into a store whose group held other state (and
+	 * cached rows of it); both go on alike. */
 	tdb_open(&b);
+	store_set_row_cache(b.s, cache_bytes);
+	{
+		struct model *other = calloc(1, sizeof *other);
+		uint64_t oseed = seed ^ 0xABCDEF;
+		other->now = 1000;
+		run(&b, other, &oseed, 300, NULL);
+		free(other);
+	}
 	snprintf(dir, sizeof dir, "%s/snap", a.dir);
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
 	assert_int_equal(system(cmd), 0);
@@ -836,6 +861,7 @@ static void test_model(void **state)
 	assert_int_equal(store_import(b.s, G, dir, &idx), 0);
 	assert_int_equal(idx, a.next_index[G] - 1);
 	assert_int_equal(tdb_hash_group(&b, G), h);
+	verify_cache(&b);
 	b.next_index[G] = a.next_index[G];
 	m2 = malloc(sizeof *m2);
 	memcpy(m2, m, sizeof *m);
@@ -843,6 +869,8 @@ static void test_model(void **state)
 	run(&a, m, &seed, 400, NULL);
 	run(&b, m2, &seed2, 400, NULL);
 	assert_int_equal(tdb_hash_group(&a, G), tdb_hash_group(&b, G));
+	verify_cache(&a);
+	verify_cache(&b);
 
 	for (size_t e = 0; e < log.n; e++) {
 		for (unsigned i = 0; i < log.e[e].n; i++) {
@@ -856,10 +884,30 @@ static void test_model(void **state)
 	tdb_close(&b);
 }
 
+static void test_model(void **state)
+{
+	(void)state;
+	run_model(STORE_ROW_CACHE_DEFAULT);
+}
+
+static void test_model_small_cache(void **state)
+{
+	(void)state;
+	run_model(16 << 10);
+}
+
+static void test_model_no_cache(void **state)
+{
+	(void)state;
+	run_model(0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_model),
+	    cmocka_unit_test(test_model_small_cache),
+	    cmocka_unit_test(test_model_no_cache),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

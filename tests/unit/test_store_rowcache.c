@@ -1,0 +1,301 @@
+/* The row cache (store/rowcache.c) on its own, against a reference map
+ * under random operations with a small budget; and its bookkeeping in a
+ * transaction (store/tx.c): a command rolled back to its save point
+ * leaves no trace in the cache, a written batch is published. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/internal.h"
+#include "store/rowcache.h"
+#include "tests/unit/store_test_util.h"
+
+static const uint8_t *u8(const char *s)
+{
+	return (const uint8_t *)s;
+}
+
+static void test_basic(void **state)
+{
+	struct rowcache *c;
+	const uint8_t *v;
+	size_t vl;
+	struct rowcache_stats st;
+
+	(void)state;
+	assert_int_equal(rowcache_create(1 << 20, &c), 0);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), -1);
+	rowcache_put(c, u8("a"), 1, u8("one"), 3, true);
+	rowcache_put(c, u8("b"), 1, NULL, 0, false);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), 1);
+	assert_int_equal(vl, 3);
+	assert_memory_equal(v, "one", 3);
+	assert_int_equal(rowcache_get(c, u8("b"), 1, &v, &vl), 0);
+	/* same size in place, then a different size */
+	rowcache_put(c, u8("a"), 1, u8("two"), 3, true);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), 1);
+	assert_memory_equal(v, "two", 3);
+	rowcache_put(c, u8("a"), 1, u8("three"), 5, true);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), 1);
+	assert_int_equal(vl, 5);
+	rowcache_put(c, u8("a"), 1, NULL, 0, false);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), 0);
+	rowcache_drop(c, u8("a"), 1);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), -1);
+
+	/* ranges are [begin, end) bytewise */
+	rowcache_put(c, u8("k1"), 2, u8("x"), 1, true);
+	rowcache_put(c, u8("k2"), 2, u8("x"), 1, true);
+	rowcache_put(c, u8("k3"), 2, u8("x"), 1, true);
+	rowcache_put(c, u8("k"), 1, u8("x"), 1, true);
+	rowcache_drop_range(c, u8("k1"), 2, u8("k3"), 2);
+	assert_int_equal(rowcache_get(c, u8("k1"), 2, &v, &vl), -1);
+	assert_int_equal(rowcache_get(c, u8("k2"), 2, &v, &vl), -1);
+	assert_int_equal(rowcache_get(c, u8("k3"), 2, &v, &vl), 1);
+	assert_int_equal(rowcache_get(c, u8("k"), 1, &v, &vl), 1);
+
+	/* a row over 1/64 of the budget is not kept */
+	{
+		uint8_t *big = calloc(1, 1 << 15);
+		rowcache_put(c, u8("big"), 3, big, 1 << 15, true);
+		assert_int_equal(rowcache_get(c, u8("big"), 3, &v, &vl), -1);
+		free(big);
+	}
+	rowcache_stats(c, &st);
+	assert_int_equal(st.rows, 3); /* b, k3, k */
+	assert_true(st.bytes > 0 && st.bytes <= st.max_bytes);
+	rowcache_resize(c, 0);
+	rowcache_stats(c, &st);
+	assert_int_equal(st.rows, 0);
+	assert_int_equal(st.bytes, 0);
+	rowcache_put(c, u8("a"), 1, u8("one"), 3, true);
+	assert_int_equal(rowcache_get(c, u8("a"), 1, &v, &vl), -1);
+	rowcache_destroy(c);
+}
+
+static void test_lru(void **state)
+{
+	struct rowcache *c;
+	const uint8_t *v;
+	size_t vl;
+	char k[16];
+
+	(void)state;
+	/* room for 73 rows of 87 bytes */
+	assert_int_equal(rowcache_create(6400, &c), 0);
+	for (int i = 0; i < 60; i++) {
+		snprintf(k, sizeof k, "key%03d", i);
+		rowcache_put(c, u8(k), 6, u8("v"), 1, true);
+	}
+	/* touch key000, then push 20 more: the untouched oldest go */
+	assert_int_equal(rowcache_get(c, u8("key000"), 6, &v, &vl), 1);
+	for (int i = 60; i < 80; i++) {
+		snprintf(k, sizeof k, "key%03d", i);
+		rowcache_put(c, u8(k), 6, u8("v"), 1, true);
+	}
+	assert_int_equal(rowcache_get(c, u8("key000"), 6, &v, &vl), 1);
+	assert_int_equal(rowcache_get(c, u8("key001"), 6, &v, &vl), -1);
+	assert_int_equal(rowcache_get(c, u8("key007"), 6, &v, &vl), -1);
+	assert_int_equal(rowcache_get(c, u8("key008"), 6, &v, &vl), 1);
+	assert_int_equal(rowcache_get(c, u8("key079"), 6, &v, &vl), 1);
+	rowcache_destroy(c);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Random puts, drops, ranges and resizes against a reference table: a
+ * cached answer is always the reference's (evictions only forget). */
+static void test_random(void **state)
+{
+	enum { NK = 300, STEPS = 200000 };
+	struct rowcache *c;
+	int ref[NK]; /* -1 absent, else value length */
+	uint64_t seed = 0x1234567;
+	uint8_t val[200];
+	char k[16];
+
+	(void)state;
+	memset(val, 'v', sizeof val);
+	for (int i = 0; i < NK; i++) {
+		ref[i] = -2; /* never written: the cache must not know it */
+	}
+	assert_int_equal(rowcache_create(8192, &c), 0);
+	for (int s = 0; s < STEPS; s++) {
+		int i = (int)(rnd(&seed) % NK), op = (int)(rnd(&seed) % 100);
+		const uint8_t *v;
+		size_t vl;
+		int got;
+
+		snprintf(k, sizeof k, "k%04d", i);
+		if (op < 40) {
+			int len = (int)(rnd(&seed) % 120);
+			bool present = rnd(&seed) % 4 != 0;
+			rowcache_put(c, u8(k), 5, val, (size_t)len, present);
+			ref[i] = present ? len : -1;
+		} else if (op < 45) {
+			rowcache_drop(c, u8(k), 5);
+			ref[i] = -2;
+		} else if (op < 46) {
+			int j = (int)(rnd(&seed) % NK);
+			char e[16];
+			snprintf(e, sizeof e, "k%04d", j);
+			rowcache_drop_range(c, u8(k), 5, u8(e), 5);
+			for (int x = i; x < j; x++) {
+				ref[x] = -2;
+			}
+		} else if (op < 47) {
+			rowcache_resize(c, 2048 + rnd(&seed) % 16384);
+		} else {
+			got = rowcache_get(c, u8(k), 5, &v, &vl);
+			if (got == -1) {
+				continue;
+			}
+			assert_true(ref[i] != -2);
+			if (ref[i] == -1) {
+				assert_int_equal(got, 0);
+			} else {
+				assert_int_equal(got, 1);
+				assert_int_equal(vl, (size_t)ref[i]);
+			}
+		}
+		{
+			struct rowcache_stats st;
+			rowcache_stats(c, &st);
+			assert_true(st.bytes <= st.max_bytes);
+		}
+	}
+	rowcache_destroy(c);
+}
+
+/* A KV row key of group 3. */
+static void kv_row(struct sbuf *k, const char *name)
+{
+	key_start(k, 3, K_KV);
+	sbuf_add(k, name, strlen(name));
+}
+
+static void batch_write(struct tdb *t)
+{
+	char *err = NULL;
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+
+	rocksdb_write_writebatch_wi(t->db, wo, t->s->wb, &err);
+	assert_null(err);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_writebatch_wi_clear(t->s->wb);
+}
+
+static void expect(struct tx *tx, const struct sbuf *k, const char *want)
+{
+	struct val v;
+	int rv = tx_get(tx, k, &v);
+
+	if (want == NULL) {
+		assert_int_equal(rv, 0);
+	} else {
+		assert_int_equal(rv, 1);
+		assert_int_equal(v.len, strlen(want));
+		assert_memory_equal(v.p, want, v.len);
+	}
+	val_free(&v);
+}
+
+static void test_tx(void **state)
+{
+	struct tdb t;
+	struct tx tx;
+	struct sbuf a, b;
+	size_t mark;
+	char err[256], *rerr = NULL;
+
+	(void)state;
+	tdb_open(&t);
+	sbuf_init(&a);
+	sbuf_init(&b);
+	kv_row(&a, "a");
+	kv_row(&b, "b");
+
+	/* b is read (cached absent) before an entry writes it */
+	tx_init(&tx, t.s, 3, 0, 0, false);
+	expect(&tx, &b, NULL);
+	tx_fini(&tx);
+
+	tx_init(&tx, t.s, 3, 1, 0, true);
+	tx_put(&tx, &a, "1", 1);
+	expect(&tx, &a, "1"); /* read back from the batch */
+	/* a command writes a and b, then is rolled back */
+	mark = tx_pend_mark(&tx);
+	rocksdb_writebatch_wi_set_save_point(t.s->wb);
+	tx_put(&tx, &a, "2", 1);
+	tx_put(&tx, &b, "x", 1);
+	expect(&tx, &a, "2");
+	expect(&tx, &b, "x");
+	rocksdb_writebatch_wi_rollback_to_save_point(t.s->wb, &rerr);
+	assert_null(rerr);
+	tx_pend_rollback(&tx, mark);
+	expect(&tx, &a, "1");
+	expect(&tx, &b, NULL);
+	batch_write(&t);
+	tx_pend_publish(&tx);
+	tx_fini(&tx);
+	assert_int_equal(store_row_cache_verify(t.s, err, sizeof err), 0);
+
+	/* reads now come from the cache and agree */
+	tx_init(&tx, t.s, 3, 0, 0, false);
+	expect(&tx, &a, "1");
+	expect(&tx, &b, NULL);
+	tx_fini(&tx);
+
+	/* a delete is published as absent */
+	tx_init(&tx, t.s, 3, 2, 0, true);
+	tx_del(&tx, &a);
+	expect(&tx, &a, NULL);
+	batch_write(&t);
+	tx_pend_publish(&tx);
+	tx_fini(&tx);
+	assert_int_equal(store_row_cache_verify(t.s, err, sizeof err), 0);
+	tx_init(&tx, t.s, 3, 0, 0, false);
+	expect(&tx, &a, NULL);
+	tx_fini(&tx);
+
+	/* a tx that may not use the cache (off the reactor) neither reads
+	 * nor fills it */
+	{
+		struct store_row_cache_stats before, after;
+		store_row_cache_stats(t.s, &before);
+		tx_init(&tx, t.s, 3, 0, 0, false);
+		tx.cached = false;
+		expect(&tx, &b, NULL);
+		tx_fini(&tx);
+		store_row_cache_stats(t.s, &after);
+		assert_int_equal(before.hits, after.hits);
+		assert_int_equal(before.misses, after.misses);
+	}
+	sbuf_free(&a);
+	sbuf_free(&b);
+	tdb_close(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_basic),
+	    cmocka_unit_test(test_lru),
+	    cmocka_unit_test(test_random),
+	    cmocka_unit_test(test_tx),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,30 +1,35 @@
-/* rowcache: chained hash table of rows plus an LRU list (see rowcache.h). */
+/* rowcache: open-addressing hash table of rows, evicted by CLOCK (see
+ * rowcache.h). A hit touches the slot array and the row only: no list
+ * neighbours to relink, which cost a cache miss each. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/rowcache.h"
 
-/* Bytes charged per row beyond its key and value (the entry header and
- * its bucket slot, rounded up for the allocator). */
+/* Bytes charged per row beyond its key and value: its two slots (the
+ * table stays at most half full), header and allocator rounding. */
 #define ROW_OVERHEAD 80
 
 struct row {
-	struct row *chain;       /* next in the bucket */
-	struct row *prev, *next; /* LRU: head is the most recent */
-	uint64_t hash;
 	uint32_t klen;
 	uint32_t vlen;
 	bool present;
+	bool ref;       /* read or written since the clock hand last passed */
 	uint8_t data[]; /* key, then value */
 };
 
+struct slot {
+	uint64_t hash;
+	struct row *row; /* NULL: empty */
+};
+
 struct rowcache {
-	struct row **buckets;
-	size_t nbuckets; /* a power of two, or 0 */
+	struct slot *slots;
+	size_t cap;  /* a power of two, or 0 */
+	size_t hand; /* CLOCK position in slots */
 	size_t rows;
 	size_t bytes;
 	size_t max_bytes;
-	struct row *head, *tail;
 	uint64_t hits, misses, evictions;
 };
 
@@ -72,16 +77,9 @@ int rowcache_create(size_t max_bytes, struct rowcache **out)
 
 void rowcache_clear(struct rowcache *c)
 {
-	struct row *r = c->head;
-
-	while (r != NULL) {
-		struct row *next = r->next;
-		free(r);
-		r = next;
-	}
-	c->head = c->tail = NULL;
-	if (c->buckets != NULL) {
-		memset(c->buckets, 0, c->nbuckets * sizeof *c->buckets);
+	for (size_t i = 0; i < c->cap; i++) {
+		free(c->slots[i].row);
+		c->slots[i].row = NULL;
 	}
 	c->rows = 0;
 	c->bytes = 0;
@@ -93,101 +91,94 @@ void rowcache_destroy(struct rowcache *c)
 		return;
 	}
 	rowcache_clear(c);
-	free(c->buckets);
+	free(c->slots);
 	free(c);
 }
 
-static void lru_unlink(struct rowcache *c, struct row *r)
+/* The slot holding the key, or the empty slot ending its probe run. */
+static size_t find(const struct rowcache *c, uint64_t h, const uint8_t *key,
+                   size_t klen)
 {
-	if (r->prev != NULL) {
-		r->prev->next = r->next;
-	} else {
-		c->head = r->next;
-	}
-	if (r->next != NULL) {
-		r->next->prev = r->prev;
-	} else {
-		c->tail = r->prev;
-	}
-	r->prev = r->next = NULL;
-}
+	size_t mask = c->cap - 1, i = h & mask;
 
-static void lru_push(struct rowcache *c, struct row *r)
-{
-	r->prev = NULL;
-	r->next = c->head;
-	if (c->head != NULL) {
-		c->head->prev = r;
-	}
-	c->head = r;
-	if (c->tail == NULL) {
-		c->tail = r;
-	}
-}
-
-/* The slot pointing at the row with this key, or the empty slot at the
- * end of its chain. */
-static struct row **find_slot(struct rowcache *c, uint64_t h,
-                              const uint8_t *key, size_t klen)
-{
-	struct row **slot = &c->buckets[h & (c->nbuckets - 1)];
-
-	while (*slot != NULL) {
-		struct row *r = *slot;
-		if (r->hash == h && r->klen == klen &&
-		    memcmp(r->data, key, klen) == 0) {
-			return slot;
+	for (;;) {
+		const struct slot *s = &c->slots[i];
+		if (s->row == NULL || (s->hash == h && s->row->klen == klen &&
+		                       memcmp(s->row->data, key, klen) == 0)) {
+			return i;
 		}
-		slot = &r->chain;
+		i = (i + 1) & mask;
 	}
-	return slot;
 }
 
-/* Unlinks and frees the row in `slot`. */
-static void remove_at(struct rowcache *c, struct row **slot)
+/* Frees the row at slot i and closes the gap by shifting later rows of
+ * the probe run back (no tombstones). */
+static void remove_at(struct rowcache *c, size_t i)
 {
-	struct row *r = *slot;
+	size_t mask = c->cap - 1, j = i;
 
-	*slot = r->chain;
-	lru_unlink(c, r);
 	c->rows--;
-	c->bytes -= row_cost(r);
-	free(r);
-}
-
-static void remove_row(struct rowcache *c, struct row *r)
-{
-	remove_at(c, find_slot(c, r->hash, r->data, r->klen));
+	c->bytes -= row_cost(c->slots[i].row);
+	free(c->slots[i].row);
+	c->slots[i].row = NULL;
+	for (;;) {
+		size_t home;
+		j = (j + 1) & mask;
+		if (c->slots[j].row == NULL) {
+			return;
+		}
+		home = c->slots[j].hash & mask;
+		/* Stays when its home lies cyclically in (i, j]. */
+		if (i <= j ? (i < home && home <= j)
+		           : (i < home || home <= j)) {
+			continue;
+		}
+		c->slots[i] = c->slots[j];
+		c->slots[j].row = NULL;
+		i = j;
+	}
 }
 
 static int grow(struct rowcache *c)
 {
-	size_t n = c->nbuckets ? c->nbuckets * 2 : 1024;
-	struct row **b = calloc(n, sizeof *b);
+	size_t n = c->cap ? c->cap * 2 : 1024;
+	struct slot *t = calloc(n, sizeof *t);
 
-	if (b == NULL) {
+	if (t == NULL) {
 		return -1;
 	}
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct row *r = c->buckets[i];
-		while (r != NULL) {
-			struct row *next = r->chain;
-			r->chain = b[r->hash & (n - 1)];
-			b[r->hash & (n - 1)] = r;
-			r = next;
+	for (size_t i = 0; i < c->cap; i++) {
+		if (c->slots[i].row != NULL) {
+			size_t j = c->slots[i].hash & (n - 1);
+			while (t[j].row != NULL) {
+				j = (j + 1) & (n - 1);
+			}
+			t[j] = c->slots[i];
 		}
 	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
+	free(c->slots);
+	c->slots = t;
+	c->cap = n;
+	c->hand = 0;
 	return 0;
 }
 
+/* CLOCK: the hand clears the mark of rows used since it last passed and
+ * evicts the first unmarked one. Two laps at most. */
 static void evict(struct rowcache *c)
 {
-	while (c->bytes > c->max_bytes && c->tail != NULL) {
-		remove_row(c, c->tail);
-		c->evictions++;
+	while (c->bytes > c->max_bytes && c->rows > 0) {
+		struct slot *s = &c->slots[c->hand];
+		if (s->row == NULL) {
+			c->hand = (c->hand + 1) & (c->cap - 1);
+		} else if (s->row->ref) {
+			s->row->ref = false;
+			c->hand = (c->hand + 1) & (c->cap - 1);
+		} else {
+			/* A later row may shift into this slot: look again. */
+			remove_at(c, c->hand);
+			c->evictions++;
+		}
 	}
 }
 
@@ -206,16 +197,13 @@ int rowcache_get(struct rowcache *c, const uint8_t *key, size_t klen,
 		c->misses++;
 		return -1;
 	}
-	r = *find_slot(c, rowcache_hash(key, klen), key, klen);
+	r = c->slots[find(c, rowcache_hash(key, klen), key, klen)].row;
 	if (r == NULL) {
 		c->misses++;
 		return -1;
 	}
 	c->hits++;
-	if (c->head != r) {
-		lru_unlink(c, r);
-		lru_push(c, r);
-	}
+	r->ref = true;
 	*val = r->data + r->klen;
 	*vlen = r->vlen;
 	return r->present ? 1 : 0;
@@ -223,14 +211,14 @@ int rowcache_get(struct rowcache *c, const uint8_t *key, size_t klen,
 
 void rowcache_drop(struct rowcache *c, const uint8_t *key, size_t klen)
 {
-	struct row **slot;
+	size_t i;
 
 	if (c->rows == 0) {
 		return;
 	}
-	slot = find_slot(c, rowcache_hash(key, klen), key, klen);
-	if (*slot != NULL) {
-		remove_at(c, slot);
+	i = find(c, rowcache_hash(key, klen), key, klen);
+	if (c->slots[i].row != NULL) {
+		remove_at(c, i);
 	}
 }
 
@@ -238,8 +226,8 @@ void rowcache_put(struct rowcache *c, const uint8_t *key, size_t klen,
                   const uint8_t *val, size_t vlen, bool present)
 {
 	uint64_t h = rowcache_hash(key, klen);
-	struct row **slot;
-	struct row *r;
+	struct row *r, *old;
+	size_t i;
 
 	if (!present) {
 		vlen = 0;
@@ -250,44 +238,44 @@ void rowcache_put(struct rowcache *c, const uint8_t *key, size_t klen,
 		rowcache_drop(c, key, klen);
 		return;
 	}
-	if (c->rows >= c->nbuckets && grow(c) != 0) {
+	if ((c->rows + 1) * 2 > c->cap && grow(c) != 0) {
 		rowcache_drop(c, key, klen);
 		return;
 	}
-	slot = find_slot(c, h, key, klen);
-	r = *slot;
-	if (r != NULL && r->vlen == vlen) {
+	i = find(c, h, key, klen);
+	old = c->slots[i].row;
+	if (old != NULL && old->vlen == vlen) {
 		/* Same size: overwrite in place. */
 		if (vlen > 0) {
-			memcpy(r->data + klen, val, vlen);
+			memcpy(old->data + klen, val, vlen);
 		}
-		r->present = present;
-		if (c->head != r) {
-			lru_unlink(c, r);
-			lru_push(c, r);
-		}
+		old->present = present;
+		old->ref = true;
 		return;
-	}
-	if (r != NULL) {
-		remove_at(c, slot);
-		slot = find_slot(c, h, key, klen);
 	}
 	r = malloc(sizeof *r + klen + vlen);
 	if (r == NULL) {
+		if (old != NULL) {
+			remove_at(c, i);
+		}
 		return; /* not cached: the next read goes to RocksDB */
 	}
-	r->chain = NULL;
-	r->hash = h;
 	r->klen = (uint32_t)klen;
 	r->vlen = (uint32_t)vlen;
 	r->present = present;
+	r->ref = true;
 	memcpy(r->data, key, klen);
 	if (vlen > 0) {
 		memcpy(r->data + klen, val, vlen);
 	}
-	*slot = r;
-	lru_push(c, r);
-	c->rows++;
+	if (old != NULL) {
+		c->bytes -= row_cost(old);
+		free(old);
+	} else {
+		c->rows++;
+	}
+	c->slots[i].hash = h;
+	c->slots[i].row = r;
 	c->bytes += row_cost(r);
 	evict(c);
 }
@@ -305,23 +293,32 @@ static int bytes_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 void rowcache_drop_range(struct rowcache *c, const uint8_t *begin, size_t blen,
                          const uint8_t *end, size_t elen)
 {
-	struct row *r = c->head;
+	size_t i = 0;
 
-	while (r != NULL) {
-		struct row *next = r->next;
-		if (bytes_cmp(r->data, r->klen, begin, blen) >= 0 &&
+	/* A removal may shift a later row into slot i: look at it again.
+	 * Rows that wrapped around may be looked at twice (harmless). */
+	while (i < c->cap) {
+		struct row *r = c->slots[i].row;
+		if (r != NULL &&
+		    bytes_cmp(r->data, r->klen, begin, blen) >= 0 &&
 		    bytes_cmp(r->data, r->klen, end, elen) < 0) {
-			remove_row(c, r);
+			remove_at(c, i);
+			continue;
 		}
-		r = next;
+		i++;
 	}
 }
 
 int rowcache_walk(const struct rowcache *c, rowcache_walk_cb cb, void *arg)
 {
-	for (const struct row *r = c->head; r != NULL; r = r->next) {
-		int rv = cb(arg, r->data, r->klen, r->data + r->klen, r->vlen,
-		            r->present);
+	for (size_t i = 0; i < c->cap; i++) {
+		const struct row *r = c->slots[i].row;
+		int rv;
+		if (r == NULL) {
+			continue;
+		}
+		rv = cb(arg, r->data, r->klen, r->data + r->klen, r->vlen,
+		        r->present);
 		if (rv != 0) {
 			return rv;
 		}

@@ -10,7 +10,7 @@
  *
  * The cache owns copies of keys and values. Memory is bounded by
  * `max_bytes` (keys, values and per-row overhead); the least recently
- * used rows are evicted. Not thread-safe: the reactor only. */
+ * used rows are evicted (CLOCK). Not thread-safe: the reactor only. */
 #ifndef LS_STORE_ROWCACHE_H
 #define LS_STORE_ROWCACHE_H
 
@@ -54,7 +54,7 @@ void rowcache_drop_range(struct rowcache *c, const uint8_t *begin, size_t blen,
 
 void rowcache_clear(struct rowcache *c);
 
-/* Calls `cb` for every row (most recent first) until it returns non-zero,
+/* Calls `cb` for every row (in no order) until it returns non-zero,
  * which is returned. The cache must not change during the walk. */
 typedef int (*rowcache_walk_cb)(void *arg, const uint8_t *key, size_t klen,
                                 const uint8_t *val, size_t vlen, bool present);

@@ -80,31 +80,37 @@ static void test_basic(void **state)
 	rowcache_destroy(c);
 }
 
-static void test_lru(void **state)
+/* CLOCK keeps rows that are used between evictions: ten hot keys read
+ * after every insert survive 500 cold inserts into room for 73 rows. */
+static void test_clock(void **state)
 {
 	struct rowcache *c;
+	struct rowcache_stats st;
 	const uint8_t *v;
 	size_t vl;
 	char k[16];
 
 	(void)state;
-	/* room for 73 rows of 87 bytes */
-	assert_int_equal(rowcache_create(6400, &c), 0);
-	for (int i = 0; i < 60; i++) {
-		snprintf(k, sizeof k, "key%03d", i);
+	assert_int_equal(rowcache_create(6400, &c), 0); /* 73 rows of 87 B */
+	for (int i = 0; i < 10; i++) {
+		snprintf(k, sizeof k, "hot%03d", i);
 		rowcache_put(c, u8(k), 6, u8("v"), 1, true);
 	}
-	/* touch key000, then push 20 more: the untouched oldest go */
-	assert_int_equal(rowcache_get(c, u8("key000"), 6, &v, &vl), 1);
-	for (int i = 60; i < 80; i++) {
-		snprintf(k, sizeof k, "key%03d", i);
+	for (int i = 0; i < 500; i++) {
+		snprintf(k, sizeof k, "col%03d", i);
 		rowcache_put(c, u8(k), 6, u8("v"), 1, true);
+		for (int j = 0; j < 10; j++) {
+			snprintf(k, sizeof k, "hot%03d", j);
+			assert_int_equal(rowcache_get(c, u8(k), 6, &v, &vl), 1);
+		}
 	}
-	assert_int_equal(rowcache_get(c, u8("key000"), 6, &v, &vl), 1);
-	assert_int_equal(rowcache_get(c, u8("key001"), 6, &v, &vl), -1);
-	assert_int_equal(rowcache_get(c, u8("key007"), 6, &v, &vl), -1);
-	assert_int_equal(rowcache_get(c, u8("key008"), 6, &v, &vl), 1);
-	assert_int_equal(rowcache_get(c, u8("key079"), 6, &v, &vl), 1);
+	rowcache_stats(c, &st);
+	assert_true(st.bytes <= st.max_bytes);
+	assert_int_equal(st.rows, 73);
+	assert_int_equal(st.evictions, 510 - 73);
+	/* the newest cold row is there, the oldest long gone */
+	assert_int_equal(rowcache_get(c, u8("col499"), 6, &v, &vl), 1);
+	assert_int_equal(rowcache_get(c, u8("col000"), 6, &v, &vl), -1);
 	rowcache_destroy(c);
 }
 
@@ -114,6 +120,42 @@ static uint64_t rnd(uint64_t *s)
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+struct walked {
+	char keys[400][8];
+	size_t n;
+};
+
+static int collect(void *arg, const uint8_t *key, size_t klen,
+                   const uint8_t *val, size_t vlen, bool present)
+{
+	struct walked *w = arg;
+
+	assert_true(klen < sizeof w->keys[0] && w->n < 400);
+	memcpy(w->keys[w->n], key, klen);
+	w->keys[w->n][klen] = '\0';
+	w->n++;
+	return 0;
+}
+
+/* Every row the table holds is found by its key, and counted. */
+static void check_reachable(struct rowcache *c)
+{
+	static struct walked w;
+	struct rowcache_stats st;
+	const uint8_t *v;
+	size_t vl;
+
+	w.n = 0;
+	assert_int_equal(rowcache_walk(c, collect, &w), 0);
+	rowcache_stats(c, &st);
+	assert_int_equal(w.n, st.rows);
+	for (size_t i = 0; i < w.n; i++) {
+		assert_int_not_equal(
+		    rowcache_get(c, u8(w.keys[i]), strlen(w.keys[i]), &v, &vl),
+		    -1);
+	}
 }
 
 /* Random puts, drops, ranges and resizes against a reference table: a
@@ -176,7 +218,45 @@ static void test_random(void **state)
 			rowcache_stats(c, &st);
 			assert_true(st.bytes <= st.max_bytes);
 		}
+		if (s % 997 == 0) {
+			check_reachable(c);
+		}
 	}
+	check_reachable(c);
+	rowcache_destroy(c);
+}
+
+/* The table grows and shrinks by removals across its whole range. */
+static void test_many(void **state)
+{
+	struct rowcache *c;
+	struct rowcache_stats st;
+	const uint8_t *v;
+	size_t vl;
+	char k[16];
+
+	(void)state;
+	assert_int_equal(rowcache_create(64 << 20, &c), 0);
+	for (int i = 0; i < 20000; i++) {
+		snprintf(k, sizeof k, "m%06d", i);
+		rowcache_put(c, u8(k), 7, u8(k), 7, true);
+	}
+	for (int i = 0; i < 20000; i += 3) {
+		snprintf(k, sizeof k, "m%06d", i);
+		rowcache_drop(c, u8(k), 7);
+	}
+	rowcache_drop_range(c, u8("m010000"), 7, u8("m015000"), 7);
+	for (int i = 0; i < 20000; i++) {
+		int want = i % 3 == 0 || (i >= 10000 && i < 15000) ? -1 : 1;
+		snprintf(k, sizeof k, "m%06d", i);
+		assert_int_equal(rowcache_get(c, u8(k), 7, &v, &vl), want);
+		if (want == 1) {
+			assert_int_equal(vl, 7);
+			assert_memory_equal(v, k, 7);
+		}
+	}
+	rowcache_stats(c, &st);
+	assert_int_equal(st.rows, 20000 - 6667 - (5000 - 1666));
 	rowcache_destroy(c);
 }
 
@@ -292,9 +372,8 @@ static void test_tx(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_basic),
-	    cmocka_unit_test(test_lru),
-	    cmocka_unit_test(test_random),
+	    cmocka_unit_test(test_basic),  cmocka_unit_test(test_clock),
+	    cmocka_unit_test(test_random), cmocka_unit_test(test_many),
 	    cmocka_unit_test(test_tx),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

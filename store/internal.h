@@ -68,6 +68,7 @@ struct tx {
 	 * write (open addressing, `pcap` a power of two or 0). */
 	struct sbuf pend;
 	size_t npend;
+	size_t nsplit; /* writes in pend kept out of the WBWI (KV keys) */
 	size_t *pslots;
 	size_t pcap;
 };
@@ -94,6 +95,10 @@ void tx_del_range(struct tx *tx, const struct sbuf *begin,
 /* Row-cache bookkeeping around the batch: a command's save point, its
  * rollback, and the publication of a written batch's rows. */
 size_t tx_pend_mark(struct tx *tx);
+/* Whether the entry wrote rows kept out of the WriteBatchWithIndex, and
+ * appending them (each key's latest write) to `b`. */
+bool tx_has_split(const struct tx *tx);
+size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b);
 void tx_pend_rollback(struct tx *tx, size_t mark);
 void tx_pend_publish(struct tx *tx);
 

@@ -248,7 +248,7 @@ static int commit(struct tx *tx)
 	struct store *s = tx->s;
 	char *err = NULL;
 
-	if (tx->nranges == 0) {
+	if (tx->nranges == 0 && !tx_has_split(tx)) {
 		rocksdb_write_writebatch_wi(s->db, s->wo, s->wb, &err);
 	} else {
 		size_t size;
@@ -257,6 +257,7 @@ static int commit(struct tx *tx)
 		    rocksdb_writebatch_create_from(data, size);
 		struct rd r;
 
+		(void)tx_split_append(tx, b);
 		rd_init(&r, tx->ranges.p, tx->ranges.len);
 		for (size_t i = 0; i < tx->nranges; i++) {
 			size_t bl, el;

@@ -278,11 +278,12 @@ void fsnp_conn_event(struct fsnp_conn *c, const char *name,
 
 static void maybe_finish(struct fsnp_conn *c);
 
-static void on_write(uv_write_t *req, int status)
+/* The flight segments left: frees them and settles the accounting. */
+static void flight_sent(struct fsnp_conn *c)
 {
-	struct fsnp_conn *c = req->data;
 	struct fsnp_server *s = c->srv;
 	size_t n = c->flight_acct;
+
 	for (size_t i = 0; i < c->n_flight; i++) {
 		free(c->flight[i].data);
 	}
@@ -292,6 +293,14 @@ static void on_write(uv_write_t *req, int status)
 	s->outbound_bytes -= n;
 	s->stats.bytes_out += n;
 	metric_add(s->m_bytes_out, (int64_t)n);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	struct fsnp_conn *c = req->data;
+	struct fsnp_server *s = c->srv;
+
+	flight_sent(c);
 	c->writing = false;
 	if (c->closing) {
 		return;
@@ -406,13 +415,41 @@ void fsnp_conn_flush(struct fsnp_conn *c)
 			return;
 		}
 	}
-	for (size_t i = 0; i < c->n_flight; i++) {
+	size_t nb = c->n_flight, total = 0;
+	for (size_t i = 0; i < nb; i++) {
 		bufs[i] = uv_buf_init((char *)c->flight[i].data,
 		                      (unsigned)c->flight[i].len);
+		total += c->flight[i].len;
+	}
+	/* Replies usually fit the socket buffer: write them now. (A
+	 * uv_write that completes at once still costs an epoll_ctl per
+	 * write when libuv drains the stream.) */
+	int tw = uv_try_write((uv_stream_t *)&c->tcp, bufs, (unsigned)nb);
+	if (tw > 0 && (size_t)tw == total) {
+		if (bufs != small) {
+			free(bufs);
+		}
+		flight_sent(c);
+		maybe_finish(c);
+		if (!c->closing) {
+			fsnp_conn_update_reading(c);
+		}
+		return;
+	}
+	uv_buf_t *rest = bufs;
+	if (tw > 0) {
+		size_t done = (size_t)tw;
+		while (done >= rest->len) {
+			done -= rest->len;
+			rest++;
+			nb--;
+		}
+		rest->base += done;
+		rest->len -= done;
 	}
 	/* uv_write copies the buffer descriptors, not the bytes. */
-	int rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs,
-	                  (unsigned)c->n_flight, on_write);
+	int rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, rest, (unsigned)nb,
+	                  on_write);
 	if (bufs != small) {
 		free(bufs);
 	}

@@ -1137,7 +1137,7 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 		return -1;
 	}
 	{
-		struct store_row_cache_stats rc;
+		struct rowcache_stats rc;
 		store_row_cache_stats(s->store, &rc);
 		json_object_set_new(
 		    root, "row_cache",

@@ -96,22 +96,12 @@ int store_row_cache_verify(struct store *s, char *msg, size_t len)
 	return rowcache_walk(s->rows, verify_row, &v) != 0 ? -1 : 0;
 }
 
-void store_row_cache_stats(const struct store *s,
-                           struct store_row_cache_stats *st)
+void store_row_cache_stats(const struct store *s, struct rowcache_stats *st)
 {
-	struct rowcache_stats rs;
-
 	memset(st, 0, sizeof *st);
-	if (s->rows == NULL) {
-		return;
+	if (s->rows != NULL) {
+		rowcache_stats(s->rows, st);
 	}
-	rowcache_stats(s->rows, &rs);
-	st->hits = rs.hits;
-	st->misses = rs.misses;
-	st->evictions = rs.evictions;
-	st->rows = rs.rows;
-	st->bytes = rs.bytes;
-	st->max_bytes = rs.max_bytes;
 }
 
 void store_close(struct store *s)

@@ -29,6 +29,7 @@
 #include "raft/fsm.h"
 #include "store/command.h"
 #include "store/result.h"
+#include "store/rowcache.h"
 
 /* Consumer group defaults (reference broker). */
 #define STORE_CG_VISIBILITY_MS 30000
@@ -68,11 +69,8 @@ const char *store_sync_error(const struct store *s);
 #define STORE_ROW_CACHE_DEFAULT (256u << 20)
 void store_set_row_cache(struct store *s, size_t max_bytes);
 
-struct store_row_cache_stats {
-	uint64_t hits, misses, evictions, rows, bytes, max_bytes;
-};
-void store_row_cache_stats(const struct store *s,
-                           struct store_row_cache_stats *st);
+/* Zeroes when the store has no cache. */
+void store_row_cache_stats(const struct store *s, struct rowcache_stats *st);
 
 /* Checks that every cached row equals what RocksDB holds (tests). 0, or
  * -1 with the first difference described in `msg`. */

@@ -85,16 +85,12 @@ static bool row_split(const uint8_t *k, size_t len)
 	return len >= 5 && k[4] == K_KV;
 }
 
-/* The offset of this entry's latest write of `key` in tx->pend, or -1. */
-static long pend_find(const struct tx *tx, const uint8_t *key, size_t len)
+/* The slot holding `key`, or the empty slot ending its probe run. */
+static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len)
 {
 	size_t mask = tx->pcap - 1;
-	size_t i;
+	size_t i = rowcache_hash(key, len) & mask;
 
-	if (tx->npend == 0) {
-		return -1;
-	}
-	i = rowcache_hash(key, len) & mask;
 	while (tx->pslots[i] != 0) {
 		struct rd r;
 		size_t off = tx->pslots[i] - 1, kl;
@@ -104,34 +100,30 @@ static long pend_find(const struct tx *tx, const uint8_t *key, size_t len)
 		(void)rd_u8(&r);
 		kp = rd_lbytes(&r, &kl);
 		if (kl == len && memcmp(kp, key, len) == 0) {
-			return (long)off;
+			break;
 		}
 		i = (i + 1) & mask;
 	}
-	return -1;
+	return i;
+}
+
+/* The offset of this entry's latest write of `key` in tx->pend, or -1. */
+static long pend_find(const struct tx *tx, const uint8_t *key, size_t len)
+{
+	size_t i;
+
+	if (tx->npend == 0) {
+		return -1;
+	}
+	i = pend_slot(tx, key, len);
+	return tx->pslots[i] != 0 ? (long)(tx->pslots[i] - 1) : -1;
 }
 
 /* Points the key's slot at the write at `off` (inserting the key). */
 static void pend_index(struct tx *tx, const uint8_t *key, size_t len,
                        size_t off)
 {
-	size_t mask = tx->pcap - 1;
-	size_t i = rowcache_hash(key, len) & mask;
-
-	while (tx->pslots[i] != 0) {
-		struct rd r;
-		size_t o = tx->pslots[i] - 1, kl;
-		const uint8_t *kp;
-
-		rd_init(&r, tx->pend.p + o, tx->pend.len - o);
-		(void)rd_u8(&r);
-		kp = rd_lbytes(&r, &kl);
-		if (kl == len && memcmp(kp, key, len) == 0) {
-			break;
-		}
-		i = (i + 1) & mask;
-	}
-	tx->pslots[i] = off + 1;
+	tx->pslots[pend_slot(tx, key, len)] = off + 1;
 }
 
 /* Rebuilds the slots from tx->pend (after growth or a rollback). */

@@ -377,7 +377,7 @@ static void test_tx(void **state)
 	/* a tx that may not use the cache (off the reactor) neither reads
 	 * nor fills it */
 	{
-		struct store_row_cache_stats before, after;
+		struct rowcache_stats before, after;
 		store_row_cache_stats(t.s, &before);
 		tx_init(&tx, t.s, 3, 0, 0, false);
 		tx.cached = false;

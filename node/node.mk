@@ -14,4 +14,4 @@ node_libnode_a_SOURCES = \
 bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c
 # Libraries of later layers are appended by their fragments via NODE_LIBS.
-lodestone_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS) $(JEMALLOC_LIBS)
+lodestone_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)

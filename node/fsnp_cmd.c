@@ -1167,7 +1167,9 @@ void fsnp_plan_free(struct fsnp_plan *p)
 		free(p->parts[i].cmd);
 		free(p->parts[i].pos);
 	}
-	free(p->parts);
+	if (p->parts != &p->one) {
+		free(p->parts);
+	}
 	memset(p, 0, sizeof *p);
 }
 
@@ -1300,10 +1302,8 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	} else {
 		group = group_of(ctx, c->key.p, c->key.len, &out->slot);
 	}
-	out->parts = calloc(1, sizeof *out->parts);
-	if (out->parts == NULL) {
-		return nomem(err);
-	}
+	memset(&out->one, 0, sizeof out->one);
+	out->parts = &out->one;
 	out->n_parts = 1;
 	out->parts[0].group = group;
 	if (encode_part(&out->parts[0], c, err) != 0) {

@@ -78,8 +78,11 @@ struct fsnp_plan {
 	enum fsnp_merge merge;
 	uint32_t n_items;        /* FSNP_MERGE_ORDER: reply list length */
 	unsigned slot;           /* slot of the (first) key */
-	struct fsnp_part *parts; /* owned */
+	struct fsnp_part *parts; /* owned, or &one */
 	uint32_t n_parts;
+	/* A single-part plan's part (most requests): no allocation. The
+	 * plan must not be copied while parts points here. */
+	struct fsnp_part one;
 };
 
 struct fsnp_cmd_ctx {

@@ -52,7 +52,9 @@ void fsnp_req_free(struct fsnp_req *r)
 		}
 		free(r->res);
 	}
-	free(r->ops);
+	if (r->ops != &r->op1) {
+		free(r->ops);
+	}
 	fsnp_plan_free(&r->plan);
 	for (uint32_t i = 0; i < r->n_items; i++) {
 		if (r->items[i] != NULL) {
@@ -617,7 +619,7 @@ static void run_plan(struct fsnp_req *r)
 		return;
 	}
 	bool merge = r->plan.merge != FSNP_MERGE_ONE;
-	r->ops = calloc(n, sizeof *r->ops);
+	r->ops = n == 1 ? &r->op1 : calloc(n, sizeof *r->ops);
 	if (merge) {
 		r->res = calloc(n, sizeof *r->res);
 	}

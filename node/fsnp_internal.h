@@ -113,7 +113,8 @@ struct fsnp_req {
 
 	/* KV */
 	struct fsnp_plan plan;
-	struct fsnp_op *ops;  /* plan.n_parts, owned */
+	struct fsnp_op *ops;  /* plan.n_parts, owned, or &op1 */
+	struct fsnp_op op1;   /* a single-part plan's operation */
 	struct fsnp_res *res; /* multi-part plans, owned */
 
 	/* PIPELINE */

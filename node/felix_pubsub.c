@@ -369,9 +369,13 @@ static struct quic_sbuf *encode_list(const struct store_list *records,
 	struct store_list_iter it;
 	struct store_slice r;
 	size_t len = 4 + (offsets ? 8 : 0);
-	store_list_iter_init(&it, records);
-	while (store_list_next(&it, &r)) {
-		len += 4 + r.len;
+	if (records->v == NULL) {
+		len += records->enc_len;
+	} else {
+		store_list_iter_init(&it, records);
+		while (store_list_next(&it, &r)) {
+			len += 4 + r.len;
+		}
 	}
 	if (len > UINT32_MAX) {
 		return NULL;
@@ -390,6 +394,11 @@ static struct quic_sbuf *encode_list(const struct store_list *records,
 	}
 	wire_store_u32(p, records->n);
 	p += 4;
+	if (records->v == NULL) {
+		/* Decoded from a command: already u32 length + bytes each. */
+		memcpy(p, records->enc, records->enc_len);
+		return b;
+	}
 	store_list_iter_init(&it, records);
 	while (store_list_next(&it, &r)) {
 		wire_store_u32(p, (uint32_t)r.len);

@@ -430,7 +430,7 @@ int felix_leader_check(struct felix_server *s, uint32_t group, const char *what,
 static void propose_append(struct fstream *st, struct freq *r,
                            const struct scope_info *info, bool keyed,
                            const uint8_t *key, size_t klen,
-                           const struct store_slice *items, uint32_t n)
+                           const struct store_list *items)
 {
 	struct felix_server *s = st->conn->srv;
 	uint32_t shard = felix_hash_shard(info->shards, keyed, key, klen);
@@ -441,8 +441,8 @@ static void propose_append(struct fstream *st, struct freq *r,
 	size_t clen;
 	const char *e;
 	metric_add(s->m.publish_frames, 1);
-	r->records = n;
-	if (n == 0) {
+	r->records = items->n;
+	if (items->n == 0) {
 		publish_reply(r, true, NULL);
 		return;
 	}
@@ -451,8 +451,7 @@ static void propose_append(struct fstream *st, struct freq *r,
 	c.scope.p = (const uint8_t *)info->full;
 	c.scope.len = info->full_len;
 	c.shard = shard;
-	c.items.n = n;
-	c.items.v = items;
+	c.items = *items;
 	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
 		publish_reply(r, false, e);
 		return;
@@ -521,29 +520,15 @@ static bool handle_binary_publish(struct fstream *st,
 	if (res != RES_FOUND) {
 		goto refuse;
 	}
-	struct store_slice items_small[64];
-	struct store_slice *items = items_small;
-	if (b.records.count > 64) {
-		items = malloc(b.records.count * sizeof *items);
-		if (items == NULL) {
-			snprintf(err, sizeof err, "out of memory");
-			goto refuse;
-		}
-	}
-	struct felix_records_iter it;
-	struct felix_view v;
-	uint32_t n = 0;
-	felix_records_iter_init(&it, &b.records);
-	while (felix_records_next(&it, &v)) {
-		items[n].p = v.data;
-		items[n].len = v.len;
-		n++;
-	}
+	/* The batch's records are u32 length + bytes each, the store
+	 * command's list encoding: the command takes them in one copy. */
+	struct store_list items;
+	memset(&items, 0, sizeof items);
+	items.n = b.records.count;
+	items.enc = b.records.data;
+	items.enc_len = b.records.len;
 	struct freq *r = freq_new(st, REQ_PUBLISH);
 	if (r == NULL) {
-		if (items != items_small) {
-			free(items);
-		}
 		return true;
 	}
 	r->binary = b.acked;
@@ -554,10 +539,7 @@ static bool handle_binary_publish(struct fstream *st,
 	} else {
 		r->st = NULL; /* nobody waits: the callback frees it */
 	}
-	propose_append(st, r, &info, b.keyed, b.key.data, b.key.len, items, n);
-	if (items != items_small) {
-		free(items);
-	}
+	propose_append(st, r, &info, b.keyed, b.key.data, b.key.len, &items);
 	return true;
 refuse:
 	if (b.acked) {
@@ -632,8 +614,8 @@ static bool handle_json_publish(struct fstream *st, struct felix_msg *m)
 	if (!batch) {
 		struct store_slice one = {m->u.publish.payload.data,
 		                          m->u.publish.payload.len};
-		propose_append(st, r, &info, keyed, key->data, key->len, &one,
-		               1);
+		struct store_list l1 = {1, &one, NULL, 0};
+		propose_append(st, r, &info, keyed, key->data, key->len, &l1);
 		return true;
 	}
 	size_t n = m->u.publish_batch.payloads.count;
@@ -646,8 +628,8 @@ static bool handle_json_publish(struct fstream *st, struct felix_msg *m)
 		items[i].p = m->u.publish_batch.payloads.items[i].data;
 		items[i].len = m->u.publish_batch.payloads.items[i].len;
 	}
-	propose_append(st, r, &info, keyed, key->data, key->len, items,
-	               (uint32_t)n);
+	struct store_list l = {(uint32_t)n, items, NULL, 0};
+	propose_append(st, r, &info, keyed, key->data, key->len, &l);
 	free(items);
 	return true;
 }

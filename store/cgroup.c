@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "store/internal.h"
+#include "store/stream.h"
 
 #define POLL_DEFAULT 100
 #define DEAD_LIST_DEFAULT 1000
@@ -528,7 +529,7 @@ static int cg_poll(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	struct stream_meta m;
 	struct cgrec g, g0;
 	struct poll_ctx p;
-	struct sbuf k;
+	struct stream_reader rd;
 	int rv = 0;
 
 	if (stream_meta_load(tx, c->scope, c->shard, &m) != 0 ||
@@ -577,17 +578,15 @@ static int cg_poll(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	res_array(res, 2);
 	res_u64(res, g.floor == UINT64_MAX ? 0 : g.floor);
 	res_array(res, (uint32_t)p.nout);
-	sbuf_init(&k);
+	stream_reader_init(&rd, tx, c->scope, c->shard);
 	for (size_t i = 0; i < p.nout; i++) {
-		struct val v;
+		const uint8_t *pp;
+		uint64_t ts;
+		size_t len;
 		int found;
 
-		key_start(&k, tx->group, K_REC);
-		key_shard(&k, c->scope, c->shard);
-		sbuf_u64(&k, p.out[i].offset);
-		found = tx_get(tx, &k, &v);
-		if (found <= 0 || v.len < 8) {
-			val_free(&v);
+		found = stream_reader_get(&rd, p.out[i].offset, &ts, &pp, &len);
+		if (found <= 0) {
 			rv = found < 0
 			         ? -1
 			         : tx_fail(tx, "stream record missing", NULL);
@@ -596,10 +595,11 @@ static int cg_poll(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		res_array(res, 3);
 		res_u64(res, p.out[i].offset);
 		res_u64(res, p.out[i].attempts);
-		res_bytes(res, v.p + 8, v.len - 8);
-		val_free(&v);
+		res_bytes(res, pp, len);
 	}
-	sbuf_free(&k);
+	if (stream_reader_close(&rd) != 0) {
+		rv = -1;
+	}
 	free(p.out);
 	return rv;
 }

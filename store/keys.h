@@ -16,14 +16,14 @@
 #include "store/buf.h"
 #include "store/command.h"
 
-#define STORE_FORMAT_VERSION 2
+#define STORE_FORMAT_VERSION 3
 
 enum key_type {
 	K_GROUP = 0x01,    /* applied index, term, format version */
 	K_SCOPE = 0x02,    /* meta group: kind + 3 x (u16 len + name) */
 	K_NODE = 0x03,     /* meta group: node id (8 bytes): record */
 	K_STREAM = 0x10,   /* shard id: head, tail, bytes, producers */
-	K_REC = 0x11,      /* shard id + offset: timestamp, payload */
+	K_REC = 0x11,      /* shard id + last offset: run (stream.h) */
 	K_PROD = 0x12,     /* shard id + producer id: sequences */
 	K_PROD_LRU = 0x13, /* shard id + last use + producer id */
 	K_CG = 0x14,       /* shard id + u16 group: cursor, floor, ready */

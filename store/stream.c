@@ -1,9 +1,21 @@
-/* Stream shards: records at contiguous offsets from 0 (value: entry time
- * u64 + payload), head/tail/bytes in the shard's meta record, retention
- * trimming from the head, and reads that tell too_old from in_future. */
+/* Stream shards: records at contiguous offsets from 0, head/tail/bytes in
+ * the shard's meta record, retention trimming from the head, and reads that
+ * tell too_old from in_future.
+ *
+ * Records are stored in runs: the records one append command wrote, under
+ * one key named by the run's LAST offset, so a seek to any offset lands on
+ * the run that holds it (runs are contiguous and never overlap). A run's
+ * value is u64 entry time, u32 count, then count x (u32 length + payload).
+ * One key per command instead of one per record keeps the per-record cost
+ * of the write batch, memtable, flushes and compactions off the publish
+ * path. A command larger than STREAM_RUN_MAX_BYTES is split into several
+ * runs, so a read starting inside a run never loads much more than it
+ * returns. A trim below the middle of a run moves the head only; the run
+ * is deleted once its last offset is below the head. */
 #include <string.h>
 
 #include "store/internal.h"
+#include "store/stream.h"
 
 #define TRIM_DEFAULT 10000
 #define DROP_DEFAULT 10000
@@ -67,29 +79,170 @@ void stream_meta_store(struct tx *tx, struct store_slice scope, uint32_t shard,
 	sbuf_free(&k);
 }
 
+/* A run's value header: u64 entry time, u32 count. */
+#define RUN_HDR 12
+
+int stream_run_open(const uint8_t *kp, size_t kl, const uint8_t *vp, size_t vl,
+                    struct stream_run *run)
+{
+	uint64_t last;
+	uint32_t n;
+
+	if (kl < 8 || vl < RUN_HDR) {
+		return -1;
+	}
+	last = be_get64(kp + kl - 8);
+	n = be_get32(vp + 8);
+	if (n == 0 || last < n - 1 || vl - RUN_HDR < (size_t)n * 4) {
+		return -1;
+	}
+	run->ts = be_get64(vp);
+	run->first = last - (n - 1);
+	run->last = last;
+	run->next = run->first;
+	run->p = vp + RUN_HDR;
+	run->end = vp + vl;
+	return 0;
+}
+
+int stream_run_next(struct stream_run *run, uint64_t *offset,
+                    const uint8_t **payload, size_t *len)
+{
+	uint32_t l;
+
+	if (run->next > run->last) {
+		return run->p == run->end ? 0 : -1;
+	}
+	if (run->end - run->p < 4) {
+		return -1;
+	}
+	l = be_get32(run->p);
+	if ((size_t)(run->end - run->p - 4) < l) {
+		return -1;
+	}
+	*offset = run->next++;
+	*payload = run->p + 4;
+	*len = l;
+	run->p += 4 + (size_t)l;
+	return 1;
+}
+
+/* Writes the run being built in `v` (n records from m->tail). */
+static void put_run(struct tx *tx, const struct store_cmd *c,
+                    struct stream_meta *m, struct sbuf *k, struct sbuf *v,
+                    uint32_t n)
+{
+	be_put32(v->p + 8, n);
+	rec_key(k, tx->group, c->scope, c->shard, m->tail + n - 1);
+	tx_put(tx, k, v->p, v->len);
+	m->tail += n;
+}
+
 int stream_append_records(struct tx *tx, const struct store_cmd *c,
                           struct stream_meta *m, uint64_t *base)
 {
 	struct store_list_iter it;
 	struct store_slice p;
 	struct sbuf k, v;
+	uint32_t n = 0;
+	size_t want = c->items.v == NULL ? c->items.enc_len : 0;
 
+	*base = m->tail;
+	if (c->items.n == 0) {
+		return 0;
+	}
 	sbuf_init(&k);
 	sbuf_init(&v);
-	*base = m->tail;
+	sbuf_reserve(&v, RUN_HDR + (want < STREAM_RUN_MAX_BYTES
+	                                ? want
+	                                : STREAM_RUN_MAX_BYTES));
 	store_list_iter_init(&it, &c->items);
 	while (store_list_next(&it, &p)) {
-		rec_key(&k, tx->group, c->scope, c->shard, m->tail);
-		sbuf_reset(&v);
-		sbuf_u64(&v, tx->now_ms);
+		if (n > 0 && v.len + 4 + p.len > STREAM_RUN_MAX_BYTES) {
+			put_run(tx, c, m, &k, &v, n);
+			n = 0;
+		}
+		if (n == 0) {
+			sbuf_reset(&v);
+			sbuf_u64(&v, tx->now_ms);
+			sbuf_u32(&v, 0); /* the count, set by put_run */
+		}
+		sbuf_u32(&v, (uint32_t)p.len);
 		sbuf_add(&v, p.p, p.len);
-		tx_put(tx, &k, v.p, v.len);
-		m->tail++;
 		m->bytes += p.len;
+		n++;
 	}
+	put_run(tx, c, m, &k, &v, n);
 	sbuf_free(&k);
 	sbuf_free(&v);
 	return 0;
+}
+
+void stream_reader_init(struct stream_reader *r, struct tx *tx,
+                        struct store_slice scope, uint32_t shard)
+{
+	memset(r, 0, sizeof *r);
+	r->tx = tx;
+	r->scope = scope;
+	r->shard = shard;
+	sbuf_init(&r->k);
+}
+
+int stream_reader_get(struct stream_reader *r, uint64_t offset, uint64_t *ts,
+                      const uint8_t **payload, size_t *len)
+{
+	uint64_t off;
+	int got;
+
+	if (!r->in_run || offset < r->run.first || offset > r->run.last) {
+		size_t kl, vl;
+		const uint8_t *kp, *vp;
+
+		r->in_run = false;
+		if (!r->open) {
+			key_start(&r->k, r->tx->group, K_REC);
+			key_shard(&r->k, r->scope, r->shard);
+			titer_open(&r->it, r->tx, &r->k);
+			r->open = true;
+		}
+		rec_key(&r->k, r->tx->group, r->scope, r->shard, offset);
+		if (!titer_seek(&r->it, &r->k)) {
+			return 0;
+		}
+		kp = titer_key(&r->it, &kl);
+		vp = titer_value(&r->it, &vl);
+		if (stream_run_open(kp, kl, vp, vl, &r->run) != 0) {
+			return tx_fail(r->tx, "corrupt stream record", NULL);
+		}
+		r->start = r->run;
+		r->in_run = true;
+		if (offset < r->run.first) {
+			return 0; /* trimmed, or a hole */
+		}
+	}
+	if (offset < r->run.next) {
+		r->run = r->start; /* walk again from the run's start */
+	}
+	while ((got = stream_run_next(&r->run, &off, payload, len)) > 0) {
+		if (off == offset) {
+			*ts = r->run.ts;
+			return 1;
+		}
+	}
+	r->in_run = false;
+	return tx_fail(r->tx, "corrupt stream record", NULL);
+}
+
+int stream_reader_close(struct stream_reader *r)
+{
+	int rv = 0;
+
+	if (r->open) {
+		rv = titer_close(&r->it);
+	}
+	sbuf_free(&r->k);
+	r->open = r->in_run = false;
+	return rv;
 }
 
 static int stream_append(struct tx *tx, const struct store_cmd *c,
@@ -118,7 +271,7 @@ static int stream_trim(struct tx *tx, const struct store_cmd *c,
 	struct sbuf k, end;
 	uint64_t budget = c->max ? c->max : TRIM_DEFAULT;
 	uint64_t head, bytes, trimmed = 0;
-	bool more = false;
+	bool more = false, stop = false, corrupt = false;
 
 	if (stream_meta_load(tx, c->scope, c->shard, &m) != 0) {
 		return -1;
@@ -131,39 +284,55 @@ static int stream_trim(struct tx *tx, const struct store_cmd *c,
 	key_shard(&k, c->scope, c->shard);
 	titer_open(&it, tx, &k);
 	rec_key(&k, tx->group, c->scope, c->shard, head);
-	for (titer_seek(&it, &k); titer_valid(&it) && head < m.tail;
+	for (titer_seek(&it, &k); titer_valid(&it) && head < m.tail && !stop;
 	     titer_next(&it)) {
 		size_t kl, vl;
 		const uint8_t *kp = titer_key(&it, &kl);
 		const uint8_t *vp = titer_value(&it, &vl);
-		uint64_t off, ts, len;
+		struct stream_run run;
+		const uint8_t *pp;
+		uint64_t off;
+		size_t len;
+		int got;
 
-		if (kl < 8 || vl < 8) {
-			titer_close(&it);
-			sbuf_free(&k);
-			sbuf_free(&end);
-			return tx_fail(tx, "corrupt stream record", NULL);
-		}
-		off = be_get64(kp + kl - 8);
-		if (off >= m.tail) {
+		if (stream_run_open(kp, kl, vp, vl, &run) != 0) {
+			corrupt = true;
 			break;
 		}
-		ts = be_get64(vp);
-		len = vl - 8;
-		if (!((c->offset > 0 && off < c->offset) ||
-		      (c->retention_bytes > 0 && bytes > c->retention_bytes) ||
-		      (c->retention_ms > 0 &&
-		       deadline_after(ts, c->retention_ms) <= tx->now_ms))) {
+		while ((got = stream_run_next(&run, &off, &pp, &len)) > 0) {
+			if (off < head) {
+				continue; /* trimmed before, run kept */
+			}
+			if (off >= m.tail ||
+			    !((c->offset > 0 && off < c->offset) ||
+			      (c->retention_bytes > 0 &&
+			       bytes > c->retention_bytes) ||
+			      (c->retention_ms > 0 &&
+			       deadline_after(run.ts, c->retention_ms) <=
+			           tx->now_ms))) {
+				stop = true;
+				break;
+			}
+			if (budget == 0) {
+				more = true;
+				stop = true;
+				break;
+			}
+			budget--;
+			head = off + 1;
+			bytes -= len < bytes ? len : bytes;
+			trimmed++;
+		}
+		if (got < 0) {
+			corrupt = true;
 			break;
 		}
-		if (budget == 0) {
-			more = true;
-			break;
-		}
-		budget--;
-		head = off + 1;
-		bytes -= len < bytes ? len : bytes;
-		trimmed++;
+	}
+	if (corrupt) {
+		titer_close(&it);
+		sbuf_free(&k);
+		sbuf_free(&end);
+		return tx_fail(tx, "corrupt stream record", NULL);
 	}
 	if (titer_close(&it) != 0) {
 		sbuf_free(&k);
@@ -173,7 +342,8 @@ static int stream_trim(struct tx *tx, const struct store_cmd *c,
 	if (head > m.head) {
 		/* Offsets only grow (a drop keeps them), so nothing will be
 		 * written below the new head again: a range deletion is
-		 * safe after the batch. */
+		 * safe after the batch. It takes the runs whose last offset
+		 * is below the new head; a run the head is inside stays. */
 		rec_key(&k, tx->group, c->scope, c->shard, m.head);
 		rec_key(&end, tx->group, c->scope, c->shard, head);
 		tx_del_range(tx, &k, &end);
@@ -237,6 +407,7 @@ static int stream_scan(struct tx *tx, struct store_slice scope, uint32_t shard,
 	struct titer it;
 	struct sbuf k;
 	uint64_t n = 0, bytes = 0;
+	bool stop = false;
 	int rv = 0;
 
 	if (stream_meta_load(tx, scope, shard, m) != 0) {
@@ -253,30 +424,42 @@ static int stream_scan(struct tx *tx, struct store_slice scope, uint32_t shard,
 	key_shard(&k, scope, shard);
 	titer_open(&it, tx, &k);
 	rec_key(&k, tx->group, scope, shard, from);
-	for (titer_seek(&it, &k); titer_valid(&it); titer_next(&it)) {
+	for (titer_seek(&it, &k); titer_valid(&it) && !stop; titer_next(&it)) {
 		size_t kl, vl;
 		const uint8_t *kp = titer_key(&it, &kl);
 		const uint8_t *vp = titer_value(&it, &vl);
+		struct stream_run run;
+		const uint8_t *pp;
 		uint64_t off;
+		size_t len;
+		int got;
 
-		if ((max > 0 && n >= max) ||
-		    (max_bytes > 0 && n > 0 && bytes >= max_bytes)) {
-			break;
-		}
-		if (kl < 8 || vl < 8) {
+		if (stream_run_open(kp, kl, vp, vl, &run) != 0) {
 			rv = tx_fail(tx, "corrupt stream record", NULL);
 			break;
 		}
-		off = be_get64(kp + kl - 8);
-		if (off >= m->tail) {
+		while ((got = stream_run_next(&run, &off, &pp, &len)) > 0) {
+			if (off < from) {
+				continue;
+			}
+			if ((max > 0 && n >= max) ||
+			    (max_bytes > 0 && n > 0 && bytes >= max_bytes) ||
+			    off >= m->tail) {
+				stop = true;
+				break;
+			}
+			rv = cb(arg, off, run.ts, pp, len);
+			if (rv != 0) {
+				stop = true;
+				break;
+			}
+			n++;
+			bytes += len;
+		}
+		if (got < 0) {
+			rv = tx_fail(tx, "corrupt stream record", NULL);
 			break;
 		}
-		rv = cb(arg, off, be_get64(vp), vp + 8, vl - 8);
-		if (rv != 0) {
-			break;
-		}
-		n++;
-		bytes += vl - 8;
 	}
 	if (titer_close(&it) != 0) {
 		rv = -1;

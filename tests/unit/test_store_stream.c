@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/stream.h"
 #include "tests/unit/store_test_util.h"
 
 #define G 1
@@ -1058,6 +1059,348 @@ static void test_consumer_group_model(void **state)
 	free(m);
 }
 
+/* ---- record runs: one key per append, read and trimmed per record ---- */
+
+#define RUNS_MAX 4096
+
+struct runs_model {
+	uint64_t seed;
+	uint64_t head, tail, bytes;
+	uint64_t ts[RUNS_MAX];
+	uint64_t run_last[RUNS_MAX]; /* last offset of each run, in order */
+	size_t nruns;
+	uint64_t cursor; /* the consumer group's next fresh offset */
+};
+
+static uint64_t runs_rand(struct runs_model *m)
+{
+	m->seed ^= m->seed << 13;
+	m->seed ^= m->seed >> 7;
+	m->seed ^= m->seed << 17;
+	return m->seed;
+}
+
+/* Payloads differ in length so byte accounting is exercised. */
+static size_t runs_payload(uint64_t off, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "p%llu", (unsigned long long)off);
+	size_t len = (size_t)n;
+	for (uint64_t i = 0; i < off % 7 && len + 1 < cap; i++) {
+		buf[len++] = 'x';
+	}
+	buf[len] = '\0';
+	return len;
+}
+
+static void runs_append(struct tdb *t, struct runs_model *m, uint64_t now,
+                        uint32_t n)
+{
+	struct store_slice items[64];
+	char bufs[64][32];
+	struct store_cmd c = scmd(STORE_OP_STREAM_APPEND);
+	struct tres x;
+
+	for (uint32_t i = 0; i < n; i++) {
+		size_t len = runs_payload(m->tail + i, bufs[i], sizeof bufs[i]);
+		items[i].p = (const uint8_t *)bufs[i];
+		items[i].len = len;
+	}
+	c.items.n = n;
+	c.items.v = items;
+	tapply(&x, t, G, now, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	assert_int_equal(tres_u64(&x), m->tail);
+	assert_int_equal(tres_u64(&x), n);
+	tres_free(&x);
+	for (uint32_t i = 0; i < n; i++) {
+		m->ts[m->tail] = now;
+		m->bytes += items[i].len;
+		m->tail++;
+	}
+	if (n > 0) {
+		m->run_last[m->nruns++] = m->tail - 1;
+	}
+}
+
+static void runs_read(struct tdb *t, struct runs_model *m, uint64_t from,
+                      uint64_t max, uint64_t max_bytes)
+{
+	struct store_cmd c = scmd(STORE_OP_STREAM_READ);
+	struct tres x;
+	uint64_t lim = max ? max : 1000, n = 0, bytes = 0, off = from;
+
+	c.offset = from;
+	c.max = max;
+	c.max_bytes = max_bytes;
+	tread(&x, t, G, 0, &c);
+	if (from < m->head || from > m->tail) {
+		assert_int_equal(tres_status(&x), from < m->head
+		                                      ? STORE_TOO_OLD
+		                                      : STORE_IN_FUTURE);
+		tres_free(&x);
+		return;
+	}
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	(void)tres_u64(&x); /* next, checked below */
+	uint32_t got = tres_array(&x);
+	for (uint32_t i = 0; i < got; i++, off++) {
+		char want[32];
+		size_t wlen = runs_payload(off, want, sizeof want), len;
+		const char *p;
+
+		assert_true(off < m->tail);
+		assert_true(n < lim);
+		assert_false(max_bytes > 0 && n > 0 && bytes >= max_bytes);
+		assert_int_equal(tres_array(&x), 3);
+		assert_int_equal(tres_u64(&x), off);
+		assert_int_equal(tres_u64(&x), m->ts[off]);
+		p = tres_bytes(&x, &len);
+		assert_int_equal(len, wlen);
+		assert_memory_equal(p, want, len);
+		n++;
+		bytes += len;
+	}
+	/* It stopped only where it had to. */
+	assert_true(off == m->tail || n == lim ||
+	            (max_bytes > 0 && n > 0 && bytes >= max_bytes));
+	tres_free(&x);
+}
+
+static void runs_trim(struct tdb *t, struct runs_model *m, uint64_t below,
+                      uint64_t keep_bytes, uint64_t max)
+{
+	struct store_cmd c = scmd(STORE_OP_STREAM_TRIM);
+	uint64_t budget = max ? max : 10000, head = m->head, trimmed = 0;
+	bool more = false;
+
+	c.offset = below;
+	c.retention_bytes = keep_bytes;
+	c.max = max;
+	for (uint64_t off = m->head; off < m->tail; off++) {
+		char buf[32];
+		size_t len = runs_payload(off, buf, sizeof buf);
+		if (!((below > 0 && off < below) ||
+		      (keep_bytes > 0 && m->bytes > keep_bytes))) {
+			break;
+		}
+		if (budget == 0) {
+			more = true;
+			break;
+		}
+		budget--;
+		head = off + 1;
+		m->bytes -= len;
+		trimmed++;
+	}
+	m->head = head;
+	trim(t, 0, &c, head, trimmed, more);
+}
+
+static void runs_poll(struct tdb *t, struct runs_model *m, uint64_t max)
+{
+	struct store_cmd c = gcmd(STORE_OP_CG_POLL, 0);
+	struct tres x;
+	uint64_t from = m->cursor > m->head ? m->cursor : m->head;
+	uint64_t n = m->tail - from < max ? m->tail - from : max;
+
+	c.max = max;
+	c.visibility_ms = 1000000;
+	tapply(&x, t, G, 0, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 2);
+	(void)tres_u64(&x);
+	assert_int_equal(tres_array(&x), (uint32_t)n);
+	for (uint64_t i = 0; i < n; i++) {
+		char want[32];
+		size_t wlen = runs_payload(from + i, want, sizeof want), len;
+		const char *p;
+
+		assert_int_equal(tres_array(&x), 3);
+		assert_int_equal(tres_u64(&x), from + i);
+		assert_int_equal(tres_u64(&x), 1);
+		p = tres_bytes(&x, &len);
+		assert_int_equal(len, wlen);
+		assert_memory_equal(p, want, len);
+	}
+	tres_free(&x);
+	m->cursor = from + n;
+}
+
+/* Record keys of the shard left in the data column family. */
+static size_t runs_keys(struct tdb *t)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_iterator_t *it =
+	    rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
+	uint8_t pfx[5] = {0, 0, 0, G, 0x11};
+	size_t n = 0;
+
+	for (rocksdb_iter_seek(it, (const char *)pfx, sizeof pfx);
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl;
+		const char *k = rocksdb_iter_key(it, &kl);
+		if (kl < sizeof pfx || memcmp(k, pfx, sizeof pfx) != 0) {
+			break;
+		}
+		n++;
+	}
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	return n;
+}
+
+static void test_record_runs(void **state)
+{
+	static struct runs_model m;
+	struct tdb t;
+	struct store_stream_info info;
+	uint64_t now = 1000;
+
+	(void)state;
+	memset(&m, 0, sizeof m);
+	m.seed = 0x9e3779b97f4a7c15ull;
+	tdb_open(&t);
+	for (int step = 0; step < 400; step++) {
+		uint64_t r = runs_rand(&m) % 100;
+		uint64_t span = m.tail - m.head;
+
+		now += runs_rand(&m) % 50;
+		if (r < 35 && m.tail + 64 < RUNS_MAX) {
+			runs_append(&t, &m, now,
+			            (uint32_t)(runs_rand(&m) % 41));
+		} else if (r < 65) {
+			/* Any offset from below the head to past the tail. */
+			uint64_t from = m.head + runs_rand(&m) % (span + 3);
+			from = from >= 1 ? from - 1 : 0;
+			runs_read(&t, &m, from, runs_rand(&m) % 50,
+			          runs_rand(&m) % 2 ? 0 : runs_rand(&m) % 200);
+		} else if (r < 75) {
+			runs_trim(
+			    &t, &m, m.head + runs_rand(&m) % (span / 4 + 2), 0,
+			    runs_rand(&m) % 3 ? 0 : 1 + runs_rand(&m) % 9);
+		} else if (r < 80) {
+			runs_trim(&t, &m, 0,
+			          m.bytes - runs_rand(&m) % (m.bytes / 4 + 1),
+			          0);
+		} else {
+			runs_poll(&t, &m, 1 + runs_rand(&m) % 30);
+		}
+		assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info),
+		                 0);
+		assert_int_equal(info.head, m.head);
+		assert_int_equal(info.tail, m.tail);
+		assert_int_equal(info.bytes, m.bytes);
+	}
+	/* A run stays while the head is inside it; runs wholly below the
+	 * head are gone. */
+	{
+		size_t live = 0;
+		for (size_t i = 0; i < m.nruns; i++) {
+			live += m.run_last[i] >= m.head;
+		}
+		assert_int_equal(runs_keys(&t), live);
+	}
+	assert_true(m.head > 0 && m.tail > m.head + 100);
+	tdb_close(&t);
+}
+
+/* A large command is split into runs of at most STREAM_RUN_MAX_BYTES; a
+ * record larger than that is a run of its own. */
+static void test_record_runs_split(void **state)
+{
+	enum { BIG_N = 100, BIG_LEN = 8000, HUGE_LEN = 300 * 1024 };
+	static struct store_slice items[BIG_N];
+	struct store_cmd c = scmd(STORE_OP_STREAM_APPEND);
+	struct store_stream_info info;
+	struct tdb t;
+	struct tres x;
+	uint8_t *big = malloc((size_t)BIG_N * BIG_LEN);
+	uint8_t *huge = malloc(HUGE_LEN);
+	size_t per_run = (STREAM_RUN_MAX_BYTES - 12) / (4 + BIG_LEN);
+	size_t runs = (BIG_N + per_run - 1) / per_run;
+
+	(void)state;
+	assert_non_null(big);
+	assert_non_null(huge);
+	for (size_t i = 0; i < (size_t)BIG_N * BIG_LEN; i++) {
+		big[i] = (uint8_t)(i * 7 + i / BIG_LEN);
+	}
+	memset(huge, 'h', HUGE_LEN);
+	for (int i = 0; i < BIG_N; i++) {
+		items[i].p = big + (size_t)i * BIG_LEN;
+		items[i].len = BIG_LEN;
+	}
+	tdb_open(&t);
+	c.items.n = BIG_N;
+	c.items.v = items;
+	tapply(&x, &t, G, 100, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	assert_true(runs > 1);
+	assert_int_equal(runs_keys(&t), runs);
+	/* A huge record alone, then two small ones in a run of their own. */
+	items[0].p = huge;
+	items[0].len = HUGE_LEN;
+	items[1].p = big;
+	items[1].len = 10;
+	items[2].p = big + 10;
+	items[2].len = 20;
+	c.items.n = 3;
+	tapply(&x, &t, G, 200, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	assert_int_equal(runs_keys(&t), runs + 2);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.tail, BIG_N + 3);
+	assert_int_equal(info.bytes, (uint64_t)BIG_N * BIG_LEN + HUGE_LEN + 30);
+	/* Every record reads back from every starting offset around the
+	 * run boundaries. */
+	for (uint64_t from = 0; from < BIG_N + 3; from++) {
+		struct store_cmd r = scmd(STORE_OP_STREAM_READ);
+		r.offset = from;
+		r.max = 3;
+		tread(&x, &t, G, 300, &r);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		assert_int_equal(tres_array(&x), 2);
+		uint64_t next = tres_u64(&x);
+		uint32_t n = tres_array(&x);
+		assert_int_equal(next, from + n);
+		assert_int_equal(n,
+		                 BIG_N + 3 - from < 3 ? BIG_N + 3 - from : 3);
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t off = from + i;
+			size_t len;
+			const char *p;
+			assert_int_equal(tres_array(&x), 3);
+			assert_int_equal(tres_u64(&x), off);
+			assert_int_equal(tres_u64(&x), off < BIG_N ? 100 : 200);
+			p = tres_bytes(&x, &len);
+			if (off < BIG_N) {
+				assert_int_equal(len, BIG_LEN);
+				assert_memory_equal(p, big + off * BIG_LEN,
+				                    BIG_LEN);
+			} else if (off == BIG_N) {
+				assert_int_equal(len, HUGE_LEN);
+				assert_memory_equal(p, huge, HUGE_LEN);
+			} else {
+				assert_int_equal(len,
+				                 off == BIG_N + 1 ? 10 : 20);
+			}
+		}
+		tres_free(&x);
+	}
+	/* Trimming past the first run deletes it and only it. */
+	c = scmd(STORE_OP_STREAM_TRIM);
+	c.offset = per_run + 1;
+	trim(&t, 300, &c, per_run + 1, per_run + 1, false);
+	assert_int_equal(runs_keys(&t), runs + 1);
+	tdb_close(&t);
+	free(big);
+	free(huge);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1069,6 +1412,8 @@ int main(void)
 	    cmocka_unit_test(test_consumer_groups),
 	    cmocka_unit_test(test_consumer_groups_and_retention),
 	    cmocka_unit_test(test_consumer_group_model),
+	    cmocka_unit_test(test_record_runs),
+	    cmocka_unit_test(test_record_runs_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

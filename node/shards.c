@@ -1430,6 +1430,40 @@ static void close_transport_now(struct shards *s)
 	s->t = NULL;
 }
 
+static void groups_closed_now(struct group_mgr *m, void *data)
+{
+	*(bool *)data = true;
+}
+
+static void close_groups_now(struct shards *s)
+{
+	bool done = false;
+	group_mgr_close(s->groups, groups_closed_now, &done);
+	while (!done) {
+		uv_run(s->loop, UV_RUN_NOWAIT);
+	}
+	group_mgr_free(s->groups);
+	s->groups = NULL;
+}
+
+static void rio_closed_now(struct rio_store *r, void *data)
+{
+	*(bool *)data = true;
+}
+
+/* Stops the raft log writer thread and frees the store (start-up
+ * failures: no group uses it). */
+static void close_rio_now(struct shards *s)
+{
+	bool done = false;
+	rio_store_close(s->rio, rio_closed_now, &done);
+	while (!done) {
+		uv_run(s->loop, UV_RUN_NOWAIT);
+	}
+	rio_store_free(s->rio);
+	s->rio = NULL;
+}
+
 int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
                 const struct shards_config *cfg, const struct log *log,
                 char *err, size_t errlen)
@@ -1557,8 +1591,11 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 			rv = group_start(s->groups, g);
 		}
 		if (rv != REPLICA_OK) {
-			snprintf(err, errlen, "raft group %" PRIu32 ": %s", g,
-			         group_mgr_errmsg(s->groups));
+			/* The state machine says why it failed, if it did. */
+			const char *why = store_last_error(s->store);
+			snprintf(err, errlen, "raft group %" PRIu32 ": %s%s%s",
+			         g, group_mgr_errmsg(s->groups),
+			         *why ? ": " : "", why);
 			goto err_groups;
 		}
 	}
@@ -1594,14 +1631,15 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	return 0;
 
 err_groups:
-	/* Groups never ran a loop turn; the manager can be freed directly. */
-	group_mgr_free(s->groups);
+	/* Created groups hold raft I/O on the log store: close them (no
+	 * loop turn ran, so this finishes at once) before the store. */
+	close_groups_now(s);
 err_xfer:
 	close_xfer_now(s);
 err_store:
 	store_close(s->store);
 err_rio:
-	rio_store_free(s->rio);
+	close_rio_now(s);
 err_transport:
 	close_transport_now(s);
 err_free:

@@ -149,8 +149,21 @@ int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 	rv = tx_get(&tx, &k, &v);
 	*index = 0;
 	if (rv == 1) {
+		uint32_t version =
+		    v.len >= 20 ? be_get32((const uint8_t *)v.p + 16) : 0;
 		if (v.len < 8) {
 			rv = tx_fail(&tx, "corrupt group state", NULL);
+		} else if (version != STORE_FORMAT_VERSION) {
+			/* Another layout's data would be misread, not just
+			 * refused later: say so before anything is served. */
+			char what[160];
+			snprintf(
+			    what, sizeof what,
+			    "the state was written in storage format %u, "
+			    "this lodestone reads format %u (start from an "
+			    "empty data directory; docs/storage.md)",
+			    (unsigned)version, (unsigned)STORE_FORMAT_VERSION);
+			rv = tx_fail(&tx, what, NULL);
 		} else {
 			*index = be_get64((const uint8_t *)v.p);
 			rv = 0;

@@ -98,6 +98,35 @@ static void test_applied_index_and_replay(void **state)
 	tdb_close(&t);
 }
 
+/* A group written in another storage format is refused with a message
+ * that says so, never misread. */
+static void test_other_format_refused(void **state)
+{
+	struct tdb t;
+	struct store_slice items[1] = {S("a")};
+	struct store_cmd c = append_cmd("t/n/s", items, 1);
+	uint8_t key[5] = {0, 0, 0, 1, 0x01}, val[20] = {0};
+	uint64_t idx;
+	uint8_t *res;
+	size_t len;
+	char *err = NULL;
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+
+	tdb_open(&t);
+	res = tdb_apply(&t, 1, 1000, &c, &len);
+	free(res);
+	assert_int_equal(store_applied_index(t.s, 1, &idx), 0);
+	val[7] = 1;  /* index 1 */
+	val[19] = 2; /* format 2 */
+	rocksdb_put_cf(t.db, wo, t.cf[3], (const char *)key, sizeof key,
+	               (const char *)val, sizeof val, &err);
+	assert_null(err);
+	rocksdb_writeoptions_destroy(wo);
+	assert_int_equal(store_applied_index(t.s, 1, &idx), -1);
+	assert_non_null(strstr(store_last_error(t.s), "storage format 2"));
+	tdb_close(&t);
+}
+
 static void test_commands_of_an_entry_see_each_other(void **state)
 {
 	struct tdb t;
@@ -492,6 +521,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_applied_index_and_replay),
+	    cmocka_unit_test(test_other_format_refused),
 	    cmocka_unit_test(test_commands_of_an_entry_see_each_other),
 	    cmocka_unit_test(test_bad_commands_yield_errors),
 	    cmocka_unit_test(test_error_results_write_nothing),

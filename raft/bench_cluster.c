@@ -10,7 +10,15 @@
  * `-w` in all over the cluster, split evenly over the groups. Latency is
  * from propose to the result callback on the leader (commit on a quorum,
  * fsync included, then apply). The state machine writes every command into
- * the "data" column family, as the store does.
+ * the "data" column family, as the store does. Each node's database is
+ * opened with the node's own options (node/db.c).
+ *
+ * Besides throughput and latency, a row shows what bounds it: "CPUs" is the
+ * CPU time of all nodes over the measured time (user + system, so 2.0 =
+ * both cores of a 2-vCPU machine busy), "CPU us/cmd" that CPU time per
+ * committed command (all nodes together), "write ms" and "sync ms" the log
+ * writer's mean time per synced batch in the write (RocksDB write queue and
+ * memtable inserts) and in the WAL sync.
  *
  * usage: bench_cluster [-n 1,3] [-g 1,64] [-b 64,16384] [-w window]
  *                      [-s seconds] [-d dir] */
@@ -22,12 +30,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <rocksdb/c.h>
 #include <uv.h>
 
+#include "node/db.h"
 #include "raft/bench_fsm.h"
 #include "raft/group.h"
 #include "raft/transport.h"
@@ -45,6 +55,9 @@ struct report {
 	uint64_t syncs;
 	uint64_t errors;
 	uint64_t nanos;
+	uint64_t cpu_ns;   /* user + system CPU of the node while measuring */
+	uint64_t write_ns; /* log writer: time in writes, in syncs */
+	uint64_t sync_ns;
 	uint64_t hist[BUCKETS];
 };
 
@@ -56,10 +69,7 @@ struct node {
 	size_t size;
 	unsigned per_group;
 	char dir[600];
-	rocksdb_t *db;
-	rocksdb_options_t *opts;
-	rocksdb_options_t *log_opts;
-	rocksdb_column_family_handle_t *cf[4];
+	struct db db;
 	struct bench_fsm fsm;
 	struct rio_store *store;
 	struct group_mgr *m;
@@ -138,31 +148,11 @@ static void propose(struct node *nd, struct op *op)
 
 static void open_db(struct node *nd, const char *base)
 {
-	const char *names[] = {"default", "raft_log", "raft_state", "data"};
-	const rocksdb_options_t *cf_opts[4];
-	char *err = NULL;
-	int i;
+	char err[512];
 
-	/* The node's options (node/db.c): a vector memtable for raft_log. */
+	/* The node's own options (node/db.c). */
 	snprintf(nd->dir, sizeof nd->dir, "%s/node%u", base, nd->id);
-	nd->opts = rocksdb_options_create();
-	rocksdb_options_set_create_if_missing(nd->opts, 1);
-	rocksdb_options_set_create_missing_column_families(nd->opts, 1);
-	rocksdb_options_increase_parallelism(nd->opts, 2);
-	rocksdb_options_set_max_background_jobs(nd->opts, 2);
-	rocksdb_options_set_bytes_per_sync(nd->opts, 1 << 20);
-	rocksdb_options_set_compression(nd->opts, rocksdb_lz4_compression);
-	for (i = 0; i < 4; i++) {
-		cf_opts[i] = nd->opts;
-	}
-	nd->log_opts = rocksdb_options_create_copy(nd->opts);
-	rocksdb_options_set_memtable_vector_rep(nd->log_opts);
-	cf_opts[1] = nd->log_opts;
-	rocksdb_options_set_allow_concurrent_memtable_write(nd->opts, 0);
-	rocksdb_options_set_allow_concurrent_memtable_write(nd->log_opts, 0);
-	nd->db = rocksdb_open_column_families(nd->opts, nd->dir, 4, names,
-	                                      cf_opts, nd->cf, &err);
-	if (err != NULL) {
+	if (db_open(&nd->db, nd->dir, err, sizeof err) != 0) {
 		die("open", err);
 	}
 }
@@ -203,6 +193,16 @@ static void run_until_readable(struct node *nd, int fd)
 	}
 }
 
+static uint64_t cpu_now(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+	           1000000000ull +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+	           1000ull;
+}
+
 static unsigned leader_of(struct node *nd, uint32_t g, bool *ready)
 {
 	struct group_status st;
@@ -233,13 +233,13 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 	open_db(nd, base);
 	nd->payload = malloc(size);
 	memset(nd->payload, 'x', size);
-	if (bench_fsm_init(&nd->fsm, nd->db, nd->cf[3], groups, false,
+	if (bench_fsm_init(&nd->fsm, nd->db.db, nd->db.data, groups, false,
 	                   "bench_cluster") != 0) {
 		die("fsm", "out of memory");
 	}
 	so.seed = id;
-	if (rio_store_init(&nd->store, &nd->loop, nd->db, nd->cf[1], nd->cf[2],
-	                   &so, err) != 0) {
+	if (rio_store_init(&nd->store, &nd->loop, nd->db.db, nd->db.raft_log,
+	                   nd->db.raft_state, &so, err) != 0) {
 		die("store", err);
 	}
 	/* Transport: bind, tell the parent our port, learn the others'. */
@@ -344,6 +344,7 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 		}
 	}
 	nd->measuring = true;
+	nd->r.cpu_ns = cpu_now();
 	t0 = uv_hrtime();
 	xread(in, &word, 1); /* the length of the run, in deciseconds */
 	t_end = t0 + (uint64_t)(unsigned char)word * 100000000ull;
@@ -351,6 +352,7 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 		uv_run(&nd->loop, UV_RUN_ONCE);
 	}
 	nd->r.nanos = uv_hrtime() - t0;
+	nd->r.cpu_ns = cpu_now() - nd->r.cpu_ns;
 	nd->measuring = false;
 	rio_store_stats(nd->store, &s1);
 	for (g = 0; g < groups; g++) {
@@ -362,6 +364,8 @@ static void child(unsigned id, unsigned n, unsigned groups, size_t size,
 	}
 	nd->r.entries = e1 - e0;
 	nd->r.syncs = s1.syncs - s0.syncs;
+	nd->r.write_ns = s1.write_ns - s0.write_ns;
+	nd->r.sync_ns = s1.sync_ns - s0.sync_ns;
 	nd->stopping = true;
 	xwrite(out, &nd->r, sizeof nd->r);
 	/* Keep serving the others until the parent says stop. */
@@ -430,6 +434,9 @@ static void run_row(const char *base, unsigned n, unsigned groups, size_t size,
 		total.entries += r.entries;
 		total.syncs += r.syncs;
 		total.errors += r.errors;
+		total.cpu_ns += r.cpu_ns;
+		total.write_ns += r.write_ns;
+		total.sync_ns += r.sync_ns;
 		nanos = r.nanos > nanos ? r.nanos : nanos;
 		for (b = 0; b < BUCKETS; b++) {
 			total.hist[b] += r.hist[b];
@@ -456,11 +463,19 @@ static void run_row(const char *base, unsigned n, unsigned groups, size_t size,
 		}
 	}
 	secs = (double)nanos / 1e9;
-	printf("| %5u | %6u | %6zu | %6u | %10.0f | %8.1f | %10.0f | %8.0f | "
-	       "%7.2f | %7.2f |\n",
-	       n, groups, size, window, (double)total.cmds / secs,
-	       (double)total.bytes / secs / 1e6, (double)total.entries / secs,
-	       (double)total.syncs / secs / n, p50, p99);
+	printf(
+	    "| %5u | %6u | %6zu | %6u | %10.0f | %8.1f | %10.0f | %8.0f | "
+	    "%7.2f | %7.2f | %6.2f | %8.2f | %6.2f | %6.2f |\n",
+	    n, groups, size, window, (double)total.cmds / secs,
+	    (double)total.bytes / secs / 1e6, (double)total.entries / secs,
+	    (double)total.syncs / secs / n, p50, p99,
+	    (double)total.cpu_ns / (double)nanos,
+	    total.cmds > 0 ? (double)total.cpu_ns / 1e3 / (double)total.cmds
+	                   : 0.0,
+	    total.syncs > 0 ? (double)total.write_ns / 1e6 / (double)total.syncs
+	                    : 0.0,
+	    total.syncs > 0 ? (double)total.sync_ns / 1e6 / (double)total.syncs
+	                    : 0.0);
 	fflush(stdout);
 	if (total.errors > 0) {
 		fprintf(stderr, "bench_cluster: %llu failed proposals\n",
@@ -526,9 +541,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("| nodes | groups | cmd B  | window |     cmds/s |     MB/s "
-	       "|  entries/s | fsyncs/s/node | p50 ms  | p99 ms  |\n");
+	       "|  entries/s | fsyncs/s/node | p50 ms  | p99 ms  | CPUs   "
+	       "| CPU us/cmd | write ms | sync ms |\n");
 	printf("|------:|-------:|-------:|-------:|-----------:|---------:"
-	       "|-----------:|---------:|--------:|--------:|\n");
+	       "|-----------:|---------:|--------:|--------:|-------:"
+	       "|---------:|-------:|-------:|\n");
 	for (k = 0; k < n_sizes; k++) {
 		for (j = 0; j < n_groups; j++) {
 			for (i = 0; i < n_nodes; i++) {

@@ -12,8 +12,10 @@
  * column family (fsm "rocks", as the store will) or nothing at all (fsm
  * "null": the cost of raft/ alone).
  *
- * The raft_log column family uses a vector memtable by default (what we
- * recommend to node/db.c) or the default skiplist (-m skiplist).
+ * By default the database has the node's own options (node/db.c: a vector
+ * memtable for raft_log, bloom filters for data); -m skiplist opens it
+ * instead with plain options and the default skiplist memtable, for
+ * comparison.
  *
  * usage: bench_raft [-s seconds] [-w window | -p per-group window]
  *                   [-g 1,64,1000] [-b 64,16384] [-f rocks,null]
@@ -27,6 +29,7 @@
 #include <rocksdb/c.h>
 #include <uv.h>
 
+#include "node/db.h"
 #include "raft/bench_fsm.h"
 #include "raft/group.h"
 
@@ -40,6 +43,7 @@ struct bench {
 	rocksdb_options_t *opts;
 	rocksdb_options_t *log_opts;
 	rocksdb_column_family_handle_t *cf[4];
+	struct db ndb; /* -m vector: the node's database (node/db.c) */
 	struct bench_fsm fsm;
 	struct rio_store *store;
 	struct group_mgr *m;
@@ -126,6 +130,19 @@ static void open_db(struct bench *b, const char *base, bool vector)
 	snprintf(b->dir, sizeof b->dir, "%s/bench-raft-XXXXXX", base);
 	if (mkdtemp(b->dir) == NULL) {
 		die("mkdtemp", b->dir);
+	}
+	if (vector) {
+		char msg[512];
+		/* The node's own options (node/db.c). */
+		if (db_open(&b->ndb, b->dir, msg, sizeof msg) != 0) {
+			die("open", msg);
+		}
+		b->db = b->ndb.db;
+		b->cf[0] = b->ndb.dflt;
+		b->cf[1] = b->ndb.raft_log;
+		b->cf[2] = b->ndb.raft_state;
+		b->cf[3] = b->ndb.data;
+		return;
 	}
 	b->opts = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(b->opts, 1);
@@ -322,13 +339,17 @@ static void run_row(const char *base, unsigned groups, size_t size,
 	}
 	rio_store_free(b->store);
 	uv_loop_close(&b->loop);
-	for (k = 0; k < 4; k++) {
-		rocksdb_column_family_handle_destroy(b->cf[k]);
-	}
-	rocksdb_close(b->db);
-	rocksdb_options_destroy(b->opts);
-	if (b->log_opts != NULL) {
-		rocksdb_options_destroy(b->log_opts);
+	if (b->ndb.db != NULL) {
+		db_close(&b->ndb);
+	} else {
+		for (k = 0; k < 4; k++) {
+			rocksdb_column_family_handle_destroy(b->cf[k]);
+		}
+		rocksdb_close(b->db);
+		rocksdb_options_destroy(b->opts);
+		if (b->log_opts != NULL) {
+			rocksdb_options_destroy(b->log_opts);
+		}
 	}
 	bench_fsm_close(&b->fsm);
 	nftw(b->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);

@@ -90,8 +90,10 @@ struct rio_batch {
 	uint64_t n_bytes;
 	uint64_t n_appends;
 	uint64_t n_puts;
-	bool force; /* write (and so sync) even if empty */
-	int status; /* set by the writer */
+	bool force;        /* write (and so sync) even if empty */
+	int status;        /* set by the writer */
+	uint64_t write_ns; /* set by the writer: the write, then the sync */
+	uint64_t sync_ns;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 };
 
@@ -163,6 +165,7 @@ struct rio_store {
 
 	struct rio_batch *pending;  /* filling, loop thread only */
 	struct rio_batch *inflight; /* with the writer */
+	struct rio_batch *spare;    /* a written batch kept for reuse */
 	uint64_t next_gen;
 	uint64_t done_gen;
 	struct rio_fifo soon;
@@ -418,6 +421,37 @@ static void batch_free(struct rio_batch *b)
 	free(b);
 }
 
+/* A batch whose buffer grew past this is freed rather than kept. */
+#define SPARE_MAX_BYTES ((size_t)64 << 20)
+
+/* Keeps a written batch for the next turn: its WriteBatch keeps its
+ * buffer, so the next one does not grow a fresh buffer through
+ * reallocations and page faults (a turn's batch holds every appended
+ * payload: up to tens of MB). */
+static void batch_recycle(struct rio_store *s, struct rio_batch *b)
+{
+	size_t size;
+
+	if (b == NULL) {
+		return;
+	}
+	rocksdb_writebatch_data(b->wb, &size);
+	if (s->spare != NULL || size > SPARE_MAX_BYTES) {
+		batch_free(b);
+		return;
+	}
+	rocksdb_writebatch_clear(b->wb);
+	b->done.head = b->done.tail = NULL;
+	b->n_syncs = 0;
+	b->gen = b->n_groups = b->n_entries = b->n_bytes = 0;
+	b->n_appends = b->n_puts = 0;
+	b->force = false;
+	b->status = 0;
+	b->write_ns = b->sync_ns = 0;
+	b->errmsg[0] = '\0';
+	s->spare = b;
+}
+
 /* The batch of this loop turn, created on demand. */
 static struct rio_batch *pending_batch(struct rio_store *s)
 {
@@ -425,11 +459,16 @@ static struct rio_batch *pending_batch(struct rio_store *s)
 	if (b != NULL) {
 		return b;
 	}
-	b = calloc(1, sizeof *b);
-	if (b == NULL) {
-		return NULL;
+	if (s->spare != NULL) {
+		b = s->spare;
+		s->spare = NULL;
+	} else {
+		b = calloc(1, sizeof *b);
+		if (b == NULL) {
+			return NULL;
+		}
+		b->wb = rocksdb_writebatch_create();
 	}
-	b->wb = rocksdb_writebatch_create();
 	b->gen = s->next_gen++;
 	s->pending = b;
 	uv_ref((uv_handle_t *)&s->prepare);
@@ -448,6 +487,7 @@ static void batch_touch(struct rio_batch *b, struct rio *r)
 static void batch_write(struct rio_store *s, struct rio_batch *b)
 {
 	char *err = NULL;
+	uint64_t t0, t1;
 	unsigned i;
 
 	for (i = 0; i < b->n_syncs; i++) {
@@ -467,12 +507,16 @@ static void batch_write(struct rio_store *s, struct rio_batch *b)
 	 * writer of the database (the reactor's unsynced apply writes);
 	 * SyncWAL lets them go on while the disk syncs. An empty batch (a
 	 * forced one) only syncs what was written before it. */
+	t0 = uv_hrtime();
 	if (rocksdb_writebatch_count(b->wb) > 0) {
 		rocksdb_write(s->db, s->wo_plain, b->wb, &err);
 	}
+	t1 = uv_hrtime();
 	if (err == NULL) {
 		rocksdb_flush_wal(s->db, 1, &err);
 	}
+	b->write_ns = t1 - t0;
+	b->sync_ns = uv_hrtime() - t1;
 	if (err != NULL) {
 		b->status = RAFT_IOERR;
 		snprintf(b->errmsg, sizeof b->errmsg,
@@ -517,7 +561,7 @@ static void submit(struct rio_store *s)
 	if (rocksdb_writebatch_count(b->wb) == 0 && !b->force &&
 	    b->done.head == NULL && b->n_syncs == 0) {
 		s->pending = NULL; /* nothing to write */
-		batch_free(b);
+		batch_recycle(s, b);
 		return;
 	}
 	s->pending = NULL;
@@ -661,6 +705,8 @@ static void complete_batch(struct rio_store *s, struct rio_batch *b)
 	struct rio_req *q;
 
 	s->stats.syncs++;
+	s->stats.write_ns += b->write_ns;
+	s->stats.sync_ns += b->sync_ns;
 	s->stats.group_writes += b->n_groups;
 	if (b->n_groups > s->stats.max_groups) {
 		s->stats.max_groups = b->n_groups;
@@ -714,7 +760,7 @@ static void async_cb(uv_async_t *a)
 	 * while this batch was on its way is already waiting. */
 	submit(s);
 	complete_batch(s, b);
-	batch_free(b);
+	batch_recycle(s, b);
 	run_soon(s);
 	submit(s);
 	update_ref(s);
@@ -2016,6 +2062,7 @@ void rio_store_free(struct rio_store *s)
 		return;
 	}
 	batch_free(s->pending);
+	batch_free(s->spare);
 	free(s->map.slots);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);

@@ -88,6 +88,9 @@ struct rio_stats {
 	uint64_t max_groups;    /* most groups in one synced batch */
 	uint64_t held_sends;    /* sends held back for an unsynced term/vote */
 	uint64_t write_errors;
+	uint64_t write_ns; /* writer time in the batch writes (RocksDB's write
+	                      queue and memtable inserts included) */
+	uint64_t sync_ns;  /* writer time in the WAL syncs */
 };
 
 /* Creates the store. `db` and the column families are borrowed and must

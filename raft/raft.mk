@@ -19,7 +19,8 @@ raft_liblsraft_a_SOURCES = \
 
 # Single-node benchmark: throughput, commit latency, fsyncs per second.
 noinst_PROGRAMS += raft/bench_raft
-raft_bench_raft_SOURCES = raft/bench_raft.c raft/bench_fsm.c raft/bench_fsm.h
+raft_bench_raft_SOURCES = raft/bench_raft.c raft/bench_fsm.c raft/bench_fsm.h \
+	node/db.c node/db.h
 raft_bench_raft_LDADD = raft/liblsraft.a $(DEP_LIBS)
 
 # Tests: a temporary RocksDB (testdb) and a small state machine on it
@@ -89,6 +90,6 @@ tests_integration_test_cluster_LDADD = tests/integration/libharness.a \
 # Three raft stores on one loop over loopback TCP (docs/cluster.md).
 noinst_PROGRAMS += raft/bench_cluster
 raft_bench_cluster_SOURCES = raft/bench_cluster.c raft/bench_fsm.c \
-	raft/bench_fsm.h
+	raft/bench_fsm.h node/db.c node/db.h
 raft_bench_cluster_LDADD = raft/liblsraft.a $(DEP_LIBS)
 EXTRA_DIST += docs/cluster.md

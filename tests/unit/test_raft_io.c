@@ -336,6 +336,80 @@ static void test_group_commit(void **state)
 	}
 }
 
+/* Batches are reused from turn to turn (a written batch keeps its buffer):
+ * a large batch followed by small ones must write exactly the new entries,
+ * nothing left over from the earlier turn, and count them right. */
+static void test_batch_reuse(void **state)
+{
+	struct fx *f = *state;
+	static const size_t sizes[] = {200000, 10, 70000, 1, 300, 150000, 5};
+	const unsigned turns = sizeof sizes / sizeof sizes[0];
+	struct append_req a[2];
+	struct loaded l = {0};
+	struct rio_stats st0, st;
+	int order[2], done;
+	uint64_t index = 1;
+	unsigned t, k;
+
+	io_open(f, 0, 3);
+	io_open(f, 1, 4);
+	load(f, 0, &l);
+	loaded_free(&l);
+	load(f, 1, &l);
+	loaded_free(&l);
+	rio_store_stats(f->s, &st0);
+	for (t = 0; t < turns; t++) {
+		done = 0;
+		for (k = 0; k < 2; k++) {
+			a[k].order = order;
+			a[k].counter = &done;
+			a[k].id = (int)k;
+			a[k].status = -1;
+			/* Group 1 appends only on even turns: its batch
+			 * membership changes from turn to turn. */
+			if (k == 1 && t % 2 == 1) {
+				continue;
+			}
+			submit_append(f, k, &a[k], 1, index, 2, sizes[t]);
+		}
+		run_until(f, &done, t % 2 == 1 ? 1 : 2);
+		assert_int_equal(a[0].status, 0);
+		if (t % 2 == 0) {
+			assert_int_equal(a[1].status, 0);
+		}
+		rio_store_stats(f->s, &st);
+		assert_int_equal(st.syncs - st0.syncs, t + 1);
+		index += 2;
+	}
+	rio_store_stats(f->s, &st);
+	assert_int_equal(st.entries - st0.entries, 2 * turns + 2 * 4);
+	assert_int_equal(st.max_groups, 2);
+
+	restart(f);
+	io_open(f, 0, 3);
+	load(f, 0, &l);
+	assert_int_equal(l.start, 1);
+	assert_int_equal(l.n, 2 * turns);
+	for (t = 0; t < turns; t++) {
+		for (k = 0; k < 2; k++) {
+			uint64_t i = 1 + 2 * (uint64_t)t + k;
+			assert_true(
+			    entry_ok(&l.entries[i - 1], 1, i, sizes[t]));
+		}
+	}
+	loaded_free(&l);
+	/* Group 1's log runs on from 1 whatever payloads it was given. */
+	io_open(f, 1, 4);
+	load(f, 1, &l);
+	assert_int_equal(l.n, 8);
+	for (k = 0; k < 8; k++) {
+		t = 2 * (k / 2);
+		assert_true(entry_ok(&l.entries[k], 1,
+		                     1 + 2 * (uint64_t)t + k % 2, sizes[t]));
+	}
+	loaded_free(&l);
+}
+
 static void test_term_vote(void **state)
 {
 	struct fx *f = *state;
@@ -852,6 +926,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_append_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),

@@ -1234,7 +1234,8 @@ const uint32_t *jepsen_history_op_values(const struct jepsen_history *h,
 	                                    ? &h->events[op->complete]
 	                                    : &h->events[op->invoke];
 	*n = ev->nvalues;
-	return h->values + ev->values;
+	/* A history without any values has no array (NULL + 0 is UB). */
+	return h->values != NULL ? h->values + ev->values : NULL;
 }
 
 const char *jepsen_history_str(const struct jepsen_history *h, uint32_t id)

@@ -1388,6 +1388,15 @@ static int start_transport(struct shards *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Runs the loop until a close callback sets `*done` (start-up failures
+ * only: nothing else is waiting on the loop yet). */
+static void spin_until(uv_loop_t *loop, const bool *done)
+{
+	while (!*done) {
+		uv_run(loop, UV_RUN_NOWAIT);
+	}
+}
+
 static void sync_closed(struct transport *t, void *data)
 {
 	(void)t;
@@ -1408,9 +1417,7 @@ static void close_xfer_now(struct shards *s)
 		return;
 	}
 	xfer_close(s->x, sync_xfer_closed, &done);
-	while (!done) {
-		uv_run(s->loop, UV_RUN_NOWAIT);
-	}
+	spin_until(s->loop, &done);
 	xfer_free(s->x);
 	s->x = NULL;
 }
@@ -1423,9 +1430,7 @@ static void close_transport_now(struct shards *s)
 		return;
 	}
 	transport_close(s->t, sync_closed, &done);
-	while (!done) {
-		uv_run(s->loop, UV_RUN_NOWAIT);
-	}
+	spin_until(s->loop, &done);
 	transport_free(s->t);
 	s->t = NULL;
 }
@@ -1439,9 +1444,7 @@ static void close_groups_now(struct shards *s)
 {
 	bool done = false;
 	group_mgr_close(s->groups, groups_closed_now, &done);
-	while (!done) {
-		uv_run(s->loop, UV_RUN_NOWAIT);
-	}
+	spin_until(s->loop, &done);
 	group_mgr_free(s->groups);
 	s->groups = NULL;
 }
@@ -1457,9 +1460,7 @@ static void close_rio_now(struct shards *s)
 {
 	bool done = false;
 	rio_store_close(s->rio, rio_closed_now, &done);
-	while (!done) {
-		uv_run(s->loop, UV_RUN_NOWAIT);
-	}
+	spin_until(s->loop, &done);
 	rio_store_free(s->rio);
 	s->rio = NULL;
 }

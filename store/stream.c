@@ -245,6 +245,77 @@ int stream_reader_close(struct stream_reader *r)
 	return rv;
 }
 
+/* Walks the records of one shard in offset order from `from`, run by run;
+ * trims and history reads share it. */
+struct cursor {
+	struct tx *tx;
+	struct titer it;
+	struct sbuf k;
+	struct stream_run run;
+	uint64_t from;
+	bool in_run;
+};
+
+static void cursor_open(struct cursor *cur, struct tx *tx,
+                        struct store_slice scope, uint32_t shard, uint64_t from)
+{
+	cur->tx = tx;
+	cur->from = from;
+	cur->in_run = false;
+	sbuf_init(&cur->k);
+	key_start(&cur->k, tx->group, K_REC);
+	key_shard(&cur->k, scope, shard);
+	titer_open(&cur->it, tx, &cur->k);
+	rec_key(&cur->k, tx->group, scope, shard, from);
+	titer_seek(&cur->it, &cur->k);
+}
+
+/* The next record at or above `from`: 1 (payload borrowed until the next
+ * call), 0 at the end of the shard, -1 (the tx failed) on a corrupt run. */
+static int cursor_next(struct cursor *cur, uint64_t *offset, uint64_t *ts,
+                       const uint8_t **payload, size_t *len)
+{
+	for (;;) {
+		int got;
+
+		if (!cur->in_run) {
+			size_t kl, vl;
+			const uint8_t *kp, *vp;
+
+			if (!titer_valid(&cur->it)) {
+				return 0;
+			}
+			kp = titer_key(&cur->it, &kl);
+			vp = titer_value(&cur->it, &vl);
+			if (stream_run_open(kp, kl, vp, vl, &cur->run) != 0) {
+				return tx_fail(cur->tx, "corrupt stream record",
+				               NULL);
+			}
+			cur->in_run = true;
+		}
+		while ((got = stream_run_next(&cur->run, offset, payload,
+		                              len)) > 0) {
+			if (*offset >= cur->from) {
+				*ts = cur->run.ts;
+				return 1;
+			}
+		}
+		if (got < 0) {
+			return tx_fail(cur->tx, "corrupt stream record", NULL);
+		}
+		cur->in_run = false;
+		titer_next(&cur->it);
+	}
+}
+
+/* -1 (the tx failed) on an iterator error. */
+static int cursor_close(struct cursor *cur)
+{
+	int rv = titer_close(&cur->it);
+	sbuf_free(&cur->k);
+	return rv;
+}
+
 static int stream_append(struct tx *tx, const struct store_cmd *c,
                          struct sbuf *res)
 {
@@ -267,76 +338,39 @@ static int stream_trim(struct tx *tx, const struct store_cmd *c,
                        struct sbuf *res)
 {
 	struct stream_meta m;
-	struct titer it;
+	struct cursor cur;
 	struct sbuf k, end;
 	uint64_t budget = c->max ? c->max : TRIM_DEFAULT;
-	uint64_t head, bytes, trimmed = 0;
-	bool more = false, stop = false, corrupt = false;
+	uint64_t head, bytes, trimmed = 0, off, ts;
+	const uint8_t *pp;
+	size_t len;
+	bool more = false;
+	int got;
 
 	if (stream_meta_load(tx, c->scope, c->shard, &m) != 0) {
 		return -1;
 	}
 	head = m.head;
 	bytes = m.bytes;
-	sbuf_init(&k);
-	sbuf_init(&end);
-	key_start(&k, tx->group, K_REC);
-	key_shard(&k, c->scope, c->shard);
-	titer_open(&it, tx, &k);
-	rec_key(&k, tx->group, c->scope, c->shard, head);
-	for (titer_seek(&it, &k); titer_valid(&it) && head < m.tail && !stop;
-	     titer_next(&it)) {
-		size_t kl, vl;
-		const uint8_t *kp = titer_key(&it, &kl);
-		const uint8_t *vp = titer_value(&it, &vl);
-		struct stream_run run;
-		const uint8_t *pp;
-		uint64_t off;
-		size_t len;
-		int got;
-
-		if (stream_run_open(kp, kl, vp, vl, &run) != 0) {
-			corrupt = true;
+	cursor_open(&cur, tx, c->scope, c->shard, head);
+	while ((got = cursor_next(&cur, &off, &ts, &pp, &len)) > 0) {
+		if (off >= m.tail ||
+		    !((c->offset > 0 && off < c->offset) ||
+		      (c->retention_bytes > 0 && bytes > c->retention_bytes) ||
+		      (c->retention_ms > 0 &&
+		       deadline_after(ts, c->retention_ms) <= tx->now_ms))) {
 			break;
 		}
-		while ((got = stream_run_next(&run, &off, &pp, &len)) > 0) {
-			if (off < head) {
-				continue; /* trimmed before, run kept */
-			}
-			if (off >= m.tail ||
-			    !((c->offset > 0 && off < c->offset) ||
-			      (c->retention_bytes > 0 &&
-			       bytes > c->retention_bytes) ||
-			      (c->retention_ms > 0 &&
-			       deadline_after(run.ts, c->retention_ms) <=
-			           tx->now_ms))) {
-				stop = true;
-				break;
-			}
-			if (budget == 0) {
-				more = true;
-				stop = true;
-				break;
-			}
-			budget--;
-			head = off + 1;
-			bytes -= len < bytes ? len : bytes;
-			trimmed++;
-		}
-		if (got < 0) {
-			corrupt = true;
+		if (budget == 0) {
+			more = true;
 			break;
 		}
+		budget--;
+		head = off + 1;
+		bytes -= len < bytes ? len : bytes;
+		trimmed++;
 	}
-	if (corrupt) {
-		titer_close(&it);
-		sbuf_free(&k);
-		sbuf_free(&end);
-		return tx_fail(tx, "corrupt stream record", NULL);
-	}
-	if (titer_close(&it) != 0) {
-		sbuf_free(&k);
-		sbuf_free(&end);
+	if (cursor_close(&cur) != 0 || got < 0) {
 		return -1;
 	}
 	if (head > m.head) {
@@ -344,15 +378,17 @@ static int stream_trim(struct tx *tx, const struct store_cmd *c,
 		 * written below the new head again: a range deletion is
 		 * safe after the batch. It takes the runs whose last offset
 		 * is below the new head; a run the head is inside stays. */
+		sbuf_init(&k);
+		sbuf_init(&end);
 		rec_key(&k, tx->group, c->scope, c->shard, m.head);
 		rec_key(&end, tx->group, c->scope, c->shard, head);
 		tx_del_range(tx, &k, &end);
+		sbuf_free(&k);
+		sbuf_free(&end);
 		m.head = head;
 		m.bytes = bytes;
 		stream_meta_store(tx, c->scope, c->shard, &m);
 	}
-	sbuf_free(&k);
-	sbuf_free(&end);
 	res_begin(res, STORE_OK);
 	res_array(res, 3);
 	res_u64(res, m.head);
@@ -404,11 +440,11 @@ static int stream_scan(struct tx *tx, struct store_slice scope, uint32_t shard,
                        uint64_t from, uint64_t max, uint64_t max_bytes,
                        store_record_cb cb, void *arg, struct stream_meta *m)
 {
-	struct titer it;
-	struct sbuf k;
-	uint64_t n = 0, bytes = 0;
-	bool stop = false;
-	int rv = 0;
+	struct cursor cur;
+	uint64_t n = 0, bytes = 0, off, ts;
+	const uint8_t *pp;
+	size_t len;
+	int got, rv = 0;
 
 	if (stream_meta_load(tx, scope, shard, m) != 0) {
 		return -1;
@@ -419,52 +455,26 @@ static int stream_scan(struct tx *tx, struct store_slice scope, uint32_t shard,
 	if (from > m->tail) {
 		return STORE_IN_FUTURE;
 	}
-	sbuf_init(&k);
-	key_start(&k, tx->group, K_REC);
-	key_shard(&k, scope, shard);
-	titer_open(&it, tx, &k);
-	rec_key(&k, tx->group, scope, shard, from);
-	for (titer_seek(&it, &k); titer_valid(&it) && !stop; titer_next(&it)) {
-		size_t kl, vl;
-		const uint8_t *kp = titer_key(&it, &kl);
-		const uint8_t *vp = titer_value(&it, &vl);
-		struct stream_run run;
-		const uint8_t *pp;
-		uint64_t off;
-		size_t len;
-		int got;
-
-		if (stream_run_open(kp, kl, vp, vl, &run) != 0) {
-			rv = tx_fail(tx, "corrupt stream record", NULL);
+	cursor_open(&cur, tx, scope, shard, from);
+	while ((got = cursor_next(&cur, &off, &ts, &pp, &len)) > 0) {
+		if ((max > 0 && n >= max) ||
+		    (max_bytes > 0 && n > 0 && bytes >= max_bytes) ||
+		    off >= m->tail) {
 			break;
 		}
-		while ((got = stream_run_next(&run, &off, &pp, &len)) > 0) {
-			if (off < from) {
-				continue;
-			}
-			if ((max > 0 && n >= max) ||
-			    (max_bytes > 0 && n > 0 && bytes >= max_bytes) ||
-			    off >= m->tail) {
-				stop = true;
-				break;
-			}
-			rv = cb(arg, off, run.ts, pp, len);
-			if (rv != 0) {
-				stop = true;
-				break;
-			}
-			n++;
-			bytes += len;
-		}
-		if (got < 0) {
-			rv = tx_fail(tx, "corrupt stream record", NULL);
+		rv = cb(arg, off, ts, pp, len);
+		if (rv != 0) {
 			break;
 		}
+		n++;
+		bytes += len;
 	}
-	if (titer_close(&it) != 0) {
+	if (got < 0) {
 		rv = -1;
 	}
-	sbuf_free(&k);
+	if (cursor_close(&cur) != 0) {
+		rv = -1;
+	}
 	return rv;
 }
 

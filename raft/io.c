@@ -29,6 +29,7 @@
  * batch to sync, so they cost no fsync of their own. */
 #include "raft/io.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -69,8 +70,12 @@ struct rio_req {
 		struct raft_io_snapshot_get *get;
 	} req;
 	struct raft_snapshot *snapshot; /* REQ_SNAPSHOT_GET result */
-	struct raft_message msg;        /* REQ_SEND while held */
-	char *address;                  /* REQ_SEND while held: own copy */
+	/* REQ_SNAPSHOT_PUT of an install: libraft's array of the snapshot's
+	 * buffers, which libraft before 0.17.1 leaks when it discards the
+	 * install (see put_done). */
+	struct raft_buffer *install_bufs;
+	struct raft_message msg; /* REQ_SEND while held */
+	char *address;           /* REQ_SEND while held: own copy */
 };
 
 struct rio_fifo {
@@ -182,6 +187,9 @@ struct rio_store {
 	bool closing;
 	rio_store_close_cb close_cb;
 	void *close_data;
+	/* The linked libraft leaks a discarded install's buffer array
+	 * (before 0.17.1, which added raft_version_number). */
+	bool install_leak;
 	unsigned open_handles;
 	struct rio_stats stats;
 };
@@ -611,6 +619,24 @@ static void maybe_closed(struct rio *r)
 	soon_push(r->s, q);
 }
 
+/* Runs a snapshot put's callback. A discarded install (failed, or its
+ * instance closing: libraft is then unavailable) loses the array holding
+ * the snapshot's buffer in libraft before 0.17.1 (fixed upstream by
+ * 2a38d3d "replication: Fix handling of new term when snapshotting"):
+ * that libraft frees the buffer but not the array, so we do, after it. */
+static void put_done(struct rio_req *q, int status)
+{
+	struct rio *r = q->io;
+	struct raft_buffer *orphan = NULL;
+
+	if (q->install_bufs != NULL && r->s->install_leak &&
+	    (status != 0 || r->closing)) {
+		orphan = q->install_bufs;
+	}
+	q->req.put->cb(q->req.put, status);
+	raft_free(orphan);
+}
+
 static void fire_send(struct rio_req *q)
 {
 	struct rio *r = q->io;
@@ -679,7 +705,7 @@ static void run_soon(struct rio_store *s)
 			maybe_closed(r);
 			break;
 		case REQ_SNAPSHOT_PUT:
-			q->req.put->cb(q->req.put, q->status);
+			put_done(q, q->status);
 			free(q);
 			r->outstanding--;
 			notify(r);
@@ -733,7 +759,7 @@ static void complete_batch(struct rio_store *s, struct rio_batch *b)
 		if (q->type == REQ_APPEND) {
 			q->req.append->cb(q->req.append, b->status);
 		} else {
-			q->req.put->cb(q->req.put, b->status);
+			put_done(q, b->status);
 		}
 		free(q);
 		r->outstanding--;
@@ -1479,7 +1505,8 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 
 /* Completes a snapshot put with `status` at the next flush. */
 static int fail_put(struct rio *r, struct raft_io_snapshot_put *req,
-                    raft_io_snapshot_put_cb cb, int status)
+                    raft_io_snapshot_put_cb cb, int status,
+                    struct raft_buffer *install_bufs)
 {
 	struct rio_req *q = calloc(1, sizeof *q);
 	if (q == NULL) {
@@ -1490,6 +1517,7 @@ static int fail_put(struct rio *r, struct raft_io_snapshot_put *req,
 	q->status = status;
 	q->io = r;
 	q->req.put = req;
+	q->install_bufs = install_bufs;
 	r->outstanding++;
 	soon_push(r->s, q);
 	return 0;
@@ -1513,7 +1541,7 @@ void rio_install_done(struct rio_install *x, int status)
 	if (rv == 0) {
 		rv = put_snapshot(r, 0, x->req, x->snap, x->cb);
 	}
-	if (rv != 0 && fail_put(r, x->req, x->cb, rv) != 0) {
+	if (rv != 0 && fail_put(r, x->req, x->cb, rv, x->snap->bufs) != 0) {
 		abort(); /* libraft must hear of its install */
 	}
 	free(x);
@@ -1644,6 +1672,9 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 	q->type = REQ_SNAPSHOT_PUT;
 	q->io = r;
 	q->req.put = req;
+	if (trailing == 0) {
+		q->install_bufs = snap->bufs;
+	}
 	fifo_push(&b->done, q);
 	r->outstanding++;
 	return 0;
@@ -1774,7 +1805,8 @@ static void io_close(struct raft_io *io, raft_io_close_cb cb)
 		r->install = NULL;
 		x->io = NULL; /* the owner frees it with rio_install_done */
 		r->outstanding--;
-		if (fail_put(r, x->req, x->cb, RAFT_CANCELED) != 0) {
+		if (fail_put(r, x->req, x->cb, RAFT_CANCELED, x->snap->bufs) !=
+		    0) {
 			abort();
 		}
 	}
@@ -1947,6 +1979,7 @@ int rio_store_init(struct rio_store **out, uv_loop_t *loop, rocksdb_t *db,
 	}
 	s->loop = loop;
 	s->db = db;
+	s->install_leak = dlsym(RTLD_DEFAULT, "raft_version_number") == NULL;
 	s->cf_log = cf_log;
 	s->cf_state = cf_state;
 	s->tick_ms = o != NULL && o->tick_ms > 0 ? o->tick_ms : DEFAULT_TICK_MS;

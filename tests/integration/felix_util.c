@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 static void on_ready(void *data, struct felix_client *c, int status,
                      const char *message)
 {
@@ -766,4 +768,97 @@ uint64_t fx_rss_kib(int pid)
 	}
 	fclose(fp);
 	return kib;
+}
+
+uint64_t fx_mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+void fx_nap(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
+                    const char *name, const char *body)
+{
+	char path[256], out[8192] = "";
+	int st = 0, k;
+
+	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
+	/* A node still electing its meta leader answers 503 for a while. */
+	for (k = 0; k < 200; k++) {
+		if (harness_http(cl->nodes[i].admin, "POST", path, body, &st,
+		                 out, sizeof out) == 0 &&
+		    st == 201) {
+			break;
+		}
+		fx_nap(100);
+	}
+	if (st != 201) {
+		fprintf(stderr, "create %s %s: %d %s\n", kind, name, st, out);
+		return -1;
+	}
+	for (k = 0; k < 200; k++) {
+		if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st,
+		                 out, sizeof out) == 0 &&
+		    st == 200) {
+			return 0;
+		}
+		fx_nap(50);
+	}
+	fprintf(stderr, "%s %s not visible: %d %s\n", kind, name, st, out);
+	return -1;
+}
+
+unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
+                         const char *kind, const char *name)
+{
+	char path[256];
+	char *out;
+	size_t cap = 1 << 16;
+	int st = 0;
+	unsigned leader = 0;
+	json_t *o, *sh, *l;
+
+	out = malloc(cap);
+	if (out == NULL) {
+		return 0;
+	}
+	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
+	if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st, out,
+	                 cap) != 0 ||
+	    st != 200) {
+		free(out);
+		return 0;
+	}
+	o = json_loads(out, 0, NULL);
+	sh = json_array_get(json_object_get(o, "shard_state"), 0);
+	l = json_object_get(sh, "leader");
+	if (json_is_integer(l)) {
+		leader = (unsigned)json_integer_value(l);
+	}
+	json_decref(o);
+	free(out);
+	return leader;
+}
+
+unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
+                              const char *kind, const char *name, unsigned not )
+{
+	uint64_t t0 = fx_mono_ms();
+
+	while (fx_mono_ms() - t0 < 30000) {
+		unsigned l = fx_scope_leader(cl, i, kind, name);
+		if (l != 0 && l != not ) {
+			return l;
+		}
+		fx_nap(100);
+	}
+	fprintf(stderr, "no leader for %s %s\n", kind, name);
+	return 0;
 }

@@ -156,4 +156,24 @@ int64_t fx_metric(struct harness_cluster *cl, unsigned i, const char *series);
 /* VmRSS of a process in KiB, or 0. */
 uint64_t fx_rss_kib(int pid);
 
+/* Monotonic milliseconds, and a sleep of `ms`. */
+uint64_t fx_mono_ms(void);
+void fx_nap(unsigned ms);
+
+/* POSTs /v1/KIND/t1/default/NAME (`body`) to node i's admin port until it
+ * answers 201, then waits until GET shows the scope: 0, or -1 (said on
+ * stderr) when it does not within about 30 s. */
+int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
+                    const char *name, const char *body);
+
+/* The leader node id (1-based) of shard 0 of t1/default/NAME as node i
+ * sees it, or 0. */
+unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
+                         const char *kind, const char *name);
+/* Waits up to 30 s until node i names a leader for shard 0 other than
+ * `not`: the leader, or 0. */
+unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
+                              const char *kind, const char *name,
+                              unsigned not );
+
 #endif

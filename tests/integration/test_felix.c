@@ -46,37 +46,6 @@ static void connect_ok(struct fx *f, uv_loop_t *loop,
 	assert_int_equal(felix_client_server_features(f->c), 0x03FC);
 }
 
-/* POST /v1/streams/t1/default/NAME and wait until GET shows it. */
-static void create_stream(struct harness_cluster *cl, const char *name,
-                          const char *body)
-{
-	char path[256], out[8192];
-	int st = 0;
-	snprintf(path, sizeof path, "/v1/streams/t1/default/%s", name);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "POST", path,
-		                              body, &st, out, sizeof out),
-		                 0);
-		if (st == 201) {
-			break;
-		}
-		struct timespec ts = {0, 100 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	assert_int_equal(st, 201);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "GET", path,
-		                              NULL, &st, out, sizeof out),
-		                 0);
-		if (st == 200) {
-			return;
-		}
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	fail_msg("stream %s not visible: %d %s", name, st, out);
-}
-
 static void publish_n(struct fx *f, const char *stream, const char *key,
                       int from, int n, const char *tag)
 {
@@ -109,7 +78,8 @@ static void test_order_routing_resume(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_stream(&cl, "orders", "{\"shards\":3}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "orders", "{\"shards\":3}"), 0);
 	uint32_t shards = 0;
 	assert_int_equal(fx_stream_shards(&f, "default", "orders", &shards), 0);
 	assert_int_equal(shards, 3);
@@ -222,7 +192,8 @@ static void test_cursors_retention_restart(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_stream(&cl, "durable", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "durable", "{\"shards\":1}"), 0);
 	publish_n(&f, "durable", NULL, 0, 50, "d");
 
 	static struct fx_sub s;
@@ -259,7 +230,10 @@ static void test_cursors_retention_restart(void **state)
 	fx_sub_free(&s);
 
 	/* Retention by bytes: the head moves, old offsets are too_old. */
-	create_stream(&cl, "short", "{\"shards\":1,\"retention_bytes\":200}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "short",
+	                    "{\"shards\":1,\"retention_bytes\":200}"),
+	    0);
 	publish_n(&f, "short", NULL, 0, 60, "r"); /* ~4 bytes each x 60 */
 	publish_n(&f, "short", NULL, 60, 60, "r");
 	struct felix_start zero = {FELIX_START_OFFSET, 0};
@@ -287,13 +261,6 @@ static void test_cursors_retention_restart(void **state)
 	fx_close(&f);
 	uv_loop_close(&loop);
 	harness_cluster_stop(&cl);
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
 /* Caches with TTL, delete, counters, the JSON publish path. */
@@ -328,11 +295,11 @@ static void test_cache_counters_json(void **state)
 
 	/* TTL: present before the deadline (when we get there in time),
 	 * gone after it, never gone before it. */
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	assert_int_equal(fx_cache_put(&f, "c1", "t", "ttl", true, 1500), 0);
 	assert_int_equal(fx_cache_get(&f, "c1", "t", buf, sizeof buf, &found),
 	                 0);
-	if (mono_ms() - t0 < 1400) {
+	if (fx_mono_ms() - t0 < 1400) {
 		assert_true(found);
 	}
 	for (;;) {
@@ -341,10 +308,10 @@ static void test_cache_counters_json(void **state)
 		if (!found) {
 			break;
 		}
-		assert_true(mono_ms() - t0 < 10000);
+		assert_true(fx_mono_ms() - t0 < 10000);
 		fx_spin(&f, 100);
 	}
-	assert_true(mono_ms() - t0 >= 1400);
+	assert_true(fx_mono_ms() - t0 >= 1400);
 
 	int64_t v = 0;
 	assert_int_equal(fx_counter_get(&f, "c1", "n", &v, &found), 0);
@@ -509,7 +476,8 @@ static void test_history_joins_live(void **state)
 	start(&cl, NULL);
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
-	create_stream(&cl, "join", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "join", "{\"shards\":1}"), 0);
 	publish_n(&f, "join", NULL, 0, HISTORY, "h");
 
 	static struct fx_sub subs[3];

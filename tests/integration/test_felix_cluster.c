@@ -29,108 +29,26 @@
 
 #define NODES 3
 
-static uint64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-static void nap(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-/* POST /v1/KIND/t1/default/NAME on node i and wait until GET shows it. */
-static void create_scope(struct harness_cluster *cl, unsigned i,
-                         const char *kind, const char *name, const char *body)
-{
-	char path[256], out[8192];
-	int st = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	for (int k = 0; k < 200; k++) {
-		if (harness_http(cl->nodes[i].admin, "POST", path, body, &st,
-		                 out, sizeof out) == 0 &&
-		    st == 201) {
-			break;
-		}
-		nap(100);
-	}
-	assert_int_equal(st, 201);
-	for (int k = 0; k < 200; k++) {
-		if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st,
-		                 out, sizeof out) == 0 &&
-		    st == 200) {
-			return;
-		}
-		nap(50);
-	}
-	fail_msg("%s %s not visible: %d %s", kind, name, st, out);
-}
-
-/* The leader node id (1-based) of shard 0 of a scope as node i sees it,
- * or 0. */
-static unsigned leader_of(struct harness_cluster *cl, unsigned i,
-                          const char *kind, const char *name)
-{
-	char path[256];
-	static char out[65536];
-	int st = 0;
-	unsigned leader = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st, out,
-	                 sizeof out) != 0 ||
-	    st != 200) {
-		return 0;
-	}
-	json_t *o = json_loads(out, 0, NULL);
-	json_t *sh = json_array_get(json_object_get(o, "shard_state"), 0);
-	json_t *l = json_object_get(sh, "leader");
-	if (json_is_integer(l)) {
-		leader = (unsigned)json_integer_value(l);
-	}
-	json_decref(o);
-	return leader;
-}
-
-/* Waits until node i names a leader for shard 0 other than `not`. */
-static unsigned wait_leader(struct harness_cluster *cl, unsigned i,
-                            const char *kind, const char *name, unsigned not )
-{
-	uint64_t t0 = mono_ms();
-	for (;;) {
-		unsigned l = leader_of(cl, i, kind, name);
-		if (l != 0 && l != not ) {
-			return l;
-		}
-		if (mono_ms() - t0 > 30000) {
-			fail_msg("no leader for %s %s", kind, name);
-		}
-		nap(100);
-	}
-}
-
 /* The leader every node names for the first shard of kind/name, stable
  * over three looks 200 ms apart: on a loaded machine an election or a
  * leadership move can follow the first answer. */
 static unsigned wait_agreed_leader(struct harness_cluster *cl, const char *kind,
                                    const char *name)
 {
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	unsigned same = 0, last = 0;
 	while (same < 3) {
-		unsigned l = leader_of(cl, 0, kind, name);
+		unsigned l = fx_scope_leader(cl, 0, kind, name);
 		bool agreed = l != 0;
 		for (unsigned i = 1; i < NODES && agreed; i++) {
-			agreed = leader_of(cl, i, kind, name) == l;
+			agreed = fx_scope_leader(cl, i, kind, name) == l;
 		}
 		same = agreed && l == last ? same + 1 : agreed ? 1 : 0;
 		last = agreed ? l : 0;
-		if (mono_ms() - t0 > 30000) {
+		if (fx_mono_ms() - t0 > 30000) {
 			fail_msg("no agreed leader for %s %s", kind, name);
 		}
-		nap(200);
+		fx_nap(200);
 	}
 	return last;
 }
@@ -141,7 +59,7 @@ static unsigned wait_agreed_leader(struct harness_cluster *cl, const char *kind,
 static void wait_settled(struct harness_cluster *cl, unsigned i)
 {
 	static char out[1 << 18];
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	for (;;) {
 		int st = 0;
 		bool settled = false;
@@ -166,10 +84,10 @@ static void wait_settled(struct harness_cluster *cl, unsigned i)
 		if (settled) {
 			return;
 		}
-		if (mono_ms() - t0 > 40000) {
+		if (fx_mono_ms() - t0 > 40000) {
 			fail_msg("leaderships did not settle: %s", out);
 		}
-		nap(100);
+		fx_nap(100);
 	}
 }
 
@@ -225,8 +143,10 @@ static void test_cluster_groups_producers_counters(void **state)
 	for (unsigned i = 0; i < NODES; i++) {
 		wait_ready(&f[i]);
 	}
-	create_scope(&cl, 0, "streams", "cq", "{\"shards\":1}");
-	create_scope(&cl, 0, "caches", "cc", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "cq", "{\"shards\":1}"), 0);
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "cc", "{\"shards\":1}"), 0);
 	wait_settled(&cl, 0);
 	unsigned L = wait_agreed_leader(&cl, "streams", "cq");
 	unsigned li = L - 1, other = (li + 1) % NODES;
@@ -263,7 +183,8 @@ static void test_cluster_groups_producers_counters(void **state)
 	    fx_subscribe(&f[other], &sub, "default", "cq", 0, NULL), 0);
 	assert_non_null(strstr(sub.message, "not leader"));
 	assert_non_null(strstr(sub.message, want));
-	unsigned Lc = wait_leader(&cl, 0, "caches", "cc", 0);
+	unsigned Lc = fx_wait_scope_leader(&cl, 0, "caches", "cc", 0);
+	assert_true(Lc != 0);
 	static struct fx_watch wt;
 	struct felix_watch_request req;
 	memset(&req, 0, sizeof req);
@@ -309,11 +230,12 @@ static void test_cluster_groups_producers_counters(void **state)
 	/* Fail over: the stream shard's leader dies. */
 	fx_close(&f[li]);
 	assert_int_equal(harness_node_signal(&cl, li, SIGKILL, NULL), 0);
-	unsigned L2 = wait_leader(&cl, other, "streams", "cq", L);
+	unsigned L2 = fx_wait_scope_leader(&cl, other, "streams", "cq", L);
+	assert_true(L2 != 0);
 	unsigned l2 = L2 - 1;
 	/* The last batch again (its answer "lost"): a duplicate. */
 	int64_t dup0 = fx_metric(&cl, l2, "felix_idempotent_duplicates_total");
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	for (;;) {
 		struct fx_refusal w2;
 		char p[8] = "b9";
@@ -324,7 +246,7 @@ static void test_cluster_groups_producers_counters(void **state)
 			break;
 		}
 		/* Leadership may still be settling: the re-send is safe. */
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(&f[l2], 200);
 	}
 	for (int b = 10; b < 15; b++) {
@@ -376,10 +298,10 @@ static void test_cluster_groups_producers_counters(void **state)
 			bool found = false;
 			int rv;
 			snprintf(key, sizeof key, "n%d", k);
-			t0 = mono_ms();
+			t0 = fx_mono_ms();
 			while ((rv = fx_counter_get(&f[i], "cc", key, &v,
 			                            &found)) != 0) {
-				assert_true(mono_ms() - t0 < 30000);
+				assert_true(fx_mono_ms() - t0 < 30000);
 				fx_spin(&f[i], 200);
 			}
 			assert_true(found);
@@ -404,11 +326,12 @@ static void test_cluster_groups_producers_counters(void **state)
 	connect_node(&f[li], &loop, &cl, li);
 	wait_ready(&f[li]);
 	wait_settled(&cl, other);
-	unsigned Lc2 = wait_leader(&cl, other, "caches", "cc", 0);
+	unsigned Lc2 = fx_wait_scope_leader(&cl, other, "caches", "cc", 0);
+	assert_true(Lc2 != 0);
 	unsigned lc = Lc2 - 1, alive = (lc + 1) % NODES;
 	fx_close(&f[lc]);
 	assert_int_equal(harness_node_signal(&cl, lc, SIGKILL, NULL), 0);
-	wait_leader(&cl, alive, "caches", "cc", Lc2);
+	assert_true(fx_wait_scope_leader(&cl, alive, "caches", "cc", Lc2) != 0);
 	for (unsigned i = 0; i < NODES; i++) {
 		if (i == lc) {
 			continue;
@@ -417,21 +340,21 @@ static void test_cluster_groups_producers_counters(void **state)
 			int64_t v = 0;
 			bool found = false;
 			snprintf(key, sizeof key, "n%d", k);
-			t0 = mono_ms();
+			t0 = fx_mono_ms();
 			while (fx_counter_get(&f[i], "cc", key, &v, &found) !=
 			       0) {
-				assert_true(mono_ms() - t0 < 30000);
+				assert_true(fx_mono_ms() - t0 < 30000);
 				fx_spin(&f[i], 200);
 			}
 			assert_true(found);
 			assert_int_equal(v, sums[k]);
 		}
 	}
-	t0 = mono_ms();
+	t0 = fx_mono_ms();
 	int64_t unsure = 0;
 	while (fx_counter_add(&f[alive], "cc", "n1", 10, &sum) != 0) {
 		/* An add that failed may or may not have counted. */
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(&f[alive], 200);
 		unsure += 10;
 	}

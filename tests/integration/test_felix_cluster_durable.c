@@ -36,94 +36,12 @@
 #define NODES 3
 #define JOBS 30
 
-static uint64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-static void nap(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-/* POST /v1/KIND/t1/default/NAME on node i and wait until GET shows it. */
-static void create_scope(struct harness_cluster *cl, unsigned i,
-                         const char *kind, const char *name, const char *body)
-{
-	char path[256], out[8192];
-	int st = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	for (int k = 0; k < 200; k++) {
-		if (harness_http(cl->nodes[i].admin, "POST", path, body, &st,
-		                 out, sizeof out) == 0 &&
-		    st == 201) {
-			break;
-		}
-		nap(100);
-	}
-	assert_int_equal(st, 201);
-	for (int k = 0; k < 200; k++) {
-		if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st,
-		                 out, sizeof out) == 0 &&
-		    st == 200) {
-			return;
-		}
-		nap(50);
-	}
-	fail_msg("%s %s not visible: %d %s", kind, name, st, out);
-}
-
-/* The leader node id (1-based) of shard 0 of a scope as node i sees it,
- * or 0. */
-static unsigned leader_of(struct harness_cluster *cl, unsigned i,
-                          const char *kind, const char *name)
-{
-	char path[256];
-	static char out[65536];
-	int st = 0;
-	unsigned leader = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st, out,
-	                 sizeof out) != 0 ||
-	    st != 200) {
-		return 0;
-	}
-	json_t *o = json_loads(out, 0, NULL);
-	json_t *sh = json_array_get(json_object_get(o, "shard_state"), 0);
-	json_t *l = json_object_get(sh, "leader");
-	if (json_is_integer(l)) {
-		leader = (unsigned)json_integer_value(l);
-	}
-	json_decref(o);
-	return leader;
-}
-
-/* Waits until node i names a leader for shard 0 other than `not`. */
-static unsigned wait_leader(struct harness_cluster *cl, unsigned i,
-                            const char *kind, const char *name, unsigned not )
-{
-	uint64_t t0 = mono_ms();
-	for (;;) {
-		unsigned l = leader_of(cl, i, kind, name);
-		if (l != 0 && l != not ) {
-			return l;
-		}
-		if (mono_ms() - t0 > 30000) {
-			fail_msg("no leader for %s %s", kind, name);
-		}
-		nap(100);
-	}
-}
-
 /* Waits until node i sees every group led by its preferred replica (the
  * first voter), so the leader a test picks stays put. */
 static void wait_settled(struct harness_cluster *cl, unsigned i)
 {
 	static char out[1 << 18];
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	for (;;) {
 		int st = 0;
 		bool settled = false;
@@ -148,10 +66,10 @@ static void wait_settled(struct harness_cluster *cl, unsigned i)
 		if (settled) {
 			return;
 		}
-		if (mono_ms() - t0 > 40000) {
+		if (fx_mono_ms() - t0 > 40000) {
 			fail_msg("leaderships did not settle: %s", out);
 		}
-		nap(100);
+		fx_nap(100);
 	}
 }
 
@@ -235,11 +153,11 @@ static void refused_elsewhere(struct fx *f, unsigned L)
 	size_t n = 99;
 	char want[32];
 	snprintf(want, sizeof want, "led by node %u", L);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (fx_group_poll(f, "default", "q", 0, "w", 4, 0, r, 4, &n) != 0 &&
 	       strstr(f->message, want) == NULL) {
 		assert_non_null(strstr(f->message, "not leader"));
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(f, 100);
 	}
 	/* A long poll too: an error at once, not a wait, not a batch. */
@@ -304,9 +222,11 @@ static void test_cluster_queue(void **state)
 	char buf[64];
 	(void)state;
 	start_cluster(&cl, &loop, f, args);
-	create_scope(&cl, 0, "streams", "q", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "q", "{\"shards\":1}"), 0);
 	wait_settled(&cl, 0);
-	unsigned L = wait_leader(&cl, 0, "streams", "q", 0);
+	unsigned L = fx_wait_scope_leader(&cl, 0, "streams", "q", 0);
+	assert_true(L != 0);
 	unsigned li = L - 1, other = (li + 1) % NODES;
 	for (int k = 0; k < 3; k++) {
 		connect_node(&c[k], &loop, &cl, li);
@@ -369,7 +289,7 @@ static void test_cluster_queue(void **state)
 	poll_one(&c[1], JOBS + 1, 2);
 	struct apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	assert_int_equal(felix_client_group_poll(c[2].c, "default", "q", 0, "w",
 	                                         4, 20000, on_apoll, &a),
 	                 0);
@@ -378,7 +298,7 @@ static void test_cluster_queue(void **state)
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, JOBS + 1);
 	assert_int_equal(a.rec[0].attempts, 3);
-	assert_true(mono_ms() - t0 < 10000);
+	assert_true(fx_mono_ms() - t0 < 10000);
 
 	/* Redrive: the dead letter back with a fresh count. */
 	settle(&c[1], FELIX_MSG_GROUP_REDRIVE, JOBS);
@@ -397,13 +317,14 @@ static void test_cluster_queue(void **state)
 	}
 	fx_close(&f[li]);
 	assert_int_equal(harness_node_signal(&cl, li, SIGKILL, NULL), 0);
-	unsigned L2 = wait_leader(&cl, other, "streams", "q", L);
+	unsigned L2 = fx_wait_scope_leader(&cl, other, "streams", "q", L);
+	assert_true(L2 != 0);
 	unsigned l2 = L2 - 1;
 	refused_elsewhere(&f[3 - li - l2], L2);
 	/* Only the unacknowledged claim, after its lapse, attempts + 1. */
 	struct fx_rec r[8];
 	size_t n = 0;
-	t0 = mono_ms();
+	t0 = fx_mono_ms();
 	for (;;) {
 		n = 0;
 		int rv = fx_group_poll(&f[l2], "default", "q", 0, "w", 8, 0, r,
@@ -413,7 +334,7 @@ static void test_cluster_queue(void **state)
 		}
 		/* Leadership may still be settling, or the claim has not
 		 * lapsed yet. */
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(&f[l2], 200);
 	}
 	assert_int_equal(n, 1);
@@ -504,9 +425,11 @@ static void test_cluster_watch(void **state)
 	(void)state;
 	memset(&hist, 0, sizeof hist);
 	start_cluster(&cl, &loop, f, args);
-	create_scope(&cl, 0, "caches", "wc", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "wc", "{\"shards\":1}"), 0);
 	wait_settled(&cl, 0);
-	unsigned L = wait_leader(&cl, 0, "caches", "wc", 0);
+	unsigned L = fx_wait_scope_leader(&cl, 0, "caches", "wc", 0);
+	assert_true(L != 0);
 	unsigned li = L - 1, other = (li + 1) % NODES;
 
 	/* Written through a follower; replayed on the leader from every
@@ -544,29 +467,30 @@ static void test_cluster_watch(void **state)
 	char acked[10][16];
 	for (int i = 0; i < 10; i++) {
 		snprintf(k, sizeof k, "k%d", i % 4);
-		uint64_t t0 = mono_ms();
+		uint64_t t0 = fx_mono_ms();
 		for (int attempt = 0;; attempt++) {
 			snprintf(v, sizeof v, "a%d.%d", i, attempt);
 			if (fx_cache_put(&f[other], "wc", k, v, false, 0) ==
 			    0) {
 				break;
 			}
-			assert_true(mono_ms() - t0 < 30000);
+			assert_true(fx_mono_ms() - t0 < 30000);
 			fx_spin(&f[other], 200);
 		}
 		snprintf(acked[i], sizeof acked[i], "%s", v);
 	}
-	unsigned L2 = wait_leader(&cl, other, "caches", "wc", L);
+	unsigned L2 = fx_wait_scope_leader(&cl, other, "caches", "wc", L);
+	assert_true(L2 != 0);
 	unsigned l2 = L2 - 1;
 	/* Re-watch on the new leader from the last offset seen + 1. */
 	memset(&req, 0, sizeof req);
 	req.prefix = "";
 	req.has_from_offset = true;
 	req.from_offset = seen;
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (fx_watch(&f[l2], &w2, "wc", &req) != 0) {
 		/* Leadership may still be settling. */
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_watch_free(&w2);
 		fx_spin(&f[l2], 200);
 	}
@@ -636,11 +560,14 @@ static void test_cluster_import_live(void **state)
 	char k[16], v[16];
 	(void)state;
 	start_cluster(&cl, &loop, f, args);
-	create_scope(&cl, 0, "caches", "wi", "{\"shards\":1}");
-	create_scope(&cl, 0, "streams", "si", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "wi", "{\"shards\":1}"), 0);
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "si", "{\"shards\":1}"), 0);
 	wait_settled(&cl, 0);
-	unsigned li = wait_leader(&cl, 0, "caches", "wi", 0) - 1;
-	unsigned si = wait_leader(&cl, 0, "streams", "si", 0) - 1;
+	unsigned li = fx_wait_scope_leader(&cl, 0, "caches", "wi", 0) - 1;
+	unsigned si = fx_wait_scope_leader(&cl, 0, "streams", "si", 0) - 1;
+	assert_true(li < NODES && si < NODES);
 	/* A node that leads neither writes throughout. */
 	unsigned wi = 0;
 	while (wi == li || wi == si) {
@@ -671,15 +598,15 @@ static void test_cluster_import_live(void **state)
 		}
 		snprintf(k, sizeof k, "k%d", i % 3);
 		snprintf(v, sizeof v, "v%d", i);
-		uint64_t t0 = mono_ms();
+		uint64_t t0 = fx_mono_ms();
 		while (fx_cache_put(&f[wi], "wi", k, v, false, 0) != 0) {
-			assert_true(mono_ms() - t0 < 30000);
+			assert_true(fx_mono_ms() - t0 < 30000);
 			fx_spin(&f[wi], 200);
 		}
 		const char *p1[1] = {v};
-		t0 = mono_ms();
+		t0 = fx_mono_ms();
 		while (fx_publish(&f[wi], "default", "si", NULL, p1, 1) != 0) {
-			assert_true(mono_ms() - t0 < 30000);
+			assert_true(fx_mono_ms() - t0 < 30000);
 			fx_spin(&f[wi], 200);
 		}
 		acked++;
@@ -692,9 +619,9 @@ static void test_cluster_import_live(void **state)
 
 	/* The watch: gapless from 0, then either every change or a lagged
 	 * end exactly where it stopped. */
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (!w.lagged && !w.ended && w.n < (uint64_t)acked) {
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(&f[li], 100);
 	}
 	for (uint64_t i = 0; i < w.n; i++) {
@@ -707,9 +634,9 @@ static void test_cluster_import_live(void **state)
 	}
 	/* The subscription: offsets contiguous, at least every record
 	 * (a retried publish may have landed twice). */
-	t0 = mono_ms();
+	t0 = fx_mono_ms();
 	while (sub.n < (uint64_t)acked && !sub.ended) {
-		assert_true(mono_ms() - t0 < 30000);
+		assert_true(fx_mono_ms() - t0 < 30000);
 		fx_spin(&f[si], 100);
 	}
 	assert_true(sub.n >= (uint64_t)acked);

@@ -34,13 +34,6 @@
 #define POISON (JOBS + 1) /* offsets of the records after the jobs */
 #define JUNK (JOBS + 2)
 
-static uint64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 static void start(struct harness_cluster *cl, const char *const *args)
 {
 	assert_int_equal(harness_cluster_start(cl, NODES, args, true), 0);
@@ -56,37 +49,6 @@ static void connect_ok(struct fx *f, uv_loop_t *loop,
 	}
 	assert_int_equal(rv, 0);
 	assert_int_equal(felix_client_server_features(f->c), 0x03FC);
-}
-
-/* POST /v1/KIND/t1/default/NAME and wait until GET shows it. */
-static void create_scope(struct harness_cluster *cl, const char *kind,
-                         const char *name, const char *body)
-{
-	char path[256], out[8192];
-	int st = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "POST", path,
-		                              body, &st, out, sizeof out),
-		                 0);
-		if (st == 201) {
-			break;
-		}
-		struct timespec ts = {0, 100 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	assert_int_equal(st, 201);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "GET", path,
-		                              NULL, &st, out, sizeof out),
-		                 0);
-		if (st == 200) {
-			return;
-		}
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	fail_msg("%s %s not visible: %d %s", kind, name, st, out);
 }
 
 static void publish_one(struct fx *f, const char *stream, const char *p)
@@ -197,7 +159,8 @@ static void test_group_queue(void **state)
 	for (int k = 0; k < 3; k++) {
 		connect_ok(&c[k], &loop, &cl);
 	}
-	create_scope(&cl, "streams", "jobs", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "jobs", "{\"shards\":1}"), 0);
 	char buf[64];
 	char jobs[JOBS][16];
 	const char *pj[10];
@@ -250,7 +213,7 @@ static void test_group_queue(void **state)
 	/* A long poll is woken by the publish it waits for. */
 	struct apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	assert_int_equal(felix_client_group_poll(c[0].c, "default", "jobs", 0,
 	                                         "workers", 4, 15000, on_apoll,
 	                                         &a),
@@ -263,16 +226,16 @@ static void test_group_queue(void **state)
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, JOBS);
 	/* Woken, not answered at the end of the 15 s wait. */
-	assert_true(mono_ms() - t0 < 10000);
+	assert_true(fx_mono_ms() - t0 < 10000);
 	settle(&c[0], FELIX_MSG_GROUP_ACK, "jobs", "workers", JOBS);
 	/* A long poll that finds nothing answers empty after its wait. */
 	n = 9;
-	t0 = mono_ms();
+	t0 = fx_mono_ms();
 	assert_int_equal(fx_group_poll(&c[1], "default", "jobs", 0, "workers",
 	                               4, 300, r, 4, &n),
 	                 0);
 	assert_int_equal(n, 0);
-	assert_true(mono_ms() - t0 >= 200);
+	assert_true(fx_mono_ms() - t0 >= 200);
 
 	/* A nack redelivers at once (the visibility timeout is 30 s) with
 	 * attempts + 1; the fifth failure dead-letters the record. */
@@ -363,7 +326,8 @@ static void test_group_visibility(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_scope(&cl, "streams", "vis", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "vis", "{\"shards\":1}"), 0);
 	publish_one(&f, "vis", "slow");
 	/* Never acked: each lapse hands it out again with attempts + 1. */
 	for (uint32_t att = 1; att <= 5; att++) {
@@ -396,7 +360,7 @@ static void test_group_visibility(void **state)
 	poll_one(&f, "vis", "g", 2, 1);
 	struct apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	assert_int_equal(felix_client_group_poll(f.c, "default", "vis", 0, "g",
 	                                         4, 20000, on_apoll, &a),
 	                 0);
@@ -405,7 +369,7 @@ static void test_group_visibility(void **state)
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, 2);
 	assert_int_equal(a.rec[0].attempts, 2);
-	assert_true(mono_ms() - t0 < 10000);
+	assert_true(fx_mono_ms() - t0 < 10000);
 	settle(&f, FELIX_MSG_GROUP_ACK, "vis", "g", 2);
 	fx_close(&f);
 	uv_loop_close(&loop);
@@ -507,7 +471,8 @@ static void test_idempotent(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_scope(&cl, "streams", "ledger", "{\"shards\":3}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "streams", "ledger", "{\"shards\":3}"), 0);
 	uint64_t pid = 0, pid2 = 0;
 	assert_int_equal(fx_producer_init(&f, &pid), 0);
 	assert_int_equal(fx_producer_init(&f, &pid2), 0);

@@ -24,13 +24,6 @@
 
 #define NODES 1
 
-static uint64_t mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 static void start(struct harness_cluster *cl, const char *const *args)
 {
 	assert_int_equal(harness_cluster_start(cl, NODES, args, true), 0);
@@ -46,37 +39,6 @@ static void connect_ok(struct fx *f, uv_loop_t *loop,
 	}
 	assert_int_equal(rv, 0);
 	assert_int_equal(felix_client_server_features(f->c), 0x03FC);
-}
-
-/* POST /v1/KIND/t1/default/NAME and wait until GET shows it. */
-static void create_scope(struct harness_cluster *cl, const char *kind,
-                         const char *name, const char *body)
-{
-	char path[256], out[8192];
-	int st = 0;
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "POST", path,
-		                              body, &st, out, sizeof out),
-		                 0);
-		if (st == 201) {
-			break;
-		}
-		struct timespec ts = {0, 100 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	assert_int_equal(st, 201);
-	for (int i = 0; i < 100; i++) {
-		assert_int_equal(harness_http(cl->nodes[0].admin, "GET", path,
-		                              NULL, &st, out, sizeof out),
-		                 0);
-		if (st == 200) {
-			return;
-		}
-		struct timespec ts = {0, 50 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
-	fail_msg("%s %s not visible: %d %s", kind, name, st, out);
 }
 
 /* ---- cache watches --------------------------------------------------------
@@ -155,9 +117,9 @@ static bool saw_offset(const struct fx_watch *w, uint64_t off)
 /* Waits until the watch delivered the change at `off` (or more). */
 static void wait_offset(struct fx_watch *w, uint64_t off)
 {
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (!saw_offset(w, off) && !w->ended) {
-		assert_true(mono_ms() - t0 < FX_WAIT_MS);
+		assert_true(fx_mono_ms() - t0 < FX_WAIT_MS);
 		fx_spin(w->f, 10);
 	}
 	assert_true(saw_offset(w, off));
@@ -176,7 +138,8 @@ static void test_watch_resume(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_scope(&cl, "caches", "hist", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "hist", "{\"shards\":1}"), 0);
 	nhist = 0;
 	char k[16], v[32];
 	bool live[5] = {false};
@@ -325,7 +288,8 @@ static void test_watch_resnapshot(void **state)
 	uv_loop_init(&loop);
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
-	create_scope(&cl, "caches", "small", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "small", "{\"shards\":1}"), 0);
 	nhist = 0;
 	for (int i = 0; i < 40; i++) {
 		snprintf(k, sizeof k, "k%d", i % 4);
@@ -425,7 +389,8 @@ static void test_watch_lagged(void **state)
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
 	connect_ok(&g, &loop, &cl);
-	create_scope(&cl, "caches", "flood", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "flood", "{\"shards\":1}"), 0);
 	memset(&req, 0, sizeof req);
 	req.prefix = "";
 	assert_int_equal(fx_watch(&g, &w, "flood", &req), 0);
@@ -451,9 +416,9 @@ static void test_watch_lagged(void **state)
 		bool never = false;
 		felix_client_run(&loop, &never, 5);
 	}
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (fl.done < N) {
-		assert_true(mono_ms() - t0 < 60000);
+		assert_true(fx_mono_ms() - t0 < 60000);
 		fx_spin(&f, 10);
 	}
 	assert_int_equal(fl.failed, 0);
@@ -462,9 +427,9 @@ static void test_watch_lagged(void **state)
 	if (w.h != NULL) { /* it may have ended already */
 		felix_sub_set_paused(w.h, false);
 	}
-	t0 = mono_ms();
+	t0 = fx_mono_ms();
 	while (!w.ended) {
-		if (mono_ms() - t0 >= FX_WAIT_MS) {
+		if (fx_mono_ms() - t0 >= FX_WAIT_MS) {
 			fail_msg("watch not ended: lagged %d, %llu changes",
 			         (int)w.lagged, (unsigned long long)w.n);
 		}
@@ -521,9 +486,9 @@ static void put_many(struct fx *f, uv_loop_t *loop, const char *cache,
 		bool never = false;
 		felix_client_run(loop, &never, 5);
 	}
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (fl.done < n) {
-		assert_true(mono_ms() - t0 < 60000);
+		assert_true(fx_mono_ms() - t0 < 60000);
 		fx_spin(f, 10);
 	}
 	assert_int_equal(fl.failed, 0);
@@ -552,7 +517,8 @@ static void test_watch_retained_large(void **state)
 	connect_ok(&f, &loop, &cl);
 	assert_int_equal(fx_publish_ready(&f, "default", "warm"), 0);
 	connect_ok(&g, &loop, &cl);
-	create_scope(&cl, "caches", "wide", "{\"shards\":1}");
+	assert_int_equal(
+	    fx_create_scope(&cl, 0, "caches", "wide", "{\"shards\":1}"), 0);
 
 	/* ~520 KB of values (8x the queue bound), read as they come. */
 	const unsigned MID = 400;
@@ -600,9 +566,9 @@ static void test_watch_retained_large(void **state)
 	snprintf(key, sizeof key, "big/%05u", BIG - 1);
 	put(&f, "wide", key, "late");
 	felix_sub_set_paused(w.h, false);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = fx_mono_ms();
 	while (!w.ended) {
-		if (mono_ms() - t0 >= 2 * FX_WAIT_MS) {
+		if (fx_mono_ms() - t0 >= 2 * FX_WAIT_MS) {
 			fail_msg("watch not ended: lagged %d, %llu changes",
 			         (int)w.lagged, (unsigned long long)w.n);
 		}

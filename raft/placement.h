@@ -5,11 +5,12 @@
  *    lowest node ids.
  *  - Data group g (g >= 1) lives on R nodes chosen by rendezvous hashing:
  *    every node gets the score mix(node id, g) and the R highest scores
- *    win. The order of the winners (highest score first) is the group's
+ *    win. The winners sorted by id and rotated left by g are the group's
  *    preference order for leadership: the first live one should lead.
  *
  * Rendezvous hashing moves only the groups of a node that joins or leaves,
- * and spreads groups (and preferred leaderships) evenly. */
+ * and spreads groups evenly; the rotation spreads preferred leaderships
+ * round-robin over groups that share their replicas. */
 #ifndef LS_RAFT_PLACEMENT_H
 #define LS_RAFT_PLACEMENT_H
 

@@ -501,8 +501,10 @@ static void test_rpc_messages(void **state)
 		assert_int_equal(msg_read_check_decode(b, clen, &cc), 0);
 		assert_false(cc.answer || cc.ok);
 		/* Short, long and unknown flags are refused. */
-		assert_int_not_equal(msg_read_check_decode(b, clen - 1, &cc), 0);
-		assert_int_not_equal(msg_read_check_decode(b, clen + 1, &cc), 0);
+		assert_int_not_equal(msg_read_check_decode(b, clen - 1, &cc),
+		                     0);
+		assert_int_not_equal(msg_read_check_decode(b, clen + 1, &cc),
+		                     0);
 		b[0] = 4;
 		assert_int_not_equal(msg_read_check_decode(b, clen, &cc), 0);
 	}
@@ -553,6 +555,20 @@ static void test_placement(void **state)
 	}
 	/* R above the node count takes every node. */
 	assert_int_equal(placement_replicas(nodes, 2, 9, 3, out), 2);
+	/* Groups on the same replicas: preferred leaderships round-robin
+	 * (3 nodes, 8 groups: 3/3/2), whatever the scores say. */
+	{
+		uint64_t three[3] = {3, 1, 2};
+		unsigned led[4] = {0};
+		for (uint32_t g = 1; g <= 8; g++) {
+			assert_int_equal(
+			    placement_replicas(three, 3, g, 3, out), 3);
+			led[out[0]]++;
+		}
+		for (int n = 1; n <= 3; n++) {
+			assert_true(led[n] == 2 || led[n] == 3);
+		}
+	}
 }
 
 int main(void)

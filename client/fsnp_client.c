@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/fsnp_tls.h"
 #include "wire/fsnp_chunk.h"
 #include "wire/fsnp_compress.h"
 #include "wire/fsnp_frame.h"
@@ -18,6 +19,7 @@
 
 enum {
 	ST_CONNECTING = 0,
+	ST_TLS, /* TCP up, TLS handshake running */
 	ST_HANDSHAKE,
 	ST_READY,
 	ST_DOWN, /* waiting to reconnect */
@@ -72,7 +74,9 @@ struct cconn {
 	uint32_t max_frame;
 	bool zlib;
 	unsigned fails;
-	uint64_t retry_at; /* reconnect at (loop ms); 0 none */
+	uint64_t retry_at;    /* reconnect at (loop ms); 0 none */
+	struct fsnp_tls *tls; /* TLS connections: the session, owned */
+	uint8_t *tls_in;      /* TLS: socket reads land here (ciphertext) */
 };
 
 struct fsnp_client {
@@ -89,6 +93,9 @@ struct fsnp_client {
 	unsigned shard_count;
 	uint64_t client_id;
 	bool auth_required;
+	struct fsnp_tls_ctx *tls_ctx; /* owned; NULL without TLS */
+	char last_error[256];         /* why the last connection failed */
+	bool fatal;       /* cannot connect at all: last_error says why */
 	uv_timer_t timer; /* timer.data = this */
 	struct creq *delayed;
 	fsnp_client_ready_cb ready_cb;
@@ -270,15 +277,50 @@ static void on_write(uv_write_t *w, int status)
 	conn_pump(k);
 }
 
+/* TLS: encrypts what `out` holds (once the session is up) and moves all
+ * pending ciphertext (handshake included) into `wout`. */
+static int tls_seal(struct cconn *k)
+{
+	uint8_t *p = NULL;
+	size_t n = 0;
+	int rv = 0;
+
+	if (fsnp_tls_established(k->tls) && k->out.len > 0) {
+		rv = fsnp_tls_write(k->tls, k->out.data, k->out.len);
+		wbuf_reset(&k->out);
+	}
+	if (rv == 0) {
+		rv = fsnp_tls_take(k->tls, &p, &n);
+	}
+	if (rv == 0 && n > 0) {
+		rv = wbuf_append(&k->wout, p, n);
+	}
+	free(p);
+	return rv;
+}
+
 static void kick(struct cconn *k)
 {
-	if (k->writing || k->out.len == 0 || k->state == ST_DOWN ||
-	    k->state == ST_CONNECTING) {
+	if (k->writing || k->state == ST_DOWN || k->state == ST_CONNECTING) {
 		return;
 	}
-	struct wbuf t = k->wout;
-	k->wout = k->out;
-	k->out = t;
+	if (k->tls != NULL) {
+		if (tls_seal(k) != 0) {
+			wbuf_reset(&k->wout);
+			conn_lost(k, "TLS: cannot encrypt");
+			return;
+		}
+		if (k->wout.len == 0) {
+			return;
+		}
+	} else {
+		if (k->out.len == 0) {
+			return;
+		}
+		struct wbuf t = k->wout;
+		k->wout = k->out;
+		k->out = t;
+	}
 	uv_buf_t b = uv_buf_init((char *)k->wout.data, (unsigned)k->wout.len);
 	k->wreq.data = k;
 	if (uv_write(&k->wreq, (uv_stream_t *)&k->tcp, &b, 1, on_write) != 0) {
@@ -779,10 +821,9 @@ static void handle_event(struct cconn *k, const struct fsnp_message *m)
 	conn_pump(k);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Makes room for at least RBUF_MIN more plaintext bytes in rbuf. */
+static int rbuf_room(struct cconn *k)
 {
-	struct cconn *k = h->data;
-	(void)suggested;
 	if (k->rcap - k->rlen < RBUF_MIN) {
 		size_t cap = k->rcap ? k->rcap : RBUF_MIN;
 		while (cap - k->rlen < RBUF_MIN) {
@@ -790,14 +831,84 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		}
 		uint8_t *p = realloc(k->rbuf, cap);
 		if (p == NULL) {
-			*buf = uv_buf_init(NULL, 0);
-			return;
+			return -1;
 		}
 		k->rbuf = p;
 		k->rcap = cap;
 	}
+	return 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct cconn *k = h->data;
+	(void)suggested;
+	if (k->tls != NULL) {
+		*buf = uv_buf_init((char *)k->tls_in, FSNP_TLS_READ_BUF);
+		return;
+	}
+	if (rbuf_room(k) != 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
+	}
 	*buf = uv_buf_init((char *)k->rbuf + k->rlen,
 	                   (unsigned)(k->rcap - k->rlen));
+}
+
+static void send_startup(struct cconn *k);
+
+/* A TLS failure: a certificate the client cannot accept will not change
+ * on a retry, so a client still connecting gives up with the reason. */
+static void tls_failed(struct cconn *k, const char *why)
+{
+	struct fsnp_client *cl = k->cl;
+	snprintf(cl->last_error, sizeof cl->last_error, "%s", why);
+	if (!cl->ready_fired && k->index == 0) {
+		ready(cl, -1, cl->last_error);
+	}
+	conn_lost(k, why);
+}
+
+/* TLS: feeds `n` ciphertext bytes from tls_in, starts STARTUP once the
+ * handshake completes and decrypts what came into rbuf. -1 when the
+ * connection was lost. */
+static int tls_input(struct cconn *k, size_t n)
+{
+	char err[256];
+	bool was = fsnp_tls_established(k->tls);
+
+	if (fsnp_tls_feed(k->tls, k->tls_in, n, err, sizeof err) != 0) {
+		tls_failed(k, err);
+		return -1;
+	}
+	if (!was && fsnp_tls_established(k->tls)) {
+		k->state = ST_HANDSHAKE;
+		send_startup(k);
+	}
+	for (;;) {
+		size_t got = 0;
+		int rv;
+		if (rbuf_room(k) != 0) {
+			conn_lost(k, "out of memory");
+			return -1;
+		}
+		rv = fsnp_tls_read(k->tls, k->rbuf + k->rlen, k->rcap - k->rlen,
+		                   &got, err, sizeof err);
+		if (rv < 0) {
+			tls_failed(k, err);
+			return -1;
+		}
+		if (rv == 1) {
+			conn_lost(k, "the server closed the TLS session");
+			return -1;
+		}
+		if (got == 0) {
+			break;
+		}
+		k->rlen += got;
+	}
+	kick(k); /* handshake messages, tickets */
+	return k->state == ST_DOWN ? -1 : 0;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -810,7 +921,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		                             : uv_strerror((int)nread));
 		return;
 	}
-	k->rlen += (size_t)nread;
+	if (k->tls != NULL) {
+		if (tls_input(k, (size_t)nread) != 0) {
+			return;
+		}
+	} else {
+		k->rlen += (size_t)nread;
+	}
 	while (k->tcp_open && k->state != ST_DOWN) {
 		struct fsnp_frame f;
 		size_t flen = 0;
@@ -870,9 +987,12 @@ static void client_free(struct fsnp_client *cl)
 		wbuf_free(&c->out);
 		wbuf_free(&c->wout);
 		fsnp_chunk_close(&c->chunks);
+		fsnp_tls_free(c->tls);
+		free(c->tls_in);
 		free(c);
 	}
 	free(cl->conns);
+	fsnp_tls_ctx_free(cl->tls_ctx);
 	free(cl->host);
 	free(cl->username);
 	free(cl->password);
@@ -914,10 +1034,14 @@ static void conn_lost(struct cconn *k, const char *why)
 {
 	struct fsnp_client *cl = k->cl;
 	unsigned max = cl->o.max_attempts ? cl->o.max_attempts : 4;
-	(void)why;
 	if (k->state == ST_DOWN) {
 		return;
 	}
+	if (why != NULL && cl->last_error[0] == '\0') {
+		snprintf(cl->last_error, sizeof cl->last_error, "%s", why);
+	}
+	fsnp_tls_free(k->tls);
+	k->tls = NULL;
 	k->state = ST_DOWN;
 	k->draining = false;
 	k->writing = false;
@@ -983,12 +1107,34 @@ static void on_connect(uv_connect_t *c, int status)
 		return;
 	}
 	uv_tcp_nodelay(&k->tcp, 1);
+	k->cl->last_error[0] = '\0';
+	if (k->cl->tls_ctx != NULL) {
+		char err[256];
+		if (k->tls_in == NULL) {
+			k->tls_in = malloc(FSNP_TLS_READ_BUF);
+		}
+		k->tls = k->tls_in == NULL
+		             ? NULL
+		             : fsnp_tls_new_client(k->cl->tls_ctx, k->host);
+		if (k->tls == NULL ||
+		    fsnp_tls_feed(k->tls, NULL, 0, err, sizeof err) != 0) {
+			tls_failed(k, k->tls == NULL
+			                  ? "TLS: cannot start a session"
+			                  : err);
+			return;
+		}
+	}
 	if (uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read) != 0) {
 		conn_lost(k, "read failed");
 		return;
 	}
-	k->state = ST_HANDSHAKE;
 	k->next_rid = 1;
+	if (k->tls != NULL) {
+		k->state = ST_TLS;
+		kick(k); /* the ClientHello */
+		return;
+	}
+	k->state = ST_HANDSHAKE;
 	send_startup(k);
 }
 
@@ -1096,8 +1242,20 @@ static void on_timer(uv_timer_t *tm)
 	uint64_t t = now(cl);
 	uint64_t timeout = cl->o.timeout_ms ? cl->o.timeout_ms : 30000;
 
+	if (!cl->ready_fired && cl->fatal) {
+		ready(cl, -1, cl->last_error);
+	}
 	if (!cl->ready_fired && t - cl->opened_at >= timeout) {
-		ready(cl, -1, "cannot reach the server in time");
+		char msg[320];
+		if (cl->last_error[0] != '\0') {
+			snprintf(msg, sizeof msg,
+			         "cannot reach the server in time (last: %s)",
+			         cl->last_error);
+		} else {
+			snprintf(msg, sizeof msg,
+			         "cannot reach the server in time");
+		}
+		ready(cl, -1, msg);
 	}
 	/* Delayed retries whose time has come. */
 	struct creq *due = NULL, **pp = &cl->delayed;
@@ -1217,12 +1375,21 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
                      struct fsnp_client **out)
 {
 	struct fsnp_client *cl;
-	if (o->host == NULL || o->port == 0) {
+	if (o->host == NULL || o->port == 0 || (o->tls && o->topology)) {
 		return FSNP_CLIENT_EINVAL;
 	}
 	cl = calloc(1, sizeof *cl);
 	if (cl == NULL) {
 		return FSNP_CLIENT_ENOMEM;
+	}
+	/* A TLS setup failure (a CA file that does not load, ...) reaches
+	 * the ready callback with its reason at the first tick. */
+	if (o->tls && fsnp_tls_ctx_new_client(&cl->tls_ctx, o->tls_ca_file,
+	                                      o->tls_cert_file, o->tls_key_file,
+	                                      cl->last_error,
+	                                      sizeof cl->last_error) != 0) {
+		cl->tls_ctx = NULL;
+		cl->fatal = true;
 	}
 	cl->loop = loop;
 	cl->o = *o;
@@ -1237,6 +1404,7 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
 	cl->rng = uv_hrtime() | 1;
 	cl->opened_at = uv_now(loop);
 	if (conn_new(cl, o->host, o->port) == NULL) {
+		fsnp_tls_ctx_free(cl->tls_ctx);
 		free(cl->host);
 		free(cl->username);
 		free(cl->password);
@@ -1249,7 +1417,9 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
 	cl->timer.data = cl;
 	cl->handles = 1;
 	uv_timer_start(&cl->timer, on_timer, TICK_MS, TICK_MS);
-	conn_connect(cl->conns[0]);
+	if (!cl->fatal) {
+		conn_connect(cl->conns[0]);
+	}
 	*out = cl;
 	return 0;
 }

@@ -81,6 +81,15 @@ struct fsnp_client_options {
 	uint32_t max_inflight; /* per connection before queueing; 0 = 4096 */
 	fsnp_event_cb on_event;
 	void *event_data;
+	/* TLS to the seed (the listener's --fsnp-tls port): the server's
+	 * certificate must verify against tls_ca_file (NULL: the system's
+	 * CAs) and name `host`; tls_cert_file/tls_key_file offer a client
+	 * certificate. Not with `topology`: SHARDS lists plaintext
+	 * endpoints. */
+	bool tls;
+	const char *tls_ca_file;
+	const char *tls_cert_file;
+	const char *tls_key_file;
 };
 
 struct fsnp_client;

@@ -46,6 +46,13 @@ static void usage(FILE *f)
 	        "  --timeout-ms MS      per-request timeout (default 10000)\n"
 	        "  --topology           route keys by the server's SHARDS "
 	        "table\n"
+	        "  --fsnp-tls           TLS to --fsnp (the listener's "
+	        "--fsnp-tls port)\n"
+	        "  --tls-ca FILE        CA certificates the server's must "
+	        "verify against\n"
+	        "                       (default: the system's)\n"
+	        "  --tls-cert FILE      client certificate (PEM), with "
+	        "--tls-key FILE\n"
 	        "  --json               machine-readable output\n\n"
 	        "families:\n");
 	for (size_t i = 0; i < N_FAMILIES; i++) {
@@ -170,6 +177,10 @@ int lodectl_fsnp_connect(const struct lodectl_global *o, struct fsnp_sync **out)
 	co.client_name = "lodectl";
 	co.timeout_ms = o->timeout_ms;
 	co.topology = o->topology;
+	co.tls = o->fsnp_tls;
+	co.tls_ca_file = o->tls_ca;
+	co.tls_cert_file = o->tls_cert;
+	co.tls_key_file = o->tls_key;
 	if (fsnp_sync_open(out, &co, err, sizeof err) != 0) {
 		fprintf(stderr, "lodectl: cannot use FSNP at %s:%u: %s\n",
 		        o->fsnp_host, o->fsnp_port, err);
@@ -376,6 +387,8 @@ int main(int argc, char **argv)
 			o.json = true;
 		} else if (strcmp(a, "--topology") == 0) {
 			o.topology = true;
+		} else if (strcmp(a, "--fsnp-tls") == 0) {
+			o.fsnp_tls = true;
 		} else if (val == NULL) {
 			fprintf(stderr, "lodectl: %s needs a value\n", a);
 			return LODECTL_EXIT_USAGE;
@@ -398,6 +411,15 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--user") == 0) {
 			o.username = val;
 			i++;
+		} else if (strcmp(a, "--tls-ca") == 0) {
+			o.tls_ca = val;
+			i++;
+		} else if (strcmp(a, "--tls-cert") == 0) {
+			o.tls_cert = val;
+			i++;
+		} else if (strcmp(a, "--tls-key") == 0) {
+			o.tls_key = val;
+			i++;
 		} else if (strcmp(a, "--timeout-ms") == 0) {
 			char *end;
 			o.timeout_ms = strtoull(val, &end, 10);
@@ -414,6 +436,12 @@ int main(int argc, char **argv)
 			        "lodectl: unknown option %s (see --help)\n", a);
 			return LODECTL_EXIT_USAGE;
 		}
+	}
+	if (o.fsnp_tls && o.topology) {
+		fprintf(stderr,
+		        "lodectl: --fsnp-tls and --topology cannot be "
+		        "combined (SHARDS lists plaintext endpoints)\n");
+		return LODECTL_EXIT_USAGE;
 	}
 	if (i >= argc) {
 		usage(stderr);

@@ -35,6 +35,10 @@ struct lodectl_global {
 	uint64_t timeout_ms;  /* --timeout-ms (default 10000) */
 	bool json;            /* --json: machine-readable output */
 	bool topology;        /* --topology: route keys by SHARDS */
+	bool fsnp_tls;        /* --fsnp-tls: TLS to the FSNP listener */
+	const char *tls_ca;   /* --tls-ca FILE (default: system CAs) */
+	const char *tls_cert; /* --tls-cert FILE: a client certificate */
+	const char *tls_key;  /* --tls-key FILE (default: --tls-cert) */
 };
 
 /* A family's entry point; argv[0] is the family name. */

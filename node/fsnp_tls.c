@@ -1,6 +1,8 @@
-/* FSNP TLS sessions on OpenSSL memory BIOs; see fsnp_tls.h. */
+/* FSNP TLS sessions on OpenSSL memory BIOs, server and client side; see
+ * fsnp_tls.h. */
 #include "node/fsnp_tls.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ struct fsnp_tls {
 	SSL *ssl;  /* owns both BIOs */
 	BIO *rbio; /* ciphertext from the peer */
 	BIO *wbio; /* ciphertext to the peer */
+	bool client;
 	bool established;
 	bool shutdown;
 };
@@ -128,7 +131,69 @@ uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x)
 	return x->rbuf;
 }
 
-struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x)
+int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
+                            const char *cert_file, const char *key_file,
+                            char *err, size_t errlen)
+{
+	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
+	char what[1200];
+
+	if (x == NULL) {
+		snprintf(err, errlen, "TLS: out of memory");
+		return -1;
+	}
+	ERR_clear_error();
+	x->ctx = SSL_CTX_new(TLS_client_method());
+	if (x->ctx == NULL) {
+		ssl_reason("TLS: cannot create a context", err, errlen);
+		goto err_free;
+	}
+	SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(x->ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_verify(x->ctx, SSL_VERIFY_PEER, NULL);
+	if (ca_file != NULL && ca_file[0] != '\0') {
+		if (SSL_CTX_load_verify_locations(x->ctx, ca_file, NULL) != 1) {
+			snprintf(what, sizeof what,
+			         "TLS: cannot load the CA file '%s'", ca_file);
+			ssl_reason(what, err, errlen);
+			goto err_ctx;
+		}
+	} else if (SSL_CTX_set_default_verify_paths(x->ctx) != 1) {
+		ssl_reason("TLS: cannot load the system's CA certificates", err,
+		           errlen);
+		goto err_ctx;
+	}
+	if (cert_file != NULL && cert_file[0] != '\0') {
+		if (SSL_CTX_use_certificate_chain_file(x->ctx, cert_file) !=
+		    1) {
+			snprintf(what, sizeof what,
+			         "TLS: cannot load the certificate '%s'",
+			         cert_file);
+			ssl_reason(what, err, errlen);
+			goto err_ctx;
+		}
+		if (SSL_CTX_use_PrivateKey_file(
+		        x->ctx, key_file != NULL ? key_file : cert_file,
+		        SSL_FILETYPE_PEM) != 1 ||
+		    SSL_CTX_check_private_key(x->ctx) != 1) {
+			snprintf(what, sizeof what,
+			         "TLS: cannot use the key '%s'",
+			         key_file != NULL ? key_file : cert_file);
+			ssl_reason(what, err, errlen);
+			goto err_ctx;
+		}
+	}
+	*out = x;
+	return 0;
+
+err_ctx:
+	SSL_CTX_free(x->ctx);
+err_free:
+	free(x);
+	return -1;
+}
+
+static struct fsnp_tls *session_new(struct fsnp_tls_ctx *x)
 {
 	struct fsnp_tls *t = calloc(1, sizeof *t);
 	if (t == NULL) {
@@ -148,7 +213,46 @@ struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x)
 	/* An empty memory BIO reads as "retry", not EOF. */
 	BIO_set_mem_eof_return(t->rbio, -1);
 	SSL_set_bio(t->ssl, t->rbio, t->wbio); /* ssl owns both now */
-	SSL_set_accept_state(t->ssl);
+	return t;
+}
+
+struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x)
+{
+	struct fsnp_tls *t = session_new(x);
+	if (t != NULL) {
+		SSL_set_accept_state(t->ssl);
+	}
+	return t;
+}
+
+struct fsnp_tls *fsnp_tls_new_client(struct fsnp_tls_ctx *x, const char *host)
+{
+	struct fsnp_tls *t = session_new(x);
+	unsigned char ip[16];
+	bool is_ip;
+	int ok;
+
+	if (t == NULL) {
+		return NULL;
+	}
+	t->client = true;
+	is_ip = inet_pton(AF_INET, host, ip) == 1 ||
+	        inet_pton(AF_INET6, host, ip) == 1;
+	/* The certificate must name the host we dialled (a SAN, DNS or IP);
+	 * SNI only for names. */
+	if (is_ip) {
+		ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl),
+		                                   host) == 1;
+	} else {
+		ok = SSL_set_tlsext_host_name(t->ssl, host) == 1 &&
+		     SSL_set1_host(t->ssl, host) == 1;
+	}
+	if (!ok) {
+		ERR_clear_error();
+		fsnp_tls_free(t);
+		return NULL;
+	}
+	SSL_set_connect_state(t->ssl);
 	return t;
 }
 
@@ -171,8 +275,8 @@ static int ssl_failed(struct fsnp_tls *t, int rv, const char *what, char *err,
 		return 0;
 	}
 	if (e == SSL_ERROR_SSL && SSL_get_verify_result(t->ssl) != X509_V_OK) {
-		snprintf(err, errlen, "%s: client certificate not verified: %s",
-		         what,
+		snprintf(err, errlen, "%s: %s certificate not verified: %s",
+		         what, t->client ? "server" : "client",
 		         X509_verify_cert_error_string(
 		             SSL_get_verify_result(t->ssl)));
 		ERR_clear_error();

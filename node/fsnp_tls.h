@@ -1,4 +1,5 @@
-/* TLS for FSNP connections on OpenSSL memory BIOs: the connection keeps
+/* TLS for FSNP connections on OpenSSL memory BIOs (the listener's and, in
+ * client mode, liblodestone's FSNP client's): the connection keeps
  * reading and writing its libuv stream and hands the ciphertext through
  * here, so nothing ever blocks the loop.
  *
@@ -42,8 +43,21 @@ bool fsnp_tls_ctx_verifies_clients(const struct fsnp_tls_ctx *x);
 /* The shared buffer a socket read may fill (FSNP_TLS_READ_BUF bytes). */
 uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x);
 
+/* A client context (liblodestone's FSNP client): servers must present a
+ * certificate `ca_file` verifies (NULL or "": the system's CAs); with
+ * `cert_file` (and `key_file`, NULL: the same file) a client certificate
+ * is offered. Returns 0, or -1 with the reason in `err`. */
+int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
+                            const char *cert_file, const char *key_file,
+                            char *err, size_t errlen);
+
 /* A server-side session; NULL when out of memory. */
 struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x);
+/* A client-side session for a client context; the server's certificate
+ * must name `host` (a DNS or IP SAN; names are also sent as SNI). Feeding
+ * it no bytes (fsnp_tls_feed with n 0) queues the ClientHello. NULL when
+ * out of memory or `host` is unusable. */
+struct fsnp_tls *fsnp_tls_new_client(struct fsnp_tls_ctx *x, const char *host);
 void fsnp_tls_free(struct fsnp_tls *t);
 
 /* Feeds `n` ciphertext bytes received from the peer and advances the

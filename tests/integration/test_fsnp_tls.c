@@ -396,12 +396,104 @@ static void test_require_tls_and_client_certs(void **state)
 	assert_true(ftc_str_eq(&m.value, "b"));
 	ftc_msg_free(&m);
 	ftc_close(&c);
+	/* lodectl presents the client certificate. */
+	{
+		char addr[64], out2[4096];
+		snprintf(addr, sizeof addr, "127.0.0.1:%u",
+		         cl.nodes[0].fsnp_tls);
+		const char *argv[] = {LS_ABS_BUILDDIR "/lodectl",
+		                      "--fsnp",
+		                      addr,
+		                      "--fsnp-tls",
+		                      "--tls-ca",
+		                      srv,
+		                      "--tls-cert",
+		                      cert,
+		                      "--tls-key",
+		                      key,
+		                      "kv",
+		                      "get",
+		                      "mtls:a",
+		                      NULL};
+		assert_int_equal(harness_run(argv, out2, sizeof out2), 0);
+		assert_non_null(strstr(out2, "b"));
+	}
 	harness_cluster_stop(&cl);
 
 	char rm[700], out[256];
 	snprintf(rm, sizeof rm, "%s", dir);
 	const char *argv[] = {"rm", "-rf", rm, NULL};
 	harness_run(argv, out, sizeof out);
+}
+
+/* liblodestone's FSNP client over TLS, through lodectl: the server's
+ * certificate must verify and name the host dialled. */
+static int lodectl_tls(char *out, size_t cap, const char *host, const char *ca,
+                       const char *a1, const char *a2, const char *a3,
+                       const char *a4)
+{
+	char addr[300];
+	snprintf(addr, sizeof addr, "%s:%u", host, dev.nodes[0].fsnp_tls);
+	const char *argv[] = {LS_ABS_BUILDDIR "/lodectl",
+	                      "--timeout-ms",
+	                      "5000",
+	                      "--fsnp",
+	                      addr,
+	                      "--fsnp-tls",
+	                      ca != NULL ? "--tls-ca" : a1,
+	                      ca != NULL ? ca : a2,
+	                      ca != NULL ? a1 : a3,
+	                      ca != NULL ? a2 : a4,
+	                      ca != NULL ? a3 : NULL,
+	                      ca != NULL ? a4 : NULL,
+	                      NULL};
+	return harness_run(argv, out, cap);
+}
+
+static void test_lodectl_tls(void **state)
+{
+	char out[4096];
+	(void)state;
+	if (lodectl_tls(out, sizeof out, "127.0.0.1", dev_cert, "kv", "set",
+	                "ltls:a", "hello") != 0) {
+		fail_msg("lodectl over TLS: %s", out);
+	}
+	assert_non_null(strstr(out, "OK"));
+	/* The dev certificate names localhost too (SNI + DNS SAN). */
+	assert_int_equal(lodectl_tls(out, sizeof out, "localhost", dev_cert,
+	                             "kv", "get", "ltls:a", NULL),
+	                 0);
+	assert_non_null(strstr(out, "hello"));
+	/* Not signed by a CA the client trusts: refused at once, with the
+	 * reason, exit 3 (unreachable). */
+	assert_int_equal(lodectl_tls(out, sizeof out, "127.0.0.1", NULL, "kv",
+	                             "get", "ltls:a", NULL),
+	                 3);
+	assert_non_null(strstr(out, "certificate not verified"));
+	/* TLS to the plaintext port: the server hangs up; the client says
+	 * so when it gives up. */
+	{
+		char addr[64];
+		snprintf(addr, sizeof addr, "127.0.0.1:%u", dev.nodes[0].fsnp);
+		const char *argv[] = {LS_ABS_BUILDDIR "/lodectl",
+		                      "--timeout-ms",
+		                      "1000",
+		                      "--fsnp",
+		                      addr,
+		                      "--fsnp-tls",
+		                      "--tls-ca",
+		                      dev_cert,
+		                      "ping",
+		                      NULL};
+		assert_int_equal(harness_run(argv, out, sizeof out), 3);
+		assert_non_null(strstr(out, "closed by the server"));
+	}
+	/* Not with topology routing. */
+	{
+		const char *argv[] = {LS_ABS_BUILDDIR "/lodectl", "--fsnp-tls",
+		                      "--topology", "ping", NULL};
+		assert_int_equal(harness_run(argv, out, sizeof out), 2);
+	}
 }
 
 int main(void)
@@ -412,7 +504,8 @@ int main(void)
 	    cmocka_unit_test(test_large_chunked),
 	    cmocka_unit_test(test_trace),
 	    cmocka_unit_test(test_plaintext_on_tls_port),
-	    cmocka_unit_test(test_goaway_over_tls),
+	    cmocka_unit_test(test_lodectl_tls),
+	    cmocka_unit_test(test_goaway_over_tls), /* the node drains */
 	};
 	const struct CMUnitTest ca_tests[] = {
 	    cmocka_unit_test(test_require_tls_and_client_certs),

@@ -101,16 +101,47 @@ struct shards {
 	unsigned handles_open;
 	shards_close_cb close_cb;
 	void *close_data;
+	struct pending *spare; /* done calls kept for reuse */
+	size_t n_spare;
 };
 
-/* One pending call of a protocol server; freed after its callback. */
+/* One pending call of a protocol server; kept for reuse (or freed) after
+ * its callback. */
 struct pending {
 	struct shards *s;
 	uint32_t group;
 	shards_propose_cb propose_cb;
 	shards_read_cb read_cb;
 	void *data;
+	struct pending *next; /* in the spare list */
 };
+
+/* Done calls kept up to this many: every request of a protocol server
+ * makes one, and malloc's per-thread cache holds only a few. */
+#define MAX_SPARE_PENDING 1024
+
+static struct pending *pending_new(struct shards *s)
+{
+	struct pending *p = s->spare;
+	if (p != NULL) {
+		s->spare = p->next;
+		s->n_spare--;
+		memset(p, 0, sizeof *p);
+		return p;
+	}
+	return calloc(1, sizeof *p);
+}
+
+static void pending_free(struct shards *s, struct pending *p)
+{
+	if (s->n_spare < MAX_SPARE_PENDING) {
+		p->next = s->spare;
+		s->spare = p;
+		s->n_spare++;
+		return;
+	}
+	free(p);
+}
 
 static int map_status(int rv)
 {
@@ -214,7 +245,7 @@ static void on_forwarded(void *data, int status, const uint8_t *result,
 	p->propose_cb(p->data, map_status(status),
 	              status == REPLICA_OK ? result : NULL,
 	              status == REPLICA_OK ? len : 0);
-	free(p);
+	pending_free(p->s, p);
 }
 
 static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
@@ -229,7 +260,7 @@ static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
 	if (!valid_group(s, group)) {
 		return SHARDS_ENOGROUP;
 	}
-	p = calloc(1, sizeof *p);
+	p = pending_new(s);
 	if (p == NULL) {
 		return SHARDS_EBUSY;
 	}
@@ -240,7 +271,7 @@ static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
 	rv = forward_submit(s->f, group, op, cmd, len,
 	                    s->cfg.forward_timeout_ms, on_forwarded, p);
 	if (rv != REPLICA_OK) {
-		free(p);
+		pending_free(s, p);
 		return map_status(rv);
 	}
 	return SHARDS_OK;
@@ -262,7 +293,7 @@ static void on_read(void *data, int status)
 {
 	struct pending *p = data;
 	p->read_cb(p->data, map_status(status));
-	free(p);
+	pending_free(p->s, p);
 }
 
 int shards_read(struct shards *s, uint32_t group, shards_read_cb cb, void *data)
@@ -277,7 +308,7 @@ int shards_read(struct shards *s, uint32_t group, shards_read_cb cb, void *data)
 	if (!valid_group(s, group)) {
 		return SHARDS_ENOGROUP;
 	}
-	p = calloc(1, sizeof *p);
+	p = pending_new(s);
 	if (p == NULL) {
 		return SHARDS_EBUSY;
 	}
@@ -287,7 +318,7 @@ int shards_read(struct shards *s, uint32_t group, shards_read_cb cb, void *data)
 	p->data = data;
 	rv = group_read(s->groups, group, on_read, p, &leader);
 	if (rv != REPLICA_OK) {
-		free(p);
+		pending_free(s, p);
 		/* A group without a replica here is led elsewhere. */
 		return rv == REPLICA_ENOGROUP ? SHARDS_ENOTLEADER
 		                              : map_status(rv);
@@ -1699,6 +1730,11 @@ static void finish_close(struct shards *s)
 	forward_free(s->f);
 	store_close(s->store);
 	free(s->routes);
+	while (s->spare != NULL) {
+		struct pending *p = s->spare;
+		s->spare = p->next;
+		free(p);
+	}
 	free(s);
 	if (cb != NULL) {
 		cb(data);

@@ -33,8 +33,15 @@ struct call {
 	struct call *next;
 	struct call *hnext; /* id map chain (remote) */
 	size_t len;
+	bool small; /* allocated with SMALL_CMD bytes for cmd: reusable */
 	uint8_t cmd[];
 };
+
+/* Calls whose command fits SMALL_CMD bytes (reads, most writes) are kept
+ * for reuse when done, up to MAX_SPARE: a busy node submits hundreds of
+ * thousands a second and malloc's per-thread cache holds only a few. */
+#define SMALL_CMD 448
+#define MAX_SPARE 1024
 
 /* A request another node forwarded to us, waiting for our group. */
 struct serve {
@@ -71,6 +78,8 @@ struct forward {
 	bool closing;
 	forward_close_cb close_cb;
 	void *close_data;
+	struct call *spare; /* done small calls, linked by `next` */
+	size_t n_spare;
 	struct forward_stats st;
 };
 
@@ -198,12 +207,43 @@ static void unlink_call(struct call *c)
 	c->where = W_NONE;
 }
 
+static struct call *call_new(struct forward *f, size_t len)
+{
+	struct call *c;
+
+	if (len <= SMALL_CMD && f->spare != NULL) {
+		c = f->spare;
+		f->spare = c->next;
+		f->n_spare--;
+	} else {
+		c = malloc(sizeof *c + (len <= SMALL_CMD ? SMALL_CMD : len));
+		if (c == NULL) {
+			return NULL;
+		}
+	}
+	memset(c, 0, sizeof *c);
+	c->small = len <= SMALL_CMD;
+	return c;
+}
+
+static void call_free(struct forward *f, struct call *c)
+{
+	if (c->small && f->n_spare < MAX_SPARE) {
+		c->next = f->spare;
+		f->spare = c;
+		f->n_spare++;
+		return;
+	}
+	free(c);
+}
+
 static void finish(struct call *c, int status, const uint8_t *res, size_t len)
 {
+	struct forward *f = c->f;
 	unlink_call(c);
-	c->f->st.in_flight--;
+	f->st.in_flight--;
 	c->cb(c->data, status, res, len);
-	free(c);
+	call_free(f, c);
 }
 
 static void timer_cb(uv_timer_t *h);
@@ -423,11 +463,10 @@ int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
 	if (len > MSG_MAX_PAYLOAD - 64) {
 		return REPLICA_ETOOBIG;
 	}
-	c = malloc(sizeof *c + len);
+	c = call_new(f, len);
 	if (c == NULL) {
 		return REPLICA_ENOMEM;
 	}
-	memset(c, 0, sizeof *c);
 	c->f = f;
 	c->group = group;
 	c->op = (uint8_t)op;
@@ -444,7 +483,7 @@ int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
 	if (rv != 0) {
 		unlink_call(c);
 		f->st.in_flight--;
-		free(c);
+		call_free(f, c);
 		return rv;
 	}
 	return 0;
@@ -756,6 +795,11 @@ void forward_free(struct forward *f)
 {
 	if (f == NULL) {
 		return;
+	}
+	while (f->spare != NULL) {
+		struct call *c = f->spare;
+		f->spare = c->next;
+		free(c);
 	}
 	free(f->map);
 	free(f);

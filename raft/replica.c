@@ -117,7 +117,8 @@ struct replica {
 	struct batch *q_head; /* queued, not yet proposed; tail is filling */
 	struct batch *q_tail;
 	struct reads *q_reads;
-	struct reads *confirming; /* awaiting a quorum's answers, FIFO */
+	struct reads *spare_reads; /* a delivered batch kept for reuse */
+	struct reads *confirming;  /* awaiting a quorum's answers, FIFO */
 	struct reads *confirming_tail;
 	uint64_t round; /* last confirmation round sent */
 	struct {
@@ -859,11 +860,17 @@ int replica_read(struct replica *rp, replica_read_cb cb, void *data,
 		return rv;
 	}
 	if (rp->q_reads == NULL) {
-		rp->q_reads = calloc(1, sizeof *rp->q_reads);
-		if (rp->q_reads == NULL) {
+		struct reads *x = rp->spare_reads;
+		if (x != NULL) {
+			struct waiters ws = x->ws;
+			rp->spare_reads = NULL;
+			memset(x, 0, sizeof *x);
+			x->ws = ws; /* n is 0 */
+		} else if ((x = calloc(1, sizeof *x)) == NULL) {
 			return REPLICA_ENOMEM;
 		}
-		rp->q_reads->rp = rp;
+		x->rp = rp;
+		rp->q_reads = x;
 	}
 	if (waiters_push(&rp->q_reads->ws, NULL, cb, data) != 0) {
 		return REPLICA_ENOMEM;
@@ -1192,8 +1199,15 @@ static void deliver(struct replica *rp)
 			for (i = 0; i < x->ws.n; i++) {
 				x->ws.w[i].read(x->ws.w[i].data, x->status);
 			}
-			free(x->ws.w);
-			free(x);
+			/* One batch (and its waiter array) is kept: a busy
+			 * leader makes one per loop turn. */
+			if (rp->spare_reads == NULL) {
+				x->ws.n = 0;
+				rp->spare_reads = x;
+			} else {
+				free(x->ws.w);
+				free(x);
+			}
 			break;
 		}
 		case DONE_NOTE: {
@@ -1331,6 +1345,10 @@ void replica_free(struct replica *rp)
 		push_done(rp, &b->done, DONE_BATCH);
 	}
 	deliver(rp);
+	if (rp->spare_reads != NULL) {
+		free(rp->spare_reads->ws.w);
+		free(rp->spare_reads);
+	}
 	free(rp);
 }
 

@@ -40,57 +40,91 @@ static void ssl_reason(const char *what, char *err, size_t errlen)
 	ERR_clear_error();
 }
 
+/* A context for `method` with what both sides share; NULL with the
+ * reason in `err`. */
+static struct fsnp_tls_ctx *ctx_alloc(const SSL_METHOD *method, char *err,
+                                      size_t errlen)
+{
+	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
+	if (x == NULL) {
+		snprintf(err, errlen, "TLS: out of memory");
+		return NULL;
+	}
+	ERR_clear_error();
+	x->ctx = SSL_CTX_new(method);
+	if (x->ctx == NULL) {
+		ssl_reason("TLS: cannot create a context", err, errlen);
+		free(x);
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(x->ctx, SSL_MODE_RELEASE_BUFFERS);
+	return x;
+}
+
+/* Loads a PEM certificate chain and its key (`key_file` NULL: the same
+ * file). 0, or -1 with the reason in `err`. */
+static int use_cert_key(SSL_CTX *ctx, const char *cert_file,
+                        const char *key_file, char *err, size_t errlen)
+{
+	char what[1200];
+
+	if (key_file == NULL) {
+		key_file = cert_file;
+	}
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		snprintf(what, sizeof what,
+		         "TLS: cannot load the certificate '%s'", cert_file);
+		ssl_reason(what, err, errlen);
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+		snprintf(what, sizeof what, "TLS: cannot load the key '%s'",
+		         key_file);
+		ssl_reason(what, err, errlen);
+		return -1;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_reason("TLS: the key does not match the certificate", err,
+		           errlen);
+		return -1;
+	}
+	return 0;
+}
+
+/* Trusts the CAs in `ca_file`. 0, or -1 with the reason in `err`. */
+static int load_ca(SSL_CTX *ctx, const char *ca_file, char *err, size_t errlen)
+{
+	if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+		char what[1200];
+		snprintf(what, sizeof what, "TLS: cannot load the CA file '%s'",
+		         ca_file);
+		ssl_reason(what, err, errlen);
+		return -1;
+	}
+	return 0;
+}
+
 int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
                      const char *key_file, const char *ca_file, char *err,
                      size_t errlen)
 {
 	static const unsigned char sid_ctx[] = "lodestone-fsnp";
-	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
+	struct fsnp_tls_ctx *x = ctx_alloc(TLS_server_method(), err, errlen);
+
 	if (x == NULL) {
-		snprintf(err, errlen, "FSNP TLS: out of memory");
 		return -1;
 	}
-	ERR_clear_error();
-	x->ctx = SSL_CTX_new(TLS_server_method());
-	if (x->ctx == NULL) {
-		ssl_reason("FSNP TLS: cannot create a context", err, errlen);
-		goto err_free;
-	}
-	SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
 	/* No renegotiation: a client could otherwise make the server redo
 	 * handshakes on an established connection. */
 	SSL_CTX_set_options(x->ctx, SSL_OP_NO_RENEGOTIATION |
 	                                SSL_OP_CIPHER_SERVER_PREFERENCE);
-	SSL_CTX_set_mode(x->ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_session_id_context(x->ctx, sid_ctx, sizeof sid_ctx - 1);
-	if (SSL_CTX_use_certificate_chain_file(x->ctx, cert_file) != 1) {
-		char what[1200];
-		snprintf(what, sizeof what,
-		         "FSNP TLS: cannot load the certificate '%s'",
-		         cert_file);
-		ssl_reason(what, err, errlen);
-		goto err_ctx;
-	}
-	if (SSL_CTX_use_PrivateKey_file(x->ctx, key_file, SSL_FILETYPE_PEM) !=
-	    1) {
-		char what[1200];
-		snprintf(what, sizeof what,
-		         "FSNP TLS: cannot load the key '%s'", key_file);
-		ssl_reason(what, err, errlen);
-		goto err_ctx;
-	}
-	if (SSL_CTX_check_private_key(x->ctx) != 1) {
-		ssl_reason("FSNP TLS: the key does not match the certificate",
-		           err, errlen);
+	if (use_cert_key(x->ctx, cert_file, key_file, err, errlen) != 0) {
 		goto err_ctx;
 	}
 	if (ca_file != NULL && ca_file[0] != '\0') {
-		if (SSL_CTX_load_verify_locations(x->ctx, ca_file, NULL) != 1) {
-			char what[1200];
-			snprintf(what, sizeof what,
-			         "FSNP TLS: cannot load the CA file '%s'",
-			         ca_file);
-			ssl_reason(what, err, errlen);
+		if (load_ca(x->ctx, ca_file, err, errlen) != 0) {
 			goto err_ctx;
 		}
 		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca_file);
@@ -107,7 +141,6 @@ int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
 
 err_ctx:
 	SSL_CTX_free(x->ctx);
-err_free:
 	free(x);
 	return -1;
 }
@@ -135,27 +168,14 @@ int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
                             const char *cert_file, const char *key_file,
                             char *err, size_t errlen)
 {
-	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
-	char what[1200];
+	struct fsnp_tls_ctx *x = ctx_alloc(TLS_client_method(), err, errlen);
 
 	if (x == NULL) {
-		snprintf(err, errlen, "TLS: out of memory");
 		return -1;
 	}
-	ERR_clear_error();
-	x->ctx = SSL_CTX_new(TLS_client_method());
-	if (x->ctx == NULL) {
-		ssl_reason("TLS: cannot create a context", err, errlen);
-		goto err_free;
-	}
-	SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
-	SSL_CTX_set_mode(x->ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(x->ctx, SSL_VERIFY_PEER, NULL);
 	if (ca_file != NULL && ca_file[0] != '\0') {
-		if (SSL_CTX_load_verify_locations(x->ctx, ca_file, NULL) != 1) {
-			snprintf(what, sizeof what,
-			         "TLS: cannot load the CA file '%s'", ca_file);
-			ssl_reason(what, err, errlen);
+		if (load_ca(x->ctx, ca_file, err, errlen) != 0) {
 			goto err_ctx;
 		}
 	} else if (SSL_CTX_set_default_verify_paths(x->ctx) != 1) {
@@ -163,32 +183,15 @@ int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
 		           errlen);
 		goto err_ctx;
 	}
-	if (cert_file != NULL && cert_file[0] != '\0') {
-		if (SSL_CTX_use_certificate_chain_file(x->ctx, cert_file) !=
-		    1) {
-			snprintf(what, sizeof what,
-			         "TLS: cannot load the certificate '%s'",
-			         cert_file);
-			ssl_reason(what, err, errlen);
-			goto err_ctx;
-		}
-		if (SSL_CTX_use_PrivateKey_file(
-		        x->ctx, key_file != NULL ? key_file : cert_file,
-		        SSL_FILETYPE_PEM) != 1 ||
-		    SSL_CTX_check_private_key(x->ctx) != 1) {
-			snprintf(what, sizeof what,
-			         "TLS: cannot use the key '%s'",
-			         key_file != NULL ? key_file : cert_file);
-			ssl_reason(what, err, errlen);
-			goto err_ctx;
-		}
+	if (cert_file != NULL && cert_file[0] != '\0' &&
+	    use_cert_key(x->ctx, cert_file, key_file, err, errlen) != 0) {
+		goto err_ctx;
 	}
 	*out = x;
 	return 0;
 
 err_ctx:
 	SSL_CTX_free(x->ctx);
-err_free:
 	free(x);
 	return -1;
 }

@@ -256,8 +256,8 @@ bool produce_handle(struct fstream *st, struct felix_msg *m)
 		reply_fail(r, e);
 		return true;
 	}
-	rv = shards_propose(s->shards, r->group, cmd, clen, on_appended, r);
-	free(cmd);
+	rv = shards_propose_owned(s->shards, r->group, cmd, clen, on_appended,
+	                          r);
 	if (rv == SHARDS_ENOTLEADER) {
 		reply_not_leader(r);
 	} else if (rv != SHARDS_OK) {

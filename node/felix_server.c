@@ -456,8 +456,9 @@ static void propose_append(struct fstream *st, struct freq *r,
 		publish_reply(r, false, e);
 		return;
 	}
-	int rv = shards_propose(s->shards, group, cmd, clen, on_appended, r);
-	free(cmd);
+	/* The command (records and all) goes to the call without a copy. */
+	int rv =
+	    shards_propose_owned(s->shards, group, cmd, clen, on_appended, r);
 	if (rv != SHARDS_OK) {
 		publish_reply(r, false, felix_shards_message(rv));
 	}

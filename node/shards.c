@@ -248,28 +248,31 @@ static void on_forwarded(void *data, int status, const uint8_t *result,
 	pending_free(p->s, p);
 }
 
+/* `owned` (may be NULL): the command, handed over (freed on every path);
+ * otherwise `cmd` is copied. */
 static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
-                  size_t len, shards_propose_cb cb, void *data)
+                  uint8_t *owned, size_t len, shards_propose_cb cb, void *data)
 {
 	struct pending *p;
 	int rv;
 
-	if (s->closing) {
-		return SHARDS_ESHUTDOWN;
-	}
-	if (!valid_group(s, group)) {
-		return SHARDS_ENOGROUP;
-	}
-	p = pending_new(s);
-	if (p == NULL) {
-		return SHARDS_EBUSY;
+	if (s->closing || !valid_group(s, group) ||
+	    (p = pending_new(s)) == NULL) {
+		free(owned);
+		return s->closing               ? SHARDS_ESHUTDOWN
+		       : !valid_group(s, group) ? SHARDS_ENOGROUP
+		                                : SHARDS_EBUSY;
 	}
 	p->s = s;
 	p->group = group;
 	p->propose_cb = cb;
 	p->data = data;
-	rv = forward_submit(s->f, group, op, cmd, len,
-	                    s->cfg.forward_timeout_ms, on_forwarded, p);
+	rv = owned != NULL
+	         ? forward_submit_owned(s->f, group, op, owned, len,
+	                                s->cfg.forward_timeout_ms, on_forwarded,
+	                                p)
+	         : forward_submit(s->f, group, op, cmd, len,
+	                          s->cfg.forward_timeout_ms, on_forwarded, p);
 	if (rv != REPLICA_OK) {
 		pending_free(s, p);
 		return map_status(rv);
@@ -280,13 +283,19 @@ static int submit(struct shards *s, uint32_t group, int op, const void *cmd,
 int shards_propose(struct shards *s, uint32_t group, const void *cmd,
                    size_t len, shards_propose_cb cb, void *data)
 {
-	return submit(s, group, FORWARD_PROPOSE, cmd, len, cb, data);
+	return submit(s, group, FORWARD_PROPOSE, cmd, NULL, len, cb, data);
+}
+
+int shards_propose_owned(struct shards *s, uint32_t group, uint8_t *cmd,
+                         size_t len, shards_propose_cb cb, void *data)
+{
+	return submit(s, group, FORWARD_PROPOSE, NULL, cmd, len, cb, data);
 }
 
 int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
                     size_t len, shards_propose_cb cb, void *data)
 {
-	return submit(s, group, FORWARD_READ, cmd, len, cb, data);
+	return submit(s, group, FORWARD_READ, cmd, NULL, len, cb, data);
 }
 
 static void on_read(void *data, int status)

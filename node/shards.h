@@ -116,6 +116,10 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
  * `cb` will not run. */
 int shards_propose(struct shards *s, uint32_t group, const void *cmd,
                    size_t len, shards_propose_cb cb, void *data);
+/* As shards_propose with `cmd` (malloc'd) handed over instead of copied:
+ * freed when the call ends, and at once on a non-zero return. */
+int shards_propose_owned(struct shards *s, uint32_t group, uint8_t *cmd,
+                         size_t len, shards_propose_cb cb, void *data);
 
 /* Queues a linearizable read of `group` on this node, which must lead it:
  * `cb` runs after a barrier; the caller then reads with shards_store() at

@@ -33,6 +33,8 @@ struct call {
 	struct call *next;
 	struct call *hnext; /* id map chain (remote) */
 	size_t len;
+	const uint8_t *cmdp; /* the command: `cmd` or `owned` */
+	uint8_t *owned;      /* forward_submit_owned's buffer, freed with us */
 	bool small; /* allocated with SMALL_CMD bytes for cmd: reusable */
 	uint8_t cmd[];
 };
@@ -228,6 +230,8 @@ static struct call *call_new(struct forward *f, size_t len)
 
 static void call_free(struct forward *f, struct call *c)
 {
+	free(c->owned);
+	c->owned = NULL;
 	if (c->small && f->n_spare < MAX_SPARE) {
 		c->next = f->spare;
 		f->spare = c;
@@ -321,7 +325,7 @@ static void local_read(void *data, int status)
 		return;
 	}
 	if (status == REPLICA_OK &&
-	    f->o.read(f->o.data, c->group, c->cmd, c->len, &res, &len) != 0) {
+	    f->o.read(f->o.data, c->group, c->cmdp, c->len, &res, &len) != 0) {
 		status = REPLICA_EIO;
 	}
 	finish(c, status, res, len);
@@ -337,7 +341,7 @@ static int try_local(struct call *c, uint64_t *lid)
 
 	*lid = 0;
 	if (c->op == FORWARD_PROPOSE) {
-		rv = group_propose(f->m, c->group, c->cmd, c->len,
+		rv = group_propose(f->m, c->group, c->cmdp, c->len,
 		                   local_proposed, c, lid);
 	} else {
 		rv = group_read(f->m, c->group, local_read, c, lid);
@@ -393,7 +397,7 @@ static int send_remote(struct call *c, uint64_t peer)
 	r.group = c->group;
 	r.op = c->op == FORWARD_PROPOSE ? MSG_FWD_PROPOSE : MSG_FWD_READ;
 	r.timeout_ms = c->deadline > now ? (uint32_t)(c->deadline - now) : 0;
-	r.cmd = c->cmd;
+	r.cmd = c->cmdp;
 	r.len = c->len;
 	c->id = r.id;
 	if (map_put(f, c) != 0) {
@@ -448,23 +452,25 @@ static int attempt(struct call *c)
 	return 0;
 }
 
-int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
-                   size_t len, unsigned timeout_ms, forward_cb cb, void *data)
+/* `owned` (may be NULL): the command, handed over; otherwise `cmd` is
+ * copied. `owned` is freed on every path. */
+static int submit(struct forward *f, uint32_t group, int op, const void *cmd,
+                  uint8_t *owned, size_t len, unsigned timeout_ms,
+                  forward_cb cb, void *data)
 {
 	struct call *c;
 	int rv;
 
-	if (f->closing) {
-		return REPLICA_ESHUTDOWN;
+	if (f->closing || (op != FORWARD_PROPOSE && op != FORWARD_READ) ||
+	    len > MSG_MAX_PAYLOAD - 64) {
+		free(owned);
+		return f->closing                   ? REPLICA_ESHUTDOWN
+		       : len > MSG_MAX_PAYLOAD - 64 ? REPLICA_ETOOBIG
+		                                    : REPLICA_EINVAL;
 	}
-	if (op != FORWARD_PROPOSE && op != FORWARD_READ) {
-		return REPLICA_EINVAL;
-	}
-	if (len > MSG_MAX_PAYLOAD - 64) {
-		return REPLICA_ETOOBIG;
-	}
-	c = call_new(f, len);
+	c = call_new(f, owned != NULL ? 0 : len);
 	if (c == NULL) {
+		free(owned);
 		return REPLICA_ENOMEM;
 	}
 	c->f = f;
@@ -473,8 +479,14 @@ int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
 	c->cb = cb;
 	c->data = data;
 	c->len = len;
-	if (len > 0) {
-		memcpy(c->cmd, cmd, len);
+	if (owned != NULL) {
+		c->owned = owned;
+		c->cmdp = owned;
+	} else {
+		if (len > 0) {
+			memcpy(c->cmd, cmd, len);
+		}
+		c->cmdp = c->cmd;
 	}
 	c->deadline =
 	    now_ms(f) + (timeout_ms != 0 ? timeout_ms : f->o.timeout_ms);
@@ -487,6 +499,19 @@ int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
 		return rv;
 	}
 	return 0;
+}
+
+int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
+                   size_t len, unsigned timeout_ms, forward_cb cb, void *data)
+{
+	return submit(f, group, op, cmd, NULL, len, timeout_ms, cb, data);
+}
+
+int forward_submit_owned(struct forward *f, uint32_t group, int op,
+                         uint8_t *cmd, size_t len, unsigned timeout_ms,
+                         forward_cb cb, void *data)
+{
+	return submit(f, group, op, NULL, cmd, len, timeout_ms, cb, data);
 }
 
 /* ---- timer: retries and deadlines ---- */

@@ -85,6 +85,11 @@ int forward_init(struct forward **out, uv_loop_t *loop, struct transport *t,
  * REPLICA_EBUSY, REPLICA_ENOMEM, REPLICA_ESHUTDOWN) `cb` never runs. */
 int forward_submit(struct forward *f, uint32_t group, int op, const void *cmd,
                    size_t len, unsigned timeout_ms, forward_cb cb, void *data);
+/* As forward_submit with `cmd` (malloc'd) handed over instead of copied:
+ * it is freed when the call ends, and at once on a non-zero return. */
+int forward_submit_owned(struct forward *f, uint32_t group, int op,
+                         uint8_t *cmd, size_t len, unsigned timeout_ms,
+                         forward_cb cb, void *data);
 
 /* Transport frames of kinds MSG_FWD_REQ and MSG_FWD_RESP, and
  * connection changes (from the transport's callbacks). */

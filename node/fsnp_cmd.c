@@ -1301,6 +1301,8 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 		}
 	} else {
 		group = group_of(ctx, c->key.p, c->key.len, &out->slot);
+		out->key = c->key.p;
+		out->key_len = c->key.len;
 	}
 	memset(&out->one, 0, sizeof out->one);
 	out->parts = &out->one;
@@ -1311,6 +1313,28 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 		return -1;
 	}
 	return 0;
+}
+
+int fsnp_cmd_parse_get_fast(const uint8_t *body, size_t len,
+                            const struct fsnp_cmd_ctx *ctx,
+                            struct fsnp_plan *out, struct fsnp_cmd_err *err)
+{
+	/* map tag, count 1, key length 3, "key", binary tag, its length */
+	static const uint8_t head[] = {FSNP_MAP, 0, 0,   0,   1,   0,       0,
+	                               0,        3, 'k', 'e', 'y', FSNP_BIN};
+	const size_t hlen = sizeof head + 4;
+	struct store_cmd c;
+
+	if (len < hlen || memcmp(body, head, sizeof head) != 0 ||
+	    wire_load_u32(body + sizeof head) != len - hlen) {
+		return 1;
+	}
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_KV_GET;
+	c.key.p = body + hlen;
+	c.key.len = len - hlen;
+	err->message[0] = '\0';
+	return fsnp_cmd_plan_store(FSNP_OP_GET, &c, ctx, out, err);
 }
 
 static int finish(struct preq *r, struct fsnp_plan *out)

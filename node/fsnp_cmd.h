@@ -83,6 +83,11 @@ struct fsnp_plan {
 	/* A single-part plan's part (most requests): no allocation. The
 	 * plan must not be copied while parts points here. */
 	struct fsnp_part one;
+	/* A one-key command's key (GET, SET ...; NULL otherwise), borrowed
+	 * from the request being parsed: valid only while its message is,
+	 * for the caller to act on right after parsing (prefetching). */
+	const uint8_t *key;
+	size_t key_len;
 };
 
 struct fsnp_cmd_ctx {
@@ -105,6 +110,14 @@ int fsnp_cmd_parse_args(const struct fsnp_cmd_info *info,
                         const struct fsnp_val *args,
                         const struct fsnp_cmd_ctx *ctx, struct fsnp_plan *out,
                         struct fsnp_cmd_err *err);
+
+/* GET's common body, exactly {"key": <binary>} as raw bytes, planned
+ * without decoding it as a value: 0 (planned, as fsnp_cmd_parse_body would
+ * plan it), 1 (any other body: not handled, `out` untouched; use the
+ * general path), -1 (error in `err`). */
+int fsnp_cmd_parse_get_fast(const uint8_t *body, size_t len,
+                            const struct fsnp_cmd_ctx *ctx,
+                            struct fsnp_plan *out, struct fsnp_cmd_err *err);
 
 /* A compact MGET or MSET body (flag 0x02). */
 int fsnp_cmd_parse_compact(const struct fsnp_compact_req *req,

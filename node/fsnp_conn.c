@@ -13,8 +13,11 @@
 
 /* Receive buffers keep this much room free for each read. */
 #define RBUF_READ 65536u
-/* Small frames are copied into segments of this size. */
-#define SEG_SIZE 65536u
+/* Small frames are copied into segments of this size; the first of a
+ * loop turn is smaller (a turn's replies to one connection are often a
+ * few hundred bytes), so that many busy connections hold little. */
+#define SEG_SIZE FSNP_SEG_SIZE
+#define SEG_FIRST FSNP_SEG_SMALL
 /* A TLS flush encrypts queued segments up to about this much at a time, so
  * plaintext and ciphertext copies of a large backlog do not coexist. */
 #define TLS_FLUSH_BATCH (256u << 10)
@@ -135,6 +138,36 @@ struct fsnp_lane *fsnp_conn_lane(struct fsnp_conn *c, uint32_t id, bool create)
 
 /* --- Output ------------------------------------------------------------ */
 
+/* A segment's storage: a pooled one when it has a standard size. */
+static uint8_t *seg_alloc(struct fsnp_server *s, size_t cap)
+{
+	if (cap == SEG_FIRST && s->n_seg_small_pool > 0) {
+		return s->seg_small_pool[--s->n_seg_small_pool];
+	}
+	if (cap == SEG_SIZE && s->n_seg_pool > 0) {
+		return s->seg_pool[--s->n_seg_pool];
+	}
+	return malloc(cap);
+}
+
+/* Frees a written segment's storage, or keeps it for the next one (only
+ * a block of a standard size, which is at least that large). */
+static void seg_release(struct fsnp_server *s, uint8_t *data, size_t cap)
+{
+	if (FSNP_POOLING && data != NULL) {
+		if (cap == SEG_FIRST &&
+		    s->n_seg_small_pool < FSNP_SEG_SMALL_POOL_MAX) {
+			s->seg_small_pool[s->n_seg_small_pool++] = data;
+			return;
+		}
+		if (cap == SEG_SIZE && s->n_seg_pool < FSNP_SEG_POOL_MAX) {
+			s->seg_pool[s->n_seg_pool++] = data;
+			return;
+		}
+	}
+	free(data);
+}
+
 static struct fsnp_seg *seg_push(struct fsnp_conn *c)
 {
 	if (c->n_pend == c->cap_pend) {
@@ -169,8 +202,9 @@ static int out_copy(struct fsnp_conn *c, const uint8_t *hdr, size_t hlen,
 		if (g == NULL) {
 			return -1;
 		}
-		g->cap = n > SEG_SIZE ? n : SEG_SIZE;
-		g->data = malloc(g->cap);
+		size_t want = c->n_pend == 1 ? SEG_FIRST : SEG_SIZE;
+		g->cap = n > want ? n : want;
+		g->data = seg_alloc(c->srv, g->cap);
 		if (g->data == NULL) {
 			c->n_pend--;
 			return -1;
@@ -285,7 +319,7 @@ static void flight_sent(struct fsnp_conn *c)
 	size_t n = c->flight_acct;
 
 	for (size_t i = 0; i < c->n_flight; i++) {
-		free(c->flight[i].data);
+		seg_release(s, c->flight[i].data, c->flight[i].cap);
 	}
 	c->n_flight = 0;
 	c->flight_acct = 0;
@@ -332,7 +366,7 @@ static int tls_stage(struct fsnp_conn *c)
 				return -1;
 			}
 			acct += c->pend[k].len;
-			free(c->pend[k].data);
+			seg_release(c->srv, c->pend[k].data, c->pend[k].cap);
 			k++;
 		}
 		if (k > 0) {

@@ -9,6 +9,7 @@
 
 #include "node/fsnp_internal.h"
 #include "store/result.h"
+#include "store/store.h"
 #include "wire/fsnp_compact.h"
 #include "wire/felix_utf8.h"
 #include "wire/fsnp_opcode.h"
@@ -23,15 +24,26 @@ static const struct config_native *lim(const struct fsnp_req *r)
 static struct fsnp_req *req_new(struct fsnp_server *s, uint32_t lane,
                                 uint16_t opcode, uint64_t request_id)
 {
-	struct fsnp_req *r = calloc(1, sizeof *r);
-	if (r == NULL) {
-		return NULL;
+	struct fsnp_req *r = s->req_pool;
+	if (r != NULL) {
+		/* Reused: keep the reply buffer's storage. */
+		struct wbuf reply = r->reply;
+		s->req_pool = r->next;
+		s->n_req_pool--;
+		memset(r, 0, sizeof *r);
+		r->reply = reply;
+		wbuf_reset(&r->reply);
+	} else {
+		r = calloc(1, sizeof *r);
+		if (r == NULL) {
+			return NULL;
+		}
+		wbuf_init(&r->reply);
 	}
 	r->srv = s;
 	r->lane_id = lane;
 	r->opcode = opcode;
 	r->request_id = request_id;
-	wbuf_init(&r->reply);
 	r->footprint = sizeof *r;
 	s->session_bytes += r->footprint;
 	return r;
@@ -62,9 +74,34 @@ void fsnp_req_free(struct fsnp_req *r)
 		}
 	}
 	free(r->items);
-	wbuf_free(&r->reply);
 	s->session_bytes -= r->footprint;
+	if (FSNP_POOLING && s->n_req_pool < FSNP_REQ_POOL_MAX &&
+	    r->reply.cap <= FSNP_REQ_POOL_REPLY_MAX) {
+		r->next = s->req_pool;
+		s->req_pool = r;
+		s->n_req_pool++;
+		return;
+	}
+	wbuf_free(&r->reply);
 	free(r);
+}
+
+void fsnp_req_pool_drain(struct fsnp_server *s)
+{
+	while (s->req_pool != NULL) {
+		struct fsnp_req *r = s->req_pool;
+		s->req_pool = r->next;
+		wbuf_free(&r->reply);
+		free(r);
+	}
+	s->n_req_pool = 0;
+	wbuf_free(&s->compact_out);
+	while (s->n_seg_pool > 0) {
+		free(s->seg_pool[--s->n_seg_pool]);
+	}
+	while (s->n_seg_small_pool > 0) {
+		free(s->seg_small_pool[--s->n_seg_small_pool]);
+	}
 }
 
 bool fsnp_req_orphaned(const struct fsnp_req *r)
@@ -213,15 +250,37 @@ static void maybe_compact(struct fsnp_req *r)
 	const uint8_t *v = r->reply.data + 2;
 	size_t vlen = r->reply.len - 2;
 	struct fsnp_val val;
-	struct wbuf out;
+	struct wbuf out, tmp;
+	uint32_t codec;
 
+	switch (r->opcode) {
+	case FSNP_OP_GET:
+		codec = FSNP_CODEC_KV_GET;
+		break;
+	case FSNP_OP_SET:
+	case FSNP_OP_MSET:
+		codec = FSNP_CODEC_OK_LIST;
+		break;
+	case FSNP_OP_MGET:
+		codec = FSNP_CODEC_KV_MGET;
+		break;
+	default:
+		return;
+	}
+	/* Most connections ask for no codec: decide before decoding. */
+	if (r->conn == NULL || !(r->conn->codecs & codec)) {
+		return;
+	}
 	if (r->reply.len < 3 || wire_load_u16(r->reply.data) != 0) {
 		return;
 	}
 	if (fsnp_value_decode(v, vlen, NULL, &val, NULL) != 0) {
 		return;
 	}
-	wbuf_init(&out);
+	/* Built in the server's scratch buffer, which then trades places
+	 * with the reply: both keep their storage. */
+	out = r->srv->compact_out;
+	wbuf_reset(&out);
 	wbuf_put_u16(&out, FSNP_STATUS_OK);
 	switch (r->opcode) {
 	case FSNP_OP_GET:
@@ -269,12 +328,13 @@ static void maybe_compact(struct fsnp_req *r)
 	if (out.oom) {
 		goto keep;
 	}
-	wbuf_free(&r->reply);
+	tmp = r->reply;
 	r->reply = out;
+	out = tmp;
 	r->custom = true;
-	return;
 keep:
-	wbuf_free(&out);
+	wbuf_reset(&out);
+	r->srv->compact_out = out;
 }
 
 static void finish_reply(struct fsnp_req *r)
@@ -704,6 +764,19 @@ static void account_plan(struct fsnp_req *r)
 	charge(r, n);
 }
 
+/* A planned GET's row will be read after the read barrier, later in this
+ * loop turn or the next: start loading its row cache slot now, so that
+ * reading it then costs no cache miss. */
+static void prefetch_get(const struct fsnp_req *r)
+{
+	if (r->plan.op == STORE_OP_KV_GET && r->plan.n_parts == 1 &&
+	    r->plan.key != NULL) {
+		struct store_slice k = {r->plan.key, r->plan.key_len};
+		store_kv_prefetch(shards_store(r->srv->shards),
+		                  r->plan.parts[0].group, k);
+	}
+}
+
 /* --- Unserved families ------------------------------------------------ */
 
 static void flow_unavailable(struct fsnp_req *r, const char *name)
@@ -1102,6 +1175,7 @@ static void exec_pipeline_compact(struct fsnp_req *p,
 			r->done = true;
 		} else {
 			account_plan(r);
+			prefetch_get(r);
 		}
 	}
 	pipeline_run(p, false);
@@ -1139,7 +1213,9 @@ void fsnp_exec_reject(struct fsnp_conn *c, const struct fsnp_header *h,
 	fsnp_reply_error(r, status, code, msg, status == FSNP_STATUS_BUSY,
 	                 status == FSNP_STATUS_BUSY ? FSNP_RETRY_AFTER_MS : 0);
 	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
-	r->t0_ns = uv_hrtime();
+	if (r->trace) {
+		r->t0_ns = uv_hrtime();
+	}
 	if (l == NULL) {
 		/* No such lane (limits): nothing earlier to wait for. */
 		fsnp_conn_send(c, h->lane_id, h->opcode, h->request_id, 0,
@@ -1231,6 +1307,7 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 		return;
 	case FSNP_OP_COMMAND_EXEC:
 		if (parse_kv(r, r->opcode, body)) {
+			prefetch_get(r);
 			run_plan(r);
 		} else {
 			fsnp_req_complete(r);
@@ -1271,12 +1348,44 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 		return;
 	default:
 		if (parse_kv(r, r->opcode, body)) {
+			prefetch_get(r);
 			run_plan(r);
 		} else {
 			fsnp_req_complete(r);
 		}
 		return;
 	}
+}
+
+/* GET with the usual body ({"key": <binary>}, no deadline): planned from
+ * the raw bytes. False when the body is anything else (then decoded and
+ * dispatched as every request is). The value limits are far above what
+ * this body uses; tiny configured ones keep the general path, which
+ * enforces them. */
+static bool get_fast(struct fsnp_req *r, const struct fsnp_message *m)
+{
+	struct fsnp_cmd_ctx ctx;
+	struct fsnp_cmd_err err;
+	char token[33];
+	int rv;
+
+	if (lim(r)->max_value_items < 16 || lim(r)->max_value_depth < 16) {
+		return false;
+	}
+	cmd_ctx(r, &ctx, token, r->opcode);
+	rv = fsnp_cmd_parse_get_fast(m->body, m->len, &ctx, &r->plan, &err);
+	if (rv > 0) {
+		return false;
+	}
+	if (rv < 0) {
+		reply_cmd_err(r, &err);
+		fsnp_req_complete(r);
+		return true;
+	}
+	account_plan(r);
+	prefetch_get(r);
+	run_plan(r);
+	return true;
 }
 
 void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
@@ -1312,7 +1421,9 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 	r->no_reply = (h->flags & FSNP_FLAG_NO_REPLY) != 0;
 	/* The frame check let 0x01 through only with fsnp-trace on. */
 	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
-	r->t0_ns = uv_hrtime();
+	if (r->trace) {
+		r->t0_ns = uv_hrtime();
+	}
 	lane_push(c, l, r);
 
 	/* Windows and budgets: answered busy, in lane order. */
@@ -1350,6 +1461,9 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 	}
 	if (h->flags & FSNP_FLAG_CUSTOM) {
 		exec_compact(r, m);
+		return;
+	}
+	if (h->opcode == FSNP_OP_GET && get_fast(r, m)) {
 		return;
 	}
 	if (!decode_body(r, m, &body)) {

@@ -61,6 +61,31 @@ enum {
 #define FSNP_RETRY_AFTER_MS 100u
 /* Bodies at least this large are compressed on zlib connections. */
 #define FSNP_COMPRESS_MIN 256u
+/* Freed requests kept for reuse, and the largest reply buffer a pooled
+ * request keeps. Sanitizer builds pool nothing (FSNP_POOLING 0), so that
+ * a use after free is still caught. */
+#ifndef FSNP_POOLING /* -DFSNP_POOLING=1 pools under a sanitizer too */
+#if defined(__SANITIZE_ADDRESS__)
+#define FSNP_POOLING 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FSNP_POOLING 0
+#endif
+#endif
+#endif
+#ifndef FSNP_POOLING
+#define FSNP_POOLING 1
+#endif
+#define FSNP_REQ_POOL_MAX 4096u
+#define FSNP_REQ_POOL_REPLY_MAX 1024u
+/* Output segments kept for reuse: a connection fills one or more per loop
+ * turn, and malloc consolidates its heap for every block of 1 KiB or more
+ * (or every free that leaves 64 KiB together). The first segment of a
+ * turn is small, later ones large. */
+#define FSNP_SEG_SMALL 4096u
+#define FSNP_SEG_SIZE 65536u
+#define FSNP_SEG_SMALL_POOL_MAX 256u
+#define FSNP_SEG_POOL_MAX 32u
 
 /* One store operation of a request: a part of its plan, run on one group
  * (possibly after waiting for a leader). */
@@ -258,6 +283,21 @@ struct fsnp_server {
 	struct fsnp_req *foc;     /* fetch-or-compute waiters */
 	bool tick_running;
 
+	/* Freed requests kept for reuse (linked by `next`), each with its
+	 * reply buffer's storage: a GET then allocates no request and no
+	 * reply. Owned; at most FSNP_REQ_POOL_MAX. */
+	struct fsnp_req *req_pool;
+	uint32_t n_req_pool;
+	/* Scratch for compact replies, swapped with a request's reply
+	 * (owned). */
+	struct wbuf compact_out;
+	/* Free output segments of FSNP_SEG_SMALL and FSNP_SEG_SIZE bytes
+	 * (owned). */
+	uint8_t *seg_small_pool[FSNP_SEG_SMALL_POOL_MAX];
+	uint32_t n_seg_small_pool;
+	uint8_t *seg_pool[FSNP_SEG_POOL_MAX];
+	uint32_t n_seg_pool;
+
 	uint64_t route_epoch;
 	bool pressure; /* last BACKPRESSURE state sent */
 	uint64_t refusal_logged_ms;
@@ -350,6 +390,8 @@ void fsnp_req_complete(struct fsnp_req *r);
 void fsnp_req_release(struct fsnp_req *r);
 bool fsnp_req_orphaned(const struct fsnp_req *r);
 void fsnp_req_free(struct fsnp_req *r);
+/* Frees the pooled requests and segments (server teardown). */
+void fsnp_req_pool_drain(struct fsnp_server *s);
 /* Error replies: {code, message, retryable, safe_to_retry,
  * retry_after_ms}. */
 void fsnp_reply_error(struct fsnp_req *r, uint16_t status, const char *code,

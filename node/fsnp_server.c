@@ -736,6 +736,7 @@ static void maybe_free(struct fsnp_server *s)
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
 	    s->close_cb == NULL) {
 		fsnp_tls_ctx_free(s->tls_ctx);
+		fsnp_req_pool_drain(s);
 		free(s->gwait);
 		free(s);
 	}

@@ -87,6 +87,12 @@ int tx_fail(struct tx *tx, const char *what, const char *detail);
 /* 1 found, 0 absent, -1 failure. */
 int tx_get(struct tx *tx, const struct sbuf *key, struct val *v);
 void val_free(struct val *v);
+/* tx_get for a read that uses the value at once (GET): `*out` borrows
+ * the row cache's copy when it has the row (valid until the next call on
+ * the transaction or the cache), else points into `hold`, which then owns
+ * the value (val_free it either way). No copy, no allocation on a hit. */
+int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
+                struct val *hold);
 void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len);
 void tx_del(struct tx *tx, const struct sbuf *key);
 void tx_del_range(struct tx *tx, const struct sbuf *begin,

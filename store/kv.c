@@ -220,24 +220,58 @@ out:
 	return rv;
 }
 
+/* GET is the hot read: the record key is built on the stack when it fits
+ * and the record is read in place from the row cache (tx_get_view), so a
+ * cached GET allocates nothing here but its result. Same checks as
+ * kv_load. */
 static int kv_get(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
-	struct kv_obj o;
+	uint8_t kb[128];
+	struct sbuf k;
+	struct store_slice rec;
+	struct val hold;
+	bool heap = 5 + c->key.len > sizeof kb;
+	int found;
 
-	if (kv_load(tx, c->key, &o) != 0) {
+	if (heap) {
+		sbuf_init(&k);
+		kv_key(&k, tx->group, c->key);
+	} else {
+		/* Fits: key_start and sbuf_add never grow it. */
+		k.p = kb;
+		k.len = 0;
+		k.cap = sizeof kb;
+		kv_key(&k, tx->group, c->key);
+	}
+	found = tx_get_view(tx, &k, &rec, &hold);
+	if (heap) {
+		sbuf_free(&k);
+	}
+	if (found < 0) {
 		return -1;
 	}
-	if (o.state == KV_LIVE && o.type != T_STRING) {
+	if (found > 0 &&
+	    (rec.len < 9 || rec.p[0] < T_STRING || rec.p[0] > T_RATELIMIT)) {
+		val_free(&hold);
+		return tx_fail(tx, "corrupt KV record", NULL);
+	}
+	if (found > 0) {
+		uint64_t expires = be_get64(rec.p + 1);
+		if (expires != 0 && expires <= tx->now_ms) {
+			found = 0; /* lapsed: invisible */
+		}
+	}
+	if (found > 0 && rec.p[0] != T_STRING) {
 		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
 	} else {
 		res_begin(res, STORE_OK);
-		if (o.state == KV_LIVE) {
-			res_bytes(res, o.body.p, o.body.len);
+		if (found > 0) {
+			res_bytes(res, rec.p + 9, rec.len - 9);
 		} else {
 			res_nil(res);
 		}
 	}
-	kv_obj_free(&o);
+	val_free(&hold);
 	return 0;
 }
 
@@ -713,6 +747,18 @@ int kv_expire_lease(struct tx *tx, const uint8_t *key, size_t len)
 	}
 	val_free(&l.raw);
 	return rv;
+}
+
+void store_kv_prefetch(struct store *s, uint32_t group, struct store_slice key)
+{
+	uint8_t kb[128];
+	struct sbuf k = {kb, 0, sizeof kb}; /* never grown: checked below */
+
+	if (s == NULL || s->rows == NULL || 5 + key.len > sizeof kb) {
+		return;
+	}
+	kv_key(&k, group, key);
+	rowcache_prefetch(s->rows, k.p, k.len);
 }
 
 int store_kv_get(struct store *s, uint32_t group, struct store_slice key,

@@ -48,6 +48,11 @@ void rowcache_put(struct rowcache *c, const uint8_t *key, size_t klen,
 
 void rowcache_drop(struct rowcache *c, const uint8_t *key, size_t klen);
 
+/* Starts loading the key's first probe slot into the CPU cache: a GET
+ * planned now and served after its read barrier then finds it there. */
+void rowcache_prefetch(const struct rowcache *c, const uint8_t *key,
+                       size_t klen);
+
 /* Drops every row with begin <= key < end (bytewise). O(rows). */
 void rowcache_drop_range(struct rowcache *c, const uint8_t *begin, size_t blen,
                          const uint8_t *end, size_t elen);

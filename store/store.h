@@ -165,6 +165,10 @@ int store_counter_get(struct store *s, uint32_t group, struct store_slice scope,
 int store_kv_get(struct store *s, uint32_t group, struct store_slice key,
                  uint64_t now_ms, uint8_t **value, size_t *len, bool *found);
 
+/* A hint that `key` of `group` will soon be read: starts loading its row
+ * cache slot into the CPU cache (no effect on any result). Reactor only. */
+void store_kv_prefetch(struct store *s, uint32_t group, struct store_slice key);
+
 /* --- Maintenance (leader) ------------------------------------------------- */
 
 /* Builds an EXPIRE command for up to `max` TTL'd entries of `group` whose

@@ -437,11 +437,37 @@ static int cache_get(struct tx *tx, const struct sbuf *key, struct val *v)
 	return rv;
 }
 
+/* A cacheable row the cache does not know: read from RocksDB into v and
+ * record it in the cache. `view` (may be NULL) gets v's bytes. */
+static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v,
+                    struct store_slice *view)
+{
+	char *err = NULL;
+	struct store *s = tx->s;
+
+	v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
+	                      key->len, &v->len, &err);
+	if (err != NULL) {
+		tx_fail(tx, "read failed", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	rowcache_put(s->rows, key->p, key->len, (const uint8_t *)v->p, v->len,
+	             v->p != NULL);
+	if (v->p == NULL) {
+		return 0;
+	}
+	if (view != NULL) {
+		view->p = (const uint8_t *)v->p;
+		view->len = v->len;
+	}
+	return 1;
+}
+
 int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 {
 	char *err = NULL;
 	struct store *s = tx->s;
-	bool fill = false;
 
 	v->p = NULL;
 	v->len = 0;
@@ -475,9 +501,7 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		if (rv >= 0) {
 			return rv;
 		}
-		fill = true;
-		v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
-		                      key->len, &v->len, &err);
+		return get_miss(tx, key, v, NULL);
 	} else if (tx->write) {
 		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
 		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
@@ -491,11 +515,40 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		rocksdb_free(err);
 		return -1;
 	}
-	if (fill) {
-		rowcache_put(s->rows, key->p, key->len, (const uint8_t *)v->p,
-		             v->len, v->p != NULL);
-	}
 	return v->p != NULL ? 1 : 0;
+}
+
+int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
+                struct val *hold)
+{
+	int rv;
+
+	hold->p = NULL;
+	hold->len = 0;
+	out->p = NULL;
+	out->len = 0;
+	/* A write transaction may hold its own writes of the key: tx_get
+	 * knows them. */
+	if (!tx->write && use_cache(tx, key)) {
+		const uint8_t *p;
+		size_t len;
+		rv = rowcache_get(tx->s->rows, key->p, key->len, &p, &len);
+		if (rv == 1) {
+			out->p = p;
+			out->len = len;
+			return 1;
+		}
+		if (rv == 0) {
+			return 0;
+		}
+		return get_miss(tx, key, hold, out);
+	}
+	rv = tx_get(tx, key, hold);
+	if (rv == 1) {
+		out->p = (const uint8_t *)hold->p;
+		out->len = hold->len;
+	}
+	return rv;
 }
 
 void val_free(struct val *v)

@@ -1,8 +1,10 @@
 /* Fuzz target: the FSNP command layer (node/fsnp_cmd.c). The first two
  * bytes pick an opcode (or, with the high bit of the first, a COMMAND_EXEC
  * name from the table); the rest is the request body, decoded as a typed
- * value and, for MGET/MSET, as a compact body. Whatever parses must give a
- * plan whose parts decode as store commands on a valid group. */
+ * value and, for MGET/MSET, as a compact body; GET bodies also through the
+ * raw fast path, which must plan exactly as the general path. Whatever
+ * parses must give a plan whose parts decode as store commands on a valid
+ * group. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -80,6 +82,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		uint64_t dl;
 		(void)fsnp_cmd_deadline(&body, &dl, &err);
+	}
+	/* GET's raw-body fast path: what it plans must be exactly what the
+	 * general path plans from the decoded body. */
+	if (opcode == FSNP_OP_GET) {
+		struct fsnp_plan fast, slow;
+		int rv = fsnp_cmd_parse_get_fast(data + 2, size - 2, &ctx,
+		                                 &fast, &err);
+		if (rv == 0) {
+			check_plan(&fast, ctx.data_groups);
+			CHECK(fsnp_value_decode_body(data + 2, size - 2, &lim,
+			                             &body) == 0);
+			CHECK(fsnp_cmd_parse_body(opcode, &body, &ctx, &slow,
+			                          &err) == 0);
+			CHECK(fast.n_parts == slow.n_parts &&
+			      fast.op == slow.op);
+			for (uint32_t i = 0; i < fast.n_parts; i++) {
+				CHECK(fast.parts[i].group ==
+				      slow.parts[i].group);
+				CHECK(fast.parts[i].len == slow.parts[i].len);
+				CHECK(memcmp(fast.parts[i].cmd,
+				             slow.parts[i].cmd,
+				             fast.parts[i].len) == 0);
+			}
+			fsnp_plan_free(&fast);
+			fsnp_plan_free(&slow);
+		} else if (rv < 0) {
+			CHECK(err.status >= 1 && err.status <= 6);
+		}
 	}
 	struct fsnp_compact_req cr;
 	if ((opcode == FSNP_OP_MGET || opcode == FSNP_OP_MSET) &&

@@ -211,6 +211,81 @@ static void expect_body_error(uint16_t op, struct body *x, uint16_t status,
 	wbuf_free(&x->b);
 }
 
+/* GET's raw-body fast path plans exactly what the general parser plans,
+ * and declines every other body (extra fields, another field name, a key
+ * that is not binary, trailing or missing bytes). */
+static void test_get_fast(void **state)
+{
+	static const char *keys[] = {"a", "", "user:{42}:x",
+	                             "key:000000012345"};
+	struct fsnp_plan fast, slow;
+	struct fsnp_cmd_err e;
+	struct body x;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		body_begin(&x);
+		fsnp_w_key(&x.w, "key");
+		fsnp_w_bin(&x.w, keys[i], strlen(keys[i]));
+		const struct fsnp_val *v = body_end(&x);
+		assert_int_equal(
+		    fsnp_cmd_parse_get_fast(x.b.data, x.b.len, &ctx, &fast, &e),
+		    0);
+		assert_int_equal(
+		    fsnp_cmd_parse_body(FSNP_OP_GET, v, &ctx, &slow, &e), 0);
+		assert_int_equal(fast.opcode, slow.opcode);
+		assert_int_equal(fast.op, slow.op);
+		assert_int_equal(fast.merge, slow.merge);
+		assert_int_equal(fast.slot, slow.slot);
+		assert_int_equal(fast.n_parts, 1);
+		assert_int_equal(slow.n_parts, 1);
+		assert_int_equal(fast.parts[0].group, slow.parts[0].group);
+		assert_int_equal(fast.parts[0].read, slow.parts[0].read);
+		assert_int_equal(fast.parts[0].len, slow.parts[0].len);
+		assert_memory_equal(fast.parts[0].cmd, slow.parts[0].cmd,
+		                    slow.parts[0].len);
+		assert_int_equal(fast.key_len, strlen(keys[i]));
+		/* one byte short, one byte more: declined */
+		assert_int_equal(fsnp_cmd_parse_get_fast(x.b.data, x.b.len - 1,
+		                                         &ctx, &fast, &e),
+		                 1);
+		wbuf_put_u8(&x.b, 0);
+		assert_int_equal(
+		    fsnp_cmd_parse_get_fast(x.b.data, x.b.len, &ctx, &fast, &e),
+		    1);
+		fsnp_plan_free(&fast);
+		fsnp_plan_free(&slow);
+		wbuf_free(&x.b);
+	}
+
+	/* other shapes go to the general parser */
+	body_begin(&x);
+	fsnp_w_key(&x.w, "key");
+	fsnp_w_bin(&x.w, "a", 1);
+	kv_int(&x, "deadline_ms", 5);
+	body_end(&x);
+	assert_int_equal(
+	    fsnp_cmd_parse_get_fast(x.b.data, x.b.len, &ctx, &fast, &e), 1);
+	wbuf_free(&x.b);
+
+	body_begin(&x);
+	fsnp_w_key(&x.w, "kex");
+	fsnp_w_bin(&x.w, "a", 1);
+	body_end(&x);
+	assert_int_equal(
+	    fsnp_cmd_parse_get_fast(x.b.data, x.b.len, &ctx, &fast, &e), 1);
+	wbuf_free(&x.b);
+
+	body_begin(&x);
+	kv_int(&x, "key", 7);
+	body_end(&x);
+	assert_int_equal(
+	    fsnp_cmd_parse_get_fast(x.b.data, x.b.len, &ctx, &fast, &e), 1);
+	wbuf_free(&x.b);
+
+	assert_int_equal(fsnp_cmd_parse_get_fast(NULL, 0, &ctx, &fast, &e), 1);
+}
+
 static void test_body_errors(void **state)
 {
 	struct body x;
@@ -661,6 +736,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_table),
 	    cmocka_unit_test(test_get_set),
+	    cmocka_unit_test(test_get_fast),
 	    cmocka_unit_test(test_body_errors),
 	    cmocka_unit_test(test_fanout),
 	    cmocka_unit_test(test_mset),

@@ -91,7 +91,8 @@ static void test_clock(void **state)
 	char k[16];
 
 	(void)state;
-	assert_int_equal(rowcache_create(6400, &c), 0); /* 73 rows of 87 B */
+	/* 73 rows of 128 B: a short row is charged its two slots */
+	assert_int_equal(rowcache_create(73 * 128, &c), 0);
 	for (int i = 0; i < 10; i++) {
 		snprintf(k, sizeof k, "hot%03d", i);
 		rowcache_put(c, u8(k), 6, u8("v"), 1, true);
@@ -139,6 +140,30 @@ static int collect(void *arg, const uint8_t *key, size_t klen,
 	return 0;
 }
 
+static int count_rows(void *arg, const uint8_t *key, size_t klen,
+                      const uint8_t *val, size_t vlen, bool present)
+{
+	size_t *n = arg;
+	(void)key;
+	(void)klen;
+	(void)val;
+	(void)vlen;
+	(void)present;
+	(*n)++;
+	return 0;
+}
+
+/* Every row is counted by a walk (keys of any length). */
+static void check_reachable_any(struct rowcache *c)
+{
+	struct rowcache_stats st;
+	size_t n = 0;
+
+	assert_int_equal(rowcache_walk(c, count_rows, &n), 0);
+	rowcache_stats(c, &st);
+	assert_int_equal(n, st.rows);
+}
+
 /* Every row the table holds is found by its key, and counted. */
 static void check_reachable(struct rowcache *c)
 {
@@ -174,7 +199,8 @@ static void test_random(void **state)
 	for (int i = 0; i < NK; i++) {
 		ref[i] = -2; /* never written: the cache must not know it */
 	}
-	assert_int_equal(rowcache_create(8192, &c), 0);
+	/* Room for about a hundred rows, short (in their slot) and long. */
+	assert_int_equal(rowcache_create(24576, &c), 0);
 	for (int s = 0; s < STEPS; s++) {
 		int i = (int)(rnd(&seed) % NK), op = (int)(rnd(&seed) % 100);
 		const uint8_t *v;
@@ -199,7 +225,7 @@ static void test_random(void **state)
 				ref[x] = -2;
 			}
 		} else if (op < 47) {
-			rowcache_resize(c, 2048 + rnd(&seed) % 16384);
+			rowcache_resize(c, 4096 + rnd(&seed) % 40960);
 		} else {
 			got = rowcache_get(c, u8(k), 5, &v, &vl);
 			if (got == -1) {
@@ -260,6 +286,82 @@ static void test_many(void **state)
 	rowcache_destroy(c);
 }
 
+/* Rows short enough to live in their slot and longer ones, rewritten
+ * across that boundary: every read returns the latest bytes, and the
+ * charge follows the row's current form. */
+static void test_shapes(void **state)
+{
+	struct rowcache *c;
+	struct rowcache_stats st;
+	const uint8_t *v;
+	size_t vl;
+	uint8_t val[300];
+	char k[80];
+	uint64_t seed = 42;
+	struct {
+		size_t len, off;
+		bool present;
+	} ref[200];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof val; i++) {
+		val[i] = (uint8_t)(i * 7 + 1);
+	}
+	assert_int_equal(rowcache_create(1 << 20, &c), 0);
+	for (int round = 0; round < 40; round++) {
+		for (int i = 0; i < 200; i++) {
+			size_t len = (size_t)(rnd(&seed) % 256);
+			size_t off = (size_t)(rnd(&seed) % 40);
+			bool present = rnd(&seed) % 8 != 0;
+			/* key lengths 4..63 (fixed per key), values
+			 * 0..255 bytes: both sides of the in-slot limit */
+			int kl = snprintf(k, sizeof k, "s%03d", i);
+			if (i % 2 == 1) {
+				memset(k + kl, 'x', (size_t)(i % 60));
+				kl += i % 60;
+			}
+			rowcache_put(c, u8(k), (size_t)kl, val + off, len,
+			             present);
+			ref[i].len = len;
+			ref[i].off = off;
+			ref[i].present = present;
+			assert_int_equal(
+			    rowcache_get(c, u8(k), (size_t)kl, &v, &vl),
+			    present ? 1 : 0);
+			if (present) {
+				assert_int_equal(vl, len);
+				assert_memory_equal(v, val + off, len);
+			} else {
+				assert_int_equal(vl, 0);
+			}
+		}
+		check_reachable_any(c);
+		/* every key still holds its latest bytes */
+		for (int i = 0; i < 200; i++) {
+			int kl = snprintf(k, sizeof k, "s%03d", i);
+			if (i % 2 == 1) {
+				memset(k + kl, 'x', (size_t)(i % 60));
+				kl += i % 60;
+			}
+			assert_int_equal(
+			    rowcache_get(c, u8(k), (size_t)kl, &v, &vl),
+			    ref[i].present ? 1 : 0);
+			if (ref[i].present) {
+				assert_int_equal(vl, ref[i].len);
+				assert_memory_equal(v, val + ref[i].off, vl);
+			}
+		}
+	}
+	rowcache_stats(c, &st);
+	assert_int_equal(st.rows, 200);
+	assert_int_equal(st.evictions, 0);
+	rowcache_clear(c);
+	rowcache_stats(c, &st);
+	assert_int_equal(st.rows, 0);
+	assert_int_equal(st.bytes, 0);
+	rowcache_destroy(c);
+}
+
 /* A KV row key of group 3. */
 static void kv_row(struct sbuf *k, const char *name)
 {
@@ -295,9 +397,22 @@ static void counter_row(struct sbuf *k, const char *name)
 
 static void expect(struct tx *tx, const struct sbuf *k, const char *want)
 {
-	struct val v;
-	int rv = tx_get(tx, k, &v);
+	struct val v, hold;
+	struct store_slice view;
+	int rv;
 
+	/* The borrowing read first (it may be the one to miss and fill),
+	 * then the copying one: both see the same row. */
+	rv = tx_get_view(tx, k, &view, &hold);
+	if (want == NULL) {
+		assert_int_equal(rv, 0);
+	} else {
+		assert_int_equal(rv, 1);
+		assert_int_equal(view.len, strlen(want));
+		assert_memory_equal(view.p, want, view.len);
+	}
+	val_free(&hold);
+	rv = tx_get(tx, k, &v);
 	if (want == NULL) {
 		assert_int_equal(rv, 0);
 	} else {
@@ -398,7 +513,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_basic),  cmocka_unit_test(test_clock),
 	    cmocka_unit_test(test_random), cmocka_unit_test(test_many),
-	    cmocka_unit_test(test_tx),
+	    cmocka_unit_test(test_tx),     cmocka_unit_test(test_shapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,3 +15,8 @@ bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c
 # Libraries of later layers are appended by their fragments via NODE_LIBS.
 lodestone_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)
+
+# node/db.c alone (its own sources: libnode.a carries the whole daemon).
+UNIT_TESTS += tests/unit/test_db
+tests_unit_test_db_SOURCES = tests/unit/test_db.c node/db.c node/db.h
+tests_unit_test_db_LDADD = $(DEP_LIBS) $(CMOCKA_LIBS)

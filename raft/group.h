@@ -41,8 +41,12 @@ struct group_params {
 	unsigned snapshot_trailing;    /* [128] entries kept after one */
 	size_t max_entry_bytes;        /* [1 MiB] one entry, so one command */
 	size_t max_pending_bytes;      /* [64 MiB] queued + unapplied */
-	uint64_t snapshot_bytes;       /* [64 MiB] applied bytes forcing a
+	uint64_t snapshot_bytes;       /* [32 MiB] applied bytes forcing a
 	                                  snapshot */
+	uint64_t snapshot_trailing_bytes; /* [4 MiB] about this many bytes of
+	                                     entries kept after a snapshot:
+	                                     snapshot_trailing is lowered
+	                                     (down to 16) for large entries */
 };
 
 /* The end of a state transfer: status 0 with `dir` holding the group's

@@ -1,7 +1,8 @@
 /* raft/group.c on a real libuv loop with raft/io.c on a temporary RocksDB,
  * single node: bootstrap, self-election, many proposals across groups
  * applied exactly once with their results, group commit, linearizable
- * reads, restart without re-applying, snapshots and log compaction, stop
+ * reads, restart without re-applying, snapshots and log compaction (by
+ * entries, by bytes, trailing entries bounded by bytes), stop
  * and failure paths. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -469,6 +470,50 @@ static void test_snapshot_bytes(void **state)
 	assert_true(st.stats.snapshots >= 3);
 }
 
+/* With large entries the trailing count shrinks to keep about
+ * snapshot_trailing_bytes after a snapshot (down to 16 entries), so that
+ * compacted entries die in the raft_log memtable; never above the
+ * configured count. */
+static void test_snapshot_trailing_bytes(void **state)
+{
+	struct node *n = *state;
+	struct group_member me = {NODE, ADDR};
+	struct group_params p[2] = {{0}, {0}};
+	struct group_status st;
+	struct load l = {0};
+	uint64_t since, keys;
+	unsigned g;
+
+	for (g = 0; g < 2; g++) {
+		p[g].snapshot_threshold = 64;
+		p[g].snapshot_trailing = 48;
+	}
+	p[0].snapshot_trailing_bytes = 1; /* any entry is "large" */
+	p[1].snapshot_trailing_bytes = 1 << 20;
+	for (g = 0; g < 2; g++) {
+		assert_int_equal(group_create(n->m, g, &n->fsm->fsm, &p[g]), 0);
+		assert_int_equal(group_bootstrap(n->m, g, &me, 1), 0);
+		assert_int_equal(group_start(n->m, g), 0);
+	}
+	run_until_ready(n, 2);
+	l.groups = 2;
+	l.window = 1;
+	l.total = 800;
+	run_load(n, &l);
+	assert_int_equal(l.bad, 0);
+	for (g = 0; g < 2; g++) {
+		assert_int_equal(group_status(n->m, g, &st), 0);
+		assert_true(st.stats.snapshots >= 3);
+		since = st.last_index - st.snapshot_index;
+		keys = count_log_keys(n, g);
+		if (g == 0) {
+			assert_true(keys <= since + 16 + 1);
+		} else {
+			assert_true(keys + 1 >= since + 48);
+		}
+	}
+}
+
 struct once {
 	int calls;
 	int status;
@@ -590,6 +635,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_many_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshot_bytes, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_snapshot_trailing_bytes, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_errors_and_stop, setup,
 	                                    teardown),

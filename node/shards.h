@@ -135,7 +135,7 @@ int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
 struct store *shards_store(struct shards *s);
 
 /* The leader's wall clock in ms, for TTL visibility on reads. */
-uint64_t shards_now_ms(const struct shards *s);
+uint64_t shards_now_ms(struct shards *s);
 
 unsigned shards_data_groups(const struct shards *s);
 uint32_t shards_group_of_slot(const struct shards *s, unsigned slot);

@@ -86,9 +86,6 @@ struct rio_fifo {
 struct rio_batch {
 	rocksdb_writebatch_t *wb;
 	struct rio_fifo done; /* completions, in order */
-	struct rio **syncs;   /* instances to sync before the write */
-	unsigned n_syncs;
-	unsigned cap_syncs;
 	uint64_t gen;
 	uint64_t n_groups;
 	uint64_t n_entries;
@@ -425,7 +422,6 @@ static void batch_free(struct rio_batch *b)
 		return;
 	}
 	rocksdb_writebatch_destroy(b->wb);
-	free(b->syncs);
 	free(b);
 }
 
@@ -450,7 +446,6 @@ static void batch_recycle(struct rio_store *s, struct rio_batch *b)
 	}
 	rocksdb_writebatch_clear(b->wb);
 	b->done.head = b->done.tail = NULL;
-	b->n_syncs = 0;
 	b->gen = b->n_groups = b->n_entries = b->n_bytes = 0;
 	b->n_appends = b->n_puts = 0;
 	b->force = false;
@@ -496,20 +491,7 @@ static void batch_write(struct rio_store *s, struct rio_batch *b)
 {
 	char *err = NULL;
 	uint64_t t0, t1;
-	unsigned i;
 
-	for (i = 0; i < b->n_syncs; i++) {
-		struct rio *r = b->syncs[i];
-		if (r->hooks.sync != NULL &&
-		    r->hooks.sync(r->hooks.data) != 0) {
-			b->status = RAFT_IOERR;
-			snprintf(b->errmsg, sizeof b->errmsg,
-			         "group %u: state sync before log compaction "
-			         "failed",
-			         r->group);
-			return;
-		}
-	}
 	/* Write, then sync the WAL: a write with sync=true would hold
 	 * RocksDB's write queue during the fsync and stall every other
 	 * writer of the database (the reactor's unsynced apply writes);
@@ -567,7 +549,7 @@ static void submit(struct rio_store *s)
 		return;
 	}
 	if (rocksdb_writebatch_count(b->wb) == 0 && !b->force &&
-	    b->done.head == NULL && b->n_syncs == 0) {
+	    b->done.head == NULL) {
 		s->pending = NULL; /* nothing to write */
 		batch_recycle(s, b);
 		return;
@@ -1549,6 +1531,94 @@ void rio_install_done(struct rio_install *x, int status)
 	maybe_closed(r);
 }
 
+/* A snapshot that compacts log entries: the state those entries produced
+ * must be durable before they go. The sync (a flush of the state, tens of
+ * milliseconds under load) runs on the thread pool, so the log writer and
+ * every other group's appends go on meanwhile; then the put joins a batch
+ * as any other write. */
+struct rio_sync {
+	uv_work_t work; /* work.data = this */
+	struct rio *io;
+	unsigned trailing;
+	struct raft_io_snapshot_put *req;
+	const struct raft_snapshot *snap; /* libraft's, valid until cb */
+	raft_io_snapshot_put_cb cb;
+	int status;
+};
+
+static void sync_work(uv_work_t *w)
+{
+	struct rio_sync *x = w->data;
+	x->status = x->io->hooks.sync(x->io->hooks.data);
+}
+
+static void sync_done(uv_work_t *w, int status)
+{
+	struct rio_sync *x = w->data;
+	struct rio *r = x->io;
+	struct rio_store *s = r->s;
+	int rv = 0;
+
+	r->outstanding--;
+	if (status != 0) {
+		rv = RAFT_CANCELED;
+	} else if (x->status != 0) {
+		/* The state cannot be made durable: storage is failing, as
+		 * for a failed log write. */
+		rv = RAFT_IOERR;
+		if (!s->errored) {
+			s->errored = true;
+			snprintf(s->errmsg, sizeof s->errmsg,
+			         "group %u: state sync before log compaction "
+			         "failed",
+			         r->group);
+		}
+	} else if (r->closing) {
+		rv = RAFT_CANCELED;
+	} else if (s->errored) {
+		rv = RAFT_IOERR;
+	}
+	if (rv == 0) {
+		rv = put_snapshot(r, x->trailing, x->req, x->snap, x->cb);
+	}
+	if (rv != 0) {
+		if (rv == RAFT_IOERR) {
+			memcpy(r->io->errmsg, s->errmsg, sizeof r->io->errmsg);
+		}
+		if (fail_put(r, x->req, x->cb, rv, NULL) != 0) {
+			abort(); /* libraft must hear of its snapshot */
+		}
+	}
+	free(x);
+	notify(r);
+	maybe_closed(r);
+	rio_store_flush(s);
+}
+
+static int sync_then_put(struct rio *r, unsigned trailing,
+                         struct raft_io_snapshot_put *req,
+                         const struct raft_snapshot *snap,
+                         raft_io_snapshot_put_cb cb)
+{
+	struct rio_sync *x = calloc(1, sizeof *x);
+
+	if (x == NULL) {
+		return RAFT_NOMEM;
+	}
+	x->work.data = x;
+	x->io = r;
+	x->trailing = trailing;
+	x->req = req;
+	x->snap = snap;
+	x->cb = cb;
+	if (uv_queue_work(r->s->loop, &x->work, sync_work, sync_done) != 0) {
+		free(x);
+		return RAFT_IOERR;
+	}
+	r->outstanding++;
+	return 0;
+}
+
 static int io_snapshot_put(struct raft_io *io, unsigned trailing,
                            struct raft_io_snapshot_put *req,
                            const struct raft_snapshot *snap,
@@ -1563,6 +1633,9 @@ static int io_snapshot_put(struct raft_io *io, unsigned trailing,
 	if (r->s->errored) {
 		memcpy(io->errmsg, r->s->errmsg, sizeof io->errmsg);
 		return RAFT_IOERR;
+	}
+	if (trailing != 0 && snap->index > trailing && r->hooks.sync != NULL) {
+		return sync_then_put(r, trailing, req, snap, cb);
 	}
 	if (trailing != 0 || r->hooks.install == NULL) {
 		return put_snapshot(r, trailing, req, snap, cb);
@@ -1618,23 +1691,6 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 		free(v);
 		free(q);
 		return RAFT_NOMEM;
-	}
-	if (trailing > 0 && snap->index > trailing) {
-		/* Entries this snapshot compacts: their state must be on
-		 * disk before they go. */
-		if (b->n_syncs == b->cap_syncs) {
-			unsigned cap = b->cap_syncs == 0 ? 4 : b->cap_syncs * 2;
-			struct rio **x =
-			    realloc(b->syncs, cap * sizeof *b->syncs);
-			if (x == NULL) {
-				free(v);
-				free(q);
-				return RAFT_NOMEM;
-			}
-			b->syncs = x;
-			b->cap_syncs = cap;
-		}
-		b->syncs[b->n_syncs++] = r;
 	}
 	v[0] = FORMAT;
 	put64(v + 1, snap->index);

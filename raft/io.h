@@ -58,9 +58,11 @@ struct rio_hooks {
 	/* Runs on the loop after the io handed libraft anything (tick,
 	 * message, completion), so the owner can look at the new state. */
 	void (*notify)(void *data);
-	/* Runs on the WRITER THREAD before a batch that drops log entries of
-	 * this group (a snapshot), so the state those entries produced is
-	 * durable first. Non-zero fails the batch. */
+	/* Runs on a THREAD-POOL THREAD before a snapshot that drops log
+	 * entries of this group is written, so the state those entries
+	 * produced is durable first; the log writer and other groups go on
+	 * meanwhile. Non-zero fails the snapshot and stops the store's writes
+	 * (storage failure). */
 	int (*sync)(void *data);
 	/* A snapshot `snap` sent by peer `from` (InstallSnapshot) is being
 	 * installed: the state it stands for lives on other nodes. Runs on the

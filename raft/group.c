@@ -18,10 +18,10 @@
  * commit an entry holds up to max_entry_bytes, so the entry-count
  * threshold and trailing alone let each group keep ~70 MiB of log; bytes
  * bound it here (replica.c snapshots by applied bytes; the trailing count
- * adapts to the recent entry size). Each snapshot flushes the data CF on
- * the raft writer (store_sync, ~14 ms under publish load, stalling every
- * group's log writes), so not too often: 32 MiB costs the same CPU as 16
- * and lets 1.6x more log reach SST files, but halves those stalls. */
+ * adapts to the recent entry size). Each snapshot flushes the data CF
+ * (store_sync, ~14 ms under publish load, on the thread pool), so not too
+ * often: 32 MiB costs the same CPU as 16 and lets 1.6x more log reach SST
+ * files, but halves those flushes (and the small L0 files they make). */
 #define DEFAULT_SNAPSHOT_BYTES (32u << 20)
 #define DEFAULT_TRAILING_BYTES (4u << 20)
 #define MIN_TRAILING 16

@@ -657,6 +657,10 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (strcmp(argv[i], "help") == 0) {
+		usage(stdout); /* before connecting: no server needed */
+		return 0;
+	}
 	cfg.host = host;
 	char err[512];
 	uv_loop_init(&x.loop);

@@ -270,7 +270,8 @@ static int cmd_list(const struct lodectl_global *g, const struct kind *k,
 static int family(const struct lodectl_global *g, const struct kind *k,
                   int argc, char **argv)
 {
-	if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
 		usage(k, argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}

@@ -291,6 +291,13 @@ static void test_lodectl(void **state)
 	assert_int_equal(
 	    lodectl(out, sizeof out, "kv", "get", "lc:l", NULL, NULL), 1);
 	assert_non_null(strstr(out, "WRONGTYPE"));
+	/* `FAMILY help` lists the subcommands, without a server. */
+	assert_int_equal(
+	    lodectl(out, sizeof out, "stream", "help", NULL, NULL, NULL), 0);
+	assert_non_null(strstr(out, "stream create"));
+	assert_int_equal(
+	    lodectl(out, sizeof out, "felix", "help", NULL, NULL, NULL), 0);
+	assert_non_null(strstr(out, "publish"));
 	/* Bad usage exits 2; an unreachable server 3. */
 	assert_int_equal(
 	    lodectl(out, sizeof out, "kv", "nosuch", NULL, NULL, NULL), 2);

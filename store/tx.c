@@ -437,38 +437,44 @@ static int cache_get(struct tx *tx, const struct sbuf *key, struct val *v)
 	return rv;
 }
 
-/* A cacheable row the cache does not know: read from RocksDB into v and
- * record it in the cache. `view` (may be NULL) gets v's bytes. */
-static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v,
-                    struct store_slice *view)
+/* Reads `key` from RocksDB into v, through this entry's batch when
+ * `batch`: 1 found, 0 absent, -1 failure. */
+static int db_get(struct tx *tx, const struct sbuf *key, bool batch,
+                  struct val *v)
 {
 	char *err = NULL;
 	struct store *s = tx->s;
 
-	v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
-	                      key->len, &v->len, &err);
+	if (batch) {
+		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
+		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
+		    &v->len, &err);
+	} else {
+		v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
+		                      key->len, &v->len, &err);
+	}
 	if (err != NULL) {
 		tx_fail(tx, "read failed", err);
 		rocksdb_free(err);
 		return -1;
 	}
-	rowcache_put(s->rows, key->p, key->len, (const uint8_t *)v->p, v->len,
-	             v->p != NULL);
-	if (v->p == NULL) {
-		return 0;
+	return v->p != NULL ? 1 : 0;
+}
+
+/* A cacheable row the cache does not know (and this entry did not write):
+ * read from RocksDB into v and record it in the cache. */
+static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v)
+{
+	int rv = db_get(tx, key, false, v);
+	if (rv >= 0) {
+		rowcache_put(tx->s->rows, key->p, key->len,
+		             (const uint8_t *)v->p, v->len, rv == 1);
 	}
-	if (view != NULL) {
-		view->p = (const uint8_t *)v->p;
-		view->len = v->len;
-	}
-	return 1;
+	return rv;
 }
 
 int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 {
-	char *err = NULL;
-	struct store *s = tx->s;
-
 	v->p = NULL;
 	v->len = 0;
 	if (tx->write && row_split(key->p, key->len)) {
@@ -501,21 +507,9 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		if (rv >= 0) {
 			return rv;
 		}
-		return get_miss(tx, key, v, NULL);
-	} else if (tx->write) {
-		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
-		    &v->len, &err);
-	} else {
-		v->p = rocksdb_get_cf(s->db, s->ro, s->cf, (const char *)key->p,
-		                      key->len, &v->len, &err);
+		return get_miss(tx, key, v);
 	}
-	if (err != NULL) {
-		tx_fail(tx, "read failed", err);
-		rocksdb_free(err);
-		return -1;
-	}
-	return v->p != NULL ? 1 : 0;
+	return db_get(tx, key, tx->write, v);
 }
 
 int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
@@ -541,9 +535,10 @@ int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
 		if (rv == 0) {
 			return 0;
 		}
-		return get_miss(tx, key, hold, out);
+		rv = get_miss(tx, key, hold);
+	} else {
+		rv = tx_get(tx, key, hold);
 	}
-	rv = tx_get(tx, key, hold);
 	if (rv == 1) {
 		out->p = (const uint8_t *)hold->p;
 		out->len = hold->len;

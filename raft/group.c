@@ -25,8 +25,7 @@
 #define DEFAULT_SNAPSHOT_BYTES (32u << 20)
 #define DEFAULT_TRAILING_BYTES (4u << 20)
 #define MIN_TRAILING 16
-#define ADAPT_EVERY 64  /* new entries between two trailing estimates */
-#define ADAPT_SAMPLE 16 /* newest entries averaged */
+#define ADAPT_EVERY 64 /* new entries between two trailing estimates */
 #define MAX_ROUNDS                                                             \
 	8 /* prepare passes before leaving the rest to the next                \
 	     turn (the idle handle keeps the loop from sleeping) */
@@ -387,34 +386,28 @@ static void group_failed(struct group *g)
 }
 
 /* Sets libraft's trailing count so that the entries kept after a snapshot
- * hold about trailing_bytes, from the mean size of the newest entries in
- * libraft's in-memory log; bounded by [MIN_TRAILING, trailing_max]. */
+ * hold about trailing_bytes, from the mean size of the newest entries of
+ * the group's log as our io saw them pass (rio_recent_entry_bytes);
+ * bounded by [MIN_TRAILING, trailing_max]. */
 static void adapt_trailing(struct group *g)
 {
 	struct raft *r = &g->raft;
-	const struct raft_log *l = &r->log;
 	raft_index last = raft_last_index(r);
-	uint64_t bytes = 0, want;
-	size_t n, k, i;
-	unsigned t;
+	uint64_t bytes, want;
+	unsigned n, t;
 
 	if (last < g->adapted_at) {
 		g->adapted_at = last; /* truncated */
 	}
-	if (last - g->adapted_at < ADAPT_EVERY || l->size == 0) {
+	if (last - g->adapted_at < ADAPT_EVERY) {
 		return;
 	}
 	g->adapted_at = last;
-	n = l->back >= l->front ? l->back - l->front
-	                        : l->size - l->front + l->back;
-	k = n < ADAPT_SAMPLE ? n : ADAPT_SAMPLE;
-	for (i = 1; i <= k; i++) {
-		bytes += l->entries[(l->back + l->size - i) % l->size].buf.len;
-	}
-	if (bytes == 0) {
+	rio_recent_entry_bytes(&g->io, &n, &bytes);
+	if (n == 0 || bytes == 0) {
 		return;
 	}
-	want = g->trailing_bytes * k / bytes;
+	want = g->trailing_bytes * n / bytes;
 	t = want > g->trailing_max ? g->trailing_max : (unsigned)want;
 	if (t < MIN_TRAILING) {
 		t = g->trailing_max < MIN_TRAILING ? g->trailing_max
@@ -865,7 +858,7 @@ int group_status(struct group_mgr *m, uint32_t id, struct group_status *st)
 	st->commit_index = r->commit_index;
 	st->applied_index = raft_last_applied(r);
 	st->last_index = raft_last_index(r);
-	st->snapshot_index = r->log.snapshot.last_index;
+	st->snapshot_index = rio_snapshot_index(&g->io);
 	if (st->role == GROUP_ROLE_FOLLOWER ||
 	    st->role == GROUP_ROLE_CANDIDATE) {
 		uint64_t now = uv_now(m->loop);

@@ -74,8 +74,9 @@ struct rio_req {
 	 * buffers, which libraft before 0.17.1 leaks when it discards the
 	 * install (see put_done). */
 	struct raft_buffer *install_bufs;
-	struct raft_message msg; /* REQ_SEND while held */
-	char *address;           /* REQ_SEND while held: own copy */
+	raft_index snapshot_index; /* REQ_SNAPSHOT_PUT: the snapshot's */
+	struct raft_message msg;   /* REQ_SEND while held */
+	char *address;             /* REQ_SEND while held: own copy */
 };
 
 struct rio_fifo {
@@ -107,6 +108,16 @@ struct rio_install {
 	raft_io_snapshot_put_cb cb;
 };
 
+/* Payload sizes of the newest entries of one group's log, for
+ * rio_recent_entry_bytes: the log has no gaps, so entry `i` (one of
+ * last - n + 1 .. last) lives in slot i % RIO_RECENT_ENTRIES. */
+struct rio_recent {
+	uint64_t len[RIO_RECENT_ENTRIES];
+	raft_index last; /* index of the newest entry held (if n > 0) */
+	unsigned n;
+	uint64_t sum; /* of the n entries held */
+};
+
 /* One group's instance. */
 struct rio {
 	struct raft_io *io;
@@ -128,6 +139,8 @@ struct rio {
 	struct rio_fifo held;  /* sends waiting for meta_gen to be on disk */
 	uint64_t install_from; /* sender of the last InstallSnapshot */
 	struct rio_install *install; /* waiting for the state transfer */
+	struct rio_recent recent;
+	raft_index snapshot_index; /* latest snapshot stored (0 = none) */
 	bool in_held_list;
 	struct rio *held_next;
 	struct rio *prev;
@@ -251,6 +264,47 @@ static struct rio_req *fifo_pop(struct rio_fifo *f)
 		}
 	}
 	return r;
+}
+
+/* ---- recent entry sizes ---- */
+
+/* Entry `index` of `len` payload bytes joins the log after the newest. */
+static void recent_push(struct rio_recent *w, raft_index index, uint64_t len)
+{
+	unsigned slot = (unsigned)(index % RIO_RECENT_ENTRIES);
+
+	if (w->n > 0 && index != w->last + 1) {
+		/* The callers keep the log contiguous; start over if not. */
+		w->n = 0;
+		w->sum = 0;
+	}
+	if (w->n == RIO_RECENT_ENTRIES) {
+		w->sum -= w->len[slot]; /* the oldest: index - n */
+	} else {
+		w->n++;
+	}
+	w->len[slot] = len;
+	w->sum += len;
+	w->last = index;
+}
+
+/* Entries from `index` on leave the log (truncation). */
+static void recent_drop_from(struct rio_recent *w, raft_index index)
+{
+	while (w->n > 0 && w->last >= index) {
+		w->sum -= w->len[w->last % RIO_RECENT_ENTRIES];
+		w->n--;
+		w->last--;
+	}
+}
+
+/* Entries before `index` leave the log (compaction). */
+static void recent_drop_before(struct rio_recent *w, raft_index index)
+{
+	while (w->n > 0 && w->last - (w->n - 1) < index) {
+		w->sum -= w->len[(w->last - (w->n - 1)) % RIO_RECENT_ENTRIES];
+		w->n--;
+	}
 }
 
 /* ---- group map ---- */
@@ -614,6 +668,9 @@ static void put_done(struct rio_req *q, int status)
 	if (q->install_bufs != NULL && r->s->install_leak &&
 	    (status != 0 || r->closing)) {
 		orphan = q->install_bufs;
+	}
+	if (status == 0) {
+		r->snapshot_index = q->snapshot_index; /* stored */
 	}
 	q->req.put->cb(q->req.put, status);
 	raft_free(orphan);
@@ -1086,7 +1143,7 @@ static int io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
 	struct raft_snapshot *snap = NULL;
 	struct raft_entry *es = NULL;
 	raft_index first = 0;
-	size_t n = 0;
+	size_t n = 0, i;
 	int rv;
 
 	rv = read_meta(r, term, voted_for);
@@ -1130,6 +1187,12 @@ static int io_load(struct raft_io *io, raft_term *term, raft_id *voted_for,
 	r->term = *term;
 	r->vote = *voted_for;
 	r->next_index = *start_index + n;
+	r->snapshot_index = snap != NULL ? snap->index : 0;
+	memset(&r->recent, 0, sizeof r->recent);
+	for (i = n > RIO_RECENT_ENTRIES ? n - RIO_RECENT_ENTRIES : 0; i < n;
+	     i++) {
+		recent_push(&r->recent, *start_index + i, es[i].buf.len);
+	}
 	*snapshot = snap;
 	*entries = es;
 	*n_entries = n;
@@ -1431,6 +1494,7 @@ static int io_append(struct raft_io *io, struct raft_io_append *req,
 		rocksdb_writebatch_putv_cf(b->wb, s->cf_log, 1, &kp, &klen, 2,
 		                           parts, sizes);
 		b->n_bytes += entries[i].buf.len;
+		recent_push(&r->recent, r->next_index + i, entries[i].buf.len);
 	}
 	r->next_index += n;
 	b->n_entries += n;
@@ -1476,6 +1540,7 @@ static int io_truncate(struct raft_io *io, raft_index index)
 	/* In batch order: after earlier appends, before later ones. */
 	delete_log_range(r, b->wb, index, UINT64_MAX);
 	batch_touch(b, r);
+	recent_drop_from(&r->recent, index);
 	r->next_index = index;
 	return 0;
 }
@@ -1719,8 +1784,10 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 		/* Installing: the snapshot replaces the whole log. */
 		delete_log_range(r, b->wb, 0, UINT64_MAX);
 		r->next_index = snap->index + 1;
+		memset(&r->recent, 0, sizeof r->recent);
 	} else if (snap->index > trailing) {
 		delete_log_range(r, b->wb, 0, snap->index - trailing + 1);
+		recent_drop_before(&r->recent, snap->index - trailing + 1);
 	}
 	batch_touch(b, r);
 	b->n_puts++;
@@ -1728,6 +1795,7 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 	q->type = REQ_SNAPSHOT_PUT;
 	q->io = r;
 	q->req.put = req;
+	q->snapshot_index = snap->index;
 	if (trailing == 0) {
 		q->install_bufs = snap->bufs;
 	}
@@ -1957,6 +2025,26 @@ void rio_release(struct raft_io *io)
 	free(r);
 	io->impl = NULL;
 	maybe_finish_close(s);
+}
+
+void rio_recent_entry_bytes(const struct raft_io *io, unsigned *n,
+                            uint64_t *bytes)
+{
+	const struct rio *r = io->impl;
+
+	*n = r != NULL ? r->recent.n : 0;
+	*bytes = r != NULL ? r->recent.sum : 0;
+}
+
+raft_index rio_snapshot_index(const struct raft_io *io)
+{
+	const struct rio *r = io->impl;
+
+	/* Another raft_io (libraft's test fixture) has another impl. */
+	if (io->append != io_append) {
+		return 0;
+	}
+	return r != NULL ? r->snapshot_index : 0;
 }
 
 void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data)

@@ -148,4 +148,26 @@ void rio_install_done(struct rio_install *req, int status);
  * (raft_close) or if raft_init was never called. */
 void rio_release(struct raft_io *io);
 
+/* The most entries rio_recent_entry_bytes() covers. */
+#define RIO_RECENT_ENTRIES 16
+
+/* Sets `*n` to the count (at most RIO_RECENT_ENTRIES) and `*bytes` to the
+ * summed payload sizes of the newest entries of the group's log as this
+ * io knows it: loaded, or appended by either role (counted at append, not
+ * at completion), and not since dropped by a truncation, a compacting
+ * snapshot or an installed one. A truncation reaching below the window
+ * leaves fewer entries than the log holds until appends refill it. Lets
+ * the owner size things by recent entry size without reading libraft's
+ * private in-memory log. Both 0 when no entry qualifies or before
+ * rio_init / after rio_release. Loop thread only. */
+void rio_recent_entry_bytes(const struct raft_io *io, unsigned *n,
+                            uint64_t *bytes);
+
+/* The index of the group's latest snapshot: the one loaded, or the last
+ * one whose put completed successfully (taken or installed); 0 = none. The
+ * value libraft keeps privately as its log's snapshot index. Loop thread
+ * only; 0 before rio_init / after rio_release, and for a raft_io that is
+ * not this module's. */
+raft_index rio_snapshot_index(const struct raft_io *io);
+
 #endif

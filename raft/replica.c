@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "raft/entry.h"
+#include "raft/io.h"
 
 #define DEFAULT_MAX_ENTRY (1u << 20)
 #define DEFAULT_MAX_PENDING (64u << 20)
@@ -372,7 +373,7 @@ static void maybe_lower_threshold(struct replica *rp, uint64_t index)
 		return;
 	}
 	/* libraft snapshots by entry count only: make the count due now. */
-	since = index - r->log.snapshot.last_index;
+	since = index - rio_snapshot_index(r->io);
 	rp->saved_threshold = r->snapshot.threshold;
 	raft_set_snapshot_threshold(r, since == 0           ? 1
 	                               : since > UINT32_MAX ? UINT32_MAX

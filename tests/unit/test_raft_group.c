@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "raft/entry.h"
 #include "raft/group.h"
 #include "tests/unit/testdb.h"
 #include "tests/unit/testfsm.h"
@@ -473,43 +474,50 @@ static void test_snapshot_bytes(void **state)
 /* With large entries the trailing count shrinks to keep about
  * snapshot_trailing_bytes after a snapshot (down to 16 entries), so that
  * compacted entries die in the raft_log memtable; never above the
- * configured count. */
+ * configured count. Group 2's target holds exactly 32 of the load's
+ * entries (all of one size), so its count lands on 32. */
 static void test_snapshot_trailing_bytes(void **state)
 {
 	struct node *n = *state;
 	struct group_member me = {NODE, ADDR};
-	struct group_params p[2] = {{0}, {0}};
+	struct group_params p[3] = {{0}, {0}, {0}};
 	struct group_status st;
 	struct load l = {0};
-	uint64_t since, keys;
+	uint8_t cmd[32];
+	uint64_t since, keys, entry_bytes;
 	unsigned g;
 
-	for (g = 0; g < 2; g++) {
+	entry_bytes = ENTRY_HEADER_SIZE + 4 + testfsm_cmd_add(cmd, "c", 1);
+	for (g = 0; g < 3; g++) {
 		p[g].snapshot_threshold = 64;
 		p[g].snapshot_trailing = 48;
 	}
 	p[0].snapshot_trailing_bytes = 1; /* any entry is "large" */
 	p[1].snapshot_trailing_bytes = 1 << 20;
-	for (g = 0; g < 2; g++) {
+	p[2].snapshot_trailing_bytes = 32 * entry_bytes;
+	for (g = 0; g < 3; g++) {
 		assert_int_equal(group_create(n->m, g, &n->fsm->fsm, &p[g]), 0);
 		assert_int_equal(group_bootstrap(n->m, g, &me, 1), 0);
 		assert_int_equal(group_start(n->m, g), 0);
 	}
-	run_until_ready(n, 2);
-	l.groups = 2;
-	l.window = 1;
-	l.total = 800;
+	run_until_ready(n, 3);
+	l.groups = 3;
+	l.window = 1; /* one command per entry */
+	l.total = 1200;
 	run_load(n, &l);
 	assert_int_equal(l.bad, 0);
-	for (g = 0; g < 2; g++) {
+	for (g = 0; g < 3; g++) {
 		assert_int_equal(group_status(n->m, g, &st), 0);
 		assert_true(st.stats.snapshots >= 3);
 		since = st.last_index - st.snapshot_index;
 		keys = count_log_keys(n, g);
 		if (g == 0) {
 			assert_true(keys <= since + 16 + 1);
-		} else {
+		} else if (g == 1) {
 			assert_true(keys + 1 >= since + 48);
+		} else {
+			assert_true(keys + 1 >= since + 32);
+			assert_true(keys <= since + 32 + 1);
 		}
 	}
 }

@@ -1,5 +1,6 @@
 /* raft/io.c against the raft_io contract, driven directly (no libraft):
  * callback order and timing, restart, truncate, snapshots, term/vote,
+ * the sizes of the newest entries and the snapshot index,
  * group commit across groups, held sends, and a real crash (SIGKILL of a
  * child process) between append and callback. */
 #include <setjmp.h>
@@ -626,6 +627,119 @@ static void test_snapshot(void **state)
 	loaded_free(&l);
 }
 
+static void check_recent(struct fx *f, unsigned i, unsigned n, uint64_t bytes)
+{
+	unsigned got_n = 99;
+	uint64_t got_bytes = 99;
+	rio_recent_entry_bytes(&f->io[i], &got_n, &got_bytes);
+	assert_int_equal(got_n, n);
+	assert_int_equal(got_bytes, bytes);
+}
+
+/* Appends entries first..last, one per request, entry i of i * mul bytes. */
+static void append_each(struct fx *f, unsigned i, struct append_req *a,
+                        int *order, int *done, raft_term term, uint64_t first,
+                        uint64_t last, size_t mul)
+{
+	uint64_t k;
+	for (k = first; k <= last; k++) {
+		struct append_req *x = &a[k - first];
+		x->order = order;
+		x->counter = done;
+		x->id = (int)(k - first);
+		submit_append(f, i, x, term, k, 1, (size_t)k * mul);
+	}
+}
+
+/* The sizes of the newest entries (rio_recent_entry_bytes) follow the log
+ * through appends, truncations, compaction, installs and restarts; the
+ * snapshot index follows the stored snapshots. */
+static void test_recent_entry_bytes(void **state)
+{
+	struct fx *f = *state;
+	struct append_req a[24];
+	struct put_req p = {0};
+	struct raft_snapshot snap;
+	struct loaded l = {0};
+	int order[64], done = 0, pdone = 0;
+
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	check_recent(f, 0, 0, 0);
+	assert_int_equal(rio_snapshot_index(&f->io[0]), 0);
+
+	/* 1..24 of 10 * i bytes: the newest 16 (9..24) count as soon as
+	 * they are appended. */
+	append_each(f, 0, a, order, &done, 1, 1, 24, 10);
+	check_recent(f, 0, 16, 10 * (9 + 24) * 16 / 2);
+	run_until(f, &done, 24);
+	check_recent(f, 0, 16, 10 * (9 + 24) * 16 / 2);
+
+	/* A follower truncation drops what it cut: 9..19 remain. */
+	assert_int_equal(f->io[0].truncate(&f->io[0], 20), 0);
+	check_recent(f, 0, 11, 10 * (9 + 19) * 11 / 2);
+	done = 0;
+	submit_append(f, 0, &a[0], 2, 20, 2, 7);
+	check_recent(f, 0, 13, 10 * (9 + 19) * 11 / 2 + 2 * 7);
+	/* Below every entry it knew: empty, then only what follows. */
+	assert_int_equal(f->io[0].truncate(&f->io[0], 5), 0);
+	check_recent(f, 0, 0, 0);
+	submit_append(f, 0, &a[1], 3, 5, 1, 3);
+	check_recent(f, 0, 1, 3);
+	run_until(f, &done, 2);
+	assert_int_equal(a[0].status, 0);
+	assert_int_equal(a[1].status, 0);
+
+	/* A restart takes the sizes from the loaded log: 1..4 and 5. */
+	restart(f);
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	assert_int_equal(l.n, 5);
+	loaded_free(&l);
+	check_recent(f, 0, 5, 10 + 20 + 30 + 40 + 3);
+
+	/* 6..25 of i bytes: the newest 16 are 10..25. */
+	done = 0;
+	append_each(f, 0, a, order, &done, 3, 6, 25, 1);
+	check_recent(f, 0, 16, (10 + 25) * 16 / 2);
+
+	/* Compaction at 24 keeping 3 trailing drops all before 22. */
+	make_snapshot(&snap, 24, 1, "manifest-24");
+	p.done = &pdone;
+	p.req.data = &p;
+	assert_int_equal(
+	    f->io[0].snapshot_put(&f->io[0], 3, &p.req, &snap, put_cb), 0);
+	assert_int_equal(rio_snapshot_index(&f->io[0]), 0); /* not yet */
+	run_until(f, &pdone, 1);
+	assert_int_equal(p.status, 0);
+	snapshot_free(&snap);
+	assert_int_equal(rio_snapshot_index(&f->io[0]), 24);
+	check_recent(f, 0, 4, 22 + 23 + 24 + 25);
+	run_until(f, &done, 20);
+
+	/* An installed snapshot replaces the log. */
+	make_snapshot(&snap, 40, 1, "manifest-40");
+	pdone = 0;
+	assert_int_equal(
+	    f->io[0].snapshot_put(&f->io[0], 0, &p.req, &snap, put_cb), 0);
+	check_recent(f, 0, 0, 0);
+	done = 0;
+	submit_append(f, 0, &a[0], 4, 41, 1, 9);
+	check_recent(f, 0, 1, 9);
+	run_until(f, &done, 1);
+	run_until(f, &pdone, 1);
+	assert_int_equal(p.status, 0);
+	snapshot_free(&snap);
+	assert_int_equal(rio_snapshot_index(&f->io[0]), 40);
+
+	restart(f);
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	loaded_free(&l);
+	assert_int_equal(rio_snapshot_index(&f->io[0]), 40);
+	check_recent(f, 0, 1, 9);
+}
+
 /* A snapshot's state sync runs off the log writer: while one group's sync
  * is held, another group's appends still complete; the snapshot itself
  * waits for its sync. */
@@ -1110,6 +1224,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_recent_entry_bytes, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_sync_off_writer, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_install_discarded, setup,

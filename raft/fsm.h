@@ -12,7 +12,9 @@
  * Apply contract (every replica, in log order, on the reactor thread):
  *  - `apply` turns the entry into ONE RocksDB WriteBatch that also records
  *    the group's applied index, and writes it (unsynced: the Raft log is the
- *    durable record until raft/ asks for `sync` before dropping log).
+ *    durable record until raft/ asks for `sync` before dropping log). The
+ *    write may complete later on another thread (store/dwrite.h) as long as
+ *    every read, `sync` and `export_state` sees it.
  *  - It never fails because of the commands: an invalid command yields an
  *    error *result*. A non-zero return means the node cannot continue
  *    (e.g. disk error) and raft/ stops the group.

@@ -9,6 +9,7 @@
 
 #include "store/buf.h"
 #include "store/command.h"
+#include "store/dwrite.h"
 #include "store/keys.h"
 #include "store/result.h"
 #include "store/rowcache.h"
@@ -27,8 +28,23 @@ struct store {
 	char sync_err[256];
 	struct store_observer observer; /* all NULL when none */
 	/* Rows read by point lookups only, cached in front of RocksDB
-	 * (reactor only; tx.c keeps it equal to what RocksDB holds). */
+	 * (reactor only; tx.c keeps it equal to what RocksDB holds once the
+	 * data writer has written what was submitted). */
 	struct rowcache *rows;
+	/* Writes each entry's batch off the reactor (dwrite.h): whatever
+	 * reads RocksDB directly drains it first (store_drain). */
+	struct dwrite *dw;
+	/* Applied index per group id, as the last submitted batch set it
+	 * (reactor only): apply checks it on every entry, and RocksDB may
+	 * not have the batch yet. `known` false = read it from RocksDB. */
+	struct applied_slot {
+		uint64_t index;
+		bool known;
+	} * applied;
+	size_t napplied;
+	/* Reused by commit: hashes of an entry's cacheable rows. */
+	uint64_t *hashes;
+	size_t hcap;
 };
 
 /* A record kept in the transaction until commit (hot meta records that
@@ -106,6 +122,9 @@ size_t tx_pend_mark(struct tx *tx);
 bool tx_has_split(const struct tx *tx);
 size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b);
 void tx_pend_rollback(struct tx *tx, size_t mark);
+/* The rowcache_hash of every row in tx->pend, into *buf (grown as
+ * needed, owned by the caller); returns how many. */
+size_t tx_pend_hashes(struct tx *tx, uint64_t **buf, size_t *cap);
 void tx_pend_publish(struct tx *tx);
 
 /* Write-back access for records read and written by point lookups only

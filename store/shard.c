@@ -32,6 +32,13 @@ int store_open(rocksdb_t *db, rocksdb_column_family_handle_t *cf,
 	rocksdb_writeoptions_set_sync(s->wo, 0);
 	rocksdb_writeoptions_disable_WAL(s->wo, 1);
 	s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
+	if (dwrite_start(db, s->wo, 0, &s->dw) != 0) {
+		rocksdb_writebatch_wi_destroy(s->wb);
+		rocksdb_writeoptions_destroy(s->wo);
+		rocksdb_readoptions_destroy(s->ro);
+		free(s);
+		return -1;
+	}
 	if (rowcache_create(STORE_ROW_CACHE_DEFAULT, &s->rows) != 0) {
 		s->rows = NULL; /* no cache: every read goes to RocksDB */
 	}
@@ -51,6 +58,11 @@ struct verify {
 	char *msg;
 	size_t len;
 };
+
+int store_drain(struct store *s)
+{
+	return dwrite_drain(s->dw);
+}
 
 static int verify_row(void *arg, const uint8_t *key, size_t klen,
                       const uint8_t *val, size_t vlen, bool present)
@@ -93,6 +105,10 @@ int store_row_cache_verify(struct store *s, char *msg, size_t len)
 	if (s->rows == NULL) {
 		return 0;
 	}
+	if (store_drain(s) != 0) {
+		snprintf(msg, len, "%s", dwrite_error(s->dw));
+		return -1;
+	}
 	return rowcache_walk(s->rows, verify_row, &v) != 0 ? -1 : 0;
 }
 
@@ -109,7 +125,12 @@ void store_close(struct store *s)
 	if (s == NULL) {
 		return;
 	}
+	/* The writer first writes what it holds: the state it leaves is
+	 * what apply made. */
+	dwrite_stop(s->dw);
 	rowcache_destroy(s->rows);
+	free(s->applied);
+	free(s->hashes);
 	rocksdb_writebatch_wi_destroy(s->wb);
 	rocksdb_writeoptions_destroy(s->wo);
 	rocksdb_readoptions_destroy(s->ro);
@@ -136,12 +157,38 @@ static void group_state_key(struct sbuf *k, uint32_t group)
 	key_start(k, group, K_GROUP);
 }
 
+/* The group's slot in the applied table, grown on demand; NULL for group
+ * ids too large to keep in a flat table (those read RocksDB). */
+static struct applied_slot *applied_slot(struct store *s, uint32_t group)
+{
+	if (group >= (1u << 20)) {
+		return NULL;
+	}
+	if (group >= s->napplied) {
+		size_t n = s->napplied ? s->napplied : 64;
+		while (n <= group) {
+			n *= 2;
+		}
+		s->applied = store_xrealloc(s->applied, n * sizeof *s->applied);
+		memset(s->applied + s->napplied, 0,
+		       (n - s->napplied) * sizeof *s->applied);
+		s->napplied = n;
+	}
+	return &s->applied[group];
+}
+
 int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 {
+	struct applied_slot *slot = applied_slot(s, group);
 	struct tx tx;
 	struct sbuf k;
 	struct val v;
 	int rv;
+
+	if (slot != NULL && slot->known) {
+		*index = slot->index;
+		return 0;
+	}
 
 	sbuf_init(&k);
 	group_state_key(&k, group);
@@ -168,6 +215,10 @@ int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 			*index = be_get64((const uint8_t *)v.p);
 			rv = 0;
 		}
+	}
+	if (rv >= 0 && slot != NULL) {
+		slot->index = *index;
+		slot->known = true;
 	}
 	val_free(&v);
 	tx_fini(&tx);
@@ -246,37 +297,29 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	}
 }
 
+/* Hands the entry's batch (the WriteBatchWithIndex's records, then the
+ * KV rows kept out of it, then range deletions) to the data writer. */
 static int commit(struct tx *tx)
 {
 	struct store *s = tx->s;
-	char *err = NULL;
+	size_t size;
+	const char *data = rocksdb_writebatch_wi_data(s->wb, &size);
+	rocksdb_writebatch_t *b = rocksdb_writebatch_create_from(data, size);
+	struct rd r;
+	size_t n;
 
-	if (tx->nranges == 0 && !tx_has_split(tx)) {
-		rocksdb_write_writebatch_wi(s->db, s->wo, s->wb, &err);
-	} else {
-		size_t size;
-		const char *data = rocksdb_writebatch_wi_data(s->wb, &size);
-		rocksdb_writebatch_t *b =
-		    rocksdb_writebatch_create_from(data, size);
-		struct rd r;
-
-		(void)tx_split_append(tx, b);
-		rd_init(&r, tx->ranges.p, tx->ranges.len);
-		for (size_t i = 0; i < tx->nranges; i++) {
-			size_t bl, el;
-			const uint8_t *bp = rd_lbytes(&r, &bl);
-			const uint8_t *ep = rd_lbytes(&r, &el);
-			rocksdb_writebatch_delete_range_cf(
-			    b, s->cf, (const char *)bp, bl, (const char *)ep,
-			    el);
-		}
-		rocksdb_write(s->db, s->wo, b, &err);
-		rocksdb_writebatch_destroy(b);
+	(void)tx_split_append(tx, b);
+	rd_init(&r, tx->ranges.p, tx->ranges.len);
+	for (size_t i = 0; i < tx->nranges; i++) {
+		size_t bl, el;
+		const uint8_t *bp = rd_lbytes(&r, &bl);
+		const uint8_t *ep = rd_lbytes(&r, &el);
+		rocksdb_writebatch_delete_range_cf(b, s->cf, (const char *)bp,
+		                                   bl, (const char *)ep, el);
 	}
-	if (err != NULL) {
-		tx_fail(tx, "write failed", err);
-		rocksdb_free(err);
-		return -1;
+	n = tx_pend_hashes(tx, &s->hashes, &s->hcap);
+	if (dwrite_submit(s->dw, b, s->hashes, n) != 0) {
+		return tx_fail(tx, "write failed", dwrite_error(s->dw));
 	}
 	return 0;
 }
@@ -462,6 +505,13 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	if (commit(&tx) != 0) {
 		goto err;
 	}
+	{
+		struct applied_slot *slot = applied_slot(s, e->group);
+		if (slot != NULL) {
+			slot->index = e->index;
+			slot->known = true;
+		}
+	}
 	tx_pend_publish(&tx);
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_fini(&tx);
@@ -515,8 +565,16 @@ int store_read(struct store *s, uint32_t group, uint64_t now_ms,
 int store_sync(struct store *s)
 {
 	char *err = NULL;
-	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+	rocksdb_flushoptions_t *fo;
 
+	/* The flush must hold every entry applied before the snapshot that
+	 * asked for it, and the data writer may still hold some. */
+	if (store_drain(s) != 0) {
+		snprintf(s->sync_err, sizeof s->sync_err, "%s",
+		         dwrite_error(s->dw));
+		return -1;
+	}
+	fo = rocksdb_flushoptions_create();
 	/* Applies bypass the WAL: the state reaches the disk by a flush. */
 	rocksdb_flushoptions_set_wait(fo, 1);
 	rocksdb_flush_cf(s->db, fo, s->cf, &err);
@@ -554,16 +612,25 @@ int store_export(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index)
 {
 	uint8_t begin[5], end[5];
-	const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(s->db);
-	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-	rocksdb_envoptions_t *env = rocksdb_envoptions_create();
-	rocksdb_options_t *opts = rocksdb_options_create();
+	const rocksdb_snapshot_t *snap;
+	rocksdb_readoptions_t *ro;
+	rocksdb_envoptions_t *env;
+	rocksdb_options_t *opts;
 	rocksdb_sstfilewriter_t *w = NULL;
 	rocksdb_iterator_t *it;
 	char *err = NULL;
 	int files = 0, rv = 0;
 
 	*applied_index = 0;
+	if (store_drain(s) != 0) {
+		snprintf(s->export_err, sizeof s->export_err, "export: %s",
+		         dwrite_error(s->dw));
+		return -1;
+	}
+	snap = rocksdb_create_snapshot(s->db);
+	ro = rocksdb_readoptions_create();
+	env = rocksdb_envoptions_create();
+	opts = rocksdb_options_create();
 	group_bounds(group, begin, end);
 	rocksdb_readoptions_set_snapshot(ro, snap);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
@@ -683,7 +750,17 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	}
 
 	/* The old state goes first, durably: ingested files then take
-	 * newer sequence numbers than the range deletion. */
+	 * newer sequence numbers than the range deletion (and after every
+	 * write the data writer still holds). */
+	if (store_drain(s) != 0) {
+		snprintf(s->err, sizeof s->err, "import: %s",
+		         dwrite_error(s->dw));
+		rv = -1;
+		goto out;
+	}
+	if (group < s->napplied) {
+		s->applied[group].known = false;
+	}
 	group_bounds(group, begin, end);
 	wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(wo, 1);

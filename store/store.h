@@ -84,6 +84,13 @@ int store_apply(struct store *s, const struct fsm_entry *e,
                 struct fsm_result *results);
 int store_applied_index(struct store *s, uint32_t group, uint64_t *index);
 int store_sync(struct store *s);
+
+/* Apply hands each entry's batch to a writer thread (store/dwrite.h);
+ * store/ drains it before reading RocksDB itself. Whoever else reads the
+ * data column family directly (tests, tools) calls this first: it waits
+ * until RocksDB holds every entry applied so far (any thread). 0, or -1
+ * when a write failed (store_last_error says why on the reactor). */
+int store_drain(struct store *s);
 int store_export(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index);
 int store_import(struct store *s, uint32_t group, const char *dir,

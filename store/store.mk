@@ -5,7 +5,7 @@ store_libstore_a_SOURCES = \
 	store/store.h store/internal.h store/buf.c store/buf.h \
 	store/command.c store/command.h store/result.c store/result.h \
 	store/keys.c store/keys.h store/rowcache.c store/rowcache.h \
-	store/tx.c store/shard.c store/meta.c \
+	store/tx.c store/shard.c store/dwrite.c store/dwrite.h store/meta.c \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
@@ -22,6 +22,11 @@ STORE_TEST_UTIL = tests/unit/store_test_util.c tests/unit/store_test_util.h
 UNIT_TESTS += tests/unit/test_store_command
 tests_unit_test_store_command_SOURCES = tests/unit/test_store_command.c
 tests_unit_test_store_command_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_dwrite
+tests_unit_test_store_dwrite_SOURCES = tests/unit/test_store_dwrite.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_dwrite_LDADD = $(STORE_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_store_shard
 tests_unit_test_store_shard_SOURCES = tests/unit/test_store_shard.c \

@@ -202,6 +202,28 @@ size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b)
 	return n;
 }
 
+size_t tx_pend_hashes(struct tx *tx, uint64_t **buf, size_t *cap)
+{
+	size_t n = 0;
+	struct rd r;
+
+	if (tx->npend > *cap) {
+		*cap = tx->npend * 2;
+		*buf = store_xrealloc(*buf, *cap * sizeof **buf);
+	}
+	rd_init(&r, tx->pend.p, tx->pend.len);
+	while (rd_left(&r) > 0 && n < tx->npend) {
+		size_t kl, vl;
+		const uint8_t *kp;
+
+		(void)rd_u8(&r);
+		kp = rd_lbytes(&r, &kl);
+		(void)rd_lbytes(&r, &vl);
+		(*buf)[n++] = rowcache_hash(kp, kl);
+	}
+	return n;
+}
+
 bool tx_has_split(const struct tx *tx)
 {
 	return tx->nsplit > 0;
@@ -438,13 +460,17 @@ static int cache_get(struct tx *tx, const struct sbuf *key, struct val *v)
 }
 
 /* Reads `key` from RocksDB into v, through this entry's batch when
- * `batch`: 1 found, 0 absent, -1 failure. */
-static int db_get(struct tx *tx, const struct sbuf *key, bool batch,
+ * `batch`: 1 found, 0 absent, -1 failure. `drain`: the data writer may
+ * hold a write of the key. */
+static int db_get(struct tx *tx, const struct sbuf *key, bool batch, bool drain,
                   struct val *v)
 {
 	char *err = NULL;
 	struct store *s = tx->s;
 
+	if (drain && store_drain(s) != 0) {
+		return tx_fail(tx, "read failed", dwrite_error(s->dw));
+	}
 	if (batch) {
 		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
 		    s->wb, s->db, s->ro, s->cf, (const char *)key->p, key->len,
@@ -465,7 +491,11 @@ static int db_get(struct tx *tx, const struct sbuf *key, bool batch,
  * read from RocksDB into v and record it in the cache. */
 static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v)
 {
-	int rv = db_get(tx, key, false, v);
+	/* Every queued write of a cacheable row is counted in the writer's
+	 * filter, by this thread (the cache is the reactor's alone). */
+	bool drain =
+	    dwrite_maybe_queued(tx->s->dw, rowcache_hash(key->p, key->len));
+	int rv = db_get(tx, key, false, drain, v);
 	if (rv >= 0) {
 		rowcache_put(tx->s->rows, key->p, key->len,
 		             (const uint8_t *)v->p, v->len, rv == 1);
@@ -509,7 +539,7 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		}
 		return get_miss(tx, key, v);
 	}
-	return db_get(tx, key, tx->write, v);
+	return db_get(tx, key, tx->write, true, v);
 }
 
 int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
@@ -601,8 +631,14 @@ void tx_del_range(struct tx *tx, const struct sbuf *begin,
 void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 {
 	struct store *s = tx->s;
-	rocksdb_iterator_t *base =
-	    rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
+	rocksdb_iterator_t *base;
+
+	/* A failed writer fails the transaction; the iterator still opens
+	 * (and titer_close reports the failure). */
+	if (store_drain(s) != 0) {
+		tx_fail(tx, "read failed", dwrite_error(s->dw));
+	}
+	base = rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
 
 	it->tx = tx;
 	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
@@ -657,6 +693,9 @@ int titer_close(struct titer *it)
 		tx_fail(it->tx, "iterator failed", err);
 		rocksdb_free(err);
 		rv = -1;
+	}
+	if (it->tx->failed) {
+		rv = -1; /* e.g. the data writer failed before the open */
 	}
 	rocksdb_iter_destroy(it->it);
 	sbuf_free(&it->prefix);

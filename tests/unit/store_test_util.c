@@ -136,6 +136,7 @@ uint64_t tdb_hash_group_x(struct tdb *t, uint32_t group, bool skip_state)
 	}
 	begin[4] = 0;
 	end[4] = 0xFF;
+	assert_int_equal(store_drain(t->s), 0);
 	it = rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
 	for (rocksdb_iter_seek(it, (const char *)begin, 5);
 	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {

@@ -116,12 +116,17 @@ static void test_other_format_refused(void **state)
 	res = tdb_apply(&t, 1, 1000, &c, &len);
 	free(res);
 	assert_int_equal(store_applied_index(t.s, 1, &idx), 0);
-	val[7] = 1;  /* index 1 */
-	val[19] = 2; /* format 2 */
+	val[7] = 1;                            /* index 1 */
+	val[19] = 2;                           /* format 2 */
+	assert_int_equal(store_drain(t.s), 0); /* apply's write lands first */
 	rocksdb_put_cf(t.db, wo, t.cf[3], (const char *)key, sizeof key,
 	               (const char *)val, sizeof val, &err);
 	assert_null(err);
 	rocksdb_writeoptions_destroy(wo);
+	/* The store reads the format when it first meets the group (a
+	 * node's start): a new store over the same database. */
+	store_close(t.s);
+	assert_int_equal(store_open(t.db, t.cf[3], &t.s), 0);
 	assert_int_equal(store_applied_index(t.s, 1, &idx), -1);
 	assert_non_null(strstr(store_last_error(t.s), "storage format 2"));
 	tdb_close(&t);

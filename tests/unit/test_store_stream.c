@@ -1232,8 +1232,10 @@ static void runs_poll(struct tdb *t, struct runs_model *m, uint64_t max)
 static size_t runs_keys(struct tdb *t)
 {
 	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-	rocksdb_iterator_t *it =
-	    rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
+	rocksdb_iterator_t *it;
+
+	assert_int_equal(store_drain(t->s), 0);
+	it = rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
 	uint8_t pfx[5] = {0, 0, 0, G, 0x11};
 	size_t n = 0;
 

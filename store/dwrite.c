@@ -1,0 +1,235 @@
+/* The data writer thread; see dwrite.h. */
+#include "store/dwrite.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct item {
+	rocksdb_writebatch_t *b; /* owned */
+	size_t bytes;
+	struct item *next;
+	size_t nslots;
+	uint32_t slots[]; /* filter slots of its rows */
+};
+
+struct dwrite {
+	rocksdb_t *db;                    /* borrowed */
+	const rocksdb_writeoptions_t *wo; /* borrowed */
+	size_t max_bytes;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* the writer waits for items (or stop) */
+	pthread_cond_t done; /* drains and full submits wait for writes */
+	/* Under mu. */
+	struct item *head, *tail;
+	size_t queued_bytes;
+	bool idle; /* the writer waits on `work` */
+	bool stop;
+	struct dwrite_stats stats;
+	/* Batches submitted and written so far; written only moves under mu
+	 * but is read without it by drain's fast path. */
+	_Atomic uint64_t submitted;
+	_Atomic uint64_t written;
+	atomic_bool failed;
+	char err[256]; /* set once, before `failed` */
+	/* Queued rows per hash slot: +1 at submit, -1 once written. */
+	_Atomic uint32_t filter[DWRITE_FILTER_SLOTS];
+};
+
+static void *writer_main(void *arg)
+{
+	struct dwrite *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		struct item *list;
+		size_t bytes = 0;
+		uint64_t n = 0;
+
+		while (w->head == NULL && !w->stop) {
+			w->idle = true;
+			pthread_cond_wait(&w->work, &w->mu);
+		}
+		w->idle = false;
+		if (w->head == NULL) {
+			break; /* stopping and nothing left */
+		}
+		list = w->head;
+		w->head = w->tail = NULL;
+		pthread_mutex_unlock(&w->mu);
+		while (list != NULL) {
+			struct item *it = list;
+			char *err = NULL;
+
+			list = it->next;
+			/* After a failure the rest is dropped: the node stops,
+			 * and the Raft log still holds these entries. */
+			if (!atomic_load(&w->failed)) {
+				rocksdb_write(w->db, w->wo, it->b, &err);
+				if (err != NULL) {
+					snprintf(
+					    w->err, sizeof w->err,
+					    "write of applied state failed: "
+					    "%s",
+					    err);
+					rocksdb_free(err);
+					atomic_store(&w->failed, true);
+				}
+			}
+			rocksdb_writebatch_destroy(it->b);
+			for (size_t i = 0; i < it->nslots; i++) {
+				atomic_fetch_sub_explicit(
+				    &w->filter[it->slots[i]], 1,
+				    memory_order_release);
+			}
+			bytes += it->bytes;
+			n++;
+			free(it);
+		}
+		pthread_mutex_lock(&w->mu);
+		w->queued_bytes -= bytes;
+		w->stats.batches += n;
+		atomic_fetch_add(&w->written, n);
+		pthread_cond_broadcast(&w->done);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int dwrite_start(rocksdb_t *db, const rocksdb_writeoptions_t *wo,
+                 size_t max_bytes, struct dwrite **out)
+{
+	struct dwrite *w = calloc(1, sizeof *w);
+
+	*out = NULL;
+	if (w == NULL) {
+		return -1;
+	}
+	w->db = db;
+	w->wo = wo;
+	w->max_bytes = max_bytes != 0 ? max_bytes : DWRITE_MAX_BYTES;
+	atomic_init(&w->submitted, 0);
+	atomic_init(&w->written, 0);
+	atomic_init(&w->failed, false);
+	for (size_t i = 0; i < DWRITE_FILTER_SLOTS; i++) {
+		atomic_init(&w->filter[i], 0);
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->work, NULL);
+	pthread_cond_init(&w->done, NULL);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		goto err_thread;
+	}
+	*out = w;
+	return 0;
+
+err_thread:
+	pthread_cond_destroy(&w->done);
+	pthread_cond_destroy(&w->work);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+	return -1;
+}
+
+void dwrite_stop(struct dwrite *w)
+{
+	if (w == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	pthread_cond_signal(&w->work);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->done);
+	pthread_cond_destroy(&w->work);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+int dwrite_submit(struct dwrite *w, rocksdb_writebatch_t *b,
+                  const uint64_t *hashes, size_t nhashes)
+{
+	struct item *it;
+	size_t bytes;
+
+	if (atomic_load(&w->failed)) {
+		rocksdb_writebatch_destroy(b);
+		return -1;
+	}
+	(void)rocksdb_writebatch_data(b, &bytes);
+	it = malloc(sizeof *it + nhashes * sizeof it->slots[0]);
+	if (it == NULL) {
+		abort(); /* as store_xmalloc: no partial apply */
+	}
+	it->b = b;
+	it->bytes = bytes;
+	it->next = NULL;
+	it->nslots = nhashes;
+	for (size_t i = 0; i < nhashes; i++) {
+		it->slots[i] =
+		    (uint32_t)(hashes[i] & (DWRITE_FILTER_SLOTS - 1));
+		atomic_fetch_add_explicit(&w->filter[it->slots[i]], 1,
+		                          memory_order_relaxed);
+	}
+	pthread_mutex_lock(&w->mu);
+	if (w->queued_bytes > 0 && w->queued_bytes + bytes > w->max_bytes) {
+		w->stats.waits++;
+		do {
+			pthread_cond_wait(&w->done, &w->mu);
+		} while (w->queued_bytes > 0 &&
+		         w->queued_bytes + bytes > w->max_bytes);
+	}
+	if (w->tail != NULL) {
+		w->tail->next = it;
+	} else {
+		w->head = it;
+	}
+	w->tail = it;
+	w->queued_bytes += bytes;
+	atomic_fetch_add(&w->submitted, 1);
+	if (w->idle) {
+		w->idle = false;
+		pthread_cond_signal(&w->work);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+int dwrite_drain(struct dwrite *w)
+{
+	uint64_t target = atomic_load(&w->submitted);
+
+	if (atomic_load(&w->written) < target) {
+		pthread_mutex_lock(&w->mu);
+		w->stats.drains++;
+		while (atomic_load(&w->written) < target) {
+			pthread_cond_wait(&w->done, &w->mu);
+		}
+		pthread_mutex_unlock(&w->mu);
+	}
+	return atomic_load(&w->failed) ? -1 : 0;
+}
+
+int dwrite_maybe_queued(struct dwrite *w, uint64_t hash)
+{
+	return atomic_load_explicit(
+	           &w->filter[hash & (DWRITE_FILTER_SLOTS - 1)],
+	           memory_order_acquire) != 0;
+}
+
+const char *dwrite_error(struct dwrite *w)
+{
+	return atomic_load(&w->failed) ? w->err : "";
+}
+
+void dwrite_stats(struct dwrite *w, struct dwrite_stats *st)
+{
+	pthread_mutex_lock(&w->mu);
+	*st = w->stats;
+	pthread_mutex_unlock(&w->mu);
+}

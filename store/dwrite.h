@@ -1,0 +1,71 @@
+/* The data writer: one thread that writes apply batches into the data
+ * column family, so that the memtable inserts (the largest cost of a
+ * write-heavy apply: ~40 % of the reactor under SET load) leave the
+ * reactor.
+ *
+ * The reactor builds each entry's WriteBatch, results included, and hands
+ * it over with dwrite_submit(); the entry's rows are then already in the
+ * row cache, and the applied index in store/'s own table. Anything that
+ * reads RocksDB itself (an iterator, a snapshot export, a flush before log
+ * compaction) first calls dwrite_drain(), which returns once every batch
+ * submitted before the call is in RocksDB. A row cache miss drains only
+ * when its key may be in a queued batch: each batch carries the hashes of
+ * the cacheable rows it writes, counted in a small table until written.
+ * Durability is unchanged: these writes bypass the WAL either way (the Raft log
+ * is the durable record until a flush).
+ *
+ * Threads: submit from one thread (the reactor); drain, error and stats
+ * from any thread. */
+#ifndef LS_STORE_DWRITE_H
+#define LS_STORE_DWRITE_H
+
+#include <rocksdb/c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Default bound on the bytes submitted and not yet written: a submit
+ * beyond it waits (backpressure on the reactor, as a synchronous write
+ * stall would). */
+#define DWRITE_MAX_BYTES (64u << 20)
+
+/* Counters of queued row hashes (a false positive costs one drain). */
+#define DWRITE_FILTER_SLOTS (1u << 15)
+
+struct dwrite;
+
+/* Starts the thread. `db` and `wo` are borrowed and must outlive the
+ * writer. Returns 0, or -1 when the thread cannot start. */
+int dwrite_start(rocksdb_t *db, const rocksdb_writeoptions_t *wo,
+                 size_t max_bytes, struct dwrite **out);
+
+/* Writes what was submitted, stops the thread and frees the writer. */
+void dwrite_stop(struct dwrite *w);
+
+/* Queues `b` (ownership passes to the writer, which destroys it once
+ * written), with the hashes (rowcache_hash) of the cacheable rows it
+ * writes (copied). Waits while more than max_bytes are queued. Returns -1
+ * when an earlier write failed (dwrite_error says why): the node cannot
+ * continue. */
+int dwrite_submit(struct dwrite *w, rocksdb_writebatch_t *b,
+                  const uint64_t *hashes, size_t nhashes);
+
+/* Whether a row with this hash may be in a queued batch. Only the
+ * submitting thread may rely on a false answer. */
+int dwrite_maybe_queued(struct dwrite *w, uint64_t hash);
+
+/* Waits until every batch submitted before this call is written. 0, or
+ * -1 when a write failed. Cheap when nothing is queued. */
+int dwrite_drain(struct dwrite *w);
+
+/* Why the writer failed ("" while it has not). */
+const char *dwrite_error(struct dwrite *w);
+
+struct dwrite_stats {
+	uint64_t batches; /* written */
+	uint64_t drains;  /* drain calls that had to wait */
+	uint64_t waits;   /* submits that waited for room */
+};
+
+void dwrite_stats(struct dwrite *w, struct dwrite_stats *st);
+
+#endif

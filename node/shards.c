@@ -16,6 +16,7 @@
 #include "raft/placement.h"
 #include "raft/transport.h"
 #include "raft/xfer.h"
+#include "store/dwrite.h"
 #include "store/store.h"
 #include "wire/felix_hash.h"
 #include "wire/fsnp_slot.h"
@@ -1195,6 +1196,16 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 		        "evictions", (json_int_t)rc.evictions, "rows",
 		        (json_int_t)rc.rows, "bytes", (json_int_t)rc.bytes,
 		        "max_bytes", (json_int_t)rc.max_bytes));
+	}
+	{
+		struct dwrite_stats ws;
+		store_writer_stats(s->store, &ws);
+		json_object_set_new(root, "data_writer",
+		                    json_pack("{s:I, s:I, s:I}", "batches",
+		                              (json_int_t)ws.batches, "drains",
+		                              (json_int_t)ws.drains,
+		                              "full_waits",
+		                              (json_int_t)ws.waits));
 	}
 	*out = json_dumps(root, JSON_COMPACT);
 	json_decref(root);

@@ -9,7 +9,8 @@
 #include <string.h>
 
 struct item {
-	rocksdb_writebatch_t *b; /* owned */
+	rocksdb_writebatch_t *b;     /* owned; or */
+	rocksdb_writebatch_wi_t *wi; /* owned, kept as a spare once written */
 	size_t bytes;
 	struct item *next;
 	size_t nslots;
@@ -27,6 +28,9 @@ struct dwrite {
 	/* Under mu. */
 	struct item *head, *tail;
 	size_t queued_bytes;
+	/* Written and cleared WriteBatchWithIndex objects. */
+	rocksdb_writebatch_wi_t **spares;
+	size_t nspares, capspares;
 	bool idle; /* the writer waits on `work` */
 	bool stop;
 	struct dwrite_stats stats;
@@ -39,6 +43,37 @@ struct dwrite {
 	/* Queued rows per hash slot: +1 at submit, -1 once written. */
 	_Atomic uint32_t filter[DWRITE_FILTER_SLOTS];
 };
+
+/* Writer thread, without mu. */
+static void keep_spare(struct dwrite *w, rocksdb_writebatch_wi_t *wi)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->nspares == w->capspares) {
+		size_t cap = w->capspares ? w->capspares * 2 : 8;
+		void *p = realloc(w->spares, cap * sizeof *w->spares);
+		if (p == NULL) {
+			pthread_mutex_unlock(&w->mu);
+			rocksdb_writebatch_wi_destroy(wi);
+			return;
+		}
+		w->spares = p;
+		w->capspares = cap;
+	}
+	w->spares[w->nspares++] = wi;
+	pthread_mutex_unlock(&w->mu);
+}
+
+rocksdb_writebatch_wi_t *dwrite_take_wi(struct dwrite *w)
+{
+	rocksdb_writebatch_wi_t *wi = NULL;
+
+	pthread_mutex_lock(&w->mu);
+	if (w->nspares > 0) {
+		wi = w->spares[--w->nspares];
+	}
+	pthread_mutex_unlock(&w->mu);
+	return wi;
+}
 
 static void *writer_main(void *arg)
 {
@@ -69,7 +104,13 @@ static void *writer_main(void *arg)
 			/* After a failure the rest is dropped: the node stops,
 			 * and the Raft log still holds these entries. */
 			if (!atomic_load(&w->failed)) {
-				rocksdb_write(w->db, w->wo, it->b, &err);
+				if (it->wi != NULL) {
+					rocksdb_write_writebatch_wi(
+					    w->db, w->wo, it->wi, &err);
+				} else {
+					rocksdb_write(w->db, w->wo, it->b,
+					              &err);
+				}
 				if (err != NULL) {
 					snprintf(
 					    w->err, sizeof w->err,
@@ -80,7 +121,12 @@ static void *writer_main(void *arg)
 					atomic_store(&w->failed, true);
 				}
 			}
-			rocksdb_writebatch_destroy(it->b);
+			if (it->wi != NULL) {
+				rocksdb_writebatch_wi_clear(it->wi);
+				keep_spare(w, it->wi);
+			} else {
+				rocksdb_writebatch_destroy(it->b);
+			}
 			for (size_t i = 0; i < it->nslots; i++) {
 				atomic_fetch_sub_explicit(
 				    &w->filter[it->slots[i]], 1,
@@ -145,28 +191,42 @@ void dwrite_stop(struct dwrite *w)
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thread, NULL);
+	for (size_t i = 0; i < w->nspares; i++) {
+		rocksdb_writebatch_wi_destroy(w->spares[i]);
+	}
+	free(w->spares);
 	pthread_cond_destroy(&w->done);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
 }
 
-int dwrite_submit(struct dwrite *w, rocksdb_writebatch_t *b,
-                  const uint64_t *hashes, size_t nhashes)
+static int submit(struct dwrite *w, rocksdb_writebatch_t *b,
+                  rocksdb_writebatch_wi_t *wi, const uint64_t *hashes,
+                  size_t nhashes)
 {
 	struct item *it;
 	size_t bytes;
 
 	if (atomic_load(&w->failed)) {
-		rocksdb_writebatch_destroy(b);
+		if (wi != NULL) {
+			rocksdb_writebatch_wi_destroy(wi);
+		} else {
+			rocksdb_writebatch_destroy(b);
+		}
 		return -1;
 	}
-	(void)rocksdb_writebatch_data(b, &bytes);
+	if (wi != NULL) {
+		(void)rocksdb_writebatch_wi_data(wi, &bytes);
+	} else {
+		(void)rocksdb_writebatch_data(b, &bytes);
+	}
 	it = malloc(sizeof *it + nhashes * sizeof it->slots[0]);
 	if (it == NULL) {
 		abort(); /* as store_xmalloc: no partial apply */
 	}
 	it->b = b;
+	it->wi = wi;
 	it->bytes = bytes;
 	it->next = NULL;
 	it->nslots = nhashes;
@@ -213,6 +273,18 @@ int dwrite_drain(struct dwrite *w)
 		pthread_mutex_unlock(&w->mu);
 	}
 	return atomic_load(&w->failed) ? -1 : 0;
+}
+
+int dwrite_submit(struct dwrite *w, rocksdb_writebatch_t *b,
+                  const uint64_t *hashes, size_t nhashes)
+{
+	return submit(w, b, NULL, hashes, nhashes);
+}
+
+int dwrite_submit_wi(struct dwrite *w, rocksdb_writebatch_wi_t *wi,
+                     const uint64_t *hashes, size_t nhashes)
+{
+	return submit(w, NULL, wi, hashes, nhashes);
 }
 
 int dwrite_maybe_queued(struct dwrite *w, uint64_t hash)

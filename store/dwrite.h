@@ -49,6 +49,15 @@ void dwrite_stop(struct dwrite *w);
 int dwrite_submit(struct dwrite *w, rocksdb_writebatch_t *b,
                   const uint64_t *hashes, size_t nhashes);
 
+/* The same for a WriteBatchWithIndex: written as is, then cleared and
+ * kept for dwrite_take_wi (an entry's batch is not copied). */
+int dwrite_submit_wi(struct dwrite *w, rocksdb_writebatch_wi_t *wi,
+                     const uint64_t *hashes, size_t nhashes);
+
+/* A written, cleared WriteBatchWithIndex to build the next entry in
+ * (owned by the caller), or NULL when none is free. */
+rocksdb_writebatch_wi_t *dwrite_take_wi(struct dwrite *w);
+
 /* Whether a row with this hash may be in a queued batch. Only the
  * submitting thread may rely on a false answer. */
 int dwrite_maybe_queued(struct dwrite *w, uint64_t hash);

@@ -120,6 +120,11 @@ void store_row_cache_stats(const struct store *s, struct rowcache_stats *st)
 	}
 }
 
+void store_writer_stats(struct store *s, struct dwrite_stats *st)
+{
+	dwrite_stats(s->dw, st);
+}
+
 void store_close(struct store *s)
 {
 	if (s == NULL) {
@@ -302,12 +307,26 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 static int commit(struct tx *tx)
 {
 	struct store *s = tx->s;
-	size_t size;
-	const char *data = rocksdb_writebatch_wi_data(s->wb, &size);
-	rocksdb_writebatch_t *b = rocksdb_writebatch_create_from(data, size);
+	size_t size, n = tx_pend_hashes(tx, &s->hashes, &s->hcap);
+	const char *data;
+	rocksdb_writebatch_t *b;
 	struct rd r;
-	size_t n;
 
+	if (tx->nranges == 0 && !tx_has_split(tx)) {
+		/* The batch goes as it is (stream appends: no copy of the
+		 * payloads); the next entry is built in a spare. */
+		rocksdb_writebatch_wi_t *wi = s->wb;
+		s->wb = dwrite_take_wi(s->dw);
+		if (s->wb == NULL) {
+			s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
+		}
+		if (dwrite_submit_wi(s->dw, wi, s->hashes, n) != 0) {
+			return tx_fail(tx, "write failed", dwrite_error(s->dw));
+		}
+		return 0;
+	}
+	data = rocksdb_writebatch_wi_data(s->wb, &size);
+	b = rocksdb_writebatch_create_from(data, size);
 	(void)tx_split_append(tx, b);
 	rd_init(&r, tx->ranges.p, tx->ranges.len);
 	for (size_t i = 0; i < tx->nranges; i++) {
@@ -317,7 +336,6 @@ static int commit(struct tx *tx)
 		rocksdb_writebatch_delete_range_cf(b, s->cf, (const char *)bp,
 		                                   bl, (const char *)ep, el);
 	}
-	n = tx_pend_hashes(tx, &s->hashes, &s->hcap);
 	if (dwrite_submit(s->dw, b, s->hashes, n) != 0) {
 		return tx_fail(tx, "write failed", dwrite_error(s->dw));
 	}

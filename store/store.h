@@ -91,6 +91,11 @@ int store_sync(struct store *s);
  * until RocksDB holds every entry applied so far (any thread). 0, or -1
  * when a write failed (store_last_error says why on the reactor). */
 int store_drain(struct store *s);
+
+/* The data writer's counters: batches written, drains that waited,
+ * submits that waited for room. */
+struct dwrite_stats;
+void store_writer_stats(struct store *s, struct dwrite_stats *st);
 int store_export(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index);
 int store_import(struct store *s, uint32_t group, const char *dir,

@@ -706,6 +706,17 @@ static void test_placement_and_leaders(void **state)
 		assert_true(mono_ms() < end);
 		sleep_ms(200);
 	}
+	/* Every node applied the meta group's node records through its data
+	 * writer, whose counters the admin view shows. */
+	for (unsigned i = 0; i < NODES; i++) {
+		json_t *v = cluster_view(&c, i);
+		json_t *w = json_object_get(v, "data_writer");
+		assert_non_null(w);
+		assert_true(json_integer_value(json_object_get(w, "batches")) >
+		            0);
+		assert_true(json_is_integer(json_object_get(w, "drains")));
+		json_decref(v);
+	}
 	harness_cluster_stop(&c);
 }
 

@@ -127,6 +127,45 @@ static void test_filter_counts(void **state)
 	tdb_close(&t);
 }
 
+/* A WriteBatchWithIndex is written as it is, then comes back cleared
+ * for the next entry. */
+static void test_wi_spares(void **state)
+{
+	struct tdb t;
+	rocksdb_writeoptions_t *wo = nowal();
+	struct dwrite *w;
+	rocksdb_writebatch_wi_t *wi;
+	size_t len;
+	char *got;
+
+	(void)state;
+	tdb_open(&t);
+	assert_int_equal(dwrite_start(t.db, wo, 0, &w), 0);
+	assert_null(dwrite_take_wi(w));
+	for (int i = 0; i < 3; i++) {
+		char v[8];
+		snprintf(v, sizeof v, "w%d", i);
+		wi = rocksdb_writebatch_wi_create(0, 1);
+		rocksdb_writebatch_wi_put_cf(wi, t.cf[3], "wk", 2, v, 2);
+		assert_int_equal(dwrite_submit_wi(w, wi, NULL, 0), 0);
+	}
+	assert_int_equal(dwrite_drain(w), 0);
+	got = get(&t, "wk", &len);
+	assert_non_null(got);
+	assert_memory_equal(got, "w2", 2);
+	free(got);
+	for (int i = 0; i < 3; i++) {
+		wi = dwrite_take_wi(w);
+		assert_non_null(wi);
+		assert_int_equal(rocksdb_writebatch_wi_count(wi), 0);
+		rocksdb_writebatch_wi_destroy(wi);
+	}
+	assert_null(dwrite_take_wi(w));
+	dwrite_stop(w);
+	rocksdb_writeoptions_destroy(wo);
+	tdb_close(&t);
+}
+
 /* RocksDB refuses a synced write without the WAL: the writer fails, says
  * why, drains report it, and later submits are refused (their batches
  * freed: ASan checks). */
@@ -153,6 +192,12 @@ static void test_failure(void **state)
 	b = rocksdb_writebatch_create();
 	rocksdb_writebatch_put_cf(b, t.cf[3], "k", 1, "v", 1);
 	assert_int_equal(dwrite_submit(w, b, NULL, 0), -1);
+	{
+		rocksdb_writebatch_wi_t *wi =
+		    rocksdb_writebatch_wi_create(0, 1);
+		rocksdb_writebatch_wi_put_cf(wi, t.cf[3], "k", 1, "v", 1);
+		assert_int_equal(dwrite_submit_wi(w, wi, NULL, 0), -1);
+	}
 	dwrite_stop(w);
 	rocksdb_writeoptions_destroy(wo);
 	tdb_close(&t);
@@ -223,6 +268,7 @@ int main(void)
 	    cmocka_unit_test(test_order_and_drain),
 	    cmocka_unit_test(test_backpressure),
 	    cmocka_unit_test(test_filter_counts),
+	    cmocka_unit_test(test_wi_spares),
 	    cmocka_unit_test(test_failure),
 	    cmocka_unit_test(test_store_reads_after_apply),
 	};

@@ -478,9 +478,24 @@ static void notify(struct store *s, const struct fsm_entry *e,
 	}
 }
 
+/* Decodes command i of `e`; prefetches the row of a SET. */
+static int decode_ahead(struct store *s, const struct fsm_entry *e, unsigned i,
+                        struct store_cmd *c, const char **msg)
+{
+	int rv = store_cmd_decode(e->cmds[i].data, e->cmds[i].len, c, msg);
+
+	if (rv == 0 && c->op == STORE_OP_KV_SET) {
+		store_kv_prefetch(s, e->group, c->key);
+	}
+	return rv;
+}
+
 int store_apply(struct store *s, const struct fsm_entry *e,
                 struct fsm_result *results)
 {
+	struct store_cmd next;
+	const char *next_msg = NULL;
+	int next_rv;
 	struct tx tx;
 	struct sbuf res, k, v;
 	uint64_t applied;
@@ -495,12 +510,19 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_init(&tx, s, e->group, e->index, e->now_ms, true);
 	sbuf_init(&res);
+	/* Each command is decoded one step ahead: a SET's KV row then starts
+	 * loading into the CPU cache while the command before it runs (its
+	 * first touch of the row cache slot was a cache miss). */
+	next_rv = e->n_cmds > 0 ? decode_ahead(s, e, 0, &next, &next_msg) : 0;
 	for (i = 0; i < e->n_cmds; i++) {
-		struct store_cmd c;
-		const char *msg;
+		struct store_cmd c = next;
+		const char *msg = next_msg;
+		int rv = next_rv;
 
-		if (store_cmd_decode(e->cmds[i].data, e->cmds[i].len, &c,
-		                     &msg) != 0) {
+		if (i + 1 < e->n_cmds) {
+			next_rv = decode_ahead(s, e, i + 1, &next, &next_msg);
+		}
+		if (rv != 0) {
 			char text[128];
 			snprintf(text, sizeof text, "ERR %s", msg);
 			sbuf_reset(&res);

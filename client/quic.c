@@ -8,7 +8,13 @@
  * handle, so every loop turn ends with one write pass that coalesces ACKs and
  * stream data into batches sent with one sendmsg (UDP GSO) or sendmmsg.
  * Each flush of a connection writes at most its congestion controller's send
- * quantum; the rest waits for the expiry timer (pacing) or the next ACK. */
+ * quantum; the rest waits for the expiry timer (pacing) or the next ACK.
+ *
+ * Receiving: our own socket on a uv_poll handle, read with recvmmsg. Where
+ * the kernel has UDP GRO, a peer's GSO burst arrives as one buffer with its
+ * segment size (a UDP_GRO cmsg) and is split here into its datagrams; on
+ * loopback that saves the kernel segmenting the burst and queueing each
+ * datagram, most of the per-datagram receive cost. */
 #include "client/quic_engine.h"
 
 #include <arpa/inet.h>
@@ -19,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <gnutls/crypto.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -28,9 +36,15 @@
 #define container_of(p, type, member)                                          \
 	((type *)(void *)((char *)(p)-offsetof(type, member)))
 
-/* libuv's recvmmsg gives each datagram a 64 KiB slot, up to 20 per call. */
+/* Receiving: recvmmsg into 20 slots of 64 KiB, each big enough for a UDP
+ * GRO super-datagram (up to 64 coalesced datagrams of one flow). One poll
+ * callback makes at most RX_CALLS calls and stops early once RX_BUDGET
+ * datagrams were handled, so that a flood cannot starve the loop (libuv
+ * bounds its own receive loop the same way). */
 #define RX_SLOT 65536
 #define RX_SLOTS 20
+#define RX_CALLS 32
+#define RX_BUDGET 1280
 /* One send batch: at most 64 datagrams (the GSO segment limit) and 64000
  * bytes (a GSO super-datagram must fit an IP packet). */
 #define TX_BATCH_PKTS 64
@@ -177,10 +191,11 @@ struct cid_entry {
 
 struct quic_endpoint {
 	uv_loop_t *loop;
-	uv_udp_t udp;
+	/* Our own UDP socket `fd`, polled for reading always and for writing
+	 * while `pend` waits; the poll handle's close callback closes it. */
+	uv_poll_t poll;
 	uv_prepare_t prepare;
 	uv_check_t check;
-	uv_udp_send_t send_req;
 	struct quic_endpoint_config cfg;
 	int fd;
 	struct sockaddr_storage local;
@@ -204,9 +219,18 @@ struct quic_endpoint {
 	char close_reason[QUIC_REASON_MAX];
 	quic_endpoint_closed_fn closed_cb;
 	void *closed_arg;
-	uint8_t *rxbuf;
+	uint8_t *rxbuf; /* RX_SLOTS slots of RX_SLOT bytes */
+	struct mmsghdr rx_mm[RX_SLOTS];
+	struct iovec rx_iov[RX_SLOTS];
+	struct sockaddr_storage rx_from[RX_SLOTS];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} rx_ctl[RX_SLOTS];
 	uint8_t *txbuf;
 	bool gso;
+	bool gro; /* the socket delivers coalesced datagrams (UDP_GRO) */
+	bool polling_out;
 	struct {
 		uint8_t *buf; /* datagrams the socket refused, sent later */
 		size_t len;
@@ -344,6 +368,7 @@ void quic_limits_server_default(struct quic_limits *l)
 	l->handshake_timeout_ms = 10000;
 	l->stream_send_buf_max = 1u << 20;
 	l->conn_send_buf_max = 16u << 20;
+	l->no_udp_gro = false;
 }
 
 void quic_limits_client_default(struct quic_limits *l)
@@ -2140,50 +2165,50 @@ static ssize_t ep_sendmsg(struct quic_endpoint *ep, const struct sockaddr *to,
 	return (ssize_t)sent;
 }
 
-static void ep_pend_kick(struct quic_endpoint *ep);
+static void on_poll(uv_poll_t *h, int status, int events);
 
-static void on_pend_sent(uv_udp_send_t *req, int status)
+/* Waits for the socket to drain: the poll callback sends the rest of
+ * `pend` once it is writable. */
+static void ep_pend_kick(struct quic_endpoint *ep)
 {
-	struct quic_endpoint *ep = req->handle->data;
-	size_t l;
-	if (status == UV_ECANCELED || ep->sock_closed) {
+	int rv;
+	ep->stats.send_blocked++;
+	if (ep->polling_out) {
+		return;
+	}
+	rv = uv_poll_start(&ep->poll, UV_READABLE | UV_WRITABLE, on_poll);
+	if (rv != 0) {
+		/* Cannot wait: drop the rest, QUIC recovers it as lost. */
+		quic_endpoint_log(ep, QUIC_LOG_DEBUG, "udp poll: %s",
+		                  uv_strerror(rv));
 		ep->pend.active = false;
 		return;
 	}
-	/* The first datagram went (or failed and is dropped as lost). */
-	l = ep->pend.len - ep->pend.off < ep->pend.seg
-	        ? ep->pend.len - ep->pend.off
-	        : ep->pend.seg;
-	ep->pend.off += l;
-	while (ep->pend.off < ep->pend.len) {
+	ep->polling_out = true;
+}
+
+/* The socket is writable: sends what `pend` holds, then lets the dirty
+ * connections write again. */
+static void ep_pend_drain(struct quic_endpoint *ep)
+{
+	while (ep->pend.active && ep->pend.off < ep->pend.len) {
 		ssize_t n =
 		    ep_sendmsg(ep, (struct sockaddr *)&ep->pend.to,
 		               ep->pend.tolen, ep->pend.buf + ep->pend.off,
 		               ep->pend.len - ep->pend.off, ep->pend.seg);
 		if (n < 0) {
-			ep_pend_kick(ep);
-			return;
+			ep->stats.send_blocked++;
+			return; /* still full: keep polling */
 		}
 		ep->pend.off += (size_t)n;
 	}
 	ep->pend.active = false;
-	ep_flush(ep);
-}
-
-/* Lets libuv wait for the socket to be writable by sending the first
- * pending datagram through it. */
-static void ep_pend_kick(struct quic_endpoint *ep)
-{
-	size_t l = ep->pend.len - ep->pend.off < ep->pend.seg
-	               ? ep->pend.len - ep->pend.off
-	               : ep->pend.seg;
-	uv_buf_t b =
-	    uv_buf_init((char *)ep->pend.buf + ep->pend.off, (unsigned)l);
-	ep->stats.send_blocked++;
-	if (uv_udp_send(&ep->send_req, &ep->udp, &b, 1,
-	                (struct sockaddr *)&ep->pend.to, on_pend_sent) != 0) {
-		ep->pend.active = false;
+	ep->polling_out = false;
+	if (uv_poll_start(&ep->poll, UV_READABLE, on_poll) != 0) {
+		quic_endpoint_log(ep, QUIC_LOG_WARN,
+		                  "udp poll: cannot stop polling for writes");
 	}
+	ep_flush(ep);
 }
 
 /* Sends a batch. When the socket is full and `may_pend`, the rest is copied
@@ -2260,13 +2285,6 @@ static void on_check(uv_check_t *h)
 	ep_flush(h->data);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	struct quic_endpoint *ep = h->data;
-	buf->base = (char *)ep->rxbuf;
-	buf->len = RX_SLOT * RX_SLOTS;
-}
-
 static void ep_datagram(struct quic_endpoint *ep, const uint8_t *pkt,
                         size_t len, const struct sockaddr *from)
 {
@@ -2292,29 +2310,181 @@ static void ep_datagram(struct quic_endpoint *ep, const uint8_t *pkt,
 	}
 }
 
-static void on_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf,
-                    const struct sockaddr *addr, unsigned flags)
+/* Feeds one receive slot to ep_datagram(): a single datagram, or with
+ * UDP_GRO a run of datagrams of `gso_size` bytes each (the last may be
+ * shorter) that the kernel coalesced. Returns the datagrams handled. */
+static size_t ep_rx_slot(struct quic_endpoint *ep, size_t i)
 {
-	struct quic_endpoint *ep = h->data;
-	if (nread < 0) {
-		quic_endpoint_log(ep, QUIC_LOG_DEBUG, "udp receive: %s",
-		                  uv_strerror((int)nread));
-		return;
+	struct msghdr *mh = &ep->rx_mm[i].msg_hdr;
+	const uint8_t *buf = ep->rxbuf + i * RX_SLOT;
+	size_t len = ep->rx_mm[i].msg_len, seg = len, off, n = 0;
+	struct cmsghdr *cm;
+
+	if (len == 0 || mh->msg_namelen == 0 || (mh->msg_flags & MSG_TRUNC)) {
+		return 0;
 	}
-	if (nread == 0 || addr == NULL || (flags & UV_UDP_PARTIAL) ||
-	    ep->closing) {
-		return;
+	if (ep->gro) {
+		for (cm = CMSG_FIRSTHDR(mh); cm != NULL;
+		     cm = CMSG_NXTHDR(mh, cm)) {
+			int gs;
+			if (cm->cmsg_level != SOL_UDP ||
+			    cm->cmsg_type != UDP_GRO ||
+			    cm->cmsg_len < CMSG_LEN(sizeof gs)) {
+				continue;
+			}
+			memcpy(&gs, CMSG_DATA(cm), sizeof gs);
+			if (gs > 0 && (size_t)gs < len) {
+				seg = (size_t)gs;
+			}
+		}
 	}
-	ep_datagram(ep, (const uint8_t *)buf->base, (size_t)nread, addr);
+	for (off = 0; off < len && !ep->closing; off += seg) {
+		size_t l = len - off < seg ? len - off : seg;
+		ep_datagram(ep, buf + off, l,
+		            (const struct sockaddr *)&ep->rx_from[i]);
+		n++;
+	}
+	if (n > 1) {
+		ep->stats.gro_buffers++;
+		ep->stats.datagrams_coalesced += n;
+	}
+	return n;
 }
 
-static void on_udp_closed_early(uv_handle_t *h)
+/* Reads what the socket holds, within the per-callback budget. */
+static void ep_read(struct quic_endpoint *ep)
+{
+	size_t done = 0;
+	for (unsigned call = 0;
+	     call < RX_CALLS && done < RX_BUDGET && !ep->closing; call++) {
+		int n;
+		for (size_t i = 0; i < RX_SLOTS; i++) {
+			struct msghdr *mh = &ep->rx_mm[i].msg_hdr;
+			ep->rx_iov[i].iov_base = ep->rxbuf + i * RX_SLOT;
+			ep->rx_iov[i].iov_len = RX_SLOT;
+			mh->msg_name = &ep->rx_from[i];
+			mh->msg_namelen = sizeof ep->rx_from[i];
+			mh->msg_iov = &ep->rx_iov[i];
+			mh->msg_iovlen = 1;
+			mh->msg_control = ep->gro ? ep->rx_ctl[i].buf : NULL;
+			mh->msg_controllen =
+			    ep->gro ? sizeof ep->rx_ctl[i].buf : 0;
+			mh->msg_flags = 0;
+		}
+		do {
+			n = recvmmsg(ep->fd, ep->rx_mm, RX_SLOTS, 0, NULL);
+		} while (n < 0 && errno == EINTR);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				/* E.g. ECONNREFUSED from an ICMP error: the
+				 * socket goes on. */
+				quic_endpoint_log(ep, QUIC_LOG_DEBUG,
+				                  "udp receive: %s",
+				                  strerror(errno));
+				continue;
+			}
+			return;
+		}
+		for (int i = 0; i < n && !ep->closing; i++) {
+			done += ep_rx_slot(ep, (size_t)i);
+		}
+		if (n < RX_SLOTS) {
+			return; /* the socket is empty */
+		}
+	}
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct quic_endpoint *ep = h->data;
+	if (status < 0) {
+		quic_endpoint_log(ep, QUIC_LOG_DEBUG, "udp poll: %s",
+		                  uv_strerror(status));
+		return;
+	}
+	if (ep->closing) {
+		return;
+	}
+	if ((events & UV_WRITABLE) && ep->pend.active) {
+		ep_pend_drain(ep);
+	}
+	if ((events & UV_READABLE) && !ep->closing) {
+		ep_read(ep);
+	}
+}
+
+static void ep_free(struct quic_endpoint *ep)
+{
 	free(ep->cbuckets);
 	free(ep->rxbuf);
 	free(ep->txbuf);
+	free(ep->pend.buf);
 	free(ep);
+}
+
+static void on_poll_closed_early(uv_handle_t *h)
+{
+	struct quic_endpoint *ep = h->data;
+	close(ep->fd);
+	ep_free(ep);
+}
+
+/* Opens the UDP socket. */
+static int ep_socket(struct quic_endpoint *ep, const struct sockaddr *addr,
+                     const char *host, int port, char *err, size_t errlen)
+{
+	int family = addr->sa_family;
+	int size, one = 1;
+
+	ep->fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ep->fd < 0) {
+		snprintf(err, errlen, "udp socket: %s", strerror(errno));
+		return -1;
+	}
+	if (bind(ep->fd, addr, sockaddr_len(addr)) != 0) {
+		snprintf(err, errlen, "cannot bind UDP %s port %d: %s", host,
+		         port, uv_strerror(uv_translate_sys_error(errno)));
+		close(ep->fd);
+		return -1;
+	}
+	/* Larger socket buffers absorb bursts of a send quantum per
+	 * connection; the kernel caps them at rmem_max/wmem_max. */
+	size = 4 << 20;
+	setsockopt(ep->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+	size = 4 << 20;
+	setsockopt(ep->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+	/* Never fragment: path MTU discovery relies on it. */
+	if (family == AF_INET) {
+		int v = IP_PMTUDISC_DO;
+		setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof v);
+	} else {
+		int v = IPV6_PMTUDISC_DO;
+		setsockopt(ep->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v,
+		           sizeof v);
+	}
+	ep->gso = true;
+	/* A GSO sender's burst then arrives as one buffer instead of being
+	 * split into single datagrams by the kernel (a large share of the
+	 * receive cost on loopback). */
+	if (!ep->cfg.limits.no_udp_gro) {
+		if (setsockopt(ep->fd, SOL_UDP, UDP_GRO, &one, sizeof one) ==
+		    0) {
+			ep->gro = true;
+		} else {
+			quic_endpoint_log(ep, QUIC_LOG_DEBUG,
+			                  "UDP GRO unavailable (%s), receiving "
+			                  "datagrams one by one",
+			                  strerror(errno));
+		}
+	}
+	ep->local_len = sizeof ep->local;
+	if (getsockname(ep->fd, (struct sockaddr *)&ep->local,
+	                &ep->local_len) != 0) {
+		snprintf(err, errlen, "udp socket: %s", strerror(errno));
+		close(ep->fd);
+		return -1;
+	}
+	return 0;
 }
 
 int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
@@ -2323,8 +2493,7 @@ int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
 {
 	struct quic_endpoint *ep;
 	char host[INET6_ADDRSTRLEN] = "?";
-	int rv, size;
-	uv_os_fd_t fd;
+	int rv;
 	int family = bind_addr->sa_family;
 	int port =
 	    family == AF_INET6
@@ -2361,44 +2530,20 @@ int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
 		goto err_free;
 	}
 	uv_ip_name(bind_addr, host, sizeof host);
-	rv = uv_udp_init_ex(loop, &ep->udp, (unsigned)family | UV_UDP_RECVMMSG);
-	if (rv != 0) {
-		snprintf(err, errlen, "udp socket: %s", uv_strerror(rv));
+	if (ep_socket(ep, bind_addr, host, port, err, errlen) != 0) {
 		goto err_free;
 	}
-	ep->udp.data = ep;
+	rv = uv_poll_init_socket(loop, &ep->poll, ep->fd);
+	if (rv != 0) {
+		snprintf(err, errlen, "udp poll: %s", uv_strerror(rv));
+		close(ep->fd);
+		goto err_free;
+	}
+	ep->poll.data = ep;
 	ep->handles = 1;
-	rv = uv_udp_bind(&ep->udp, bind_addr, 0);
+	rv = uv_poll_start(&ep->poll, UV_READABLE, on_poll);
 	if (rv != 0) {
-		snprintf(err, errlen, "cannot bind UDP %s port %d: %s", host,
-		         port, uv_strerror(rv));
-		goto err_close;
-	}
-	/* Larger socket buffers absorb bursts of a send quantum per
-	 * connection; the kernel caps them at rmem_max/wmem_max. */
-	size = 4 << 20;
-	uv_recv_buffer_size((uv_handle_t *)&ep->udp, &size);
-	size = 4 << 20;
-	uv_send_buffer_size((uv_handle_t *)&ep->udp, &size);
-	uv_fileno((uv_handle_t *)&ep->udp, &fd);
-	ep->fd = fd;
-	/* Never fragment: path MTU discovery relies on it. */
-	if (family == AF_INET) {
-		int v = IP_PMTUDISC_DO;
-		setsockopt(ep->fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof v);
-	} else {
-		int v = IPV6_PMTUDISC_DO;
-		setsockopt(ep->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v,
-		           sizeof v);
-	}
-	ep->gso = true;
-	ep->local_len = sizeof ep->local;
-	uv_udp_getsockname(&ep->udp, (struct sockaddr *)&ep->local,
-	                   (int *)&ep->local_len);
-	ep->local_len = sockaddr_len((struct sockaddr *)&ep->local);
-	rv = uv_udp_recv_start(&ep->udp, on_alloc, on_recv);
-	if (rv != 0) {
-		snprintf(err, errlen, "udp receive: %s", uv_strerror(rv));
+		snprintf(err, errlen, "udp poll: %s", uv_strerror(rv));
 		goto err_close;
 	}
 	uv_prepare_init(loop, &ep->prepare);
@@ -2415,13 +2560,10 @@ int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
 
 err_close:
 	/* The handle lives in `ep`: free it from the close callback. */
-	uv_close((uv_handle_t *)&ep->udp, on_udp_closed_early);
+	uv_close((uv_handle_t *)&ep->poll, on_poll_closed_early);
 	return -1;
 err_free:
-	free(ep->cbuckets);
-	free(ep->rxbuf);
-	free(ep->txbuf);
-	free(ep);
+	ep_free(ep);
 	return -1;
 }
 
@@ -2433,19 +2575,22 @@ static void ep_handle_closed(struct quic_endpoint *ep)
 	if (!ep->closing || ep->handles > 0) {
 		return;
 	}
-	free(ep->cbuckets);
-	free(ep->rxbuf);
-	free(ep->txbuf);
-	free(ep->pend.buf);
 	if (ep->closed_cb != NULL) {
 		ep->closed_cb(ep->closed_arg);
 	}
-	free(ep);
+	ep_free(ep);
 }
 
 static void on_ep_handle_closed(uv_handle_t *h)
 {
 	ep_handle_closed(h->data);
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+	struct quic_endpoint *ep = h->data;
+	close(ep->fd);
+	ep_handle_closed(ep);
 }
 
 static void ep_close_now(struct quic_endpoint *ep)
@@ -2467,8 +2612,7 @@ static void ep_close_now(struct quic_endpoint *ep)
 		conn_destroy(c);
 	}
 	ep->sock_closed = true;
-	uv_udp_recv_stop(&ep->udp);
-	uv_close((uv_handle_t *)&ep->udp, on_ep_handle_closed);
+	uv_close((uv_handle_t *)&ep->poll, on_poll_closed);
 	uv_close((uv_handle_t *)&ep->prepare, on_ep_handle_closed);
 	uv_close((uv_handle_t *)&ep->check, on_ep_handle_closed);
 }

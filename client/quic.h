@@ -154,6 +154,9 @@ struct quic_limits {
 	uint64_t handshake_timeout_ms;
 	size_t stream_send_buf_max; /* unacknowledged bytes per stream */
 	size_t conn_send_buf_max;   /* unacknowledged bytes per connection */
+	/* Receive datagrams one by one even where the kernel could hand
+	 * over a sender's GSO burst whole (UDP_GRO); for tests. */
+	bool no_udp_gro;
 };
 
 /* Server defaults: 8 MiB connection / 1 MiB stream receive windows that

@@ -64,9 +64,14 @@ struct quic_endpoint_stats {
 	uint64_t datagrams_in;
 	uint64_t datagrams_out;
 	uint64_t send_blocked; /* times the socket said EAGAIN */
+	/* UDP GRO: receive buffers that held more than one datagram, and the
+	 * datagrams they held. */
+	uint64_t gro_buffers;
+	uint64_t datagrams_coalesced;
 };
 
-/* Binds a UDP socket to `bind_addr` and starts receiving. */
+/* Binds a UDP socket to `bind_addr` and starts receiving, with UDP GRO
+ * unless the kernel refuses it or `cfg->limits.no_udp_gro`. */
 int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
                        const struct sockaddr *bind_addr,
                        struct quic_endpoint **out, char *err, size_t errlen);

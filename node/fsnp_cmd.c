@@ -1337,6 +1337,44 @@ int fsnp_cmd_parse_get_fast(const uint8_t *body, size_t len,
 	return fsnp_cmd_plan_store(FSNP_OP_GET, &c, ctx, out, err);
 }
 
+int fsnp_cmd_parse_set_fast(const uint8_t *body, size_t len,
+                            const struct fsnp_cmd_ctx *ctx,
+                            struct fsnp_plan *out, struct fsnp_cmd_err *err)
+{
+	/* map tag, count 2, key length 3, "key", binary tag (then its
+	 * length and bytes), key length 5, "value", binary tag (then its
+	 * length and bytes) */
+	static const uint8_t head[] = {FSNP_MAP, 0, 0,   0,   2,   0,       0,
+	                               0,        3, 'k', 'e', 'y', FSNP_BIN};
+	static const uint8_t mid[] = {0,   0,   0,   5,   'v',
+	                              'a', 'l', 'u', 'e', FSNP_BIN};
+	size_t off = sizeof head, klen, vlen;
+	struct store_cmd c;
+
+	if (len < sizeof head + 4 + sizeof mid + 4 ||
+	    memcmp(body, head, sizeof head) != 0) {
+		return 1;
+	}
+	klen = wire_load_u32(body + off);
+	off += 4;
+	if (klen > len - off || len - off - klen < sizeof mid + 4 ||
+	    memcmp(body + off + klen, mid, sizeof mid) != 0) {
+		return 1;
+	}
+	vlen = wire_load_u32(body + off + klen + sizeof mid);
+	if (vlen != len - off - klen - sizeof mid - 4) {
+		return 1;
+	}
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_KV_SET;
+	c.key.p = body + off;
+	c.key.len = klen;
+	c.value.p = body + off + klen + sizeof mid + 4;
+	c.value.len = vlen;
+	err->message[0] = '\0';
+	return fsnp_cmd_plan_store(FSNP_OP_SET, &c, ctx, out, err);
+}
+
 static int finish(struct preq *r, struct fsnp_plan *out)
 {
 	r->c.items.n = r->n;

@@ -119,6 +119,12 @@ int fsnp_cmd_parse_get_fast(const uint8_t *body, size_t len,
                             const struct fsnp_cmd_ctx *ctx,
                             struct fsnp_plan *out, struct fsnp_cmd_err *err);
 
+/* The same for SET's common body, exactly {"key": <binary>, "value":
+ * <binary>} in that order (no options). */
+int fsnp_cmd_parse_set_fast(const uint8_t *body, size_t len,
+                            const struct fsnp_cmd_ctx *ctx,
+                            struct fsnp_plan *out, struct fsnp_cmd_err *err);
+
 /* A compact MGET or MSET body (flag 0x02). */
 int fsnp_cmd_parse_compact(const struct fsnp_compact_req *req,
                            const struct fsnp_cmd_ctx *ctx,

@@ -1357,12 +1357,14 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 	}
 }
 
-/* GET with the usual body ({"key": <binary>}, no deadline): planned from
- * the raw bytes. False when the body is anything else (then decoded and
+/* GET and SET with the usual body ({"key": <binary>} and {"key": <binary>,
+ * "value": <binary>}, no deadline, no options): planned from the raw
+ * bytes (the general decode and field lookups were ~12 % of a SET's
+ * reactor time). False when the body is anything else (then decoded and
  * dispatched as every request is). The value limits are far above what
  * this body uses; tiny configured ones keep the general path, which
  * enforces them. */
-static bool get_fast(struct fsnp_req *r, const struct fsnp_message *m)
+static bool kv_fast(struct fsnp_req *r, const struct fsnp_message *m)
 {
 	struct fsnp_cmd_ctx ctx;
 	struct fsnp_cmd_err err;
@@ -1373,7 +1375,11 @@ static bool get_fast(struct fsnp_req *r, const struct fsnp_message *m)
 		return false;
 	}
 	cmd_ctx(r, &ctx, token, r->opcode);
-	rv = fsnp_cmd_parse_get_fast(m->body, m->len, &ctx, &r->plan, &err);
+	rv =
+	    r->opcode == FSNP_OP_GET
+	        ? fsnp_cmd_parse_get_fast(m->body, m->len, &ctx, &r->plan, &err)
+	        : fsnp_cmd_parse_set_fast(m->body, m->len, &ctx, &r->plan,
+	                                  &err);
 	if (rv > 0) {
 		return false;
 	}
@@ -1463,7 +1469,8 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 		exec_compact(r, m);
 		return;
 	}
-	if (h->opcode == FSNP_OP_GET && get_fast(r, m)) {
+	if ((h->opcode == FSNP_OP_GET || h->opcode == FSNP_OP_SET) &&
+	    kv_fast(r, m)) {
 		return;
 	}
 	if (!decode_body(r, m, &body)) {

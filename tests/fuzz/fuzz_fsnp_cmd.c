@@ -83,12 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t dl;
 		(void)fsnp_cmd_deadline(&body, &dl, &err);
 	}
-	/* GET's raw-body fast path: what it plans must be exactly what the
-	 * general path plans from the decoded body. */
-	if (opcode == FSNP_OP_GET) {
+	/* GET's and SET's raw-body fast paths: what they plan must be
+	 * exactly what the general path plans from the decoded body. */
+	if (opcode == FSNP_OP_GET || opcode == FSNP_OP_SET) {
 		struct fsnp_plan fast, slow;
-		int rv = fsnp_cmd_parse_get_fast(data + 2, size - 2, &ctx,
-		                                 &fast, &err);
+		int rv = opcode == FSNP_OP_GET
+		             ? fsnp_cmd_parse_get_fast(data + 2, size - 2, &ctx,
+		                                       &fast, &err)
+		             : fsnp_cmd_parse_set_fast(data + 2, size - 2, &ctx,
+		                                       &fast, &err);
 		if (rv == 0) {
 			check_plan(&fast, ctx.data_groups);
 			CHECK(fsnp_value_decode_body(data + 2, size - 2, &lim,

@@ -74,25 +74,36 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Ports come from below the kernel's ephemeral range (32768-60999 by
+ * default): a port bind(0) handed out and we released could be taken by
+ * another process's outgoing connection (tests run two at a time) before
+ * lodestone binds it. Free for both TCP and UDP when checked. */
 uint16_t harness_free_port(void)
 {
-	for (int attempt = 0; attempt < 100; attempt++) {
+	static uint64_t rng;
+
+	if (rng == 0) {
+		rng = ((uint64_t)getpid() << 32) ^ now_ms() ^
+		      0x9e3779b97f4a7c15ull;
+	}
+	for (int attempt = 0; attempt < 1000; attempt++) {
 		struct sockaddr_in sa = {0};
-		socklen_t len = sizeof sa;
+		int t, u, ok;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
 		sa.sin_family = AF_INET;
 		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		int t = socket(AF_INET, SOCK_STREAM, 0);
-		if (t < 0 || bind(t, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-		    getsockname(t, (struct sockaddr *)&sa, &len) != 0) {
-			if (t >= 0) {
-				close(t);
-			}
-			continue;
+		sa.sin_port = htons((uint16_t)(20000 + rng % 12000));
+		t = socket(AF_INET, SOCK_STREAM, 0);
+		u = socket(AF_INET, SOCK_DGRAM, 0);
+		ok = t >= 0 && u >= 0 &&
+		     bind(t, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+		     bind(u, (struct sockaddr *)&sa, sizeof sa) == 0;
+		if (t >= 0) {
+			close(t);
 		}
-		int u = socket(AF_INET, SOCK_DGRAM, 0);
-		int ok =
-		    u >= 0 && bind(u, (struct sockaddr *)&sa, sizeof sa) == 0;
-		close(t);
 		if (u >= 0) {
 			close(u);
 		}

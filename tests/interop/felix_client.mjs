@@ -24,18 +24,21 @@ if (!bin || !existsSync(bin)) {
 }
 
 function freePort() {
-  // Free for TCP and UDP on 127.0.0.1.
-  return new Promise((resolve, reject) => {
+  // Free for TCP and UDP on 127.0.0.1, drawn below the kernel's ephemeral
+  // range (32768-60999 by default): a port bind(0) handed out and we
+  // released can be taken by another process's outgoing connection before
+  // lodestone binds it.
+  const port = 20000 + Math.floor(Math.random() * 12000);
+  return new Promise((resolve) => {
     const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = s.address().port;
+    s.once("error", () => resolve(freePort()));
+    s.listen(port, "127.0.0.1", () => {
       s.close(() => {
         const u = createSocket("udp4");
         u.once("error", () => resolve(freePort()));
         u.bind(port, "127.0.0.1", () => u.close(() => resolve(port)));
       });
     });
-    s.on("error", reject);
   });
 }
 

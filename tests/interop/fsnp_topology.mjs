@@ -21,26 +21,35 @@ if (!binary) {
   process.exit(2);
 }
 
+// Ports are drawn below the kernel's ephemeral range (32768-60999 by
+// default): a port the kernel handed out with bind(0) and we released can be
+// taken by another process's outgoing connection before lodestone binds it.
+function randomPort() {
+  return 20000 + Math.floor(Math.random() * 12000);
+}
+
 async function freeTcpPort() {
-  return await new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+  for (;;) {
+    const port = randomPort();
+    const ok = await new Promise((resolve) => {
+      const srv = net.createServer();
+      srv.once("error", () => resolve(false));
+      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
     });
-  });
+    if (ok) return port;
+  }
 }
 
 async function freeUdpPort() {
-  return await new Promise((resolve, reject) => {
-    const s = dgram.createSocket("udp4");
-    s.on("error", reject);
-    s.bind(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
+  for (;;) {
+    const port = randomPort();
+    const ok = await new Promise((resolve) => {
+      const s = dgram.createSocket("udp4");
+      s.once("error", () => resolve(false));
+      s.bind(port, "127.0.0.1", () => s.close(() => resolve(true)));
     });
-  });
+    if (ok) return port;
+  }
 }
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ls-fsnp-topo-"));

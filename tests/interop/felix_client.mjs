@@ -7,11 +7,10 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
-import { createSocket } from "node:dgram";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "./lib/ports.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, "package.json"));
@@ -23,24 +22,6 @@ if (!bin || !existsSync(bin)) {
   process.exit(1);
 }
 
-function freePort() {
-  // Free for TCP and UDP on 127.0.0.1, drawn below the kernel's ephemeral
-  // range (32768-60999 by default): a port bind(0) handed out and we
-  // released can be taken by another process's outgoing connection before
-  // lodestone binds it.
-  const port = 20000 + Math.floor(Math.random() * 12000);
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once("error", () => resolve(freePort()));
-    s.listen(port, "127.0.0.1", () => {
-      s.close(() => {
-        const u = createSocket("udp4");
-        u.once("error", () => resolve(freePort()));
-        u.bind(port, "127.0.0.1", () => u.close(() => resolve(port)));
-      });
-    });
-  });
-}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

@@ -7,12 +7,11 @@
 // must succeed. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import dgram from "node:dgram";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 
+import { freeTcpPort, freeUdpPort } from "./lib/ports.mjs";
 import { FerricStoreClient } from "@ferricstore/ferricstore";
 
 const binary = process.env.LS_LODESTONE;
@@ -21,36 +20,6 @@ if (!binary) {
   process.exit(2);
 }
 
-// Ports are drawn below the kernel's ephemeral range (32768-60999 by
-// default): a port the kernel handed out with bind(0) and we released can be
-// taken by another process's outgoing connection before lodestone binds it.
-function randomPort() {
-  return 20000 + Math.floor(Math.random() * 12000);
-}
-
-async function freeTcpPort() {
-  for (;;) {
-    const port = randomPort();
-    const ok = await new Promise((resolve) => {
-      const srv = net.createServer();
-      srv.once("error", () => resolve(false));
-      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-}
-
-async function freeUdpPort() {
-  for (;;) {
-    const port = randomPort();
-    const ok = await new Promise((resolve) => {
-      const s = dgram.createSocket("udp4");
-      s.once("error", () => resolve(false));
-      s.bind(port, "127.0.0.1", () => s.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-}
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ls-fsnp-topo-"));
 const nodes = [];

@@ -487,15 +487,22 @@ static int db_get(struct tx *tx, const struct sbuf *key, bool batch, bool drain,
 	return v->p != NULL ? 1 : 0;
 }
 
+/* Whether a read of `key` from RocksDB must wait for the data writer.
+ * Every queued write of a cacheable row is counted in the writer's filter
+ * by the reactor, which alone may rely on a "no" (tx->cached). */
+static bool may_be_queued(const struct tx *tx, const struct sbuf *key)
+{
+	if (!tx->cached || !row_cacheable(key->p, key->len)) {
+		return true;
+	}
+	return dwrite_maybe_queued(tx->s->dw, rowcache_hash(key->p, key->len));
+}
+
 /* A cacheable row the cache does not know (and this entry did not write):
  * read from RocksDB into v and record it in the cache. */
 static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v)
 {
-	/* Every queued write of a cacheable row is counted in the writer's
-	 * filter, by this thread (the cache is the reactor's alone). */
-	bool drain =
-	    dwrite_maybe_queued(tx->s->dw, rowcache_hash(key->p, key->len));
-	int rv = db_get(tx, key, false, drain, v);
+	int rv = db_get(tx, key, false, may_be_queued(tx, key), v);
 	if (rv >= 0) {
 		rowcache_put(tx->s->rows, key->p, key->len,
 		             (const uint8_t *)v->p, v->len, rv == 1);
@@ -539,7 +546,9 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		}
 		return get_miss(tx, key, v);
 	}
-	return db_get(tx, key, tx->write, true, v);
+	/* No cache, an uncacheable row, or one this entry wrote (then it is
+	 * in the batch, which db_get reads through). */
+	return db_get(tx, key, tx->write, may_be_queued(tx, key), v);
 }
 
 int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,

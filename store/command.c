@@ -373,6 +373,40 @@ static uint32_t *u32_field(struct store_cmd *c, uint8_t f)
 	}
 }
 
+/* The encoded size of `c` (whose op is `d`), so the encoder allocates once
+ * and no more than it writes: a stream append's command is tens of KiB, and
+ * sbuf's doubling gave a 64 x 1 KiB batch a 128 KiB buffer, glibc's mmap
+ * threshold. */
+static size_t encoded_size(struct store_cmd *c, const struct op_desc *d)
+{
+	size_t n = 2;
+
+	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
+		uint8_t f = d->fields[i];
+		struct store_slice *s;
+
+		if ((s = slice_field(c, f)) != NULL) {
+			n += 4 + s->len;
+		} else if (u64_field(c, f) != NULL || i64_field(c, f) != NULL) {
+			n += 8;
+		} else if (u8_field(c, f) != NULL) {
+			n += 1;
+		} else if (u32_field(c, f) != NULL) {
+			n += 4;
+		} else if (f == F_ITEMS) {
+			n += 4;
+			if (c->items.v == NULL) {
+				n += c->items.enc_len;
+				continue;
+			}
+			for (uint32_t j = 0; j < c->items.n; j++) {
+				n += 4 + c->items.v[j].len;
+			}
+		}
+	}
+	return n;
+}
+
 int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
                      const char **err)
 {
@@ -389,7 +423,11 @@ int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
 		*err = "too many items in a store command";
 		return -1;
 	}
-	sbuf_init(&b);
+	/* Exactly the encoded size (sbuf_reserve rounds up to a power of
+	 * two). */
+	b.cap = encoded_size(&c, d);
+	b.p = store_xmalloc(b.cap);
+	b.len = 0;
 	sbuf_u8(&b, STORE_CMD_VERSION);
 	sbuf_u8(&b, c.op);
 	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {

@@ -1403,6 +1403,67 @@ static void test_record_runs_split(void **state)
 	free(huge);
 }
 
+/* A command whose run is exactly STREAM_RUN_MAX_BYTES is one run (taken
+ * whole from the command's list); one byte more splits it. */
+static void test_record_runs_boundary(void **state)
+{
+	enum { FIRST = 1000 };
+	static uint8_t buf[STREAM_RUN_MAX_BYTES];
+	struct store_slice items[2];
+	struct store_cmd c = scmd(STORE_OP_STREAM_APPEND);
+	struct store_stream_info info;
+	struct tdb t;
+	struct tres x;
+	/* Run header 12, two u32 lengths. */
+	size_t second = STREAM_RUN_MAX_BYTES - 12 - 8 - FIRST;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof buf; i++) {
+		buf[i] = (uint8_t)(i * 13 + 5);
+	}
+	tdb_open(&t);
+	items[0].p = buf;
+	items[0].len = FIRST;
+	items[1].p = buf + FIRST;
+	items[1].len = second;
+	c.items.n = 2;
+	c.items.v = items;
+	tapply(&x, &t, G, 100, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	assert_int_equal(runs_keys(&t), 1);
+	items[1].len = second + 1;
+	tapply(&x, &t, G, 200, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	tres_free(&x);
+	assert_int_equal(runs_keys(&t), 3);
+	assert_int_equal(store_stream_info(t.s, G, S(SCOPE), 0, &info), 0);
+	assert_int_equal(info.tail, 4);
+	assert_int_equal(info.bytes, 2 * (FIRST + second) + 1);
+	for (uint64_t off = 0; off < 4; off++) {
+		struct store_cmd r = scmd(STORE_OP_STREAM_READ);
+		size_t len;
+		const char *p;
+		r.offset = off;
+		r.max = 1;
+		tread(&x, &t, G, 300, &r);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		assert_int_equal(tres_array(&x), 2);
+		assert_int_equal(tres_u64(&x), off + 1);
+		assert_int_equal(tres_array(&x), 1);
+		assert_int_equal(tres_array(&x), 3);
+		assert_int_equal(tres_u64(&x), off);
+		assert_int_equal(tres_u64(&x), off < 2 ? 100 : 200);
+		p = tres_bytes(&x, &len);
+		assert_int_equal(len, off % 2 == 0 ? FIRST
+		                      : off == 1   ? second
+		                                   : second + 1);
+		assert_memory_equal(p, off % 2 == 0 ? buf : buf + FIRST, len);
+		tres_free(&x);
+	}
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1416,6 +1477,7 @@ int main(void)
 	    cmocka_unit_test(test_consumer_group_model),
 	    cmocka_unit_test(test_record_runs),
 	    cmocka_unit_test(test_record_runs_split),
+	    cmocka_unit_test(test_record_runs_boundary),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,6 +262,39 @@ static void test_store_reads_after_apply(void **state)
 	tdb_close(&t);
 }
 
+/* store_sync (the flush raft/ waits for before it drops log entries)
+ * first drains the writer: once it returns, every entry applied before
+ * it is in an SST file, none left in the memtable or the queue. */
+static void test_sync_includes_queued(void **state)
+{
+	struct tdb t;
+	uint64_t active = 1;
+	char k[32];
+
+	(void)state;
+	tdb_open(&t);
+	for (int i = 0; i < 200; i++) {
+		struct store_cmd c;
+		struct tres x;
+
+		snprintf(k, sizeof k, "sync%d", i);
+		memset(&c, 0, sizeof c);
+		c.op = STORE_OP_KV_SET;
+		c.key = S(k);
+		c.value = S("v");
+		tapply(&x, &t, 1, 1000, &c);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		tres_free(&x);
+	}
+	assert_int_equal(store_sync(t.s), 0);
+	assert_int_equal(
+	    rocksdb_property_int_cf(
+	        t.db, t.cf[3], "rocksdb.num-entries-active-mem-table", &active),
+	    0);
+	assert_int_equal(active, 0);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +304,7 @@ int main(void)
 	    cmocka_unit_test(test_wi_spares),
 	    cmocka_unit_test(test_failure),
 	    cmocka_unit_test(test_store_reads_after_apply),
+	    cmocka_unit_test(test_sync_includes_queued),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

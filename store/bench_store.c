@@ -187,7 +187,7 @@ static int run(const char *name, enum workload w, const char *parent,
 	}
 	/* Until RocksDB holds it all: the data writer's time counts. */
 	if (store_drain(b.s) != 0) {
-		fprintf(stderr, "write: %s\n", store_last_error(b.s));
+		fprintf(stderr, "write: %s\n", store_writer_error(b.s));
 		return -1;
 	}
 	dt = clock_s(CLOCK_MONOTONIC) - t0;

@@ -98,6 +98,9 @@ struct val {
 void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
              uint64_t now_ms, bool write);
 void tx_fini(struct tx *tx);
+/* Waits for the data writer (store_drain) before the transaction reads
+ * RocksDB itself; a failed writer fails the transaction (-1). */
+int tx_drain(struct tx *tx);
 /* Records a failure; returns -1 for `return tx_fail(...)`. */
 int tx_fail(struct tx *tx, const char *what, const char *detail);
 /* 1 found, 0 absent, -1 failure. */

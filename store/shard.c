@@ -64,6 +64,23 @@ int store_drain(struct store *s)
 	return dwrite_drain(s->dw);
 }
 
+const char *store_writer_error(struct store *s)
+{
+	return dwrite_error(s->dw);
+}
+
+/* store_drain for the paths with their own message buffer: on failure
+ * `buf` gets `prefix` and the writer's reason. */
+static int drain_or_say(struct store *s, char *buf, size_t len,
+                        const char *prefix)
+{
+	if (store_drain(s) != 0) {
+		snprintf(buf, len, "%s%s", prefix, dwrite_error(s->dw));
+		return -1;
+	}
+	return 0;
+}
+
 static int verify_row(void *arg, const uint8_t *key, size_t klen,
                       const uint8_t *val, size_t vlen, bool present)
 {
@@ -105,8 +122,7 @@ int store_row_cache_verify(struct store *s, char *msg, size_t len)
 	if (s->rows == NULL) {
 		return 0;
 	}
-	if (store_drain(s) != 0) {
-		snprintf(msg, len, "%s", dwrite_error(s->dw));
+	if (drain_or_say(s, msg, len, "") != 0) {
 		return -1;
 	}
 	return rowcache_walk(s->rows, verify_row, &v) != 0 ? -1 : 0;
@@ -182,6 +198,17 @@ static struct applied_slot *applied_slot(struct store *s, uint32_t group)
 	return &s->applied[group];
 }
 
+/* Records the group's applied index in the table. */
+static void applied_note(struct store *s, uint32_t group, uint64_t index)
+{
+	struct applied_slot *slot = applied_slot(s, group);
+
+	if (slot != NULL) {
+		slot->index = index;
+		slot->known = true;
+	}
+}
+
 int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 {
 	struct applied_slot *slot = applied_slot(s, group);
@@ -221,9 +248,8 @@ int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 			rv = 0;
 		}
 	}
-	if (rv >= 0 && slot != NULL) {
-		slot->index = *index;
-		slot->known = true;
+	if (rv >= 0) {
+		applied_note(s, group, *index);
 	}
 	val_free(&v);
 	tx_fini(&tx);
@@ -545,13 +571,7 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	if (commit(&tx) != 0) {
 		goto err;
 	}
-	{
-		struct applied_slot *slot = applied_slot(s, e->group);
-		if (slot != NULL) {
-			slot->index = e->index;
-			slot->known = true;
-		}
-	}
+	applied_note(s, e->group, e->index);
 	tx_pend_publish(&tx);
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_fini(&tx);
@@ -609,9 +629,7 @@ int store_sync(struct store *s)
 
 	/* The flush must hold every entry applied before the snapshot that
 	 * asked for it, and the data writer may still hold some. */
-	if (store_drain(s) != 0) {
-		snprintf(s->sync_err, sizeof s->sync_err, "%s",
-		         dwrite_error(s->dw));
+	if (drain_or_say(s, s->sync_err, sizeof s->sync_err, "") != 0) {
 		return -1;
 	}
 	fo = rocksdb_flushoptions_create();
@@ -662,9 +680,8 @@ int store_export(struct store *s, uint32_t group, const char *dir,
 	int files = 0, rv = 0;
 
 	*applied_index = 0;
-	if (store_drain(s) != 0) {
-		snprintf(s->export_err, sizeof s->export_err, "export: %s",
-		         dwrite_error(s->dw));
+	if (drain_or_say(s, s->export_err, sizeof s->export_err, "export: ") !=
+	    0) {
 		return -1;
 	}
 	snap = rocksdb_create_snapshot(s->db);
@@ -792,9 +809,7 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	/* The old state goes first, durably: ingested files then take
 	 * newer sequence numbers than the range deletion (and after every
 	 * write the data writer still holds). */
-	if (store_drain(s) != 0) {
-		snprintf(s->err, sizeof s->err, "import: %s",
-		         dwrite_error(s->dw));
+	if (drain_or_say(s, s->err, sizeof s->err, "import: ") != 0) {
 		rv = -1;
 		goto out;
 	}

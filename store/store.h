@@ -89,8 +89,10 @@ int store_sync(struct store *s);
  * store/ drains it before reading RocksDB itself. Whoever else reads the
  * data column family directly (tests, tools) calls this first: it waits
  * until RocksDB holds every entry applied so far (any thread). 0, or -1
- * when a write failed (store_last_error says why on the reactor). */
+ * when a write failed (store_writer_error says why). */
 int store_drain(struct store *s);
+/* Why the data writer failed ("" while it has not); any thread. */
+const char *store_writer_error(struct store *s);
 
 /* The data writer's counters: batches written, drains that waited,
  * submits that waited for room. */

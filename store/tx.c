@@ -431,6 +431,14 @@ void tx_recs_flush(struct tx *tx)
 	}
 }
 
+int tx_drain(struct tx *tx)
+{
+	if (store_drain(tx->s) != 0) {
+		return tx_fail(tx, "read failed", dwrite_error(tx->s->dw));
+	}
+	return 0;
+}
+
 int tx_fail(struct tx *tx, const char *what, const char *detail)
 {
 	if (!tx->failed) {
@@ -468,8 +476,8 @@ static int db_get(struct tx *tx, const struct sbuf *key, bool batch, bool drain,
 	char *err = NULL;
 	struct store *s = tx->s;
 
-	if (drain && store_drain(s) != 0) {
-		return tx_fail(tx, "read failed", dwrite_error(s->dw));
+	if (drain && tx_drain(tx) != 0) {
+		return -1;
 	}
 	if (batch) {
 		v->p = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
@@ -644,9 +652,7 @@ void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 
 	/* A failed writer fails the transaction; the iterator still opens
 	 * (and titer_close reports the failure). */
-	if (store_drain(s) != 0) {
-		tx_fail(tx, "read failed", dwrite_error(s->dw));
-	}
+	(void)tx_drain(tx);
 	base = rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
 
 	it->tx = tx;

@@ -77,7 +77,86 @@ static void sleep_ms(unsigned ms)
 /* Ports come from below the kernel's ephemeral range (32768-60999 by
  * default): a port bind(0) handed out and we released could be taken by
  * another process's outgoing connection (tests run two at a time) before
- * lodestone binds it. Free for both TCP and UDP when checked. */
+ * lodestone binds it. Free for both TCP and UDP when checked.
+ *
+ * A port handed out is also reserved until this test process exits: a file
+ * named for it in PORT_DIR, created exclusively, holds our pid. Without it
+ * two draws in one process (five per node) could return the same port, and
+ * another test process could take a port of ours while its node is down
+ * between a kill and a restart. A reservation whose pid is gone is stale and
+ * taken over. */
+#define PORT_DIR "/tmp/lodestone-test-ports"
+#define PORT_MAX_HELD 1024
+
+/* Ports this process reserved, released at exit. Test-only state. */
+static uint16_t held[PORT_MAX_HELD];
+static unsigned n_held;
+
+static void release_ports(void)
+{
+	char path[64];
+
+	for (unsigned k = 0; k < n_held; k++) {
+		snprintf(path, sizeof path, PORT_DIR "/%u", held[k]);
+		unlink(path);
+	}
+	n_held = 0;
+}
+
+/* 0 when this process now holds @port, -1 when another live process or this
+ * one already does (or the reservation cannot be made). */
+static int reserve_port(uint16_t port)
+{
+	char path[64], buf[32];
+	int fd, len;
+	ssize_t got;
+
+	if (n_held == PORT_MAX_HELD) {
+		return -1;
+	}
+	if (n_held == 0) {
+		atexit(release_ports);
+	}
+	mkdir(PORT_DIR, 0777);
+	chmod(PORT_DIR, 01777);
+	snprintf(path, sizeof path, PORT_DIR "/%u", port);
+	for (int tries = 0; tries < 2; tries++) {
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd >= 0) {
+			len = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+			got = write(fd, buf, (size_t)len);
+			close(fd);
+			if (got != len) {
+				unlink(path);
+				return -1;
+			}
+			held[n_held++] = port;
+			return 0;
+		}
+		if (errno != EEXIST) {
+			return -1;
+		}
+		/* Taken: by a live process (maybe us), or stale. */
+		fd = open(path, O_RDONLY);
+		if (fd < 0) {
+			continue; /* released meanwhile */
+		}
+		got = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (got <= 0) {
+			return -1; /* being written right now */
+		}
+		buf[got] = '\0';
+		long pid = strtol(buf, NULL, 10);
+		if (pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+			return -1;
+		}
+		unlink(path); /* stale: its process is gone */
+	}
+	return -1;
+}
+
 uint16_t harness_free_port(void)
 {
 	static uint64_t rng;
@@ -89,13 +168,15 @@ uint16_t harness_free_port(void)
 	for (int attempt = 0; attempt < 1000; attempt++) {
 		struct sockaddr_in sa = {0};
 		int t, u, ok;
+		uint16_t port;
 
 		rng ^= rng << 13;
 		rng ^= rng >> 7;
 		rng ^= rng << 17;
+		port = (uint16_t)(20000 + rng % 12000);
 		sa.sin_family = AF_INET;
 		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sa.sin_port = htons((uint16_t)(20000 + rng % 12000));
+		sa.sin_port = htons(port);
 		t = socket(AF_INET, SOCK_STREAM, 0);
 		u = socket(AF_INET, SOCK_DGRAM, 0);
 		ok = t >= 0 && u >= 0 &&
@@ -107,8 +188,8 @@ uint16_t harness_free_port(void)
 		if (u >= 0) {
 			close(u);
 		}
-		if (ok) {
-			return ntohs(sa.sin_port);
+		if (ok && reserve_port(port) == 0) {
+			return port;
 		}
 	}
 	return 0;

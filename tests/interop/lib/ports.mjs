@@ -6,8 +6,20 @@
 import dgram from "node:dgram";
 import net from "node:net";
 
+// Ports already handed out by this process: never hand one out twice (a
+// node given the same port for two listeners fails to start).
+const given = new Set();
+
 function randomPort() {
-  return 20000 + Math.floor(Math.random() * 12000);
+  for (;;) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if (!given.has(port)) return port;
+  }
+}
+
+function give(port) {
+  given.add(port);
+  return port;
 }
 
 function tcpFree(port) {
@@ -29,14 +41,14 @@ function udpFree(port) {
 export async function freeTcpPort() {
   for (;;) {
     const port = randomPort();
-    if (await tcpFree(port)) return port;
+    if (await tcpFree(port)) return give(port);
   }
 }
 
 export async function freeUdpPort() {
   for (;;) {
     const port = randomPort();
-    if (await udpFree(port)) return port;
+    if (await udpFree(port)) return give(port);
   }
 }
 
@@ -44,6 +56,6 @@ export async function freeUdpPort() {
 export async function freePort() {
   for (;;) {
     const port = randomPort();
-    if ((await tcpFree(port)) && (await udpFree(port))) return port;
+    if ((await tcpFree(port)) && (await udpFree(port))) return give(port);
   }
 }

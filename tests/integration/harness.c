@@ -123,7 +123,8 @@ static int reserve_port(uint16_t port)
 	for (int tries = 0; tries < 2; tries++) {
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
 		if (fd >= 0) {
-			len = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+			len =
+			    snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 			got = write(fd, buf, (size_t)len);
 			close(fd);
 			if (got != len) {

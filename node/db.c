@@ -9,6 +9,7 @@
  * rows, indexes and metadata stay inline in the SST blocks. */
 #define DB_MIN_BLOB_SIZE 4096
 #define DB_BLOB_FILE_SIZE (64u << 20)
+#define DB_LOG_MEMTABLE (128u << 20)
 
 static void db_free_options(struct db *d)
 {
@@ -54,6 +55,11 @@ int db_open(struct db *d, const char *dir, char *err, size_t errlen)
 	 * (raft/bench_raft: 1000 groups, 82k -> 169k entries/s). */
 	d->log_opts = rocksdb_options_create_copy(d->opts);
 	rocksdb_options_set_memtable_vector_rep(d->log_opts);
+	/* The raft WAL (raft/wal.c) flushes this CF each time it moves to a
+	 * new 64 MiB segment, so it can drop the older ones: a memtable twice
+	 * that size is never flushed for being full in between (which would
+	 * write the live entries out twice per segment). */
+	rocksdb_options_set_write_buffer_size(d->log_opts, DB_LOG_MEMTABLE);
 	cf_opts[1] = d->log_opts;
 	/* Every data write does point lookups (type checks, indexes): bloom
 	 * filters keep misses off the disk. */

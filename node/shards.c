@@ -1577,6 +1577,9 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	}
 
 	struct rio_store_options ro = {0};
+	char waldir[1100];
+	snprintf(waldir, sizeof waldir, "%s/raftwal", s->data_dir);
+	ro.wal_dir = waldir;
 	if (rio_store_init(&s->rio, loop, db->db, db->raft_log, db->raft_state,
 	                   &ro, msg) != 0) {
 		snprintf(err, errlen, "raft storage: %s", msg);

@@ -13,9 +13,9 @@
  * "null": the cost of raft/ alone).
  *
  * By default the database has the node's own options (node/db.c: a vector
- * memtable for raft_log, bloom filters for data); -m skiplist opens it
- * instead with plain options and the default skiplist memtable, for
- * comparison.
+ * memtable for raft_log, bloom filters for data) and the log its own WAL
+ * (raft/wal.c); -m skiplist opens it instead with plain options, the
+ * default skiplist memtable and RocksDB's WAL, for comparison.
  *
  * usage: bench_raft [-s seconds] [-w window | -p per-group window]
  *                   [-g 1,64,1000] [-b 64,16384] [-f rocks,null]
@@ -206,6 +206,7 @@ static void run_row(const char *base, unsigned groups, size_t size,
 	struct bench *b = calloc(1, sizeof *b);
 	char err[RAFT_ERRMSG_BUF_SIZE];
 	struct rio_store_options so = {0};
+	char waldir[1100];
 	struct group_options o = {0};
 	struct group_member me = {NODE, ADDR};
 	struct rio_stats s0, s1;
@@ -226,6 +227,11 @@ static void run_row(const char *base, unsigned groups, size_t size,
 	}
 
 	so.seed = 1;
+	if (vector) {
+		/* The node's storage: the log's own WAL too. */
+		snprintf(waldir, sizeof waldir, "%s/raftwal", b->dir);
+		so.wal_dir = waldir;
+	}
 	if (rio_store_init(&b->store, &b->loop, b->db, b->cf[1], b->cf[2], &so,
 	                   err) != 0) {
 		die("store", err);

@@ -26,7 +26,19 @@
  * writes it and syncs the WAL (one fsync), then wakes the loop (uv_async),
  * which starts the next batch at once and then fires the completions in
  * order. bootstrap and recover write directly (unsynced) and force the next
- * batch to sync, so they cost no fsync of their own. */
+ * batch to sync, so they cost no fsync of their own.
+ *
+ * Durability (with a `wal_dir`, as the node runs): each batch goes first to
+ * our own write-ahead log (raft/wal.c: the batch's bytes as one record with
+ * a hardware CRC-32C, then one fdatasync), then to RocksDB with RocksDB's
+ * WAL off, both under `wal_mu` so the two see the same order. At start the
+ * records are written again into RocksDB (blind puts and deletes, so
+ * replaying a record already flushed changes nothing) before anything is
+ * read. When the log moves to a new segment, a thread-pool job flushes the
+ * raft_log and raft_state memtables and deletes the older segments: what
+ * they wrote is in SST files then. Without a `wal_dir` RocksDB's own WAL is
+ * used (synced with FlushWAL), which computes its CRCs in software on
+ * Debian's build. */
 #include "raft/io.h"
 
 #include <dlfcn.h>
@@ -37,6 +49,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+
+#include "raft/wal.h"
 
 #define FORMAT 1
 #define LOG_KEY_SIZE 12
@@ -162,7 +176,20 @@ struct rio_store {
 	rocksdb_column_family_handle_t *cf_state;
 	rocksdb_writeoptions_t *wo_sync;
 	rocksdb_writeoptions_t *wo_plain;
+	rocksdb_writeoptions_t *wo_nowal; /* RocksDB WAL off: ours has it */
 	rocksdb_readoptions_t *ro;
+
+	/* Our write-ahead log (NULL: RocksDB's). `wal_mu` orders its
+	 * appends with the RocksDB writes of the same batches (writer thread
+	 * and loop thread). */
+	struct wal *wal;
+	pthread_mutex_t wal_mu;
+	uv_work_t release;     /* flush, then drop older segments */
+	bool releasing;        /* `release` queued or running */
+	uint64_t release_to;   /* segments below it go (set before queue) */
+	uint64_t released_to;  /* segments below it are gone */
+	int release_rv;        /* set by the job */
+	char release_err[256]; /* set by the job */
 	unsigned tick_ms;
 	uint64_t rng;
 	rio_send_fn send;
@@ -541,32 +568,71 @@ static void batch_touch(struct rio_batch *b, struct rio *r)
 	}
 }
 
-static void batch_write(struct rio_store *s, struct rio_batch *b)
+/* Writes `wb` (if not empty) to the log's storage, then, if `sync`, makes
+ * it and everything written before durable. Fills `ns` with the time
+ * spent writing and syncing when not NULL. Any thread. */
+static int log_write(struct rio_store *s, rocksdb_writebatch_t *wb, bool sync,
+                     uint64_t ns[2], char *msg, size_t msglen)
 {
 	char *err = NULL;
-	uint64_t t0, t1;
+	uint64_t t0 = uv_hrtime(), t1;
+	size_t len;
+	int rv = 0;
 
-	/* Write, then sync the WAL: a write with sync=true would hold
-	 * RocksDB's write queue during the fsync and stall every other
-	 * writer of the database (the reactor's unsynced apply writes);
-	 * SyncWAL lets them go on while the disk syncs. An empty batch (a
-	 * forced one) only syncs what was written before it. */
-	t0 = uv_hrtime();
-	if (rocksdb_writebatch_count(b->wb) > 0) {
-		rocksdb_write(s->db, s->wo_plain, b->wb, &err);
+	if (s->wal == NULL) {
+		/* Write, then sync the WAL: a write with sync=true would
+		 * hold RocksDB's write queue during the fsync and stall
+		 * every other writer of the database (the data writer's
+		 * unsynced apply writes); SyncWAL lets them go on. */
+		if (rocksdb_writebatch_count(wb) > 0) {
+			rocksdb_write(s->db, s->wo_plain, wb, &err);
+		}
+		t1 = uv_hrtime();
+		if (err == NULL && sync) {
+			rocksdb_flush_wal(s->db, 1, &err);
+		}
+		goto out;
+	}
+	pthread_mutex_lock(&s->wal_mu);
+	if (rocksdb_writebatch_count(wb) > 0) {
+		const char *rep = rocksdb_writebatch_data(wb, &len);
+		if (wal_append(s->wal, rep, len, msg, msglen) != 0) {
+			pthread_mutex_unlock(&s->wal_mu);
+			return -1;
+		}
+		rocksdb_write(s->db, s->wo_nowal, wb, &err);
 	}
 	t1 = uv_hrtime();
-	if (err == NULL) {
-		rocksdb_flush_wal(s->db, 1, &err);
+	/* An empty batch (a forced one) syncs what was written before. */
+	if (err == NULL && sync) {
+		rv = wal_sync(s->wal, msg, msglen);
 	}
-	b->write_ns = t1 - t0;
-	b->sync_ns = uv_hrtime() - t1;
+	pthread_mutex_unlock(&s->wal_mu);
+out:
+	if (ns != NULL) {
+		ns[0] = t1 - t0;
+		ns[1] = uv_hrtime() - t1;
+	}
 	if (err != NULL) {
+		snprintf(msg, msglen, "%s", err);
+		free(err);
+		return -1;
+	}
+	return rv;
+}
+
+static void batch_write(struct rio_store *s, struct rio_batch *b)
+{
+	char msg[sizeof b->errmsg - 64];
+	uint64_t ns[2] = {0, 0};
+
+	if (log_write(s, b->wb, true, ns, msg, sizeof msg) != 0) {
 		b->status = RAFT_IOERR;
 		snprintf(b->errmsg, sizeof b->errmsg,
-		         "synced write of the raft log failed: %s", err);
-		free(err);
+		         "synced write of the raft log failed: %s", msg);
 	}
+	b->write_ns = ns[0];
+	b->sync_ns = ns[1];
 }
 
 static void *writer_main(void *arg)
@@ -765,6 +831,79 @@ static void run_soon(struct rio_store *s)
 
 static void maybe_finish_close(struct rio_store *s);
 
+/* Flushes the memtables of the log's column families: what was written
+ * to them (by records of our WAL) is then in SST files. Any thread. */
+static int flush_log_cfs(struct rio_store *s, char *msg, size_t msglen)
+{
+	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+	char *err = NULL;
+
+	rocksdb_flushoptions_set_wait(fo, 1);
+	rocksdb_flush_cf(s->db, fo, s->cf_log, &err);
+	if (err == NULL) {
+		rocksdb_flush_cf(s->db, fo, s->cf_state, &err);
+	}
+	rocksdb_flushoptions_destroy(fo);
+	if (err != NULL) {
+		snprintf(msg, msglen, "flush of the raft log's memtables: %s",
+		         err);
+		free(err);
+		return -1;
+	}
+	return 0;
+}
+
+static void release_work(uv_work_t *w)
+{
+	struct rio_store *s = w->data;
+
+	s->release_rv = flush_log_cfs(s, s->release_err, sizeof s->release_err);
+	if (s->release_rv == 0) {
+		s->release_rv =
+		    wal_release_before(s->wal, s->release_to, s->release_err,
+		                       sizeof s->release_err);
+	}
+}
+
+static void release_done(uv_work_t *w, int status)
+{
+	struct rio_store *s = w->data;
+
+	s->releasing = false;
+	if (status == 0 && s->release_rv == 0) {
+		s->released_to = s->release_to;
+		s->stats.wal_releases++;
+	} else {
+		/* The segments stay (the next rotation tries again); a
+		 * failing flush fails the log's writes soon enough. */
+		s->stats.wal_release_errors++;
+		fprintf(stderr, "raft WAL: older segments kept: %s\n",
+		        status != 0 ? uv_strerror(status) : s->release_err);
+	}
+	maybe_finish_close(s);
+}
+
+/* Once the WAL moved to a new segment, drops the older ones after a flush,
+ * one job at a time. */
+static void maybe_release(struct rio_store *s)
+{
+	uint64_t cur;
+
+	if (s->wal == NULL || s->releasing || s->closing) {
+		return;
+	}
+	cur = wal_current(s->wal);
+	if (cur <= s->released_to) {
+		return;
+	}
+	s->release_to = cur;
+	s->release.data = s;
+	if (uv_queue_work(s->loop, &s->release, release_work, release_done) ==
+	    0) {
+		s->releasing = true;
+	}
+}
+
 static void complete_batch(struct rio_store *s, struct rio_batch *b)
 {
 	struct rio_req *q;
@@ -826,6 +965,7 @@ static void async_cb(uv_async_t *a)
 	submit(s);
 	complete_batch(s, b);
 	batch_recycle(s, b);
+	maybe_release(s);
 	run_soon(s);
 	submit(s);
 	update_ref(s);
@@ -1226,17 +1366,15 @@ static int write_direct(struct rio *r, rocksdb_writebatch_t *wb)
 {
 	struct rio_store *s = r->s;
 	struct rio_batch *b;
-	char *err = NULL;
+	char msg[RAFT_ERRMSG_BUF_SIZE - 32];
 
 	b = pending_batch(s);
 	if (b == NULL) {
 		return RAFT_NOMEM;
 	}
-	rocksdb_write(s->db, s->wo_plain, wb, &err);
-	if (err != NULL) {
+	if (log_write(s, wb, false, NULL, msg, sizeof msg) != 0) {
 		snprintf(r->io->errmsg, sizeof r->io->errmsg,
-		         "write group %u: %s", r->group, err);
-		free(err);
+		         "write group %u: %s", r->group, msg);
 		return RAFT_IOERR;
 	}
 	b->force = true;
@@ -2071,6 +2209,14 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 void rio_store_stats(const struct rio_store *s, struct rio_stats *st)
 {
 	*st = s->stats;
+	if (s->wal != NULL) {
+		struct wal_stats ws;
+		wal_stats(s->wal, &ws);
+		st->wal_segments = ws.segments;
+		st->wal_rotations = ws.rotations;
+		st->wal_replayed = ws.replayed;
+		st->wal_torn_bytes = ws.torn_bytes;
+	}
 }
 
 int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
@@ -2078,7 +2224,8 @@ int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
 	rocksdb_writebatch_t *wb;
 	uint8_t lo[LOG_KEY_SIZE], hi[LOG_KEY_SIZE];
 	uint8_t k[STATE_KEY_SIZE];
-	char *err = NULL;
+	char msg[RAFT_ERRMSG_BUF_SIZE - 32];
+	int rv;
 
 	if (map_get(&s->map, group) != NULL) {
 		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
@@ -2097,13 +2244,50 @@ int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
 	state_key(k, group, 's');
 	rocksdb_writebatch_delete_cf(wb, s->cf_state, (const char *)k,
 	                             sizeof k);
-	rocksdb_write(s->db, s->wo_plain, wb, &err);
+	rv = log_write(s, wb, false, NULL, msg, sizeof msg);
+	rocksdb_writebatch_destroy(wb);
+	if (rv != 0) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "erase group %u: %s",
+		         group, msg);
+		return RAFT_IOERR;
+	}
+	return 0;
+}
+
+/* Writes a record of our WAL into RocksDB again (rio_store_init). */
+static int replay_record(void *data, const void *rec, size_t len, char *msg,
+                         size_t msglen)
+{
+	struct rio_store *s = data;
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(rec, len);
+	char *err = NULL;
+
+	rocksdb_write(s->db, s->wo_nowal, wb, &err);
 	rocksdb_writebatch_destroy(wb);
 	if (err != NULL) {
-		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "erase group %u: %s",
-		         group, err);
+		snprintf(msg, msglen, "replay of the raft WAL: %s", err);
 		free(err);
-		return RAFT_IOERR;
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens our WAL: its records go into RocksDB, are flushed to SST files,
+ * and the replayed segments are deleted. */
+static int open_wal(struct rio_store *s, const struct rio_store_options *o,
+                    char *errmsg)
+{
+	if (wal_open(&s->wal, o->wal_dir, o->wal_segment_bytes, replay_record,
+	             s, errmsg, RAFT_ERRMSG_BUF_SIZE) != 0) {
+		return -1;
+	}
+	s->released_to = wal_current(s->wal);
+	if (flush_log_cfs(s, errmsg, RAFT_ERRMSG_BUF_SIZE) != 0 ||
+	    wal_release_before(s->wal, s->released_to, errmsg,
+	                       RAFT_ERRMSG_BUF_SIZE) != 0) {
+		wal_close(s->wal);
+		s->wal = NULL;
+		return -1;
 	}
 	return 0;
 }
@@ -2141,9 +2325,15 @@ int rio_store_init(struct rio_store **out, uv_loop_t *loop, rocksdb_t *db,
 	s->wo_sync = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(s->wo_sync, 1);
 	s->wo_plain = rocksdb_writeoptions_create();
+	s->wo_nowal = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(s->wo_nowal, 1);
 	s->ro = rocksdb_readoptions_create();
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
+	pthread_mutex_init(&s->wal_mu, NULL);
+	if (o != NULL && o->wal_dir != NULL && open_wal(s, o, errmsg) != 0) {
+		goto err_wal;
+	}
 
 	uv_timer_init(loop, &s->timer);
 	s->timer.data = s;
@@ -2175,9 +2365,23 @@ err_handles:
 	 * then only if the caller never runs the loop again. */
 	uv_close((uv_handle_t *)&s->timer, NULL);
 	uv_close((uv_handle_t *)&s->prepare, NULL);
+	wal_close(s->wal);
 	rocksdb_writeoptions_destroy(s->wo_sync);
 	rocksdb_writeoptions_destroy(s->wo_plain);
+	rocksdb_writeoptions_destroy(s->wo_nowal);
 	rocksdb_readoptions_destroy(s->ro);
+	*out = NULL;
+	return RAFT_IOERR;
+
+err_wal:
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->wal_mu);
+	rocksdb_writeoptions_destroy(s->wo_sync);
+	rocksdb_writeoptions_destroy(s->wo_plain);
+	rocksdb_writeoptions_destroy(s->wo_nowal);
+	rocksdb_readoptions_destroy(s->ro);
+	free(s);
 	*out = NULL;
 	return RAFT_IOERR;
 }
@@ -2206,7 +2410,7 @@ static void maybe_finish_close(struct rio_store *s)
 			return;
 		}
 	}
-	if (s->open_handles > 0 || s->stop) {
+	if (s->open_handles > 0 || s->stop || s->releasing) {
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -2243,8 +2447,11 @@ void rio_store_free(struct rio_store *s)
 	free(s->map.slots);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->wal_mu);
+	wal_close(s->wal);
 	rocksdb_writeoptions_destroy(s->wo_sync);
 	rocksdb_writeoptions_destroy(s->wo_plain);
+	rocksdb_writeoptions_destroy(s->wo_nowal);
 	rocksdb_readoptions_destroy(s->ro);
 	free(s);
 }

@@ -50,6 +50,10 @@ struct rio_store_options {
 	uint64_t seed;    /* PRNG seed for election timeouts; 0 = random */
 	rio_send_fn send; /* may be NULL: single node, nobody to send to */
 	void *send_data;
+	/* Directory of the log's own write-ahead log (raft/wal.h), replayed
+	 * into RocksDB by rio_store_init; NULL: RocksDB's WAL instead. */
+	const char *wal_dir;
+	uint64_t wal_segment_bytes; /* 0 = 64 MiB */
 };
 
 /* Per-group hooks, all optional. */
@@ -93,6 +97,13 @@ struct rio_stats {
 	uint64_t write_ns; /* writer time in the batch writes (RocksDB's write
 	                      queue and memtable inserts included) */
 	uint64_t sync_ns;  /* writer time in the WAL syncs */
+	/* Our WAL (zero without one): */
+	uint64_t wal_segments;       /* segment files on disk */
+	uint64_t wal_rotations;      /* segments started since open */
+	uint64_t wal_releases;       /* flushes that let older segments go */
+	uint64_t wal_release_errors; /* such flushes or deletes that failed */
+	uint64_t wal_replayed;       /* records replayed at open */
+	uint64_t wal_torn_bytes;     /* torn tail cut at open */
 };
 
 /* Creates the store. `db` and the column families are borrowed and must

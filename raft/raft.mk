@@ -6,6 +6,7 @@
 noinst_LIBRARIES += raft/liblsraft.a
 NODE_LIBS += raft/liblsraft.a
 raft_liblsraft_a_SOURCES = \
+	raft/crc32c.c raft/crc32c.h \
 	raft/entry.c raft/entry.h \
 	raft/fsm.h \
 	raft/forward.c raft/forward.h \
@@ -15,6 +16,7 @@ raft_liblsraft_a_SOURCES = \
 	raft/placement.c raft/placement.h \
 	raft/replica.c raft/replica.h \
 	raft/transport.c raft/transport.h \
+	raft/wal.c raft/wal.h \
 	raft/xfer.c raft/xfer.h
 
 # Single-node benchmark: throughput, commit latency, fsyncs per second.
@@ -93,3 +95,7 @@ raft_bench_cluster_SOURCES = raft/bench_cluster.c raft/bench_fsm.c \
 	raft/bench_fsm.h node/db.c node/db.h
 raft_bench_cluster_LDADD = raft/liblsraft.a $(DEP_LIBS)
 EXTRA_DIST += docs/cluster.md
+
+UNIT_TESTS += tests/unit/test_raft_wal
+tests_unit_test_raft_wal_SOURCES = tests/unit/test_raft_wal.c
+tests_unit_test_raft_wal_LDADD = $(RAFT_TEST_LIBS)

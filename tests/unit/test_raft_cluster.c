@@ -219,12 +219,15 @@ static void node_up(struct node *n)
 {
 	char err[RAFT_ERRMSG_BUF_SIZE];
 	struct rio_store_options so = {0};
+	char waldir[300];
 	struct group_options o = {0};
 	struct group_member members[NODES];
 	unsigned g, k;
 
 	so.seed = 1000 + n->i;
 	so.tick_ms = 10;
+	snprintf(waldir, sizeof waldir, "%s/raftwal", n->db.dir);
+	so.wal_dir = waldir;
 	so.send = send_hook;
 	so.send_data = n;
 	assert_int_equal(rio_store_init(&n->store, &n->c->loop, n->db.db,

@@ -47,10 +47,13 @@ static void node_open(struct node *n, const struct group_params *dflt)
 {
 	char err[RAFT_ERRMSG_BUF_SIZE];
 	struct rio_store_options so = {0};
+	char waldir[300];
 	struct group_options o = {0};
 
 	so.seed = 7;
 	so.tick_ms = 20;
+	snprintf(waldir, sizeof waldir, "%s/raftwal", n->db.dir);
+	so.wal_dir = waldir;
 	assert_int_equal(rio_store_init(&n->store, &n->loop, n->db.db,
 	                                n->db.log, n->db.state, &so, err),
 	                 0);

@@ -37,6 +37,7 @@ struct fx {
 	uint32_t sent_group;
 	bool store_closed;
 	int closed;
+	uint64_t wal_segment_bytes; /* for the next store_open; 0 = default */
 };
 
 static int sync_hook(void *data)
@@ -50,8 +51,12 @@ static void store_open(struct fx *f)
 {
 	char err[RAFT_ERRMSG_BUF_SIZE];
 	struct rio_store_options o = {0};
+	char waldir[300];
 	o.seed = 42;
 	o.tick_ms = 10;
+	snprintf(waldir, sizeof waldir, "%s/raftwal", f->db.dir);
+	o.wal_dir = waldir;
+	o.wal_segment_bytes = f->wal_segment_bytes;
 	assert_int_equal(rio_store_init(&f->s, &f->loop, f->db.db, f->db.log,
 	                                f->db.state, &o, err),
 	                 0);
@@ -285,6 +290,55 @@ static void test_append_order(void **state)
 	assert_int_equal(l.n, 6);
 	for (k = 0; k < 6; k++) {
 		assert_true(entry_ok(&l.entries[k], 1, 1 + (uint64_t)k, 100));
+	}
+	loaded_free(&l);
+}
+
+/* The WAL moves to new segments as it grows; older ones are dropped once
+ * a flush put what they wrote in SST files; a restart loads everything. */
+static void test_wal_rotation(void **state)
+{
+	struct fx *f = *state;
+	struct append_req a;
+	struct loaded l = {0};
+	struct rio_stats st;
+	int order[1], done = 0, guard = 0;
+	uint64_t index = 1;
+
+	f->wal_segment_bytes = 16 << 10;
+	restart(f);
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	for (int k = 0; k < 100; k++) {
+		a.order = order;
+		a.counter = &done;
+		a.id = 0;
+		done = 0;
+		submit_append(f, 0, &a, 1, index, 2, 1000);
+		run_until(f, &done, 1);
+		assert_int_equal(a.status, 0);
+		index += 2;
+	}
+	rio_store_stats(f->s, &st);
+	assert_true(st.wal_rotations >= 10);
+	/* The last rotation's release may still be running. */
+	while (st.wal_segments > 2 && ++guard < 1000000) {
+		uv_run(&f->loop, UV_RUN_ONCE);
+		rio_store_stats(f->s, &st);
+	}
+	assert_true(st.wal_releases >= 1);
+	assert_int_equal(st.wal_release_errors, 0);
+	assert_true(st.wal_segments <= 2);
+
+	restart(f);
+	rio_store_stats(f->s, &st);
+	assert_int_equal(st.wal_segments, 1); /* replayed, flushed, dropped */
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	assert_int_equal(l.start, 1);
+	assert_int_equal(l.n, 200);
+	for (uint64_t k = 0; k < 200; k++) {
+		assert_true(entry_ok(&l.entries[k], 1, 1 + k, 1000));
 	}
 	loaded_free(&l);
 }
@@ -1165,11 +1219,15 @@ static void test_crash(void **state)
 	struct fx *f = *state;
 	uint64_t acked = 0, acked_term = 0, rec[2];
 	struct loaded l = {0};
+	struct rio_stats st;
 	int fds[2], wstatus;
 	pid_t pid;
 	size_t k;
 
-	/* The child gets its own store on a fresh handle of the same DB. */
+	/* The child gets its own store on a fresh handle of the same DB,
+	 * its WAL moving to a new segment (and flushing and dropping older
+	 * ones) every ~100 entries, so the kill can land anywhere in that. */
+	f->wal_segment_bytes = 32 << 10;
 	close_all(f);
 	testdb_close(&f->db);
 	assert_int_equal(pipe(fds), 0);
@@ -1198,6 +1256,8 @@ static void test_crash(void **state)
 
 	testdb_reopen(&f->db);
 	store_open(f);
+	rio_store_stats(f->s, &st);
+	assert_true(st.wal_replayed > 0); /* what the kill left unflushed */
 	io_open(f, 0, 77);
 	load(f, 0, &l);
 	/* Everything acknowledged is there, intact, without holes. */
@@ -1219,6 +1279,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_append_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_wal_rotation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),

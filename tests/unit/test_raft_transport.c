@@ -33,8 +33,9 @@
 
 #define NODES 3
 #define GROUPS 3
-#define GHOST 5 /* a configured peer that never runs (raw sockets pose as it)  \
-	         */
+#define GHOST                                                                  \
+	5 /* a configured peer that never runs (raw sockets pose as it)        \
+	   */
 #define GUARD_MS 30000
 
 struct cluster;
@@ -205,6 +206,7 @@ static void node_start_groups(struct node *n)
 {
 	char err[RAFT_ERRMSG_BUF_SIZE];
 	struct rio_store_options so = {0};
+	char waldir[300];
 	struct group_options o = {0};
 	struct forward_options fo = {0};
 	struct xfer_options xo = {0};
@@ -213,6 +215,8 @@ static void node_start_groups(struct node *n)
 
 	so.seed = 77 + n->i;
 	so.tick_ms = 10;
+	snprintf(waldir, sizeof waldir, "%s/raftwal", n->db.dir);
+	so.wal_dir = waldir;
 	assert_int_equal(rio_store_init(&n->store, &n->c->loop, n->db.db,
 	                                n->db.log, n->db.state, &so, err),
 	                 0);

@@ -1,0 +1,460 @@
+/* The Raft log's write-ahead log; see wal.h. */
+#include "raft/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "raft/crc32c.h"
+
+#define MAGIC "LSWAL001"
+#define MAGIC_LEN 8
+#define REC_HEADER 8
+#define DEFAULT_SEGMENT_BYTES (64u << 20)
+#define MAX_RECORD (1u << 30)
+#define NAME_LEN 24 /* 20 digits, ".seg" */
+
+struct wal {
+	char *dir;
+	int dir_fd;
+	int fd;             /* current segment */
+	uint64_t cur;       /* its number; read by other threads (atomic) */
+	uint64_t cur_bytes; /* its size */
+	uint64_t limit;
+	pthread_mutex_t mu; /* guards `first` (release vs rotation) */
+	uint64_t first;     /* oldest segment on disk */
+	struct wal_stats st;
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+static void seg_path(const struct wal *w, uint64_t seq, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%020" PRIu64 ".seg", w->dir, seq);
+}
+
+/* Parses "<20 digits>.seg"; 0 when `name` is not a segment. */
+static int parse_name(const char *name, uint64_t *seq)
+{
+	uint64_t v = 0;
+
+	if (strlen(name) != NAME_LEN || strcmp(name + 20, ".seg") != 0) {
+		return -1;
+	}
+	for (int i = 0; i < 20; i++) {
+		if (name[i] < '0' || name[i] > '9') {
+			return -1;
+		}
+		v = v * 10 + (uint64_t)(name[i] - '0');
+	}
+	*seq = v;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int write_all(int fd, struct iovec *iov, int n, size_t total)
+{
+	while (total > 0) {
+		ssize_t r = writev(fd, iov, n);
+		if (r < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return -1;
+		}
+		total -= (size_t)r;
+		while (n > 0 && (size_t)r >= iov->iov_len) {
+			r -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + r;
+			iov->iov_len -= (size_t)r;
+		}
+	}
+	return 0;
+}
+
+/* Creates segment `seq` with its magic and makes its name durable. */
+static int start_segment(struct wal *w, uint64_t seq, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	struct iovec iov = {MAGIC, MAGIC_LEN};
+	int fd;
+
+	seg_path(w, seq, path, sizeof path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create raft WAL segment %s: %s",
+		         path, strerror(errno));
+		return -1;
+	}
+	if (write_all(fd, &iov, 1, MAGIC_LEN) != 0 || fdatasync(fd) != 0 ||
+	    fsync(w->dir_fd) != 0) {
+		snprintf(err, errlen, "cannot start raft WAL segment %s: %s",
+		         path, strerror(errno));
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	w->fd = fd;
+	__atomic_store_n(&w->cur, seq, __ATOMIC_RELEASE);
+	w->cur_bytes = MAGIC_LEN;
+	__atomic_fetch_add(&w->st.segments, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len, char *err,
+                     size_t errlen)
+{
+	struct stat sb;
+	uint8_t *buf;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		snprintf(err, errlen, "cannot read raft WAL segment %s: %s",
+		         path, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	buf = malloc((size_t)sb.st_size + 1);
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of memory reading %s", path);
+		close(fd);
+		return -1;
+	}
+	while (got < (size_t)sb.st_size) {
+		ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+		if (r < 0 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			snprintf(err, errlen,
+			         "cannot read raft WAL segment %s: %s", path,
+			         r < 0 ? strerror(errno) : "short read");
+			free(buf);
+			close(fd);
+			return -1;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+/* Replays one segment. Sets `*good` to the length of its intact prefix and
+ * `*size` to its length; a bad record is an error unless `last`. */
+static int replay_segment(struct wal *w, uint64_t seq, bool last,
+                          wal_replay_fn fn, void *data, size_t *good,
+                          size_t *size, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	uint8_t *buf;
+	size_t len, off;
+	const char *why = NULL;
+	int rv = 0;
+
+	seg_path(w, seq, path, sizeof path);
+	if (read_file(path, &buf, &len, err, errlen) != 0) {
+		return -1;
+	}
+	*good = 0;
+	*size = len;
+	if (len < MAGIC_LEN || memcmp(buf, MAGIC, MAGIC_LEN) != 0) {
+		why = "no segment header";
+		off = 0;
+		goto bad;
+	}
+	off = MAGIC_LEN;
+	while (off < len) {
+		uint32_t n, crc;
+		if (len - off < REC_HEADER) {
+			why = "record header cut short";
+			goto bad;
+		}
+		n = get32(buf + off);
+		crc = get32(buf + off + 4);
+		if (n > MAX_RECORD || len - off - REC_HEADER < n) {
+			why = "record cut short";
+			goto bad;
+		}
+		if (crc32c_extend(crc32c_extend(0, buf + off, 4),
+		                  buf + off + REC_HEADER, n) != crc) {
+			why = "record checksum mismatch";
+			goto bad;
+		}
+		if (fn(data, buf + off + REC_HEADER, n, err, errlen) != 0) {
+			rv = -1;
+			goto out;
+		}
+		w->st.replayed++;
+		off += REC_HEADER + (size_t)n;
+	}
+	*good = len;
+	goto out;
+bad:
+	*good = off;
+	if (!last) {
+		snprintf(
+		    err, errlen,
+		    "raft WAL segment %s is corrupt at byte %zu (%s) and "
+		    "is not the newest: refusing to start on a damaged log",
+		    path, off, why);
+		rv = -1;
+	} else {
+		w->st.torn_bytes += len - off;
+	}
+out:
+	free(buf);
+	return rv;
+}
+
+/* Cuts the newest segment to its intact prefix (or removes it when not even
+ * its header is intact), durably. */
+static int cut_tail(struct wal *w, uint64_t seq, size_t good, char *err,
+                    size_t errlen)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	seg_path(w, seq, path, sizeof path);
+	if (good < MAGIC_LEN) {
+		if (unlink(path) != 0 || fsync(w->dir_fd) != 0) {
+			snprintf(err, errlen, "cannot remove torn %s: %s", path,
+			         strerror(errno));
+			return -1;
+		}
+		__atomic_fetch_sub(&w->st.segments, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)good) != 0 || fdatasync(fd) != 0) {
+		snprintf(err, errlen, "cannot cut the torn tail of %s: %s",
+		         path, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int wal_open(struct wal **out, const char *dir, uint64_t segment_bytes,
+             wal_replay_fn fn, void *data, char *err, size_t errlen)
+{
+	struct wal *w;
+	DIR *d;
+	struct dirent *de;
+	uint64_t *seqs = NULL, seq;
+	size_t n = 0, cap = 0;
+
+	w = calloc(1, sizeof *w);
+	if (w == NULL || (w->dir = strdup(dir)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(w);
+		return -1;
+	}
+	w->fd = -1;
+	w->dir_fd = -1;
+	w->limit = segment_bytes > 0 ? segment_bytes : DEFAULT_SEGMENT_BYTES;
+	pthread_mutex_init(&w->mu, NULL);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create raft WAL directory %s: %s",
+		         dir, strerror(errno));
+		goto err_free;
+	}
+	w->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = w->dir_fd >= 0 ? opendir(dir) : NULL;
+	if (d == NULL) {
+		snprintf(err, errlen, "cannot open raft WAL directory %s: %s",
+		         dir, strerror(errno));
+		goto err_free;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (parse_name(de->d_name, &seq) != 0) {
+			continue;
+		}
+		if (n == cap) {
+			size_t c = cap ? 2 * cap : 16;
+			uint64_t *p = realloc(seqs, c * sizeof *p);
+			if (p == NULL) {
+				closedir(d);
+				snprintf(err, errlen, "out of memory");
+				goto err_free;
+			}
+			seqs = p;
+			cap = c;
+		}
+		seqs[n++] = seq;
+	}
+	closedir(d);
+	qsort(seqs, n, sizeof *seqs, cmp_u64);
+	w->st.segments = n;
+	for (size_t i = 0; i < n; i++) {
+		bool last = i + 1 == n;
+		size_t good, size;
+		if (replay_segment(w, seqs[i], last, fn, data, &good, &size,
+		                   err, errlen) != 0) {
+			goto err_free;
+		}
+		if (last && good < size &&
+		    cut_tail(w, seqs[i], good, err, errlen) != 0) {
+			goto err_free;
+		}
+	}
+	w->first = n > 0 ? seqs[0] : 1;
+	if (start_segment(w, n > 0 ? seqs[n - 1] + 1 : 1, err, errlen) != 0) {
+		goto err_free;
+	}
+	free(seqs);
+	*out = w;
+	return 0;
+
+err_free:
+	free(seqs);
+	wal_close(w);
+	return -1;
+}
+
+int wal_append(struct wal *w, const void *rec, size_t len, char *err,
+               size_t errlen)
+{
+	uint8_t h[REC_HEADER];
+	struct iovec iov[2];
+
+	if (len > MAX_RECORD) {
+		snprintf(err, errlen, "raft WAL record of %zu bytes is too big",
+		         len);
+		return -1;
+	}
+	if (w->cur_bytes > MAGIC_LEN && w->cur_bytes + len > w->limit) {
+		/* The finished segment must be durable before a record
+		 * after it is: a later sync only covers the new file. */
+		if (fdatasync(w->fd) != 0) {
+			snprintf(err, errlen, "raft WAL sync: %s",
+			         strerror(errno));
+			return -1;
+		}
+		close(w->fd);
+		w->fd = -1;
+		if (start_segment(w, w->cur + 1, err, errlen) != 0) {
+			return -1;
+		}
+		w->st.rotations++;
+	}
+	put32(h, (uint32_t)len);
+	put32(h + 4, crc32c_extend(crc32c_extend(0, h, 4), rec, len));
+	iov[0].iov_base = h;
+	iov[0].iov_len = REC_HEADER;
+	iov[1].iov_base = (void *)rec;
+	iov[1].iov_len = len;
+	if (write_all(w->fd, iov, 2, REC_HEADER + len) != 0) {
+		snprintf(err, errlen, "raft WAL write: %s", strerror(errno));
+		return -1;
+	}
+	w->cur_bytes += REC_HEADER + len;
+	w->st.appends++;
+	w->st.bytes += len;
+	return 0;
+}
+
+int wal_sync(struct wal *w, char *err, size_t errlen)
+{
+	if (fdatasync(w->fd) != 0) {
+		snprintf(err, errlen, "raft WAL sync: %s", strerror(errno));
+		return -1;
+	}
+	w->st.syncs++;
+	return 0;
+}
+
+uint64_t wal_current(const struct wal *w)
+{
+	return __atomic_load_n(&w->cur, __ATOMIC_ACQUIRE);
+}
+
+int wal_release_before(struct wal *w, uint64_t seq, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	uint64_t from, cur = wal_current(w);
+	int rv = 0;
+
+	if (seq > cur) {
+		seq = cur;
+	}
+	pthread_mutex_lock(&w->mu);
+	from = w->first;
+	if (seq > w->first) {
+		w->first = seq;
+	}
+	pthread_mutex_unlock(&w->mu);
+	for (uint64_t s = from; s < seq; s++) {
+		seg_path(w, s, path, sizeof path);
+		if (unlink(path) != 0) {
+			if (errno != ENOENT) {
+				snprintf(err, errlen, "cannot delete %s: %s",
+				         path, strerror(errno));
+				rv = -1;
+			}
+			continue;
+		}
+		__atomic_fetch_sub(&w->st.segments, 1, __ATOMIC_RELAXED);
+	}
+	return rv;
+}
+
+void wal_stats(const struct wal *w, struct wal_stats *st)
+{
+	*st = w->st;
+	st->segments = __atomic_load_n(&w->st.segments, __ATOMIC_RELAXED);
+}
+
+void wal_close(struct wal *w)
+{
+	if (w == NULL) {
+		return;
+	}
+	if (w->fd >= 0) {
+		close(w->fd);
+	}
+	if (w->dir_fd >= 0) {
+		close(w->dir_fd);
+	}
+	pthread_mutex_destroy(&w->mu);
+	free(w->dir);
+	free(w);
+}

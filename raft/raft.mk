@@ -99,3 +99,9 @@ EXTRA_DIST += docs/cluster.md
 UNIT_TESTS += tests/unit/test_raft_wal
 tests_unit_test_raft_wal_SOURCES = tests/unit/test_raft_wal.c
 tests_unit_test_raft_wal_LDADD = $(RAFT_TEST_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_raft_wal
+tests_fuzz_fuzz_raft_wal_SOURCES = tests/fuzz/fuzz_raft_wal.c
+tests_fuzz_fuzz_raft_wal_LDADD = raft/liblsraft.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_raft_wal_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_wal

@@ -175,6 +175,62 @@ static int read_file(const char *path, uint8_t **out, size_t *len, char *err,
 	return 0;
 }
 
+int wal_scan(const uint8_t *buf, size_t len, wal_replay_fn fn, void *data,
+             size_t *good, const char **why, char *err, size_t errlen)
+{
+	size_t off;
+
+	*good = 0;
+	*why = NULL;
+	if (len < MAGIC_LEN || memcmp(buf, MAGIC, MAGIC_LEN) != 0) {
+		*why = "no segment header";
+		return 0;
+	}
+	off = MAGIC_LEN;
+	while (off < len) {
+		uint32_t n, crc;
+		if (len - off < REC_HEADER) {
+			*why = "record header cut short";
+			break;
+		}
+		n = get32(buf + off);
+		crc = get32(buf + off + 4);
+		if (n > MAX_RECORD || len - off - REC_HEADER < n) {
+			*why = "record cut short";
+			break;
+		}
+		if (crc32c_extend(crc32c_extend(0, buf + off, 4),
+		                  buf + off + REC_HEADER, n) != crc) {
+			*why = "record checksum mismatch";
+			break;
+		}
+		if (fn(data, buf + off + REC_HEADER, n, err, errlen) != 0) {
+			*good = off;
+			return -1;
+		}
+		off += REC_HEADER + (size_t)n;
+	}
+	*good = off;
+	return 0;
+}
+
+struct counted {
+	struct wal *w;
+	wal_replay_fn fn;
+	void *data;
+};
+
+static int count_record(void *data, const void *rec, size_t len, char *err,
+                        size_t errlen)
+{
+	struct counted *c = data;
+	int rv = c->fn(c->data, rec, len, err, errlen);
+	if (rv == 0) {
+		c->w->st.replayed++;
+	}
+	return rv;
+}
+
 /* Replays one segment. Sets `*good` to the length of its intact prefix and
  * `*size` to its length; a bad record is an error unless `last`. */
 static int replay_segment(struct wal *w, uint64_t seq, bool last,
@@ -183,63 +239,31 @@ static int replay_segment(struct wal *w, uint64_t seq, bool last,
 {
 	char path[PATH_MAX];
 	uint8_t *buf;
-	size_t len, off;
-	const char *why = NULL;
-	int rv = 0;
+	size_t len;
+	const char *why;
+	struct counted c = {w, fn, data};
+	int rv;
 
 	seg_path(w, seq, path, sizeof path);
 	if (read_file(path, &buf, &len, err, errlen) != 0) {
 		return -1;
 	}
-	*good = 0;
 	*size = len;
-	if (len < MAGIC_LEN || memcmp(buf, MAGIC, MAGIC_LEN) != 0) {
-		why = "no segment header";
-		off = 0;
-		goto bad;
+	rv = wal_scan(buf, len, count_record, &c, good, &why, err, errlen);
+	free(buf);
+	if (rv != 0 || why == NULL) {
+		return rv;
 	}
-	off = MAGIC_LEN;
-	while (off < len) {
-		uint32_t n, crc;
-		if (len - off < REC_HEADER) {
-			why = "record header cut short";
-			goto bad;
-		}
-		n = get32(buf + off);
-		crc = get32(buf + off + 4);
-		if (n > MAX_RECORD || len - off - REC_HEADER < n) {
-			why = "record cut short";
-			goto bad;
-		}
-		if (crc32c_extend(crc32c_extend(0, buf + off, 4),
-		                  buf + off + REC_HEADER, n) != crc) {
-			why = "record checksum mismatch";
-			goto bad;
-		}
-		if (fn(data, buf + off + REC_HEADER, n, err, errlen) != 0) {
-			rv = -1;
-			goto out;
-		}
-		w->st.replayed++;
-		off += REC_HEADER + (size_t)n;
-	}
-	*good = len;
-	goto out;
-bad:
-	*good = off;
 	if (!last) {
 		snprintf(
 		    err, errlen,
 		    "raft WAL segment %s is corrupt at byte %zu (%s) and "
 		    "is not the newest: refusing to start on a damaged log",
-		    path, off, why);
-		rv = -1;
-	} else {
-		w->st.torn_bytes += len - off;
+		    path, *good, why);
+		return -1;
 	}
-out:
-	free(buf);
-	return rv;
+	w->st.torn_bytes += len - *good;
+	return 0;
 }
 
 /* Cuts the newest segment to its intact prefix (or removes it when not even

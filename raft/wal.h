@@ -63,6 +63,13 @@ int wal_release_before(struct wal *w, uint64_t seq, char *err, size_t errlen);
 
 void wal_stats(const struct wal *w, struct wal_stats *st);
 
+/* Parses one segment's bytes (what wal_open does with each file), handing
+ * each intact record to `fn`. Sets `*good` to the length of the intact
+ * prefix and `*why` to what is wrong after it (NULL: nothing, *good ==
+ * len). Returns non-zero only when `fn` does. */
+int wal_scan(const uint8_t *buf, size_t len, wal_replay_fn fn, void *data,
+             size_t *good, const char **why, char *err, size_t errlen);
+
 /* Closes the current segment (without a sync) and frees `w`. */
 void wal_close(struct wal *w);
 

@@ -33,8 +33,38 @@ struct wal {
 	uint64_t limit;
 	pthread_mutex_t mu; /* guards `first` (release vs rotation) */
 	uint64_t first;     /* oldest segment on disk */
-	struct wal_stats st;
+	/* First write or sync error: every later append and sync fails too.
+	 * A record written after a failed (maybe partial) one would sit
+	 * behind damage that a replay takes for the torn tail; and after a
+	 * failed fdatasync the kernel may have dropped the dirty pages. */
+	int failed;
+	struct wal_stats st; /* counters read by other threads: atomics */
 };
+
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static int fail(struct wal *w, const char *what, char *err, size_t errlen)
+{
+	if (w->failed == 0) {
+		w->failed = errno != 0 ? errno : EIO;
+	}
+	snprintf(err, errlen, "raft WAL %s: %s", what, strerror(w->failed));
+	return -1;
+}
+
+static int check_failed(struct wal *w, char *err, size_t errlen)
+{
+	if (w->failed == 0) {
+		return 0;
+	}
+	snprintf(err, errlen,
+	         "raft WAL unusable after an earlier write or sync error: %s",
+	         strerror(w->failed));
+	return -1;
+}
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -128,7 +158,7 @@ static int start_segment(struct wal *w, uint64_t seq, char *err, size_t errlen)
 	w->fd = fd;
 	__atomic_store_n(&w->cur, seq, __ATOMIC_RELEASE);
 	w->cur_bytes = MAGIC_LEN;
-	__atomic_fetch_add(&w->st.segments, 1, __ATOMIC_RELAXED);
+	count(&w->st.segments, 1);
 	return 0;
 }
 
@@ -226,7 +256,7 @@ static int count_record(void *data, const void *rec, size_t len, char *err,
 	struct counted *c = data;
 	int rv = c->fn(c->data, rec, len, err, errlen);
 	if (rv == 0) {
-		c->w->st.replayed++;
+		count(&c->w->st.replayed, 1);
 	}
 	return rv;
 }
@@ -262,7 +292,7 @@ static int replay_segment(struct wal *w, uint64_t seq, bool last,
 		    path, *good, why);
 		return -1;
 	}
-	w->st.torn_bytes += len - *good;
+	count(&w->st.torn_bytes, len - *good);
 	return 0;
 }
 
@@ -346,7 +376,9 @@ int wal_open(struct wal **out, const char *dir, uint64_t segment_bytes,
 		seqs[n++] = seq;
 	}
 	closedir(d);
-	qsort(seqs, n, sizeof *seqs, cmp_u64);
+	if (n > 1) {
+		qsort(seqs, n, sizeof *seqs, cmp_u64);
+	}
 	w->st.segments = n;
 	for (size_t i = 0; i < n; i++) {
 		bool last = i + 1 == n;
@@ -385,20 +417,22 @@ int wal_append(struct wal *w, const void *rec, size_t len, char *err,
 		         len);
 		return -1;
 	}
+	if (check_failed(w, err, errlen) != 0) {
+		return -1;
+	}
 	if (w->cur_bytes > MAGIC_LEN && w->cur_bytes + len > w->limit) {
 		/* The finished segment must be durable before a record
 		 * after it is: a later sync only covers the new file. */
 		if (fdatasync(w->fd) != 0) {
-			snprintf(err, errlen, "raft WAL sync: %s",
-			         strerror(errno));
-			return -1;
+			return fail(w, "sync", err, errlen);
 		}
 		close(w->fd);
 		w->fd = -1;
 		if (start_segment(w, w->cur + 1, err, errlen) != 0) {
+			w->failed = EIO;
 			return -1;
 		}
-		w->st.rotations++;
+		count(&w->st.rotations, 1);
 	}
 	put32(h, (uint32_t)len);
 	put32(h + 4, crc32c_extend(crc32c_extend(0, h, 4), rec, len));
@@ -407,22 +441,23 @@ int wal_append(struct wal *w, const void *rec, size_t len, char *err,
 	iov[1].iov_base = (void *)rec;
 	iov[1].iov_len = len;
 	if (write_all(w->fd, iov, 2, REC_HEADER + len) != 0) {
-		snprintf(err, errlen, "raft WAL write: %s", strerror(errno));
-		return -1;
+		return fail(w, "write", err, errlen);
 	}
 	w->cur_bytes += REC_HEADER + len;
-	w->st.appends++;
-	w->st.bytes += len;
+	count(&w->st.appends, 1);
+	count(&w->st.bytes, len);
 	return 0;
 }
 
 int wal_sync(struct wal *w, char *err, size_t errlen)
 {
-	if (fdatasync(w->fd) != 0) {
-		snprintf(err, errlen, "raft WAL sync: %s", strerror(errno));
+	if (check_failed(w, err, errlen) != 0) {
 		return -1;
 	}
-	w->st.syncs++;
+	if (fdatasync(w->fd) != 0) {
+		return fail(w, "sync", err, errlen);
+	}
+	count(&w->st.syncs, 1);
 	return 0;
 }
 
@@ -463,8 +498,13 @@ int wal_release_before(struct wal *w, uint64_t seq, char *err, size_t errlen)
 
 void wal_stats(const struct wal *w, struct wal_stats *st)
 {
-	*st = w->st;
+	st->appends = __atomic_load_n(&w->st.appends, __ATOMIC_RELAXED);
+	st->bytes = __atomic_load_n(&w->st.bytes, __ATOMIC_RELAXED);
+	st->syncs = __atomic_load_n(&w->st.syncs, __ATOMIC_RELAXED);
+	st->rotations = __atomic_load_n(&w->st.rotations, __ATOMIC_RELAXED);
 	st->segments = __atomic_load_n(&w->st.segments, __ATOMIC_RELAXED);
+	st->replayed = __atomic_load_n(&w->st.replayed, __ATOMIC_RELAXED);
+	st->torn_bytes = __atomic_load_n(&w->st.torn_bytes, __ATOMIC_RELAXED);
 }
 
 void wal_close(struct wal *w)

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -386,6 +388,43 @@ static void test_headerless_newest(void **state)
 	assert_int_equal(wal_current(f->w), 3);
 }
 
+/* After a failed write (here: the file size limit cuts a record in two)
+ * nothing more is appended or synced: a record behind the damage would be
+ * taken for part of a torn tail and cut. */
+static void test_failure_is_sticky(void **state)
+{
+	struct fx *f = *state;
+	struct rlimit old, lim;
+	char err[256];
+	uint8_t rec[1000];
+	int k, rv = 0;
+
+	open_wal(f, 0);
+	memset(rec, 0, sizeof rec);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = 4500;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	for (k = 0; k < 10 && rv == 0; k++) {
+		uint64_t seed = (uint64_t)k;
+		memcpy(rec, &seed, 8);
+		fill(rec + 8, sizeof rec - 8, seed);
+		rv = wal_append(f->w, rec, sizeof rec, err, sizeof err);
+	}
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_not_equal(rv, 0);
+	assert_int_equal(k, 5); /* 8 + 4 x 1008 fit, the fifth is cut */
+	assert_non_null(strstr(err, "raft WAL write"));
+	assert_int_not_equal(wal_append(f->w, rec, 100, err, sizeof err), 0);
+	assert_non_null(strstr(err, "unusable"));
+	assert_int_not_equal(wal_sync(f->w, err, sizeof err), 0);
+	assert_non_null(strstr(err, "unusable"));
+	reopen(f, 0);
+	assert_int_equal(f->n, 4);
+}
+
 static void test_replay_refused(void **state)
 {
 	struct fx *f = *state;
@@ -432,6 +471,8 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_zero_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_headerless_newest, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_is_sticky, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_replay_refused, setup,
 	                                    teardown),

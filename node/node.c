@@ -161,6 +161,9 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
 		goto err_loop;
 	}
+	/* RocksDB's perf counters are per thread and on (counting) by
+	 * default; nothing reads them. Our writer threads turn them off too. */
+	rocksdb_set_perf_level(rocksdb_disable);
 	char dbdir[1100];
 	snprintf(dbdir, sizeof dbdir, "%s/db", cfg->data_dir);
 	if (db_open(&n->db, dbdir, err, errlen) != 0) {

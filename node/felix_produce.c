@@ -238,7 +238,6 @@ bool produce_handle(struct fstream *st, struct felix_msg *m)
 		items[i].len = p->payloads.items[i].len;
 	}
 	struct store_cmd c;
-	uint8_t *cmd = NULL;
 	size_t clen;
 	const char *e;
 	memset(&c, 0, sizeof c);
@@ -250,14 +249,14 @@ bool produce_handle(struct fstream *st, struct felix_msg *m)
 	c.seq = p->sequence;
 	c.items.n = (uint32_t)n;
 	c.items.v = items;
-	int rv = store_cmd_encode(&c, &cmd, &clen, &e);
-	free(items);
+	int rv = store_cmd_size(&c, &clen, &e);
 	if (rv != 0) {
+		free(items);
 		reply_fail(r, e);
 		return true;
 	}
-	rv = shards_propose_owned(s->shards, r->group, cmd, clen, on_appended,
-	                          r);
+	rv = shards_propose_cmd(s->shards, r->group, &c, clen, on_appended, r);
+	free(items);
 	if (rv == SHARDS_ENOTLEADER) {
 		reply_not_leader(r);
 	} else if (rv != SHARDS_OK) {

@@ -437,7 +437,6 @@ static void propose_append(struct fstream *st, struct freq *r,
 	uint32_t group =
 	    shards_group_of_scope(s->shards, info->full, info->full_len, shard);
 	struct store_cmd c;
-	uint8_t *cmd = NULL;
 	size_t clen;
 	const char *e;
 	metric_add(s->m.publish_frames, 1);
@@ -452,13 +451,13 @@ static void propose_append(struct fstream *st, struct freq *r,
 	c.scope.len = info->full_len;
 	c.shard = shard;
 	c.items = *items;
-	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
+	if (store_cmd_size(&c, &clen, &e) != 0) {
 		publish_reply(r, false, e);
 		return;
 	}
-	/* The command (records and all) goes to the call without a copy. */
-	int rv =
-	    shards_propose_owned(s->shards, group, cmd, clen, on_appended, r);
+	/* On the leader the records are encoded straight into the Raft
+	 * entry: their one copy between the stream's buffer and the log. */
+	int rv = shards_propose_cmd(s->shards, group, &c, clen, on_appended, r);
 	if (rv != SHARDS_OK) {
 		publish_reply(r, false, felix_shards_message(rv));
 	}
@@ -926,18 +925,26 @@ static bool handle_cache(struct fstream *st, struct felix_msg *m)
 		c.op = STORE_OP_COUNTER_ADD;
 		c.delta = r->msg.u.counter_add.delta;
 	}
-	if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
-		freq_error(r, e);
-		return true;
-	}
 	/* Reads and writes run on the shard's leader, wherever it is
-	 * (forwarded from any other node). */
-	int rv = kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET
-	             ? shards_read_cmd(s->shards, r->group, cmd, clen,
-	                               on_cache_read, r)
-	             : shards_propose(s->shards, r->group, cmd, clen,
-	                              on_cache_written, r);
-	free(cmd);
+	 * (forwarded from any other node); on the leader a write is
+	 * encoded straight into the Raft entry. */
+	int rv;
+	if (kind == REQ_CACHE_GET || kind == REQ_COUNTER_GET) {
+		if (store_cmd_encode(&c, &cmd, &clen, &e) != 0) {
+			freq_error(r, e);
+			return true;
+		}
+		rv = shards_read_cmd(s->shards, r->group, cmd, clen,
+		                     on_cache_read, r);
+		free(cmd);
+	} else {
+		if (store_cmd_size(&c, &clen, &e) != 0) {
+			freq_error(r, e);
+			return true;
+		}
+		rv = shards_propose_cmd(s->shards, r->group, &c, clen,
+		                        on_cache_written, r);
+	}
 	if (rv != SHARDS_OK) {
 		freq_error(r, felix_shards_message(rv));
 	}

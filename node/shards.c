@@ -104,6 +104,7 @@ struct shards {
 	void *close_data;
 	struct pending *spare; /* done calls kept for reuse */
 	size_t n_spare;
+	uint64_t direct;  /* commands encoded straight into a local entry */
 	uint64_t wall;    /* shards_now_ms: the wall clock read ... */
 	uint64_t wall_at; /* ... at this loop time */
 };
@@ -299,6 +300,67 @@ int shards_propose_owned(struct shards *s, uint32_t group, uint8_t *cmd,
                          size_t len, shards_propose_cb cb, void *data)
 {
 	return submit(s, group, FORWARD_PROPOSE, NULL, cmd, len, cb, data);
+}
+
+/* A command encoded straight into this node's entry. Refused before
+ * libraft took it (not leader, so never applied), it goes to the leader
+ * elsewhere, as the forwarding path does with a command its local group
+ * refused. */
+static void on_reserved(void *data, int status, uint8_t *result, size_t len,
+                        const uint8_t *cmd, size_t cmd_len)
+{
+	struct pending *p = data;
+	struct shards *s = p->s;
+
+	if (status == REPLICA_ENOTLEADER && cmd != NULL && !s->closing) {
+		status = forward_submit(s->f, p->group, FORWARD_PROPOSE, cmd,
+		                        cmd_len, s->cfg.forward_timeout_ms,
+		                        on_forwarded, p);
+		if (status == REPLICA_OK) {
+			free(result);
+			return; /* p is on_forwarded's now */
+		}
+	}
+	p->propose_cb(p->data, map_status(status),
+	              status == REPLICA_OK ? result : NULL,
+	              status == REPLICA_OK ? len : 0);
+	free(result);
+	pending_free(s, p);
+}
+
+int shards_propose_cmd(struct shards *s, uint32_t group,
+                       const struct store_cmd *c, size_t len,
+                       shards_propose_cb cb, void *data)
+{
+	struct pending *p;
+	uint8_t *cmd;
+	uint64_t lid;
+	bool self;
+	size_t n;
+	const char *e;
+
+	/* Where the forwarding path would propose it on this node (the
+	 * route names no other leader), it is encoded into the entry. */
+	if (!s->closing && valid_group(s, group) &&
+	    ((lid = shards_leader(s, group, &self)) == 0 ||
+	     lid == s->cfg.node_id) &&
+	    (p = pending_new(s)) != NULL) {
+		p->s = s;
+		p->group = group;
+		p->propose_cb = cb;
+		p->data = data;
+		if (group_propose_reserve(s->groups, group, len, on_reserved, p,
+		                          &lid, &cmd) == REPLICA_OK) {
+			store_cmd_encode_to(c, cmd, len);
+			s->direct++;
+			return SHARDS_OK;
+		}
+		pending_free(s, p);
+	}
+	if (store_cmd_encode(c, &cmd, &n, &e) != 0) {
+		return SHARDS_EINVAL;
+	}
+	return shards_propose_owned(s, group, cmd, n, cb, data);
 }
 
 int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
@@ -1160,6 +1222,7 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	}
 	rio_store_stats(s->rio, &rs);
 	forward_stats(s->f, &fs);
+	fs.local += s->direct; /* served here too, without the forward call */
 	if (s->x != NULL) {
 		xfer_stats(s->x, &xs);
 	}

@@ -38,6 +38,7 @@
 #include "node/log.h"
 
 struct store;
+struct store_cmd;
 struct group_status;
 
 enum {
@@ -120,6 +121,14 @@ int shards_propose(struct shards *s, uint32_t group, const void *cmd,
  * freed when the call ends, and at once on a non-zero return. */
 int shards_propose_owned(struct shards *s, uint32_t group, uint8_t *cmd,
                          size_t len, shards_propose_cb cb, void *data);
+
+/* As shards_propose for a store command not yet encoded, `len` being its
+ * store_cmd_size(): where this node would propose it, it is encoded
+ * straight into the Raft entry being filled (no copy of its own); else
+ * encoded and forwarded. */
+int shards_propose_cmd(struct shards *s, uint32_t group,
+                       const struct store_cmd *c, size_t len,
+                       shards_propose_cb cb, void *data);
 
 /* Queues a linearizable read of `group` on this node, which must lead it:
  * `cb` runs after a barrier; the caller then reads with shards_store() at

@@ -37,6 +37,12 @@ void entry_builder_init(struct entry_builder *b, size_t max_len)
 	b->cap = 0;
 	b->n_cmds = 0;
 	b->max_len = max_len;
+	b->expect = 0;
+}
+
+void entry_builder_expect(struct entry_builder *b, size_t len)
+{
+	b->expect = len < b->max_len ? len : b->max_len;
 }
 
 size_t entry_max_cmd(size_t max_len)
@@ -61,7 +67,7 @@ int entry_builder_fits(const struct entry_builder *b, size_t len)
 	       b->max_len - used - ENTRY_CMD_OVERHEAD >= len;
 }
 
-int entry_builder_add(struct entry_builder *b, const void *cmd, size_t len)
+int entry_builder_reserve(struct entry_builder *b, size_t len, uint8_t **cmd)
 {
 	size_t need;
 
@@ -75,6 +81,9 @@ int entry_builder_add(struct entry_builder *b, const void *cmd, size_t len)
 	if (need > b->cap) {
 		size_t cap = b->cap == 0 ? 256 : b->cap;
 		uint8_t *p;
+		if (b->cap == 0 && b->expect > cap) {
+			cap = b->expect;
+		}
 		while (cap < need) {
 			cap *= 2;
 		}
@@ -92,12 +101,21 @@ int entry_builder_add(struct entry_builder *b, const void *cmd, size_t len)
 		b->cap = cap;
 	}
 	put32(b->buf + b->len, (uint32_t)len);
-	if (len > 0) {
-		memcpy(b->buf + b->len + ENTRY_CMD_OVERHEAD, cmd, len);
-	}
+	*cmd = b->buf + b->len + ENTRY_CMD_OVERHEAD;
 	b->len = need;
 	b->n_cmds++;
 	return 0;
+}
+
+int entry_builder_add(struct entry_builder *b, const void *cmd, size_t len)
+{
+	uint8_t *p;
+	int rv = entry_builder_reserve(b, len, &p);
+
+	if (rv == 0 && len > 0) {
+		memcpy(p, cmd, len);
+	}
+	return rv;
 }
 
 int entry_builder_finish(struct entry_builder *b, uint64_t term,
@@ -113,6 +131,13 @@ int entry_builder_finish(struct entry_builder *b, uint64_t term,
 	put32(b->buf + 4, b->n_cmds);
 	put64(b->buf + 8, term);
 	put64(b->buf + 16, now_ms);
+	if (b->cap - b->len > 4096 && b->cap - b->len > b->len / 8) {
+		/* Shrinking in place copies nothing. */
+		uint8_t *p = raft_realloc(b->buf, b->len);
+		if (p != NULL) {
+			b->buf = p;
+		}
+	}
 	*base = b->buf;
 	*len = b->len;
 	entry_builder_init(b, b->max_len);

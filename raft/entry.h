@@ -53,10 +53,22 @@ struct entry_builder {
 	size_t cap;
 	uint32_t n_cmds;
 	size_t max_len; /* limit of the finished entry, header included */
+	size_t expect;  /* first allocation: the size the entry will likely
+	                   reach (entry_builder_expect), so that filling it
+	                   does not copy it again and again as it grows */
 };
 
 /* Starts an empty entry that may grow to `max_len` bytes in all. */
 void entry_builder_init(struct entry_builder *b, size_t max_len);
+
+/* The entry will likely reach `len` bytes in all: its buffer is allocated
+ * at that size at once (at most max_len). Call before the first command. */
+void entry_builder_expect(struct entry_builder *b, size_t len);
+
+/* Makes room for one command of `len` bytes and points *cmd at it: the
+ * caller writes the command there before anything else is added (a later
+ * add may move the buffer). Same errors as entry_builder_add. */
+int entry_builder_reserve(struct entry_builder *b, size_t len, uint8_t **cmd);
 
 /* Appends one command (copied). ENTRY_ETOOBIG when the entry would exceed
  * its limit (nothing is added), ENTRY_ENOMEM when out of memory. */
@@ -67,7 +79,8 @@ int entry_builder_fits(const struct entry_builder *b, size_t len);
 
 /* Writes the header and hands the buffer out: `*base` (raft_malloc'd, now
  * the caller's) and `*len`. The builder is empty afterwards. Needs at least
- * one command. */
+ * one command. A buffer much larger than the entry (a wrong expectation) is
+ * shrunk first: libraft keeps entries in memory for a while. */
 int entry_builder_finish(struct entry_builder *b, uint64_t term,
                          uint64_t now_ms, void **base, size_t *len);
 

@@ -724,6 +724,21 @@ int group_propose(struct group_mgr *m, uint32_t id, const void *cmd, size_t len,
 	return replica_propose(g->rp, cmd, len, cb, data, leader_id);
 }
 
+int group_propose_reserve(struct group_mgr *m, uint32_t id, size_t len,
+                          replica_reserved_cb cb, void *data,
+                          uint64_t *leader_id, uint8_t **cmd)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	if (g == NULL) {
+		if (leader_id != NULL) {
+			*leader_id = 0;
+		}
+		return rv;
+	}
+	return replica_propose_reserve(g->rp, len, cb, data, leader_id, cmd);
+}
+
 int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
                uint64_t *leader_id)
 {

@@ -148,9 +148,12 @@ int group_start(struct group_mgr *m, uint32_t id);
  * with REPLICA_ESHUTDOWN or REPLICA_ELEADERSHIPLOST first). */
 int group_stop(struct group_mgr *m, uint32_t id);
 
-/* See replica_propose / replica_read. */
+/* See replica_propose, replica_propose_reserve and replica_read. */
 int group_propose(struct group_mgr *m, uint32_t id, const void *cmd, size_t len,
                   replica_propose_cb cb, void *data, uint64_t *leader_id);
+int group_propose_reserve(struct group_mgr *m, uint32_t id, size_t len,
+                          replica_reserved_cb cb, void *data,
+                          uint64_t *leader_id, uint8_t **cmd);
 int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
                uint64_t *leader_id);
 

@@ -37,7 +37,10 @@ struct done {
 struct waiter {
 	replica_propose_cb propose;
 	replica_read_cb read;
+	replica_reserved_cb reserved; /* replica_propose_reserve's */
 	void *data;
+	size_t off; /* reserved: where its command is in the entry */
+	size_t len;
 };
 
 struct waiters {
@@ -56,6 +59,8 @@ struct batch {
 	struct entry_builder eb;
 	struct waiters ws;
 	struct fsm_result *results; /* set by apply on the proposing leader */
+	void *refused; /* the entry libraft refused (not leader), raft_malloc'd:
+	                  kept for its reserved commands' callbacks */
 	uint64_t index;
 	uint64_t term;
 	size_t bytes;
@@ -132,6 +137,8 @@ struct replica {
 	struct done *d_head; /* callbacks due, in order */
 	struct done *d_tail;
 	size_t pending_bytes;
+	size_t expect_len; /* the size a new entry is expected to reach: the
+	                      largest recent one, slowly decaying */
 
 	bool stopping;
 	int failed;
@@ -323,6 +330,7 @@ static int waiters_push(struct waiters *ws, replica_propose_cb p,
 	}
 	ws->w[ws->n].propose = p;
 	ws->w[ws->n].read = r;
+	ws->w[ws->n].reserved = NULL;
 	ws->w[ws->n].data = data;
 	ws->n++;
 	return 0;
@@ -343,6 +351,7 @@ static void free_results(struct fsm_result *res, unsigned n)
 static void batch_free(struct batch *b)
 {
 	entry_builder_close(&b->eb);
+	raft_free(b->refused);
 	free(b->ws.w);
 	free(b->results);
 	free(b);
@@ -791,17 +800,15 @@ static int fault_read(struct replica *rp, replica_read_cb cb, void *data)
 }
 #endif /* LS_FAULT_HOOKS */
 
-int replica_propose(struct replica *rp, const void *cmd, size_t len,
-                    replica_propose_cb cb, void *data, uint64_t *leader_id)
+/* Queues room for a command of `len` bytes in the filling batch, with its
+ * waiter (propose or reserved callback), and points *cmd at it. */
+static int queue_cmd(struct replica *rp, size_t len, replica_propose_cb cb,
+                     replica_reserved_cb rcb, void *data, uint64_t *leader_id,
+                     uint8_t **cmd)
 {
 	struct batch *b;
+	struct waiter *w;
 	int rv;
-
-#ifdef LS_FAULT_HOOKS
-	if (rp->fault == FAULT_ACK_BEFORE_COMMIT && cb != fault_drop) {
-		return fault_propose(rp, cmd, len, cb, data, leader_id);
-	}
-#endif
 
 	rv = check_open(rp, leader_id);
 	if (rv != 0) {
@@ -821,6 +828,11 @@ int replica_propose(struct replica *rp, const void *cmd, size_t len,
 		}
 		b->rp = rp;
 		entry_builder_init(&b->eb, rp->p.max_entry_bytes);
+		/* Commands are filled in place, and a buffer that grows is
+		 * copied: start at about the largest recent entry (a
+		 * smaller one is trimmed when finished). */
+		entry_builder_expect(&b->eb,
+		                     rp->expect_len + rp->expect_len / 8);
 		if (rp->q_tail == NULL) {
 			rp->q_head = b;
 		} else {
@@ -831,15 +843,54 @@ int replica_propose(struct replica *rp, const void *cmd, size_t len,
 	if (waiters_push(&b->ws, cb, NULL, data) != 0) {
 		return REPLICA_ENOMEM;
 	}
-	if (entry_builder_add(&b->eb, cmd, len) != 0) {
+	w = &b->ws.w[b->ws.n - 1];
+	w->reserved = rcb;
+	if (entry_builder_reserve(&b->eb, len, cmd) != 0) {
 		b->ws.n--;
 		return REPLICA_ENOMEM;
 	}
+	w->off = (size_t)(*cmd - b->eb.buf);
+	w->len = len;
 	b->bytes += len;
 	rp->pending_bytes += len;
 	rp->st.proposals++;
 	notify(rp);
 	return 0;
+}
+
+int replica_propose(struct replica *rp, const void *cmd, size_t len,
+                    replica_propose_cb cb, void *data, uint64_t *leader_id)
+{
+	uint8_t *p;
+	int rv;
+
+#ifdef LS_FAULT_HOOKS
+	if (rp->fault == FAULT_ACK_BEFORE_COMMIT && cb != fault_drop) {
+		return fault_propose(rp, cmd, len, cb, data, leader_id);
+	}
+#endif
+
+	rv = queue_cmd(rp, len, cb, NULL, data, leader_id, &p);
+	if (rv == 0 && len > 0) {
+		memcpy(p, cmd, len);
+	}
+	return rv;
+}
+
+int replica_propose_reserve(struct replica *rp, size_t len,
+                            replica_reserved_cb cb, void *data,
+                            uint64_t *leader_id, uint8_t **cmd)
+{
+#ifdef LS_FAULT_HOOKS
+	if (rp->fault == FAULT_ACK_BEFORE_COMMIT) {
+		/* The fault answers through replica_propose's path. */
+		if (leader_id != NULL) {
+			*leader_id = 0;
+		}
+		return REPLICA_EINVAL;
+	}
+#endif
+	return queue_cmd(rp, len, NULL, cb, data, leader_id, cmd);
 }
 
 int replica_read(struct replica *rp, replica_read_cb cb, void *data,
@@ -1127,12 +1178,18 @@ static void flush(struct replica *rp)
 			continue;
 		}
 		b->req.data = b;
+		if (buf.len >= rp->expect_len) {
+			rp->expect_len = buf.len;
+		} else {
+			rp->expect_len -= (rp->expect_len - buf.len) / 16;
+		}
 		rv = raft_apply(r, &b->req, &buf, 1, apply_cb);
 		if (rv != 0) {
 			/* libraft frees the buffer itself when it fails after
-			 * taking it; it takes nothing when not leader. */
+			 * taking it; it takes nothing when not leader (kept
+			 * until the callbacks: reserved commands get it). */
 			if (rv == RAFT_NOTLEADER) {
-				raft_free(buf.base);
+				b->refused = buf.base;
 			}
 			b->status = replica_from_raft(rv);
 			push_done(rp, &b->done, DONE_BATCH);
@@ -1166,6 +1223,22 @@ static void flush(struct replica *rp)
 	}
 }
 
+/* The callback of a reserved command; when it was refused before
+ * libraft took it (not leader: never applied), with its bytes. */
+static void deliver_reserved(struct batch *b, const struct waiter *w,
+                             uint8_t *res, size_t len)
+{
+	const uint8_t *base = b->eb.buf != NULL ? b->eb.buf : b->refused;
+	const uint8_t *cmd = NULL;
+	size_t cmd_len = 0;
+
+	if (b->status == REPLICA_ENOTLEADER && base != NULL) {
+		cmd = base + w->off;
+		cmd_len = w->len;
+	}
+	w->reserved(w->data, b->status, res, len, cmd, cmd_len);
+}
+
 static void deliver(struct replica *rp)
 {
 	struct done *d;
@@ -1190,7 +1263,12 @@ static void deliver(struct replica *rp)
 					len = b->results[i].len;
 					b->results[i].data = NULL;
 				}
-				w->propose(w->data, b->status, res, len);
+				if (w->reserved != NULL) {
+					deliver_reserved(b, w, res, len);
+				} else {
+					w->propose(w->data, b->status, res,
+					           len);
+				}
 			}
 			batch_free(b);
 			break;

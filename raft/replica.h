@@ -143,6 +143,24 @@ int replica_bind(struct replica *rp, struct raft *raft);
 int replica_propose(struct replica *rp, const void *cmd, size_t len,
                     replica_propose_cb cb, void *data, uint64_t *leader_id);
 
+/* The result of a command proposed with replica_propose_reserve: as
+ * replica_propose_cb, and when the command was refused before libraft took
+ * it (REPLICA_ENOTLEADER: never applied), `cmd` and `cmd_len` borrow its
+ * bytes for the call, so that the proposer can send it to the leader
+ * (NULL and 0 otherwise). */
+typedef void (*replica_reserved_cb)(void *data, int status, uint8_t *result,
+                                    size_t len, const uint8_t *cmd,
+                                    size_t cmd_len);
+
+/* As replica_propose, for a command the caller writes in place instead of
+ * having it copied: on 0, *cmd points at `len` bytes in the entry being
+ * filled, to be written at once (before any other call on this replica,
+ * which may move them). REPLICA_EINVAL when this replica takes no reserved
+ * commands (a fault hook is active: use replica_propose). */
+int replica_propose_reserve(struct replica *rp, size_t len,
+                            replica_reserved_cb cb, void *data,
+                            uint64_t *leader_id, uint8_t **cmd);
+
 /* A voter answered confirmation `round` of `term` (see replica_hooks). */
 void replica_confirmed(struct replica *rp, uint64_t peer, uint64_t term,
                        uint64_t round, bool ok);

@@ -407,29 +407,30 @@ static size_t encoded_size(struct store_cmd *c, const struct op_desc *d)
 	return n;
 }
 
-int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
-                     const char **err)
+/* Checks that `c` can be encoded: its op's schema, or NULL with *err. */
+static const struct op_desc *encodable(const struct store_cmd *c,
+                                       const char **err)
 {
-	/* The field accessors take a mutable command; nothing is written. */
-	struct store_cmd c = *cin;
-	const struct op_desc *d = find_op(c.op);
-	struct sbuf b;
+	const struct op_desc *d = find_op(c->op);
 
 	if (d == NULL) {
 		*err = "unknown store op";
-		return -1;
+		return NULL;
 	}
-	if (c.items.n > STORE_CMD_MAX_ITEMS) {
+	if (c->items.n > STORE_CMD_MAX_ITEMS) {
 		*err = "too many items in a store command";
-		return -1;
+		return NULL;
 	}
-	/* Exactly the encoded size (sbuf_reserve rounds up to a power of
-	 * two). */
-	b.cap = encoded_size(&c, d);
-	b.p = store_xmalloc(b.cap);
-	b.len = 0;
-	sbuf_u8(&b, STORE_CMD_VERSION);
-	sbuf_u8(&b, c.op);
+	return d;
+}
+
+/* Writes the fields of `c` into `b`, which has room for all of them (the
+ * encoded size): it never grows. */
+static void encode_fields(struct store_cmd *c, const struct op_desc *d,
+                          struct sbuf *b)
+{
+	sbuf_u8(b, STORE_CMD_VERSION);
+	sbuf_u8(b, c->op);
 	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
 		uint8_t f = d->fields[i];
 		struct store_slice *s;
@@ -438,28 +439,70 @@ int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
 		uint8_t *u8;
 		uint32_t *u32;
 
-		if ((s = slice_field(&c, f)) != NULL) {
-			sbuf_lbytes(&b, s->p, s->len);
-		} else if ((u64 = u64_field(&c, f)) != NULL) {
-			sbuf_u64(&b, *u64);
-		} else if ((i64 = i64_field(&c, f)) != NULL) {
-			sbuf_u64(&b, (uint64_t)*i64);
-		} else if ((u8 = u8_field(&c, f)) != NULL) {
-			sbuf_u8(&b, *u8);
-		} else if ((u32 = u32_field(&c, f)) != NULL) {
-			sbuf_u32(&b, *u32);
+		if ((s = slice_field(c, f)) != NULL) {
+			sbuf_lbytes(b, s->p, s->len);
+		} else if ((u64 = u64_field(c, f)) != NULL) {
+			sbuf_u64(b, *u64);
+		} else if ((i64 = i64_field(c, f)) != NULL) {
+			sbuf_u64(b, (uint64_t)*i64);
+		} else if ((u8 = u8_field(c, f)) != NULL) {
+			sbuf_u8(b, *u8);
+		} else if ((u32 = u32_field(c, f)) != NULL) {
+			sbuf_u32(b, *u32);
 		} else if (f == F_ITEMS) {
-			sbuf_u32(&b, c.items.n);
-			if (c.items.v != NULL) {
-				for (uint32_t j = 0; j < c.items.n; j++) {
-					sbuf_lbytes(&b, c.items.v[j].p,
-					            c.items.v[j].len);
+			sbuf_u32(b, c->items.n);
+			if (c->items.v != NULL) {
+				for (uint32_t j = 0; j < c->items.n; j++) {
+					sbuf_lbytes(b, c->items.v[j].p,
+					            c->items.v[j].len);
 				}
 			} else {
-				sbuf_add(&b, c.items.enc, c.items.enc_len);
+				sbuf_add(b, c->items.enc, c->items.enc_len);
 			}
 		}
 	}
+}
+
+int store_cmd_size(const struct store_cmd *cin, size_t *len, const char **err)
+{
+	/* The field accessors take a mutable command; nothing is written. */
+	struct store_cmd c = *cin;
+	const struct op_desc *d = encodable(&c, err);
+
+	if (d == NULL) {
+		return -1;
+	}
+	*len = encoded_size(&c, d);
+	return 0;
+}
+
+void store_cmd_encode_to(const struct store_cmd *cin, uint8_t *out, size_t len)
+{
+	struct store_cmd c = *cin;
+	const struct op_desc *d = find_op(c.op);
+	/* The caller's buffer, exactly the encoded size: sbuf_add never
+	 * needs to grow it. */
+	struct sbuf b = {out, 0, len};
+
+	encode_fields(&c, d, &b);
+}
+
+int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
+                     const char **err)
+{
+	struct store_cmd c = *cin;
+	const struct op_desc *d = encodable(&c, err);
+	struct sbuf b;
+
+	if (d == NULL) {
+		return -1;
+	}
+	/* Exactly the encoded size (sbuf_reserve rounds up to a power of
+	 * two). */
+	b.cap = encoded_size(&c, d);
+	b.p = store_xmalloc(b.cap);
+	b.len = 0;
+	encode_fields(&c, d, &b);
 	*out = sbuf_take(&b, len);
 	return 0;
 }

@@ -249,6 +249,15 @@ struct store_list_iter {
 int store_cmd_encode(const struct store_cmd *c, uint8_t **out, size_t *len,
                      const char **err);
 
+/* The exact encoded size of `c` in *len: 0, or -1 (with *err) for what
+ * store_cmd_encode refuses. */
+int store_cmd_size(const struct store_cmd *c, size_t *len, const char **err);
+
+/* Writes the encoding of `c` into out[0 .. len-1], `len` being what
+ * store_cmd_size answered for it (so the command can be encoded straight
+ * into a buffer someone else owns, e.g. a Raft entry being filled). */
+void store_cmd_encode_to(const struct store_cmd *c, uint8_t *out, size_t len);
+
 /* Decodes `len` bytes into `c` (zeroed first). Returns 0, or -1 with a
  * static message in *err. */
 int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,

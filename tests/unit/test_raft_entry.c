@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,12 +125,73 @@ static void test_malformed(void **state)
 	raft_free(base);
 }
 
+/* Commands written in place give the same bytes as copied ones; the
+ * expected size is allocated at once, and a buffer much larger than the
+ * entry is trimmed when it is handed out. */
+static void test_reserve(void **state)
+{
+	struct entry_builder a, b;
+	struct entry_header h;
+	struct fsm_cmd cmds[40];
+	uint8_t cmd[1000], *dst;
+	void *ba, *bb;
+	size_t la, lb, cap;
+	unsigned i;
+
+	(void)state;
+	entry_builder_init(&a, 1 << 20);
+	entry_builder_init(&b, 1 << 20);
+	entry_builder_expect(&b, 64 << 10);
+	for (i = 0; i < 40; i++) {
+		size_t n = 1 + (i * 37) % sizeof cmd;
+		memset(cmd, (int)i, n);
+		assert_int_equal(entry_builder_add(&a, cmd, n), 0);
+		assert_int_equal(entry_builder_reserve(&b, n, &dst), 0);
+		memcpy(dst, cmd, n);
+		if (i == 0) {
+			cap = b.cap;
+			assert_int_equal(cap, 64 << 10);
+		}
+	}
+	/* Still the first allocation: nothing was moved. */
+	assert_int_equal(b.cap, cap);
+	assert_int_equal(entry_builder_finish(&a, 9, 10, &ba, &la), 0);
+	assert_int_equal(entry_builder_finish(&b, 9, 10, &bb, &lb), 0);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ba, bb, la);
+	/* About 20 KiB of commands in a 64 KiB buffer: trimmed (libraft's
+	 * default heap is malloc's). */
+	assert_true(lb < 32 << 10);
+	assert_true(malloc_usable_size(bb) < lb + 4096);
+	assert_int_equal(entry_decode_header(bb, lb, &h), 0);
+	assert_int_equal(h.n_cmds, 40);
+	assert_int_equal(entry_decode_cmds(bb, lb, &h, cmds), 0);
+	raft_free(ba);
+	raft_free(bb);
+
+	/* The expectation is capped at the entry's limit; a reservation
+	 * that does not fit is refused like an add. */
+	entry_builder_init(&b, 100);
+	entry_builder_expect(&b, 1 << 20);
+	assert_int_equal(b.expect, 100);
+	assert_int_equal(entry_builder_reserve(&b, 73, &dst), ENTRY_ETOOBIG);
+	assert_int_equal(entry_builder_reserve(&b, 72, &dst), 0);
+	assert_int_equal(b.cap, 100);
+	memset(dst, 'x', 72);
+	assert_int_equal(entry_builder_finish(&b, 1, 2, &bb, &lb), 0);
+	assert_int_equal(lb, 100);
+	raft_free(bb);
+	entry_builder_close(&a);
+	entry_builder_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip),
 	    cmocka_unit_test(test_limits),
 	    cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_reserve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

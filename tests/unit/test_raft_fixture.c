@@ -633,6 +633,127 @@ static void test_leader_changes(void **state)
 	}
 }
 
+struct rprop {
+	struct prop p;
+	uint8_t cmd[64]; /* the bytes handed back when refused */
+	size_t cmd_len;
+};
+
+static void reserved_cb(void *data, int status, uint8_t *result, size_t len,
+                        const uint8_t *cmd, size_t cmd_len)
+{
+	struct rprop *r = data;
+	prop_cb(&r->p, status, result, len);
+	if (status == REPLICA_ENOTLEADER) {
+		assert_non_null(cmd);
+		assert_true(cmd_len <= sizeof r->cmd);
+		memcpy(r->cmd, cmd, cmd_len);
+		r->cmd_len = cmd_len;
+	} else {
+		assert_null(cmd);
+		assert_int_equal(cmd_len, 0);
+	}
+}
+
+/* Writes an "add 1 to key" command in place. */
+static int reserve_add(struct t *t, unsigned i, const char *key,
+                       struct rprop *r, uint64_t *leader_id)
+{
+	uint8_t tmp[64], *dst;
+	size_t n = testfsm_cmd_add(tmp, key, 1);
+	int rv;
+	memset(r, 0, sizeof *r);
+	rv = replica_propose_reserve(t->s[i].rp, n, reserved_cb, r, leader_id,
+	                             &dst);
+	if (rv == 0) {
+		memcpy(dst, tmp, n);
+	}
+	return rv;
+}
+
+/* Commands written in place join the turn's entry with copied ones, in
+ * order; refused before libraft took them (the leader stepped down), they
+ * come back with their bytes. */
+static void test_reserve(void **state)
+{
+	struct t *t = *state;
+	struct prop p[4];
+	struct rprop r[4];
+	struct replica_stats st;
+	uint8_t want[64];
+	uint64_t lid;
+	unsigned i, l, f;
+
+	raft_fixture_elect(&t->f, 0);
+	l = 0;
+	assert_true(step_until_ready(t, l, 1000));
+	/* Mixed: copied, reserved, copied, reserved... one entry. */
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(propose_add(t, l, "m", &p[i], &lid), 0);
+		assert_int_equal(reserve_add(t, l, "m", &r[i], &lid), 0);
+	}
+	for (i = 0; i < 2000 && !r[3].p.done; i++) {
+		step(t, 1);
+	}
+	for (i = 0; i < 4; i++) {
+		assert_true(p[i].done);
+		assert_true(r[i].p.done);
+		assert_int_equal(p[i].status, REPLICA_OK);
+		assert_int_equal(r[i].p.status, REPLICA_OK);
+		assert_int_equal(p[i].value, 2 * i + 1);
+		assert_int_equal(r[i].p.value, 2 * i + 2);
+		assert_int_equal(r[i].p.index, p[0].index);
+	}
+	/* Enough to spill into three entries (4096 bytes each, 15 per
+	 * command): filled in place across buffer growth and new batches,
+	 * every one applied once, in order. */
+	{
+		enum { MANY = 600 };
+		struct rprop *m = calloc(MANY, sizeof *m);
+		struct replica_stats st0;
+		assert_non_null(m);
+		replica_stats(t->s[l].rp, &st0);
+		for (i = 0; i < MANY; i++) {
+			assert_int_equal(reserve_add(t, l, "n", &m[i], &lid),
+			                 0);
+		}
+		for (i = 0; i < 2000 && !m[MANY - 1].p.done; i++) {
+			step(t, 1);
+		}
+		for (i = 0; i < MANY; i++) {
+			assert_int_equal(m[i].p.status, REPLICA_OK);
+			assert_int_equal(m[i].p.value, i + 1);
+		}
+		replica_stats(t->s[l].rp, &st);
+		assert_int_equal(st.proposals, 8 + MANY);
+		assert_int_equal(st.entries_proposed - st0.entries_proposed, 3);
+		free(m);
+	}
+
+	/* A follower refuses at once and names the leader. */
+	f = 1;
+	assert_int_equal(reserve_add(t, f, "m", &r[0], &lid),
+	                 REPLICA_ENOTLEADER);
+	assert_int_equal(lid, l + 1);
+	assert_false(r[0].p.done);
+
+	/* Queued on the leader, which steps down before its next turn: the
+	 * callback gets "not leader" and the command's bytes. */
+	assert_int_equal(reserve_add(t, l, "q", &r[0], &lid), 0);
+	assert_int_equal(reserve_add(t, l, "q", &r[1], &lid), 0);
+	raft_fixture_depose(&t->f);
+	poll_all(t);
+	for (i = 0; i < 2; i++) {
+		assert_true(r[i].p.done);
+		assert_int_equal(r[i].p.status, REPLICA_ENOTLEADER);
+		assert_int_equal(r[i].cmd_len, testfsm_cmd_add(want, "q", 1));
+		assert_memory_equal(r[i].cmd, want, r[i].cmd_len);
+	}
+	for (i = 0; i < N; i++) {
+		assert_int_equal(testfsm_counter(t->s[i].fsm, GROUP, "q"), 0);
+	}
+}
+
 /* A new leader whose clock is 100 s behind stamps its entries with the
  * previous entries' time, never earlier. */
 static void test_clock_skew(void **state)
@@ -744,6 +865,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_leader_changes, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_snapshot_install, setup,
 	                                    teardown),
 	};

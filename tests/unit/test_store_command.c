@@ -82,6 +82,24 @@ static void test_roundtrip_every_op(void **state)
 		assert_int_equal(store_cmd_encode(&d, &enc2, &len2, &err), 0);
 		assert_int_equal(len, len2);
 		assert_memory_equal(enc, enc2, len);
+		/* So does encoding into the caller's buffer, from the list
+		 * as slices and as decoded (already encoded) bytes. */
+		{
+			uint8_t *to;
+			size_t n;
+			assert_int_equal(store_cmd_size(&c, &n, &err), 0);
+			assert_int_equal(n, len);
+			/* Exactly n bytes: ASan sees any overrun. */
+			to = malloc(n);
+			store_cmd_encode_to(&c, to, n);
+			assert_memory_equal(to, enc, len);
+			assert_int_equal(store_cmd_size(&d, &n, &err), 0);
+			assert_int_equal(n, len);
+			memset(to, 0, n);
+			store_cmd_encode_to(&d, to, n);
+			assert_memory_equal(to, enc, len);
+			free(to);
+		}
 		/* Every strict prefix is refused. */
 		for (size_t cut = 0; cut < len; cut++) {
 			assert_int_equal(store_cmd_decode(enc, cut, &d, &err),
@@ -189,6 +207,14 @@ static void test_encode_limits(void **state)
 	c.op = STORE_OP_KV_DEL;
 	c.items.n = STORE_CMD_MAX_ITEMS + 1;
 	assert_int_equal(store_cmd_encode(&c, &enc, &len, &err), -1);
+	err = NULL;
+	assert_int_equal(store_cmd_size(&c, &len, &err), -1);
+	assert_string_equal(err, "too many items in a store command");
+	c.op = 0xFF;
+	c.items.n = 0;
+	assert_int_equal(store_cmd_size(&c, &len, &err), -1);
+	assert_string_equal(err, "unknown store op");
+	c.op = STORE_OP_KV_DEL;
 	/* An empty list encodes and decodes. */
 	c.items.n = 0;
 	assert_int_equal(store_cmd_encode(&c, &enc, &len, &err), 0);

@@ -1206,6 +1206,20 @@ static json_t *group_json(struct shards *s, uint32_t g)
 	return o;
 }
 
+/* The Raft log's own WAL (raft/wal.c): segments on disk, moves to a new
+ * segment, flushes that let older ones go (and failures), and what the
+ * last start replayed and cut. */
+static json_t *wal_json(const struct rio_stats *rs)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "segments",
+	                 (json_int_t)rs->wal_segments, "rotations",
+	                 (json_int_t)rs->wal_rotations, "releases",
+	                 (json_int_t)rs->wal_releases, "release_errors",
+	                 (json_int_t)rs->wal_release_errors, "replayed_records",
+	                 (json_int_t)rs->wal_replayed, "torn_bytes_cut",
+	                 (json_int_t)rs->wal_torn_bytes);
+}
+
 int shards_status_json(struct shards *s, char **out, size_t *len)
 {
 	json_t *groups = json_array();
@@ -1227,7 +1241,7 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 		xfer_stats(s->x, &xs);
 	}
 	root = json_pack(
-	    "{s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:I}, "
+	    "{s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:o}, "
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
 	    "peers", peers_json(s), "generation", (json_int_t)s->generation,
@@ -1235,12 +1249,12 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	    "raft_io", "syncs", (json_int_t)rs.syncs, "entries",
 	    (json_int_t)rs.entries, "bytes", (json_int_t)rs.bytes,
 	    "max_groups_per_sync", (json_int_t)rs.max_groups, "write_errors",
-	    (json_int_t)rs.write_errors, "forward", "local",
-	    (json_int_t)fs.local, "sent", (json_int_t)fs.sent, "served",
-	    (json_int_t)fs.served, "refused", (json_int_t)fs.refused, "retries",
-	    (json_int_t)fs.retries, "timeouts", (json_int_t)fs.timeouts,
-	    "unknown", (json_int_t)fs.unknown, "in_flight",
-	    (json_int_t)fs.in_flight, "transfer", "fetches",
+	    (json_int_t)rs.write_errors, "wal", wal_json(&rs), "forward",
+	    "local", (json_int_t)fs.local, "sent", (json_int_t)fs.sent,
+	    "served", (json_int_t)fs.served, "refused", (json_int_t)fs.refused,
+	    "retries", (json_int_t)fs.retries, "timeouts",
+	    (json_int_t)fs.timeouts, "unknown", (json_int_t)fs.unknown,
+	    "in_flight", (json_int_t)fs.in_flight, "transfer", "fetches",
 	    (json_int_t)xs.fetches, "attempts", (json_int_t)xs.attempts,
 	    "bytes_in", (json_int_t)xs.bytes_in, "exports",
 	    (json_int_t)xs.exports, "bytes_out", (json_int_t)xs.bytes_out,

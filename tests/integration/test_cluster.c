@@ -715,6 +715,15 @@ static void test_placement_and_leaders(void **state)
 		assert_true(json_integer_value(json_object_get(w, "batches")) >
 		            0);
 		assert_true(json_is_integer(json_object_get(w, "drains")));
+		/* The Raft log's own WAL: the current segment, no failures. */
+		json_t *wal =
+		    json_object_get(json_object_get(v, "raft_io"), "wal");
+		assert_non_null(wal);
+		assert_true(
+		    json_integer_value(json_object_get(wal, "segments")) >= 1);
+		assert_int_equal(
+		    json_integer_value(json_object_get(wal, "release_errors")),
+		    0);
 		json_decref(v);
 	}
 	harness_cluster_stop(&c);

@@ -2375,14 +2375,7 @@ err_handles:
 	return RAFT_IOERR;
 
 err_wal:
-	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cv);
-	pthread_mutex_destroy(&s->wal_mu);
-	rocksdb_writeoptions_destroy(s->wo_sync);
-	rocksdb_writeoptions_destroy(s->wo_plain);
-	rocksdb_writeoptions_destroy(s->wo_nowal);
-	rocksdb_readoptions_destroy(s->ro);
-	free(s);
+	rio_store_free(s); /* nothing else started yet */
 	*out = NULL;
 	return RAFT_IOERR;
 }

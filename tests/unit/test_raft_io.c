@@ -343,6 +343,55 @@ static void test_wal_rotation(void **state)
 	loaded_free(&l);
 }
 
+/* Damage in an older WAL segment (not a torn tail) refuses the store, with
+ * the segment named; nothing is half-opened. */
+static void test_wal_corrupt_refused(void **state)
+{
+	struct fx *f = *state;
+	struct append_req a;
+	int order[1], done = 0;
+	char path[400], err[RAFT_ERRMSG_BUF_SIZE];
+	struct rio_store_options o = {0};
+	uint8_t b;
+	int fd;
+
+	io_open(f, 0, 3);
+	a.order = order;
+	a.counter = &done;
+	a.id = 0;
+	submit_append(f, 0, &a, 1, 1, 1, 500);
+	run_until(f, &done, 1);
+	close_all(f); /* segment 1 holds the append */
+	testdb_reopen(&f->db);
+
+	/* Segment 1 is an older one once a second exists. */
+	snprintf(path, sizeof path, "%s/raftwal/%020d.seg", f->db.dir, 2);
+	fd = open(path, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "LSWAL001", 8), 8);
+	close(fd);
+	snprintf(path, sizeof path, "%s/raftwal/%020d.seg", f->db.dir, 1);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, 100), 1);
+	b ^= 1;
+	assert_int_equal(pwrite(fd, &b, 1, 100), 1);
+	close(fd);
+
+	snprintf(path, sizeof path, "%s/raftwal", f->db.dir);
+	o.wal_dir = path;
+	assert_int_equal(rio_store_init(&f->s, &f->loop, f->db.db, f->db.log,
+	                                f->db.state, &o, err),
+	                 RAFT_IOERR);
+	assert_null(f->s);
+	assert_non_null(strstr(err, "corrupt"));
+	assert_non_null(strstr(err, "00000000000000000001.seg"));
+	/* Put a good store back for the teardown. */
+	snprintf(path, sizeof path, "rm -rf %s/raftwal", f->db.dir);
+	assert_int_equal(system(path), 0);
+	store_open(f);
+}
+
 /* Appends of many groups in one loop turn share one synced write. */
 static void test_group_commit(void **state)
 {
@@ -1280,6 +1329,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_append_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_rotation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_wal_corrupt_refused, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),

@@ -342,20 +342,28 @@ static void test_corrupt_older_segment(void **state)
 	assert_non_null(strstr(err, "00000000000000000001.seg"));
 }
 
-/* Zeros after the records of the newest segment (space the file system
- * allocated but the crash left unwritten) are a torn tail. */
-static void test_zero_tail(void **state)
+/* Segment 1 holding one synced 100-byte record, the WAL closed. */
+static void one_record_closed(struct fx *f)
 {
-	struct fx *f = *state;
-	char err[256], path[300];
-	uint8_t zeros[64] = {0};
-	int fd;
+	char err[256];
 
 	open_wal(f, 0);
 	append(f, 100, 5);
 	assert_int_equal(wal_sync(f->w, err, sizeof err), 0);
 	wal_close(f->w);
 	f->w = NULL;
+}
+
+/* Zeros after the records of the newest segment (space the file system
+ * allocated but the crash left unwritten) are a torn tail. */
+static void test_zero_tail(void **state)
+{
+	struct fx *f = *state;
+	char path[300];
+	uint8_t zeros[64] = {0};
+	int fd;
+
+	one_record_closed(f);
 	seg_path(f, 1, path, sizeof path);
 	fd = open(path, O_WRONLY | O_APPEND);
 	assert_int_equal(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
@@ -370,14 +378,10 @@ static void test_zero_tail(void **state)
 static void test_headerless_newest(void **state)
 {
 	struct fx *f = *state;
-	char err[256], path[300];
+	char path[300];
 	int fd;
 
-	open_wal(f, 0);
-	append(f, 100, 5);
-	assert_int_equal(wal_sync(f->w, err, sizeof err), 0);
-	wal_close(f->w);
-	f->w = NULL;
+	one_record_closed(f);
 	seg_path(f, 2, path, sizeof path);
 	fd = open(path, O_WRONLY | O_CREAT, 0644);
 	assert_int_equal(write(fd, "LSW", 3), 3);

@@ -42,12 +42,16 @@
 #include "raft/io.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "raft/wal.h"
@@ -190,6 +194,7 @@ struct rio_store {
 	uint64_t released_to;  /* segments below it are gone */
 	int release_rv;        /* set by the job */
 	char release_err[256]; /* set by the job */
+	bool db_unmarked;      /* open: the database has no WAL mark yet */
 	unsigned tick_ms;
 	uint64_t rng;
 	rio_send_fn send;
@@ -2255,13 +2260,159 @@ int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
 	return 0;
 }
 
+/* ---- the WAL's mark ----
+ *
+ * The database and the WAL directory carry the same random mark, made when
+ * the WAL is first created: in raft_state under a group id no group has,
+ * and in the directory's file "owner" (16 hex digits). Records replayed
+ * into a database that is not theirs (db/ replaced or restored alone, a WAL
+ * directory copied from elsewhere) would graft one log onto another node's
+ * state; a database whose WAL directory is gone may have lost acknowledged
+ * entries. Both refuse to start. */
+#define MARK_GROUP 0xffffffffu
+#define MARK_VALUE_SIZE 9
+
+static int read_db_mark(struct rio_store *s, uint64_t *mark, char *errmsg)
+{
+	uint8_t k[STATE_KEY_SIZE];
+	char *err = NULL, *v;
+	size_t len;
+
+	state_key(k, MARK_GROUP, 'w');
+	v = rocksdb_get_cf(s->db, s->ro, s->cf_state, (const char *)k, sizeof k,
+	                   &len, &err);
+	if (err != NULL) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "read the raft WAL mark of the database: %s", err);
+		free(err);
+		return -1;
+	}
+	*mark = 0;
+	if (v == NULL) {
+		return 0;
+	}
+	if (len != MARK_VALUE_SIZE || (uint8_t)v[0] != FORMAT) {
+		free(v);
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "the database's raft WAL mark is unreadable");
+		return -1;
+	}
+	*mark = get64((const uint8_t *)v + 1);
+	free(v);
+	return 0;
+}
+
+static int write_db_mark(struct rio_store *s, uint64_t mark, char *errmsg)
+{
+	uint8_t k[STATE_KEY_SIZE], v[MARK_VALUE_SIZE];
+	char *err = NULL;
+
+	state_key(k, MARK_GROUP, 'w');
+	v[0] = FORMAT;
+	put64(v + 1, mark);
+	/* Through RocksDB's own WAL, synced: written once. */
+	rocksdb_put_cf(s->db, s->wo_sync, s->cf_state, (const char *)k,
+	               sizeof k, (const char *)v, sizeof v, &err);
+	if (err != NULL) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "write the raft WAL mark into the database: %s", err);
+		free(err);
+		return -1;
+	}
+	return 0;
+}
+
+/* 0 when the directory or its mark file does not exist. */
+static int read_wal_mark(const char *dir, uint64_t *mark, char *errmsg)
+{
+	char path[PATH_MAX], buf[32];
+	size_t got;
+	FILE *f;
+
+	*mark = 0;
+	snprintf(path, sizeof path, "%s/owner", dir);
+	f = fopen(path, "r");
+	if (f == NULL) {
+		if (errno == ENOENT) {
+			return 0;
+		}
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "cannot read %s: %s",
+		         path, strerror(errno));
+		return -1;
+	}
+	got = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[got] = '\0';
+	if (got < 16 || sscanf(buf, "%16" SCNx64, mark) != 1 || *mark == 0) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "%s is not a raft WAL mark", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Writes the mark file durably (a new file renamed into place). */
+static int write_wal_mark(const char *dir, uint64_t mark, char *errmsg)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], buf[32];
+	int fd, dfd, n, ok;
+
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+		         "cannot create raft WAL directory %s: %s", dir,
+		         strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/owner", dir);
+	snprintf(tmp, sizeof tmp, "%s/owner.tmp", dir);
+	n = snprintf(buf, sizeof buf, "%016" PRIx64 "\n", mark);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
+	if (fd >= 0) {
+		close(fd);
+	}
+	ok = ok && rename(tmp, path) == 0;
+	dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	ok = ok && dfd >= 0 && fsync(dfd) == 0;
+	if (dfd >= 0) {
+		close(dfd);
+	}
+	if (!ok) {
+		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "cannot write %s: %s",
+		         path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t new_mark(void)
+{
+	uint64_t m = 0;
+
+	while (m == 0) {
+		if (getrandom(&m, sizeof m, 0) != (ssize_t)sizeof m) {
+			m = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
+		}
+	}
+	return m;
+}
+
 /* Writes a record of our WAL into RocksDB again (rio_store_init). */
 static int replay_record(void *data, const void *rec, size_t len, char *msg,
                          size_t msglen)
 {
 	struct rio_store *s = data;
-	rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(rec, len);
+	rocksdb_writebatch_t *wb;
 	char *err = NULL;
+
+	if (s->db_unmarked) {
+		snprintf(msg, msglen,
+		         "the raft WAL holds records but the database has no "
+		         "mark of it: db/ was replaced or restored without "
+		         "raftwal/; restore the data directory whole");
+		return -1;
+	}
+	wb = rocksdb_writebatch_create_from(rec, len);
 
 	rocksdb_write(s->db, s->wo_nowal, wb, &err);
 	rocksdb_writebatch_destroy(wb);
@@ -2278,8 +2429,49 @@ static int replay_record(void *data, const void *rec, size_t len, char *msg,
 static int open_wal(struct rio_store *s, const struct rio_store_options *o,
                     char *errmsg)
 {
+	uint64_t db_mark, wal_mark;
+
+	if (read_db_mark(s, &db_mark, errmsg) != 0 ||
+	    read_wal_mark(o->wal_dir, &wal_mark, errmsg) != 0) {
+		return -1;
+	}
+	if (db_mark != 0 && wal_mark != db_mark) {
+		if (wal_mark == 0) {
+			snprintf(
+			    errmsg, RAFT_ERRMSG_BUF_SIZE,
+			    "the database was written through raft WAL "
+			    "%016" PRIx64 " but %s has no mark: it was "
+			    "removed or replaced, and acknowledged entries "
+			    "may be lost with it; restore the data "
+			    "directory whole",
+			    db_mark, o->wal_dir);
+		} else {
+			snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
+			         "raft WAL %s (mark %016" PRIx64
+			         ") belongs to another database (its mark "
+			         "%016" PRIx64
+			         "); restore the data directory whole",
+			         o->wal_dir, wal_mark, db_mark);
+		}
+		return -1;
+	}
+	if (wal_mark == 0) {
+		/* A new WAL (a new node, or one from before it existed):
+		 * its mark goes first, so a crash before the database's
+		 * leaves a WAL without records to adopt. */
+		wal_mark = new_mark();
+		if (write_wal_mark(o->wal_dir, wal_mark, errmsg) != 0) {
+			return -1;
+		}
+	}
+	s->db_unmarked = db_mark == 0;
 	if (wal_open(&s->wal, o->wal_dir, o->wal_segment_bytes, replay_record,
 	             s, errmsg, RAFT_ERRMSG_BUF_SIZE) != 0) {
+		return -1;
+	}
+	if (db_mark == 0 && write_db_mark(s, wal_mark, errmsg) != 0) {
+		wal_close(s->wal);
+		s->wal = NULL;
 		return -1;
 	}
 	s->released_to = wal_current(s->wal);

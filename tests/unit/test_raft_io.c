@@ -386,10 +386,67 @@ static void test_wal_corrupt_refused(void **state)
 	assert_null(f->s);
 	assert_non_null(strstr(err, "corrupt"));
 	assert_non_null(strstr(err, "00000000000000000001.seg"));
-	/* Put a good store back for the teardown. */
-	snprintf(path, sizeof path, "rm -rf %s/raftwal", f->db.dir);
-	assert_int_equal(system(path), 0);
+}
+
+static int init_with(struct fx *f, struct testdb *db, const char *waldir,
+                     char *err)
+{
+	struct rio_store_options o = {0};
+	o.wal_dir = waldir;
+	return rio_store_init(&f->s, &f->loop, db->db, db->log, db->state, &o,
+	                      err);
+}
+
+/* A database and a WAL directory that do not belong together refuse to
+ * start: records of one log replayed into another node's state, or a
+ * database whose WAL is gone. */
+static void test_wal_mark(void **state)
+{
+	struct fx *f = *state;
+	struct append_req a;
+	struct testdb other;
+	struct loaded l = {0};
+	int order[1], done = 0;
+	char wal1[300], wal2[300], err[RAFT_ERRMSG_BUF_SIZE], cmd[400];
+
+	io_open(f, 0, 5);
+	a.order = order;
+	a.counter = &done;
+	a.id = 0;
+	submit_append(f, 0, &a, 1, 1, 1, 300);
+	run_until(f, &done, 1);
+	close_all(f); /* the append's record stays in the WAL */
+	snprintf(wal1, sizeof wal1, "%s/raftwal", f->db.dir);
+
+	/* db/ replaced by a fresh one: the WAL's records are not its. */
+	testdb_create(&other);
+	assert_int_equal(init_with(f, &other, wal1, err), RAFT_IOERR);
+	assert_null(f->s);
+	assert_non_null(strstr(err, "no mark of it"));
+
+	/* Another node's marked database with this WAL. */
+	snprintf(wal2, sizeof wal2, "%s/raftwal", other.dir);
+	assert_int_equal(init_with(f, &other, wal2, err), 0);
+	close_all(f);
+	assert_int_equal(init_with(f, &other, wal1, err), RAFT_IOERR);
+	assert_non_null(strstr(err, "belongs to another database"));
+	testdb_destroy(&other);
+
+	/* The right pair still opens and has the entry. */
+	testdb_reopen(&f->db);
 	store_open(f);
+	io_open(f, 0, 5);
+	load(f, 0, &l);
+	assert_int_equal(l.n, 1);
+	assert_true(entry_ok(&l.entries[0], 1, 1, 300));
+	loaded_free(&l);
+	close_all(f);
+
+	/* The WAL directory removed: refused, not silently empty. */
+	snprintf(cmd, sizeof cmd, "rm -rf %s", wal1);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(init_with(f, &f->db, wal1, err), RAFT_IOERR);
+	assert_non_null(strstr(err, "has no mark"));
 }
 
 /* Appends of many groups in one loop turn share one synced write. */
@@ -1331,6 +1388,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_wal_rotation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_corrupt_refused, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_wal_mark, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),

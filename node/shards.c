@@ -321,11 +321,8 @@ static void on_reserved(void *data, int status, uint8_t *result, size_t len,
 			return; /* p is on_forwarded's now */
 		}
 	}
-	p->propose_cb(p->data, map_status(status),
-	              status == REPLICA_OK ? result : NULL,
-	              status == REPLICA_OK ? len : 0);
+	on_forwarded(p, status, result, len); /* answers and frees p */
 	free(result);
-	pending_free(s, p);
 }
 
 int shards_propose_cmd(struct shards *s, uint32_t group,

@@ -42,16 +42,13 @@
 #include "raft/io.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "raft/wal.h"
@@ -2264,7 +2261,7 @@ int rio_store_erase(struct rio_store *s, uint32_t group, char *errmsg)
  *
  * The database and the WAL directory carry the same random mark, made when
  * the WAL is first created: in raft_state under a group id no group has,
- * and in the directory's file "owner" (16 hex digits). Records replayed
+ * and in the WAL directory (wal_mark_write). Records replayed
  * into a database that is not theirs (db/ replaced or restored alone, a WAL
  * directory copied from elsewhere) would graft one log onto another node's
  * state; a database whose WAL directory is gone may have lost acknowledged
@@ -2322,69 +2319,6 @@ static int write_db_mark(struct rio_store *s, uint64_t mark, char *errmsg)
 	return 0;
 }
 
-/* 0 when the directory or its mark file does not exist. */
-static int read_wal_mark(const char *dir, uint64_t *mark, char *errmsg)
-{
-	char path[PATH_MAX], buf[32];
-	size_t got;
-	FILE *f;
-
-	*mark = 0;
-	snprintf(path, sizeof path, "%s/owner", dir);
-	f = fopen(path, "r");
-	if (f == NULL) {
-		if (errno == ENOENT) {
-			return 0;
-		}
-		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "cannot read %s: %s",
-		         path, strerror(errno));
-		return -1;
-	}
-	got = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[got] = '\0';
-	if (got < 16 || sscanf(buf, "%16" SCNx64, mark) != 1 || *mark == 0) {
-		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
-		         "%s is not a raft WAL mark", path);
-		return -1;
-	}
-	return 0;
-}
-
-/* Writes the mark file durably (a new file renamed into place). */
-static int write_wal_mark(const char *dir, uint64_t mark, char *errmsg)
-{
-	char path[PATH_MAX], tmp[PATH_MAX], buf[32];
-	int fd, dfd, n, ok;
-
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE,
-		         "cannot create raft WAL directory %s: %s", dir,
-		         strerror(errno));
-		return -1;
-	}
-	snprintf(path, sizeof path, "%s/owner", dir);
-	snprintf(tmp, sizeof tmp, "%s/owner.tmp", dir);
-	n = snprintf(buf, sizeof buf, "%016" PRIx64 "\n", mark);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
-	if (fd >= 0) {
-		close(fd);
-	}
-	ok = ok && rename(tmp, path) == 0;
-	dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	ok = ok && dfd >= 0 && fsync(dfd) == 0;
-	if (dfd >= 0) {
-		close(dfd);
-	}
-	if (!ok) {
-		snprintf(errmsg, RAFT_ERRMSG_BUF_SIZE, "cannot write %s: %s",
-		         path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 static uint64_t new_mark(void)
 {
 	uint64_t m = 0;
@@ -2432,7 +2366,8 @@ static int open_wal(struct rio_store *s, const struct rio_store_options *o,
 	uint64_t db_mark, wal_mark;
 
 	if (read_db_mark(s, &db_mark, errmsg) != 0 ||
-	    read_wal_mark(o->wal_dir, &wal_mark, errmsg) != 0) {
+	    wal_mark_read(o->wal_dir, &wal_mark, errmsg,
+	                  RAFT_ERRMSG_BUF_SIZE) != 0) {
 		return -1;
 	}
 	if (db_mark != 0 && wal_mark != db_mark) {
@@ -2460,7 +2395,8 @@ static int open_wal(struct rio_store *s, const struct rio_store_options *o,
 		 * its mark goes first, so a crash before the database's
 		 * leaves a WAL without records to adopt. */
 		wal_mark = new_mark();
-		if (write_wal_mark(o->wal_dir, wal_mark, errmsg) != 0) {
+		if (wal_mark_write(o->wal_dir, wal_mark, errmsg,
+		                   RAFT_ERRMSG_BUF_SIZE) != 0) {
 			return -1;
 		}
 	}
@@ -2469,17 +2405,14 @@ static int open_wal(struct rio_store *s, const struct rio_store_options *o,
 	             s, errmsg, RAFT_ERRMSG_BUF_SIZE) != 0) {
 		return -1;
 	}
+	/* On failure the caller frees the store, and the WAL with it. */
 	if (db_mark == 0 && write_db_mark(s, wal_mark, errmsg) != 0) {
-		wal_close(s->wal);
-		s->wal = NULL;
 		return -1;
 	}
 	s->released_to = wal_current(s->wal);
 	if (flush_log_cfs(s, errmsg, RAFT_ERRMSG_BUF_SIZE) != 0 ||
 	    wal_release_before(s->wal, s->released_to, errmsg,
 	                       RAFT_ERRMSG_BUF_SIZE) != 0) {
-		wal_close(s->wal);
-		s->wal = NULL;
 		return -1;
 	}
 	return 0;

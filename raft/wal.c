@@ -24,6 +24,7 @@
 #define MAX_RECORD (1u << 30)
 #define NAME_LEN 24 /* 20 digits, ".seg" */
 #define PREALLOC (4u << 20)
+#define MARK_FILE "owner"
 
 struct wal {
 	char *dir;
@@ -407,6 +408,65 @@ err_free:
 	free(seqs);
 	wal_close(w);
 	return -1;
+}
+
+int wal_mark_read(const char *dir, uint64_t *mark, char *err, size_t errlen)
+{
+	char path[PATH_MAX], buf[32];
+	size_t got;
+	FILE *f;
+
+	*mark = 0;
+	snprintf(path, sizeof path, "%s/" MARK_FILE, dir);
+	f = fopen(path, "r");
+	if (f == NULL) {
+		if (errno == ENOENT) {
+			return 0;
+		}
+		snprintf(err, errlen, "cannot read %s: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	got = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[got] = '\0';
+	if (got < 16 || sscanf(buf, "%16" SCNx64, mark) != 1 || *mark == 0) {
+		snprintf(err, errlen, "%s is not a raft WAL mark", path);
+		return -1;
+	}
+	return 0;
+}
+
+int wal_mark_write(const char *dir, uint64_t mark, char *err, size_t errlen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], buf[32];
+	int fd, dfd, n, ok;
+
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create raft WAL directory %s: %s",
+		         dir, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/" MARK_FILE, dir);
+	snprintf(tmp, sizeof tmp, "%s/" MARK_FILE ".tmp", dir);
+	n = snprintf(buf, sizeof buf, "%016" PRIx64 "\n", mark);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ok = fd >= 0 && write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
+	if (fd >= 0) {
+		close(fd);
+	}
+	ok = ok && rename(tmp, path) == 0;
+	dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	ok = ok && dfd >= 0 && fsync(dfd) == 0;
+	if (dfd >= 0) {
+		close(dfd);
+	}
+	if (!ok) {
+		snprintf(err, errlen, "cannot write %s: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int wal_append(struct wal *w, const void *rec, size_t len, char *err,

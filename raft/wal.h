@@ -61,6 +61,15 @@ uint64_t wal_current(const struct wal *w);
 /* Deletes the segments numbered below `seq` (at most the current one). */
 int wal_release_before(struct wal *w, uint64_t seq, char *err, size_t errlen);
 
+/* The directory's mark: a random non-zero number its owner (raft/io.c)
+ * also keeps in the database the records go into, so that a WAL and a
+ * database that do not belong together are noticed. Kept in the file
+ * "owner" (16 hex digits). wal_mark_read sets `*mark` to 0 when the
+ * directory or the file does not exist; wal_mark_write creates the
+ * directory if needed and writes the file durably (renamed into place). */
+int wal_mark_read(const char *dir, uint64_t *mark, char *err, size_t errlen);
+int wal_mark_write(const char *dir, uint64_t mark, char *err, size_t errlen);
+
 void wal_stats(const struct wal *w, struct wal_stats *st);
 
 /* Parses one segment's bytes (what wal_open does with each file), handing

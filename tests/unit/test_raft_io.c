@@ -249,6 +249,31 @@ static void submit_append(struct fx *f, unsigned i, struct append_req *a,
 	    f->io[i].append(&f->io[i], &a->req, a->e, n, append_cb), 0);
 }
 
+/* Appends `n` entries of `len` bytes from `first` on instance `i` and runs
+ * the loop until the append succeeded. */
+static void append_sync(struct fx *f, unsigned i, raft_term term,
+                        uint64_t first, unsigned n, size_t len)
+{
+	struct append_req a;
+	int order[1], done = 0;
+
+	a.order = order;
+	a.counter = &done;
+	a.id = 0;
+	submit_append(f, i, &a, term, first, n, len);
+	run_until(f, &done, 1);
+	assert_int_equal(a.status, 0);
+}
+
+static int init_with(struct fx *f, struct testdb *db, const char *waldir,
+                     char *err)
+{
+	struct rio_store_options o = {0};
+	o.wal_dir = waldir;
+	return rio_store_init(&f->s, &f->loop, db->db, db->log, db->state, &o,
+	                      err);
+}
+
 /* Appends complete in order, only after a sync, all in one batch. */
 static void test_append_order(void **state)
 {
@@ -299,10 +324,9 @@ static void test_append_order(void **state)
 static void test_wal_rotation(void **state)
 {
 	struct fx *f = *state;
-	struct append_req a;
 	struct loaded l = {0};
 	struct rio_stats st;
-	int order[1], done = 0, guard = 0;
+	int guard = 0;
 	uint64_t index = 1;
 
 	f->wal_segment_bytes = 16 << 10;
@@ -310,13 +334,7 @@ static void test_wal_rotation(void **state)
 	io_open(f, 0, 9);
 	load(f, 0, &l);
 	for (int k = 0; k < 100; k++) {
-		a.order = order;
-		a.counter = &done;
-		a.id = 0;
-		done = 0;
-		submit_append(f, 0, &a, 1, index, 2, 1000);
-		run_until(f, &done, 1);
-		assert_int_equal(a.status, 0);
+		append_sync(f, 0, 1, index, 2, 1000);
 		index += 2;
 	}
 	rio_store_stats(f->s, &st);
@@ -348,19 +366,12 @@ static void test_wal_rotation(void **state)
 static void test_wal_corrupt_refused(void **state)
 {
 	struct fx *f = *state;
-	struct append_req a;
-	int order[1], done = 0;
 	char path[400], err[RAFT_ERRMSG_BUF_SIZE];
-	struct rio_store_options o = {0};
 	uint8_t b;
 	int fd;
 
 	io_open(f, 0, 3);
-	a.order = order;
-	a.counter = &done;
-	a.id = 0;
-	submit_append(f, 0, &a, 1, 1, 1, 500);
-	run_until(f, &done, 1);
+	append_sync(f, 0, 1, 1, 1, 500);
 	close_all(f); /* segment 1 holds the append */
 	testdb_reopen(&f->db);
 
@@ -379,22 +390,10 @@ static void test_wal_corrupt_refused(void **state)
 	close(fd);
 
 	snprintf(path, sizeof path, "%s/raftwal", f->db.dir);
-	o.wal_dir = path;
-	assert_int_equal(rio_store_init(&f->s, &f->loop, f->db.db, f->db.log,
-	                                f->db.state, &o, err),
-	                 RAFT_IOERR);
+	assert_int_equal(init_with(f, &f->db, path, err), RAFT_IOERR);
 	assert_null(f->s);
 	assert_non_null(strstr(err, "corrupt"));
 	assert_non_null(strstr(err, "00000000000000000001.seg"));
-}
-
-static int init_with(struct fx *f, struct testdb *db, const char *waldir,
-                     char *err)
-{
-	struct rio_store_options o = {0};
-	o.wal_dir = waldir;
-	return rio_store_init(&f->s, &f->loop, db->db, db->log, db->state, &o,
-	                      err);
 }
 
 /* A database and a WAL directory that do not belong together refuse to
@@ -403,18 +402,12 @@ static int init_with(struct fx *f, struct testdb *db, const char *waldir,
 static void test_wal_mark(void **state)
 {
 	struct fx *f = *state;
-	struct append_req a;
 	struct testdb other;
 	struct loaded l = {0};
-	int order[1], done = 0;
 	char wal1[300], wal2[300], err[RAFT_ERRMSG_BUF_SIZE], cmd[400];
 
 	io_open(f, 0, 5);
-	a.order = order;
-	a.counter = &done;
-	a.id = 0;
-	submit_append(f, 0, &a, 1, 1, 1, 300);
-	run_until(f, &done, 1);
+	append_sync(f, 0, 1, 1, 1, 300);
 	close_all(f); /* the append's record stays in the WAL */
 	snprintf(wal1, sizeof wal1, "%s/raftwal", f->db.dir);
 

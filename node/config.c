@@ -66,7 +66,7 @@ static const struct opt opts[] = {
     {"heartbeat-ms", OPT_UINT, OFF(heartbeat_ms), 4, 10, 60000, "MS",
      "Raft heartbeat period (default 100)"},
     {"snapshot-threshold", OPT_UINT, OFF(snapshot_threshold), 4, 1,
-     100000000, "N", "log entries between Raft snapshots (default 1024)"},
+     100000000, "N", "log entries between Raft snapshots (default 8192)"},
     {"snapshot-trailing", OPT_UINT, OFF(snapshot_trailing), 4, 1, 100000000,
      "N", "log entries kept after a snapshot (default 128)"},
     {"forward-timeout-ms", OPT_UINT, OFF(forward_timeout_ms), 4, 100, 600000,

@@ -10,6 +10,12 @@
 #define DB_MIN_BLOB_SIZE 4096
 #define DB_BLOB_FILE_SIZE (64u << 20)
 #define DB_LOG_MEMTABLE (128u << 20)
+/* The data column family's memtable limit, well above the size at which
+ * the data writer asks for a flush (DWRITE_FLUSH_BYTES): RocksDB must
+ * never switch it by itself, since only a switch right after a KV
+ * checkpoint leaves a consistent state on disk (docs/storage.md). */
+#define DB_DATA_MEMTABLE_LIMIT (512u << 20)
+#define DB_DATA_ARENA_BLOCK (8u << 20)
 
 static void db_free_options(struct db *d)
 {
@@ -85,6 +91,9 @@ int db_open(struct db *d, const char *dir, char *err, size_t errlen)
 	rocksdb_options_set_enable_blob_gc(d->data_opts, 1);
 	rocksdb_options_set_blob_gc_age_cutoff(d->data_opts, 0.25);
 	rocksdb_options_set_blob_gc_force_threshold(d->data_opts, 0.5);
+	rocksdb_options_set_write_buffer_size(d->data_opts,
+	                                      DB_DATA_MEMTABLE_LIMIT);
+	rocksdb_options_set_arena_block_size(d->data_opts, DB_DATA_ARENA_BLOCK);
 	cf_opts[3] = d->data_opts;
 	/* The vector memtable does not support concurrent inserts. */
 	rocksdb_options_set_allow_concurrent_memtable_write(d->opts, 0);

@@ -1274,12 +1274,15 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	{
 		struct dwrite_stats ws;
 		store_writer_stats(s->store, &ws);
-		json_object_set_new(root, "data_writer",
-		                    json_pack("{s:I, s:I, s:I}", "batches",
-		                              (json_int_t)ws.batches, "drains",
-		                              (json_int_t)ws.drains,
-		                              "full_waits",
-		                              (json_int_t)ws.waits));
+		json_object_set_new(
+		    root, "data_writer",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "batches",
+		              (json_int_t)ws.batches, "drains",
+		              (json_int_t)ws.drains, "full_waits",
+		              (json_int_t)ws.waits, "kv_checkpoints",
+		              (json_int_t)ws.checkpoints, "kv_checkpoint_rows",
+		              (json_int_t)ws.checkpoint_rows, "flushes",
+		              (json_int_t)ws.flushes));
 	}
 	*out = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
@@ -1302,6 +1305,11 @@ int shards_group_hash(struct shards *s, uint32_t group,
 	memset(out, 0, sizeof out[0]);
 	if (!valid_group(s, group)) {
 		return SHARDS_ENOGROUP;
+	}
+	/* Read below from RocksDB itself: the data writer's queue and the
+	 * KV rows waiting for a checkpoint go in first. */
+	if (s->store != NULL && store_drain(s->store) != 0) {
+		return SHARDS_EIO;
 	}
 	for (int i = 0; i < 4; i++) {
 		lo[i] = (uint8_t)(group >> (24 - 8 * i));

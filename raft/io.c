@@ -1737,11 +1737,11 @@ void rio_install_done(struct rio_install *x, int status)
 	maybe_closed(r);
 }
 
-/* A snapshot that compacts log entries: the state those entries produced
- * must be durable before they go. The sync (a flush of the state, tens of
- * milliseconds under load) runs on the thread pool, so the log writer and
- * every other group's appends go on meanwhile; then the put joins a batch
- * as any other write. */
+/* A snapshot of our own: the state it names (and that the log entries it
+ * compacts produced) must be durable before it is. The sync (a flush of the
+ * state, tens of milliseconds under load) runs on the thread pool, so the log
+ * writer and every other group's appends go on meanwhile; then the put joins a
+ * batch as any other write. */
 struct rio_sync {
 	uv_work_t work; /* work.data = this */
 	struct rio *io;
@@ -1840,7 +1840,10 @@ static int io_snapshot_put(struct raft_io *io, unsigned trailing,
 		memcpy(io->errmsg, r->s->errmsg, sizeof io->errmsg);
 		return RAFT_IOERR;
 	}
-	if (trailing != 0 && snap->index > trailing && r->hooks.sync != NULL) {
+	/* Every snapshot of our own syncs first, even one that compacts no
+	 * entry yet (index <= trailing): a restart loads it and refuses a
+	 * state older than its manifest (group_install). */
+	if (trailing != 0 && r->hooks.sync != NULL) {
 		return sync_then_put(r, trailing, req, snap, cb);
 	}
 	if (trailing != 0 || r->hooks.install == NULL) {

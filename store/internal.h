@@ -3,6 +3,7 @@
 #ifndef LS_STORE_INTERNAL_H
 #define LS_STORE_INTERNAL_H
 
+#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "store/command.h"
 #include "store/dwrite.h"
 #include "store/keys.h"
+#include "store/kvdirty.h"
 #include "store/result.h"
 #include "store/rowcache.h"
 #include "store/store.h"
@@ -45,7 +47,32 @@ struct store {
 	/* Reused by commit: hashes of an entry's cacheable rows. */
 	uint64_t *hashes;
 	size_t hcap;
+	/* KV rows applied and not yet in RocksDB (docs/storage.md "KV rows:
+	 * write-back"): `kv_dirty` since the last checkpoint, and the
+	 * checkpoints queued on the data writer (newest first) until they
+	 * are written and nobody waits on them. Under kv_mu: the reactor
+	 * applies and reads; store_sync and store_export queue checkpoints
+	 * from their own threads. */
+	pthread_mutex_t kv_mu;
+	struct kvdirty kv_dirty;
+	struct kv_ckpt *kv_flight;
+	bool kv_flush_queued; /* a checkpoint with DWRITE_FLUSH is in flight */
+	/* Reused by tx_split_dirty (under kv_mu): an entry's KV writes. */
+	uint64_t *kv_hashes;
+	size_t *kv_offs;
+	size_t kv_cap;
 };
+
+/* A checkpoint: the rows it writes (owned) and its request. */
+struct kv_ckpt {
+	struct kvdirty rows;
+	struct dwrite_req req;
+	bool held; /* a waiter reads req: not freed until it lets go */
+	struct kv_ckpt *next;
+};
+
+/* A checkpoint is queued once this many key and value bytes are dirty. */
+#define STORE_KV_DIRTY_MAX (64u << 20)
 
 /* A record kept in the transaction until commit (hot meta records that
  * many commands of one entry rewrite: one batch write instead of many). */
@@ -95,6 +122,10 @@ struct val {
 	size_t len;
 };
 
+/* Looks a KV key up among the rows not yet in RocksDB: 1 present (a copy
+ * in v), 0 deleted, -1 not there (RocksDB has its latest write). */
+int store_kv_dirty_get(struct store *s, const struct sbuf *key, struct val *v);
+
 void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
              uint64_t now_ms, bool write);
 void tx_fini(struct tx *tx);
@@ -125,9 +156,13 @@ size_t tx_pend_mark(struct tx *tx);
 bool tx_has_split(const struct tx *tx);
 size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b);
 void tx_pend_rollback(struct tx *tx, size_t mark);
-/* The rowcache_hash of every row in tx->pend, into *buf (grown as
- * needed, owned by the caller); returns how many. */
-size_t tx_pend_hashes(struct tx *tx, uint64_t **buf, size_t *cap);
+/* The rowcache_hash of every row in tx->pend (KV keys only when
+ * `with_split`), into *buf (grown as needed, owned by the caller);
+ * returns how many. */
+size_t tx_pend_hashes(struct tx *tx, bool with_split, uint64_t **buf,
+                      size_t *cap);
+/* Records each KV key's latest write of the entry in `d` instead. */
+void tx_split_dirty(struct tx *tx, struct kvdirty *d);
 void tx_pend_publish(struct tx *tx);
 
 /* Write-back access for records read and written by point lookups only

@@ -14,6 +14,27 @@ void kv_key(struct sbuf *k, uint32_t group, struct store_slice key)
 	sbuf_add(k, key.p, key.len);
 }
 
+/* Points `b` at the caller's `stack` bytes when `need` fits (nothing may
+ * then grow it past `cap`), else at an empty heap buffer: the SET path
+ * allocated its key and value on every command. buf_done releases. */
+static void buf_on(struct sbuf *b, uint8_t *stack, size_t cap, size_t need)
+{
+	if (need <= cap) {
+		b->p = stack;
+		b->len = 0;
+		b->cap = cap;
+	} else {
+		sbuf_init(b);
+	}
+}
+
+static void buf_done(struct sbuf *b, const uint8_t *stack)
+{
+	if (b->p != stack) {
+		sbuf_free(b);
+	}
+}
+
 void kv_sub_prefix(struct sbuf *k, uint32_t group, uint8_t type,
                    struct store_slice key)
 {
@@ -29,14 +50,15 @@ static void what_key(struct sbuf *w, struct store_slice key)
 
 int kv_load(struct tx *tx, struct store_slice key, struct kv_obj *o)
 {
+	uint8_t kb[128];
 	struct sbuf k;
 	int found;
 
 	memset(o, 0, sizeof *o);
-	sbuf_init(&k);
+	buf_on(&k, kb, sizeof kb, 5 + key.len);
 	kv_key(&k, tx->group, key);
 	found = tx_get(tx, &k, &o->raw);
-	sbuf_free(&k);
+	buf_done(&k, kb);
 	if (found <= 0) {
 		return found < 0 ? -1 : 0;
 	}
@@ -107,11 +129,12 @@ void kv_store(struct tx *tx, struct store_slice key, uint8_t type,
               uint64_t expires, const void *body, size_t blen,
               const struct kv_obj *o)
 {
+	uint8_t kb[128], vb[128];
 	struct sbuf k, v;
 	uint64_t old = o->state == KV_ABSENT ? 0 : o->expires;
 
-	sbuf_init(&k);
-	sbuf_init(&v);
+	buf_on(&k, kb, sizeof kb, 5 + key.len);
+	buf_on(&v, vb, sizeof vb, 9 + blen);
 	kv_key(&k, tx->group, key);
 	sbuf_u8(&v, type);
 	sbuf_u64(&v, expires);
@@ -122,8 +145,8 @@ void kv_store(struct tx *tx, struct store_slice key, uint8_t type,
 		expiry_index_del(tx, old, EXP_KV, &k);
 		expiry_index_put(tx, expires, EXP_KV, &k);
 	}
-	sbuf_free(&k);
-	sbuf_free(&v);
+	buf_done(&k, kb);
+	buf_done(&v, vb);
 }
 
 /* The expiry a SET / CAS asks for; false (with an error result) when

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/internal.h"
 
@@ -32,7 +33,10 @@ int store_open(rocksdb_t *db, rocksdb_column_family_handle_t *cf,
 	rocksdb_writeoptions_set_sync(s->wo, 0);
 	rocksdb_writeoptions_disable_WAL(s->wo, 1);
 	s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
-	if (dwrite_start(db, s->wo, 0, &s->dw) != 0) {
+	pthread_mutex_init(&s->kv_mu, NULL);
+	kvdirty_init(&s->kv_dirty);
+	if (dwrite_start(db, cf, s->wo, 0, &s->dw) != 0) {
+		pthread_mutex_destroy(&s->kv_mu);
 		rocksdb_writebatch_wi_destroy(s->wb);
 		rocksdb_writeoptions_destroy(s->wo);
 		rocksdb_readoptions_destroy(s->ro);
@@ -59,9 +63,110 @@ struct verify {
 	size_t len;
 };
 
+/* Under kv_mu: frees the checkpoints written that nobody waits on. */
+static void kv_reap(struct store *s)
+{
+	struct kv_ckpt **pp = &s->kv_flight;
+
+	while (*pp != NULL) {
+		struct kv_ckpt *ck = *pp;
+		if (atomic_load(&ck->req.done) && !ck->held) {
+			*pp = ck->next;
+			if (ck->req.flags & DWRITE_FLUSH) {
+				s->kv_flush_queued = false;
+			}
+			kvdirty_clear(&ck->rows);
+			free(ck);
+		} else {
+			pp = &ck->next;
+		}
+	}
+}
+
+/* Under kv_mu: moves the dirty KV rows into a checkpoint queued on the
+ * data writer with `flags` and `fn`. Holding kv_mu orders it against the
+ * reactor's commits: it follows exactly the batches whose KV rows it (or
+ * an earlier checkpoint) holds. `held`: the caller waits on it and lets
+ * go with kv_release. The checkpoint is done (rv -1) when the writer had
+ * failed. */
+static struct kv_ckpt *kv_checkpoint(struct store *s, unsigned flags,
+                                     dwrite_fn fn, void *arg, bool held)
+{
+	struct kv_ckpt *ck = store_xmalloc(sizeof *ck);
+
+	memset(ck, 0, sizeof *ck);
+	kvdirty_move(&ck->rows, &s->kv_dirty);
+	/* The next table will likely hold as many keys. */
+	kvdirty_reserve(&s->kv_dirty, ck->rows.n);
+	ck->req.rows = &ck->rows;
+	ck->req.flags = flags;
+	ck->req.fn = fn;
+	ck->req.arg = arg;
+	ck->held = held;
+	ck->next = s->kv_flight;
+	s->kv_flight = ck;
+	if (flags & DWRITE_FLUSH) {
+		s->kv_flush_queued = true;
+	}
+	(void)dwrite_submit_req(s->dw, &ck->req);
+	return ck;
+}
+
+/* Queues a checkpoint and waits for it; returns its rv. The caller then
+ * reads ck->req and calls kv_release. */
+static int kv_checkpoint_wait(struct store *s, unsigned flags, dwrite_fn fn,
+                              void *arg, struct kv_ckpt **out)
+{
+	pthread_mutex_lock(&s->kv_mu);
+	*out = kv_checkpoint(s, flags, fn, arg, true);
+	pthread_mutex_unlock(&s->kv_mu);
+	return dwrite_wait(s->dw, &(*out)->req);
+}
+
+static void kv_release(struct store *s, struct kv_ckpt *ck)
+{
+	pthread_mutex_lock(&s->kv_mu);
+	ck->held = false;
+	kv_reap(s);
+	pthread_mutex_unlock(&s->kv_mu);
+}
+
 int store_drain(struct store *s)
 {
-	return dwrite_drain(s->dw);
+	struct kv_ckpt *ck;
+	int rv;
+
+	/* RocksDB then holds every entry applied so far, KV rows too. */
+	rv = kv_checkpoint_wait(s, 0, NULL, NULL, &ck);
+	kv_release(s, ck);
+	return rv != 0 ? -1 : 0;
+}
+
+int store_kv_dirty_get(struct store *s, const struct sbuf *key, struct val *v)
+{
+	uint64_t hash = rowcache_hash(key->p, key->len);
+	const uint8_t *p = NULL;
+	size_t len = 0;
+	int rv;
+
+	pthread_mutex_lock(&s->kv_mu);
+	rv = kvdirty_get(&s->kv_dirty, hash, key->p, key->len, &p, &len);
+	/* Then the checkpoints not yet written, newest first; a written
+	 * one's rows are in RocksDB. */
+	for (struct kv_ckpt *ck = s->kv_flight; rv < 0 && ck != NULL;
+	     ck = ck->next) {
+		if (!atomic_load(&ck->req.done)) {
+			rv = kvdirty_get(&ck->rows, hash, key->p, key->len, &p,
+			                 &len);
+		}
+	}
+	if (rv == 1) {
+		v->p = store_xmalloc(len > 0 ? len : 1);
+		memcpy(v->p, p, len);
+		v->len = len;
+	}
+	pthread_mutex_unlock(&s->kv_mu);
+	return rv;
 }
 
 const char *store_writer_error(struct store *s)
@@ -122,6 +227,7 @@ int store_row_cache_verify(struct store *s, char *msg, size_t len)
 	if (s->rows == NULL) {
 		return 0;
 	}
+	/* Compared with RocksDB: the KV rows must be there first. */
 	if (drain_or_say(s, msg, len, "") != 0) {
 		return -1;
 	}
@@ -146,12 +252,20 @@ void store_close(struct store *s)
 	if (s == NULL) {
 		return;
 	}
-	/* The writer first writes what it holds: the state it leaves is
-	 * what apply made. */
+	/* The writer first writes what it holds, the KV rows last: the
+	 * state it leaves is what apply made. */
+	pthread_mutex_lock(&s->kv_mu);
+	(void)kv_checkpoint(s, 0, NULL, NULL, false);
+	pthread_mutex_unlock(&s->kv_mu);
 	dwrite_stop(s->dw);
+	kv_reap(s);
+	kvdirty_clear(&s->kv_dirty);
+	pthread_mutex_destroy(&s->kv_mu);
 	rowcache_destroy(s->rows);
 	free(s->applied);
 	free(s->hashes);
+	free(s->kv_hashes);
+	free(s->kv_offs);
 	rocksdb_writebatch_wi_destroy(s->wb);
 	rocksdb_writeoptions_destroy(s->wo);
 	rocksdb_readoptions_destroy(s->ro);
@@ -328,17 +442,53 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	}
 }
 
-/* Hands the entry's batch (the WriteBatchWithIndex's records, then the
- * KV rows kept out of it, then range deletions) to the data writer. */
+/* Batches from this size go to the writer as they are. */
+#define STORE_HANDOVER_BYTES (64u << 10)
+
+/* Whether a range deletion of the entry could cover KV keys (none does
+ * today: they trim stream records). */
+static bool ranges_cover_kv(const struct tx *tx)
+{
+	struct rd r;
+
+	rd_init(&r, tx->ranges.p, tx->ranges.len);
+	for (size_t i = 0; i < tx->nranges; i++) {
+		size_t bl, el;
+		const uint8_t *bp = rd_lbytes(&r, &bl);
+		const uint8_t *ep = rd_lbytes(&r, &el);
+
+		if (bl < 5 || el < 5 || memcmp(bp, ep, 4) != 0 ||
+		    (bp[4] <= K_KV && ep[4] >= K_KV)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Hands the entry's batch (the WriteBatchWithIndex's records, then range
+ * deletions) to the data writer, and its KV rows to the write-back table.
+ * Under kv_mu, so that a checkpoint queued from any thread lands between
+ * two entries. */
 static int commit(struct tx *tx)
 {
 	struct store *s = tx->s;
-	size_t size, n = tx_pend_hashes(tx, &s->hashes, &s->hcap);
+	bool kv_in_batch = tx->nranges > 0 && ranges_cover_kv(tx);
+	size_t size, n = tx_pend_hashes(tx, kv_in_batch, &s->hashes, &s->hcap);
 	const char *data;
 	rocksdb_writebatch_t *b;
 	struct rd r;
+	int rv = 0;
 
-	if (tx->nranges == 0 && !tx_has_split(tx)) {
+	pthread_mutex_lock(&s->kv_mu);
+	if (kv_in_batch) {
+		/* Earlier KV rows first, then this entry's in its batch,
+		 * before its range deletions (as they applied). */
+		(void)kv_checkpoint(s, 0, NULL, NULL, false);
+	} else if (tx_has_split(tx)) {
+		tx_split_dirty(tx, &s->kv_dirty);
+	}
+	data = rocksdb_writebatch_wi_data(s->wb, &size);
+	if (tx->nranges == 0 && size >= STORE_HANDOVER_BYTES) {
 		/* The batch goes as it is (stream appends: no copy of the
 		 * payloads); the next entry is built in a spare. */
 		rocksdb_writebatch_wi_t *wi = s->wb;
@@ -347,13 +497,17 @@ static int commit(struct tx *tx)
 			s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
 		}
 		if (dwrite_submit_wi(s->dw, wi, s->hashes, n) != 0) {
-			return tx_fail(tx, "write failed", dwrite_error(s->dw));
+			rv = tx_fail(tx, "write failed", dwrite_error(s->dw));
 		}
-		return 0;
+		goto out;
 	}
-	data = rocksdb_writebatch_wi_data(s->wb, &size);
+	/* Small batches (a SET entry's group state row) are copied: cheaper
+	 * than a fresh WriteBatchWithIndex per entry while the writer holds
+	 * the spares. */
 	b = rocksdb_writebatch_create_from(data, size);
-	(void)tx_split_append(tx, b);
+	if (kv_in_batch) {
+		(void)tx_split_append(tx, b);
+	}
 	rd_init(&r, tx->ranges.p, tx->ranges.len);
 	for (size_t i = 0; i < tx->nranges; i++) {
 		size_t bl, el;
@@ -363,9 +517,23 @@ static int commit(struct tx *tx)
 		                                   bl, (const char *)ep, el);
 	}
 	if (dwrite_submit(s->dw, b, s->hashes, n) != 0) {
-		return tx_fail(tx, "write failed", dwrite_error(s->dw));
+		rv = tx_fail(tx, "write failed", dwrite_error(s->dw));
 	}
-	return 0;
+out:
+	if (rv == 0) {
+		/* The memtable is due for a flush: only here can its cut
+		 * hold the KV rows of exactly the entries it holds. */
+		if (dwrite_want_flush(s->dw) && !s->kv_flush_queued) {
+			(void)kv_checkpoint(s, DWRITE_FLUSH, NULL, NULL, false);
+		} else if (s->kv_dirty.bytes >= STORE_KV_DIRTY_MAX) {
+			(void)kv_checkpoint(s, 0, NULL, NULL, false);
+		}
+	}
+	if (s->kv_flight != NULL) {
+		kv_reap(s);
+	}
+	pthread_mutex_unlock(&s->kv_mu);
+	return rv;
 }
 
 /* Runs one decoded command with a save point: an error result leaves no
@@ -624,26 +792,47 @@ int store_read(struct store *s, uint32_t group, uint64_t now_ms,
 
 int store_sync(struct store *s)
 {
-	char *err = NULL;
-	rocksdb_flushoptions_t *fo;
+	struct kv_ckpt *ck;
+	uint64_t imm = 0, bg = 0;
+	int rv;
 
 	/* The flush must hold every entry applied before the snapshot that
-	 * asked for it, and the data writer may still hold some. */
-	if (drain_or_say(s, s->sync_err, sizeof s->sync_err, "") != 0) {
+	 * asked for it, KV rows included: the writer checkpoints them and
+	 * switches the memtable at that point. A flush asked for here would
+	 * switch it wherever the writer is, without the rows since. */
+	rv = kv_checkpoint_wait(s, DWRITE_FLUSH, NULL, NULL, &ck);
+	kv_release(s, ck);
+	if (rv != 0) {
+		snprintf(s->sync_err, sizeof s->sync_err, "%s",
+		         dwrite_error(s->dw));
 		return -1;
 	}
-	fo = rocksdb_flushoptions_create();
-	/* Applies bypass the WAL: the state reaches the disk by a flush. */
-	rocksdb_flushoptions_set_wait(fo, 1);
-	rocksdb_flush_cf(s->db, fo, s->cf, &err);
-	rocksdb_flushoptions_destroy(fo);
-	if (err != NULL) {
-		snprintf(s->sync_err, sizeof s->sync_err,
-		         "flush of the state failed: %s", err);
-		rocksdb_free(err);
-		return -1;
+	/* Then wait for RocksDB's flush of the switched memtables. */
+	for (;;) {
+		struct timespec ts = {0, 1000000};
+
+		if (rocksdb_property_int_cf(
+		        s->db, s->cf, "rocksdb.background-errors", &bg) == 0 &&
+		    bg > 0) {
+			snprintf(s->sync_err, sizeof s->sync_err,
+			         "flush of the state failed (RocksDB reports "
+			         "%llu background errors; see its LOG)",
+			         (unsigned long long)bg);
+			return -1;
+		}
+		if (rocksdb_property_int_cf(s->db, s->cf,
+		                            "rocksdb.num-immutable-mem-table",
+		                            &imm) != 0) {
+			snprintf(s->sync_err, sizeof s->sync_err,
+			         "flush of the state: cannot read RocksDB's "
+			         "memtable count");
+			return -1;
+		}
+		if (imm == 0) {
+			return 0;
+		}
+		nanosleep(&ts, NULL);
 	}
-	return 0;
 }
 
 /* [group] and [group][0xFF]: every key of the group lies between (type
@@ -671,6 +860,7 @@ int store_export(struct store *s, uint32_t group, const char *dir,
 {
 	uint8_t begin[5], end[5];
 	const rocksdb_snapshot_t *snap;
+	struct kv_ckpt *ck;
 	rocksdb_readoptions_t *ro;
 	rocksdb_envoptions_t *env;
 	rocksdb_options_t *opts;
@@ -680,11 +870,16 @@ int store_export(struct store *s, uint32_t group, const char *dir,
 	int files = 0, rv = 0;
 
 	*applied_index = 0;
-	if (drain_or_say(s, s->export_err, sizeof s->export_err, "export: ") !=
-	    0) {
+	/* A snapshot taken by the writer after a checkpoint: every entry
+	 * applied so far, KV rows included, and nothing of later ones. */
+	if (kv_checkpoint_wait(s, DWRITE_SNAPSHOT, NULL, NULL, &ck) != 0) {
+		kv_release(s, ck);
+		snprintf(s->export_err, sizeof s->export_err, "export: %s",
+		         dwrite_error(s->dw));
 		return -1;
 	}
-	snap = rocksdb_create_snapshot(s->db);
+	snap = ck->req.snap;
+	kv_release(s, ck);
 	ro = rocksdb_readoptions_create();
 	env = rocksdb_envoptions_create();
 	opts = rocksdb_options_create();
@@ -760,6 +955,52 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+struct import_job {
+	struct store *s;
+	const uint8_t *begin, *end; /* the group's bounds, 4 and 5 bytes */
+	char **files;
+	size_t n;
+	char err[256]; /* the writer's message, read once the job is done */
+};
+
+/* Writer thread: replaces the group's range by the ingested files. The
+ * old state goes first, durably: ingested files then take newer sequence
+ * numbers than the range deletion. */
+static int import_job(void *arg)
+{
+	struct import_job *j = arg;
+	struct store *s = j->s;
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	char *err = NULL;
+
+	rocksdb_writeoptions_set_sync(wo, 1);
+	rocksdb_delete_range_cf(s->db, wo, s->cf, (const char *)j->begin, 4,
+	                        (const char *)j->end, 5, &err);
+	rocksdb_writeoptions_destroy(wo);
+	if (err != NULL) {
+		snprintf(j->err, sizeof j->err, "import: delete range: %s",
+		         err);
+		rocksdb_free(err);
+		return -1;
+	}
+	if (j->n > 0) {
+		rocksdb_ingestexternalfileoptions_t *io =
+		    rocksdb_ingestexternalfileoptions_create();
+		rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+		rocksdb_ingest_external_file_cf(s->db, s->cf,
+		                                (const char *const *)j->files,
+		                                j->n, io, &err);
+		rocksdb_ingestexternalfileoptions_destroy(io);
+		if (err != NULL) {
+			snprintf(j->err, sizeof j->err, "import: ingest: %s",
+			         err);
+			rocksdb_free(err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int store_import(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index)
 {
@@ -769,11 +1010,12 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	size_t n = 0, cap = 0;
 	DIR *d;
 	struct dirent *de;
-	rocksdb_writeoptions_t *wo = NULL;
-	char *err = NULL;
+	struct import_job job;
+	struct kv_ckpt *ck;
 	int rv = 0;
 
 	*applied_index = 0;
+	memset(&job, 0, sizeof job);
 	snprintf(prefix, sizeof prefix, "group-%u-", (unsigned)group);
 	d = opendir(dir);
 	if (d == NULL) {
@@ -806,54 +1048,42 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 		qsort(files, n, sizeof *files, cmp_str);
 	}
 
-	/* The old state goes first, durably: ingested files then take
-	 * newer sequence numbers than the range deletion (and after every
-	 * write the data writer still holds). */
-	if (drain_or_say(s, s->err, sizeof s->err, "import: ") != 0) {
-		rv = -1;
-		goto out;
-	}
 	if (group < s->napplied) {
 		s->applied[group].known = false;
 	}
 	group_bounds(group, begin, end);
-	wo = rocksdb_writeoptions_create();
-	rocksdb_writeoptions_set_sync(wo, 1);
 	if (s->rows != NULL) {
 		rowcache_drop_range(s->rows, begin, 4, end, 5);
 	}
-	rocksdb_delete_range_cf(s->db, wo, s->cf, (const char *)begin, 4,
-	                        (const char *)end, 5, &err);
-	if (err != NULL) {
-		snprintf(s->err, sizeof s->err, "import: delete range: %s",
-		         err);
-		rocksdb_free(err);
-		rv = -1;
-		goto out;
-	}
-	if (n > 0) {
-		rocksdb_ingestexternalfileoptions_t *io =
-		    rocksdb_ingestexternalfileoptions_create();
-		rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
-		rocksdb_ingest_external_file_cf(
-		    s->db, s->cf, (const char *const *)files, n, io, &err);
-		rocksdb_ingestexternalfileoptions_destroy(io);
-		if (err != NULL) {
-			snprintf(s->err, sizeof s->err, "import: ingest: %s",
-			         err);
-			rocksdb_free(err);
-			rv = -1;
-			goto out;
+	/* On the writer, after every batch and KV row applied so far (the
+	 * group's own pending KV rows are dropped: they belong to the state
+	 * being replaced), so the memtable switch an ingest makes holds a
+	 * consistent state of every other group. */
+	job.s = s;
+	job.begin = begin;
+	job.end = end;
+	job.files = files;
+	job.n = n;
+	pthread_mutex_lock(&s->kv_mu);
+	kvdirty_drop_range(&s->kv_dirty, begin, 4, end, 5);
+	ck = kv_checkpoint(s, 0, import_job, &job, true);
+	pthread_mutex_unlock(&s->kv_mu);
+	rv = dwrite_wait(s->dw, &ck->req);
+	kv_release(s, ck);
+	if (rv != 0) {
+		if (job.err[0] == '\0') {
+			snprintf(s->err, sizeof s->err, "import: %s",
+			         dwrite_error(s->dw));
+		} else {
+			snprintf(s->err, sizeof s->err, "%s", job.err);
 		}
+		goto out;
 	}
 	rv = store_applied_index(s, group, applied_index);
 	if (rv == 0 && s->observer.imported != NULL) {
 		s->observer.imported(s->observer.data, group);
 	}
 out:
-	if (wo != NULL) {
-		rocksdb_writeoptions_destroy(wo);
-	}
 	for (size_t i = 0; i < n; i++) {
 		free(files[i]);
 	}

@@ -85,11 +85,13 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 int store_applied_index(struct store *s, uint32_t group, uint64_t *index);
 int store_sync(struct store *s);
 
-/* Apply hands each entry's batch to a writer thread (store/dwrite.h);
- * store/ drains it before reading RocksDB itself. Whoever else reads the
- * data column family directly (tests, tools) calls this first: it waits
- * until RocksDB holds every entry applied so far (any thread). 0, or -1
- * when a write failed (store_writer_error says why). */
+/* Apply hands each entry's batch to a writer thread (store/dwrite.h) and
+ * keeps KV rows in a write-back table until a checkpoint; store/ drains
+ * the writer before reading RocksDB itself. Whoever else reads the data
+ * column family directly (tests, tools) calls this first: it checkpoints
+ * the KV rows and waits until RocksDB holds every entry applied so far
+ * (any thread). 0, or -1 when a write failed (store_writer_error says
+ * why). */
 int store_drain(struct store *s);
 /* Why the data writer failed ("" while it has not); any thread. */
 const char *store_writer_error(struct store *s);

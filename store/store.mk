@@ -5,7 +5,8 @@ store_libstore_a_SOURCES = \
 	store/store.h store/internal.h store/buf.c store/buf.h \
 	store/command.c store/command.h store/result.c store/result.h \
 	store/keys.c store/keys.h store/rowcache.c store/rowcache.h \
-	store/tx.c store/shard.c store/dwrite.c store/dwrite.h store/meta.c \
+	store/tx.c store/shard.c store/dwrite.c store/dwrite.h store/kvdirty.c \
+	store/kvdirty.h store/meta.c \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
@@ -71,6 +72,11 @@ UNIT_TESTS += tests/unit/test_store_observer
 tests_unit_test_store_observer_SOURCES = tests/unit/test_store_observer.c \
 	$(STORE_TEST_UTIL)
 tests_unit_test_store_observer_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_kvdirty
+tests_unit_test_store_kvdirty_SOURCES = tests/unit/test_store_kvdirty.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_kvdirty_LDADD = $(STORE_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_store_rowcache
 tests_unit_test_store_rowcache_SOURCES = tests/unit/test_store_rowcache.c \

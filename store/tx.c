@@ -78,18 +78,21 @@ static bool use_cache(const struct tx *tx, const struct sbuf *key)
 /* Rows an apply never iterates (KV keys: only their sub keys are
  * scanned): their writes skip the WriteBatchWithIndex, whose index costs
  * a skiplist insert per write, and read back from tx->pend instead. At
- * commit each key's latest write joins the batch (tx_split_append).
- * (Sorting them by key did not make the memtable's inserts cheaper.) */
+ * commit each key's latest write goes to the store's write-back table
+ * (tx_split_dirty), or, when a range deletion of the entry could cover KV
+ * keys, joins the batch (tx_split_append). */
 static bool row_split(const uint8_t *k, size_t len)
 {
 	return len >= 5 && k[4] == K_KV;
 }
 
-/* The slot holding `key`, or the empty slot ending its probe run. */
-static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len)
+/* The slot holding `key` (whose rowcache_hash is `h`), or the empty slot
+ * ending its probe run. */
+static size_t pend_slot_h(const struct tx *tx, const uint8_t *key, size_t len,
+                          uint64_t h)
 {
 	size_t mask = tx->pcap - 1;
-	size_t i = rowcache_hash(key, len) & mask;
+	size_t i = h & mask;
 
 	while (tx->pslots[i] != 0) {
 		struct rd r;
@@ -105,6 +108,11 @@ static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len)
 		i = (i + 1) & mask;
 	}
 	return i;
+}
+
+static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len)
+{
+	return pend_slot_h(tx, key, len, rowcache_hash(key, len));
 }
 
 /* The offset of this entry's latest write of `key` in tx->pend, or -1. */
@@ -202,7 +210,63 @@ size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b)
 	return n;
 }
 
-size_t tx_pend_hashes(struct tx *tx, uint64_t **buf, size_t *cap)
+void tx_split_dirty(struct tx *tx, struct kvdirty *d)
+{
+	struct store *s = tx->s;
+	size_t n = 0;
+	struct rd r;
+
+	if (s->kv_cap < tx->nsplit) {
+		s->kv_cap = tx->nsplit * 2;
+		s->kv_hashes = store_xrealloc(s->kv_hashes,
+		                              s->kv_cap * sizeof *s->kv_hashes);
+		s->kv_offs =
+		    store_xrealloc(s->kv_offs, s->kv_cap * sizeof *s->kv_offs);
+	}
+	/* The latest write of each key, its table slot prefetched... */
+	rd_init(&r, tx->pend.p, tx->pend.len);
+	while (rd_left(&r) > 0) {
+		size_t off = r.off, kl, vl, slot;
+		const uint8_t *kp;
+		uint64_t h;
+
+		(void)rd_u8(&r);
+		kp = rd_lbytes(&r, &kl);
+		(void)rd_lbytes(&r, &vl);
+		if (!row_split(kp, kl)) {
+			continue;
+		}
+		h = rowcache_hash(kp, kl);
+		slot = pend_slot_h(tx, kp, kl, h);
+		if (tx->pslots[slot] != off + 1) {
+			continue; /* written again later in the entry */
+		}
+		s->kv_hashes[n] = h;
+		s->kv_offs[n] = off;
+		kvdirty_prefetch(d, h);
+		n++;
+	}
+	/* ...then the rows the slots hold... */
+	for (size_t i = 0; i < n; i++) {
+		kvdirty_prefetch_row(d, s->kv_hashes[i]);
+	}
+	/* ...then the puts. */
+	for (size_t i = 0; i < n; i++) {
+		size_t kl, vl;
+		bool present;
+		const uint8_t *kp, *vp;
+
+		rd_init(&r, tx->pend.p + s->kv_offs[i],
+		        tx->pend.len - s->kv_offs[i]);
+		present = rd_u8(&r) != 0;
+		kp = rd_lbytes(&r, &kl);
+		vp = rd_lbytes(&r, &vl);
+		kvdirty_put(d, s->kv_hashes[i], kp, kl, vp, vl, present);
+	}
+}
+
+size_t tx_pend_hashes(struct tx *tx, bool with_split, uint64_t **buf,
+                      size_t *cap)
 {
 	size_t n = 0;
 	struct rd r;
@@ -219,6 +283,9 @@ size_t tx_pend_hashes(struct tx *tx, uint64_t **buf, size_t *cap)
 		(void)rd_u8(&r);
 		kp = rd_lbytes(&r, &kl);
 		(void)rd_lbytes(&r, &vl);
+		if (!with_split && row_split(kp, kl)) {
+			continue; /* in the write-back table, not the batch */
+		}
 		(*buf)[n++] = rowcache_hash(kp, kl);
 	}
 	return n;
@@ -433,7 +500,9 @@ void tx_recs_flush(struct tx *tx)
 
 int tx_drain(struct tx *tx)
 {
-	if (store_drain(tx->s) != 0) {
+	/* Batches only: apply never iterates KV keys (row_split), and reads
+	 * them through the write-back table. */
+	if (dwrite_drain(tx->s->dw) != 0) {
 		return tx_fail(tx, "read failed", dwrite_error(tx->s->dw));
 	}
 	return 0;
@@ -510,7 +579,14 @@ static bool may_be_queued(const struct tx *tx, const struct sbuf *key)
  * read from RocksDB into v and record it in the cache. */
 static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v)
 {
-	int rv = db_get(tx, key, false, may_be_queued(tx, key), v);
+	int rv = -1;
+
+	if (row_split(key->p, key->len)) {
+		rv = store_kv_dirty_get(tx->s, key, v);
+	}
+	if (rv < 0) {
+		rv = db_get(tx, key, false, may_be_queued(tx, key), v);
+	}
 	if (rv >= 0) {
 		rowcache_put(tx->s->rows, key->p, key->len,
 		             (const uint8_t *)v->p, v->len, rv == 1);
@@ -555,7 +631,14 @@ int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 		return get_miss(tx, key, v);
 	}
 	/* No cache, an uncacheable row, or one this entry wrote (then it is
-	 * in the batch, which db_get reads through). */
+	 * in the batch, which db_get reads through). A KV key's row may be
+	 * waiting for a checkpoint. */
+	if (row_split(key->p, key->len)) {
+		int rv = store_kv_dirty_get(tx->s, key, v);
+		if (rv >= 0) {
+			return rv;
+		}
+	}
 	return db_get(tx, key, tx->write, may_be_queued(tx, key), v);
 }
 

@@ -49,7 +49,7 @@ static void run_batches(size_t max_bytes)
 	char *got;
 
 	tdb_open(&t);
-	assert_int_equal(dwrite_start(t.db, wo, max_bytes, &w), 0);
+	assert_int_equal(dwrite_start(t.db, t.cf[3], wo, max_bytes, &w), 0);
 	for (int i = 0; i < N_BATCHES; i++) {
 		rocksdb_writebatch_t *b = rocksdb_writebatch_create();
 
@@ -111,7 +111,7 @@ static void test_filter_counts(void **state)
 
 	(void)state;
 	tdb_open(&t);
-	assert_int_equal(dwrite_start(t.db, wo, 0, &w), 0);
+	assert_int_equal(dwrite_start(t.db, t.cf[3], wo, 0, &w), 0);
 	assert_false(dwrite_maybe_queued(w, h));
 	for (int i = 0; i < 50; i++) {
 		rocksdb_writebatch_t *b = rocksdb_writebatch_create();
@@ -140,7 +140,7 @@ static void test_wi_spares(void **state)
 
 	(void)state;
 	tdb_open(&t);
-	assert_int_equal(dwrite_start(t.db, wo, 0, &w), 0);
+	assert_int_equal(dwrite_start(t.db, t.cf[3], wo, 0, &w), 0);
 	assert_null(dwrite_take_wi(w));
 	for (int i = 0; i < 3; i++) {
 		char v[8];
@@ -179,7 +179,7 @@ static void test_failure(void **state)
 	(void)state;
 	rocksdb_writeoptions_set_sync(wo, 1);
 	tdb_open(&t);
-	assert_int_equal(dwrite_start(t.db, wo, 0, &w), 0);
+	assert_int_equal(dwrite_start(t.db, t.cf[3], wo, 0, &w), 0);
 	for (int i = 0; i < 3; i++) {
 		b = rocksdb_writebatch_create();
 		rocksdb_writebatch_put_cf(b, t.cf[3], "k", 1, "v", 1);

@@ -1161,26 +1161,49 @@ static uint32_t group_of(const struct fsnp_cmd_ctx *ctx, const uint8_t *key,
 	return 1 + fsnp_slot_shard(*slot, ctx->data_groups);
 }
 
+/* Zeroes a plan but for its command storage (one_cmd), whose bytes mean
+ * nothing until a command is encoded there. */
+static void plan_reset(struct fsnp_plan *p)
+{
+	memset(p, 0, offsetof(struct fsnp_plan, one_cmd));
+}
+
 void fsnp_plan_free(struct fsnp_plan *p)
 {
 	for (uint32_t i = 0; i < p->n_parts; i++) {
-		free(p->parts[i].cmd);
+		if (p->parts[i].cmd != p->one_cmd) {
+			free(p->parts[i].cmd);
+		}
 		free(p->parts[i].pos);
 	}
 	if (p->parts != &p->one) {
 		free(p->parts);
 	}
-	memset(p, 0, sizeof *p);
+	plan_reset(p);
 }
 
+/* Encodes `c` into `inline_buf` (cap bytes; NULL: none) when it fits,
+ * else into a new allocation. */
 static int encode_part(struct fsnp_part *part, const struct store_cmd *c,
+                       uint8_t *inline_buf, size_t cap,
                        struct fsnp_cmd_err *err)
 {
 	const char *emsg = NULL;
-	if (store_cmd_encode(c, &part->cmd, &part->len, &emsg) != 0) {
+	size_t n;
+	if (store_cmd_size(c, &n, &emsg) != 0) {
 		return bad_request(err, "ERR native cannot encode command: %s",
 		                   emsg != NULL ? emsg : "invalid");
 	}
+	if (inline_buf != NULL && n <= cap) {
+		part->cmd = inline_buf;
+	} else {
+		part->cmd = malloc(n > 0 ? n : 1);
+		if (part->cmd == NULL) {
+			return nomem(err);
+		}
+	}
+	store_cmd_encode_to(c, part->cmd, n);
+	part->len = n;
 	part->read = store_op_is_read(c->op);
 	return 0;
 }
@@ -1251,7 +1274,7 @@ static int plan_fanout(const struct store_cmd *c,
 		struct store_cmd pc = *c;
 		pc.items.n = part->n;
 		pc.items.v = sub;
-		if (encode_part(part, &pc, err) != 0) {
+		if (encode_part(part, &pc, NULL, 0, err) != 0) {
 			goto out;
 		}
 		i = j;
@@ -1267,7 +1290,7 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
                         const struct fsnp_cmd_ctx *ctx, struct fsnp_plan *out,
                         struct fsnp_cmd_err *err)
 {
-	memset(out, 0, sizeof *out);
+	plan_reset(out);
 	out->opcode = opcode;
 	out->op = c->op;
 	if (c->op == STORE_OP_KV_DEL || c->op == STORE_OP_KV_MGET) {
@@ -1308,7 +1331,8 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	out->parts = &out->one;
 	out->n_parts = 1;
 	out->parts[0].group = group;
-	if (encode_part(&out->parts[0], c, err) != 0) {
+	if (encode_part(&out->parts[0], c, out->one_cmd, sizeof out->one_cmd,
+	                err) != 0) {
 		fsnp_plan_free(out);
 		return -1;
 	}
@@ -1397,7 +1421,7 @@ int fsnp_cmd_parse_body(uint16_t opcode, const struct fsnp_val *body,
 	struct preq r;
 	int rv;
 
-	memset(out, 0, sizeof *out);
+	plan_reset(out);
 	err->message[0] = '\0';
 	if (info == NULL || info->kind != FSNP_CMD_KV) {
 		return bad_request(err, "ERR native unknown opcode 0x%04x",
@@ -1428,7 +1452,7 @@ int fsnp_cmd_parse_args(const struct fsnp_cmd_info *info,
 	struct preq r;
 	int rv;
 
-	memset(out, 0, sizeof *out);
+	plan_reset(out);
 	err->message[0] = '\0';
 	if (info == NULL || info->kind != FSNP_CMD_KV) {
 		return cmd_error(err, "ERR unknown command");
@@ -1473,7 +1497,7 @@ int fsnp_cmd_parse_compact(const struct fsnp_compact_req *req,
 	uint16_t opcode;
 	uint8_t op;
 
-	memset(out, 0, sizeof *out);
+	plan_reset(out);
 	err->message[0] = '\0';
 	if (req->kind == FSNP_COMPACT_MSET) {
 		opcode = FSNP_OP_MSET;

@@ -62,10 +62,15 @@ enum fsnp_merge {
 	FSNP_MERGE_ORDER, /* MGET: the parts' lists, back in request order */
 };
 
+/* A single-part plan's encoded command up to this size lives in the plan
+ * itself (a GET or SET with key and value of up to ~150 bytes). */
+#define FSNP_PLAN_INLINE_CMD 192
+
 struct fsnp_part {
 	uint32_t group;
 	bool read;    /* shards_read_cmd, else shards_propose */
-	uint8_t *cmd; /* encoded store command (owned) */
+	uint8_t *cmd; /* encoded store command (owned, or the plan's
+	                 one_cmd) */
 	size_t len;
 	uint32_t *pos; /* FSNP_MERGE_ORDER: request position of each item
 	                  (owned) */
@@ -88,6 +93,10 @@ struct fsnp_plan {
 	 * for the caller to act on right after parsing (prefetching). */
 	const uint8_t *key;
 	size_t key_len;
+	/* `one`'s encoded command when it fits: no allocation either (the
+	 * same rule: no copy while one.cmd points here). Last, so that
+	 * resetting a plan leaves these bytes alone. */
+	uint8_t one_cmd[FSNP_PLAN_INLINE_CMD];
 };
 
 struct fsnp_cmd_ctx {

@@ -26,11 +26,12 @@ static struct fsnp_req *req_new(struct fsnp_server *s, uint32_t lane,
 {
 	struct fsnp_req *r = s->req_pool;
 	if (r != NULL) {
-		/* Reused: keep the reply buffer's storage. */
+		/* Reused: keep the reply buffer's storage; the plan's command
+		 * storage needs no clearing (fsnp_cmd.h). */
 		struct wbuf reply = r->reply;
 		s->req_pool = r->next;
 		s->n_req_pool--;
-		memset(r, 0, sizeof *r);
+		memset(r, 0, offsetof(struct fsnp_req, plan.one_cmd));
 		r->reply = reply;
 		wbuf_reset(&r->reply);
 	} else {
@@ -44,7 +45,9 @@ static struct fsnp_req *req_new(struct fsnp_server *s, uint32_t lane,
 	r->lane_id = lane;
 	r->opcode = opcode;
 	r->request_id = request_id;
-	r->footprint = sizeof *r;
+	/* The command storage at the end is charged as the plan's command
+	 * bytes (account_plan), as when it was allocated apart. */
+	r->footprint = offsetof(struct fsnp_req, plan.one_cmd);
 	s->session_bytes += r->footprint;
 	return r;
 }
@@ -1402,10 +1405,11 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 	struct fsnp_req *r;
 	struct fsnp_val body;
 	struct fsnp_cmd_err err;
-	bool control = fsnp_opcode_is_control(h->opcode);
-	int e;
+	/* One table lookup for both questions. */
+	const struct fsnp_opcode_info *oi = fsnp_opcode_info(h->opcode);
+	bool control = oi != NULL && oi->group == FSNP_OPG_CONTROL;
+	int e = fsnp_opcode_lane_error(oi, h->lane_id);
 
-	e = fsnp_opcode_check_lane(h->opcode, h->lane_id);
 	if (e != 0) {
 		fsnp_exec_reject(c, h, FSNP_STATUS_BAD_REQUEST, "bad_request",
 		                 fsnp_strerror(e));

@@ -136,8 +136,7 @@ struct fsnp_req {
 	struct wbuf reply; /* u16 status + value (or compact payload) */
 	size_t footprint;  /* bytes charged to the session budget */
 
-	/* KV */
-	struct fsnp_plan plan;
+	/* KV (and `plan`, last) */
 	struct fsnp_op *ops;  /* plan.n_parts, owned, or &op1 */
 	struct fsnp_op op1;   /* a single-part plan's operation */
 	struct fsnp_res *res; /* multi-part plans, owned */
@@ -152,6 +151,10 @@ struct fsnp_req {
 	uint64_t next_poll_ms;
 	uint64_t poll_every_ms;
 	bool polling;
+
+	/* Last: its command storage (plan.one_cmd), at the very end, is
+	 * not cleared when a pooled request is reused. */
+	struct fsnp_plan plan;
 };
 
 enum {

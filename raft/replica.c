@@ -15,6 +15,11 @@
 #define DEFAULT_MAX_PENDING (64u << 20)
 #define DEFAULT_SNAPSHOT_BYTES (64u << 20)
 #define STACK_CMDS 16
+/* Delivered batches kept for reuse, with their waiter and result arrays
+ * (a busy leader fills one per group per loop turn), unless their arrays
+ * grew beyond SPARE_BATCH_MAX_CMDS commands. */
+#define SPARE_BATCHES 8
+#define SPARE_BATCH_MAX_CMDS 4096
 
 /* Snapshot manifest: the state is already in RocksDB, so a snapshot only
  * records where it stands.
@@ -58,7 +63,13 @@ struct batch {
 	struct batch *next;
 	struct entry_builder eb;
 	struct waiters ws;
-	struct fsm_result *results; /* set by apply on the proposing leader */
+	/* Set by apply on the proposing leader: results[0 .. n_results-1]
+	 * hold the commands' results (each data the waiter's once
+	 * delivered). The array (res_cap entries, owned) outlives its
+	 * contents and is kept when the batch is reused. */
+	struct fsm_result *results;
+	unsigned n_results;
+	unsigned res_cap;
 	void *refused; /* the entry libraft refused (not leader), raft_malloc'd:
 	                  kept for its reserved commands' callbacks */
 	uint64_t index;
@@ -124,7 +135,16 @@ struct replica {
 	struct batch *q_tail;
 	struct reads *q_reads;
 	struct reads *spare_reads; /* a delivered batch kept for reuse */
-	struct reads *confirming;  /* awaiting a quorum's answers, FIFO */
+	struct batch *spare;       /* delivered batches kept for reuse */
+	unsigned n_spare;
+	/* fsm_apply's scratch (owned, grown on demand, kept): the decoded
+	 * commands of an entry with more than STACK_CMDS, and the results
+	 * of an entry no waiter here takes (follower, replay). */
+	struct fsm_cmd *cmds;
+	unsigned cmds_cap;
+	struct fsm_result *scratch;
+	unsigned scratch_cap;
+	struct reads *confirming; /* awaiting a quorum's answers, FIFO */
 	struct reads *confirming_tail;
 	uint64_t round; /* last confirmation round sent */
 	struct {
@@ -336,22 +356,84 @@ static int waiters_push(struct waiters *ws, replica_propose_cb p,
 	return 0;
 }
 
-static void free_results(struct fsm_result *res, unsigned n)
+/* Frees the results' data; the array stays. */
+static void clear_results(struct fsm_result *res, unsigned n)
 {
 	unsigned i;
-	if (res == NULL) {
-		return;
-	}
 	for (i = 0; i < n; i++) {
 		free(res[i].data);
+		res[i].data = NULL;
+		res[i].len = 0;
 	}
-	free(res);
+}
+
+static void batch_clear_results(struct batch *b)
+{
+	clear_results(b->results, b->n_results);
+	b->n_results = 0;
+}
+
+/* Grows a result array to at least `n` entries (contents kept). */
+static int results_reserve(struct fsm_result **res, unsigned *cap, unsigned n)
+{
+	struct fsm_result *p;
+	if (n <= *cap) {
+		return 0;
+	}
+	p = realloc(*res, n * sizeof *p);
+	if (p == NULL) {
+		return -1;
+	}
+	*res = p;
+	*cap = n;
+	return 0;
+}
+
+/* An empty batch: a delivered one reused (with its arrays) or a new one. */
+static struct batch *batch_new(struct replica *rp)
+{
+	struct batch *b = rp->spare;
+	struct waiters ws;
+	struct fsm_result *results;
+	unsigned res_cap;
+
+	if (b == NULL) {
+		b = calloc(1, sizeof *b);
+		if (b != NULL) {
+			b->rp = rp;
+		}
+		return b;
+	}
+	rp->spare = b->next;
+	rp->n_spare--;
+	ws = b->ws;
+	results = b->results;
+	res_cap = b->res_cap;
+	memset(b, 0, sizeof *b);
+	b->rp = rp;
+	b->ws.w = ws.w;
+	b->ws.cap = ws.cap;
+	b->results = results;
+	b->res_cap = res_cap;
+	return b;
 }
 
 static void batch_free(struct batch *b)
 {
+	struct replica *rp = b->rp;
+
 	entry_builder_close(&b->eb);
 	raft_free(b->refused);
+	b->refused = NULL;
+	batch_clear_results(b);
+	if (rp != NULL && rp->n_spare < SPARE_BATCHES &&
+	    b->ws.cap <= SPARE_BATCH_MAX_CMDS &&
+	    b->res_cap <= SPARE_BATCH_MAX_CMDS) {
+		b->next = rp->spare; /* unused while spare */
+		rp->spare = b;
+		rp->n_spare++;
+		return;
+	}
 	free(b->ws.w);
 	free(b->results);
 	free(b);
@@ -423,26 +505,44 @@ static int fsm_apply(struct raft_fsm *f, const struct raft_buffer *buf,
 		rp->st.entries_skipped++;
 		return 0;
 	}
-	if (h.n_cmds > STACK_CMDS) {
-		cmds = malloc(h.n_cmds * sizeof *cmds);
+	/* Results go to the proposers only on the leader that proposed this
+	 * very entry (libraft fires its request callback right after), into
+	 * the batch's own array; any other entry's results are dropped after
+	 * the apply. Both arrays, and the decoded commands beyond the stack's,
+	 * are kept from entry to entry: no allocation per entry. */
+	b = rp->in_head;
+	if (b == NULL || b->index != index || b->term != h.term ||
+	    raft_state(r) != RAFT_LEADER) {
+		b = NULL;
 	}
-	results = calloc(h.n_cmds, sizeof *results);
-	if (cmds == NULL || results == NULL) {
-		if (cmds != stack) {
-			free(cmds);
+	if (h.n_cmds > STACK_CMDS) {
+		if (h.n_cmds > rp->cmds_cap) {
+			struct fsm_cmd *p =
+			    realloc(rp->cmds, h.n_cmds * sizeof *p);
+			if (p != NULL) {
+				rp->cmds = p;
+				rp->cmds_cap = h.n_cmds;
+			}
 		}
-		free(results);
+		cmds = h.n_cmds <= rp->cmds_cap ? rp->cmds : NULL;
+	}
+	if (b != NULL) {
+		batch_clear_results(b);
+		rv = results_reserve(&b->results, &b->res_cap, h.n_cmds);
+		results = b->results;
+	} else {
+		rv = results_reserve(&rp->scratch, &rp->scratch_cap, h.n_cmds);
+		results = rp->scratch;
+	}
+	if (cmds == NULL || rv != 0) {
 		fail(rp, REPLICA_ENOMEM,
 		     "group %u: out of memory applying "
 		     "entry %llu",
 		     rp->group, (unsigned long long)index);
 		return RAFT_NOMEM;
 	}
+	memset(results, 0, h.n_cmds * sizeof *results);
 	if (entry_decode_cmds(buf->base, buf->len, &h, cmds) != 0) {
-		if (cmds != stack) {
-			free(cmds);
-		}
-		free(results);
 		fail(rp, REPLICA_EIO, "group %u: entry %llu is malformed",
 		     rp->group, (unsigned long long)index);
 		return RAFT_MALFORMED;
@@ -454,11 +554,8 @@ static int fsm_apply(struct raft_fsm *f, const struct raft_buffer *buf,
 	e.n_cmds = h.n_cmds;
 	e.cmds = cmds;
 	rv = rp->fsm->apply(rp->fsm, &e, results);
-	if (cmds != stack) {
-		free(cmds);
-	}
 	if (rv != 0) {
-		free_results(results, h.n_cmds);
+		clear_results(results, h.n_cmds);
 		fail(rp, REPLICA_EIO,
 		     "group %u: the state machine failed to apply entry %llu "
 		     "(%d)",
@@ -468,15 +565,10 @@ static int fsm_apply(struct raft_fsm *f, const struct raft_buffer *buf,
 	rp->floor = index;
 	rp->st.entries_applied++;
 	rp->st.cmds_applied += h.n_cmds;
-	/* Results go to the proposers only on the leader that proposed this
-	 * very entry; libraft fires its request callback right after. */
-	b = rp->in_head;
-	if (b != NULL && b->index == index && b->term == h.term &&
-	    raft_state(r) == RAFT_LEADER) {
-		free_results(b->results, b->ws.n);
-		b->results = results;
+	if (b != NULL) {
+		b->n_results = h.n_cmds;
 	} else {
-		free_results(results, h.n_cmds);
+		clear_results(results, h.n_cmds);
 	}
 	return 0;
 }
@@ -609,8 +701,7 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
 	inflight_remove(rp, b);
 	b->status = replica_from_raft(status);
 	if (status != 0) {
-		free_results(b->results, b->ws.n);
-		b->results = NULL;
+		batch_clear_results(b);
 	}
 	push_done(rp, &b->done, DONE_BATCH);
 	notify(rp);
@@ -748,28 +839,24 @@ static int fault_propose(struct replica *rp, const void *cmd, size_t len,
                          replica_propose_cb cb, void *data, uint64_t *leader_id)
 {
 	static const uint8_t ok_nil[3] = {1, 0, 0};
-	struct batch *fake = calloc(1, sizeof *fake);
-	struct fsm_result *res = calloc(1, sizeof *res);
+	struct batch *fake = batch_new(rp);
 	int rv;
 
-	if (fake == NULL || res == NULL ||
-	    waiters_push(&fake->ws, cb, NULL, data) != 0 ||
-	    (res->data = malloc(sizeof ok_nil)) == NULL) {
-		free(fake != NULL ? fake->ws.w : NULL);
-		free(fake);
-		free(res);
+	if (fake == NULL) {
 		return REPLICA_ENOMEM;
 	}
-	memcpy(res->data, ok_nil, sizeof ok_nil);
-	res->len = sizeof ok_nil;
-	fake->rp = rp;
-	fake->results = res;
+	if (waiters_push(&fake->ws, cb, NULL, data) != 0 ||
+	    results_reserve(&fake->results, &fake->res_cap, 1) != 0 ||
+	    (fake->results[0].data = malloc(sizeof ok_nil)) == NULL) {
+		batch_free(fake);
+		return REPLICA_ENOMEM;
+	}
+	memcpy(fake->results[0].data, ok_nil, sizeof ok_nil);
+	fake->results[0].len = sizeof ok_nil;
+	fake->n_results = 1;
 	rv = replica_propose(rp, cmd, len, fault_drop, NULL, leader_id);
 	if (rv != 0) {
-		free(res->data);
-		free(res);
-		free(fake->ws.w);
-		free(fake);
+		batch_free(fake);
 		return rv;
 	}
 	fake->status = REPLICA_OK;
@@ -822,11 +909,10 @@ static int queue_cmd(struct replica *rp, size_t len, replica_propose_cb cb,
 	}
 	b = rp->q_tail;
 	if (b == NULL || !entry_builder_fits(&b->eb, len)) {
-		b = calloc(1, sizeof *b);
+		b = batch_new(rp);
 		if (b == NULL) {
 			return REPLICA_ENOMEM;
 		}
-		b->rp = rp;
 		entry_builder_init(&b->eb, rp->p.max_entry_bytes);
 		/* Commands are filled in place, and a buffer that grows is
 		 * copied: start at about the largest recent entry (a
@@ -1258,7 +1344,7 @@ static void deliver(struct replica *rp)
 				uint8_t *res = NULL;
 				size_t len = 0;
 				if (b->status == REPLICA_OK &&
-				    b->results != NULL) {
+				    i < b->n_results) {
 					res = b->results[i].data;
 					len = b->results[i].len;
 					b->results[i].data = NULL;
@@ -1269,6 +1355,10 @@ static void deliver(struct replica *rp)
 					w->propose(w->data, b->status, res,
 					           len);
 				}
+			}
+			if (b->status == REPLICA_OK &&
+			    b->n_results <= b->ws.n) {
+				b->n_results = 0; /* every result handed out */
 			}
 			batch_free(b);
 			break;
@@ -1418,8 +1508,7 @@ void replica_free(struct replica *rp)
 	while (rp->in_head != NULL) {
 		struct batch *b = rp->in_head;
 		inflight_remove(rp, b);
-		free_results(b->results, b->ws.n);
-		b->results = NULL;
+		batch_clear_results(b);
 		b->status = REPLICA_ELEADERSHIPLOST;
 		push_done(rp, &b->done, DONE_BATCH);
 	}
@@ -1428,6 +1517,15 @@ void replica_free(struct replica *rp)
 		free(rp->spare_reads->ws.w);
 		free(rp->spare_reads);
 	}
+	while (rp->spare != NULL) {
+		struct batch *b = rp->spare;
+		rp->spare = b->next;
+		free(b->ws.w);
+		free(b->results);
+		free(b);
+	}
+	free(rp->cmds);
+	free(rp->scratch);
 	free(rp);
 }
 

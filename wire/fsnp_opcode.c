@@ -195,9 +195,9 @@ bool fsnp_opcode_is_control(uint16_t code)
 	return info != NULL && info->group == FSNP_OPG_CONTROL;
 }
 
-int fsnp_opcode_check_lane(uint16_t code, uint32_t lane_id)
+int fsnp_opcode_lane_error(const struct fsnp_opcode_info *info,
+                           uint32_t lane_id)
 {
-	const struct fsnp_opcode_info *info = fsnp_opcode_info(code);
 	if (info == NULL) {
 		return FSNP_ERR_UNKNOWN_OPCODE;
 	}
@@ -205,6 +205,11 @@ int fsnp_opcode_check_lane(uint16_t code, uint32_t lane_id)
 		return FSNP_ERR_CONTROL_LANE;
 	}
 	return 0;
+}
+
+int fsnp_opcode_check_lane(uint16_t code, uint32_t lane_id)
+{
+	return fsnp_opcode_lane_error(fsnp_opcode_info(code), lane_id);
 }
 
 bool fsnp_opcode_is_server_initiated(uint16_t code)

@@ -169,6 +169,9 @@ bool fsnp_opcode_is_control(uint16_t code);
  * FSNP_ERR_CONTROL_LANE for a data opcode on lane 0 (both status 6). Control
  * opcodes are accepted on any lane, as by the reference server. */
 int fsnp_opcode_check_lane(uint16_t code, uint32_t lane_id);
+/* The same check for an opcode already looked up (NULL: unknown). */
+int fsnp_opcode_lane_error(const struct fsnp_opcode_info *info,
+                           uint32_t lane_id);
 /* GOAWAY and EVENT: sent by the server with request_id 0. */
 bool fsnp_opcode_is_server_initiated(uint16_t code);
 

@@ -77,6 +77,8 @@ struct cconn {
 	uint64_t retry_at;    /* reconnect at (loop ms); 0 none */
 	struct fsnp_tls *tls; /* TLS connections: the session, owned */
 	uint8_t *tls_in;      /* TLS: socket reads land here (ciphertext) */
+	bool flush_due;       /* in cl->flush_list */
+	struct cconn *flush_next;
 };
 
 struct fsnp_client {
@@ -97,6 +99,11 @@ struct fsnp_client {
 	char last_error[256];         /* why the last connection failed */
 	bool fatal;       /* cannot connect at all: last_error says why */
 	uv_timer_t timer; /* timer.data = this */
+	/* Requests framed during a loop turn go out in one write, before the
+	 * loop polls again (flush.data = this; unreferenced). A pipelined
+	 * batch sent as 1 + 15 writes reached the server in two turns. */
+	uv_prepare_t flush;
+	struct cconn *flush_list;
 	struct creq *delayed;
 	fsnp_client_ready_cb ready_cb;
 	void *ready_data;
@@ -412,7 +419,23 @@ static void conn_pump(struct cconn *k)
 			deliver_error(r, FSNP_CLIENT_ENOMEM);
 		}
 	}
-	kick(k);
+	if (!k->flush_due) {
+		k->flush_due = true;
+		k->flush_next = cl->flush_list;
+		cl->flush_list = k;
+	}
+}
+
+static void on_flush(uv_prepare_t *h)
+{
+	struct fsnp_client *cl = h->data;
+
+	while (cl->flush_list != NULL) {
+		struct cconn *k = cl->flush_list;
+		cl->flush_list = k->flush_next;
+		k->flush_due = false;
+		kick(k);
+	}
 }
 
 /* --- Routing ---------------------------------------------------------------
@@ -1415,7 +1438,11 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
 	}
 	uv_timer_init(loop, &cl->timer);
 	cl->timer.data = cl;
-	cl->handles = 1;
+	uv_prepare_init(loop, &cl->flush);
+	cl->flush.data = cl;
+	uv_prepare_start(&cl->flush, on_flush);
+	uv_unref((uv_handle_t *)&cl->flush);
+	cl->handles = 2;
 	uv_timer_start(&cl->timer, on_timer, TICK_MS, TICK_MS);
 	if (!cl->fatal) {
 		conn_connect(cl->conns[0]);
@@ -1439,7 +1466,7 @@ void fsnp_client_get_info(const struct fsnp_client *c,
 	}
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_own_handle_closed(uv_handle_t *h)
 {
 	handle_done(h->data);
 }
@@ -1481,8 +1508,11 @@ void fsnp_client_close(struct fsnp_client *c, fsnp_client_close_cb cb,
 		k->state = ST_DOWN;
 		close_tcp(k);
 	}
-	/* handles counts the timer, sockets and pending resolutions. */
-	uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+	/* handles counts the timer, the flush, sockets and pending
+	 * resolutions. */
+	c->flush_list = NULL;
+	uv_close((uv_handle_t *)&c->flush, on_own_handle_closed);
+	uv_close((uv_handle_t *)&c->timer, on_own_handle_closed);
 }
 
 /* --- Blocking convenience ------------------------------------------------- */

@@ -1204,17 +1204,19 @@ static json_t *group_json(struct shards *s, uint32_t g)
 }
 
 /* The Raft log's own WAL (raft/wal.c): segments on disk, moves to a new
- * segment, flushes that let older ones go (and failures), and what the
- * last start replayed and cut. */
+ * segment, flushes that let older ones go (and failures), what the last
+ * start replayed and cut, and rotations into zeroed spares. */
 static json_t *wal_json(const struct rio_stats *rs)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "segments",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "segments",
 	                 (json_int_t)rs->wal_segments, "rotations",
 	                 (json_int_t)rs->wal_rotations, "releases",
 	                 (json_int_t)rs->wal_releases, "release_errors",
 	                 (json_int_t)rs->wal_release_errors, "replayed_records",
 	                 (json_int_t)rs->wal_replayed, "torn_bytes_cut",
-	                 (json_int_t)rs->wal_torn_bytes);
+	                 (json_int_t)rs->wal_torn_bytes, "spares_used",
+	                 (json_int_t)rs->wal_spares_used, "spare_errors",
+	                 (json_int_t)rs->wal_spare_errors);
 }
 
 int shards_status_json(struct shards *s, char **out, size_t *len)

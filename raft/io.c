@@ -2222,6 +2222,8 @@ void rio_store_stats(const struct rio_store *s, struct rio_stats *st)
 		st->wal_rotations = ws.rotations;
 		st->wal_replayed = ws.replayed;
 		st->wal_torn_bytes = ws.torn_bytes;
+		st->wal_spares_used = ws.spares_used;
+		st->wal_spare_errors = ws.spare_errors;
 	}
 }
 

@@ -104,6 +104,8 @@ struct rio_stats {
 	uint64_t wal_release_errors; /* such flushes or deletes that failed */
 	uint64_t wal_replayed;       /* records replayed at open */
 	uint64_t wal_torn_bytes;     /* torn tail cut at open */
+	uint64_t wal_spares_used;    /* rotations into a zeroed spare */
+	uint64_t wal_spare_errors;   /* spares that could not be written */
 };
 
 /* Creates the store. `db` and the column families are borrowed and must

@@ -25,6 +25,12 @@
 #define NAME_LEN 24 /* 20 digits, ".seg" */
 #define PREALLOC (4u << 20)
 #define MARK_FILE "owner"
+#define SPARE_FILE "spare.tmp"
+/* A spare is prepared once the current segment holds this much (or a
+ * quarter of a segment, when less): an idle WAL never writes one. */
+#define SPARE_AFTER (1u << 20)
+#define ZERO_CHUNK (1u << 20)
+#define ZERO_SYNC_EVERY (4u << 20)
 
 struct wal {
 	char *dir;
@@ -42,6 +48,23 @@ struct wal {
 	 * failed fdatasync the kernel may have dropped the dirty pages. */
 	int failed;
 	struct wal_stats st; /* counters read by other threads: atomics */
+	/* The current segment was a spare: zeros from cur_bytes to `limit`,
+	 * cut off when it is finished. */
+	bool cur_zeroed;
+	bool spare_asked; /* for the current segment */
+	/* A segment-sized file of zeros (SPARE_FILE) written ahead by a
+	 * thread of its own and renamed into place at the next rotation:
+	 * appends then overwrite allocated, written blocks and their
+	 * fdatasync has no file size or extent to commit (a probe here: ~275
+	 * vs ~160 us per 12 KiB record). Under spare_mu, but spare_ready is
+	 * also read without it (atomics) by the appender's fast check. */
+	pthread_mutex_t spare_mu;
+	pthread_cond_t spare_cv;
+	pthread_t spare_thread;
+	bool spare_started;
+	bool spare_wanted;
+	bool spare_ready;
+	bool spare_stop;
 };
 
 static void count(uint64_t *c, uint64_t n)
@@ -166,6 +189,191 @@ static int start_segment(struct wal *w, uint64_t seq, char *err, size_t errlen)
 	return 0;
 }
 
+static void spare_path(const struct wal *w, char *out, size_t n)
+{
+	snprintf(out, n, "%s/" SPARE_FILE, w->dir);
+}
+
+/* Spare thread: writes the spare's zeros, syncing every few MiB so that
+ * its write-back does not come as one burst in front of the WAL's own
+ * syncs. */
+static int make_spare(struct wal *w)
+{
+	char path[PATH_MAX];
+	uint8_t *zeros = calloc(1, ZERO_CHUNK);
+	uint64_t off = 0, since_sync = 0;
+	int fd, rv = -1;
+
+	spare_path(w, path, sizeof path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || zeros == NULL) {
+		goto out;
+	}
+	while (off < w->limit) {
+		size_t n = w->limit - off < ZERO_CHUNK
+		               ? (size_t)(w->limit - off)
+		               : ZERO_CHUNK;
+		ssize_t r;
+		if (__atomic_load_n(&w->spare_stop, __ATOMIC_RELAXED)) {
+			goto out;
+		}
+		r = pwrite(fd, zeros, n, (off_t)off);
+		if (r < 0 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			goto out;
+		}
+		off += (uint64_t)r;
+		since_sync += (uint64_t)r;
+		if (since_sync >= ZERO_SYNC_EVERY) {
+			if (fdatasync(fd) != 0) {
+				goto out;
+			}
+			since_sync = 0;
+		}
+	}
+	rv = fdatasync(fd);
+out:
+	if (fd >= 0) {
+		close(fd);
+	}
+	if (rv != 0) {
+		unlink(path);
+	}
+	free(zeros);
+	return rv;
+}
+
+static void *spare_main(void *arg)
+{
+	struct wal *w = arg;
+
+	pthread_mutex_lock(&w->spare_mu);
+	for (;;) {
+		while (!w->spare_wanted && !w->spare_stop) {
+			pthread_cond_wait(&w->spare_cv, &w->spare_mu);
+		}
+		if (w->spare_stop) {
+			break;
+		}
+		pthread_mutex_unlock(&w->spare_mu);
+		int rv = make_spare(w);
+		pthread_mutex_lock(&w->spare_mu);
+		w->spare_wanted = false;
+		if (rv == 0) {
+			__atomic_store_n(&w->spare_ready, true,
+			                 __ATOMIC_RELEASE);
+		} else {
+			/* No spare: rotations create segments as before. */
+			count(&w->st.spare_errors, 1);
+		}
+	}
+	pthread_mutex_unlock(&w->spare_mu);
+	return NULL;
+}
+
+/* Appender: asks for a spare once the current segment is well on its way
+ * (an idle WAL never writes one). */
+static void want_spare(struct wal *w)
+{
+	uint64_t after =
+	    w->limit / 4 < SPARE_AFTER ? w->limit / 4 : SPARE_AFTER;
+
+	if (w->spare_asked || w->cur_bytes < after) {
+		return;
+	}
+	w->spare_asked = true;
+	pthread_mutex_lock(&w->spare_mu);
+	if (!w->spare_ready && !w->spare_wanted && !w->spare_stop) {
+		if (!w->spare_started && pthread_create(&w->spare_thread, NULL,
+		                                        spare_main, w) == 0) {
+			w->spare_started = true;
+		}
+		if (w->spare_started) {
+			w->spare_wanted = true;
+			pthread_cond_signal(&w->spare_cv);
+		}
+	}
+	pthread_mutex_unlock(&w->spare_mu);
+}
+
+/* Renames the spare into place as segment `seq`, writes its magic over the
+ * first zeros and makes both durable. 1 when used, 0 when there is none,
+ * -1 on failure. */
+static int use_spare(struct wal *w, uint64_t seq, char *err, size_t errlen)
+{
+	char from[PATH_MAX], path[PATH_MAX];
+	bool ready;
+	int fd;
+
+	pthread_mutex_lock(&w->spare_mu);
+	ready = w->spare_ready;
+	__atomic_store_n(&w->spare_ready, false, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&w->spare_mu);
+	if (!ready) {
+		return 0;
+	}
+	spare_path(w, from, sizeof from);
+	seg_path(w, seq, path, sizeof path);
+	if (rename(from, path) != 0) {
+		snprintf(err, errlen, "cannot rename %s to %s: %s", from, path,
+		         strerror(errno));
+		return -1;
+	}
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, MAGIC, MAGIC_LEN, 0) != MAGIC_LEN ||
+	    lseek(fd, MAGIC_LEN, SEEK_SET) != MAGIC_LEN || fdatasync(fd) != 0 ||
+	    fsync(w->dir_fd) != 0) {
+		snprintf(err, errlen, "cannot start raft WAL segment %s: %s",
+		         path, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	w->fd = fd;
+	__atomic_store_n(&w->cur, seq, __ATOMIC_RELEASE);
+	w->cur_bytes = MAGIC_LEN;
+	w->allocated = w->limit;
+	w->cur_zeroed = true;
+	count(&w->st.segments, 1);
+	count(&w->st.spares_used, 1);
+	return 1;
+}
+
+/* Finishes the current segment (durable, its zeros cut off so that only
+ * the newest segment ever ends in zeros) and starts the next one, in the
+ * spare when there is one. */
+static int rotate(struct wal *w, char *err, size_t errlen)
+{
+	int used;
+
+	/* The finished segment must be durable before a record after it
+	 * is: a later sync only covers the new file. */
+	if (fdatasync(w->fd) != 0) {
+		return fail(w, "sync", err, errlen);
+	}
+	if (w->cur_zeroed && (ftruncate(w->fd, (off_t)w->cur_bytes) != 0 ||
+	                      fdatasync(w->fd) != 0)) {
+		return fail(w, "sync", err, errlen);
+	}
+	close(w->fd);
+	w->fd = -1;
+	w->cur_zeroed = false;
+	w->spare_asked = false;
+	used = use_spare(w, w->cur + 1, err, errlen);
+	if (used == 0) {
+		used = start_segment(w, w->cur + 1, err, errlen) == 0 ? 1 : -1;
+	}
+	if (used < 0) {
+		w->failed = EIO;
+		return -1;
+	}
+	count(&w->st.rotations, 1);
+	return 0;
+}
+
 static int read_file(const char *path, uint8_t **out, size_t *len, char *err,
                      size_t errlen)
 {
@@ -265,6 +473,16 @@ static int count_record(void *data, const void *rec, size_t len, char *err,
 	return rv;
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != 0) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Replays one segment. Sets `*good` to the length of its intact prefix and
  * `*size` to its length; a bad record is an error unless `last`. */
 static int replay_segment(struct wal *w, uint64_t seq, bool last,
@@ -284,11 +502,12 @@ static int replay_segment(struct wal *w, uint64_t seq, bool last,
 	}
 	*size = len;
 	rv = wal_scan(buf, len, count_record, &c, good, &why, err, errlen);
-	free(buf);
 	if (rv != 0 || why == NULL) {
+		free(buf);
 		return rv;
 	}
 	if (!last) {
+		free(buf);
 		snprintf(
 		    err, errlen,
 		    "raft WAL segment %s is corrupt at byte %zu (%s) and "
@@ -296,7 +515,12 @@ static int replay_segment(struct wal *w, uint64_t seq, bool last,
 		    path, *good, why);
 		return -1;
 	}
-	count(&w->st.torn_bytes, len - *good);
+	/* The zeros ending a segment that was a spare are room never
+	 * written, not a torn record. */
+	if (!all_zero(buf + *good, len - *good)) {
+		count(&w->st.torn_bytes, len - *good);
+	}
+	free(buf);
 	return 0;
 }
 
@@ -350,12 +574,20 @@ int wal_open(struct wal **out, const char *dir, uint64_t segment_bytes,
 	w->dir_fd = -1;
 	w->limit = segment_bytes > 0 ? segment_bytes : DEFAULT_SEGMENT_BYTES;
 	pthread_mutex_init(&w->mu, NULL);
+	pthread_mutex_init(&w->spare_mu, NULL);
+	pthread_cond_init(&w->spare_cv, NULL);
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create raft WAL directory %s: %s",
 		         dir, strerror(errno));
 		goto err_free;
 	}
 	w->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	{
+		/* A spare left by a stop or a crash: never part of the log. */
+		char spare[PATH_MAX];
+		spare_path(w, spare, sizeof spare);
+		(void)unlink(spare);
+	}
 	d = w->dir_fd >= 0 ? opendir(dir) : NULL;
 	if (d == NULL) {
 		snprintf(err, errlen, "cannot open raft WAL directory %s: %s",
@@ -483,19 +715,15 @@ int wal_append(struct wal *w, const void *rec, size_t len, char *err,
 	if (check_failed(w, err, errlen) != 0) {
 		return -1;
 	}
-	if (w->cur_bytes > MAGIC_LEN && w->cur_bytes + len > w->limit) {
-		/* The finished segment must be durable before a record
-		 * after it is: a later sync only covers the new file. */
-		if (fdatasync(w->fd) != 0) {
-			return fail(w, "sync", err, errlen);
-		}
-		close(w->fd);
-		w->fd = -1;
-		if (start_segment(w, w->cur + 1, err, errlen) != 0) {
-			w->failed = EIO;
+	if (w->cur_bytes > MAGIC_LEN &&
+	    (w->cur_bytes + len > w->limit ||
+	     (!w->cur_zeroed &&
+	      __atomic_load_n(&w->spare_ready, __ATOMIC_ACQUIRE)))) {
+		/* Full, or a spare is ready while this segment grows the
+		 * file at every append (the first after an open). */
+		if (rotate(w, err, errlen) != 0) {
 			return -1;
 		}
-		count(&w->st.rotations, 1);
 	}
 	if (w->cur_bytes + REC_HEADER + len > w->allocated) {
 		/* Blocks allocated ahead (the file's size unchanged) make
@@ -522,6 +750,7 @@ int wal_append(struct wal *w, const void *rec, size_t len, char *err,
 	w->cur_bytes += REC_HEADER + len;
 	count(&w->st.appends, 1);
 	count(&w->st.bytes, len);
+	want_spare(w);
 	return 0;
 }
 
@@ -581,13 +810,27 @@ void wal_stats(const struct wal *w, struct wal_stats *st)
 	st->segments = __atomic_load_n(&w->st.segments, __ATOMIC_RELAXED);
 	st->replayed = __atomic_load_n(&w->st.replayed, __ATOMIC_RELAXED);
 	st->torn_bytes = __atomic_load_n(&w->st.torn_bytes, __ATOMIC_RELAXED);
+	st->spares_used = __atomic_load_n(&w->st.spares_used, __ATOMIC_RELAXED);
+	st->spare_errors =
+	    __atomic_load_n(&w->st.spare_errors, __ATOMIC_RELAXED);
 }
 
 void wal_close(struct wal *w)
 {
+	char spare[PATH_MAX];
+
 	if (w == NULL) {
 		return;
 	}
+	pthread_mutex_lock(&w->spare_mu);
+	__atomic_store_n(&w->spare_stop, true, __ATOMIC_RELAXED);
+	pthread_cond_signal(&w->spare_cv);
+	pthread_mutex_unlock(&w->spare_mu);
+	if (w->spare_started) {
+		pthread_join(w->spare_thread, NULL);
+	}
+	spare_path(w, spare, sizeof spare);
+	(void)unlink(spare);
 	if (w->fd >= 0) {
 		close(w->fd);
 	}
@@ -595,6 +838,8 @@ void wal_close(struct wal *w)
 		close(w->dir_fd);
 	}
 	pthread_mutex_destroy(&w->mu);
+	pthread_mutex_destroy(&w->spare_mu);
+	pthread_cond_destroy(&w->spare_cv);
 	free(w->dir);
 	free(w);
 }

@@ -11,6 +11,14 @@
  * is appended to. The owner deletes the older ones (wal_release_before)
  * once what their records wrote is durable elsewhere (flushed memtables).
  *
+ * Segments are written ahead: once the current one holds 1 MiB, a thread
+ * of the WAL's own writes a segment-sized file of zeros ("spare.tmp"),
+ * which the next rotation renames into place (the first segment after an
+ * open moves into it early). Appends into it overwrite written blocks, so
+ * each fdatasync commits data only, not the file's size and extents. A
+ * finished segment is cut to its records, so only the newest one may end
+ * in zeros, which the open cuts like a torn tail.
+ *
  * Not thread-safe, except that wal_current() and wal_release_before() may
  * run on another thread than the appends. */
 #ifndef LS_RAFT_WAL_H
@@ -27,13 +35,16 @@ typedef int (*wal_replay_fn)(void *data, const void *rec, size_t len, char *err,
                              size_t errlen);
 
 struct wal_stats {
-	uint64_t appends;    /* records appended since open */
-	uint64_t bytes;      /* record bytes appended since open */
-	uint64_t syncs;      /* fdatasyncs */
-	uint64_t rotations;  /* segments started since open */
-	uint64_t segments;   /* segment files on disk */
-	uint64_t replayed;   /* records replayed by the open */
-	uint64_t torn_bytes; /* bytes of a torn tail cut by the open */
+	uint64_t appends;      /* records appended since open */
+	uint64_t bytes;        /* record bytes appended since open */
+	uint64_t syncs;        /* fdatasyncs */
+	uint64_t rotations;    /* segments started since open */
+	uint64_t segments;     /* segment files on disk */
+	uint64_t replayed;     /* records replayed by the open */
+	uint64_t torn_bytes;   /* bytes of a torn tail cut by the open (not
+	                          counting a spare's unwritten zeros) */
+	uint64_t spares_used;  /* rotations into a prepared spare */
+	uint64_t spare_errors; /* spares that could not be prepared */
 };
 
 /* Opens `dir` (created if missing), hands every intact record of every

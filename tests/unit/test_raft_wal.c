@@ -392,6 +392,54 @@ static void test_headerless_newest(void **state)
 	assert_int_equal(wal_current(f->w), 3);
 }
 
+/* Once a segment holds a quarter of its size (up to 1 MiB), a spare of
+ * zeros is written ahead and the next append moves into it early (the
+ * first segment after an open); the finished segment is cut to its
+ * records, and the spare's unwritten zeros are cut at the next open
+ * without counting as a torn tail. */
+static void test_spare(void **state)
+{
+	struct fx *f = *state;
+	struct wal_stats st;
+	char err[256], path[300];
+	uint64_t seed = 0;
+	off_t first_size;
+	unsigned spins = 0;
+
+	open_wal(f, 256 << 10);
+	do {
+		append(f, 1000, seed++);
+		wal_stats(f->w, &st);
+		if (st.spares_used == 0) {
+			usleep(1000);
+		}
+		assert_true(++spins < 20000);
+	} while (st.spares_used == 0);
+	assert_int_equal(st.spare_errors, 0);
+	assert_int_equal(wal_current(f->w), 2);
+	/* Cut to its records: only the newest segment ends in zeros. */
+	seg_path(f, 1, path, sizeof path);
+	first_size = file_size(path);
+	assert_int_equal(first_size, 8 + (off_t)(seed - 1) * 1008);
+	seg_path(f, 2, path, sizeof path);
+	assert_int_equal(file_size(path), 256 << 10);
+	for (int i = 0; i < 20; i++) {
+		append(f, 1000, seed++);
+	}
+	assert_int_equal(wal_sync(f->w, err, sizeof err), 0);
+	reopen(f, 256 << 10);
+	assert_int_equal(f->n, seed);
+	for (uint64_t i = 0; i < seed; i++) {
+		assert_int_equal(f->seeds[i], i);
+	}
+	wal_stats(f->w, &st);
+	assert_int_equal(st.torn_bytes, 0);
+	assert_int_equal(file_size(path), 8 + 21 * 1008);
+	/* No spare survives a close. */
+	snprintf(path, sizeof path, "%s/spare.tmp", f->dir);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 /* After a failed write (here: the file size limit cuts a record in two)
  * nothing more is appended or synced: a record behind the damage would be
  * taken for part of a torn tail and cut. */
@@ -474,6 +522,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_corrupt_older_segment, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_zero_tail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spare, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_headerless_newest, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_is_sticky, setup,

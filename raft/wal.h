@@ -11,7 +11,9 @@
  * is appended to. The owner deletes the older ones (wal_release_before)
  * once what their records wrote is durable elsewhere (flushed memtables).
  *
- * Segments are written ahead: once the current one holds 1 MiB, a thread
+ * Segments are written ahead: once the current one holds 1 MiB in syncs of
+ * 32 KiB or less on average (where an fdatasync's metadata commit is a
+ * large share of its cost), a thread
  * of the WAL's own writes a segment-sized file of zeros ("spare.tmp"),
  * which the next rotation renames into place (the first segment after an
  * open moves into it early). Appends into it overwrite written blocks, so

@@ -392,9 +392,9 @@ static void test_headerless_newest(void **state)
 	assert_int_equal(wal_current(f->w), 3);
 }
 
-/* Once a segment holds a quarter of its size (up to 1 MiB), a spare of
- * zeros is written ahead and the next append moves into it early (the
- * first segment after an open); the finished segment is cut to its
+/* Once a segment holds a quarter of its size (up to 1 MiB) in small syncs,
+ * a spare of zeros is written ahead and the next append moves into it early
+ * (the first segment after an open); the finished segment is cut to its
  * records, and the spare's unwritten zeros are cut at the next open
  * without counting as a torn tail. */
 static void test_spare(void **state)
@@ -408,7 +408,9 @@ static void test_spare(void **state)
 
 	open_wal(f, 256 << 10);
 	do {
+		/* Small syncs: what a spare is for. */
 		append(f, 1000, seed++);
+		assert_int_equal(wal_sync(f->w, err, sizeof err), 0);
 		wal_stats(f->w, &st);
 		if (st.spares_used == 0) {
 			usleep(1000);
@@ -438,6 +440,26 @@ static void test_spare(void **state)
 	/* No spare survives a close. */
 	snprintf(path, sizeof path, "%s/spare.tmp", f->dir);
 	assert_int_equal(access(path, F_OK), -1);
+}
+
+/* Syncs of more than 32 KiB on average get no spare: their zeros would
+ * double the disk's writes for little. */
+static void test_no_spare_for_big_syncs(void **state)
+{
+	struct fx *f = *state;
+	struct wal_stats st;
+	char err[256];
+
+	open_wal(f, 1 << 20);
+	for (uint64_t i = 0; i < 40; i++) {
+		append(f, 40000, i);
+		assert_int_equal(wal_sync(f->w, err, sizeof err), 0);
+	}
+	wal_stats(f->w, &st);
+	assert_true(st.rotations >= 1);
+	assert_int_equal(st.spares_used, 0);
+	reopen(f, 1 << 20);
+	assert_int_equal(f->n, 40);
 }
 
 /* After a failed write (here: the file size limit cuts a record in two)
@@ -523,6 +545,8 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_zero_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spare, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_no_spare_for_big_syncs, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_headerless_newest, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_is_sticky, setup,

@@ -11,7 +11,7 @@
 
 /* Batches queued while the writer sleeps wake it at this many bytes;
  * fewer wait at most DWRITE_IDLE_MS. */
-#define DWRITE_WAKE_BYTES (256u << 10)
+#define DWRITE_WAKE_BYTES (64u << 10)
 #define DWRITE_IDLE_MS 20
 
 struct item {

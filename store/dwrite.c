@@ -346,6 +346,27 @@ void dwrite_stop(struct dwrite *w)
 	free(w);
 }
 
+/* Under mu. */
+static void wake_locked(struct dwrite *w)
+{
+	if (w->idle) {
+		w->idle = false;
+		pthread_cond_signal(&w->work);
+	}
+}
+
+/* Under mu: appends `it` to the queue. */
+static void enqueue_locked(struct dwrite *w, struct item *it)
+{
+	if (w->tail != NULL) {
+		w->tail->next = it;
+	} else {
+		w->head = it;
+	}
+	w->tail = it;
+	atomic_fetch_add(&w->submitted, 1);
+}
+
 static int submit(struct dwrite *w, rocksdb_writebatch_t *b,
                   rocksdb_writebatch_wi_t *wi, const uint64_t *hashes,
                   size_t nhashes)
@@ -385,30 +406,20 @@ static int submit(struct dwrite *w, rocksdb_writebatch_t *b,
 	pthread_mutex_lock(&w->mu);
 	if (w->queued_bytes > 0 && w->queued_bytes + bytes > w->max_bytes) {
 		w->stats.waits++;
-		if (w->idle) {
-			w->idle = false;
-			pthread_cond_signal(&w->work);
-		}
+		wake_locked(w);
 		do {
 			pthread_cond_wait(&w->done, &w->mu);
 		} while (w->queued_bytes > 0 &&
 		         w->queued_bytes + bytes > w->max_bytes);
 	}
-	if (w->tail != NULL) {
-		w->tail->next = it;
-	} else {
-		w->head = it;
-	}
-	w->tail = it;
+	enqueue_locked(w, it);
 	w->queued_bytes += bytes;
-	atomic_fetch_add(&w->submitted, 1);
 	/* Small batches wait for company: a wakeup per entry cost the
 	 * reactor a futex call and the CPU a context switch for a few
 	 * hundred bytes. Whatever needs them written drains, which wakes
 	 * the writer. */
-	if (w->idle && w->queued_bytes >= DWRITE_WAKE_BYTES) {
-		w->idle = false;
-		pthread_cond_signal(&w->work);
+	if (w->queued_bytes >= DWRITE_WAKE_BYTES) {
+		wake_locked(w);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return 0;
@@ -433,17 +444,8 @@ int dwrite_submit_req(struct dwrite *w, struct dwrite_req *r)
 		free(it);
 		return -1;
 	}
-	if (w->tail != NULL) {
-		w->tail->next = it;
-	} else {
-		w->head = it;
-	}
-	w->tail = it;
-	atomic_fetch_add(&w->submitted, 1);
-	if (w->idle) {
-		w->idle = false;
-		pthread_cond_signal(&w->work);
-	}
+	enqueue_locked(w, it);
+	wake_locked(w);
 	pthread_mutex_unlock(&w->mu);
 	return 0;
 }
@@ -472,10 +474,7 @@ int dwrite_drain(struct dwrite *w)
 	if (atomic_load(&w->written) < target) {
 		pthread_mutex_lock(&w->mu);
 		w->stats.drains++;
-		if (w->idle) {
-			w->idle = false;
-			pthread_cond_signal(&w->work);
-		}
+		wake_locked(w);
 		while (atomic_load(&w->written) < target) {
 			pthread_cond_wait(&w->done, &w->mu);
 		}

@@ -57,7 +57,8 @@ struct store {
 	struct kvdirty kv_dirty;
 	struct kv_ckpt *kv_flight;
 	bool kv_flush_queued; /* a checkpoint with DWRITE_FLUSH is in flight */
-	/* Reused by tx_split_dirty (under kv_mu): an entry's KV writes. */
+	/* Reused by tx_split_dirty and tx_split_append (under kv_mu): the
+	 * latest write of each KV key of an entry. */
 	uint64_t *kv_hashes;
 	size_t *kv_offs;
 	size_t kv_cap;

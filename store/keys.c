@@ -3,15 +3,20 @@
 
 #include <string.h>
 
-int key_cmp(const struct sbuf *a, const struct sbuf *b)
+int key_cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-	size_t n = a->len < b->len ? a->len : b->len;
-	int c = n ? memcmp(a->p, b->p, n) : 0;
+	size_t n = al < bl ? al : bl;
+	int c = n ? memcmp(a, b, n) : 0;
 
 	if (c != 0) {
 		return c;
 	}
-	return a->len < b->len ? -1 : a->len > b->len ? 1 : 0;
+	return al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+int key_cmp(const struct sbuf *a, const struct sbuf *b)
+{
+	return key_cmp_bytes(a->p, a->len, b->p, b->len);
 }
 
 uint64_t key_score_bits(double d)

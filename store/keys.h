@@ -75,6 +75,7 @@ static inline void key_sub(struct sbuf *k, struct store_slice key)
 
 /* Bytewise comparison, as RocksDB orders keys. */
 int key_cmp(const struct sbuf *a, const struct sbuf *b);
+int key_cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
 
 /* Order-preserving encoding of a double (NaN excluded). */
 uint64_t key_score_bits(double d);

@@ -253,23 +253,12 @@ static int kv_get(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	struct sbuf k;
 	struct store_slice rec;
 	struct val hold;
-	bool heap = 5 + c->key.len > sizeof kb;
 	int found;
 
-	if (heap) {
-		sbuf_init(&k);
-		kv_key(&k, tx->group, c->key);
-	} else {
-		/* Fits: key_start and sbuf_add never grow it. */
-		k.p = kb;
-		k.len = 0;
-		k.cap = sizeof kb;
-		kv_key(&k, tx->group, c->key);
-	}
+	buf_on(&k, kb, sizeof kb, 5 + c->key.len);
+	kv_key(&k, tx->group, c->key);
 	found = tx_get_view(tx, &k, &rec, &hold);
-	if (heap) {
-		sbuf_free(&k);
-	}
+	buf_done(&k, kb);
 	if (found < 0) {
 		return -1;
 	}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store/buf.h"
+#include "store/keys.h"
 
 /* Rows live in chunks of this size (a larger row gets its own chunk):
  * a checkpoint frees a few chunks instead of a row at a time. */
@@ -157,17 +158,6 @@ int kvdirty_get(const struct kvdirty *d, uint64_t hash, const uint8_t *key,
 	return r->present ? 1 : 0;
 }
 
-static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-	size_t n = al < bl ? al : bl;
-	int c = n ? memcmp(a, b, n) : 0;
-
-	if (c != 0) {
-		return c;
-	}
-	return al < bl ? -1 : al > bl ? 1 : 0;
-}
-
 void kvdirty_drop_range(struct kvdirty *d, const uint8_t *begin, size_t blen,
                         const uint8_t *end, size_t elen)
 {
@@ -176,8 +166,8 @@ void kvdirty_drop_range(struct kvdirty *d, const uint8_t *begin, size_t blen,
 	for (size_t i = 0; i < d->cap; i++) {
 		struct kvrow *r = d->slots[i].row;
 		if (r != NULL &&
-		    cmp_bytes(r->data, r->klen, begin, blen) >= 0 &&
-		    cmp_bytes(r->data, r->klen, end, elen) < 0) {
+		    key_cmp_bytes(r->data, r->klen, begin, blen) >= 0 &&
+		    key_cmp_bytes(r->data, r->klen, end, elen) < 0) {
 			d->slots[i].row = NULL;
 			d->n--;
 			d->bytes -= r->klen + r->vlen;
@@ -201,7 +191,7 @@ static int cmp_rows(const void *a, const void *b)
 	const struct kvrow *x = *(struct kvrow *const *)a;
 	const struct kvrow *y = *(struct kvrow *const *)b;
 
-	return cmp_bytes(x->data, x->klen, y->data, y->klen);
+	return key_cmp_bytes(x->data, x->klen, y->data, y->klen);
 }
 
 struct kvrow **kvdirty_sorted(const struct kvdirty *d)

@@ -181,36 +181,10 @@ static void pend_add(struct tx *tx, const struct sbuf *key, const void *v,
 	}
 }
 
-size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b)
-{
-	size_t n = 0;
-	struct rd r;
-
-	rd_init(&r, tx->pend.p, tx->pend.len);
-	while (rd_left(&r) > 0) {
-		size_t off = r.off, kl, vl;
-		bool present = rd_u8(&r) != 0;
-		const uint8_t *kp = rd_lbytes(&r, &kl);
-		const uint8_t *vp = rd_lbytes(&r, &vl);
-
-		/* Only a key's latest write goes in. */
-		if (!row_split(kp, kl) || pend_find(tx, kp, kl) != (long)off) {
-			continue;
-		}
-		if (present) {
-			rocksdb_writebatch_put_cf(b, tx->s->cf,
-			                          (const char *)kp, kl,
-			                          (const char *)vp, vl);
-		} else {
-			rocksdb_writebatch_delete_cf(b, tx->s->cf,
-			                             (const char *)kp, kl);
-		}
-		n++;
-	}
-	return n;
-}
-
-void tx_split_dirty(struct tx *tx, struct kvdirty *d)
+/* The latest write of each KV key of the entry, in pend order, into
+ * s->kv_offs (with their hashes in s->kv_hashes); each one's table slot
+ * in `d` prefetched when not NULL. Returns how many. */
+static size_t split_latest(struct tx *tx, const struct kvdirty *d)
 {
 	struct store *s = tx->s;
 	size_t n = 0;
@@ -223,7 +197,6 @@ void tx_split_dirty(struct tx *tx, struct kvdirty *d)
 		s->kv_offs =
 		    store_xrealloc(s->kv_offs, s->kv_cap * sizeof *s->kv_offs);
 	}
-	/* The latest write of each key, its table slot prefetched... */
 	rd_init(&r, tx->pend.p, tx->pend.len);
 	while (rd_left(&r) > 0) {
 		size_t off = r.off, kl, vl, slot;
@@ -243,24 +216,63 @@ void tx_split_dirty(struct tx *tx, struct kvdirty *d)
 		}
 		s->kv_hashes[n] = h;
 		s->kv_offs[n] = off;
-		kvdirty_prefetch(d, h);
+		if (d != NULL) {
+			kvdirty_prefetch(d, h);
+		}
 		n++;
 	}
-	/* ...then the rows the slots hold... */
+	return n;
+}
+
+/* The write at `off` in tx->pend: whether present, its key and value. */
+static bool pend_at(const struct tx *tx, size_t off, const uint8_t **kp,
+                    size_t *kl, const uint8_t **vp, size_t *vl)
+{
+	struct rd r;
+	bool present;
+
+	rd_init(&r, tx->pend.p + off, tx->pend.len - off);
+	present = rd_u8(&r) != 0;
+	*kp = rd_lbytes(&r, kl);
+	*vp = rd_lbytes(&r, vl);
+	return present;
+}
+
+size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b)
+{
+	size_t n = split_latest(tx, NULL);
+
+	for (size_t i = 0; i < n; i++) {
+		size_t kl, vl;
+		const uint8_t *kp, *vp;
+
+		if (pend_at(tx, tx->s->kv_offs[i], &kp, &kl, &vp, &vl)) {
+			rocksdb_writebatch_put_cf(b, tx->s->cf,
+			                          (const char *)kp, kl,
+			                          (const char *)vp, vl);
+		} else {
+			rocksdb_writebatch_delete_cf(b, tx->s->cf,
+			                             (const char *)kp, kl);
+		}
+	}
+	return n;
+}
+
+void tx_split_dirty(struct tx *tx, struct kvdirty *d)
+{
+	struct store *s = tx->s;
+	/* Slots prefetched while listing, then the rows they hold, then the
+	 * puts: the entry's cache misses overlap. */
+	size_t n = split_latest(tx, d);
+
 	for (size_t i = 0; i < n; i++) {
 		kvdirty_prefetch_row(d, s->kv_hashes[i]);
 	}
-	/* ...then the puts. */
 	for (size_t i = 0; i < n; i++) {
 		size_t kl, vl;
-		bool present;
 		const uint8_t *kp, *vp;
+		bool present = pend_at(tx, s->kv_offs[i], &kp, &kl, &vp, &vl);
 
-		rd_init(&r, tx->pend.p + s->kv_offs[i],
-		        tx->pend.len - s->kv_offs[i]);
-		present = rd_u8(&r) != 0;
-		kp = rd_lbytes(&r, &kl);
-		vp = rd_lbytes(&r, &vl);
 		kvdirty_put(d, s->kv_hashes[i], kp, kl, vp, vl, present);
 	}
 }

@@ -91,13 +91,74 @@ static int recv_one(struct ftc *c, int timeout_ms)
 	return 0;
 }
 
+typedef void (*send_fn)(struct ftc *c, uint32_t v);
+typedef int (*recv_fn)(struct ftc *c, int timeout_ms);
+
+/* Sends values 0..total-1 with WINDOW requests in flight, SIGKILLing the
+ * node (and restarting it on the same data) when the next value to send
+ * is kill_at[k]; `send` records each request id, `recv` each answer. */
+static void drive_with_kills(struct harness_cluster *cl, struct ftc *c,
+                             uint16_t port, uint32_t total,
+                             const uint32_t kill_at[N_KILLS], send_fn send,
+                             recv_fn recv)
+{
+	unsigned inflight = 0;
+	int kills = 0;
+	uint32_t next = 0;
+
+	while (next < total) {
+		/* Keep WINDOW requests in flight. */
+		while (inflight < WINDOW && next < total &&
+		       !(kills < N_KILLS && next == kill_at[kills])) {
+			send(c, next++);
+			inflight++;
+		}
+		if (kills < N_KILLS && next == kill_at[kills]) {
+			/* Kill with a random share of the window unanswered. */
+			unsigned wait = (unsigned)(rnd() % (inflight + 1));
+			while (wait-- > 0 && recv(c, 10000) == 0) {
+				inflight--;
+			}
+			assert_int_equal(
+			    harness_node_signal(cl, 0, SIGKILL, NULL), 0);
+			/* Replies already in our buffer still count. */
+			while (recv(c, 200) == 0) {
+			}
+			/* Request ids keep counting: never reused. */
+			uint64_t rid_next = c->next_rid;
+			ftc_close(c);
+			inflight = 0;
+			kills++;
+			assert_int_equal(harness_node_start(cl, 0), 0);
+			assert_int_equal(ftc_wait_ready(port, 30000), 0);
+			assert_int_equal(ftc_connect(c, port), 0);
+			c->next_rid = rid_next;
+			continue;
+		}
+		if (inflight > 0) {
+			assert_int_equal(recv(c, 20000), 0);
+			inflight--;
+		}
+	}
+	while (inflight > 0) {
+		assert_int_equal(recv(c, 20000), 0);
+		inflight--;
+	}
+	assert_int_equal(kills, N_KILLS);
+}
+
+static void push_one(struct ftc *c, uint32_t v)
+{
+	uint64_t rid = send_push(c, v);
+	assert_true(rid != 0);
+	rid_value[rid] = v + 1;
+}
+
 static void test_kill_restart_rpush(void **state)
 {
 	struct harness_cluster cl;
 	struct ftc c;
 	uint32_t kill_at[N_KILLS];
-	int kills = 0;
-	uint32_t next = 0;
 	(void)state;
 	pick_keys();
 	for (int i = 0; i < N_KILLS; i++) {
@@ -109,49 +170,7 @@ static void test_kill_restart_rpush(void **state)
 	uint16_t port = cl.nodes[0].fsnp;
 	assert_int_equal(ftc_wait_ready(port, 20000), 0);
 	assert_int_equal(ftc_connect(&c, port), 0);
-	unsigned inflight = 0;
-	while (next < N_VALUES) {
-		/* Keep WINDOW requests in flight. */
-		while (inflight < WINDOW && next < N_VALUES &&
-		       !(kills < N_KILLS && next == kill_at[kills])) {
-			uint64_t rid = send_push(&c, next);
-			assert_true(rid != 0);
-			rid_value[rid] = next + 1;
-			next++;
-			inflight++;
-		}
-		if (kills < N_KILLS && next == kill_at[kills]) {
-			/* Kill with a random share of the window unanswered. */
-			unsigned wait = (unsigned)(rnd() % (inflight + 1));
-			while (wait-- > 0 && recv_one(&c, 10000) == 0) {
-				inflight--;
-			}
-			assert_int_equal(
-			    harness_node_signal(&cl, 0, SIGKILL, NULL), 0);
-			/* Replies already in our buffer still count. */
-			while (recv_one(&c, 200) == 0) {
-			}
-			/* Request ids keep counting: never reused. */
-			uint64_t rid_next = c.next_rid;
-			ftc_close(&c);
-			inflight = 0;
-			kills++;
-			assert_int_equal(harness_node_start(&cl, 0), 0);
-			assert_int_equal(ftc_wait_ready(port, 30000), 0);
-			assert_int_equal(ftc_connect(&c, port), 0);
-			c.next_rid = rid_next;
-			continue;
-		}
-		if (inflight > 0) {
-			assert_int_equal(recv_one(&c, 20000), 0);
-			inflight--;
-		}
-	}
-	while (inflight > 0) {
-		assert_int_equal(recv_one(&c, 20000), 0);
-		inflight--;
-	}
-	assert_int_equal(kills, N_KILLS);
+	drive_with_kills(&cl, &c, port, N_VALUES, kill_at, push_one, recv_one);
 
 	/* Every list, whole. */
 	for (int s = 0; s < SHARDS; s++) {
@@ -188,7 +207,7 @@ static void test_kill_restart_rpush(void **state)
 		n_present += count[v];
 	}
 	print_message("%u of %u values acknowledged, %u present, %d kills\n",
-	              n_acked, N_VALUES, n_present, kills);
+	              n_acked, N_VALUES, n_present, N_KILLS);
 	assert_true(n_acked > N_VALUES / 2);
 	ftc_close(&c);
 	harness_cluster_stop(&cl);
@@ -221,6 +240,13 @@ static uint64_t send_set(struct ftc *c, uint32_t v)
 	return rid;
 }
 
+static void set_one(struct ftc *c, uint32_t v)
+{
+	uint64_t rid = send_set(c, v);
+	assert_true(rid != 0 && rid < sizeof set_rid / sizeof set_rid[0]);
+	set_rid[rid] = v + 1;
+}
+
 static int recv_set(struct ftc *c, int timeout_ms)
 {
 	struct ftc_msg m;
@@ -243,54 +269,17 @@ static void test_kill_restart_set(void **state)
 	const char *extra[] = {"--snapshot-threshold", "16", NULL};
 	struct harness_cluster cl;
 	struct ftc c;
-	uint32_t next = 0;
+	uint32_t kill_at[N_KILLS];
 	unsigned inflight = 0;
-	int kills = 0;
 	(void)state;
+	for (int i = 0; i < N_KILLS; i++) {
+		kill_at[i] = (uint32_t)(i + 1) * (SET_WRITES / 6);
+	}
 	assert_int_equal(harness_cluster_start(&cl, 1, extra, true), 0);
 	uint16_t port = cl.nodes[0].fsnp;
 	assert_int_equal(ftc_wait_ready(port, 20000), 0);
 	assert_int_equal(ftc_connect(&c, port), 0);
-	while (next < SET_WRITES) {
-		uint32_t kill_at = (uint32_t)(kills + 1) * (SET_WRITES / 6);
-		while (inflight < WINDOW && next < SET_WRITES &&
-		       !(kills < N_KILLS && next == kill_at)) {
-			uint64_t rid = send_set(&c, next);
-			assert_true(rid != 0 &&
-			            rid < sizeof set_rid / sizeof set_rid[0]);
-			set_rid[rid] = next + 1;
-			next++;
-			inflight++;
-		}
-		if (kills < N_KILLS && next == kill_at) {
-			unsigned wait = (unsigned)(rnd() % (inflight + 1));
-			while (wait-- > 0 && recv_set(&c, 10000) == 0) {
-				inflight--;
-			}
-			assert_int_equal(
-			    harness_node_signal(&cl, 0, SIGKILL, NULL), 0);
-			while (recv_set(&c, 200) == 0) {
-			}
-			uint64_t rid_next = c.next_rid;
-			ftc_close(&c);
-			inflight = 0;
-			kills++;
-			assert_int_equal(harness_node_start(&cl, 0), 0);
-			assert_int_equal(ftc_wait_ready(port, 30000), 0);
-			assert_int_equal(ftc_connect(&c, port), 0);
-			c.next_rid = rid_next;
-			continue;
-		}
-		if (inflight > 0) {
-			assert_int_equal(recv_set(&c, 20000), 0);
-			inflight--;
-		}
-	}
-	while (inflight > 0) {
-		assert_int_equal(recv_set(&c, 20000), 0);
-		inflight--;
-	}
-	assert_int_equal(kills, N_KILLS);
+	drive_with_kills(&cl, &c, port, SET_WRITES, kill_at, set_one, recv_set);
 
 	/* Other keys next, so that snapshots (each a checkpoint and a flush)
 	 * come after every key's last write: its row is then on disk only
@@ -353,7 +342,7 @@ static void test_kill_restart_set(void **state)
 		}
 	}
 	print_message("%u keys, %u acknowledged, %u found, %d kills\n",
-	              SET_KEYS, n_acked, n_found, kills + 1);
+	              SET_KEYS, n_acked, n_found, N_KILLS + 1);
 	assert_int_equal(n_found, SET_KEYS);
 	ftc_close(&c);
 	harness_cluster_stop(&cl);

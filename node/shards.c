@@ -1240,14 +1240,16 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 		xfer_stats(s->x, &xs);
 	}
 	root = json_pack(
-	    "{s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:o}, "
+	    "{s:o, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}, "
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
 	    "peers", peers_json(s), "generation", (json_int_t)s->generation,
 	    "replicas", (json_int_t)s->cfg.replicas, "groups", groups,
 	    "raft_io", "syncs", (json_int_t)rs.syncs, "entries",
 	    (json_int_t)rs.entries, "bytes", (json_int_t)rs.bytes,
-	    "max_groups_per_sync", (json_int_t)rs.max_groups, "write_errors",
+	    "max_groups_per_sync", (json_int_t)rs.max_groups, "write_us",
+	    (json_int_t)(rs.write_ns / 1000), "sync_us",
+	    (json_int_t)(rs.sync_ns / 1000), "write_errors",
 	    (json_int_t)rs.write_errors, "wal", wal_json(&rs), "forward",
 	    "local", (json_int_t)fs.local, "sent", (json_int_t)fs.sent,
 	    "served", (json_int_t)fs.served, "refused", (json_int_t)fs.refused,

@@ -641,7 +641,8 @@ static void *writer_main(void *arg)
 {
 	struct rio_store *s = arg;
 
-	rocksdb_set_perf_level(rocksdb_disable); /* nothing reads them */
+	pthread_setname_np(pthread_self(), "raft-log"); /* for top and perf */
+	rocksdb_set_perf_level(rocksdb_disable);        /* nothing reads them */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		struct rio_batch *b;

@@ -254,6 +254,7 @@ static void *spare_main(void *arg)
 {
 	struct wal *w = arg;
 
+	pthread_setname_np(pthread_self(), "wal-spare"); /* for top and perf */
 	pthread_mutex_lock(&w->spare_mu);
 	for (;;) {
 		while (!w->spare_wanted && !w->spare_stop) {

@@ -202,6 +202,8 @@ static void *writer_main(void *arg)
 {
 	struct dwrite *w = arg;
 
+	pthread_setname_np(pthread_self(),
+	                   "data-writer"); /* for top and perf */
 	/* RocksDB's per-thread perf counters (on by default, counting) cost
 	 * ~8 % of this thread's memtable inserts; nothing reads them. */
 	rocksdb_set_perf_level(rocksdb_disable);

@@ -27,24 +27,43 @@ enum {
 
 struct cconn;
 
+/* The fields a reply reads come first, together: the request is usually
+ * out of the cache by the time its reply comes. */
 struct creq {
-	struct fsnp_client *cl;
-	uint64_t rid;
-	uint32_t lane;
-	bool lane_fixed;
-	bool internal; /* handshake traffic: never replayed */
-	uint16_t opcode;
-	unsigned flags;
-	uint8_t *body; /* owned */
-	size_t len;
-	uint8_t *key; /* owned; routing */
-	size_t klen;
 	fsnp_reply_cb cb;
 	void *data;
+	struct fsnp_client *cl;
+	uint32_t lane;
+	uint16_t opcode;
+	bool internal; /* handshake traffic: never replayed */
+	bool lane_fixed;
+	unsigned flags;
 	unsigned attempts;
+	size_t cap; /* bytes[] allocated; CREQ_POOLED: may be pooled */
+	struct creq *next;
+	uint64_t rid;
 	uint64_t deadline;   /* loop ms */
 	uint64_t not_before; /* delayed retry */
-	struct creq *next;
+	bool has_key;        /* routed by the key at bytes + len */
+	size_t len;          /* body: bytes[0 .. len) */
+	size_t klen;         /* key: bytes[len .. len + klen) */
+	/* The request's own copies of its body and key, in the same
+	 * allocation: one malloc per request instead of three. */
+	uint8_t bytes[];
+};
+
+/* Requests whose body and key fit in CREQ_POOLED bytes share one size, so
+ * a freed one is kept for the next (the common small KV request costs no
+ * malloc at all); up to CREQ_POOL_MAX per client. */
+#define CREQ_POOLED 256u
+#define CREQ_POOL_MAX 256u
+
+/* A pending request under its rid. The rid is kept here so that finding a
+ * reply's request, and shifting entries on removal, read only this array
+ * and not the (cold) requests. */
+struct pend {
+	uint64_t rid;
+	struct creq *r; /* NULL: empty */
 };
 
 struct cconn {
@@ -63,7 +82,7 @@ struct cconn {
 	bool draining;    /* GOAWAY received */
 	bool writing;
 	uint64_t next_rid;
-	struct creq **tab; /* pending by rid: open addressing */
+	struct pend *tab; /* pending by rid: open addressing */
 	size_t tab_cap, n_pending;
 	struct creq *qhead, *qtail; /* waiting to be sent */
 	uint8_t *rbuf;
@@ -105,6 +124,8 @@ struct fsnp_client {
 	uv_prepare_t flush;
 	struct cconn *flush_list;
 	struct creq *delayed;
+	struct creq *pool; /* freed small requests, linked by next */
+	unsigned n_pool;
 	fsnp_client_ready_cb ready_cb;
 	void *ready_data;
 	bool ready_fired;
@@ -165,10 +186,41 @@ static char *dup_str(const char *s)
 
 /* --- Requests ------------------------------------------------------------ */
 
+/* A request with room for `len` body and `klen` key bytes, its fields
+ * zeroed (the bytes are not). NULL when out of memory. */
+static struct creq *creq_new(struct fsnp_client *cl, size_t len, size_t klen)
+{
+	struct creq *r;
+	size_t cap;
+	if (len > SIZE_MAX / 4 || klen > SIZE_MAX / 4) {
+		return NULL;
+	}
+	cap = len + klen <= CREQ_POOLED ? CREQ_POOLED : len + klen;
+	if (cap == CREQ_POOLED && cl->pool != NULL) {
+		r = cl->pool;
+		cl->pool = r->next;
+		cl->n_pool--;
+	} else {
+		r = malloc(sizeof *r + cap);
+		if (r == NULL) {
+			return NULL;
+		}
+	}
+	memset(r, 0, sizeof *r);
+	r->cl = cl;
+	r->cap = cap;
+	return r;
+}
+
 static void creq_free(struct creq *r)
 {
-	free(r->body);
-	free(r->key);
+	struct fsnp_client *cl = r->cl;
+	if (r->cap == CREQ_POOLED && cl->n_pool < CREQ_POOL_MAX) {
+		r->next = cl->pool;
+		cl->pool = r;
+		cl->n_pool++;
+		return;
+	}
 	free(r);
 }
 
@@ -203,8 +255,8 @@ static int tab_put(struct cconn *k, struct creq *r)
 {
 	if ((k->n_pending + 1) * 2 > k->tab_cap) {
 		size_t cap = k->tab_cap ? k->tab_cap * 2 : 64;
-		struct creq **t = calloc(cap, sizeof *t);
-		struct creq **old = k->tab;
+		struct pend *t = calloc(cap, sizeof *t);
+		struct pend *old = k->tab;
 		size_t ocap = k->tab_cap;
 		if (t == NULL) {
 			return -1;
@@ -212,9 +264,9 @@ static int tab_put(struct cconn *k, struct creq *r)
 		k->tab = t;
 		k->tab_cap = cap;
 		for (size_t i = 0; i < ocap; i++) {
-			if (old[i] != NULL) {
-				size_t j = slot_of(k, old[i]->rid);
-				while (t[j] != NULL) {
+			if (old[i].r != NULL) {
+				size_t j = slot_of(k, old[i].rid);
+				while (t[j].r != NULL) {
 					j = (j + 1) & (cap - 1);
 				}
 				t[j] = old[i];
@@ -223,10 +275,11 @@ static int tab_put(struct cconn *k, struct creq *r)
 		free(old);
 	}
 	size_t j = slot_of(k, r->rid);
-	while (k->tab[j] != NULL) {
+	while (k->tab[j].r != NULL) {
 		j = (j + 1) & (k->tab_cap - 1);
 	}
-	k->tab[j] = r;
+	k->tab[j].rid = r->rid;
+	k->tab[j].r = r;
 	k->n_pending++;
 	return 0;
 }
@@ -234,20 +287,20 @@ static int tab_put(struct cconn *k, struct creq *r)
 static void tab_del_at(struct cconn *k, size_t i)
 {
 	size_t mask = k->tab_cap - 1;
-	k->tab[i] = NULL;
+	k->tab[i].r = NULL;
 	k->n_pending--;
 	/* Backward shift so probing never meets a hole too early. */
 	size_t j = i;
 	for (;;) {
 		j = (j + 1) & mask;
-		if (k->tab[j] == NULL) {
+		if (k->tab[j].r == NULL) {
 			return;
 		}
-		size_t h = slot_of(k, k->tab[j]->rid);
+		size_t h = slot_of(k, k->tab[j].rid);
 		if ((j > i && (h <= i || h > j)) ||
 		    (j < i && h <= i && h > j)) {
 			k->tab[i] = k->tab[j];
-			k->tab[j] = NULL;
+			k->tab[j].r = NULL;
 			i = j;
 		}
 	}
@@ -259,9 +312,9 @@ static struct creq *tab_take(struct cconn *k, uint64_t rid)
 		return NULL;
 	}
 	size_t j = slot_of(k, rid);
-	while (k->tab[j] != NULL) {
-		if (k->tab[j]->rid == rid) {
-			struct creq *r = k->tab[j];
+	while (k->tab[j].r != NULL) {
+		if (k->tab[j].rid == rid) {
+			struct creq *r = k->tab[j].r;
 			tab_del_at(k, j);
 			return r;
 		}
@@ -356,8 +409,13 @@ static int conn_emit(struct cconn *k, struct creq *r)
 	};
 	uint32_t chunk = k->max_frame ? k->max_frame : 65536;
 	bool zlib = k->zlib && !(r->flags & FSNP_REQ_COMPACT) && r->len >= 256;
-	if (fsnp_compress_frames(&k->out, &h, r->body, r->len, zlib, chunk) !=
-	    0) {
+	/* A body that fits one frame skips the chunker's general loop: the
+	 * frame is the same. */
+	int rv = !zlib && r->len <= chunk
+	             ? fsnp_frame_append(&k->out, &h, r->bytes, r->len)
+	             : fsnp_compress_frames(&k->out, &h, r->bytes, r->len, zlib,
+	                                    chunk);
+	if (rv != 0) {
 		return -1;
 	}
 	r->attempts++;
@@ -453,8 +511,9 @@ static void route_and_send(struct fsnp_client *cl, struct creq *r)
 		if (fsnp_opcode_is_control(r->opcode) &&
 		    r->opcode != FSNP_OP_PIPELINE) {
 			r->lane = 0;
-		} else if (r->key != NULL) {
-			unsigned slot = fsnp_slot_of(r->key, r->klen);
+		} else if (r->has_key) {
+			unsigned slot =
+			    fsnp_slot_of(r->bytes + r->len, r->klen);
 			if (cl->have_topology) {
 				k = cl->conns[cl->slots[slot].conn];
 				r->lane = cl->slots[slot].lane;
@@ -1015,6 +1074,11 @@ static void client_free(struct fsnp_client *cl)
 		free(c);
 	}
 	free(cl->conns);
+	while (cl->pool != NULL) {
+		struct creq *r = cl->pool;
+		cl->pool = r->next;
+		free(r);
+	}
 	fsnp_tls_ctx_free(cl->tls_ctx);
 	free(cl->host);
 	free(cl->username);
@@ -1089,11 +1153,11 @@ static void conn_lost(struct cconn *k, const char *why)
 		}
 	}
 	for (size_t i = 0; i < k->tab_cap; i++) {
-		struct creq *r = k->tab[i];
+		struct creq *r = k->tab[i].r;
 		if (r == NULL) {
 			continue;
 		}
-		k->tab[i] = NULL;
+		k->tab[i].r = NULL;
 		k->n_pending--;
 		if (r->internal) {
 			creq_free(r);
@@ -1305,7 +1369,7 @@ static void on_timer(uv_timer_t *tm)
 	for (size_t i = 0; i < cl->n_conns; i++) {
 		struct cconn *k = cl->conns[i];
 		for (size_t j = 0; j < k->tab_cap; j++) {
-			struct creq *r = k->tab[j];
+			struct creq *r = k->tab[j].r;
 			if (r != NULL && r->deadline <= t) {
 				tab_del_at(k, j);
 				deliver_error(r, FSNP_CLIENT_ETIMEDOUT);
@@ -1332,11 +1396,10 @@ static int submit(struct fsnp_client *cl, struct cconn *k, uint32_t lane,
 	if (cl->closing) {
 		return FSNP_CLIENT_ECLOSED;
 	}
-	r = calloc(1, sizeof *r);
+	r = creq_new(cl, len, key != NULL ? klen : 0);
 	if (r == NULL) {
 		return FSNP_CLIENT_ENOMEM;
 	}
-	r->cl = cl;
 	r->lane = lane;
 	r->lane_fixed = lane_fixed;
 	r->internal = internal;
@@ -1346,22 +1409,15 @@ static int submit(struct fsnp_client *cl, struct cconn *k, uint32_t lane,
 	r->data = data;
 	r->deadline = now(cl) + (cl->o.timeout_ms ? cl->o.timeout_ms : 30000);
 	if (len > 0) {
-		r->body = malloc(len);
-		if (r->body == NULL) {
-			free(r);
-			return FSNP_CLIENT_ENOMEM;
-		}
-		memcpy(r->body, body, len);
+		memcpy(r->bytes, body, len);
 		r->len = len;
 	}
 	if (key != NULL) {
-		r->key = malloc(klen ? klen : 1);
-		if (r->key == NULL) {
-			creq_free(r);
-			return FSNP_CLIENT_ENOMEM;
+		if (klen > 0) {
+			memcpy(r->bytes + len, key, klen);
 		}
-		memcpy(r->key, key, klen);
 		r->klen = klen;
+		r->has_key = true;
 	}
 	if (k != NULL) {
 		/* Handshake traffic jumps the queue of its connection. */
@@ -1489,9 +1545,9 @@ void fsnp_client_close(struct fsnp_client *c, fsnp_client_close_cb cb,
 	for (size_t i = 0; i < c->n_conns; i++) {
 		struct cconn *k = c->conns[i];
 		for (size_t j = 0; j < k->tab_cap; j++) {
-			if (k->tab[j] != NULL) {
-				struct creq *r = k->tab[j];
-				k->tab[j] = NULL;
+			if (k->tab[j].r != NULL) {
+				struct creq *r = k->tab[j].r;
+				k->tab[j].r = NULL;
 				deliver_error(r, FSNP_CLIENT_ECLOSED);
 			}
 		}

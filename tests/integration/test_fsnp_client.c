@@ -1,7 +1,8 @@
 /* Integration: liblodestone's FSNP client and lodectl against a real
  * lodestone — 10 000 requests pipelined through the libuv client with
- * SHARDS routing, reconnection across a node restart, busy replies
- * retried by the client, and lodectl's output and exit codes. */
+ * SHARDS routing, bodies and keys of every size class (plain and
+ * zlib), reconnection across a node restart, busy replies retried by the
+ * client, and lodectl's output and exit codes. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,9 +24,12 @@ static uint16_t port;
 
 static int setup(void **state)
 {
+	/* Compression on for test_body_sizes (a client negotiates it only
+	 * when asked). */
+	static const char *const extra[] = {"--fsnp-compression", NULL};
 	const char *n = getenv("LS_FSNP_NODES");
 	(void)state;
-	if (harness_cluster_start(&cluster, n ? (unsigned)atoi(n) : 1, NULL,
+	if (harness_cluster_start(&cluster, n ? (unsigned)atoi(n) : 1, extra,
 	                          true) != 0) {
 		return -1;
 	}
@@ -73,9 +77,11 @@ static void on_ready(void *data, struct fsnp_client *c, int status,
 {
 	struct run *r = data;
 	(void)c;
-	(void)err;
 	r->ready = true;
 	r->ready_status = status;
+	if (status != 0) {
+		print_message("not ready: %s\n", err);
+	}
 }
 
 static void on_reply(void *data, const struct fsnp_reply *rep)
@@ -148,6 +154,147 @@ static void test_async_pipelined(void **state)
 	fsnp_client_close(c, NULL, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* --- Bodies and keys of every size class -----------------------------------
+ *
+ * The client keeps a request's body and key in one allocation and reuses
+ * small ones: values around that size limit (and keys past it), sent
+ * pipelined, then read back through requests that reuse the freed ones.
+ * Once plain, once with zlib (bodies of 256 bytes and more are
+ * compressed). Routing by the copied key shows on several nodes
+ * (LS_FSNP_NODES=3), in test_async_pipelined. */
+
+static const size_t value_sizes[] = {0,   1,   150, 200, 220,  230,  240,
+                                     250, 256, 257, 300, 1000, 4096, 70000};
+#define N_SIZES (sizeof value_sizes / sizeof value_sizes[0])
+#define VALUE_MAX 70000
+#define KEY_MAX 400
+
+struct sized {
+	struct run *run;
+	const uint8_t *want; /* GET: the value set */
+	size_t want_len;
+	bool value_ok;
+};
+
+static void on_sized(void *data, const struct fsnp_reply *rep)
+{
+	struct sized *o = data;
+	o->run->done++;
+	if (rep->error != 0 || rep->status != FSNP_STATUS_OK) {
+		o->run->errors++;
+		return;
+	}
+	o->run->ok++;
+	if (o->want != NULL) {
+		o->value_ok =
+		    rep->value.tag == FSNP_BIN &&
+		    rep->value.as.bin.len == o->want_len &&
+		    (o->want_len == 0 ||
+		     memcmp(rep->value.as.bin.ptr, o->want, o->want_len) == 0);
+	}
+}
+
+static void sized_key(char *key, unsigned i, bool zlib)
+{
+	/* Every third key is long: key and body then exceed the reused
+	 * size whatever the value. */
+	size_t n = (size_t)snprintf(key, KEY_MAX, "bs:%d:%u:", zlib, i);
+	size_t len = i % 3 == 0 ? KEY_MAX - 1 : n;
+	for (size_t j = n; j < len; j++) {
+		key[j] = (char)('a' + (i + j) % 26);
+	}
+	key[len] = '\0';
+}
+
+static void body_sizes(bool zlib)
+{
+	uv_loop_t loop;
+	struct fsnp_client *c;
+	struct fsnp_client_options o;
+	struct fsnp_client_info info;
+	struct run r = {0};
+	static uint8_t values[N_SIZES][VALUE_MAX];
+	struct sized ones[2 * N_SIZES];
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	char key[KEY_MAX];
+	uv_loop_init(&loop);
+	memset(&o, 0, sizeof o);
+	o.host = "127.0.0.1";
+	o.port = port;
+	o.topology = true;
+	o.zlib = zlib;
+	o.client_name = "test";
+	assert_int_equal(fsnp_client_open(&loop, &o, on_ready, &r, &c), 0);
+	while (!r.ready) {
+		uv_run(&loop, UV_RUN_ONCE);
+	}
+	assert_int_equal(r.ready_status, 0);
+	fsnp_client_get_info(c, &info);
+	assert_int_equal(info.zlib, zlib);
+	for (unsigned i = 0; i < N_SIZES; i++) {
+		/* Text that compresses, then a seeded random tail. */
+		for (size_t j = 0; j < value_sizes[i]; j++) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			values[i][j] = j < value_sizes[i] / 2
+			                   ? (uint8_t)('a' + j % 7)
+			                   : (uint8_t)rng;
+		}
+	}
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < N_SIZES; i++) {
+			struct sized *one = &ones[pass * N_SIZES + i];
+			struct wbuf b;
+			struct fsnp_writer w;
+			sized_key(key, i, zlib);
+			*one = (struct sized){&r, pass ? values[i] : NULL,
+			                      value_sizes[i], false};
+			wbuf_init(&b);
+			fsnp_w_init(&w, &b);
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "key");
+			fsnp_w_str(&w, key);
+			if (pass == 0) {
+				fsnp_w_key(&w, "value");
+				fsnp_w_bin(&w, values[i], value_sizes[i]);
+			}
+			fsnp_w_map_end(&w);
+			assert_int_equal(fsnp_w_finish(&w), 0);
+			assert_int_equal(
+			    fsnp_client_send(
+			        c, pass ? FSNP_OP_GET : FSNP_OP_SET, key,
+			        strlen(key), b.data, b.len, FSNP_REQ_IDEMPOTENT,
+			        on_sized, one),
+			    0);
+			wbuf_free(&b);
+		}
+		/* Every SET is answered (its request freed) before the GETs
+		 * are made. */
+		while (r.done < (pass + 1) * N_SIZES) {
+			uv_run(&loop, UV_RUN_ONCE);
+		}
+	}
+	assert_int_equal(r.errors, 0);
+	for (unsigned i = 0; i < N_SIZES; i++) {
+		if (!ones[N_SIZES + i].value_ok) {
+			fail_msg(
+			    "a value of %zu bytes read back wrong (zlib %d)",
+			    value_sizes[i], zlib);
+		}
+	}
+	fsnp_client_close(c, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_body_sizes(void **state)
+{
+	(void)state;
+	body_sizes(false);
+	body_sizes(true);
 }
 
 /* --- Sync client across a restart -------------------------------------------
@@ -329,6 +476,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_async_pipelined),
+	    cmocka_unit_test(test_body_sizes),
 	    cmocka_unit_test(test_reconnect),
 	    cmocka_unit_test(test_busy_retried),
 	    cmocka_unit_test(test_lodectl),

@@ -22,11 +22,14 @@
  * Life of a write: append/truncate/snapshot_put/set_term/set_vote add their
  * operations to `pending` (the batch of this loop turn) and, when the caller
  * waits, a request to its completion list. A uv_prepare handle hands
- * `pending` to the writer thread when no batch is in flight; the writer
- * writes it and syncs the WAL (one fsync), then wakes the loop (uv_async),
- * which starts the next batch at once and then fires the completions in
- * order. bootstrap and recover write directly (unsynced) and force the next
- * batch to sync, so they cost no fsync of their own.
+ * `pending` to the writer thread's queue at the end of each loop turn
+ * (up to MAX_INFLIGHT batches). The writer takes every queued batch,
+ * writes them in order, syncs the WAL once for all of them (group
+ * commit), then wakes the loop (uv_async), which fires the completions in
+ * order. Batches handed over during a sync share the next one, which
+ * starts as soon as the previous ends, not when the loop gets round to
+ * the result. bootstrap and recover write directly (unsynced) and force
+ * the next batch to sync, so they cost no fsync of their own.
  *
  * Durability (with a `wal_dir`, as the node runs): each batch goes first to
  * our own write-ahead log (raft/wal.c: the batch's bytes as one record with
@@ -112,7 +115,15 @@ struct rio_batch {
 	int status;        /* set by the writer */
 	uint64_t write_ns; /* set by the writer: the write, then the sync */
 	uint64_t sync_ns;
+	bool synced; /* set by the writer: the last batch of its sync */
+	struct rio_batch *next; /* in the writer's queues */
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
+};
+
+/* A FIFO of batches. */
+struct rio_bq {
+	struct rio_batch *head;
+	struct rio_batch *tail;
 };
 
 /* An install waiting for the owner's state transfer (rio_hooks.install). */
@@ -207,9 +218,9 @@ struct rio_store {
 	uv_async_t async;
 	bool timer_running;
 
-	struct rio_batch *pending;  /* filling, loop thread only */
-	struct rio_batch *inflight; /* with the writer */
-	struct rio_batch *spare;    /* a written batch kept for reuse */
+	struct rio_batch *pending; /* filling, loop thread only */
+	unsigned inflight;         /* batches handed to the writer */
+	struct rio_batch *spare;   /* a written batch kept for reuse */
 	uint64_t next_gen;
 	uint64_t done_gen;
 	struct rio_fifo soon;
@@ -217,9 +228,9 @@ struct rio_store {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct rio_batch *job;      /* handed to the writer (mu) */
-	struct rio_batch *job_done; /* written, not yet collected (mu) */
-	bool stop;                  /* (mu) */
+	struct rio_bq job;      /* handed to the writer (mu) */
+	struct rio_bq job_done; /* written, not yet collected (mu) */
+	bool stop;              /* (mu) */
 
 	bool errored;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
@@ -534,6 +545,8 @@ static void batch_recycle(struct rio_store *s, struct rio_batch *b)
 	b->force = false;
 	b->status = 0;
 	b->write_ns = b->sync_ns = 0;
+	b->synced = false;
+	b->next = NULL;
 	b->errmsg[0] = '\0';
 	s->spare = b;
 }
@@ -570,8 +583,8 @@ static void batch_touch(struct rio_batch *b, struct rio *r)
 	}
 }
 
-/* Writes `wb` (if not empty) to the log's storage, then, if `sync`, makes
- * it and everything written before durable. Fills `ns` with the time
+/* Writes `wb` (if not NULL or empty) to the log's storage, then, if `sync`,
+ * makes it and everything written before durable. Fills `ns` with the time
  * spent writing and syncing when not NULL. Any thread. */
 static int log_write(struct rio_store *s, rocksdb_writebatch_t *wb, bool sync,
                      uint64_t ns[2], char *msg, size_t msglen)
@@ -586,7 +599,7 @@ static int log_write(struct rio_store *s, rocksdb_writebatch_t *wb, bool sync,
 		 * hold RocksDB's write queue during the fsync and stall
 		 * every other writer of the database (the data writer's
 		 * unsynced apply writes); SyncWAL lets them go on. */
-		if (rocksdb_writebatch_count(wb) > 0) {
+		if (wb != NULL && rocksdb_writebatch_count(wb) > 0) {
 			rocksdb_write(s->db, s->wo_plain, wb, &err);
 		}
 		t1 = uv_hrtime();
@@ -596,7 +609,7 @@ static int log_write(struct rio_store *s, rocksdb_writebatch_t *wb, bool sync,
 		goto out;
 	}
 	pthread_mutex_lock(&s->wal_mu);
-	if (rocksdb_writebatch_count(wb) > 0) {
+	if (wb != NULL && rocksdb_writebatch_count(wb) > 0) {
 		const char *rep = rocksdb_writebatch_data(wb, &len);
 		if (wal_append(s->wal, rep, len, msg, msglen) != 0) {
 			pthread_mutex_unlock(&s->wal_mu);
@@ -623,18 +636,69 @@ out:
 	return rv;
 }
 
-static void batch_write(struct rio_store *s, struct rio_batch *b)
+static void bq_push(struct rio_bq *q, struct rio_batch *b)
 {
-	char msg[sizeof b->errmsg - 64];
-	uint64_t ns[2] = {0, 0};
-
-	if (log_write(s, b->wb, true, ns, msg, sizeof msg) != 0) {
-		b->status = RAFT_IOERR;
-		snprintf(b->errmsg, sizeof b->errmsg,
-		         "synced write of the raft log failed: %s", msg);
+	b->next = NULL;
+	if (q->tail == NULL) {
+		q->head = b;
+	} else {
+		q->tail->next = b;
 	}
-	b->write_ns = ns[0];
-	b->sync_ns = ns[1];
+	q->tail = b;
+}
+
+/* Moves all of `from` to the end of `to`. */
+static void bq_splice(struct rio_bq *to, struct rio_bq *from)
+{
+	if (from->head == NULL) {
+		return;
+	}
+	if (to->tail == NULL) {
+		to->head = from->head;
+	} else {
+		to->tail->next = from->head;
+	}
+	to->tail = from->tail;
+	from->head = from->tail = NULL;
+}
+
+/* Writes the batches of `q` in order, then makes them durable with one
+ * sync (group commit): batches the loop handed over while the previous
+ * sync ran share the next one. A failed write fails its batch and every
+ * later one (the WAL refuses them anyway). */
+static void batches_write(struct rio_store *s, struct rio_bq *q)
+{
+	char msg[sizeof q->head->errmsg - 64];
+	struct rio_batch *b, *last = NULL;
+	uint64_t ns[2];
+	int rv = 0;
+
+	for (b = q->head; b != NULL; b = b->next) {
+		ns[0] = ns[1] = 0;
+		if (rv == 0) {
+			rv = log_write(s, b->wb, false, ns, msg, sizeof msg);
+		}
+		if (rv != 0) {
+			b->status = RAFT_IOERR;
+			snprintf(b->errmsg, sizeof b->errmsg,
+			         "write of the raft log failed: %s", msg);
+		}
+		b->write_ns = ns[0];
+		last = b;
+	}
+	if (rv != 0 || last == NULL) {
+		return;
+	}
+	ns[0] = ns[1] = 0;
+	if (log_write(s, NULL, true, ns, msg, sizeof msg) != 0) {
+		for (b = q->head; b != NULL; b = b->next) {
+			b->status = RAFT_IOERR;
+			snprintf(b->errmsg, sizeof b->errmsg,
+			         "sync of the raft log failed: %s", msg);
+		}
+	}
+	last->sync_ns = ns[1];
+	last->synced = true;
 }
 
 static void *writer_main(void *arg)
@@ -645,31 +709,37 @@ static void *writer_main(void *arg)
 	rocksdb_set_perf_level(rocksdb_disable);        /* nothing reads them */
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		struct rio_batch *b;
-		while (!s->stop && s->job == NULL) {
+		struct rio_bq q;
+		while (!s->stop && s->job.head == NULL) {
 			pthread_cond_wait(&s->cv, &s->mu);
 		}
-		if (s->job == NULL) {
+		if (s->job.head == NULL) {
 			break;
 		}
-		b = s->job;
+		q = s->job;
+		s->job.head = s->job.tail = NULL;
 		pthread_mutex_unlock(&s->mu);
-		batch_write(s, b);
+		batches_write(s, &q);
 		pthread_mutex_lock(&s->mu);
-		s->job = NULL;
-		s->job_done = b;
+		bq_splice(&s->job_done, &q);
 		uv_async_send(&s->async);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
 
-/* Hands `pending` to the writer if it is idle. */
+/* Batches with the writer at most: more wait in `pending`, which then
+ * grows instead. */
+#define MAX_INFLIGHT 8
+
+/* Hands `pending` to the writer. It need not be idle: what it receives
+ * while syncing goes into its next sync, which starts as soon as the
+ * previous one ends rather than when the loop has taken the result. */
 static void submit(struct rio_store *s)
 {
 	struct rio_batch *b = s->pending;
 
-	if (s->inflight != NULL || b == NULL) {
+	if (b == NULL || s->inflight >= MAX_INFLIGHT) {
 		return;
 	}
 	if (rocksdb_writebatch_count(b->wb) == 0 && !b->force &&
@@ -679,10 +749,10 @@ static void submit(struct rio_store *s)
 		return;
 	}
 	s->pending = NULL;
-	s->inflight = b;
+	s->inflight++;
 	uv_ref((uv_handle_t *)&s->async);
 	pthread_mutex_lock(&s->mu);
-	s->job = b;
+	bq_push(&s->job, b);
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
@@ -912,7 +982,7 @@ static void complete_batch(struct rio_store *s, struct rio_batch *b)
 {
 	struct rio_req *q;
 
-	s->stats.syncs++;
+	s->stats.syncs += b->synced;
 	s->stats.write_ns += b->write_ns;
 	s->stats.sync_ns += b->sync_ns;
 	s->stats.group_writes += b->n_groups;
@@ -953,22 +1023,29 @@ static void complete_batch(struct rio_store *s, struct rio_batch *b)
 static void async_cb(uv_async_t *a)
 {
 	struct rio_store *s = a->data;
+	struct rio_bq q;
 	struct rio_batch *b;
 
 	pthread_mutex_lock(&s->mu);
-	b = s->job_done;
-	s->job_done = NULL;
+	q = s->job_done;
+	s->job_done.head = s->job_done.tail = NULL;
 	pthread_mutex_unlock(&s->mu);
-	if (b == NULL) {
+	if (q.head == NULL) {
 		return;
 	}
-	s->inflight = NULL;
-	uv_unref((uv_handle_t *)&s->async);
-	/* Start the next write before running callbacks: what accumulated
-	 * while this batch was on its way is already waiting. */
+	for (b = q.head; b != NULL; b = b->next) {
+		s->inflight--;
+	}
+	if (s->inflight == 0) {
+		uv_unref((uv_handle_t *)&s->async);
+	}
+	/* Hand over what accumulated before running callbacks. */
 	submit(s);
-	complete_batch(s, b);
-	batch_recycle(s, b);
+	while ((b = q.head) != NULL) {
+		q.head = b->next;
+		complete_batch(s, b);
+		batch_recycle(s, b);
+	}
 	maybe_release(s);
 	run_soon(s);
 	submit(s);
@@ -2526,8 +2603,8 @@ static void maybe_finish_close(struct rio_store *s)
 		return;
 	}
 	submit(s);
-	if (s->inflight != NULL || s->pending != NULL) {
-		if (s->inflight == NULL) {
+	if (s->inflight > 0 || s->pending != NULL) {
+		if (s->inflight == 0) {
 			/* Nothing worth writing is left. */
 			batch_free(s->pending);
 			s->pending = NULL;

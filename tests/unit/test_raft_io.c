@@ -495,6 +495,50 @@ static void test_group_commit(void **state)
 	}
 }
 
+/* Appends handed over one loop turn at a time, while earlier ones are
+ * still being written and synced, queue up behind them: they complete in
+ * order, none is lost, and a restart finds every entry. */
+static void test_queued_batches(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 32 };
+	struct append_req a[N];
+	struct loaded l = {0};
+	struct rio_stats st0, st;
+	int order[N], done = 0;
+	unsigned i;
+
+	io_open(f, 0, 7);
+	load(f, 0, &l);
+	loaded_free(&l);
+	rio_store_stats(f->s, &st0);
+	for (i = 0; i < N; i++) {
+		a[i].order = order;
+		a[i].counter = &done;
+		a[i].id = (int)i;
+		submit_append(f, 0, &a[i], 1, 1 + 2 * i, 2, 100 + i);
+		uv_run(&f->loop, UV_RUN_NOWAIT); /* hands it to the writer */
+	}
+	run_until(f, &done, N);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(order[i], (int)i);
+		assert_int_equal(a[i].status, 0);
+	}
+	rio_store_stats(f->s, &st);
+	assert_int_equal(st.appends - st0.appends, N);
+	assert_int_equal(st.entries - st0.entries, 2 * N);
+	assert_true(st.syncs - st0.syncs >= 1 && st.syncs - st0.syncs <= N);
+
+	restart(f);
+	io_open(f, 0, 7);
+	load(f, 0, &l);
+	assert_int_equal(l.n, 2 * N);
+	for (i = 0; i < 2 * N; i++) {
+		assert_true(entry_ok(&l.entries[i], 1, 1 + i, 100 + i / 2));
+	}
+	loaded_free(&l);
+}
+
 /* Batches are reused from turn to turn (a written batch keeps its buffer):
  * a large batch followed by small ones must write exactly the new entries,
  * nothing left over from the earlier turn, and count them right. */
@@ -1385,6 +1429,8 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_mark, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queued_batches, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),

@@ -123,9 +123,11 @@ struct val {
 	size_t len;
 };
 
-/* Looks a KV key up among the rows not yet in RocksDB: 1 present (a copy
- * in v), 0 deleted, -1 not there (RocksDB has its latest write). */
-int store_kv_dirty_get(struct store *s, const struct sbuf *key, struct val *v);
+/* Looks a KV key (its rowcache_hash in `hash`) up among the rows not yet
+ * in RocksDB: 1 present (a copy in v), 0 deleted, -1 not there (RocksDB
+ * has its latest write). */
+int store_kv_dirty_get(struct store *s, const struct sbuf *key, uint64_t hash,
+                       struct val *v);
 
 void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
              uint64_t now_ms, bool write);

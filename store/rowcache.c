@@ -270,13 +270,20 @@ void rowcache_resize(struct rowcache *c, size_t max_bytes)
 int rowcache_get(struct rowcache *c, const uint8_t *key, size_t klen,
                  const uint8_t **val, size_t *vlen)
 {
+	return rowcache_get_h(c, rowcache_hash(key, klen), key, klen, val,
+	                      vlen);
+}
+
+int rowcache_get_h(struct rowcache *c, uint64_t hash, const uint8_t *key,
+                   size_t klen, const uint8_t **val, size_t *vlen)
+{
 	struct slot *s;
 
 	if (c->rows == 0) {
 		c->misses++;
 		return -1;
 	}
-	s = &c->slots[find(c, (uint32_t)rowcache_hash(key, klen), key, klen)];
+	s = &c->slots[find(c, (uint32_t)hash, key, klen)];
 	if (s->kind == SLOT_EMPTY) {
 		c->misses++;
 		return -1;
@@ -312,7 +319,14 @@ void rowcache_drop(struct rowcache *c, const uint8_t *key, size_t klen)
 void rowcache_put(struct rowcache *c, const uint8_t *key, size_t klen,
                   const uint8_t *val, size_t vlen, bool present)
 {
-	uint32_t h = (uint32_t)rowcache_hash(key, klen);
+	rowcache_put_h(c, rowcache_hash(key, klen), key, klen, val, vlen,
+	               present);
+}
+
+void rowcache_put_h(struct rowcache *c, uint64_t hash, const uint8_t *key,
+                    size_t klen, const uint8_t *val, size_t vlen, bool present)
+{
+	uint32_t h = (uint32_t)hash;
 	bool inl;
 	struct slot *s;
 	struct row *r = NULL;

@@ -40,11 +40,16 @@ void rowcache_resize(struct rowcache *c, size_t max_bytes);
  * next call that changes the cache); 0: cached as absent; -1: unknown. */
 int rowcache_get(struct rowcache *c, const uint8_t *key, size_t klen,
                  const uint8_t **val, size_t *vlen);
+/* The same with the key's rowcache_hash, for callers that have it. */
+int rowcache_get_h(struct rowcache *c, uint64_t hash, const uint8_t *key,
+                   size_t klen, const uint8_t **val, size_t *vlen);
 
 /* Records the row's current value (`present` false: absent; `val` is
  * then ignored). A row too large to be worth caching is dropped. */
 void rowcache_put(struct rowcache *c, const uint8_t *key, size_t klen,
                   const uint8_t *val, size_t vlen, bool present);
+void rowcache_put_h(struct rowcache *c, uint64_t hash, const uint8_t *key,
+                    size_t klen, const uint8_t *val, size_t vlen, bool present);
 
 void rowcache_drop(struct rowcache *c, const uint8_t *key, size_t klen);
 

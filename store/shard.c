@@ -142,9 +142,9 @@ int store_drain(struct store *s)
 	return rv != 0 ? -1 : 0;
 }
 
-int store_kv_dirty_get(struct store *s, const struct sbuf *key, struct val *v)
+int store_kv_dirty_get(struct store *s, const struct sbuf *key, uint64_t hash,
+                       struct val *v)
 {
-	uint64_t hash = rowcache_hash(key->p, key->len);
 	const uint8_t *p = NULL;
 	size_t len = 0;
 	int rv;

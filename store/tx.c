@@ -86,58 +86,78 @@ static bool row_split(const uint8_t *k, size_t len)
 	return len >= 5 && k[4] == K_KV;
 }
 
+/* A write in tx->pend: u8 present | the key's rowcache_hash (8 bytes,
+ * host order: it never leaves the process) | lbytes key | lbytes value.
+ * The hash is kept so that the lookups, the write-back table and the
+ * cache need not compute it again. */
+struct pend_rec {
+	bool present;
+	uint64_t h;
+	const uint8_t *kp, *vp;
+	size_t kl, vl;
+};
+
+/* Parses the write at `off`; returns the offset of the next one. */
+static size_t pend_read(const struct tx *tx, size_t off, struct pend_rec *pr)
+{
+	struct rd r;
+
+	rd_init(&r, tx->pend.p + off, tx->pend.len - off);
+	pr->present = rd_u8(&r) != 0;
+	memcpy(&pr->h, rd_take(&r, sizeof pr->h), sizeof pr->h);
+	pr->kp = rd_lbytes(&r, &pr->kl);
+	pr->vp = rd_lbytes(&r, &pr->vl);
+	return off + r.off;
+}
+
+static uint64_t pend_hash_at(const struct tx *tx, size_t off)
+{
+	uint64_t h;
+
+	memcpy(&h, tx->pend.p + off + 1, sizeof h);
+	return h;
+}
+
 /* The slot holding `key` (whose rowcache_hash is `h`), or the empty slot
  * ending its probe run. */
-static size_t pend_slot_h(const struct tx *tx, const uint8_t *key, size_t len,
-                          uint64_t h)
+static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len,
+                        uint64_t h)
 {
 	size_t mask = tx->pcap - 1;
 	size_t i = h & mask;
 
 	while (tx->pslots[i] != 0) {
-		struct rd r;
-		size_t off = tx->pslots[i] - 1, kl;
-		const uint8_t *kp;
+		size_t off = tx->pslots[i] - 1;
 
-		rd_init(&r, tx->pend.p + off, tx->pend.len - off);
-		(void)rd_u8(&r);
-		kp = rd_lbytes(&r, &kl);
-		if (kl == len && memcmp(kp, key, len) == 0) {
-			break;
+		if (pend_hash_at(tx, off) == h) {
+			struct pend_rec pr;
+			(void)pend_read(tx, off, &pr);
+			if (pr.kl == len && memcmp(pr.kp, key, len) == 0) {
+				break;
+			}
 		}
 		i = (i + 1) & mask;
 	}
 	return i;
 }
 
-static size_t pend_slot(const struct tx *tx, const uint8_t *key, size_t len)
-{
-	return pend_slot_h(tx, key, len, rowcache_hash(key, len));
-}
-
 /* The offset of this entry's latest write of `key` in tx->pend, or -1. */
-static long pend_find(const struct tx *tx, const uint8_t *key, size_t len)
+static long pend_find(const struct tx *tx, const uint8_t *key, size_t len,
+                      uint64_t h)
 {
 	size_t i;
 
 	if (tx->npend == 0) {
 		return -1;
 	}
-	i = pend_slot(tx, key, len);
+	i = pend_slot(tx, key, len, h);
 	return tx->pslots[i] != 0 ? (long)(tx->pslots[i] - 1) : -1;
-}
-
-/* Points the key's slot at the write at `off` (inserting the key). */
-static void pend_index(struct tx *tx, const uint8_t *key, size_t len,
-                       size_t off)
-{
-	tx->pslots[pend_slot(tx, key, len)] = off + 1;
 }
 
 /* Rebuilds the slots from tx->pend (after growth or a rollback). */
 static void pend_reindex(struct tx *tx, size_t cap)
 {
-	struct rd r;
+	size_t off = 0;
 
 	free(tx->pslots);
 	tx->pcap = cap;
@@ -145,28 +165,26 @@ static void pend_reindex(struct tx *tx, size_t cap)
 	memset(tx->pslots, 0, cap * sizeof *tx->pslots);
 	tx->npend = 0;
 	tx->nsplit = 0;
-	rd_init(&r, tx->pend.p, tx->pend.len);
-	while (rd_left(&r) > 0) {
-		size_t off = r.off, kl, vl;
-		const uint8_t *kp;
+	while (off < tx->pend.len) {
+		struct pend_rec pr;
+		size_t next = pend_read(tx, off, &pr);
 
-		(void)rd_u8(&r);
-		kp = rd_lbytes(&r, &kl);
-		(void)rd_lbytes(&r, &vl);
-		pend_index(tx, kp, kl, off);
+		tx->pslots[pend_slot(tx, pr.kp, pr.kl, pr.h)] = off + 1;
 		tx->npend++;
-		if (row_split(kp, kl)) {
+		if (row_split(pr.kp, pr.kl)) {
 			tx->nsplit++;
 		}
+		off = next;
 	}
 }
 
-static void pend_add(struct tx *tx, const struct sbuf *key, const void *v,
-                     size_t len, bool present)
+static void pend_add(struct tx *tx, const struct sbuf *key, uint64_t h,
+                     const void *v, size_t len, bool present)
 {
 	size_t off = tx->pend.len;
 
 	sbuf_u8(&tx->pend, present);
+	sbuf_add(&tx->pend, &h, sizeof h);
 	sbuf_lbytes(&tx->pend, key->p, key->len);
 	sbuf_lbytes(&tx->pend, v, present ? len : 0);
 	tx->npend++;
@@ -177,7 +195,7 @@ static void pend_add(struct tx *tx, const struct sbuf *key, const void *v,
 		/* Rebuild at twice the size: indexes this write too. */
 		pend_reindex(tx, tx->pcap ? tx->pcap * 2 : 64);
 	} else {
-		pend_index(tx, key->p, key->len, off);
+		tx->pslots[pend_slot(tx, key->p, key->len, h)] = off + 1;
 	}
 }
 
@@ -188,7 +206,6 @@ static size_t split_latest(struct tx *tx, const struct kvdirty *d)
 {
 	struct store *s = tx->s;
 	size_t n = 0;
-	struct rd r;
 
 	if (s->kv_cap < tx->nsplit) {
 		s->kv_cap = tx->nsplit * 2;
@@ -197,27 +214,20 @@ static size_t split_latest(struct tx *tx, const struct kvdirty *d)
 		s->kv_offs =
 		    store_xrealloc(s->kv_offs, s->kv_cap * sizeof *s->kv_offs);
 	}
-	rd_init(&r, tx->pend.p, tx->pend.len);
-	while (rd_left(&r) > 0) {
-		size_t off = r.off, kl, vl, slot;
-		const uint8_t *kp;
-		uint64_t h;
+	for (size_t off = 0, next; off < tx->pend.len; off = next) {
+		struct pend_rec pr;
 
-		(void)rd_u8(&r);
-		kp = rd_lbytes(&r, &kl);
-		(void)rd_lbytes(&r, &vl);
-		if (!row_split(kp, kl)) {
+		next = pend_read(tx, off, &pr);
+		if (!row_split(pr.kp, pr.kl)) {
 			continue;
 		}
-		h = rowcache_hash(kp, kl);
-		slot = pend_slot_h(tx, kp, kl, h);
-		if (tx->pslots[slot] != off + 1) {
+		if (tx->pslots[pend_slot(tx, pr.kp, pr.kl, pr.h)] != off + 1) {
 			continue; /* written again later in the entry */
 		}
-		s->kv_hashes[n] = h;
+		s->kv_hashes[n] = pr.h;
 		s->kv_offs[n] = off;
 		if (d != NULL) {
-			kvdirty_prefetch(d, h);
+			kvdirty_prefetch(d, pr.h);
 		}
 		n++;
 	}
@@ -228,14 +238,14 @@ static size_t split_latest(struct tx *tx, const struct kvdirty *d)
 static bool pend_at(const struct tx *tx, size_t off, const uint8_t **kp,
                     size_t *kl, const uint8_t **vp, size_t *vl)
 {
-	struct rd r;
-	bool present;
+	struct pend_rec pr;
 
-	rd_init(&r, tx->pend.p + off, tx->pend.len - off);
-	present = rd_u8(&r) != 0;
-	*kp = rd_lbytes(&r, kl);
-	*vp = rd_lbytes(&r, vl);
-	return present;
+	(void)pend_read(tx, off, &pr);
+	*kp = pr.kp;
+	*kl = pr.kl;
+	*vp = pr.vp;
+	*vl = pr.vl;
+	return pr.present;
 }
 
 size_t tx_split_append(struct tx *tx, rocksdb_writebatch_t *b)
@@ -281,24 +291,20 @@ size_t tx_pend_hashes(struct tx *tx, bool with_split, uint64_t **buf,
                       size_t *cap)
 {
 	size_t n = 0;
-	struct rd r;
 
 	if (tx->npend > *cap) {
 		*cap = tx->npend * 2;
 		*buf = store_xrealloc(*buf, *cap * sizeof **buf);
 	}
-	rd_init(&r, tx->pend.p, tx->pend.len);
-	while (rd_left(&r) > 0 && n < tx->npend) {
-		size_t kl, vl;
-		const uint8_t *kp;
+	for (size_t off = 0, next; off < tx->pend.len && n < tx->npend;
+	     off = next) {
+		struct pend_rec pr;
 
-		(void)rd_u8(&r);
-		kp = rd_lbytes(&r, &kl);
-		(void)rd_lbytes(&r, &vl);
-		if (!with_split && row_split(kp, kl)) {
+		next = pend_read(tx, off, &pr);
+		if (!with_split && row_split(pr.kp, pr.kl)) {
 			continue; /* in the write-back table, not the batch */
 		}
-		(*buf)[n++] = rowcache_hash(kp, kl);
+		(*buf)[n++] = pr.h;
 	}
 	return n;
 }
@@ -330,14 +336,11 @@ void tx_pend_publish(struct tx *tx)
 	if (c == NULL) {
 		return;
 	}
-	rd_init(&r, tx->pend.p, tx->pend.len);
-	while (rd_left(&r) > 0) {
-		size_t kl, vl;
-		bool present = rd_u8(&r) != 0;
-		const uint8_t *kp = rd_lbytes(&r, &kl);
-		const uint8_t *vp = rd_lbytes(&r, &vl);
+	for (size_t off = 0, next; off < tx->pend.len; off = next) {
+		struct pend_rec pr;
 
-		rowcache_put(c, kp, kl, vp, vl, present);
+		next = pend_read(tx, off, &pr);
+		rowcache_put_h(c, pr.h, pr.kp, pr.kl, pr.vp, pr.vl, pr.present);
 	}
 	/* Range deletions cover stream records only today; drop whatever
 	 * cached rows they could cover all the same. */
@@ -534,11 +537,12 @@ int tx_fail(struct tx *tx, const char *what, const char *detail)
 /* Serves `key` from the cache when it knows the row; 1, 0 or -1 (not
  * known) like rowcache_get. The value is copied into v (malloc'd, freed
  * by val_free as RocksDB's are). */
-static int cache_get(struct tx *tx, const struct sbuf *key, struct val *v)
+static int cache_get(struct tx *tx, const struct sbuf *key, uint64_t h,
+                     struct val *v)
 {
 	const uint8_t *p;
 	size_t len;
-	int rv = rowcache_get(tx->s->rows, key->p, key->len, &p, &len);
+	int rv = rowcache_get_h(tx->s->rows, h, key->p, key->len, &p, &len);
 
 	if (rv == 1) {
 		v->p = store_xmalloc(len > 0 ? len : 1);
@@ -579,79 +583,78 @@ static int db_get(struct tx *tx, const struct sbuf *key, bool batch, bool drain,
 /* Whether a read of `key` from RocksDB must wait for the data writer.
  * Every queued write of a cacheable row is counted in the writer's filter
  * by the reactor, which alone may rely on a "no" (tx->cached). */
-static bool may_be_queued(const struct tx *tx, const struct sbuf *key)
+static bool may_be_queued(const struct tx *tx, const struct sbuf *key,
+                          uint64_t h)
 {
 	if (!tx->cached || !row_cacheable(key->p, key->len)) {
 		return true;
 	}
-	return dwrite_maybe_queued(tx->s->dw, rowcache_hash(key->p, key->len));
+	return dwrite_maybe_queued(tx->s->dw, h);
 }
 
 /* A cacheable row the cache does not know (and this entry did not write):
  * read from RocksDB into v and record it in the cache. */
-static int get_miss(struct tx *tx, const struct sbuf *key, struct val *v)
+static int get_miss(struct tx *tx, const struct sbuf *key, uint64_t h,
+                    struct val *v)
 {
 	int rv = -1;
 
 	if (row_split(key->p, key->len)) {
-		rv = store_kv_dirty_get(tx->s, key, v);
+		rv = store_kv_dirty_get(tx->s, key, h, v);
 	}
 	if (rv < 0) {
-		rv = db_get(tx, key, false, may_be_queued(tx, key), v);
+		rv = db_get(tx, key, false, may_be_queued(tx, key, h), v);
 	}
 	if (rv >= 0) {
-		rowcache_put(tx->s->rows, key->p, key->len,
-		             (const uint8_t *)v->p, v->len, rv == 1);
+		rowcache_put_h(tx->s->rows, h, key->p, key->len,
+		               (const uint8_t *)v->p, v->len, rv == 1);
 	}
 	return rv;
 }
 
 int tx_get(struct tx *tx, const struct sbuf *key, struct val *v)
 {
+	bool split = row_split(key->p, key->len);
+	bool cache = use_cache(tx, key);
+	uint64_t h = rowcache_hash(key->p, key->len);
+	long off = -1;
+
 	v->p = NULL;
 	v->len = 0;
-	if (tx->write && row_split(key->p, key->len)) {
-		long off = pend_find(tx, key->p, key->len);
-		if (off >= 0) {
-			/* Written by this entry: its latest write. */
-			struct rd r;
-			size_t kl, vl;
-			const uint8_t *vp;
-			bool present;
-
-			rd_init(&r, tx->pend.p + off,
-			        tx->pend.len - (size_t)off);
-			present = rd_u8(&r) != 0;
-			(void)rd_lbytes(&r, &kl);
-			vp = rd_lbytes(&r, &vl);
-			if (!present) {
-				return 0;
-			}
-			v->p = store_xmalloc(vl > 0 ? vl : 1);
-			memcpy(v->p, vp, vl);
-			v->len = vl;
-			return 1;
-		}
+	if (tx->write && (split || cache)) {
+		off = pend_find(tx, key->p, key->len, h);
 	}
-	if (use_cache(tx, key) &&
-	    (!tx->write || pend_find(tx, key->p, key->len) < 0)) {
+	if (split && off >= 0) {
+		/* Written by this entry: its latest write. */
+		struct pend_rec pr;
+
+		(void)pend_read(tx, (size_t)off, &pr);
+		if (!pr.present) {
+			return 0;
+		}
+		v->p = store_xmalloc(pr.vl > 0 ? pr.vl : 1);
+		memcpy(v->p, pr.vp, pr.vl);
+		v->len = pr.vl;
+		return 1;
+	}
+	if (cache && off < 0) {
 		/* Not written by this entry: the cache, else RocksDB. */
-		int rv = cache_get(tx, key, v);
+		int rv = cache_get(tx, key, h, v);
 		if (rv >= 0) {
 			return rv;
 		}
-		return get_miss(tx, key, v);
+		return get_miss(tx, key, h, v);
 	}
 	/* No cache, an uncacheable row, or one this entry wrote (then it is
 	 * in the batch, which db_get reads through). A KV key's row may be
 	 * waiting for a checkpoint. */
-	if (row_split(key->p, key->len)) {
-		int rv = store_kv_dirty_get(tx->s, key, v);
+	if (split) {
+		int rv = store_kv_dirty_get(tx->s, key, h, v);
 		if (rv >= 0) {
 			return rv;
 		}
 	}
-	return db_get(tx, key, tx->write, may_be_queued(tx, key), v);
+	return db_get(tx, key, tx->write, may_be_queued(tx, key, h), v);
 }
 
 int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
@@ -666,9 +669,10 @@ int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
 	/* A write transaction may hold its own writes of the key: tx_get
 	 * knows them. */
 	if (!tx->write && use_cache(tx, key)) {
+		uint64_t h = rowcache_hash(key->p, key->len);
 		const uint8_t *p;
 		size_t len;
-		rv = rowcache_get(tx->s->rows, key->p, key->len, &p, &len);
+		rv = rowcache_get_h(tx->s->rows, h, key->p, key->len, &p, &len);
 		if (rv == 1) {
 			out->p = p;
 			out->len = len;
@@ -677,7 +681,7 @@ int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
 		if (rv == 0) {
 			return 0;
 		}
-		rv = get_miss(tx, key, hold);
+		rv = get_miss(tx, key, h, hold);
 	} else {
 		rv = tx_get(tx, key, hold);
 	}
@@ -703,13 +707,15 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
 		abort(); /* a read path tried to write */
 	}
 	if (row_split(key->p, key->len)) {
-		pend_add(tx, key, v, len, true);
+		pend_add(tx, key, rowcache_hash(key->p, key->len), v, len,
+		         true);
 		return;
 	}
 	rocksdb_writebatch_wi_put_cf(tx->s->wb, tx->s->cf, (const char *)key->p,
 	                             key->len, (const char *)v, len);
 	if (row_cacheable(key->p, key->len)) {
-		pend_add(tx, key, v, len, true);
+		pend_add(tx, key, rowcache_hash(key->p, key->len), v, len,
+		         true);
 	}
 }
 
@@ -719,13 +725,15 @@ void tx_del(struct tx *tx, const struct sbuf *key)
 		abort();
 	}
 	if (row_split(key->p, key->len)) {
-		pend_add(tx, key, NULL, 0, false);
+		pend_add(tx, key, rowcache_hash(key->p, key->len), NULL, 0,
+		         false);
 		return;
 	}
 	rocksdb_writebatch_wi_delete_cf(tx->s->wb, tx->s->cf,
 	                                (const char *)key->p, key->len);
 	if (row_cacheable(key->p, key->len)) {
-		pend_add(tx, key, NULL, 0, false);
+		pend_add(tx, key, rowcache_hash(key->p, key->len), NULL, 0,
+		         false);
 	}
 }
 

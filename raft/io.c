@@ -662,40 +662,42 @@ static void bq_splice(struct rio_bq *to, struct rio_bq *from)
 	from->head = from->tail = NULL;
 }
 
+/* Fails every batch of `q`: none of them is known to be durable. */
+static void batches_fail(struct rio_bq *q, const char *what, const char *msg)
+{
+	for (struct rio_batch *b = q->head; b != NULL; b = b->next) {
+		b->status = RAFT_IOERR;
+		snprintf(b->errmsg, sizeof b->errmsg,
+		         "%s of the raft log failed: %s", what, msg);
+	}
+}
+
 /* Writes the batches of `q` in order, then makes them durable with one
  * sync (group commit): batches the loop handed over while the previous
- * sync ran share the next one. A failed write fails its batch and every
- * later one (the WAL refuses them anyway). */
+ * sync ran share the next one. A failed write fails them all, the ones
+ * written before it too: they share the sync that will not happen (and
+ * the WAL refuses every later write anyway). */
 static void batches_write(struct rio_store *s, struct rio_bq *q)
 {
 	char msg[sizeof q->head->errmsg - 64];
 	struct rio_batch *b, *last = NULL;
 	uint64_t ns[2];
-	int rv = 0;
 
 	for (b = q->head; b != NULL; b = b->next) {
 		ns[0] = ns[1] = 0;
-		if (rv == 0) {
-			rv = log_write(s, b->wb, false, ns, msg, sizeof msg);
-		}
-		if (rv != 0) {
-			b->status = RAFT_IOERR;
-			snprintf(b->errmsg, sizeof b->errmsg,
-			         "write of the raft log failed: %s", msg);
+		if (log_write(s, b->wb, false, ns, msg, sizeof msg) != 0) {
+			batches_fail(q, "write", msg);
+			return;
 		}
 		b->write_ns = ns[0];
 		last = b;
 	}
-	if (rv != 0 || last == NULL) {
+	if (last == NULL) {
 		return;
 	}
 	ns[0] = ns[1] = 0;
 	if (log_write(s, NULL, true, ns, msg, sizeof msg) != 0) {
-		for (b = q->head; b != NULL; b = b->next) {
-			b->status = RAFT_IOERR;
-			snprintf(b->errmsg, sizeof b->errmsg,
-			         "sync of the raft log failed: %s", msg);
-		}
+		batches_fail(q, "sync", msg);
 	}
 	last->sync_ns = ns[1];
 	last->synced = true;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -535,6 +536,80 @@ static void test_queued_batches(void **state)
 	assert_int_equal(l.n, 2 * N);
 	for (i = 0; i < 2 * N; i++) {
 		assert_true(entry_ok(&l.entries[i], 1, 1 + i, 100 + i / 2));
+	}
+	loaded_free(&l);
+}
+
+/* The size of the biggest WAL segment in `dir`. */
+static off_t wal_bytes(const char *dir)
+{
+	char cmd[400];
+	long long n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof cmd,
+	         "find %s/raftwal -name '*.seg' -printf '%%s\\n' | sort -n | "
+	         "tail -1",
+	         dir);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_int_equal(fscanf(p, "%lld", &n), 1);
+	pclose(p);
+	return (off_t)n;
+}
+
+/* A write failing in the middle of queued batches (the file size limit
+ * cuts the WAL): the appends that succeeded are a prefix of the
+ * submissions, every later one fails with the log's error, and a restart
+ * finds every append that succeeded. */
+static void test_queued_write_failure(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 12 };
+	struct append_req a[N];
+	struct loaded l = {0};
+	struct rlimit old, lim;
+	int order[N], done = 0, ok = 0;
+	unsigned i;
+
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	loaded_free(&l);
+	append_sync(f, 0, 1, 1, 1, 100);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_IGN);
+	lim = old;
+	lim.rlim_cur = (rlim_t)wal_bytes(f->db.dir) + 4 * 1100;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	for (i = 0; i < N; i++) {
+		a[i].order = order;
+		a[i].counter = &done;
+		a[i].id = (int)i;
+		submit_append(f, 0, &a[i], 1, 2 + i, 1, 1000);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+	}
+	run_until(f, &done, N);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(order[i], (int)i);
+		if (a[i].status == 0) {
+			assert_int_equal(ok, (int)i); /* a prefix */
+			ok++;
+		} else {
+			assert_int_equal(a[i].status, RAFT_IOERR);
+		}
+	}
+	assert_true(ok < N);
+	assert_non_null(strstr(f->io[0].errmsg, "raft log"));
+
+	restart(f);
+	io_open(f, 0, 9);
+	load(f, 0, &l);
+	assert_true(l.n >= 1 + (size_t)ok);
+	assert_true(entry_ok(&l.entries[0], 1, 1, 100));
+	for (i = 0; i < (unsigned)ok; i++) {
+		assert_true(entry_ok(&l.entries[1 + i], 1, 2 + i, 1000));
 	}
 	loaded_free(&l);
 }
@@ -1430,6 +1505,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_wal_mark, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queued_batches, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_queued_write_failure, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_reuse, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_term_vote, setup, teardown),

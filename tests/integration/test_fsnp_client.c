@@ -102,26 +102,37 @@ static void on_reply(void *data, const struct fsnp_reply *rep)
 	}
 }
 
+/* Opens a client on `loop` routed by topology and runs the loop until it
+ * is ready. */
+static struct fsnp_client *open_ready(uv_loop_t *loop, bool zlib, struct run *r)
+{
+	struct fsnp_client_options o;
+	struct fsnp_client *c;
+
+	memset(&o, 0, sizeof o);
+	o.host = "127.0.0.1";
+	o.port = port;
+	o.topology = true;
+	o.zlib = zlib;
+	o.client_name = "test";
+	assert_int_equal(fsnp_client_open(loop, &o, on_ready, r, &c), 0);
+	while (!r->ready) {
+		uv_run(loop, UV_RUN_ONCE);
+	}
+	assert_int_equal(r->ready_status, 0);
+	return c;
+}
+
 static void test_async_pipelined(void **state)
 {
 	uv_loop_t loop;
 	struct fsnp_client *c;
-	struct fsnp_client_options o;
 	struct fsnp_client_info info;
 	struct run r = {0};
 	static struct one ones[2 * N];
 	(void)state;
 	uv_loop_init(&loop);
-	memset(&o, 0, sizeof o);
-	o.host = "127.0.0.1";
-	o.port = port;
-	o.topology = true;
-	o.client_name = "test";
-	assert_int_equal(fsnp_client_open(&loop, &o, on_ready, &r, &c), 0);
-	while (!r.ready) {
-		uv_run(&loop, UV_RUN_ONCE);
-	}
-	assert_int_equal(r.ready_status, 0);
+	c = open_ready(&loop, false, &r);
 	fsnp_client_get_info(c, &info);
 	assert_int_equal(info.shard_count, 8);
 	/* All SETs then all GETs, without waiting in between: each key's
@@ -212,7 +223,6 @@ static void body_sizes(bool zlib)
 {
 	uv_loop_t loop;
 	struct fsnp_client *c;
-	struct fsnp_client_options o;
 	struct fsnp_client_info info;
 	struct run r = {0};
 	static uint8_t values[N_SIZES][VALUE_MAX];
@@ -220,17 +230,7 @@ static void body_sizes(bool zlib)
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
 	char key[KEY_MAX];
 	uv_loop_init(&loop);
-	memset(&o, 0, sizeof o);
-	o.host = "127.0.0.1";
-	o.port = port;
-	o.topology = true;
-	o.zlib = zlib;
-	o.client_name = "test";
-	assert_int_equal(fsnp_client_open(&loop, &o, on_ready, &r, &c), 0);
-	while (!r.ready) {
-		uv_run(&loop, UV_RUN_ONCE);
-	}
-	assert_int_equal(r.ready_status, 0);
+	c = open_ready(&loop, zlib, &r);
 	fsnp_client_get_info(c, &info);
 	assert_int_equal(info.zlib, zlib);
 	for (unsigned i = 0; i < N_SIZES; i++) {

@@ -62,6 +62,12 @@ struct store {
 	uint64_t *kv_hashes;
 	size_t *kv_offs;
 	size_t kv_cap;
+	/* The last write transaction's pending writes and their index, lent
+	 * to the next one (reactor only): an entry's apply then grows no
+	 * buffer. Kept only while small (TX_SPARE_MAX). */
+	struct sbuf tx_pend;
+	size_t *tx_pslots;
+	size_t tx_pcap;
 };
 
 /* A checkpoint: the rows it writes (owned) and its request. */

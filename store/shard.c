@@ -266,6 +266,8 @@ void store_close(struct store *s)
 	free(s->hashes);
 	free(s->kv_hashes);
 	free(s->kv_offs);
+	sbuf_free(&s->tx_pend);
+	free(s->tx_pslots);
 	rocksdb_writebatch_wi_destroy(s->wb);
 	rocksdb_writeoptions_destroy(s->wo);
 	rocksdb_readoptions_destroy(s->ro);
@@ -692,6 +694,7 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	int next_rv;
 	struct tx tx;
 	struct sbuf res, k, v;
+	uint8_t kb[8], vb[20];
 	uint64_t applied;
 	unsigned i;
 
@@ -727,15 +730,14 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 		results[i].data = sbuf_take(&res, &results[i].len);
 	}
 	tx_recs_flush(&tx);
-	sbuf_init(&k);
-	sbuf_init(&v);
+	/* On the stack: 5 and 20 bytes, never grown. */
+	k = (struct sbuf){kb, 0, sizeof kb};
+	v = (struct sbuf){vb, 0, sizeof vb};
 	group_state_key(&k, e->group);
 	sbuf_u64(&v, e->index);
 	sbuf_u64(&v, e->term);
 	sbuf_u32(&v, STORE_FORMAT_VERSION);
 	tx_put(&tx, &k, v.p, v.len);
-	sbuf_free(&k);
-	sbuf_free(&v);
 	if (commit(&tx) != 0) {
 		goto err;
 	}

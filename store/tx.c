@@ -28,7 +28,22 @@ void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
 	tx->pslots = NULL;
 	tx->pcap = 0;
 	tx->nsplit = 0;
+	if (write && s != NULL && s->tx_pslots != NULL) {
+		/* The last write transaction's buffers (see tx_fini). */
+		tx->pend = s->tx_pend;
+		tx->pend.len = 0;
+		tx->pslots = s->tx_pslots;
+		tx->pcap = s->tx_pcap;
+		memset(tx->pslots, 0, tx->pcap * sizeof *tx->pslots);
+		sbuf_init(&s->tx_pend);
+		s->tx_pslots = NULL;
+		s->tx_pcap = 0;
+	}
 }
+
+/* Bounds of what tx_fini keeps for the next write transaction. */
+#define TX_SPARE_MAX_BYTES ((size_t)64 << 10)
+#define TX_SPARE_MAX_SLOTS ((size_t)1024)
 
 void tx_fini(struct tx *tx)
 {
@@ -39,6 +54,14 @@ void tx_fini(struct tx *tx)
 	free(tx->recs);
 	sbuf_free(&tx->journal);
 	sbuf_free(&tx->ranges);
+	if (tx->write && tx->s != NULL && tx->s->tx_pslots == NULL &&
+	    tx->pslots != NULL && tx->pend.cap <= TX_SPARE_MAX_BYTES &&
+	    tx->pcap <= TX_SPARE_MAX_SLOTS) {
+		tx->s->tx_pend = tx->pend;
+		tx->s->tx_pslots = tx->pslots;
+		tx->s->tx_pcap = tx->pcap;
+		return;
+	}
 	sbuf_free(&tx->pend);
 	free(tx->pslots);
 }

@@ -64,7 +64,8 @@ struct store {
 	size_t kv_cap;
 	/* The last write transaction's pending writes and their index, lent
 	 * to the next one (reactor only): an entry's apply then grows no
-	 * buffer. Kept only while small (TX_SPARE_MAX). */
+	 * buffer. Kept only while small (TX_SPARE_MAX_BYTES, _SLOTS in
+	 * tx.c); the slots are lent empty. */
 	struct sbuf tx_pend;
 	size_t *tx_pslots;
 	size_t tx_pcap;

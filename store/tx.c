@@ -32,9 +32,8 @@ void tx_init(struct tx *tx, struct store *s, uint32_t group, uint64_t index,
 		/* The last write transaction's buffers (see tx_fini). */
 		tx->pend = s->tx_pend;
 		tx->pend.len = 0;
-		tx->pslots = s->tx_pslots;
+		tx->pslots = s->tx_pslots; /* all empty */
 		tx->pcap = s->tx_pcap;
-		memset(tx->pslots, 0, tx->pcap * sizeof *tx->pslots);
 		sbuf_init(&s->tx_pend);
 		s->tx_pslots = NULL;
 		s->tx_pcap = 0;
@@ -57,6 +56,11 @@ void tx_fini(struct tx *tx)
 	if (tx->write && tx->s != NULL && tx->s->tx_pslots == NULL &&
 	    tx->pslots != NULL && tx->pend.cap <= TX_SPARE_MAX_BYTES &&
 	    tx->pcap <= TX_SPARE_MAX_SLOTS) {
+		/* tx_pend_publish empties the slots; a transaction that
+		 * failed before it leaves writes indexed. */
+		if (tx->npend > 0) {
+			memset(tx->pslots, 0, tx->pcap * sizeof *tx->pslots);
+		}
 		tx->s->tx_pend = tx->pend;
 		tx->s->tx_pslots = tx->pslots;
 		tx->s->tx_pcap = tx->pcap;

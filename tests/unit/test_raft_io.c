@@ -496,6 +496,24 @@ static void test_group_commit(void **state)
 	}
 }
 
+/* Submits n appends on instance 0, one loop turn each (so that each is
+ * handed to the writer while earlier ones are still being written):
+ * append k holds `per` entries from first + k * per, of len + k * step
+ * bytes. */
+static void submit_turns(struct fx *f, struct append_req *a, unsigned n,
+                         int *order, int *done, uint64_t first, unsigned per,
+                         size_t len, size_t step)
+{
+	for (unsigned k = 0; k < n; k++) {
+		a[k].order = order;
+		a[k].counter = done;
+		a[k].id = (int)k;
+		submit_append(f, 0, &a[k], 1, first + k * per, per,
+		              len + k * step);
+		uv_run(&f->loop, UV_RUN_NOWAIT); /* hands it to the writer */
+	}
+}
+
 /* Appends handed over one loop turn at a time, while earlier ones are
  * still being written and synced, queue up behind them: they complete in
  * order, none is lost, and a restart finds every entry. */
@@ -513,13 +531,7 @@ static void test_queued_batches(void **state)
 	load(f, 0, &l);
 	loaded_free(&l);
 	rio_store_stats(f->s, &st0);
-	for (i = 0; i < N; i++) {
-		a[i].order = order;
-		a[i].counter = &done;
-		a[i].id = (int)i;
-		submit_append(f, 0, &a[i], 1, 1 + 2 * i, 2, 100 + i);
-		uv_run(&f->loop, UV_RUN_NOWAIT); /* hands it to the writer */
-	}
+	submit_turns(f, a, N, order, &done, 1, 2, 100, 1);
 	run_until(f, &done, N);
 	for (i = 0; i < N; i++) {
 		assert_int_equal(order[i], (int)i);
@@ -581,13 +593,7 @@ static void test_queued_write_failure(void **state)
 	lim = old;
 	lim.rlim_cur = (rlim_t)wal_bytes(f->db.dir) + 4 * 1100;
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-	for (i = 0; i < N; i++) {
-		a[i].order = order;
-		a[i].counter = &done;
-		a[i].id = (int)i;
-		submit_append(f, 0, &a[i], 1, 2 + i, 1, 1000);
-		uv_run(&f->loop, UV_RUN_NOWAIT);
-	}
+	submit_turns(f, a, N, order, &done, 2, 1, 1000, 0);
 	run_until(f, &done, N);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	signal(SIGXFSZ, SIG_DFL);

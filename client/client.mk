@@ -1,6 +1,5 @@
-# client/: liblodestone, the C client library. The QUIC engine (quic.c) is
-# shared with the node's Felix listener (see node/quic.mk).
-noinst_LIBRARIES += client/liblodestone.a
-client_liblodestone_a_SOURCES = \
-	client/quic.c client/quic.h client/quic_engine.h \
-	client/quic_client.c client/quic_client.h
+# client/: liblodestone, the C client library (both protocols), on the
+# transport layer in net/. CLIENT_LIBS is what a program using it links.
+noinst_LTLIBRARIES += client/liblodestone.la
+client_liblodestone_la_SOURCES = client/quic_client.c client/quic_client.h
+CLIENT_LIBS = client/liblodestone.la net/libnet.la wire/libwire.la

@@ -1,18 +1,18 @@
 # client/felix: the Felix half of liblodestone (felix_client) and the
 # `lodectl felix|stream|cache` and `lodebench felix` commands.
-client_liblodestone_a_SOURCES += \
-	client/felix_client.c client/felix_client.h client/felix_features.h
+client_liblodestone_la_SOURCES += \
+	client/felix_client.c client/felix_client.h
 
 # lodectl: the dispatch table lives in client/lodectl.c (one line per
 # family); other families append their files to lodectl_SOURCES.
 bin_PROGRAMS += lodectl
 lodectl_SOURCES = client/lodectl.c client/lodectl.h \
 	client/lodectl_scopes.c client/lodectl_felix.c
-lodectl_LDADD = client/liblodestone.a wire/libwire.a $(DEP_LIBS)
+lodectl_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
 
 # lodebench: the dispatch table lives in client/lodebench.c (one line per
 # family); other families append their files to lodebench_SOURCES.
 bin_PROGRAMS += lodebench
 lodebench_SOURCES = client/lodebench.c client/lodebench.h \
 	client/lodebench_felix.c
-lodebench_LDADD = client/liblodestone.a wire/libwire.a $(DEP_LIBS)
+lodebench_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)

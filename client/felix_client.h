@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "client/felix_features.h"
+#include "wire/felix_features.h"
 #include "wire/felix_binary.h"
 #include "wire/felix_frame.h"
 #include "wire/felix_msg.h"

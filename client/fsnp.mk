@@ -2,10 +2,7 @@
 # lodectl (a subcommand table: client/lodectl.c; KV commands in
 # client/lodectl_kv.c) and lodebench (modes: client/lodebench.c; kv mode in
 # client/lodebench_kv.c).
-client_liblodestone_a_SOURCES += client/fsnp_client.c client/fsnp_client.h
-# The TLS session layer is the listener's (node/fsnp_tls.c, client mode),
-# compiled in here too so the library does not need libnode.
-client_liblodestone_a_SOURCES += node/fsnp_tls.c node/fsnp_tls.h
+client_liblodestone_la_SOURCES += client/fsnp_client.c client/fsnp_client.h
 
 lodectl_SOURCES += client/lodectl_kv.c
 lodebench_SOURCES += client/lodebench_kv.c

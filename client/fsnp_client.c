@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/fsnp_tls.h"
+#include "net/tls.h"
 #include "wire/fsnp_chunk.h"
 #include "wire/fsnp_compress.h"
 #include "wire/fsnp_frame.h"
@@ -94,7 +94,7 @@ struct cconn {
 	bool zlib;
 	unsigned fails;
 	uint64_t retry_at;    /* reconnect at (loop ms); 0 none */
-	struct fsnp_tls *tls; /* TLS connections: the session, owned */
+	struct tls_session *tls; /* TLS connections: the session, owned */
 	uint8_t *tls_in;      /* TLS: socket reads land here (ciphertext) */
 	bool flush_due;       /* in cl->flush_list */
 	struct cconn *flush_next;
@@ -114,7 +114,7 @@ struct fsnp_client {
 	unsigned shard_count;
 	uint64_t client_id;
 	bool auth_required;
-	struct fsnp_tls_ctx *tls_ctx; /* owned; NULL without TLS */
+	struct tls_ctx *tls_ctx; /* owned; NULL without TLS */
 	char last_error[256];         /* why the last connection failed */
 	bool fatal;       /* cannot connect at all: last_error says why */
 	uv_timer_t timer; /* timer.data = this */
@@ -345,12 +345,12 @@ static int tls_seal(struct cconn *k)
 	size_t n = 0;
 	int rv = 0;
 
-	if (fsnp_tls_established(k->tls) && k->out.len > 0) {
-		rv = fsnp_tls_write(k->tls, k->out.data, k->out.len);
+	if (tls_established(k->tls) && k->out.len > 0) {
+		rv = tls_write(k->tls, k->out.data, k->out.len);
 		wbuf_reset(&k->out);
 	}
 	if (rv == 0) {
-		rv = fsnp_tls_take(k->tls, &p, &n);
+		rv = tls_take(k->tls, &p, &n);
 	}
 	if (rv == 0 && n > 0) {
 		rv = wbuf_append(&k->wout, p, n);
@@ -926,7 +926,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	struct cconn *k = h->data;
 	(void)suggested;
 	if (k->tls != NULL) {
-		*buf = uv_buf_init((char *)k->tls_in, FSNP_TLS_READ_BUF);
+		*buf = uv_buf_init((char *)k->tls_in, TLS_READ_BUF);
 		return;
 	}
 	if (rbuf_room(k) != 0) {
@@ -957,13 +957,13 @@ static void tls_failed(struct cconn *k, const char *why)
 static int tls_input(struct cconn *k, size_t n)
 {
 	char err[256];
-	bool was = fsnp_tls_established(k->tls);
+	bool was = tls_established(k->tls);
 
-	if (fsnp_tls_feed(k->tls, k->tls_in, n, err, sizeof err) != 0) {
+	if (tls_feed(k->tls, k->tls_in, n, err, sizeof err) != 0) {
 		tls_failed(k, err);
 		return -1;
 	}
-	if (!was && fsnp_tls_established(k->tls)) {
+	if (!was && tls_established(k->tls)) {
 		k->state = ST_HANDSHAKE;
 		send_startup(k);
 	}
@@ -974,7 +974,7 @@ static int tls_input(struct cconn *k, size_t n)
 			conn_lost(k, "out of memory");
 			return -1;
 		}
-		rv = fsnp_tls_read(k->tls, k->rbuf + k->rlen, k->rcap - k->rlen,
+		rv = tls_read(k->tls, k->rbuf + k->rlen, k->rcap - k->rlen,
 		                   &got, err, sizeof err);
 		if (rv < 0) {
 			tls_failed(k, err);
@@ -1069,7 +1069,7 @@ static void client_free(struct fsnp_client *cl)
 		wbuf_free(&c->out);
 		wbuf_free(&c->wout);
 		fsnp_chunk_close(&c->chunks);
-		fsnp_tls_free(c->tls);
+		tls_session_free(c->tls);
 		free(c->tls_in);
 		free(c);
 	}
@@ -1079,7 +1079,7 @@ static void client_free(struct fsnp_client *cl)
 		cl->pool = r->next;
 		free(r);
 	}
-	fsnp_tls_ctx_free(cl->tls_ctx);
+	tls_ctx_free(cl->tls_ctx);
 	free(cl->host);
 	free(cl->username);
 	free(cl->password);
@@ -1127,7 +1127,7 @@ static void conn_lost(struct cconn *k, const char *why)
 	if (why != NULL && cl->last_error[0] == '\0') {
 		snprintf(cl->last_error, sizeof cl->last_error, "%s", why);
 	}
-	fsnp_tls_free(k->tls);
+	tls_session_free(k->tls);
 	k->tls = NULL;
 	k->state = ST_DOWN;
 	k->draining = false;
@@ -1198,13 +1198,13 @@ static void on_connect(uv_connect_t *c, int status)
 	if (k->cl->tls_ctx != NULL) {
 		char err[256];
 		if (k->tls_in == NULL) {
-			k->tls_in = malloc(FSNP_TLS_READ_BUF);
+			k->tls_in = malloc(TLS_READ_BUF);
 		}
 		k->tls = k->tls_in == NULL
 		             ? NULL
-		             : fsnp_tls_new_client(k->cl->tls_ctx, k->host);
+		             : tls_session_new_client(k->cl->tls_ctx, k->host);
 		if (k->tls == NULL ||
-		    fsnp_tls_feed(k->tls, NULL, 0, err, sizeof err) != 0) {
+		    tls_feed(k->tls, NULL, 0, err, sizeof err) != 0) {
 			tls_failed(k, k->tls == NULL
 			                  ? "TLS: cannot start a session"
 			                  : err);
@@ -1463,7 +1463,7 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
 	}
 	/* A TLS setup failure (a CA file that does not load, ...) reaches
 	 * the ready callback with its reason at the first tick. */
-	if (o->tls && fsnp_tls_ctx_new_client(&cl->tls_ctx, o->tls_ca_file,
+	if (o->tls && tls_ctx_new_client(&cl->tls_ctx, o->tls_ca_file,
 	                                      o->tls_cert_file, o->tls_key_file,
 	                                      cl->last_error,
 	                                      sizeof cl->last_error) != 0) {
@@ -1483,7 +1483,7 @@ int fsnp_client_open(uv_loop_t *loop, const struct fsnp_client_options *o,
 	cl->rng = uv_hrtime() | 1;
 	cl->opened_at = uv_now(loop);
 	if (conn_new(cl, o->host, o->port) == NULL) {
-		fsnp_tls_ctx_free(cl->tls_ctx);
+		tls_ctx_free(cl->tls_ctx);
 		free(cl->host);
 		free(cl->username);
 		free(cl->password);

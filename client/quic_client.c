@@ -9,7 +9,7 @@
 
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-#include "client/quic_engine.h"
+#include "net/quic_engine.h"
 
 #define TLS_PRIORITY                                                           \
 	"NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \

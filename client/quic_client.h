@@ -1,6 +1,6 @@
 /* QUIC client on a libuv loop: one UDP socket carrying any number of
  * connections to QUIC v1 servers, TLS 1.3 with certificate verification
- * (GnuTLS). Streams and connection events go through client/quic.h.
+ * (GnuTLS). Streams and connection events go through net/quic.h.
  *
  * Verification: the server certificate must chain to `ca_file` (every
  * certificate in it is trusted; a self-signed leaf given as its own CA file
@@ -20,7 +20,7 @@
 #include <gnutls/gnutls.h>
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 
 #define QUIC_CLIENT_MAX_ALPN 8
 

@@ -83,7 +83,7 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_stream.c \
 	jepsen/workload_watch.c
 jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \
-	client/liblodestone.a wire/libwire.a $(DEP_LIBS)
+	$(CLIENT_LIBS) $(DEP_LIBS)
 
 # lodestone-faulty: the daemon with the fault hooks of raft/replica.c
 # (LS_FAULT_HOOKS; switched on at run time by LODESTONE_FAULT=

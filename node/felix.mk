@@ -12,7 +12,7 @@ EXTRA_DIST += docs/felix.md
 
 # Integration tests against real lodestone --dev processes over QUIC.
 FELIX_IT_LDADD = tests/integration/libfelixutil.a \
-	tests/integration/libharness.a client/liblodestone.a wire/libwire.a \
+	tests/integration/libharness.a $(CLIENT_LIBS) \
 	$(CMOCKA_LIBS) $(DEP_LIBS)
 noinst_LIBRARIES += tests/integration/libfelixutil.a
 tests_integration_libfelixutil_a_SOURCES = \

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 #include "node/felix_auth.h"
 #include "node/felix_server.h"
 #include "node/hmap.h"

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "client/felix_features.h"
+#include "wire/felix_features.h"
 #include "node/log.h"
 
 struct shards;

@@ -4,7 +4,7 @@
 node_libnode_a_SOURCES += \
 	node/fsnp_server.c node/fsnp_server.h node/fsnp_internal.h \
 	node/fsnp_conn.c node/fsnp_exec.c node/fsnp_control.c \
-	node/fsnp_cmd.c node/fsnp_cmd.h node/fsnp_tls.c node/fsnp_tls.h
+	node/fsnp_cmd.c node/fsnp_cmd.h
 
 EXTRA_DIST += docs/fsnp.md
 
@@ -12,13 +12,13 @@ EXTRA_DIST += docs/fsnp.md
 UNIT_TESTS += tests/unit/test_fsnp_cmd
 tests_unit_test_fsnp_cmd_SOURCES = tests/unit/test_fsnp_cmd.c \
 	node/fsnp_cmd.c node/fsnp_cmd.h
-tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.a \
+tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
 
 # Integration: real lodestone processes driven over FSNP.
 FSNP_ITEST_SOURCES = tests/integration/fsnp_test_client.c \
 	tests/integration/fsnp_test_client.h
-FSNP_ITEST_LDADD = tests/integration/libharness.a wire/libwire.a \
+FSNP_ITEST_LDADD = tests/integration/libharness.a wire/libwire.la \
 	$(CMOCKA_LIBS) $(DEP_LIBS)
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_basic
@@ -50,14 +50,14 @@ tests_integration_test_fsnp_durability_LDADD = $(FSNP_ITEST_LDADD)
 INTEGRATION_TESTS += tests/integration/test_fsnp_client
 tests_integration_test_fsnp_client_SOURCES = \
 	tests/integration/test_fsnp_client.c $(FSNP_ITEST_SOURCES)
-tests_integration_test_fsnp_client_LDADD = client/liblodestone.a \
+tests_integration_test_fsnp_client_LDADD = $(CLIENT_LIBS) \
 	$(FSNP_ITEST_LDADD)
 
 # Fuzz: the command layer on arbitrary bodies and arguments.
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_cmd
 tests_fuzz_fuzz_fsnp_cmd_SOURCES = tests/fuzz/fuzz_fsnp_cmd.c \
 	node/fsnp_cmd.c node/fsnp_cmd.h
-tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.a \
+tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 

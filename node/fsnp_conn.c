@@ -27,14 +27,14 @@ static const struct config_native *lim(const struct fsnp_conn *c)
 	return &c->srv->lim;
 }
 
-struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct fsnp_tls_ctx *tls)
+struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct tls_ctx *tls)
 {
 	struct fsnp_conn *c = calloc(1, sizeof *c);
 	if (c == NULL) {
 		return NULL;
 	}
 	if (tls != NULL) {
-		c->tls = fsnp_tls_new(tls);
+		c->tls = tls_session_new(tls);
 		if (c->tls == NULL) {
 			free(c);
 			return NULL;
@@ -358,10 +358,10 @@ static void on_write(uv_write_t *req, int status)
 static int tls_stage(struct fsnp_conn *c)
 {
 	size_t k = 0, acct = 0;
-	if (fsnp_tls_established(c->tls) && !c->tls_bye) {
+	if (tls_established(c->tls) && !c->tls_bye) {
 		while (k < c->n_pend &&
 		       (k == 0 || acct + c->pend[k].len <= TLS_FLUSH_BATCH)) {
-			if (fsnp_tls_write(c->tls, c->pend[k].data,
+			if (tls_write(c->tls, c->pend[k].data,
 			                   c->pend[k].len) != 0) {
 				return -1;
 			}
@@ -377,7 +377,7 @@ static int tls_stage(struct fsnp_conn *c)
 	}
 	uint8_t *data;
 	size_t len;
-	if (fsnp_tls_take(c->tls, &data, &len) != 0) {
+	if (tls_take(c->tls, &data, &len) != 0) {
 		return -1;
 	}
 	c->flight_acct = acct;
@@ -409,7 +409,7 @@ void fsnp_conn_flush(struct fsnp_conn *c)
 		return;
 	}
 	if (c->tls != NULL) {
-		if (c->n_pend == 0 && fsnp_tls_pending(c->tls) == 0) {
+		if (c->n_pend == 0 && tls_pending(c->tls) == 0) {
 			return;
 		}
 		if (tls_stage(c) != 0) {
@@ -605,8 +605,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	if (c->tls != NULL) {
 		/* Ciphertext: fed to the session before the next read. */
 		*buf =
-		    uv_buf_init((char *)fsnp_tls_ctx_read_buf(c->srv->tls_ctx),
-		                FSNP_TLS_READ_BUF);
+		    uv_buf_init((char *)tls_ctx_read_buf(c->srv->tls_ctx),
+		                TLS_READ_BUF);
 		return;
 	}
 	if (rbuf_reserve(c) != 0) {
@@ -845,18 +845,18 @@ static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
 {
 	struct fsnp_server *s = c->srv;
 	char err[300];
-	bool was = fsnp_tls_established(c->tls);
+	bool was = tls_established(c->tls);
 	if (!was && c->rlen == 0 && n >= 4 && memcmp(p, "FSNP", 4) == 0) {
 		tls_refuse_plaintext(c, p, n);
 		return -1;
 	}
-	if (fsnp_tls_feed(c->tls, p, n, err, sizeof err) != 0) {
+	if (tls_feed(c->tls, p, n, err, sizeof err) != 0) {
 		log_info(s->log, "fsnp", "client %" PRIu64 " (%s): %s: closing",
 		         c->id, c->peer, err);
 		/* The alert goes out best effort before the close. */
 		uint8_t *a;
 		size_t alen;
-		if (fsnp_tls_take(c->tls, &a, &alen) == 0 && alen > 0) {
+		if (tls_take(c->tls, &a, &alen) == 0 && alen > 0) {
 			uv_buf_t ab = uv_buf_init((char *)a, (unsigned)alen);
 			(void)uv_try_write((uv_stream_t *)&c->tcp, &ab, 1);
 		}
@@ -864,10 +864,10 @@ static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
 		fsnp_conn_close(c);
 		return -1;
 	}
-	if (!was && fsnp_tls_established(c->tls)) {
+	if (!was && tls_established(c->tls)) {
 		log_debug(s->log, "fsnp", "client %" PRIu64 " (%s): %s %s",
-		          c->id, c->peer, fsnp_tls_version(c->tls),
-		          fsnp_tls_cipher(c->tls));
+		          c->id, c->peer, tls_version(c->tls),
+		          tls_cipher(c->tls));
 	}
 	for (;;) {
 		size_t got = 0;
@@ -876,7 +876,7 @@ static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
 			fsnp_conn_close(c);
 			return -1;
 		}
-		rv = fsnp_tls_read(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen,
+		rv = tls_read(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen,
 		                   &got, err, sizeof err);
 		if (rv != 0) {
 			if (rv < 0) {
@@ -892,7 +892,7 @@ static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
 		}
 		c->rlen += got;
 	}
-	if (fsnp_tls_pending(c->tls) > 0) {
+	if (tls_pending(c->tls) > 0) {
 		fsnp_server_mark_dirty(s, c); /* handshake or tickets */
 	}
 	return 0;
@@ -1027,7 +1027,7 @@ static void on_closed(uv_handle_t *h)
 		s->inbound_bytes -= c->rcap - RBUF_READ;
 	}
 	free(c->rbuf);
-	fsnp_tls_free(c->tls);
+	tls_session_free(c->tls);
 	fsnp_server_conn_gone(s, c);
 	free(c);
 }
@@ -1053,10 +1053,10 @@ static void maybe_finish(struct fsnp_conn *c)
 	if (c->queued != 0 || c->n_pend != 0 || c->writing) {
 		return;
 	}
-	if (c->tls != NULL && fsnp_tls_established(c->tls) && !c->tls_bye) {
+	if (c->tls != NULL && tls_established(c->tls) && !c->tls_bye) {
 		/* Say goodbye in TLS first; close once it is written. */
 		c->tls_bye = true;
-		fsnp_tls_shutdown(c->tls);
+		tls_shutdown(c->tls);
 		fsnp_conn_flush(c);
 		if (c->writing || c->closing) {
 			return;
@@ -1072,7 +1072,7 @@ void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)
 	if (c->closing || c->draining) {
 		return;
 	}
-	if (c->tls != NULL && !fsnp_tls_established(c->tls)) {
+	if (c->tls != NULL && !tls_established(c->tls)) {
 		fsnp_conn_close(c); /* no session to say GOAWAY in yet */
 		return;
 	}

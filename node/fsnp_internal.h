@@ -23,7 +23,7 @@
 #include "node/config.h"
 #include "node/fsnp_cmd.h"
 #include "node/fsnp_server.h"
-#include "node/fsnp_tls.h"
+#include "net/tls.h"
 #include "node/log.h"
 #include "node/metrics.h"
 #include "node/shards.h"
@@ -178,7 +178,7 @@ struct fsnp_conn {
 	/* TLS session (NULL on the plaintext listener), owned: socket reads
 	 * are fed into it and decrypted into rbuf; queued output is encrypted
 	 * when it is flushed. */
-	struct fsnp_tls *tls;
+	struct tls_session *tls;
 	bool tls_bye; /* close_notify queued: close once it is written */
 	uint64_t id;
 	char peer[80];
@@ -256,7 +256,7 @@ struct fsnp_server {
 	uv_tcp_t listener; /* listener.data = this */
 	/* TLS listener (lim.tls_enabled with a certificate). */
 	uv_tcp_t tls_listener;        /* tls_listener.data = this */
-	struct fsnp_tls_ctx *tls_ctx; /* owned; NULL: no TLS listener */
+	struct tls_ctx *tls_ctx; /* owned; NULL: no TLS listener */
 	uint16_t tls_port;            /* bound TLS port */
 	bool tls_listening;
 	uv_check_t flush; /* flush.data = this; writes out dirty conns */
@@ -348,7 +348,7 @@ void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
 /* A connection accepted on the plaintext listener, or with `tls` (not
  * NULL) on the TLS listener. */
 struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s,
-                                struct fsnp_tls_ctx *tls);
+                                struct tls_ctx *tls);
 int fsnp_conn_start(struct fsnp_conn *c);
 void fsnp_conn_close(struct fsnp_conn *c);
 /* GOAWAY, stop reading, close once everything is answered. */

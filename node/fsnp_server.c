@@ -595,7 +595,7 @@ static int start_tls(struct fsnp_server *s,
 		         s->lim.tls_host, s->lim.tls_port);
 		return 0;
 	}
-	if (fsnp_tls_ctx_new(&s->tls_ctx, s->tls_cert, s->tls_key,
+	if (tls_ctx_new(&s->tls_ctx, s->tls_cert, s->tls_key,
 	                     s->lim.tls_ca, err, errlen) != 0) {
 		return -1;
 	}
@@ -615,7 +615,7 @@ static int start_tls(struct fsnp_server *s,
 	                            : s->tls_port;
 	log_info(s->log, "fsnp", "FSNP TLS on %s:%u (%s)%s%s", s->lim.tls_host,
 	         s->tls_port,
-	         fsnp_tls_ctx_verifies_clients(s->tls_ctx)
+	         tls_ctx_verifies_clients(s->tls_ctx)
 	             ? "client certificates required"
 	             : "no client certificates",
 	         s->lim.require_tls ? "; plaintext FSNP refused" : "",
@@ -735,7 +735,7 @@ static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
 	    s->close_cb == NULL) {
-		fsnp_tls_ctx_free(s->tls_ctx);
+		tls_ctx_free(s->tls_ctx);
 		fsnp_req_pool_drain(s);
 		free(s->gwait);
 		free(s);

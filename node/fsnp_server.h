@@ -1,5 +1,5 @@
 /* The FSNP listener: FerricStore's native binary protocol over TCP (and
- * TLS, node/fsnp_tls.h, when fsnp-tls is given) on the
+ * TLS, net/tls.h, when fsnp-tls is given) on the
  * reactor's libuv loop, serving the KV data types from the node's Raft
  * groups (node/shards.h). docs/fsnp.md describes a request's path, the
  * limits and what is served.

@@ -1,12 +1,9 @@
-# node/quic: the Felix QUIC listener. node/quic_server.c builds on the QUIC
-# engine of the client library (client/quic.c), compiled into libnode too so
-# the daemon does not link liblodestone.
-node_libnode_a_SOURCES += node/quic_server.c node/quic_server.h \
-	client/quic.c client/quic.h client/quic_engine.h
+# node/quic: the Felix QUIC listener on the QUIC engine of net/.
+node_libnode_a_SOURCES += node/quic_server.c node/quic_server.h
 
 UNIT_TESTS += tests/unit/test_quic
 tests_unit_test_quic_SOURCES = tests/unit/test_quic.c
-tests_unit_test_quic_LDADD = node/libnode.a client/liblodestone.a \
+tests_unit_test_quic_LDADD = node/libnode.a $(CLIENT_LIBS) \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
 # The test makes the socket refuse sends (EAGAIN) through these wrappers.
 tests_unit_test_quic_LDFLAGS = $(AM_LDFLAGS) \
@@ -15,4 +12,4 @@ tests_unit_test_quic_LDFLAGS = $(AM_LDFLAGS) \
 # Loopback throughput of the QUIC transport (not run by make check).
 noinst_PROGRAMS += tests/bench_quic
 tests_bench_quic_SOURCES = tests/bench_quic.c
-tests_bench_quic_LDADD = node/libnode.a client/liblodestone.a $(DEP_LIBS)
+tests_bench_quic_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS)

@@ -12,7 +12,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 
-#include "client/quic_engine.h"
+#include "net/quic_engine.h"
 
 /* TLS 1.3 only, the AEADs QUIC allows, no middlebox compatibility mode. */
 #define TLS_PRIORITY                                                           \

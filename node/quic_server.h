@@ -2,7 +2,7 @@
  * QUIC v1 with TLS 1.3 (ngtcp2 + GnuTLS). It accepts connections, answers
  * what needs no connection (Version Negotiation, optional Retry, stateless
  * resets, refusals past max_connections) and hands every connection to the
- * owner through the callbacks of client/quic.h, whose quic_conn_*()
+ * owner through the callbacks of net/quic.h, whose quic_conn_*()
  * functions the owner uses to talk back.
  *
  * ALPN: `alpn` (default "felix/1") is selected when the client offers it; a
@@ -23,7 +23,7 @@
 #include <gnutls/gnutls.h>
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 #include "node/log.h"
 
 struct quic_server_config {

@@ -87,7 +87,7 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_msg
 INTEGRATION_TESTS += tests/integration/test_cluster
 tests_integration_test_cluster_SOURCES = tests/integration/test_cluster.c
 tests_integration_test_cluster_LDADD = tests/integration/libharness.a \
-	wire/libwire.a $(CMOCKA_LIBS) $(DEP_LIBS)
+	wire/libwire.la $(CMOCKA_LIBS) $(DEP_LIBS)
 
 # Three raft stores on one loop over loopback TCP (docs/cluster.md).
 noinst_PROGRAMS += raft/bench_cluster

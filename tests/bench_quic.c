@@ -21,7 +21,7 @@
 
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 #include "client/quic_client.h"
 #include "node/devcert.h"
 #include "node/quic_server.h"

@@ -1,7 +1,7 @@
 # Felix v1 codecs (see wire/wire.mk): frame envelope, JSON messages, binary
 # payloads, routing hash, and their helpers. wire/buf.{c,h} (struct wbuf, a
 # growable byte buffer) is generic and listed here once for both halves.
-wire_libwire_a_SOURCES += \
+wire_libwire_la_SOURCES += wire/felix_features.h \
 	wire/buf.c wire/buf.h \
 	wire/felix_base64.c wire/felix_base64.h \
 	wire/felix_binary.c wire/felix_binary.h \
@@ -10,7 +10,7 @@ wire_libwire_a_SOURCES += \
 	wire/felix_msg.c wire/felix_msg.h \
 	wire/felix_utf8.c wire/felix_utf8.h
 
-FELIX_TEST_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+FELIX_TEST_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 # Header-only helpers (files, hex, vector paths, a seeded PRNG).
 FELIX_TEST_UTIL = tests/unit/felix_test_util.h
 
@@ -40,17 +40,17 @@ tests_unit_test_felix_msg_LDADD = $(FELIX_TEST_LDADD)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_felix_frame
 tests_fuzz_fuzz_felix_frame_SOURCES = tests/fuzz/fuzz_felix_frame.c
-tests_fuzz_fuzz_felix_frame_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_felix_frame_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_felix_frame_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_felix_json
 tests_fuzz_fuzz_felix_json_SOURCES = tests/fuzz/fuzz_felix_json.c
-tests_fuzz_fuzz_felix_json_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_felix_json_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_felix_json_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_felix_binary
 tests_fuzz_fuzz_felix_binary_SOURCES = tests/fuzz/fuzz_felix_binary.c
-tests_fuzz_fuzz_felix_binary_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_felix_binary_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_felix_binary_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += \

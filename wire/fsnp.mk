@@ -1,6 +1,6 @@
 # FSNP codecs (see wire/wire.mk): frames, typed values, chunking,
 # compression, compact bodies, the 0xA0 flow query result, opcodes, slots.
-wire_libwire_a_SOURCES += \
+wire_libwire_la_SOURCES += \
 	wire/fsnp_error.c wire/fsnp_error.h \
 	wire/fsnp_value.c wire/fsnp_value.h \
 	wire/fsnp_frame.c wire/fsnp_frame.h \
@@ -17,59 +17,59 @@ FSNP_TEST_HELPERS = tests/unit/fsnp_test_util.c tests/unit/fsnp_test_util.h
 UNIT_TESTS += tests/unit/test_fsnp_value
 tests_unit_test_fsnp_value_SOURCES = tests/unit/test_fsnp_value.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_value_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_fsnp_value_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 UNIT_TESTS += tests/unit/test_fsnp_frame
 tests_unit_test_fsnp_frame_SOURCES = tests/unit/test_fsnp_frame.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_frame_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_fsnp_frame_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 UNIT_TESTS += tests/unit/test_fsnp_chunk
 tests_unit_test_fsnp_chunk_SOURCES = tests/unit/test_fsnp_chunk.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_chunk_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_fsnp_chunk_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 UNIT_TESTS += tests/unit/test_fsnp_compact
 tests_unit_test_fsnp_compact_SOURCES = tests/unit/test_fsnp_compact.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_compact_LDADD = wire/libwire.a $(DEP_LIBS) \
+tests_unit_test_fsnp_compact_LDADD = wire/libwire.la $(DEP_LIBS) \
 	$(CMOCKA_LIBS)
 
 UNIT_TESTS += tests/unit/test_fsnp_opcode
 tests_unit_test_fsnp_opcode_SOURCES = tests/unit/test_fsnp_opcode.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_opcode_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_fsnp_opcode_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 UNIT_TESTS += tests/unit/test_fsnp_slot
 tests_unit_test_fsnp_slot_SOURCES = tests/unit/test_fsnp_slot.c \
 	$(FSNP_TEST_HELPERS)
-tests_unit_test_fsnp_slot_LDADD = wire/libwire.a $(DEP_LIBS) $(CMOCKA_LIBS)
+tests_unit_test_fsnp_slot_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_frame
 tests_fuzz_fuzz_fsnp_frame_SOURCES = tests/fuzz/fuzz_fsnp_frame.c
-tests_fuzz_fuzz_fsnp_frame_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fsnp_frame_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_frame_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_value
 tests_fuzz_fuzz_fsnp_value_SOURCES = tests/fuzz/fuzz_fsnp_value.c \
 	$(FSNP_TEST_HELPERS)
-tests_fuzz_fuzz_fsnp_value_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fsnp_value_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_value_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_chunk
 tests_fuzz_fuzz_fsnp_chunk_SOURCES = tests/fuzz/fuzz_fsnp_chunk.c
-tests_fuzz_fuzz_fsnp_chunk_LDADD = wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fsnp_chunk_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_chunk_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_compress
 tests_fuzz_fuzz_fsnp_compress_SOURCES = tests/fuzz/fuzz_fsnp_compress.c
-tests_fuzz_fuzz_fsnp_compress_LDADD = wire/libwire.a $(FUZZ_DRIVER) \
+tests_fuzz_fuzz_fsnp_compress_LDADD = wire/libwire.la $(FUZZ_DRIVER) \
 	$(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_compress_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_compact
 tests_fuzz_fuzz_fsnp_compact_SOURCES = tests/fuzz/fuzz_fsnp_compact.c
-tests_fuzz_fuzz_fsnp_compact_LDADD = wire/libwire.a $(FUZZ_DRIVER) \
+tests_fuzz_fuzz_fsnp_compact_LDADD = wire/libwire.la $(FUZZ_DRIVER) \
 	$(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_compact_LDFLAGS = $(FUZZER_LINKFLAGS)
 

@@ -20,9 +20,9 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 #include "client/quic_client.h"
-#include "client/quic_engine.h"
+#include "net/quic_engine.h"
 #include "node/devcert.h"
 #include "node/log.h"
 #include "node/quic_server.h"

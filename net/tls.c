@@ -1,6 +1,6 @@
-/* FSNP TLS sessions on OpenSSL memory BIOs, server and client side; see
- * fsnp_tls.h. */
-#include "node/fsnp_tls.h"
+/* TLS sessions on OpenSSL memory BIOs, server and client side; see
+ * tls.h. */
+#include "net/tls.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -11,13 +11,13 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-struct fsnp_tls_ctx {
+struct tls_ctx {
 	SSL_CTX *ctx;
 	bool verify_clients;
-	uint8_t rbuf[FSNP_TLS_READ_BUF];
+	uint8_t rbuf[TLS_READ_BUF];
 };
 
-struct fsnp_tls {
+struct tls_session {
 	SSL *ssl;  /* owns both BIOs */
 	BIO *rbio; /* ciphertext from the peer */
 	BIO *wbio; /* ciphertext to the peer */
@@ -42,10 +42,10 @@ static void ssl_reason(const char *what, char *err, size_t errlen)
 
 /* A context for `method` with what both sides share; NULL with the
  * reason in `err`. */
-static struct fsnp_tls_ctx *ctx_alloc(const SSL_METHOD *method, char *err,
+static struct tls_ctx *ctx_alloc(const SSL_METHOD *method, char *err,
                                       size_t errlen)
 {
-	struct fsnp_tls_ctx *x = calloc(1, sizeof *x);
+	struct tls_ctx *x = calloc(1, sizeof *x);
 	if (x == NULL) {
 		snprintf(err, errlen, "TLS: out of memory");
 		return NULL;
@@ -105,12 +105,12 @@ static int load_ca(SSL_CTX *ctx, const char *ca_file, char *err, size_t errlen)
 	return 0;
 }
 
-int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
+int tls_ctx_new(struct tls_ctx **out, const char *cert_file,
                      const char *key_file, const char *ca_file, char *err,
                      size_t errlen)
 {
 	static const unsigned char sid_ctx[] = "lodestone-fsnp";
-	struct fsnp_tls_ctx *x = ctx_alloc(TLS_server_method(), err, errlen);
+	struct tls_ctx *x = ctx_alloc(TLS_server_method(), err, errlen);
 
 	if (x == NULL) {
 		return -1;
@@ -145,7 +145,7 @@ err_ctx:
 	return -1;
 }
 
-void fsnp_tls_ctx_free(struct fsnp_tls_ctx *x)
+void tls_ctx_free(struct tls_ctx *x)
 {
 	if (x == NULL) {
 		return;
@@ -154,21 +154,21 @@ void fsnp_tls_ctx_free(struct fsnp_tls_ctx *x)
 	free(x);
 }
 
-bool fsnp_tls_ctx_verifies_clients(const struct fsnp_tls_ctx *x)
+bool tls_ctx_verifies_clients(const struct tls_ctx *x)
 {
 	return x->verify_clients;
 }
 
-uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x)
+uint8_t *tls_ctx_read_buf(struct tls_ctx *x)
 {
 	return x->rbuf;
 }
 
-int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
+int tls_ctx_new_client(struct tls_ctx **out, const char *ca_file,
                             const char *cert_file, const char *key_file,
                             char *err, size_t errlen)
 {
-	struct fsnp_tls_ctx *x = ctx_alloc(TLS_client_method(), err, errlen);
+	struct tls_ctx *x = ctx_alloc(TLS_client_method(), err, errlen);
 
 	if (x == NULL) {
 		return -1;
@@ -196,9 +196,9 @@ err_ctx:
 	return -1;
 }
 
-static struct fsnp_tls *session_new(struct fsnp_tls_ctx *x)
+static struct tls_session *session_new(struct tls_ctx *x)
 {
-	struct fsnp_tls *t = calloc(1, sizeof *t);
+	struct tls_session *t = calloc(1, sizeof *t);
 	if (t == NULL) {
 		return NULL;
 	}
@@ -219,18 +219,18 @@ static struct fsnp_tls *session_new(struct fsnp_tls_ctx *x)
 	return t;
 }
 
-struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x)
+struct tls_session *tls_session_new(struct tls_ctx *x)
 {
-	struct fsnp_tls *t = session_new(x);
+	struct tls_session *t = session_new(x);
 	if (t != NULL) {
 		SSL_set_accept_state(t->ssl);
 	}
 	return t;
 }
 
-struct fsnp_tls *fsnp_tls_new_client(struct fsnp_tls_ctx *x, const char *host)
+struct tls_session *tls_session_new_client(struct tls_ctx *x, const char *host)
 {
-	struct fsnp_tls *t = session_new(x);
+	struct tls_session *t = session_new(x);
 	unsigned char ip[16];
 	bool is_ip;
 	int ok;
@@ -252,14 +252,14 @@ struct fsnp_tls *fsnp_tls_new_client(struct fsnp_tls_ctx *x, const char *host)
 	}
 	if (!ok) {
 		ERR_clear_error();
-		fsnp_tls_free(t);
+		tls_session_free(t);
 		return NULL;
 	}
 	SSL_set_connect_state(t->ssl);
 	return t;
 }
 
-void fsnp_tls_free(struct fsnp_tls *t)
+void tls_session_free(struct tls_session *t)
 {
 	if (t == NULL) {
 		return;
@@ -269,7 +269,7 @@ void fsnp_tls_free(struct fsnp_tls *t)
 }
 
 /* Classifies a failed SSL call: 0 when it only needs more input. */
-static int ssl_failed(struct fsnp_tls *t, int rv, const char *what, char *err,
+static int ssl_failed(struct tls_session *t, int rv, const char *what, char *err,
                       size_t errlen)
 {
 	int e = SSL_get_error(t->ssl, rv);
@@ -289,7 +289,7 @@ static int ssl_failed(struct fsnp_tls *t, int rv, const char *what, char *err,
 	return -1;
 }
 
-int fsnp_tls_feed(struct fsnp_tls *t, const uint8_t *p, size_t n, char *err,
+int tls_feed(struct tls_session *t, const uint8_t *p, size_t n, char *err,
                   size_t errlen)
 {
 	while (n > 0) {
@@ -313,12 +313,12 @@ int fsnp_tls_feed(struct fsnp_tls *t, const uint8_t *p, size_t n, char *err,
 	return 0;
 }
 
-bool fsnp_tls_established(const struct fsnp_tls *t)
+bool tls_established(const struct tls_session *t)
 {
 	return t->established;
 }
 
-int fsnp_tls_read(struct fsnp_tls *t, uint8_t *dst, size_t cap, size_t *got,
+int tls_read(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got,
                   char *err, size_t errlen)
 {
 	*got = 0;
@@ -337,7 +337,7 @@ int fsnp_tls_read(struct fsnp_tls *t, uint8_t *dst, size_t cap, size_t *got,
 	return ssl_failed(t, rv, "TLS read failed", err, errlen);
 }
 
-int fsnp_tls_write(struct fsnp_tls *t, const uint8_t *p, size_t n)
+int tls_write(struct tls_session *t, const uint8_t *p, size_t n)
 {
 	if (!t->established || t->shutdown) {
 		return -1;
@@ -355,7 +355,7 @@ int fsnp_tls_write(struct fsnp_tls *t, const uint8_t *p, size_t n)
 	return 0;
 }
 
-void fsnp_tls_shutdown(struct fsnp_tls *t)
+void tls_shutdown(struct tls_session *t)
 {
 	if (t->shutdown || !t->established) {
 		return;
@@ -366,12 +366,12 @@ void fsnp_tls_shutdown(struct fsnp_tls *t)
 	}
 }
 
-size_t fsnp_tls_pending(const struct fsnp_tls *t)
+size_t tls_pending(const struct tls_session *t)
 {
 	return BIO_ctrl_pending(t->wbio);
 }
 
-int fsnp_tls_take(struct fsnp_tls *t, uint8_t **out, size_t *len)
+int tls_take(struct tls_session *t, uint8_t **out, size_t *len)
 {
 	size_t n = BIO_ctrl_pending(t->wbio);
 	size_t got = 0;
@@ -394,12 +394,12 @@ int fsnp_tls_take(struct fsnp_tls *t, uint8_t **out, size_t *len)
 	return 0;
 }
 
-const char *fsnp_tls_version(const struct fsnp_tls *t)
+const char *tls_version(const struct tls_session *t)
 {
 	return SSL_get_version(t->ssl);
 }
 
-const char *fsnp_tls_cipher(const struct fsnp_tls *t)
+const char *tls_cipher(const struct tls_session *t)
 {
 	const char *c = SSL_get_cipher_name(t->ssl);
 	return c != NULL ? c : "none";

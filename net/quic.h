@@ -1,4 +1,4 @@
-/* QUIC transport shared by the server (node/quic_server.h) and the client
+/* QUIC transport shared by the server (node/felix/quic_server.h) and the client
  * (client/quic_client.h): connections, streams and the shared buffers an
  * owner writes to them. It knows nothing of Felix: it hands stream bytes and
  * connection events to an owner through `struct quic_callbacks` and takes
@@ -31,8 +31,8 @@
  * QUIC_EAGAIN and on_stream_writable fires once it fits), and receive data is
  * bounded by the flow-control windows the owner grants (automatically as
  * bytes are delivered, or by quic_conn_stream_consume() in manual mode). */
-#ifndef LS_CLIENT_QUIC_H
-#define LS_CLIENT_QUIC_H
+#ifndef LS_NET_QUIC_H
+#define LS_NET_QUIC_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* Felix v1 feature bits (seed "Feature negotiation"): which requests a peer
  * serves, advertised in auth / auth_ok. A separate numbering from the frame
  * flag bits of wire/felix_frame.h; a feature never appears on a frame. */
-#ifndef LS_CLIENT_FELIX_FEATURES_H
-#define LS_CLIENT_FELIX_FEATURES_H
+#ifndef LS_WIRE_FELIX_FEATURES_H
+#define LS_WIRE_FELIX_FEATURES_H
 
 #define FELIX_FEATURE_TOPOLOGY 0x0001u
 #define FELIX_FEATURE_REDIRECT 0x0002u

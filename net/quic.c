@@ -15,7 +15,7 @@
  * segment size (a UDP_GRO cmsg) and is split here into its datagrams; on
  * loopback that saves the kernel segmenting the burst and queueing each
  * datagram, most of the per-datagram receive cost. */
-#include "client/quic_engine.h"
+#include "net/quic_engine.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

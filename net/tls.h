@@ -1,5 +1,5 @@
-/* TLS for FSNP connections on OpenSSL memory BIOs (the listener's and, in
- * client mode, liblodestone's FSNP client's): the connection keeps
+/* TLS over libuv streams on OpenSSL memory BIOs, server and client side
+ * (the FSNP listener and liblodestone's FSNP client): the connection keeps
  * reading and writing its libuv stream and hands the ciphertext through
  * here, so nothing ever blocks the loop.
  *
@@ -7,83 +7,83 @@
  * server certificate and key, and with a CA file the requirement that
  * clients present a certificate it verifies) and the one buffer every TLS
  * connection's socket reads land in: libuv calls a stream's alloc and read
- * callbacks back to back on the loop thread and fsnp_tls_feed consumes the
+ * callbacks back to back on the loop thread and tls_feed consumes the
  * bytes at once, so one buffer serves all connections.
  *
  * A session (one per connection) owns its SSL object and both BIOs. Bytes
  * read from the socket are fed in (the handshake runs as they arrive);
- * plaintext comes out of fsnp_tls_read; plaintext given to fsnp_tls_write
+ * plaintext comes out of tls_read; plaintext given to tls_write
  * and everything the session has to send (handshake, alerts, tickets,
- * close_notify) accumulates as ciphertext that fsnp_tls_take hands to the
+ * close_notify) accumulates as ciphertext that tls_take hands to the
  * caller for writing. Buffers are bounded by the caller: it feeds at most
  * one read buffer before draining the plaintext, and writes only what its
  * own bounded output queue holds. */
-#ifndef LS_NODE_FSNP_TLS_H
-#define LS_NODE_FSNP_TLS_H
+#ifndef LS_NET_TLS_H
+#define LS_NET_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Size of the shared socket read buffer. */
-#define FSNP_TLS_READ_BUF 65536u
+#define TLS_READ_BUF 65536u
 
-struct fsnp_tls_ctx;
-struct fsnp_tls;
+struct tls_ctx;
+struct tls_session;
 
 /* Loads `cert_file` (PEM chain) and `key_file`; with `ca_file` (may be
  * NULL or "") clients must present a certificate signed by one of its
  * CAs. Returns 0, or -1 with the reason in `err`. */
-int fsnp_tls_ctx_new(struct fsnp_tls_ctx **out, const char *cert_file,
+int tls_ctx_new(struct tls_ctx **out, const char *cert_file,
                      const char *key_file, const char *ca_file, char *err,
                      size_t errlen);
-void fsnp_tls_ctx_free(struct fsnp_tls_ctx *x);
+void tls_ctx_free(struct tls_ctx *x);
 /* Whether client certificates are required. */
-bool fsnp_tls_ctx_verifies_clients(const struct fsnp_tls_ctx *x);
-/* The shared buffer a socket read may fill (FSNP_TLS_READ_BUF bytes). */
-uint8_t *fsnp_tls_ctx_read_buf(struct fsnp_tls_ctx *x);
+bool tls_ctx_verifies_clients(const struct tls_ctx *x);
+/* The shared buffer a socket read may fill (TLS_READ_BUF bytes). */
+uint8_t *tls_ctx_read_buf(struct tls_ctx *x);
 
 /* A client context (liblodestone's FSNP client): servers must present a
  * certificate `ca_file` verifies (NULL or "": the system's CAs); with
  * `cert_file` (and `key_file`, NULL: the same file) a client certificate
  * is offered. Returns 0, or -1 with the reason in `err`. */
-int fsnp_tls_ctx_new_client(struct fsnp_tls_ctx **out, const char *ca_file,
+int tls_ctx_new_client(struct tls_ctx **out, const char *ca_file,
                             const char *cert_file, const char *key_file,
                             char *err, size_t errlen);
 
 /* A server-side session; NULL when out of memory. */
-struct fsnp_tls *fsnp_tls_new(struct fsnp_tls_ctx *x);
+struct tls_session *tls_session_new(struct tls_ctx *x);
 /* A client-side session for a client context; the server's certificate
  * must name `host` (a DNS or IP SAN; names are also sent as SNI). Feeding
- * it no bytes (fsnp_tls_feed with n 0) queues the ClientHello. NULL when
+ * it no bytes (tls_feed with n 0) queues the ClientHello. NULL when
  * out of memory or `host` is unusable. */
-struct fsnp_tls *fsnp_tls_new_client(struct fsnp_tls_ctx *x, const char *host);
-void fsnp_tls_free(struct fsnp_tls *t);
+struct tls_session *tls_session_new_client(struct tls_ctx *x, const char *host);
+void tls_session_free(struct tls_session *t);
 
 /* Feeds `n` ciphertext bytes received from the peer and advances the
  * handshake. Returns 0, or -1 when the session failed (handshake refused,
  * certificate not verified, bad record) with the reason in `err`; any
  * alert to send is then pending. */
-int fsnp_tls_feed(struct fsnp_tls *t, const uint8_t *p, size_t n, char *err,
+int tls_feed(struct tls_session *t, const uint8_t *p, size_t n, char *err,
                   size_t errlen);
-bool fsnp_tls_established(const struct fsnp_tls *t);
+bool tls_established(const struct tls_session *t);
 /* Decrypts up to `cap` bytes into `dst`; *got 0 means more ciphertext is
  * needed. Returns 0, 1 when the peer closed the session (close_notify), or
  * -1 on a failure (reason in `err`). */
-int fsnp_tls_read(struct fsnp_tls *t, uint8_t *dst, size_t cap, size_t *got,
+int tls_read(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got,
                   char *err, size_t errlen);
 /* Encrypts `n` bytes (the session must be established). Returns 0 or
  * -1. */
-int fsnp_tls_write(struct fsnp_tls *t, const uint8_t *p, size_t n);
+int tls_write(struct tls_session *t, const uint8_t *p, size_t n);
 /* Queues close_notify (once). */
-void fsnp_tls_shutdown(struct fsnp_tls *t);
+void tls_shutdown(struct tls_session *t);
 /* Ciphertext waiting to be sent. */
-size_t fsnp_tls_pending(const struct fsnp_tls *t);
+size_t tls_pending(const struct tls_session *t);
 /* Moves the pending ciphertext into a new buffer the caller owns (free()).
  * Returns 0 (with *len 0 and *out NULL when nothing is pending) or -1. */
-int fsnp_tls_take(struct fsnp_tls *t, uint8_t **out, size_t *len);
+int tls_take(struct tls_session *t, uint8_t **out, size_t *len);
 /* Negotiated protocol version and cipher, for logs ("TLSv1.3", ...). */
-const char *fsnp_tls_version(const struct fsnp_tls *t);
-const char *fsnp_tls_cipher(const struct fsnp_tls *t);
+const char *tls_version(const struct tls_session *t);
+const char *tls_cipher(const struct tls_session *t);
 
 #endif

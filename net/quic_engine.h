@@ -1,21 +1,21 @@
 /* The QUIC engine under quic_server.c and quic_client.c (implemented in
- * client/quic.c): one UDP socket on a libuv loop, the connections it carries
+ * net/quic.c): one UDP socket on a libuv loop, the connections it carries
  * and their demultiplexing by connection ID, packet batching, per-connection
  * expiry timers and the closing/draining periods. The server and client
  * modules add what differs: TLS sessions, and (server) what to do with a
- * datagram that matches no connection. Owners use client/quic.h only.
+ * datagram that matches no connection. Owners use net/quic.h only.
  *
  * The endpoint owns its libuv handles (each handle's data points to the
  * endpoint or connection holding it) and frees memory only from their close
  * callbacks. */
-#ifndef LS_CLIENT_QUIC_ENGINE_H
-#define LS_CLIENT_QUIC_ENGINE_H
+#ifndef LS_NET_QUIC_ENGINE_H
+#define LS_NET_QUIC_ENGINE_H
 
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2.h>
 #include <uv.h>
 
-#include "client/quic.h"
+#include "net/quic.h"
 
 /* Length of every connection ID we issue. */
 #define QUIC_SCID_LEN 16

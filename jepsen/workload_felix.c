@@ -47,7 +47,7 @@ static void on_reaper(uv_timer_t *t)
 
 /* Forgets the connection and closes it from the loop, not here: drop may
  * run inside one of the client's callbacks, and the client library
- * does not survive being closed from there (client/quic.c walks its
+ * does not survive being closed from there (net/quic.c walks its
  * streams while it calls them). */
 static void drop(struct wl_fx *fx)
 {

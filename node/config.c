@@ -65,8 +65,8 @@ static const struct opt opts[] = {
      "MS", "Raft election timeout, randomized up to 2x (default 1000)"},
     {"heartbeat-ms", OPT_UINT, OFF(heartbeat_ms), 4, 10, 60000, "MS",
      "Raft heartbeat period (default 100)"},
-    {"snapshot-threshold", OPT_UINT, OFF(snapshot_threshold), 4, 1,
-     100000000, "N", "log entries between Raft snapshots (default 8192)"},
+    {"snapshot-threshold", OPT_UINT, OFF(snapshot_threshold), 4, 1, 100000000,
+     "N", "log entries between Raft snapshots (default 8192)"},
     {"snapshot-trailing", OPT_UINT, OFF(snapshot_trailing), 4, 1, 100000000,
      "N", "log entries kept after a snapshot (default 128)"},
     {"forward-timeout-ms", OPT_UINT, OFF(forward_timeout_ms), 4, 100, 600000,
@@ -87,10 +87,11 @@ static const struct opt opts[] = {
     {"tls-key", OPT_STRING, OFF(tls_key), SZ(tls_key), 0, 0, "FILE",
      "TLS private key (PEM)"},
     {"felix-tokens", OPT_STRING, OFF(felix_tokens), SZ(felix_tokens), 0, 0,
-     "FILE", "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
+     "FILE",
+     "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
      "any token, otherwise none)"},
-    {"scopes-file", OPT_STRING, OFF(scopes_file), SZ(scopes_file), 0, 0,
-     "FILE", "streams and caches to register at start (see docs/felix.md)"},
+    {"scopes-file", OPT_STRING, OFF(scopes_file), SZ(scopes_file), 0, 0, "FILE",
+     "streams and caches to register at start (see docs/felix.md)"},
     {"felix-sub-queue-bytes", OPT_UINT, OFF(felix_sub_queue_bytes), 8, 4096,
      1ull << 32, "BYTES",
      "queue per Felix subscriber before events are dropped (default 1 MiB)"},
@@ -111,14 +112,14 @@ static const struct opt opts[] = {
      "debug, info, warn or error (default info)"},
     {"log-format", OPT_LOG_FORMAT, OFF(log_format), 0, 0, 0, "text|json",
      "log line format (default text)"},
-    /* FSNP server (node/fsnp_server.c). Options named fsnp-X are also read
+    /* FSNP server (node/fsnp/fsnp_server.c). Options named fsnp-X are also read
      * from FERRICSTORE_NATIVE_X (see env_aliases). */
     {"fsnp-enabled", OPT_BOOL, OFF(native.enabled), 0, 0, 0, NULL,
      "serve FSNP on the fsnp listener (default; =false turns it off)"},
     {"fsnp-compression", OPT_BOOL, OFF(native.compression), 0, 0, 0, NULL,
      "let FSNP clients negotiate zlib bodies (default off)"},
-    {"requirepass", OPT_STRING, OFF(native.requirepass),
-     SZ(native.requirepass), 0, 0, "PASSWORD",
+    {"requirepass", OPT_STRING, OFF(native.requirepass), SZ(native.requirepass),
+     0, 0, "PASSWORD",
      "password of the FSNP default user (default: none, no AUTH)"},
     {"maxclients", OPT_UINT, OFF(native.maxclients), 4, 1, 1000000, "N",
      "most FSNP connections at once (default 10000)"},
@@ -146,13 +147,12 @@ static const struct opt opts[] = {
     {"fsnp-max-lanes-per-connection", OPT_UINT,
      OFF(native.max_lanes_per_connection), 8, 1, 1000000, "N",
      "lanes one connection may use (default 1024)"},
-    {"fsnp-lane-max-queue", OPT_UINT, OFF(native.lane_max_queue), 8, 1,
-     1000000, "N",
+    {"fsnp-lane-max-queue", OPT_UINT, OFF(native.lane_max_queue), 8, 1, 1000000,
+     "N",
      "requests queued on one lane before the server stops reading "
      "(default 1024)"},
-    {"fsnp-max-pipeline-commands", OPT_UINT,
-     OFF(native.max_pipeline_commands), 8, 0, 1000000, "N",
-     "commands in one PIPELINE (default 1024)"},
+    {"fsnp-max-pipeline-commands", OPT_UINT, OFF(native.max_pipeline_commands),
+     8, 0, 1000000, "N", "commands in one PIPELINE (default 1024)"},
     {"fsnp-max-inflight-per-connection", OPT_UINT,
      OFF(native.max_inflight_per_connection), 8, 1, 10000000, "N",
      "unanswered requests per connection before busy (default 4096)"},
@@ -161,23 +161,21 @@ static const struct opt opts[] = {
      "unanswered requests per lane before busy (default 1024)"},
     {"fsnp-max-response-bytes", OPT_UINT, OFF(native.max_response_bytes), 8,
      1024, 1ull << 40, "BYTES", "largest FSNP response (default 64 MiB)"},
-    {"fsnp-response-chunk-bytes", OPT_UINT, OFF(native.response_chunk_bytes),
-     8, 0, 134217704, "BYTES",
-     "response chunk size (default 0: the frame limit)"},
+    {"fsnp-response-chunk-bytes", OPT_UINT, OFF(native.response_chunk_bytes), 8,
+     0, 134217704, "BYTES", "response chunk size (default 0: the frame limit)"},
     {"fsnp-max-outbound-bytes-per-connection", OPT_UINT,
      OFF(native.max_outbound_bytes_per_connection), 8, 65536, 1ull << 40,
      "BYTES",
      "unsent bytes per connection before reading pauses (default 128 "
      "MiB)"},
-    {"fsnp-max-pending-chunks", OPT_UINT, OFF(native.max_pending_chunks), 8,
-     1, 1000000, "N",
-     "incomplete chunked requests per connection (default 1024)"},
+    {"fsnp-max-pending-chunks", OPT_UINT, OFF(native.max_pending_chunks), 8, 1,
+     1000000, "N", "incomplete chunked requests per connection (default 1024)"},
     {"fsnp-max-pending-chunk-bytes", OPT_UINT,
      OFF(native.max_pending_chunk_bytes), 8, 1024, 1ull << 40, "BYTES",
      "bytes of incomplete chunked requests per connection (default 64 "
      "MiB)"},
-    {"fsnp-max-global-executions", OPT_UINT,
-     OFF(native.max_global_executions), 8, 1, 100000000, "N",
+    {"fsnp-max-global-executions", OPT_UINT, OFF(native.max_global_executions),
+     8, 1, 100000000, "N",
      "requests executing on the node at once before busy (default "
      "65536)"},
     {"fsnp-max-global-lanes", OPT_UINT, OFF(native.max_global_lanes), 8, 1,
@@ -186,8 +184,7 @@ static const struct opt opts[] = {
      OFF(native.max_global_blocking_requests), 8, 0, 100000000, "N",
      "requests waiting on a fetch-or-compute (default 4096)"},
     {"fsnp-max-global-inbound-buffer-bytes", OPT_UINT,
-     OFF(native.max_global_inbound_buffer_bytes), 8, 65536, 1ull << 40,
-     "BYTES",
+     OFF(native.max_global_inbound_buffer_bytes), 8, 65536, 1ull << 40, "BYTES",
      "receive buffers of all connections before reading pauses (default "
      "256 MiB)"},
     {"fsnp-max-global-session-bytes", OPT_UINT,
@@ -197,11 +194,11 @@ static const struct opt opts[] = {
      OFF(native.max_global_outbound_bytes), 8, 65536, 1ull << 40, "BYTES",
      "unsent bytes of all connections before reading pauses (default "
      "512 MiB)"},
-    {"fsnp-advertise-tls-port", OPT_UINT, OFF(native.advertise_tls_port), 4,
-     1, 65535, "PORT",
+    {"fsnp-advertise-tls-port", OPT_UINT, OFF(native.advertise_tls_port), 4, 1,
+     65535, "PORT",
      "FSNP TLS port told to clients (default: the fsnp-tls port)"},
-    {"tls-ca", OPT_STRING, OFF(native.tls_ca), SZ(native.tls_ca), 0, 0,
-     "FILE", "CA certificates (PEM) that FSNP TLS clients must present"},
+    {"tls-ca", OPT_STRING, OFF(native.tls_ca), SZ(native.tls_ca), 0, 0, "FILE",
+     "CA certificates (PEM) that FSNP TLS clients must present"},
     {"fsnp-require-tls", OPT_BOOL, OFF(native.require_tls), 0, 0, 0, NULL,
      "refuse FSNP on the plaintext listener (clients must use fsnp-tls)"},
     {"fsnp-trace", OPT_BOOL, OFF(native.trace), 0, 0, 0, NULL,
@@ -661,8 +658,8 @@ static int set_alias(struct node_config *c, int idx, const char *value,
 
 /* The FSNP seed's variables, read before the LODESTONE_ ones so that
  * those win. */
-static int load_native_env(struct node_config *c, char *const envp[],
-                           char *err, size_t errlen)
+static int load_native_env(struct node_config *c, char *const envp[], char *err,
+                           size_t errlen)
 {
 	char name[96];
 	for (size_t i = 1; i < N_OPTS; i++) {
@@ -676,8 +673,8 @@ static int load_native_env(struct node_config *c, char *const envp[],
 	for (size_t i = 0; i < sizeof env_aliases / sizeof env_aliases[0];
 	     i++) {
 		const char *v = env_get(envp, env_aliases[i].env);
-		int idx = opt_index(env_aliases[i].opt,
-		                    strlen(env_aliases[i].opt));
+		int idx =
+		    opt_index(env_aliases[i].opt, strlen(env_aliases[i].opt));
 		if (v != NULL && idx > 0 &&
 		    set_alias(c, idx, v, env_aliases[i].env, err, errlen) !=
 		        0) {

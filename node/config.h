@@ -28,7 +28,7 @@ struct config_peer {
 	struct config_addr addr;
 };
 
-/* FSNP server switches and limits (node/fsnp_server.c). Every one is also
+/* FSNP server switches and limits (node/fsnp/fsnp_server.c). Every one is also
  * read from the FERRICSTORE_NATIVE_* variable the FSNP seed names; the
  * LODESTONE_* variable of the same option wins over it. */
 struct config_native {
@@ -98,7 +98,8 @@ struct node_config {
 	bool dev;
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
-	/* Felix broker (node/felix_server.c) and scopes (node/scopes.c). */
+	/* Felix broker (node/felix/felix_server.c) and scopes
+	 * (node/felix/scopes.c). */
 	char felix_tokens[CONFIG_PATH_MAX]; /* "" = none */
 	char scopes_file[CONFIG_PATH_MAX];  /* "" = none */
 	uint64_t felix_sub_queue_bytes;

@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include "node/devcert.h"
-#include "node/felix_server.h"
-#include "node/fsnp_server.h"
-#include "node/scopes.h"
+#include "node/felix/felix.h"
+#include "node/fsnp/fsnp.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
@@ -80,8 +79,8 @@ static int on_group_hash(void *data, const struct admin_request *req,
 		                        "{\"error\":\"no such group\"}");
 	}
 	snprintf(body, sizeof body,
-	         "{\"group\":%lu,\"hash\":\"%016" PRIx64
-	         "\",\"keys\":%" PRIu64 ",\"applied_index\":%" PRIu64 "}",
+	         "{\"group\":%lu,\"hash\":\"%016" PRIx64 "\",\"keys\":%" PRIu64
+	         ",\"applied_index\":%" PRIu64 "}",
 	         g, h.hash, h.keys, h.applied_index);
 	return admin_reply_json(reply, 200, body);
 }
@@ -352,7 +351,7 @@ void node_print_endpoints(const struct node *n, int fd)
 	                     : "not started: no certificate",
 	    c->fsnp.host,
 	    n->fsnp != NULL ? fsnp_server_port(n->fsnp) : c->fsnp.port,
-	    n->fsnp == NULL ? "disabled: fsnp-enabled is false"
+	    n->fsnp == NULL            ? "disabled: fsnp-enabled is false"
 	    : c->native.requirepass[0] ? "KV, AUTH required; Flow not in this "
 	                                 "build"
 	                               : "KV, no AUTH; Flow not in this build",

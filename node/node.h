@@ -1,6 +1,7 @@
 /* The daemon: owns the reactor loop and every component of one node (data
- * directory lock, admin HTTP, and later the raft groups, store and protocol
- * servers). Everything runs on `loop`; node_stop() drains gracefully. */
+ * directory lock, RocksDB, the shards and their raft groups, the Felix and
+ * FSNP servers, admin HTTP). Everything runs on `loop`; node_stop() drains
+ * gracefully. */
 #ifndef LS_NODE_NODE_H
 #define LS_NODE_NODE_H
 
@@ -8,12 +9,11 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "node/admin_http.h"
+#include "node/admin/admin.h"
 #include "node/config.h"
 #include "node/datadir.h"
 #include "node/db.h"
 #include "node/log.h"
-#include "node/metrics.h"
 #include "node/shards.h"
 
 struct scopes;

@@ -1,13 +1,14 @@
-# node/: the daemon. libnode.a holds everything but main() so tests link it.
+# node/: the daemon core (config, reactor, data directory, RocksDB, shards,
+# logging). Its rooms (node/admin/, node/felix/, node/fsnp/) add their sources
+# to libnode.a from their own fragments. libnode.a holds everything but
+# main() so tests link it.
 noinst_LIBRARIES += node/libnode.a
 node_libnode_a_SOURCES = \
-	node/admin_http.c node/admin_http.h \
 	node/config.c node/config.h \
 	node/datadir.c node/datadir.h \
 	node/db.c node/db.h \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \
-	node/metrics.c node/metrics.h \
 	node/node.c node/node.h \
 	node/shards.c node/shards.h
 

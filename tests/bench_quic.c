@@ -24,7 +24,7 @@
 #include "net/quic.h"
 #include "client/quic_client.h"
 #include "node/devcert.h"
-#include "node/quic_server.h"
+#include "node/felix/quic_server.h"
 
 struct bench {
 	/* parameters */

@@ -1,4 +1,4 @@
-/* Fuzz target: the FSNP command layer (node/fsnp_cmd.c). The first two
+/* Fuzz target: the FSNP command layer (node/fsnp/fsnp_cmd.c). The first two
  * bytes pick an opcode (or, with the high bit of the first, a COMMAND_EXEC
  * name from the table); the rest is the request body, decoded as a typed
  * value and, for MGET/MSET, as a compact body; GET bodies also through the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/fsnp_cmd.h"
+#include "node/fsnp/fsnp_cmd.h"
 #include "store/command.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"

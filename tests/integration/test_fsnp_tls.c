@@ -1,4 +1,4 @@
-/* Integration: FSNP over TLS (node/fsnp_tls.c). A dev-mode node serves the
+/* Integration: FSNP over TLS (net/tls.c). A dev-mode node serves the
  * TLS listener with its generated certificate: round trips, pipelined
  * requests, a large response split into chunks, the trace flag, a
  * plaintext client on the TLS port (answered in plaintext, closed, the

@@ -1,4 +1,4 @@
-/* Unit: node/fsnp_cmd — the FSNP command table, typed-body, COMMAND_EXEC
+/* Unit: node/fsnp/fsnp_cmd — the FSNP command table, typed-body, COMMAND_EXEC
  * and compact parsing, and the store plans (routing, fan-out, CROSSSLOT). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "node/fsnp_cmd.h"
+#include "node/fsnp/fsnp_cmd.h"
 #include "store/command.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"

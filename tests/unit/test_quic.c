@@ -1,4 +1,4 @@
-/* Tests of the QUIC transport: node/quic_server and client/quic_client on
+/* Tests of the QUIC transport: node/felix/quic_server and client/quic_client on
  * one libuv loop over loopback, with a generated dev certificate. Every wait
  * is for an event, bounded by a generous deadline that only fails a broken
  * build; no assertion depends on timing. */
@@ -25,7 +25,7 @@
 #include "net/quic_engine.h"
 #include "node/devcert.h"
 #include "node/log.h"
-#include "node/quic_server.h"
+#include "node/felix/quic_server.h"
 
 #define DEADLINE_MS 20000
 

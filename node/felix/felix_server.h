@@ -1,6 +1,6 @@
-/* The Felix v1 broker: Felix wire protocol over QUIC (node/quic_server.h),
- * served from the replicated store through node/shards.h, with scopes from
- * node/scopes.h.
+/* The Felix v1 broker: Felix wire protocol over QUIC
+ * (node/felix/quic_server.h), served from the replicated store through
+ * node/shards.h, with scopes from node/felix/scopes.h.
  *
  * It owns the QUIC listener, every client connection and stream, the
  * request state of each stream, the subscriptions and their fan-out, and

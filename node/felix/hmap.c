@@ -1,5 +1,5 @@
 /* Chained hash map; see hmap.h. */
-#include "node/hmap.h"
+#include "node/felix/hmap.h"
 
 #include <stdlib.h>
 #include <string.h>

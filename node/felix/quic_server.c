@@ -1,7 +1,7 @@
 /* Felix QUIC listener; see quic_server.h. The connection engine is
- * client/quic.c: this module adds the server's TLS sessions and everything
+ * net/quic.c: this module adds the server's TLS sessions and everything
  * answered without a connection. */
-#include "node/quic_server.h"
+#include "node/felix/quic_server.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "node/fsnp_internal.h"
+#include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "store/store.h"
 #include "wire/fsnp_compact.h"

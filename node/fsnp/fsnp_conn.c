@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/fsnp_internal.h"
+#include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_compress.h"
 #include "wire/fsnp_opcode.h"
 
@@ -362,7 +362,7 @@ static int tls_stage(struct fsnp_conn *c)
 		while (k < c->n_pend &&
 		       (k == 0 || acct + c->pend[k].len <= TLS_FLUSH_BATCH)) {
 			if (tls_write(c->tls, c->pend[k].data,
-			                   c->pend[k].len) != 0) {
+			              c->pend[k].len) != 0) {
 				return -1;
 			}
 			acct += c->pend[k].len;
@@ -604,9 +604,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	(void)suggested;
 	if (c->tls != NULL) {
 		/* Ciphertext: fed to the session before the next read. */
-		*buf =
-		    uv_buf_init((char *)tls_ctx_read_buf(c->srv->tls_ctx),
-		                TLS_READ_BUF);
+		*buf = uv_buf_init((char *)tls_ctx_read_buf(c->srv->tls_ctx),
+		                   TLS_READ_BUF);
 		return;
 	}
 	if (rbuf_reserve(c) != 0) {
@@ -877,7 +876,7 @@ static int tls_receive(struct fsnp_conn *c, const uint8_t *p, size_t n)
 			return -1;
 		}
 		rv = tls_read(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen,
-		                   &got, err, sizeof err);
+		              &got, err, sizeof err);
 		if (rv != 0) {
 			if (rv < 0) {
 				log_info(s->log, "fsnp",

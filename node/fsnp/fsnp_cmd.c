@@ -1,5 +1,5 @@
 /* FSNP command table and request-to-store translation; see fsnp_cmd.h. */
-#include "node/fsnp_cmd.h"
+#include "node/fsnp/fsnp_cmd.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* Admin HTTP server on libmicrohttpd, driven by libuv; see admin_http.h. */
-#include "node/admin_http.h"
+#include "node/admin/admin_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

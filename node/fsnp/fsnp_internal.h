@@ -21,11 +21,11 @@
 #include <uv.h>
 
 #include "node/config.h"
-#include "node/fsnp_cmd.h"
-#include "node/fsnp_server.h"
+#include "node/fsnp/fsnp_cmd.h"
+#include "node/fsnp/fsnp_server.h"
 #include "net/tls.h"
 #include "node/log.h"
-#include "node/metrics.h"
+#include "node/admin/admin.h"
 #include "node/shards.h"
 #include "wire/buf.h"
 #include "wire/fsnp_chunk.h"
@@ -255,9 +255,9 @@ struct fsnp_server {
 
 	uv_tcp_t listener; /* listener.data = this */
 	/* TLS listener (lim.tls_enabled with a certificate). */
-	uv_tcp_t tls_listener;        /* tls_listener.data = this */
+	uv_tcp_t tls_listener;   /* tls_listener.data = this */
 	struct tls_ctx *tls_ctx; /* owned; NULL: no TLS listener */
-	uint16_t tls_port;            /* bound TLS port */
+	uint16_t tls_port;       /* bound TLS port */
 	bool tls_listening;
 	uv_check_t flush; /* flush.data = this; writes out dirty conns */
 	uv_idle_t wake;   /* keeps the loop from blocking while dirty */
@@ -347,8 +347,7 @@ void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
 
 /* A connection accepted on the plaintext listener, or with `tls` (not
  * NULL) on the TLS listener. */
-struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s,
-                                struct tls_ctx *tls);
+struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct tls_ctx *tls);
 int fsnp_conn_start(struct fsnp_conn *c);
 void fsnp_conn_close(struct fsnp_conn *c);
 /* GOAWAY, stop reading, close once everything is answered. */

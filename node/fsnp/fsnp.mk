@@ -1,17 +1,17 @@
 # node/fsnp: the FSNP server (docs/fsnp.md): listener, connections and
 # lanes, request execution on the Raft groups, control opcodes, and the
 # pure command layer (table, argument parsing, store plans).
-node_libnode_a_SOURCES += \
-	node/fsnp_server.c node/fsnp_server.h node/fsnp_internal.h \
-	node/fsnp_conn.c node/fsnp_exec.c node/fsnp_control.c \
-	node/fsnp_cmd.c node/fsnp_cmd.h
+node_libnode_a_SOURCES += node/fsnp/fsnp.h \
+	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
+	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
 
 EXTRA_DIST += docs/fsnp.md
 
 # Unit: the command table, argument parsing and store plans.
 UNIT_TESTS += tests/unit/test_fsnp_cmd
 tests_unit_test_fsnp_cmd_SOURCES = tests/unit/test_fsnp_cmd.c \
-	node/fsnp_cmd.c node/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
 tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
 
@@ -56,7 +56,7 @@ tests_integration_test_fsnp_client_LDADD = $(CLIENT_LIBS) \
 # Fuzz: the command layer on arbitrary bodies and arguments.
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_cmd
 tests_fuzz_fuzz_fsnp_cmd_SOURCES = tests/fuzz/fuzz_fsnp_cmd.c \
-	node/fsnp_cmd.c node/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
 tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)

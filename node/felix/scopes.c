@@ -1,5 +1,5 @@
 /* Registered scopes, their cache, retention and admin API; see scopes.h. */
-#include "node/scopes.h"
+#include "node/felix/scopes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/hmap.h"
+#include "node/felix/hmap.h"
 #include "node/shards.h"
 #include "store/command.h"
 #include "store/result.h"

@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "node/admin_http.h"
+#include "node/admin/admin.h"
 #include "node/log.h"
 
 struct shards;

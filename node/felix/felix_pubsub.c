@@ -43,8 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/felix_internal.h"
-#include "node/scopes.h"
+#include "node/felix/felix_internal.h"
+#include "node/felix/scopes.h"
 #include "node/shards.h"
 #include "store/store.h"
 #include "wire/felix_frame.h"

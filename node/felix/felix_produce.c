@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "node/felix_internal.h"
-#include "node/scopes.h"
+#include "node/felix/felix_internal.h"
+#include "node/felix/scopes.h"
 #include "node/shards.h"
 #include "store/store.h"
 #include "wire/felix_hash.h"

@@ -1,14 +1,29 @@
-# node/felix: the Felix v1 broker over QUIC (felix_server, felix_pubsub,
-# felix_group, felix_produce, felix_auth), the scope registry (scopes) and a
-# small hash map (hmap).
-# See docs/felix.md.
-node_libnode_a_SOURCES += \
-	node/felix_server.c node/felix_server.h node/felix_internal.h \
-	node/felix_pubsub.c node/felix_group.c node/felix_produce.c \
-	node/felix_auth.c node/felix_auth.h \
-	node/scopes.c node/scopes.h node/hmap.c node/hmap.h \
-	client/felix_features.h
+# node/felix: the Felix room: the v1 broker over QUIC (felix_server,
+# felix_pubsub, felix_group, felix_produce, felix_auth), its QUIC listener on
+# net/'s engine (quic_server), the scope registry (scopes) and a small hash
+# map (hmap). Its public header is node/felix/felix.h; the room's own
+# declarations are in felix_internal.h. See docs/felix.md.
+node_libnode_a_SOURCES += node/felix/felix.h \
+	node/felix/quic_server.c node/felix/quic_server.h \
+	node/felix/felix_server.c node/felix/felix_server.h node/felix/felix_internal.h \
+	node/felix/felix_pubsub.c node/felix/felix_group.c node/felix/felix_produce.c \
+	node/felix/felix_auth.c node/felix/felix_auth.h \
+	node/felix/scopes.c node/felix/scopes.h node/felix/hmap.c node/felix/hmap.h
 EXTRA_DIST += docs/felix.md
+
+# The QUIC engine under the Felix listener and the client (net/quic.c).
+UNIT_TESTS += tests/unit/test_quic
+tests_unit_test_quic_SOURCES = tests/unit/test_quic.c
+tests_unit_test_quic_LDADD = node/libnode.a $(CLIENT_LIBS) \
+	$(DEP_LIBS) $(CMOCKA_LIBS)
+# The test makes the socket refuse sends (EAGAIN) through these wrappers.
+tests_unit_test_quic_LDFLAGS = $(AM_LDFLAGS) \
+	-Wl,--wrap=sendmsg -Wl,--wrap=sendmmsg
+
+# Loopback throughput of the QUIC transport (not run by make check).
+noinst_PROGRAMS += tests/bench_quic
+tests_bench_quic_SOURCES = tests/bench_quic.c
+tests_bench_quic_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS)
 
 # Integration tests against real lodestone --dev processes over QUIC.
 FELIX_IT_LDADD = tests/integration/libfelixutil.a \

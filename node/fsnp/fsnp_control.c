@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "node/fsnp_internal.h"
+#include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_fqr.h"
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"

@@ -9,15 +9,15 @@
  * they arrived) and is then decoded again. Receive flow control is manual:
  * bytes are consumed as they are read unless the stream is blocked or has
  * too much in flight, which holds the client back at its stream window. */
-#include "node/felix_server.h"
+#include "node/felix/felix_server.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/felix_internal.h"
-#include "node/scopes.h"
+#include "node/felix/felix_internal.h"
+#include "node/felix/scopes.h"
 #include "node/shards.h"
 #include "store/result.h"
 #include "store/store.h"

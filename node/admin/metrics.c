@@ -1,5 +1,5 @@
 /* Metrics registry and Prometheus text rendering; see metrics.h. */
-#include "node/metrics.h"
+#include "node/admin/metrics.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -11,11 +11,11 @@
 #include <uv.h>
 
 #include "net/quic.h"
-#include "node/felix_auth.h"
-#include "node/felix_server.h"
-#include "node/hmap.h"
-#include "node/metrics.h"
-#include "node/quic_server.h"
+#include "node/felix/felix_auth.h"
+#include "node/felix/felix_server.h"
+#include "node/felix/hmap.h"
+#include "node/admin/admin.h"
+#include "node/felix/quic_server.h"
 #include "store/command.h"
 #include "store/result.h"
 #include "wire/buf.h"

@@ -18,7 +18,7 @@
 
 #include "node/config.h"
 #include "node/log.h"
-#include "node/metrics.h"
+#include "node/admin/admin.h"
 #include "node/shards.h"
 
 struct fsnp_server_config {

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "node/fsnp_internal.h"
+#include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_opcode.h"
 
 #define TICK_MS 10u
@@ -595,8 +595,8 @@ static int start_tls(struct fsnp_server *s,
 		         s->lim.tls_host, s->lim.tls_port);
 		return 0;
 	}
-	if (tls_ctx_new(&s->tls_ctx, s->tls_cert, s->tls_key,
-	                     s->lim.tls_ca, err, errlen) != 0) {
+	if (tls_ctx_new(&s->tls_ctx, s->tls_cert, s->tls_key, s->lim.tls_ca,
+	                err, errlen) != 0) {
 		return -1;
 	}
 	uv_tcp_init(s->loop, &s->tls_listener);

@@ -1,5 +1,5 @@
 /* Felix token checks; see felix_auth.h. */
-#include "node/felix_auth.h"
+#include "node/felix/felix_auth.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,0 +1,10 @@
+/* The admin room's public face: the admin HTTP listener and its route
+ * table (admin_http.h), and the Prometheus metrics every other room
+ * counts into (metrics.h). */
+#ifndef LS_NODE_ADMIN_ADMIN_H
+#define LS_NODE_ADMIN_ADMIN_H
+
+#include "node/admin/admin_http.h"
+#include "node/admin/metrics.h"
+
+#endif

@@ -12,7 +12,7 @@
 #include "node/admin/admin.h"
 #include "node/config.h"
 #include "node/datadir.h"
-#include "node/db.h"
+#include "store/db.h"
 #include "node/log.h"
 #include "node/shards.h"
 

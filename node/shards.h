@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "node/db.h"
+#include "store/db.h"
 #include "node/log.h"
 
 struct store;

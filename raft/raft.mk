@@ -19,11 +19,6 @@ raft_liblsraft_a_SOURCES = \
 	raft/wal.c raft/wal.h \
 	raft/xfer.c raft/xfer.h
 
-# Single-node benchmark: throughput, commit latency, fsyncs per second.
-noinst_PROGRAMS += raft/bench_raft
-raft_bench_raft_SOURCES = raft/bench_raft.c raft/bench_fsm.c raft/bench_fsm.h \
-	node/db.c node/db.h
-raft_bench_raft_LDADD = raft/liblsraft.a $(DEP_LIBS)
 
 # Tests: a temporary RocksDB (testdb) and a small state machine on it
 # (testfsm).
@@ -89,11 +84,6 @@ tests_integration_test_cluster_SOURCES = tests/integration/test_cluster.c
 tests_integration_test_cluster_LDADD = tests/integration/libharness.a \
 	wire/libwire.la $(CMOCKA_LIBS) $(DEP_LIBS)
 
-# Three raft stores on one loop over loopback TCP (docs/cluster.md).
-noinst_PROGRAMS += raft/bench_cluster
-raft_bench_cluster_SOURCES = raft/bench_cluster.c raft/bench_fsm.c \
-	raft/bench_fsm.h node/db.c node/db.h
-raft_bench_cluster_LDADD = raft/liblsraft.a $(DEP_LIBS)
 EXTRA_DIST += docs/cluster.md
 
 UNIT_TESTS += tests/unit/test_raft_wal

@@ -37,7 +37,7 @@
 
 /* The writer asks for a flush (dwrite_want_flush) once the data column
  * family's active memtable holds this much. The column family's own
- * write_buffer_size must be larger (node/db.c): RocksDB must never switch
+ * write_buffer_size must be larger (store/db.c): RocksDB must never switch
  * the memtable by itself, only right after a checkpoint (below). */
 #define DWRITE_FLUSH_BYTES (48u << 20)
 

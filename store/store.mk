@@ -1,7 +1,7 @@
 # store/: the replicated shard state machine on RocksDB (docs/storage.md).
 noinst_LIBRARIES += store/libstore.a
 NODE_LIBS += store/libstore.a
-store_libstore_a_SOURCES = \
+store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/store.h store/internal.h store/buf.c store/buf.h \
 	store/command.c store/command.h store/result.c store/result.h \
 	store/keys.c store/keys.h store/rowcache.c store/rowcache.h \
@@ -12,10 +12,11 @@ store_libstore_a_SOURCES = \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
 EXTRA_DIST += docs/storage.md
 
-# Apply throughput (stream appends, cache puts, KV sets).
-noinst_PROGRAMS += store/bench_store
-store_bench_store_SOURCES = store/bench_store.c
-store_bench_store_LDADD = store/libstore.a $(DEP_LIBS)
+# store/db.c alone: the node's RocksDB options and column families.
+UNIT_TESTS += tests/unit/test_db
+tests_unit_test_db_SOURCES = tests/unit/test_db.c store/db.c store/db.h
+tests_unit_test_db_LDADD = $(DEP_LIBS) $(CMOCKA_LIBS)
+
 
 STORE_TEST_LDADD = store/libstore.a $(DEP_LIBS) $(CMOCKA_LIBS)
 STORE_TEST_UTIL = tests/unit/store_test_util.c tests/unit/store_test_util.h

@@ -20,11 +20,6 @@ tests_unit_test_quic_LDADD = node/libnode.a $(CLIENT_LIBS) \
 tests_unit_test_quic_LDFLAGS = $(AM_LDFLAGS) \
 	-Wl,--wrap=sendmsg -Wl,--wrap=sendmmsg
 
-# Loopback throughput of the QUIC transport (not run by make check).
-noinst_PROGRAMS += tests/bench_quic
-tests_bench_quic_SOURCES = tests/bench_quic.c
-tests_bench_quic_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS)
-
 # Integration tests against real lodestone --dev processes over QUIC.
 FELIX_IT_LDADD = tests/integration/libfelixutil.a \
 	tests/integration/libharness.a $(CLIENT_LIBS) \

@@ -1,4 +1,4 @@
-/* node/db.c: the data column family keeps large values (stream runs) in
+/* store/db.c: the data column family keeps large values (stream runs) in
  * blob files and small ones inline; deleted large values free their blob
  * files once compacted; everything survives a reopen. */
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "node/db.h"
+#include "store/db.h"
 
 #define N_RUNS 48
 #define RUN_SIZE (64 * 1024)

@@ -4,8 +4,8 @@
  * entry written without the WAL and flushed before log compaction, as the
  * real store does (store/shard.c); or, in null mode, nothing at all, to
  * measure raft/ alone. */
-#ifndef LS_RAFT_BENCH_FSM_H
-#define LS_RAFT_BENCH_FSM_H
+#ifndef LS_BENCH_BENCH_FSM_H
+#define LS_BENCH_BENCH_FSM_H
 
 #include <rocksdb/c.h>
 #include <stdbool.h>

@@ -12,7 +12,7 @@
  * column family (fsm "rocks", as the store will) or nothing at all (fsm
  * "null": the cost of raft/ alone).
  *
- * By default the database has the node's own options (node/db.c: a vector
+ * By default the database has the node's own options (store/db.c: a vector
  * memtable for raft_log, bloom filters for data) and the log its own WAL
  * (raft/wal.c); -m skiplist opens it instead with plain options, the
  * default skiplist memtable and RocksDB's WAL, for comparison.
@@ -29,8 +29,8 @@
 #include <rocksdb/c.h>
 #include <uv.h>
 
-#include "node/db.h"
-#include "raft/bench_fsm.h"
+#include "store/db.h"
+#include "bench/bench_fsm.h"
 #include "raft/group.h"
 
 #define NODE 1
@@ -43,7 +43,7 @@ struct bench {
 	rocksdb_options_t *opts;
 	rocksdb_options_t *log_opts;
 	rocksdb_column_family_handle_t *cf[4];
-	struct db ndb; /* -m vector: the node's database (node/db.c) */
+	struct db ndb; /* -m vector: the node's database (store/db.c) */
 	struct bench_fsm fsm;
 	struct rio_store *store;
 	struct group_mgr *m;
@@ -133,7 +133,7 @@ static void open_db(struct bench *b, const char *base, bool vector)
 	}
 	if (vector) {
 		char msg[512];
-		/* The node's own options (node/db.c). */
+		/* The node's own options (store/db.c). */
 		if (db_open(&b->ndb, b->dir, msg, sizeof msg) != 0) {
 			die("open", msg);
 		}

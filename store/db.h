@@ -2,8 +2,8 @@
  * shares — "raft_log" (entries), "raft_state" (term, vote, snapshot
  * metadata) and "data" (shard state, keys prefixed by group id).
  * The node owns the handle; raft/ and store/ borrow it. */
-#ifndef LS_NODE_DB_H
-#define LS_NODE_DB_H
+#ifndef LS_STORE_DB_H
+#define LS_STORE_DB_H
 
 #include <stddef.h>
 

@@ -11,7 +11,7 @@
  * from propose to the result callback on the leader (commit on a quorum,
  * fsync included, then apply). The state machine writes every command into
  * the "data" column family, as the store does. Each node's database is
- * opened with the node's own options (node/db.c).
+ * opened with the node's own options (store/db.c).
  *
  * Besides throughput and latency, a row shows what bounds it: "CPUs" is the
  * CPU time of all nodes over the measured time (user + system, so 2.0 =
@@ -37,8 +37,8 @@
 #include <rocksdb/c.h>
 #include <uv.h>
 
-#include "node/db.h"
-#include "raft/bench_fsm.h"
+#include "store/db.h"
+#include "bench/bench_fsm.h"
 #include "raft/group.h"
 #include "raft/transport.h"
 
@@ -150,7 +150,7 @@ static void open_db(struct node *nd, const char *base)
 {
 	char err[512];
 
-	/* The node's own options (node/db.c). */
+	/* The node's own options (store/db.c). */
 	snprintf(nd->dir, sizeof nd->dir, "%s/node%u", base, nd->id);
 	if (db_open(&nd->db, nd->dir, err, sizeof err) != 0) {
 		die("open", err);

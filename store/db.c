@@ -1,5 +1,5 @@
 /* RocksDB setup; see db.h. */
-#include "node/db.h"
+#include "store/db.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +58,7 @@ int db_open(struct db *d, const char *dir, char *err, size_t errlen)
 	}
 	/* raft_log takes appends in index order and is read back only when a
 	 * group loads: a vector memtable inserts far cheaper than the skiplist
-	 * (raft/bench_raft: 1000 groups, 82k -> 169k entries/s). */
+	 * (bench/bench_raft: 1000 groups, 82k -> 169k entries/s). */
 	d->log_opts = rocksdb_options_create_copy(d->opts);
 	rocksdb_options_set_memtable_vector_rep(d->log_opts);
 	/* The raft WAL (raft/wal.c) flushes this CF each time it moves to a

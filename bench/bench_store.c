@@ -1,7 +1,7 @@
 /* bench_store: apply throughput of the shard state machine on a real
  * RocksDB (default options, unsynced apply as on a node).
  *
- *   store/bench_store [--dir DIR] [--entries N] [--only stream|cache|kv]
+ *   bench/bench_store [--dir DIR] [--entries N] [--only stream|cache|kv]
  *                     [--keep]
  *
  * Workloads, each N entries of 64 commands or records:

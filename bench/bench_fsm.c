@@ -1,5 +1,5 @@
 /* The raft benchmarks' state machine; see bench_fsm.h. */
-#include "raft/bench_fsm.h"
+#include "bench/bench_fsm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

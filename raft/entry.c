@@ -5,30 +5,7 @@
 
 #include <raft.h>
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
+#include "raft/bytes.h"
 
 void entry_builder_init(struct entry_builder *b, size_t max_len)
 {
@@ -100,7 +77,7 @@ int entry_builder_reserve(struct entry_builder *b, size_t len, uint8_t **cmd)
 		b->buf = p;
 		b->cap = cap;
 	}
-	put32(b->buf + b->len, (uint32_t)len);
+	bytes_put32(b->buf + b->len, (uint32_t)len);
 	*cmd = b->buf + b->len + ENTRY_CMD_OVERHEAD;
 	b->len = need;
 	b->n_cmds++;
@@ -128,9 +105,9 @@ int entry_builder_finish(struct entry_builder *b, uint64_t term,
 	b->buf[1] = 0;
 	b->buf[2] = 0;
 	b->buf[3] = 0;
-	put32(b->buf + 4, b->n_cmds);
-	put64(b->buf + 8, term);
-	put64(b->buf + 16, now_ms);
+	bytes_put32(b->buf + 4, b->n_cmds);
+	bytes_put64(b->buf + 8, term);
+	bytes_put64(b->buf + 16, now_ms);
 	if (b->cap - b->len > 4096 && b->cap - b->len > b->len / 8) {
 		/* Shrinking in place copies nothing. */
 		uint8_t *p = raft_realloc(b->buf, b->len);
@@ -161,9 +138,9 @@ int entry_decode_header(const void *buf, size_t len, struct entry_header *h)
 		return ENTRY_EMALFORMED;
 	}
 	h->version = p[0];
-	h->n_cmds = get32(p + 4);
-	h->term = get64(p + 8);
-	h->now_ms = get64(p + 16);
+	h->n_cmds = bytes_get32(p + 4);
+	h->term = bytes_get64(p + 8);
+	h->now_ms = bytes_get64(p + 16);
 	/* Each command takes at least its length prefix. */
 	if (h->n_cmds == 0 ||
 	    h->n_cmds > (len - ENTRY_HEADER_SIZE) / ENTRY_CMD_OVERHEAD) {
@@ -184,7 +161,7 @@ int entry_decode_cmds(const void *buf, size_t len, const struct entry_header *h,
 		if (len - off < ENTRY_CMD_OVERHEAD) {
 			return ENTRY_EMALFORMED;
 		}
-		n = get32(p + off);
+		n = bytes_get32(p + off);
 		off += ENTRY_CMD_OVERHEAD;
 		if (len - off < n) {
 			return ENTRY_EMALFORMED;

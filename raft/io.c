@@ -54,6 +54,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "raft/bytes.h"
 #include "raft/wal.h"
 
 #define FORMAT 1
@@ -246,40 +247,15 @@ struct rio_store {
 
 /* ---- byte helpers ---- */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
-
 static void log_key(uint8_t *k, uint32_t group, uint64_t index)
 {
-	put32(k, group);
-	put64(k + 4, index);
+	bytes_put32(k, group);
+	bytes_put64(k + 4, index);
 }
 
 static void state_key(uint8_t *k, uint32_t group, char kind)
 {
-	put32(k, group);
+	bytes_put32(k, group);
 	k[4] = (uint8_t)kind;
 }
 
@@ -451,14 +427,14 @@ static size_t conf_size(const struct raft_configuration *c)
 static int conf_encode(const struct raft_configuration *c, uint8_t *p)
 {
 	unsigned i;
-	put32(p, c->n);
+	bytes_put32(p, c->n);
 	p += 4;
 	for (i = 0; i < c->n; i++) {
 		size_t len = strlen(c->servers[i].address);
 		if (len > UINT16_MAX) {
 			return RAFT_NAMETOOLONG;
 		}
-		put64(p, c->servers[i].id);
+		bytes_put64(p, c->servers[i].id);
 		p[8] = (uint8_t)c->servers[i].role;
 		p[9] = (uint8_t)(len >> 8);
 		p[10] = (uint8_t)len;
@@ -478,7 +454,7 @@ static int conf_decode(const uint8_t *p, size_t len,
 	if (len < 4) {
 		return RAFT_CORRUPT;
 	}
-	n = get32(p);
+	n = bytes_get32(p);
 	for (i = 0; i < n; i++) {
 		size_t alen;
 		int rv;
@@ -491,8 +467,8 @@ static int conf_decode(const uint8_t *p, size_t len,
 		}
 		memcpy(addr, p + off + 11, alen);
 		addr[alen] = '\0';
-		rv =
-		    raft_configuration_add(c, get64(p + off), addr, p[off + 8]);
+		rv = raft_configuration_add(c, bytes_get64(p + off), addr,
+		                            p[off + 8]);
 		if (rv != 0) {
 			return rv == RAFT_NOMEM ? rv : RAFT_CORRUPT;
 		}
@@ -1120,8 +1096,8 @@ static int read_meta(struct rio *r, raft_term *term, raft_id *vote)
 		         "group %u: bad term/vote record", r->group);
 		return RAFT_CORRUPT;
 	}
-	*term = get64((const uint8_t *)v + 1);
-	*vote = get64((const uint8_t *)v + 9);
+	*term = bytes_get64((const uint8_t *)v + 1);
+	*vote = bytes_get64((const uint8_t *)v + 9);
 	free(v);
 	return 0;
 }
@@ -1129,8 +1105,8 @@ static int read_meta(struct rio *r, raft_term *term, raft_id *vote)
 static void encode_meta(uint8_t *v, raft_term term, raft_id vote)
 {
 	v[0] = FORMAT;
-	put64(v + 1, term);
-	put64(v + 9, vote);
+	bytes_put64(v + 1, term);
+	bytes_put64(v + 9, vote);
 }
 
 /* Reads the snapshot record; *out NULL when there is none. */
@@ -1169,9 +1145,9 @@ static int read_snapshot(struct rio *r, struct raft_snapshot **out)
 		rv = RAFT_NOMEM;
 		goto err_value;
 	}
-	snap->index = get64(p + 1);
-	snap->term = get64(p + 9);
-	snap->configuration_index = get64(p + 17);
+	snap->index = bytes_get64(p + 1);
+	snap->term = bytes_get64(p + 9);
+	snap->configuration_index = bytes_get64(p + 17);
 	raft_configuration_init(&snap->configuration);
 	rv = conf_decode(p + 25, len - 25, &snap->configuration, &used);
 	if (rv != 0) {
@@ -1182,7 +1158,7 @@ static int read_snapshot(struct rio *r, struct raft_snapshot **out)
 	if (len - off < 4) {
 		goto err_snap;
 	}
-	dlen = get32(p + off);
+	dlen = bytes_get32(p + off);
 	off += 4;
 	if (len - off != dlen) {
 		goto err_snap;
@@ -1281,7 +1257,7 @@ static int read_log(struct rio *r, raft_index *first, struct raft_entry **out,
 			rv = RAFT_CORRUPT;
 			goto out;
 		}
-		index = get64(k + 4);
+		index = bytes_get64(k + 4);
 		if (n == 0) {
 			*first = index;
 		} else if (index != expect) {
@@ -1320,7 +1296,7 @@ static int read_log(struct rio *r, raft_index *first, struct raft_entry **out,
 		}
 		memcpy(data + dlen, v + LOG_VALUE_HEADER, plen);
 		entries[n].type = v[1];
-		entries[n].term = get64(v + 2);
+		entries[n].term = bytes_get64(v + 2);
 		/* Offsets for now: `data` may still move. */
 		entries[n].buf.base = (void *)(uintptr_t)dlen;
 		entries[n].buf.len = plen;
@@ -1484,7 +1460,7 @@ static int put_change_entry(struct rio *r, rocksdb_writebatch_t *wb,
 	log_key(k, r->group, index);
 	h[0] = FORMAT;
 	h[1] = RAFT_CHANGE;
-	put64(h + 2, term);
+	bytes_put64(h + 2, term);
 	parts[0] = (const char *)h;
 	sizes[0] = sizeof h;
 	parts[1] = buf.base;
@@ -1707,7 +1683,7 @@ static int io_append(struct raft_io *io, struct raft_io_append *req,
 		log_key(k, r->group, r->next_index + i);
 		h[0] = FORMAT;
 		h[1] = (uint8_t)entries[i].type;
-		put64(h + 2, entries[i].term);
+		bytes_put64(h + 2, entries[i].term);
 		parts[0] = (const char *)h;
 		sizes[0] = sizeof h;
 		parts[1] = entries[i].buf.base;
@@ -1982,9 +1958,9 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 		return RAFT_NOMEM;
 	}
 	v[0] = FORMAT;
-	put64(v + 1, snap->index);
-	put64(v + 9, snap->term);
-	put64(v + 17, snap->configuration_index);
+	bytes_put64(v + 1, snap->index);
+	bytes_put64(v + 9, snap->term);
+	bytes_put64(v + 17, snap->configuration_index);
 	rv = conf_encode(&snap->configuration, v + 25);
 	if (rv != 0) {
 		free(v);
@@ -1992,7 +1968,7 @@ static int put_snapshot(struct rio *r, unsigned trailing,
 		return rv;
 	}
 	p = v + 25 + conf_size(&snap->configuration);
-	put32(p, (uint32_t)dlen);
+	bytes_put32(p, (uint32_t)dlen);
 	p += 4;
 	for (i = 0; i < snap->n_bufs; i++) {
 		if (snap->bufs[i].len > 0) {
@@ -2379,7 +2355,7 @@ static int read_db_mark(struct rio_store *s, uint64_t *mark, char *errmsg)
 		         "the database's raft WAL mark is unreadable");
 		return -1;
 	}
-	*mark = get64((const uint8_t *)v + 1);
+	*mark = bytes_get64((const uint8_t *)v + 1);
 	free(v);
 	return 0;
 }
@@ -2391,7 +2367,7 @@ static int write_db_mark(struct rio_store *s, uint64_t mark, char *errmsg)
 
 	state_key(k, MARK_GROUP, 'w');
 	v[0] = FORMAT;
-	put64(v + 1, mark);
+	bytes_put64(v + 1, mark);
 	/* Through RocksDB's own WAL, synced: written once. */
 	rocksdb_put_cf(s->db, s->wo_sync, s->cf_state, (const char *)k,
 	               sizeof k, (const char *)v, sizeof v, &err);

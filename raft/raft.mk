@@ -6,7 +6,7 @@
 noinst_LIBRARIES += raft/liblsraft.a
 NODE_LIBS += raft/liblsraft.a
 raft_liblsraft_a_SOURCES = \
-	raft/crc32c.c raft/crc32c.h \
+	raft/bytes.h raft/crc32c.c raft/crc32c.h \
 	raft/entry.c raft/entry.h \
 	raft/fsm.h \
 	raft/forward.c raft/forward.h \

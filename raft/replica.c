@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "raft/bytes.h"
 #include "raft/entry.h"
 #include "raft/io.h"
 
@@ -168,31 +169,6 @@ struct replica {
 	int fault; /* FAULT_* (test build only: see "Fault hooks") */
 #endif
 };
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
 
 const char *replica_strerror(int code)
 {
@@ -591,9 +567,9 @@ static int fsm_snapshot(struct raft_fsm *f, struct raft_buffer *bufs[],
 	memset(m, 0, MANIFEST_SIZE);
 	memcpy(m, "LSRM", 4);
 	m[4] = MANIFEST_VERSION;
-	put32(m + 8, rp->group);
-	put64(m + 16, rp->floor);
-	put64(m + 24, rp->last_now_ms);
+	bytes_put32(m + 8, rp->group);
+	bytes_put64(m + 16, rp->floor);
+	bytes_put64(m + 24, rp->last_now_ms);
 	(*bufs)[0].base = m;
 	(*bufs)[0].len = MANIFEST_SIZE;
 	*n_bufs = 1;
@@ -611,10 +587,10 @@ int replica_manifest_index(const void *buf, size_t len, uint32_t group,
 {
 	const uint8_t *m = buf;
 	if (len != MANIFEST_SIZE || memcmp(m, "LSRM", 4) != 0 ||
-	    m[4] != MANIFEST_VERSION || get32(m + 8) != group) {
+	    m[4] != MANIFEST_VERSION || bytes_get32(m + 8) != group) {
 		return REPLICA_EINVAL;
 	}
-	*index = get64(m + 16);
+	*index = bytes_get64(m + 16);
 	return 0;
 }
 
@@ -632,7 +608,7 @@ static int fsm_restore(struct raft_fsm *f, struct raft_buffer *buf)
 		         "group %u: snapshot manifest is malformed", rp->group);
 		return RAFT_MALFORMED;
 	}
-	now_ms = get64(m + 24);
+	now_ms = bytes_get64(m + 24);
 	rv = rp->fsm->applied_index(rp->fsm, rp->group, &applied);
 	if (rv != 0) {
 		snprintf(rp->errmsg, sizeof rp->errmsg,

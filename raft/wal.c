@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "raft/bytes.h"
 #include "raft/crc32c.h"
 
 #define MAGIC "LSWAL001"
@@ -95,20 +96,6 @@ static int check_failed(struct wal *w, char *err, size_t errlen)
 	         "raft WAL unusable after an earlier write or sync error: %s",
 	         strerror(w->failed));
 	return -1;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
 }
 
 static void seg_path(const struct wal *w, uint64_t seq, char *out, size_t n)
@@ -446,8 +433,8 @@ int wal_scan(const uint8_t *buf, size_t len, wal_replay_fn fn, void *data,
 			*why = "record header cut short";
 			break;
 		}
-		n = get32(buf + off);
-		crc = get32(buf + off + 4);
+		n = bytes_get32(buf + off);
+		crc = bytes_get32(buf + off + 4);
 		if (n > MAX_RECORD || len - off - REC_HEADER < n) {
 			*why = "record cut short";
 			break;
@@ -749,8 +736,8 @@ int wal_append(struct wal *w, const void *rec, size_t len, char *err,
 			w->allocated = UINT64_MAX;
 		}
 	}
-	put32(h, (uint32_t)len);
-	put32(h + 4, crc32c_extend(crc32c_extend(0, h, 4), rec, len));
+	bytes_put32(h, (uint32_t)len);
+	bytes_put32(h + 4, crc32c_extend(crc32c_extend(0, h, 4), rec, len));
 	iov[0].iov_base = h;
 	iov[0].iov_len = REC_HEADER;
 	iov[1].iov_base = (void *)rec;

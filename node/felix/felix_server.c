@@ -457,11 +457,11 @@ int felix_leader_answer(struct fstream *st, uint32_t group, const char *what,
 	struct felix_server *s = st->conn->srv;
 	struct shards_route rt;
 	char msg[SCOPES_FULL_MAX + 512];
-	if (shards_route(s->shards, group, &rt) == SHARDS_OK && rt.is_self) {
+	bool known = shards_route(s->shards, group, &rt) == SHARDS_OK;
+	if (known && rt.is_self) {
 		return 0;
 	}
-	if (shards_route(s->shards, group, &rt) == SHARDS_OK &&
-	    rt.leader_id != 0 &&
+	if (known && rt.leader_id != 0 &&
 	    (st->client_features & FELIX_FEATURE_REDIRECT) != 0) {
 		struct felix_msg m;
 		char id[32];

@@ -11,7 +11,9 @@
  *    did not; publish_idempotent is refused with not_leader in
  *    publish_refused either way; a forwarded acked binary publish is acked
  *    with the owner (0x0090) only to a client that offered 0x0080, and a
- *    publish on the leader never names one.
+ *    publish on the leader never names one; after the leader is killed,
+ *    a node that does not lead names the new leader with a higher
+ *    generation.
  * Times only bound the waits. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -489,6 +491,37 @@ static void test_cluster(void **state)
 	assert_int_equal(
 	    fx_cache_get(&plain[oc], "rc", "k", buf, sizeof buf, &found), 0);
 	assert_true(found);
+
+	/* The stream shard's leader dies: a survivor that does not lead
+	 * names the new leader with a higher generation. */
+	fx_close(&f[li]);
+	fx_close(&redir[li]);
+	fx_close(&plain[li]);
+	assert_int_equal(harness_node_signal(&cl, li, SIGKILL, NULL), 0);
+	t0 = fx_mono_ms();
+	for (;;) {
+		unsigned L2 = fx_wait_scope_leader(&cl, o, "streams", "rs", L);
+		assert_true(L2 != 0);
+		/* The survivor that does not lead (leadership may still
+		 * move between them: ask again then). */
+		unsigned ask = 0;
+		while (ask == li || ask == L2 - 1) {
+			ask++;
+		}
+		ask_json(&redir[ask], stream_reqs[0], &m);
+		if (m.type == FELIX_MSG_NOT_LEADER &&
+		    strcmp(m.u.not_leader.node_id, id) != 0) {
+			char want[16];
+			snprintf(want, sizeof want, "%u", L2);
+			assert_string_equal(m.u.not_leader.node_id, want);
+			assert_true(m.u.not_leader.generation > gen);
+			felix_msg_free(&m);
+			break;
+		}
+		felix_msg_free(&m);
+		assert_true(fx_mono_ms() - t0 < 30000);
+		fx_spin(&redir[ask], 200);
+	}
 
 	for (unsigned i = 0; i < NODES; i++) {
 		fx_close(&f[i]);

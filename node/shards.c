@@ -61,6 +61,10 @@ struct route {
 	uint64_t replicas[MAX_REPLICAS]; /* preference order */
 	uint64_t leader_since_ms;
 	uint64_t transfer_ms;
+	/* Ownership generation: the newest term this node saw a leader in,
+	 * plus placement changes (shards_bump_generation). */
+	uint64_t gen_term;
+	uint64_t placement_epoch;
 };
 
 struct shards {
@@ -445,6 +449,9 @@ uint32_t shards_group_of_scope(const struct shards *s, const char *scope,
 
 /* ---- routing snapshot ---- */
 
+static void record_field(const char *rec, size_t len, const char *key,
+                         char *out, size_t cap);
+
 static uint64_t effective_leader(const struct shards *s, const struct route *r)
 {
 	if (r->local && r->leader != 0) {
@@ -454,6 +461,29 @@ static uint64_t effective_leader(const struct shards *s, const struct route *r)
 		return r->ann_leader;
 	}
 	return r->local ? r->leader : 0;
+}
+
+/* Raises the group's generation to the term of the leader it now names;
+ * returns whether it moved. Terms only grow, and every new leader has a
+ * higher one, so the generation moves on each leader change and is the
+ * same on every node that knows that leader. */
+static bool track_generation(struct shards *s, struct route *r)
+{
+	uint64_t l = effective_leader(s, r), term;
+	if (l == 0) {
+		return false;
+	}
+	term = r->local && r->leader != 0 ? r->term : r->ann_term;
+	if (term <= r->gen_term) {
+		return false;
+	}
+	r->gen_term = term;
+	return true;
+}
+
+static uint64_t group_generation(const struct route *r)
+{
+	return (r->placement_epoch << SHARDS_GEN_TERM_BITS) + r->gen_term;
 }
 
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self)
@@ -485,6 +515,7 @@ int shards_route(struct shards *s, uint32_t group, struct shards_route *out)
 	r = &s->routes[group];
 	out->leader_id = shards_leader(s, group, &out->is_self);
 	out->replicated = r->local;
+	out->group_generation = group_generation(r);
 	m = out->leader_id != 0 ? member(s, out->leader_id) : NULL;
 	if (m != NULL) {
 		snprintf(out->felix, sizeof out->felix, "%s", m->felix);
@@ -518,6 +549,42 @@ int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
 uint64_t shards_generation(const struct shards *s)
 {
 	return s->generation;
+}
+
+uint64_t shards_group_generation(const struct shards *s, uint32_t group)
+{
+	return valid_group(s, group) ? group_generation(&s->routes[group]) : 0;
+}
+
+void shards_bump_generation(struct shards *s, uint32_t group)
+{
+	if (valid_group(s, group)) {
+		s->routes[group].placement_epoch++;
+		s->generation++;
+	}
+}
+
+size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n_members && n < max; i++) {
+		struct member *m = &s->members[i];
+		struct shards_node *o = &out[n++];
+		memset(o, 0, sizeof *o);
+		o->id = m->id;
+		o->self = m->id == s->cfg.node_id;
+		o->connected = o->self || (s->t != NULL &&
+		                           transport_connected(s->t, m->id));
+		if (o->self) {
+			/* Ours as we publish it, before the meta group has
+			 * it. */
+			record_field(s->record, strlen(s->record), "felix",
+			             o->felix, sizeof o->felix);
+		} else if (m->has_record) {
+			snprintf(o->felix, sizeof o->felix, "%s", m->felix);
+		}
+	}
+	return n;
 }
 
 /* The forward module's routing callbacks. */
@@ -617,6 +684,7 @@ static bool refresh_local(struct shards *s)
 		if (effective_leader(s, r) != before) {
 			changed = true;
 		}
+		changed |= track_generation(s, r);
 	}
 	return changed;
 }
@@ -685,6 +753,7 @@ static void on_routes(struct shards *s, uint64_t peer, const uint8_t *p,
 			r->ann_stamp = stamp;
 		}
 		changed |= effective_leader(s, r) != before;
+		changed |= track_generation(s, r);
 	}
 	/* The list is whole: what the peer no longer leads goes. */
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
@@ -1158,9 +1227,11 @@ static json_t *group_json(struct shards *s, uint32_t g)
 		json_array_append_new(voters,
 		                      json_integer((json_int_t)r->replicas[v]));
 	}
-	o = json_pack("{s:I, s:o, s:o, s:b}", "id", (json_int_t)g, "leader",
+	o = json_pack("{s:I, s:o, s:I, s:o, s:b}", "id", (json_int_t)g,
+	              "leader",
 	              leader ? json_integer((json_int_t)leader) : json_null(),
-	              "voters", voters, "replica", r->local);
+	              "generation", (json_int_t)group_generation(r), "voters",
+	              voters, "replica", r->local);
 	if (o == NULL || !r->local ||
 	    group_status(s->groups, g, &st) != REPLICA_OK) {
 		if (o != NULL) {

@@ -162,6 +162,7 @@ struct shards_route {
 	bool is_self;                /* this node leads it */
 	bool replicated;             /* this node holds a replica */
 	uint64_t generation;         /* of the routing snapshot */
+	uint64_t group_generation;   /* of this group's ownership */
 	char felix[SHARDS_ADDR_MAX]; /* the leader's client addresses */
 	char fsnp[SHARDS_ADDR_MAX];
 	char admin[SHARDS_ADDR_MAX];
@@ -174,8 +175,36 @@ int shards_route(struct shards *s, uint32_t group, struct shards_route *out);
 int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
                        size_t felix_len, char *fsnp, size_t fsnp_len);
 
-/* Bumped whenever a group's leader or a node's addresses change. */
+/* Bumped whenever a group's leader or generation or a node's addresses
+ * change. */
 uint64_t shards_generation(const struct shards *s);
+
+/* A group's ownership generation (the Felix seed's "generation" of
+ * not_leader and of forwarded publish acks): placement epoch << 40 plus
+ * the Raft term of the newest leader this node knows for the group. It
+ * grows with every leader change and every shards_bump_generation(), never
+ * goes back, and is the same on every node that knows the same leader
+ * (given the same placement changes). 0 before any leader is known. */
+#define SHARDS_GEN_TERM_BITS 40
+uint64_t shards_group_generation(const struct shards *s, uint32_t group);
+
+/* A placement change of `group` (its replicas moved): bumps its generation
+ * past every answer given so far. Call it on every node as the change
+ * applies. */
+void shards_bump_generation(struct shards *s, uint32_t group);
+
+/* The cluster's members as this node sees them: id, whether it is this
+ * node, whether it is reachable (this node, or a peer connected over the
+ * node transport) and its Felix client address ("" when not published). */
+struct shards_node {
+	uint64_t id;
+	bool self;
+	bool connected;
+	char felix[SHARDS_ADDR_MAX];
+};
+/* Fills up to `max` members in ascending id order; returns how many (1,
+ * itself, for a node without peers). */
+size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max);
 
 int shards_status(struct shards *s, uint32_t group, struct group_status *st);
 

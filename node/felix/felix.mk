@@ -55,6 +55,12 @@ INTEGRATION_TESTS += tests/integration/test_felix_cluster_durable
 tests_integration_test_felix_cluster_durable_SOURCES = \
 	tests/integration/test_felix_cluster_durable.c
 tests_integration_test_felix_cluster_durable_LDADD = $(FELIX_IT_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_felix_redirect
+tests_integration_test_felix_redirect_SOURCES = \
+	tests/integration/test_felix_redirect.c
+tests_integration_test_felix_redirect_LDADD = $(FELIX_IT_LDADD)
 EXTRA_DIST += tests/interop/felix_client.mjs tests/interop/felix_durable.mjs \
+	tests/interop/felix_redirect.mjs \
 	tests/interop/lib/ports.mjs \
 	tests/interop/package.json tests/interop/package-lock.json

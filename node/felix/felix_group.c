@@ -520,10 +520,13 @@ bool group_handle(struct fstream *st, struct felix_msg *m)
 	/* Claims and acknowledgements meet in one place: the leader. */
 	snprintf(what, sizeof what, "shard %u of stream %s", (unsigned)f.shard,
 	         info.full);
-	if (felix_leader_check(s, group, what, err, sizeof err) != 0) {
-		fstream_reply_error(st, err);
+	struct wbuf lw;
+	wbuf_init(&lw);
+	if (felix_leader_answer(st, group, what, &lw) != 0) {
+		fstream_reply_frames(st, &lw);
 		return true;
 	}
+	wbuf_free(&lw);
 	enum req_kind kind = m->type == FELIX_MSG_GROUP_POLL ? REQ_GROUP_POLL
 	                     : m->type == FELIX_MSG_GROUP_DEAD_LETTERS
 	                         ? REQ_GROUP_DEAD

@@ -52,6 +52,8 @@ struct felix_metrics {
 	struct metric *group_parked;  /* gauge: long polls waiting */
 	struct metric *idem_duplicates; /* publish_idempotent duplicates */
 	struct metric *idem_refused;    /* publish_refused answers */
+	struct metric *redirects;       /* not_leader answers */
+	struct metric *owner_acks;      /* binary acks naming the owner */
 };
 
 struct felix_server {
@@ -158,6 +160,7 @@ struct freq {
 	bool has_request_id;
 	uint64_t request_id;
 	uint32_t records;
+	bool forwarded; /* proposed through another node */
 	/* reads, subscribe, groups, watches */
 	struct felix_msg msg; /* decoded JSON request, owned */
 	char *scope;          /* "tenant/ns/name", owned */
@@ -187,6 +190,8 @@ int freq_set_scope(struct freq *r, const struct scope_info *info);
 /* Answers known at once, queued in request order. */
 void fstream_reply_msg(struct fstream *st, const struct felix_msg *m);
 void fstream_reply_error(struct fstream *st, const char *message);
+/* Queues encoded frames `w` (taken). */
+void fstream_reply_frames(struct fstream *st, struct wbuf *w);
 
 /* Scope resolution for a request: FOUND fills *info; ABSENT means reply
  * not-found (msg says so); BLOCKED means a lookup is running and the frame
@@ -210,6 +215,15 @@ void felix_result_message(const struct store_result *r, char *msg, size_t len,
  * names the shard for the message. */
 int felix_leader_check(struct felix_server *s, uint32_t group, const char *what,
                        char *msg, size_t msglen);
+/* Whether this node leads `group`: 0. Otherwise -1 with the answer for
+ * the stream's client encoded into `w`: not_leader{node_id, addr,
+ * generation} when the client offered FEATURE_REDIRECT and the leader is
+ * known, else an error naming the leader as felix_leader_check does. */
+int felix_leader_answer(struct fstream *st, uint32_t group, const char *what,
+                        struct wbuf *w);
+/* Whether this node is one of several (topology and redirects are
+ * served). */
+bool felix_is_cluster(struct felix_server *s);
 
 /* ---- subscriptions and cache watches (felix_pubsub.c) ------------------- */
 

@@ -1310,14 +1310,16 @@ static void on_watch_read(void *data, int status)
 	}
 	if (status == SHARDS_ENOTLEADER) {
 		char what[SCOPES_FULL_MAX + 64];
+		struct wbuf w;
 		snprintf(what, sizeof what, "shard %u of cache %s",
 		         (unsigned)r->shard, r->scope);
-		if (felix_leader_check(s, r->group, what, err, sizeof err) ==
-		    0) {
-			snprintf(err, sizeof err, "%s",
-			         felix_shards_message(status));
+		wbuf_init(&w);
+		if (felix_leader_answer(r->st, r->group, what, &w) == 0) {
+			wbuf_free(&w);
+			freq_error(r, felix_shards_message(status));
+			return;
 		}
-		freq_error(r, err);
+		freq_complete(r, &w);
 		return;
 	}
 	if (status != SHARDS_OK) {

@@ -28,6 +28,8 @@
 
 /* Reply bytes queued on a stream before it stops reading requests. */
 #define STREAM_OUT_MAX (4u << 20)
+/* Members a topology_view lists at most (the node transport's limit). */
+#define FELIX_TOPOLOGY_MAX 64
 
 static void stream_process(struct fstream *st);
 static void stream_flush(struct fstream *st);
@@ -118,6 +120,11 @@ static void reply_now(struct fstream *st, struct wbuf *w)
 	}
 	freq_enqueue(st, r);
 	freq_complete(r, w);
+}
+
+void fstream_reply_frames(struct fstream *st, struct wbuf *w)
+{
+	reply_now(st, w);
 }
 
 void fstream_reply_msg(struct fstream *st, const struct felix_msg *m)
@@ -261,12 +268,31 @@ static void publish_reply(struct freq *r, bool ok, const char *message)
 	}
 	if (r->binary) {
 		struct felix_publish_ack a;
+		struct shards_route rt;
+		char id[32];
 		memset(&a, 0, sizeof a);
 		a.status = ok ? FELIX_ACK_STATUS_OK : FELIX_ACK_STATUS_ERROR;
 		a.request_id = r->request_id;
 		if (!ok) {
 			a.message.data = (const uint8_t *)message;
 			a.message.len = strlen(message);
+		}
+		/* A publish another node leads was forwarded there: name the
+		 * owner to a client that takes the suffix, so it can publish
+		 * there directly. */
+		if (r->forwarded && r->st != NULL &&
+		    (r->st->send_flags & FELIX_FLAG_PUBLISH_ACK_OWNER) &&
+		    shards_route(s->shards, r->group, &rt) == SHARDS_OK &&
+		    rt.leader_id != 0 && !rt.is_self) {
+			snprintf(id, sizeof id, "%" PRIu64, rt.leader_id);
+			a.has_owner = true;
+			a.owner_node_id.data = (const uint8_t *)id;
+			a.owner_node_id.len = strlen(id);
+			a.has_owner_addr = rt.felix[0] != '\0';
+			a.owner_addr.data = (const uint8_t *)rt.felix;
+			a.owner_addr.len = strlen(rt.felix);
+			a.owner_generation = rt.group_generation;
+			metric_add(s->m.owner_acks, 1);
 		}
 		felix_publish_ack_encode(&w, &a);
 	} else if (r->ack != FELIX_ACK_NONE) {
@@ -425,6 +451,45 @@ int felix_leader_check(struct felix_server *s, uint32_t group, const char *what,
 	return -1;
 }
 
+int felix_leader_answer(struct fstream *st, uint32_t group, const char *what,
+                        struct wbuf *w)
+{
+	struct felix_server *s = st->conn->srv;
+	struct shards_route rt;
+	char msg[SCOPES_FULL_MAX + 512];
+	bool known = shards_route(s->shards, group, &rt) == SHARDS_OK;
+	if (known && rt.is_self) {
+		return 0;
+	}
+	if (known && rt.leader_id != 0 &&
+	    (st->client_features & FELIX_FEATURE_REDIRECT) != 0) {
+		struct felix_msg m;
+		char id[32];
+		snprintf(id, sizeof id, "%" PRIu64, rt.leader_id);
+		felix_msg_init(&m, FELIX_MSG_NOT_LEADER);
+		m.u.not_leader.node_id = id;
+		m.u.not_leader.addr = rt.felix[0] != '\0' ? rt.felix : NULL;
+		m.u.not_leader.generation = rt.group_generation;
+		felix_msg_encode_frame(&m, w);
+		metric_add(s->m.redirects, 1);
+		return -1;
+	}
+	if (felix_leader_check(s, group, what, msg, sizeof msg) == 0) {
+		/* The replica refused though the route names this node: it
+		 * is between terms. */
+		snprintf(msg, sizeof msg, "%s",
+		         felix_shards_message(SHARDS_ENOTLEADER));
+	}
+	encode_error(w, msg);
+	return -1;
+}
+
+bool felix_is_cluster(struct felix_server *s)
+{
+	struct shards_node n[2];
+	return shards_nodes(s->shards, n, 2) > 1;
+}
+
 /* Proposes an append of `items` for a publish request `r` (enqueued when
  * it owes a reply). */
 static void propose_append(struct fstream *st, struct freq *r,
@@ -439,8 +504,12 @@ static void propose_append(struct fstream *st, struct freq *r,
 	struct store_cmd c;
 	size_t clen;
 	const char *e;
+	bool self;
 	metric_add(s->m.publish_frames, 1);
 	r->records = items->n;
+	r->group = group;
+	/* Led elsewhere (or by nobody known yet): forwarded. */
+	r->forwarded = shards_leader(s->shards, group, &self) != 0 && !self;
 	if (items->n == 0) {
 		publish_reply(r, true, NULL);
 		return;
@@ -970,12 +1039,13 @@ static void on_subscribe_read(void *data, int status)
 		char what[SCOPES_FULL_MAX + 64];
 		snprintf(what, sizeof what, "shard %u of stream %s",
 		         (unsigned)r->shard, r->scope);
-		if (felix_leader_check(s, r->group, what, err, sizeof err) ==
-		    0) {
-			snprintf(err, sizeof err, "%s",
-			         felix_shards_message(status));
+		wbuf_init(&w);
+		if (felix_leader_answer(r->st, r->group, what, &w) == 0) {
+			wbuf_free(&w);
+			freq_error(r, felix_shards_message(status));
+			return;
 		}
-		freq_error(r, err);
+		freq_complete(r, &w);
 		return;
 	}
 	if (status != SHARDS_OK) {
@@ -1111,6 +1181,41 @@ static bool handle_stream_shards(struct fstream *st, struct felix_msg *m)
 	return true;
 }
 
+/* topology → topology_view: this node and every member it reaches over
+ * the node transport (the cluster's view of who can serve), each with the
+ * Felix address it published; members that published none are left out.
+ * A standalone node does not advertise the request: a client must not send
+ * it, and gets an error rather than a guess. */
+static void handle_topology(struct fstream *st)
+{
+	struct felix_server *s = st->conn->srv;
+	struct shards_node nodes[FELIX_TOPOLOGY_MAX];
+	struct felix_broker_endpoint eps[FELIX_TOPOLOGY_MAX];
+	char ids[FELIX_TOPOLOGY_MAX][24];
+	struct felix_msg m;
+	size_t n, k = 0;
+	if (!felix_is_cluster(s)) {
+		fstream_reply_error(st, "topology is not served by this broker "
+		                        "(a standalone node)");
+		return;
+	}
+	n = shards_nodes(s->shards, nodes, FELIX_TOPOLOGY_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (!nodes[i].connected || nodes[i].felix[0] == '\0') {
+			continue;
+		}
+		snprintf(ids[k], sizeof ids[k], "%" PRIu64, nodes[i].id);
+		eps[k].node_id = ids[k];
+		eps[k].addr = nodes[i].felix;
+		k++;
+	}
+	felix_msg_init(&m, FELIX_MSG_TOPOLOGY_VIEW);
+	m.u.topology_view.brokers.items = k > 0 ? eps : NULL;
+	m.u.topology_view.brokers.count = k;
+	metric_add(s->m.requests, 1);
+	fstream_reply_msg(st, &m);
+}
+
 /* ---- sessions ----------------------------------------------------------- */
 
 static void handle_auth(struct fstream *st, struct felix_msg *m)
@@ -1137,13 +1242,20 @@ static void handle_auth(struct fstream *st, struct felix_msg *m)
 	st->authed = true;
 	struct felix_msg r;
 	if (a->has_client_flags) {
-		st->send_flags = a->client_flags & FELIX_SERVER_FLAGS;
+		/* Topology, redirects and owner acks describe a cluster: a
+		 * standalone node advertises none of them. */
+		bool cluster = felix_is_cluster(s);
+		uint16_t flags =
+		    cluster ? FELIX_SERVER_CLUSTER_FLAGS : FELIX_SERVER_FLAGS;
+		st->send_flags = a->client_flags & flags;
 		st->client_features =
 		    a->has_client_features ? a->client_features : 0;
 		felix_msg_init(&r, FELIX_MSG_AUTH_OK);
-		r.u.auth_ok.server_flags = FELIX_SERVER_FLAGS;
+		r.u.auth_ok.server_flags = flags;
 		r.u.auth_ok.has_server_features = true;
-		r.u.auth_ok.server_features = FELIX_SERVER_FEATURES;
+		r.u.auth_ok.server_features =
+		    cluster ? FELIX_SERVER_CLUSTER_FEATURES
+		            : FELIX_SERVER_FEATURES;
 	} else {
 		/* A legacy client: the frozen original set, and a plain ok
 		 * (never auth_ok, which it cannot parse). */
@@ -1224,11 +1336,7 @@ static bool handle_json(struct fstream *st, const struct felix_frame *fr)
 		consumed = group_handle(st, &m);
 		break;
 	case FELIX_MSG_TOPOLOGY:
-		/* Known requests this broker does not advertise: a client
-		 * must not send them; answer rather than guess. */
-		snprintf(err, sizeof err, "%s is not served by this broker",
-		         felix_msg_type_name(m.type));
-		fstream_reply_error(st, err);
+		handle_topology(st);
 		break;
 	default:
 		snprintf(err, sizeof err, "unexpected message %s from a client",
@@ -1632,6 +1740,12 @@ static void metrics_register(struct felix_server *s, struct metrics *m)
 	x->idem_refused = metrics_counter(
 	    m, "felix_idempotent_refused_total",
 	    "publish_idempotent answered publish_refused", NULL);
+	x->redirects = metrics_counter(
+	    m, "felix_redirects_total",
+	    "Requests for a shard led elsewhere answered not_leader", NULL);
+	x->owner_acks = metrics_counter(
+	    m, "felix_owner_acks_total",
+	    "Binary acks of forwarded publishes naming the owner", NULL);
 }
 
 int felix_server_start(struct felix_server **out, uv_loop_t *loop,

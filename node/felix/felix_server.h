@@ -12,7 +12,9 @@
  * layout but the forwarded-ack owner suffix) and server_features
  * FELIX_SERVER_FEATURES (0x03FC: cache_delete, consumer groups with dead
  * letters, stream_shards, cache watches with retained delivery, counters,
- * idempotent producers).
+ * idempotent producers). A node with peers adds what describes a cluster:
+ * the owner suffix on forwarded publish acks (0x00FF) and topology and
+ * not_leader redirects (0x03FF).
  *
  * Lifetime: felix_server_close() closes the listener and every connection
  * (listeners close first when the node drains); requests still waiting on
@@ -40,6 +42,10 @@ struct felix_server;
 	 FELIX_FEATURE_GROUP_DEAD_LETTERS | FELIX_FEATURE_STREAM_SHARDS |      \
 	 FELIX_FEATURE_CACHE_WATCH | FELIX_FEATURE_CACHE_WATCH_RETAINED |      \
 	 FELIX_FEATURE_COUNTERS | FELIX_FEATURE_IDEMPOTENT_PRODUCER)
+#define FELIX_SERVER_CLUSTER_FLAGS 0x00FFu
+#define FELIX_SERVER_CLUSTER_FEATURES                                          \
+	(FELIX_SERVER_FEATURES | FELIX_FEATURE_TOPOLOGY |                      \
+	 FELIX_FEATURE_REDIRECT)
 
 /* QUIC application error codes the broker closes connections with. */
 #define FELIX_APP_NO_ERROR 0x0

@@ -19,9 +19,35 @@ static void on_ready(void *data, struct felix_client *c, int status,
 	f->ready = true;
 }
 
+static int connect_cfg(struct fx *f, uv_loop_t *loop,
+                       struct harness_cluster *cl, unsigned i,
+                       const char *tenant, const char *token,
+                       unsigned request_streams,
+                       const struct felix_client_config *base);
+
 int fx_connect(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
                unsigned i, const char *tenant, const char *token,
                unsigned request_streams)
+{
+	return connect_cfg(f, loop, cl, i, tenant, token, request_streams,
+	                   NULL);
+}
+
+int fx_connect_with(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
+                    unsigned i, uint16_t client_flags, uint32_t client_features)
+{
+	struct felix_client_config cfg;
+	felix_client_config_init(&cfg);
+	cfg.client_flags = client_flags;
+	cfg.client_features = client_features;
+	return connect_cfg(f, loop, cl, i, "t1", "any", 1, &cfg);
+}
+
+static int connect_cfg(struct fx *f, uv_loop_t *loop,
+                       struct harness_cluster *cl, unsigned i,
+                       const char *tenant, const char *token,
+                       unsigned request_streams,
+                       const struct felix_client_config *base)
 {
 	struct felix_client_config cfg;
 	char err[256];
@@ -30,6 +56,9 @@ int fx_connect(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
 	snprintf(f->ca, sizeof f->ca, "%s/tls/dev-cert.pem",
 	         cl->nodes[i].data_dir);
 	felix_client_config_init(&cfg);
+	if (base != NULL) {
+		cfg = *base;
+	}
 	cfg.host = "127.0.0.1";
 	cfg.port = cl->nodes[i].felix;
 	cfg.ca_file = f->ca;

@@ -28,6 +28,11 @@ struct fx {
 int fx_connect(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
                unsigned i, const char *tenant, const char *token,
                unsigned request_streams);
+/* The same as tenant t1 with one request stream, offering the given
+ * client_flags and client_features in auth. */
+int fx_connect_with(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
+                    unsigned i, uint16_t client_flags,
+                    uint32_t client_features);
 void fx_close(struct fx *f);
 
 /* A publish of `n` payloads (NUL-terminated strings); the key may be

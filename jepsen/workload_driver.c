@@ -109,6 +109,11 @@ const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id)
 	return &x->cfg->nodes[id - 1];
 }
 
+unsigned wl_ctx_home(const struct wl_ctx *x, unsigned i)
+{
+	return 1 + i % x->cfg->n_nodes;
+}
+
 unsigned wl_ctx_timeout(const struct wl_ctx *x)
 {
 	return x->cfg->op_timeout_ms ? x->cfg->op_timeout_ms
@@ -125,6 +130,12 @@ void wl_close_handle(uv_handle_t *h)
 	if (h->loop != NULL && !uv_is_closing(h)) {
 		uv_close(h, on_handle_closed);
 	}
+}
+
+void wl_close_timer(uv_timer_t *t)
+{
+	uv_timer_stop(t);
+	wl_close_handle((uv_handle_t *)t);
 }
 
 /* Closes everything, from the loop rather than from wherever

@@ -57,11 +57,9 @@ struct q_proc {
 	struct q *g;
 	unsigned pid;
 	bool consumer;
-	unsigned shard; /* consumers: theirs; publishers: the op's */
-	struct wl_fx fx[HOSTS_MAX_NODES];
-	unsigned home; /* publishers' node */
-	unsigned node; /* node of the op in flight */
-	unsigned tried;
+	unsigned shard;        /* consumers: theirs; publishers: the op's */
+	struct wl_follow lead; /* node of the op in flight */
+	unsigned home;         /* publishers' node */
 	uv_timer_t timer;
 	bool busy;
 	bool waiting;
@@ -172,10 +170,7 @@ static void complete(struct q_proc *p, enum wl_type t, const char *vals)
 {
 	struct q *g = p->g;
 	uv_timer_stop(&p->timer);
-	if (p->ticket != NULL) {
-		p->ticket->owner = NULL;
-		p->ticket = NULL;
-	}
+	wl_ticket_drop(&p->ticket);
 	record(p, t, vals);
 	if (t == WL_INFO) {
 		p->pid += g->nprocs;
@@ -242,13 +237,11 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 	p->refused = status == FELIX_CLIENT_EREFUSED && !elsewhere;
 	if (status != 0) {
 		if (elsewhere && p->consumer &&
-		    ++p->tried < g->x->cfg->n_nodes) {
+		    wl_follow_retry(&p->lead, g->x)) {
 			/* Group requests are served by the leader only. */
-			p->ticket->owner = NULL;
-			p->ticket = NULL;
-			p->node = p->node % g->x->cfg->n_nodes + 1;
+			wl_ticket_drop(&p->ticket);
 			p->waiting = true;
-			if (wl_fx_connect(&p->fx[p->node - 1])) {
+			if (wl_follow_connect(&p->lead)) {
 				send_op(p);
 			}
 			return;
@@ -263,7 +256,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 			                "process %u: refused: %.200s", p->pid,
 			                message);
 		}
-		struct wl_fx *fx = &p->fx[p->node - 1];
+		struct wl_fx *fx = wl_follow_fx(&p->lead);
 		complete(p, t, NULL);
 		if (status == FELIX_CLIENT_ECLOSED) {
 			wl_fx_reset(fx);
@@ -271,7 +264,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 		return;
 	}
 	if (p->consumer) {
-		g->hint[p->shard] = p->node;
+		g->hint[p->shard] = p->lead.node;
 	}
 	if (p->f != Q_CONSUME) {
 		complete(p, WL_OK, NULL);
@@ -289,7 +282,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 	p->n_items = p->next_item = 0;
 	for (size_t i = 0; i < l->count; i++) {
 		const struct felix_group_record *gr = &l->items[i];
-		wl_fx_token(gr->payload.data, gr->payload.len, tok, sizeof tok);
+		wl_token_of(gr->payload.data, gr->payload.len, tok, sizeof tok);
 		vl += (size_t)snprintf(vals + vl, sizeof vals - vl, "%s%s",
 		                       vl > 0 ? " " : "", tok);
 		if (p->n_items < MAX_RECORDS) {
@@ -318,7 +311,7 @@ static void on_ack(void *data, int status, const char *message)
 static void send_op(struct q_proc *p)
 {
 	struct q *g = p->g;
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	int rv;
 	p->waiting = false;
 	p->ticket = wl_ticket_new(&g->tickets, p, p->seq, fx);
@@ -359,7 +352,7 @@ static void send_op(struct q_proc *p)
 static void on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct q_proc *p = data;
-	if (p->busy && p->waiting && up && fx == &p->fx[p->node - 1]) {
+	if (p->busy && p->waiting && up && fx == wl_follow_fx(&p->lead)) {
 		send_op(p);
 	}
 }
@@ -372,19 +365,17 @@ static void invoke(struct q_proc *p)
 	p->busy = true;
 	p->waiting = true;
 	p->seq++;
-	p->tried = 0;
 	p->refused = false;
 	if (p->f == Q_PUBLISH) {
 		g->pubs_busy++;
-		p->node = p->home;
-	} else {
-		p->node = g->hint[p->shard];
 	}
+	wl_follow_start(&p->lead,
+	                p->f == Q_PUBLISH ? p->home : g->hint[p->shard]);
 	record(p, WL_INVOKE, NULL);
 	uv_timer_start(&p->timer, on_timer,
 	               wl_ctx_timeout(g->x) + (p->f == Q_CONSUME ? WAIT_MS : 0),
 	               0);
-	if (wl_fx_connect(&p->fx[p->node - 1])) {
+	if (wl_follow_connect(&p->lead)) {
 		send_op(p);
 	}
 }
@@ -427,7 +418,7 @@ static void on_timer(uv_timer_t *t)
 	bool sent = !p->waiting;
 	complete(p, sent ? WL_INFO : WL_FAIL, NULL);
 	if (sent) {
-		wl_fx_reset(&p->fx[p->node - 1]);
+		wl_follow_reset(&p->lead);
 	}
 }
 
@@ -456,7 +447,7 @@ static int q_start(struct wl_ctx *x)
 	for (unsigned j = 0; j < QSHARDS; j++) {
 		wl_fx_key_for_shard("k", j, QSHARDS, g->keys[j],
 		                    sizeof g->keys[j]);
-		g->hint[j] = 1 + j % cfg->n_nodes;
+		g->hint[j] = wl_ctx_home(x, j);
 	}
 	wl_hist_comment(&x->hist,
 	                "lodestone queue workload: %u publishers, %u "
@@ -470,12 +461,10 @@ static int q_start(struct wl_ctx *x)
 		p->pid = i;
 		p->consumer = i >= g->npub;
 		p->shard = p->consumer ? (i - g->npub) % QSHARDS : 0;
-		p->home = 1 + i % cfg->n_nodes;
+		p->home = wl_ctx_home(x, i);
 		uv_timer_init(x->loop, &p->timer);
 		p->timer.data = p;
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&p->fx[n], x, n + 1, on_conn, p);
-		}
+		wl_follow_init(&p->lead, x, p->home, on_conn, p);
 		schedule(p, wl_rand(x, 0, THINK_MAX_MS));
 	}
 	return 0;
@@ -523,11 +512,8 @@ static void q_close(struct wl_ctx *x)
 		if (p->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&p->timer);
-		wl_close_handle((uv_handle_t *)&p->timer);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&p->fx[n]);
-		}
+		wl_close_timer(&p->timer);
+		wl_follow_close(&p->lead, x);
 	}
 }
 

@@ -2,6 +2,7 @@
  * workload_felix.h. */
 #include "jepsen/workload_felix.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,17 @@ void wl_ticket_drop(struct wl_ticket **k)
 		(*k)->owner = NULL;
 		*k = NULL;
 	}
+}
+
+int wl_fx_publish_rec(struct wl_fx *fx, const char *stream, const char *key,
+                      uint64_t rec, felix_client_ack_cb cb, void *data)
+{
+	char r[24];
+	snprintf(r, sizeof r, "r%" PRIu64, rec);
+	struct felix_view v = {(const uint8_t *)r, strlen(r)};
+	return felix_client_publish(fx->c, WL_FX_NS, stream, true,
+	                            (const uint8_t *)key, strlen(key), &v, 1,
+	                            FELIX_ACK_PER_BATCH, cb, data);
 }
 
 enum wl_type wl_fx_write_outcome(int status, const char *message)

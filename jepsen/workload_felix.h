@@ -143,6 +143,11 @@ void wl_tickets_free(struct wl_tickets *t);
  * and clears *k. */
 void wl_ticket_drop(struct wl_ticket **k);
 
+/* Publishes the record `r<rec>` keyed `key` to `stream` of WL_FX_NS on
+ * fx's connection (up), acknowledged per batch: felix_client_publish. */
+int wl_fx_publish_rec(struct wl_fx *fx, const char *stream, const char *key,
+                      uint64_t rec, felix_client_ack_cb cb, void *data);
+
 /* The outcome of a refused write (status FELIX_CLIENT_*, the broker's
  * message): WL_FAIL when it certainly did not happen, else WL_INFO. */
 enum wl_type wl_fx_write_outcome(int status, const char *message);

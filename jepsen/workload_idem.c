@@ -504,14 +504,8 @@ static void f_send(struct id_reader *r)
 		return;
 	}
 	if (r->stage == F_SENTINEL) {
-		char rec[24];
-		snprintf(rec, sizeof rec, "r%" PRIu64, r->sentinel);
-		struct felix_view v = {(const uint8_t *)rec, strlen(rec)};
-		const char *key = g->keys[r->shard];
-		rv = felix_client_publish(fx->c, WL_FX_NS, ISTREAM, true,
-		                          (const uint8_t *)key, strlen(key), &v,
-		                          1, FELIX_ACK_PER_BATCH, f_on_ack,
-		                          r->ticket);
+		rv = wl_fx_publish_rec(fx, ISTREAM, g->keys[r->shard],
+		                       r->sentinel, f_on_ack, r->ticket);
 		if (rv != 0) {
 			send_event(g, r->pid, WL_FAIL, r->shard, r->sentinel);
 			f_retry(r);

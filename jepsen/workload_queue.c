@@ -320,16 +320,10 @@ static void send_op(struct q_proc *p)
 		return;
 	}
 	switch (p->f) {
-	case Q_PUBLISH: {
-		char r[24];
-		snprintf(r, sizeof r, "r%" PRIu64, p->rec);
-		struct felix_view v = {(const uint8_t *)r, strlen(r)};
-		const char *key = g->keys[p->shard];
-		rv = felix_client_publish(
-		    fx->c, WL_FX_NS, QSTREAM, true, (const uint8_t *)key,
-		    strlen(key), &v, 1, FELIX_ACK_PER_BATCH, on_ack, p->ticket);
+	case Q_PUBLISH:
+		rv = wl_fx_publish_rec(fx, QSTREAM, g->keys[p->shard], p->rec,
+		                       on_ack, p->ticket);
 		break;
-	}
 	case Q_CONSUME:
 		rv = felix_client_group_poll(fx->c, WL_FX_NS, QSTREAM, p->shard,
 		                             GROUP, MAX_RECORDS, WAIT_MS,

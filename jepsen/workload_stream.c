@@ -209,19 +209,14 @@ static void w_on_ack(void *data, int status, const char *message)
 static void w_send(struct st_writer *w)
 {
 	struct st *g = w->g;
-	char r[24];
 	w->waiting = false;
 	w->ticket = wl_ticket_new(&g->tickets, w, w->seq, &w->fx);
 	if (w->ticket == NULL) {
 		w_complete(w, WL_FAIL);
 		return;
 	}
-	snprintf(r, sizeof r, "r%" PRIu64, w->rec);
-	struct felix_view v = {(const uint8_t *)r, strlen(r)};
-	const char *key = g->keys[w->shard];
-	int rv = felix_client_publish(w->fx.c, WL_FX_NS, STREAM, true,
-	                              (const uint8_t *)key, strlen(key), &v, 1,
-	                              FELIX_ACK_PER_BATCH, w_on_ack, w->ticket);
+	int rv = wl_fx_publish_rec(&w->fx, STREAM, g->keys[w->shard], w->rec,
+	                           w_on_ack, w->ticket);
 	if (rv != 0) {
 		w_complete(w, WL_FAIL);
 		if (rv == FELIX_CLIENT_ECLOSED) {
@@ -692,13 +687,8 @@ static void r_sentinel_send(struct st_reader *r)
 	if (r->ticket == NULL) {
 		return;
 	}
-	char rec[24];
-	snprintf(rec, sizeof rec, "r%" PRIu64, r->sentinel);
-	struct felix_view v = {(const uint8_t *)rec, strlen(rec)};
-	const char *key = g->keys[r->shard];
-	int rv = felix_client_publish(fx->c, WL_FX_NS, STREAM, true,
-	                              (const uint8_t *)key, strlen(key), &v, 1,
-	                              FELIX_ACK_PER_BATCH, r_on_ack, r->ticket);
+	int rv = wl_fx_publish_rec(fx, STREAM, g->keys[r->shard], r->sentinel,
+	                           r_on_ack, r->ticket);
 	if (rv != 0) {
 		wl_ticket_drop(&r->ticket);
 		app_event(g, r->pid, WL_FAIL, r->shard, r->sentinel);

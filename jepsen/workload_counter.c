@@ -357,7 +357,6 @@ static void ct_phase(struct wl_ctx *x, enum wl_phase ph)
 static int ct_write(struct wl_ctx *x)
 {
 	struct ct *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		unsigned unread = 0;
 		for (unsigned k = 0; k < N_KEYS; k++) {
@@ -370,8 +369,7 @@ static int ct_write(struct wl_ctx *x)
 		         unread > 0 ? "; some final reads did not succeed"
 		                    : "");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void ct_close(struct wl_ctx *x)

@@ -101,6 +101,14 @@ void wl_ctx_path(const struct wl_ctx *x, const char *name, char *buf,
 	snprintf(buf, cap, "%s/%s", x->cfg->dir, name);
 }
 
+int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
+                 const char *name)
+{
+	char path[HOSTS_PATH_LEN + 32];
+	wl_ctx_path(x, name, path, sizeof path);
+	return wl_hist_write(h, path);
+}
+
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id)
 {
 	if (id < 1 || id > x->cfg->n_nodes) {

@@ -676,7 +676,6 @@ static void id_phase(struct wl_ctx *x, enum wl_phase ph)
 static int id_write(struct wl_ctx *x)
 {
 	struct id *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(x->note, sizeof x->note,
 		         "%u producers on %u nodes, %" PRIu64
@@ -685,8 +684,7 @@ static int id_write(struct wl_ctx *x)
 		         g->nprod, x->cfg->n_nodes, g->acked, g->resent,
 		         g->inits, g->done_readers, ISHARDS);
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void id_close(struct wl_ctx *x)

@@ -98,6 +98,10 @@ uint64_t wl_rand(struct wl_ctx *x, uint64_t lo, uint64_t hi);
 void wl_ctx_path(const struct wl_ctx *x, const char *name, char *buf,
                  size_t cap);
 
+/* Writes history h to "<dir>/<name>" (wl_hist_write). */
+int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
+                 const char *name);
+
 /* Node `id`'s address (1-based). */
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id);
 

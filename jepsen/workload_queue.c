@@ -480,7 +480,6 @@ static void q_phase(struct wl_ctx *x, enum wl_phase ph)
 static int q_write(struct wl_ctx *x)
 {
 	struct q *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(
 		    x->note, sizeof x->note,
@@ -491,8 +490,7 @@ static int q_write(struct wl_ctx *x)
 		    g->npub, QSHARDS * CONSUMERS_PER_SHARD, x->cfg->n_nodes,
 		    g->published, g->acked, g->outstanding);
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void q_close(struct wl_ctx *x)

@@ -491,7 +491,6 @@ static void reg_phase(struct wl_ctx *x, enum wl_phase ph)
 static int reg_write(struct wl_ctx *x)
 {
 	struct reg *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(x->note, sizeof x->note,
 		         "%u processes on %u nodes, %" PRIu64 " keys, "
@@ -502,8 +501,7 @@ static int reg_write(struct wl_ctx *x)
 		             ? "; final reads cut short by the deadline"
 		             : "");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void on_client_closed(void *data)

@@ -883,13 +883,11 @@ static void fix_offsets(struct st *g)
 static int st_write(struct wl_ctx *x)
 {
 	struct st *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	int rc;
 	if (g == NULL) {
-		wl_ctx_path(x, "history.txt", path, sizeof path);
-		rc = wl_hist_write(&x->hist, path);
-		wl_ctx_path(x, "history-set.txt", path, sizeof path);
-		return rc != 0 ? rc : wl_hist_write(&x->hist, path);
+		rc = wl_ctx_write(x, &x->hist, "history.txt");
+		return rc != 0 ? rc
+		               : wl_ctx_write(x, &x->hist, "history-set.txt");
 	}
 	unsigned finals = 0;
 	for (unsigned j = 0; j < SHARDS; j++) {
@@ -902,10 +900,8 @@ static int st_write(struct wl_ctx *x)
 	         g->nwriters, SHARDS, x->cfg->n_nodes, g->acked, finals,
 	         SHARDS);
 	fix_offsets(g);
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	rc = wl_hist_write(&x->hist, path);
-	wl_ctx_path(x, "history-set.txt", path, sizeof path);
-	int rc2 = wl_hist_write(&g->set_hist, path);
+	rc = wl_ctx_write(x, &x->hist, "history.txt");
+	int rc2 = wl_ctx_write(x, &g->set_hist, "history-set.txt");
 	g->set_hist.frozen = true;
 	return rc != 0 ? rc : rc2;
 }

@@ -754,7 +754,6 @@ static void wt_phase(struct wl_ctx *x, enum wl_phase ph)
 static int wt_write(struct wl_ctx *x)
 {
 	struct wt *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		uint64_t delivered = 0;
 		unsigned watches = 0, lagged = 0;
@@ -776,8 +775,7 @@ static int wt_write(struct wl_ctx *x)
 		                : "; the drain ended before every "
 		                  "watcher saw every acknowledged put");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void wt_close(struct wl_ctx *x)

@@ -2,6 +2,7 @@
 #include "tests/integration/felix_util.h"
 
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -883,6 +884,14 @@ unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
 	}
 	fprintf(stderr, "no leader for %s %s\n", kind, name);
 	return 0;
+}
+
+void fx_test_args(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1) {
+		cmocka_set_test_filter(argv[1]);
+	}
 }
 
 void fx_connect_ok(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,

@@ -186,6 +186,13 @@ unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
                               const char *kind, const char *name,
                               unsigned not );
 
+/* ---- tests ---- */
+
+/* What a test's main does before it runs its tests: ignores SIGPIPE and,
+ * given an argument, runs only the tests whose names match it (a cmocka
+ * pattern: '*lagged*'). */
+void fx_test_args(int argc, char **argv);
+
 /* ---- clusters ---- */
 
 /* fx_connect to node i as tenant t1 (token "any", 2 request streams); on

@@ -562,10 +562,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_cluster_watch),
 	    cmocka_unit_test(test_cluster_import_live),
 	};
-	signal(SIGPIPE, SIG_IGN);
-	/* An argument runs the tests whose names contain it. */
-	if (argc > 1) {
-		cmocka_set_test_filter(argv[1]);
-	}
+	fx_test_args(argc, argv);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,6 @@
  * when a key not yet streamed changes meanwhile).
  * Times only bound the waits. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -604,10 +603,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_watch_lagged),
 	    cmocka_unit_test(test_watch_retained_large),
 	};
-	signal(SIGPIPE, SIG_IGN);
-	/* An argument runs the tests whose names contain it. */
-	if (argc > 1) {
-		cmocka_set_test_filter(argv[1]);
-	}
+	fx_test_args(argc, argv);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,10 +26,14 @@ tests_unit_test_jepsen_lincheck_SOURCES = tests/unit/test_jepsen_lincheck.c
 tests_unit_test_jepsen_lincheck_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
 tests_unit_test_jepsen_history_SOURCES = tests/unit/test_jepsen_history.c
 tests_unit_test_jepsen_history_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
-tests_unit_test_jepsen_checkers_SOURCES = tests/unit/test_jepsen_checkers.c
+JEPSEN_TEST_HELPERS = tests/unit/jepsen_test_util.c \
+	tests/unit/jepsen_test_util.h
+tests_unit_test_jepsen_checkers_SOURCES = tests/unit/test_jepsen_checkers.c \
+	$(JEPSEN_TEST_HELPERS)
 tests_unit_test_jepsen_checkers_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
 UNIT_TESTS += tests/unit/test_jepsen_watchcheck
-tests_unit_test_jepsen_watchcheck_SOURCES = tests/unit/test_jepsen_watchcheck.c
+tests_unit_test_jepsen_watchcheck_SOURCES = \
+	tests/unit/test_jepsen_watchcheck.c $(JEPSEN_TEST_HELPERS)
 tests_unit_test_jepsen_watchcheck_LDADD = jepsen/libjepsen.a $(CMOCKA_LIBS)
 # Runs the jepsen/check program, so it must be built first.
 tests_unit_test_jepsen_cli_SOURCES = tests/unit/test_jepsen_cli.c

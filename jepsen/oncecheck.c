@@ -1,10 +1,6 @@
 /* Exactly-once checker; see oncecheck.h. */
 #include "jepsen/oncecheck.h"
 
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "jepsen/workload.h"
 
 #define CHECKER "exactly-once"
@@ -17,7 +13,6 @@ enum {
 
 struct rec {
 	uint8_t flags;
-	uint8_t touched;
 	uint8_t reported;
 	uint32_t received;
 	uint32_t first_line; /* first receipt */
@@ -25,24 +20,14 @@ struct rec {
 };
 
 struct ctx {
-	struct rec *recs; /* by value id */
-	uint32_t *touched;
-	size_t n_touched;
+	struct jepsen_workload_recs recs; /* of struct rec */
 	struct jepsen_anomalies *out;
 	char *err;
 	size_t errlen;
 };
 
-static struct rec *touch(struct ctx *c, uint32_t id)
-{
-	struct rec *r = &c->recs[id];
-	if (!r->touched) {
-		memset(r, 0, sizeof *r);
-		r->touched = 1;
-		c->touched[c->n_touched++] = id;
-	}
-	return r;
-}
+/* A record as a key first touches it. */
+static const struct rec blank;
 
 static int is_send(uint8_t f)
 {
@@ -56,7 +41,6 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 	const char *k = jepsen_history_str(h, key);
 	size_t nv;
 	int rc = 0;
-	c->n_touched = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct jepsen_op *op = &h->ops[ops[i]];
 		const uint32_t *v = jepsen_history_op_values(h, op, &nv);
@@ -68,7 +52,7 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			                              "send takes one record",
 			                              c->err, c->errlen);
 		}
-		struct rec *r = touch(c, v[0]);
+		struct rec *r = jepsen_workload_recs_touch(&c->recs, v[0]);
 		if (op->type == JEPSEN_FAIL) {
 			r->flags |= SEND_FAILED;
 			if (!(r->flags & SEND_OK)) {
@@ -96,7 +80,8 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			if (v[j] == JEPSEN_NIL) {
 				continue;
 			}
-			struct rec *r = touch(c, v[j]);
+			struct rec *r =
+			    jepsen_workload_recs_touch(&c->recs, v[j]);
 			const char *rs = jepsen_history_str(h, v[j]);
 			if (++r->received == 1) {
 				r->first_line = line;
@@ -129,19 +114,18 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			}
 		}
 	}
-	for (size_t i = 0; i < c->n_touched && rc == 0; i++) {
-		struct rec *r = &c->recs[c->touched[i]];
+	for (size_t i = 0; i < c->recs.n && rc == 0; i++) {
+		struct rec *r =
+		    jepsen_workload_recs_at(&c->recs, c->recs.ids[i]);
 		if ((r->flags & SEND_OK) && r->received == 0) {
 			rc = jepsen_anomalies_add(
 			    c->out, "lost", r->send_line,
 			    "topic %s: record %s was sent (acknowledged) but "
 			    "never received",
-			    k, jepsen_history_str(h, c->touched[i]));
+			    k, jepsen_history_str(h, c->recs.ids[i]));
 		}
 	}
-	for (size_t i = 0; i < c->n_touched; i++) {
-		c->recs[c->touched[i]].touched = 0;
-	}
+	jepsen_workload_recs_clear(&c->recs);
 	return rc;
 }
 
@@ -149,7 +133,6 @@ int jepsen_oncecheck_run(const struct jepsen_history *h,
                          struct jepsen_anomalies *out, char *err, size_t errlen)
 {
 	struct ctx c = {.out = out, .err = err, .errlen = errlen};
-	size_t ids = h->strings.count + 1;
 	int rc = jepsen_workload_check_fs(
 	    h,
 	    (1u << JEPSEN_F_SEND) | (1u << JEPSEN_F_RECV) |
@@ -158,14 +141,6 @@ int jepsen_oncecheck_run(const struct jepsen_history *h,
 	if (rc != 0) {
 		return rc;
 	}
-	c.recs = calloc(ids, sizeof *c.recs);
-	c.touched = calloc(ids, sizeof *c.touched);
-	if (c.recs == NULL || c.touched == NULL) {
-		rc = -ENOMEM;
-	} else {
-		rc = jepsen_workload_for_each_key(h, check_key, &c);
-	}
-	free(c.recs);
-	free(c.touched);
-	return rc;
+	return jepsen_workload_recs_run(h, &c.recs, &blank, sizeof blank,
+	                                check_key, &c);
 }

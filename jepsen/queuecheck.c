@@ -17,7 +17,6 @@ enum {
 
 struct rec {
 	uint8_t flags;
-	uint8_t touched;
 	uint32_t first_invoke; /* earliest invocation of a non-failed publish */
 	uint32_t pub_line;     /* an ok publish's completion line */
 	uint32_t fail_line;
@@ -32,9 +31,7 @@ struct fact {
 };
 
 struct ctx {
-	struct rec *recs; /* by value id */
-	uint32_t *touched;
-	size_t n_touched;
+	struct jepsen_workload_recs recs; /* of struct rec */
 	struct fact *facts;
 	size_t n_facts;
 	size_t facts_cap;
@@ -43,17 +40,8 @@ struct ctx {
 	size_t errlen;
 };
 
-static struct rec *touch(struct ctx *c, uint32_t id)
-{
-	struct rec *r = &c->recs[id];
-	if (!r->touched) {
-		memset(r, 0, sizeof *r);
-		r->touched = 1;
-		r->first_invoke = JEPSEN_NONE;
-		c->touched[c->n_touched++] = id;
-	}
-	return r;
-}
+/* A record as a key first touches it. */
+static const struct rec blank = {.first_invoke = JEPSEN_NONE};
 
 static int push_fact(struct ctx *c, struct fact f)
 {
@@ -85,7 +73,7 @@ static int check_record(const struct jepsen_history *h, struct ctx *c,
 {
 	uint32_t id = f[0].rec;
 	const char *rs = jepsen_history_str(h, id);
-	struct rec *r = touch(c, id);
+	struct rec *r = jepsen_workload_recs_touch(&c->recs, id);
 	const struct jepsen_op *last_delivery = NULL, *last_ack = NULL;
 	int rc = 0, reported = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -182,7 +170,6 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 	const char *k = jepsen_history_str(h, key);
 	size_t nv;
 	int rc = 0;
-	c->n_touched = 0;
 	c->n_facts = 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const struct jepsen_op *op = &h->ops[ops[i]];
@@ -195,7 +182,8 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 				    c->err, c->errlen);
 				break;
 			}
-			struct rec *r = touch(c, v[0]);
+			struct rec *r =
+			    jepsen_workload_recs_touch(&c->recs, v[0]);
 			if (op->type == JEPSEN_FAIL) {
 				r->flags |= PUB_FAILED;
 				r->fail_line =
@@ -239,19 +227,18 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 		i = j;
 	}
 	/* Published records no delivery or ack ever mentioned. */
-	for (size_t i = 0; i < c->n_touched && rc == 0; i++) {
-		struct rec *r = &c->recs[c->touched[i]];
+	for (size_t i = 0; i < c->recs.n && rc == 0; i++) {
+		struct rec *r =
+		    jepsen_workload_recs_at(&c->recs, c->recs.ids[i]);
 		if (r->flags & PUB_OK) {
 			rc = jepsen_anomalies_add(
 			    c->out, "lost", r->pub_line,
 			    "queue %s: record %s was published but never "
 			    "delivered",
-			    k, jepsen_history_str(h, c->touched[i]));
+			    k, jepsen_history_str(h, c->recs.ids[i]));
 		}
 	}
-	for (size_t i = 0; i < c->n_touched; i++) {
-		c->recs[c->touched[i]].touched = 0;
-	}
+	jepsen_workload_recs_clear(&c->recs);
 	return rc;
 }
 
@@ -260,7 +247,6 @@ int jepsen_queuecheck_run(const struct jepsen_history *h,
                           size_t errlen)
 {
 	struct ctx c = {.out = out, .err = err, .errlen = errlen};
-	size_t ids = h->strings.count + 1;
 	int rc = jepsen_workload_check_fs(
 	    h,
 	    (1u << JEPSEN_F_PUBLISH) | (1u << JEPSEN_F_CONSUME) |
@@ -269,15 +255,8 @@ int jepsen_queuecheck_run(const struct jepsen_history *h,
 	if (rc != 0) {
 		return rc;
 	}
-	c.recs = calloc(ids, sizeof *c.recs);
-	c.touched = calloc(ids, sizeof *c.touched);
-	if (c.recs == NULL || c.touched == NULL) {
-		rc = -ENOMEM;
-	} else {
-		rc = jepsen_workload_for_each_key(h, check_key, &c);
-	}
-	free(c.recs);
-	free(c.touched);
+	rc = jepsen_workload_recs_run(h, &c.recs, &blank, sizeof blank,
+	                              check_key, &c);
 	free(c.facts);
 	return rc;
 }

@@ -1,10 +1,6 @@
 /* Set checker; see setcheck.h. */
 #include "jepsen/setcheck.h"
 
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "jepsen/workload.h"
 
 #define CHECKER "set"
@@ -18,7 +14,6 @@ enum {
 /* What one key's history says about one record. */
 struct rec {
 	uint8_t flags;
-	uint8_t touched;
 	uint8_t reported; /* an unexpected anomaly was reported */
 	uint8_t in_final;
 	uint32_t first_invoke; /* earliest invocation of a non-failed add */
@@ -31,28 +26,17 @@ struct rec {
 };
 
 struct ctx {
-	struct rec *recs; /* by value id */
-	uint32_t *touched;
-	size_t n_touched;
+	struct jepsen_workload_recs recs; /* of struct rec */
 	uint32_t stamp;
 	struct jepsen_anomalies *out;
 	char *err;
 	size_t errlen;
 };
 
-static struct rec *touch(struct ctx *c, uint32_t id)
-{
-	struct rec *r = &c->recs[id];
-	if (!r->touched) {
-		memset(r, 0, sizeof *r);
-		r->touched = 1;
-		r->first_invoke = JEPSEN_NONE;
-		r->ok_end = JEPSEN_NONE;
-		r->seen_end = JEPSEN_NONE;
-		c->touched[c->n_touched++] = id;
-	}
-	return r;
-}
+/* A record as a key first touches it. */
+static const struct rec blank = {.first_invoke = JEPSEN_NONE,
+                                 .ok_end = JEPSEN_NONE,
+                                 .seen_end = JEPSEN_NONE};
 
 static int check_key(const struct jepsen_history *h, uint32_t key,
                      const uint32_t *ops, size_t n, void *arg)
@@ -62,7 +46,6 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 	const char *k = jepsen_history_str(h, key);
 	size_t nv;
 	int rc = 0;
-	c->n_touched = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct jepsen_op *op = &h->ops[ops[i]];
 		const uint32_t *v = jepsen_history_op_values(h, op, &nv);
@@ -78,7 +61,7 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			                              "add takes one record",
 			                              c->err, c->errlen);
 		}
-		struct rec *r = touch(c, v[0]);
+		struct rec *r = jepsen_workload_recs_touch(&c->recs, v[0]);
 		if (op->type == JEPSEN_FAIL) {
 			r->flags |= ADD_FAILED;
 			r->fail_line = jepsen_history_complete_line(h, op);
@@ -98,12 +81,12 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 		}
 	}
 	if (final == NULL) {
-		if (c->n_touched > 0) {
+		if (c->recs.n > 0) {
 			rc = jepsen_anomalies_add(
 			    c->out, "unread", 0,
 			    "set %s: %zu records were added but no read "
 			    "completed, so none could be checked",
-			    k, c->n_touched);
+			    k, c->recs.n);
 		}
 		goto out;
 	}
@@ -119,7 +102,8 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			if (v[j] == JEPSEN_NIL) {
 				continue;
 			}
-			struct rec *r = touch(c, v[j]);
+			struct rec *r =
+			    jepsen_workload_recs_touch(&c->recs, v[j]);
 			const char *rs = jepsen_history_str(h, v[j]);
 			if (r->stamp == c->stamp) {
 				rc = jepsen_anomalies_add(
@@ -164,9 +148,9 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			}
 		}
 	}
-	for (size_t i = 0; i < c->n_touched && rc == 0; i++) {
-		uint32_t id = c->touched[i];
-		struct rec *r = &c->recs[id];
+	for (size_t i = 0; i < c->recs.n && rc == 0; i++) {
+		uint32_t id = c->recs.ids[i];
+		struct rec *r = jepsen_workload_recs_at(&c->recs, id);
 		if (r->in_final) {
 			continue;
 		}
@@ -186,9 +170,7 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 		}
 	}
 out:
-	for (size_t i = 0; i < c->n_touched; i++) {
-		c->recs[c->touched[i]].touched = 0;
-	}
+	jepsen_workload_recs_clear(&c->recs);
 	return rc;
 }
 
@@ -196,21 +178,12 @@ int jepsen_setcheck_run(const struct jepsen_history *h,
                         struct jepsen_anomalies *out, char *err, size_t errlen)
 {
 	struct ctx c = {.out = out, .err = err, .errlen = errlen};
-	size_t ids = h->strings.count + 1;
 	int rc = jepsen_workload_check_fs(
 	    h, (1u << JEPSEN_F_ADD) | (1u << JEPSEN_F_READ), CHECKER, err,
 	    errlen);
 	if (rc != 0) {
 		return rc;
 	}
-	c.recs = calloc(ids, sizeof *c.recs);
-	c.touched = calloc(ids, sizeof *c.touched);
-	if (c.recs == NULL || c.touched == NULL) {
-		rc = -ENOMEM;
-	} else {
-		rc = jepsen_workload_for_each_key(h, check_key, &c);
-	}
-	free(c.recs);
-	free(c.touched);
-	return rc;
+	return jepsen_workload_recs_run(h, &c.recs, &blank, sizeof blank,
+	                                check_key, &c);
 }

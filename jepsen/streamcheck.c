@@ -19,7 +19,6 @@ enum {
 
 struct rec {
 	uint8_t flags;
-	uint8_t touched;
 	uint8_t reported_unexpected;
 	uint8_t reported_duplicate;
 	uint8_t in_final;
@@ -41,9 +40,7 @@ struct slot {
 };
 
 struct ctx {
-	struct rec *recs; /* by value id */
-	uint32_t *touched;
-	size_t n_touched;
+	struct jepsen_workload_recs recs; /* of struct rec */
 	struct slot *slots;
 	size_t slots_cap;
 	size_t slots_used;
@@ -58,19 +55,9 @@ struct ack {
 	uint32_t op;
 };
 
-static struct rec *touch(struct ctx *c, uint32_t id)
-{
-	struct rec *r = &c->recs[id];
-	if (!r->touched) {
-		memset(r, 0, sizeof *r);
-		r->touched = 1;
-		r->ok_end = JEPSEN_NONE;
-		r->seen_end = JEPSEN_NONE;
-		r->offset = NO_OFFSET;
-		c->touched[c->n_touched++] = id;
-	}
-	return r;
-}
+/* A record as a key first touches it. */
+static const struct rec blank = {
+    .ok_end = JEPSEN_NONE, .seen_end = JEPSEN_NONE, .offset = NO_OFFSET};
 
 static size_t slot_of(const struct slot *t, size_t cap, int64_t offset)
 {
@@ -114,7 +101,7 @@ static struct slot *offset_slot(struct ctx *c, int64_t offset)
 static int place(const struct jepsen_history *h, struct ctx *c, const char *k,
                  uint32_t id, int64_t offset, uint32_t line)
 {
-	struct rec *r = touch(c, id);
+	struct rec *r = jepsen_workload_recs_touch(&c->recs, id);
 	int rc = 0;
 	if (r->offset == NO_OFFSET) {
 		r->offset = offset;
@@ -281,7 +268,7 @@ static int check_read(const struct jepsen_history *h, struct ctx *c,
 			    k, off, text);
 			continue;
 		}
-		struct rec *r = touch(c, id);
+		struct rec *r = jepsen_workload_recs_touch(&c->recs, id);
 		if (is_final) {
 			r->in_final = 1;
 		}
@@ -328,7 +315,6 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 	if (acks == NULL) {
 		return -ENOMEM;
 	}
-	c->n_touched = 0;
 	c->slots_used = 0;
 	if (c->slots != NULL) {
 		memset(c->slots, 0, c->slots_cap * sizeof *c->slots);
@@ -353,7 +339,7 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 			    c->err, c->errlen);
 			break;
 		}
-		struct rec *r = touch(c, v[0]);
+		struct rec *r = jepsen_workload_recs_touch(&c->recs, v[0]);
 		if (op->type == JEPSEN_FAIL) {
 			r->flags |= APPEND_FAILED;
 			r->fail_line = jepsen_history_complete_line(h, op);
@@ -410,9 +396,9 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 		goto out;
 	}
 	uint32_t fline = jepsen_history_complete_line(h, final);
-	for (size_t i = 0; i < c->n_touched && rc == 0; i++) {
-		uint32_t id = c->touched[i];
-		struct rec *r = &c->recs[id];
+	for (size_t i = 0; i < c->recs.n && rc == 0; i++) {
+		uint32_t id = c->recs.ids[i];
+		struct rec *r = jepsen_workload_recs_at(&c->recs, id);
 		if (r->in_final ||
 		    (final_first != NO_OFFSET && r->offset != NO_OFFSET &&
 		     r->offset < final_first)) {
@@ -435,9 +421,7 @@ static int check_key(const struct jepsen_history *h, uint32_t key,
 		}
 	}
 out:
-	for (size_t i = 0; i < c->n_touched; i++) {
-		c->recs[c->touched[i]].touched = 0;
-	}
+	jepsen_workload_recs_clear(&c->recs);
 	free(acks);
 	return rc;
 }
@@ -447,22 +431,14 @@ int jepsen_streamcheck_run(const struct jepsen_history *h,
                            size_t errlen)
 {
 	struct ctx c = {.out = out, .err = err, .errlen = errlen};
-	size_t ids = h->strings.count + 1;
 	int rc = jepsen_workload_check_fs(
 	    h, (1u << JEPSEN_F_APPEND) | (1u << JEPSEN_F_READ), CHECKER, err,
 	    errlen);
 	if (rc != 0) {
 		return rc;
 	}
-	c.recs = calloc(ids, sizeof *c.recs);
-	c.touched = calloc(ids, sizeof *c.touched);
-	if (c.recs == NULL || c.touched == NULL) {
-		rc = -ENOMEM;
-	} else {
-		rc = jepsen_workload_for_each_key(h, check_key, &c);
-	}
-	free(c.recs);
-	free(c.touched);
+	rc = jepsen_workload_recs_run(h, &c.recs, &blank, sizeof blank,
+	                              check_key, &c);
 	free(c.slots);
 	return rc;
 }

@@ -74,3 +74,51 @@ int jepsen_workload_check_fs(const struct jepsen_history *h, uint32_t allowed,
 	}
 	return 0;
 }
+
+void *jepsen_workload_recs_at(const struct jepsen_workload_recs *t, uint32_t id)
+{
+	return t->elems + (size_t)id * t->size;
+}
+
+void *jepsen_workload_recs_touch(struct jepsen_workload_recs *t, uint32_t id)
+{
+	void *e = jepsen_workload_recs_at(t, id);
+	if (!t->touched[id]) {
+		memcpy(e, t->blank, t->size);
+		t->touched[id] = true;
+		t->ids[t->n++] = id;
+	}
+	return e;
+}
+
+void jepsen_workload_recs_clear(struct jepsen_workload_recs *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		t->touched[t->ids[i]] = false;
+	}
+	t->n = 0;
+}
+
+int jepsen_workload_recs_run(const struct jepsen_history *h,
+                             struct jepsen_workload_recs *t, const void *blank,
+                             size_t size, jepsen_workload_key_cb cb, void *arg)
+{
+	size_t ids = h->strings.count + 1;
+	int rc;
+	memset(t, 0, sizeof *t);
+	t->blank = blank;
+	t->size = size;
+	t->elems = calloc(ids, size);
+	t->touched = calloc(ids, sizeof *t->touched);
+	t->ids = calloc(ids, sizeof *t->ids);
+	if (t->elems == NULL || t->touched == NULL || t->ids == NULL) {
+		rc = -ENOMEM;
+	} else {
+		rc = jepsen_workload_for_each_key(h, cb, arg);
+	}
+	free(t->elems);
+	free(t->touched);
+	free(t->ids);
+	memset(t, 0, sizeof *t);
+	return rc;
+}

@@ -32,11 +32,10 @@ struct ct_proc {
 	struct ct *g;
 	unsigned idx;
 	unsigned pid;
-	struct wl_fx fx[HOSTS_MAX_NODES]; /* by node, opened on demand */
-	unsigned home;                    /* node of its adds */
-	unsigned node;                    /* node of the op in flight */
-	unsigned tried;                   /* nodes a read was refused by */
-	uv_timer_t timer;                 /* think, or the op's timeout */
+	struct wl_follow lead; /* node of the op in flight; tried: nodes a
+	                          read was refused by */
+	unsigned home;         /* node of its adds */
+	uv_timer_t timer;      /* think, or the op's timeout */
 	bool busy;
 	bool waiting; /* an op is chosen, waiting for the connection */
 	bool final;
@@ -102,10 +101,7 @@ static void complete(struct ct_proc *p, enum wl_type t, const char *extra)
 {
 	struct ct *g = p->g;
 	uv_timer_stop(&p->timer);
-	if (p->ticket != NULL) {
-		p->ticket->owner = NULL;
-		p->ticket = NULL;
-	}
+	wl_ticket_drop(&p->ticket);
 	record(p, t, extra);
 	if (t == WL_INFO) {
 		p->pid += g->nprocs;
@@ -142,13 +138,11 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 		if (p->f == CT_READ && status == FELIX_CLIENT_EREFUSED &&
 		    message != NULL &&
 		    strncmp(message, "not leader", 10) == 0 &&
-		    ++p->tried < g->x->cfg->n_nodes) {
+		    wl_follow_retry(&p->lead, g->x)) {
 			/* Reads are served by the leader only: next node. */
-			p->ticket->owner = NULL;
-			p->ticket = NULL;
-			p->node = p->node % g->x->cfg->n_nodes + 1;
+			wl_ticket_drop(&p->ticket);
 			p->waiting = true;
-			if (wl_fx_connect(&p->fx[p->node - 1])) {
+			if (wl_follow_connect(&p->lead)) {
 				send_op(p);
 			}
 			return;
@@ -163,14 +157,14 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 			         NULL);
 		}
 		if (status == FELIX_CLIENT_ECLOSED) {
-			wl_fx_reset(&p->fx[p->node - 1]);
+			wl_follow_reset(&p->lead);
 		}
 		return;
 	}
 	if (p->f == CT_READ) {
 		const struct felix_msg_counter_value *cv =
 		    &reply->u.counter_value;
-		g->read_hint[p->key] = p->node;
+		g->read_hint[p->key] = p->lead.node;
 		snprintf(v, sizeof v, "%" PRId64,
 		         cv->has_value ? cv->value : 0);
 		complete(p, WL_OK, v);
@@ -192,7 +186,7 @@ static void on_timeout(uv_timer_t *t)
 	bool sent = !p->waiting;
 	complete(p, p->f == CT_READ || !sent ? WL_FAIL : WL_INFO, NULL);
 	if (sent) {
-		wl_fx_reset(&p->fx[p->node - 1]);
+		wl_follow_reset(&p->lead);
 	}
 }
 
@@ -202,7 +196,7 @@ static void send_op(struct ct_proc *p)
 	struct ct *g = p->g;
 	int rv;
 	p->waiting = false;
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	p->ticket = wl_ticket_new(&g->tickets, p, p->seq, fx);
 	if (p->ticket == NULL) {
 		complete(p, WL_FAIL, NULL);
@@ -229,7 +223,7 @@ static void send_op(struct ct_proc *p)
 static void on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct ct_proc *p = data;
-	if (!p->busy || !p->waiting || fx != &p->fx[p->node - 1]) {
+	if (!p->busy || !p->waiting || fx != wl_follow_fx(&p->lead)) {
 		return;
 	}
 	if (up) {
@@ -247,10 +241,10 @@ static void invoke(struct ct_proc *p)
 	p->seq++;
 	record(p, WL_INVOKE, NULL);
 	p->waiting = true;
-	p->tried = 0;
-	p->node = p->f == CT_READ ? g->read_hint[p->key] : p->home;
+	wl_follow_start(&p->lead,
+	                p->f == CT_READ ? g->read_hint[p->key] : p->home);
 	uv_timer_start(&p->timer, on_timeout, wl_ctx_timeout(g->x), 0);
-	if (wl_fx_connect(&p->fx[p->node - 1])) {
+	if (wl_follow_connect(&p->lead)) {
 		send_op(p);
 	}
 }
@@ -324,7 +318,7 @@ static int ct_start(struct wl_ctx *x)
 		return -ENOMEM;
 	}
 	for (unsigned k = 0; k < N_KEYS; k++) {
-		g->read_hint[k] = 1 + k % cfg->n_nodes;
+		g->read_hint[k] = wl_ctx_home(x, k);
 	}
 	wl_hist_comment(&x->hist,
 	                "lodestone counter workload: %u processes on %u "
@@ -338,11 +332,9 @@ static int ct_start(struct wl_ctx *x)
 		p->pid = i;
 		uv_timer_init(x->loop, &p->timer);
 		p->timer.data = p;
-		p->home = 1 + i % cfg->n_nodes;
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&p->fx[n], x, n + 1, on_conn, p);
-		}
-		wl_fx_connect(&p->fx[p->home - 1]);
+		p->home = wl_ctx_home(x, i);
+		wl_follow_init(&p->lead, x, p->home, on_conn, p);
+		wl_fx_connect(&p->lead.fx[p->home - 1]);
 		schedule(p, wl_rand(x, 0, THINK_MAX_MS));
 	}
 	return 0;
@@ -365,7 +357,6 @@ static void ct_phase(struct wl_ctx *x, enum wl_phase ph)
 static int ct_write(struct wl_ctx *x)
 {
 	struct ct *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		unsigned unread = 0;
 		for (unsigned k = 0; k < N_KEYS; k++) {
@@ -378,8 +369,7 @@ static int ct_write(struct wl_ctx *x)
 		         unread > 0 ? "; some final reads did not succeed"
 		                    : "");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void ct_close(struct wl_ctx *x)
@@ -393,11 +383,8 @@ static void ct_close(struct wl_ctx *x)
 		if (p->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&p->timer);
-		wl_close_handle((uv_handle_t *)&p->timer);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&p->fx[n]);
-		}
+		wl_close_timer(&p->timer);
+		wl_follow_close(&p->lead, x);
 	}
 }
 

@@ -101,12 +101,25 @@ void wl_ctx_path(const struct wl_ctx *x, const char *name, char *buf,
 	snprintf(buf, cap, "%s/%s", x->cfg->dir, name);
 }
 
+int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
+                 const char *name)
+{
+	char path[HOSTS_PATH_LEN + 32];
+	wl_ctx_path(x, name, path, sizeof path);
+	return wl_hist_write(h, path);
+}
+
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id)
 {
 	if (id < 1 || id > x->cfg->n_nodes) {
 		return NULL;
 	}
 	return &x->cfg->nodes[id - 1];
+}
+
+unsigned wl_ctx_home(const struct wl_ctx *x, unsigned i)
+{
+	return 1 + i % x->cfg->n_nodes;
 }
 
 unsigned wl_ctx_timeout(const struct wl_ctx *x)
@@ -125,6 +138,12 @@ void wl_close_handle(uv_handle_t *h)
 	if (h->loop != NULL && !uv_is_closing(h)) {
 		uv_close(h, on_handle_closed);
 	}
+}
+
+void wl_close_timer(uv_timer_t *t)
+{
+	uv_timer_stop(t);
+	wl_close_handle((uv_handle_t *)t);
 }
 
 /* Closes everything, from the loop rather than from wherever

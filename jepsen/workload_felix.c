@@ -2,6 +2,7 @@
  * workload_felix.h. */
 #include "jepsen/workload_felix.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,57 @@ void wl_fx_close(struct wl_fx *fx)
 	reap(fx);
 }
 
+void wl_follow_init(struct wl_follow *f, struct wl_ctx *x, unsigned node,
+                    wl_fx_cb cb, void *data)
+{
+	for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
+		wl_fx_init(&f->fx[n], x, n + 1, cb, data);
+	}
+	wl_follow_start(f, node);
+}
+
+void wl_follow_close(struct wl_follow *f, const struct wl_ctx *x)
+{
+	for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
+		wl_fx_close(&f->fx[n]);
+	}
+}
+
+struct wl_fx *wl_follow_fx(struct wl_follow *f)
+{
+	return &f->fx[f->node - 1];
+}
+
+bool wl_follow_connect(struct wl_follow *f)
+{
+	return wl_fx_connect(wl_follow_fx(f));
+}
+
+void wl_follow_reset(struct wl_follow *f)
+{
+	wl_fx_reset(wl_follow_fx(f));
+}
+
+void wl_follow_start(struct wl_follow *f, unsigned node)
+{
+	f->node = node;
+	f->tried = 0;
+}
+
+void wl_follow_next(struct wl_follow *f, const struct wl_ctx *x)
+{
+	f->node = f->node % x->cfg->n_nodes + 1;
+}
+
+bool wl_follow_retry(struct wl_follow *f, const struct wl_ctx *x)
+{
+	if (++f->tried >= x->cfg->n_nodes) {
+		return false;
+	}
+	wl_follow_next(f, x);
+	return true;
+}
+
 struct wl_ticket *wl_ticket_new(struct wl_tickets *t, void *owner, uint64_t seq,
                                 struct wl_fx *fx)
 {
@@ -228,6 +280,25 @@ void wl_tickets_free(struct wl_tickets *t)
 		t->head = k->next;
 		free(k);
 	}
+}
+
+void wl_ticket_drop(struct wl_ticket **k)
+{
+	if (*k != NULL) {
+		(*k)->owner = NULL;
+		*k = NULL;
+	}
+}
+
+int wl_fx_publish_rec(struct wl_fx *fx, const char *stream, const char *key,
+                      uint64_t rec, felix_client_ack_cb cb, void *data)
+{
+	char r[24];
+	snprintf(r, sizeof r, "r%" PRIu64, rec);
+	struct felix_view v = {(const uint8_t *)r, strlen(r)};
+	return felix_client_publish(fx->c, WL_FX_NS, stream, true,
+	                            (const uint8_t *)key, strlen(key), &v, 1,
+	                            FELIX_ACK_PER_BATCH, cb, data);
 }
 
 enum wl_type wl_fx_write_outcome(int status, const char *message)
@@ -253,20 +324,6 @@ enum wl_type wl_fx_write_outcome(int status, const char *message)
 		return WL_FAIL;
 	default:
 		return WL_INFO;
-	}
-}
-
-void wl_fx_token(const uint8_t *p, size_t len, char *out, size_t cap)
-{
-	if (len < cap && wl_token_ok((const char *)p, len) &&
-	    !(len == 3 && memcmp(p, "nil", 3) == 0)) {
-		memcpy(out, p, len);
-		out[len] = '\0';
-		return;
-	}
-	size_t o = (size_t)snprintf(out, cap, "x");
-	for (size_t i = 0; i < len && o + 3 < cap; i++) {
-		o += (size_t)snprintf(out + o, cap - o, "%02x", p[i]);
 	}
 }
 

@@ -1,9 +1,12 @@
-/* Felix plumbing shared by the stream and counter workloads:
+/* Felix plumbing shared by the Felix workloads (stream, counter, queue,
+ * idempotent, watch):
  *
  *  - struct wl_fx: one process's Felix connection to one node
  *    (client/felix_client.h over QUIC, the node's dev certificate), opened
  *    on demand, given up after a connect timeout, dropped when a request
  *    on it times out or it is lost, and reopened after a backoff;
+ *  - struct wl_follow: a process's connections to every node, for what
+ *    only a shard's leader serves, and the node it is asking;
  *  - tickets: the callback data of one request. A process abandons a
  *    request when its own timer gives up on it (Felix requests have no
  *    timeout of their own); the late callback then finds the ticket
@@ -78,6 +81,45 @@ void wl_fx_reset(struct wl_fx *fx);
 /* Closes for good (workload end). */
 void wl_fx_close(struct wl_fx *fx);
 
+/* --- Following a shard's leader ---------------------------------------------
+ *
+ * What only a shard's leader serves (subscribes, group requests, counter
+ * reads, idempotent publishes, watches) a process asks one node at a time,
+ * over a connection per node opened on demand: first the node that last
+ * served the shard, then, when refused or unanswered, the next one in turn
+ * (or the one a refusal names). */
+
+struct wl_follow {
+	struct wl_fx fx[HOSTS_MAX_NODES]; /* by node, opened on demand */
+	unsigned node;                    /* being asked (1-based) */
+	unsigned tried;                   /* nodes tried for what is asked */
+};
+
+/* A connection per node of x (none open yet), asking `node` first. */
+void wl_follow_init(struct wl_follow *f, struct wl_ctx *x, unsigned node,
+                    wl_fx_cb cb, void *data);
+
+/* Closes the connections for good (workload end). */
+void wl_follow_close(struct wl_follow *f, const struct wl_ctx *x);
+
+/* The connection to the node being asked. */
+struct wl_fx *wl_follow_fx(struct wl_follow *f);
+
+/* wl_fx_connect, wl_fx_reset of that connection. */
+bool wl_follow_connect(struct wl_follow *f);
+void wl_follow_reset(struct wl_follow *f);
+
+/* Asks `node` first (the node that last served the shard, say), no node
+ * tried yet. */
+void wl_follow_start(struct wl_follow *f, unsigned node);
+
+/* Moves on to the next node in turn. */
+void wl_follow_next(struct wl_follow *f, const struct wl_ctx *x);
+
+/* Counts the node being asked as tried and, unless that makes every node,
+ * moves on to the next one (then returns true). */
+bool wl_follow_retry(struct wl_follow *f, const struct wl_ctx *x);
+
 /* --- Tickets ----------------------------------------------------------------
  */
 
@@ -97,12 +139,18 @@ struct wl_ticket *wl_ticket_new(struct wl_tickets *t, void *owner, uint64_t seq,
                                 struct wl_fx *fx);
 void wl_tickets_free(struct wl_tickets *t);
 
+/* Abandons the request of *k, if any (its callback finds the ticket stale),
+ * and clears *k. */
+void wl_ticket_drop(struct wl_ticket **k);
+
+/* Publishes the record `r<rec>` keyed `key` to `stream` of WL_FX_NS on
+ * fx's connection (up), acknowledged per batch: felix_client_publish. */
+int wl_fx_publish_rec(struct wl_fx *fx, const char *stream, const char *key,
+                      uint64_t rec, felix_client_ack_cb cb, void *data);
+
 /* The outcome of a refused write (status FELIX_CLIENT_*, the broker's
  * message): WL_FAIL when it certainly did not happen, else WL_INFO. */
 enum wl_type wl_fx_write_outcome(int status, const char *message);
-
-/* A payload as a history token (x<hex> when it is not one). */
-void wl_fx_token(const uint8_t *p, size_t len, char *out, size_t cap);
 
 /* A key that the Felix routing hash sends to `shard` of `shards`
  * ("<prefix><n>", the first such n). */

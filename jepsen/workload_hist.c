@@ -177,3 +177,17 @@ bool wl_token_ok(const char *s, size_t len)
 	}
 	return true;
 }
+
+void wl_token_of(const uint8_t *p, size_t len, char *out, size_t cap)
+{
+	if (len < cap && wl_token_ok((const char *)p, len) &&
+	    !(len == 3 && memcmp(p, "nil", 3) == 0)) {
+		memcpy(out, p, len);
+		out[len] = '\0';
+		return;
+	}
+	size_t o = (size_t)snprintf(out, cap, "x");
+	for (size_t i = 0; i < len && o + 3 < cap; i++) {
+		o += (size_t)snprintf(out + o, cap - o, "%02x", p[i]);
+	}
+}

@@ -63,4 +63,8 @@ const char *wl_type_name(enum wl_type t);
  * 64 KiB, no whitespace, no '#' first, not "nil" unless meant). */
 bool wl_token_ok(const char *s, size_t len);
 
+/* Bytes as a history token: themselves when they are a plain token (and
+ * not "nil"), else x<hex>. */
+void wl_token_of(const uint8_t *p, size_t len, char *out, size_t cap);
+
 #endif

@@ -39,10 +39,8 @@ enum id_state { P_INIT, P_SEND };
 struct id_prod {
 	struct id *g;
 	unsigned pid;
-	struct wl_fx fx[HOSTS_MAX_NODES];
+	struct wl_follow lead;
 	unsigned home;
-	unsigned node;
-	unsigned tried;
 	uv_timer_t timer;
 	bool busy;    /* a send (history op) or producer_init in flight */
 	bool waiting; /* for the connection */
@@ -64,9 +62,7 @@ struct id_reader {
 	struct id *g;
 	unsigned shard;
 	unsigned pid;
-	struct wl_fx fx[HOSTS_MAX_NODES];
-	unsigned node;
-	unsigned tried;
+	struct wl_follow lead;
 	uv_timer_t timer;
 	enum r_stage stage;
 	bool busy;
@@ -120,10 +116,7 @@ static void p_idle(struct id_prod *p, uint64_t pause)
 {
 	struct id *g = p->g;
 	uv_timer_stop(&p->timer);
-	if (p->ticket != NULL) {
-		p->ticket->owner = NULL;
-		p->ticket = NULL;
-	}
+	wl_ticket_drop(&p->ticket);
 	p->busy = false;
 	p->waiting = false;
 	g->busy_prods--;
@@ -144,7 +137,7 @@ static void p_done(struct id_prod *p, enum wl_type t, bool resend, bool reinit)
 	if (t == WL_OK) {
 		g->acked++;
 		p->next_seq[p->shard]++;
-		g->hint[p->shard] = p->node;
+		g->hint[p->shard] = p->lead.node;
 		p->has_rec = false;
 	} else if (!resend || p->attempts >= MAX_ATTEMPTS || g->x->ops_over) {
 		/* Given up: the sequence it held may be taken on the
@@ -176,7 +169,7 @@ static void on_init(void *data, int status, const struct felix_msg *reply,
 		memset(p->next_seq, 0, sizeof p->next_seq);
 		p->g->inits++;
 	}
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	p_idle(p, p->have_id ? 0 : RETRY_MS);
 	if (status == FELIX_CLIENT_ECLOSED) {
 		wl_fx_reset(fx);
@@ -214,8 +207,12 @@ static void on_sent(void *data, int status, const struct felix_msg *reply,
 		if (why->kind == FELIX_REFUSAL_NOT_LEADER) {
 			/* Not taken here: send it to the leader. */
 			unsigned n = node_named(g, why->node_id);
-			p->node = n != 0 ? n : p->node % g->x->cfg->n_nodes + 1;
-			g->hint[p->shard] = p->node;
+			if (n != 0) {
+				p->lead.node = n;
+			} else {
+				wl_follow_next(&p->lead, g->x);
+			}
+			g->hint[p->shard] = p->lead.node;
 			p_done(p, WL_FAIL, true, false);
 			return;
 		}
@@ -226,7 +223,7 @@ static void on_sent(void *data, int status, const struct felix_msg *reply,
 	}
 	/* publish_error, a lost connection, an unknown answer: it may have
 	 * been appended; re-send under the same sequence. */
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	p_done(p,
 	       status == FELIX_CLIENT_EUNSUPPORTED ||
 	               status == FELIX_CLIENT_EINVAL
@@ -241,7 +238,7 @@ static void on_sent(void *data, int status, const struct felix_msg *reply,
 static void p_send(struct id_prod *p)
 {
 	struct id *g = p->g;
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	int rv;
 	p->waiting = false;
 	p->ticket = wl_ticket_new(&g->tickets, p, p->seq, fx);
@@ -281,7 +278,7 @@ static void p_send(struct id_prod *p)
 static void p_on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct id_prod *p = data;
-	if (p->busy && p->waiting && up && fx == &p->fx[p->node - 1]) {
+	if (p->busy && p->waiting && up && fx == wl_follow_fx(&p->lead)) {
 		p_send(p);
 	}
 }
@@ -306,7 +303,7 @@ static void p_go(struct id_prod *p)
 	g->busy_prods++;
 	if (!p->have_id) {
 		p->state = P_INIT;
-		p->node = p->home;
+		p->lead.node = p->home;
 	} else {
 		p->state = P_SEND;
 		if (!p->has_rec) {
@@ -314,13 +311,13 @@ static void p_go(struct id_prod *p)
 			p->shard = (unsigned)wl_rand(g->x, 0, ISHARDS - 1);
 			p->has_rec = true;
 			p->attempts = 0;
-			p->node = g->hint[p->shard];
+			p->lead.node = g->hint[p->shard];
 		}
 		p->attempts++;
 		send_event(g, p->pid, WL_INVOKE, p->shard, p->rec);
 	}
 	uv_timer_start(&p->timer, p_on_timer, wl_ctx_timeout(g->x), 0);
-	if (wl_fx_connect(&p->fx[p->node - 1])) {
+	if (wl_follow_connect(&p->lead)) {
 		p_send(p);
 	}
 }
@@ -335,9 +332,9 @@ static void p_on_timer(uv_timer_t *t)
 	/* The op ends (its ticket goes stale) before the connection is
 	 * dropped: dropping it fails what is pending on it at once. */
 	bool sent = !p->waiting;
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	if (p->state == P_INIT) {
-		p->node = p->node % p->g->x->cfg->n_nodes + 1;
+		wl_follow_next(&p->lead, p->g->x);
 		p_idle(p, RETRY_MS);
 	} else {
 		/* No answer in time: maybe appended. Re-send (same
@@ -364,10 +361,7 @@ static void f_on_timer(uv_timer_t *t);
 
 static void f_drop(struct id_reader *r)
 {
-	if (r->ticket != NULL) {
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
-	}
+	wl_ticket_drop(&r->ticket);
 	if (r->sub != NULL) {
 		felix_sub_close(r->sub);
 		r->sub = NULL;
@@ -379,7 +373,7 @@ static void f_retry(struct id_reader *r)
 	f_drop(r);
 	r->busy = false;
 	r->waiting = false;
-	r->node = r->node % r->g->x->cfg->n_nodes + 1;
+	wl_follow_next(&r->lead, r->g->x);
 	if (!r->g->x->done) {
 		uv_timer_start(&r->timer, f_on_timer, RETRY_MS, 0);
 	}
@@ -403,14 +397,13 @@ static void f_on_ack(void *data, int status, const char *message)
 	struct id *g = r->g;
 	enum wl_type t =
 	    status == 0 ? WL_OK : wl_fx_write_outcome(status, message);
-	r->ticket->owner = NULL;
-	r->ticket = NULL;
+	wl_ticket_drop(&r->ticket);
 	send_event(g, r->pid, t, r->shard, r->sentinel);
 	if (t == WL_INFO) {
 		r->pid += g->nprocs;
 	}
 	if (status == FELIX_CLIENT_ECLOSED) {
-		wl_fx_reset(&r->fx[r->node - 1]);
+		wl_follow_reset(&r->lead);
 	}
 	if (t == WL_OK) {
 		r->stage = F_READ;
@@ -456,7 +449,7 @@ static void f_events(void *data, struct felix_sub *sub, bool has_offset,
 	}
 	snprintf(want, sizeof want, "r%" PRIu64, r->sentinel);
 	for (uint32_t i = 0; i < count; i++) {
-		wl_fx_token(payloads[i].data, payloads[i].len, tok, sizeof tok);
+		wl_token_of(payloads[i].data, payloads[i].len, tok, sizeof tok);
 		if (r->toks.len > 0) {
 			wbuf_append_str(&r->toks, " ");
 		}
@@ -503,7 +496,7 @@ static const struct felix_sub_handlers f_handlers = {f_started, f_events,
 static void f_send(struct id_reader *r)
 {
 	struct id *g = r->g;
-	struct wl_fx *fx = &r->fx[r->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	int rv;
 	r->waiting = false;
 	r->ticket = wl_ticket_new(&g->tickets, r, r->seq, fx);
@@ -511,14 +504,8 @@ static void f_send(struct id_reader *r)
 		return;
 	}
 	if (r->stage == F_SENTINEL) {
-		char rec[24];
-		snprintf(rec, sizeof rec, "r%" PRIu64, r->sentinel);
-		struct felix_view v = {(const uint8_t *)rec, strlen(rec)};
-		const char *key = g->keys[r->shard];
-		rv = felix_client_publish(fx->c, WL_FX_NS, ISTREAM, true,
-		                          (const uint8_t *)key, strlen(key), &v,
-		                          1, FELIX_ACK_PER_BATCH, f_on_ack,
-		                          r->ticket);
+		rv = wl_fx_publish_rec(fx, ISTREAM, g->keys[r->shard],
+		                       r->sentinel, f_on_ack, r->ticket);
 		if (rv != 0) {
 			send_event(g, r->pid, WL_FAIL, r->shard, r->sentinel);
 			f_retry(r);
@@ -539,7 +526,7 @@ static void f_send(struct id_reader *r)
 static void f_on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct id_reader *r = data;
-	if (!r->busy || !r->waiting || fx != &r->fx[r->node - 1]) {
+	if (!r->busy || !r->waiting || fx != wl_follow_fx(&r->lead)) {
 		return;
 	}
 	if (up) {
@@ -566,15 +553,12 @@ static void f_on_timer(uv_timer_t *t)
 	}
 	/* The sentinel got no answer: maybe appended; another one. */
 	bool sent = !r->waiting;
-	if (r->ticket != NULL) {
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
-	}
+	wl_ticket_drop(&r->ticket);
 	send_event(r->g, r->pid, sent ? WL_INFO : WL_FAIL, r->shard,
 	           r->sentinel);
 	if (sent) {
 		r->pid += r->g->nprocs;
-		wl_fx_reset(&r->fx[r->node - 1]);
+		wl_follow_reset(&r->lead);
 	}
 	f_retry(r);
 }
@@ -596,7 +580,7 @@ static void f_step(struct id_reader *r)
 	} else {
 		recv_event(r, WL_INVOKE, NULL);
 	}
-	if (wl_fx_connect(&r->fx[r->node - 1])) {
+	if (wl_follow_connect(&r->lead)) {
 		f_send(r);
 	}
 }
@@ -612,7 +596,7 @@ static void start_finals(struct id *g)
 	for (unsigned j = 0; j < ISHARDS; j++) {
 		struct id_reader *r = &g->readers[j];
 		r->stage = F_SENTINEL;
-		r->node = g->hint[j];
+		r->lead.node = g->hint[j];
 		f_step(r);
 	}
 }
@@ -638,7 +622,7 @@ static int id_start(struct wl_ctx *x)
 	for (unsigned j = 0; j < ISHARDS; j++) {
 		wl_fx_key_for_shard("k", j, ISHARDS, g->keys[j],
 		                    sizeof g->keys[j]);
-		g->hint[j] = 1 + j % cfg->n_nodes;
+		g->hint[j] = wl_ctx_home(x, j);
 	}
 	wl_hist_comment(&x->hist,
 	                "lodestone idempotent workload: %u producers on %u "
@@ -650,13 +634,10 @@ static int id_start(struct wl_ctx *x)
 		struct id_prod *p = &g->prods[i];
 		p->g = g;
 		p->pid = i;
-		p->home = 1 + i % cfg->n_nodes;
-		p->node = p->home;
+		p->home = wl_ctx_home(x, i);
 		uv_timer_init(x->loop, &p->timer);
 		p->timer.data = p;
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&p->fx[n], x, n + 1, p_on_conn, p);
-		}
+		wl_follow_init(&p->lead, x, p->home, p_on_conn, p);
 		p_schedule(p, wl_rand(x, 0, THINK_MAX_MS));
 	}
 	for (unsigned j = 0; j < ISHARDS; j++) {
@@ -664,13 +645,10 @@ static int id_start(struct wl_ctx *x)
 		r->g = g;
 		r->shard = j;
 		r->pid = g->nprod + j;
-		r->node = g->hint[j];
 		uv_timer_init(x->loop, &r->timer);
 		r->timer.data = r;
 		wbuf_init(&r->toks);
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&r->fx[n], x, n + 1, f_on_conn, r);
-		}
+		wl_follow_init(&r->lead, x, g->hint[j], f_on_conn, r);
 	}
 	return 0;
 }
@@ -698,7 +676,6 @@ static void id_phase(struct wl_ctx *x, enum wl_phase ph)
 static int id_write(struct wl_ctx *x)
 {
 	struct id *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(x->note, sizeof x->note,
 		         "%u producers on %u nodes, %" PRIu64
@@ -707,8 +684,7 @@ static int id_write(struct wl_ctx *x)
 		         g->nprod, x->cfg->n_nodes, g->acked, g->resent,
 		         g->inits, g->done_readers, ISHARDS);
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void id_close(struct wl_ctx *x)
@@ -722,26 +698,18 @@ static void id_close(struct wl_ctx *x)
 		if (p->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&p->timer);
-		wl_close_handle((uv_handle_t *)&p->timer);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&p->fx[n]);
-		}
+		wl_close_timer(&p->timer);
+		wl_follow_close(&p->lead, x);
 	}
 	for (unsigned j = 0; j < ISHARDS; j++) {
 		struct id_reader *r = &g->readers[j];
 		if (r->g == NULL) {
 			continue;
 		}
-		if (r->ticket != NULL) {
-			r->ticket->owner = NULL;
-		}
+		wl_ticket_drop(&r->ticket);
 		r->sub = NULL; /* closed with its connection */
-		uv_timer_stop(&r->timer);
-		wl_close_handle((uv_handle_t *)&r->timer);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&r->fx[n]);
-		}
+		wl_close_timer(&r->timer);
+		wl_follow_close(&r->lead, x);
 	}
 }
 

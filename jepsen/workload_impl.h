@@ -98,8 +98,16 @@ uint64_t wl_rand(struct wl_ctx *x, uint64_t lo, uint64_t hi);
 void wl_ctx_path(const struct wl_ctx *x, const char *name, char *buf,
                  size_t cap);
 
+/* Writes history h to "<dir>/<name>" (wl_hist_write). */
+int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
+                 const char *name);
+
 /* Node `id`'s address (1-based). */
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id);
+
+/* The node that the i-th process (or shard) starts at: the processes
+ * spread over the nodes in turn. */
+unsigned wl_ctx_home(const struct wl_ctx *x, unsigned i);
 
 /* The op timeout. */
 unsigned wl_ctx_timeout(const struct wl_ctx *x);
@@ -108,5 +116,8 @@ unsigned wl_ctx_timeout(const struct wl_ctx *x);
  * does nothing: handles live in the workload's state, freed by
  * destroy once the loop has ended). */
 void wl_close_handle(uv_handle_t *h);
+
+/* Stops a timer and closes it (wl_close_handle). */
+void wl_close_timer(uv_timer_t *t);
 
 #endif

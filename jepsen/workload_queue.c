@@ -57,11 +57,9 @@ struct q_proc {
 	struct q *g;
 	unsigned pid;
 	bool consumer;
-	unsigned shard; /* consumers: theirs; publishers: the op's */
-	struct wl_fx fx[HOSTS_MAX_NODES];
-	unsigned home; /* publishers' node */
-	unsigned node; /* node of the op in flight */
-	unsigned tried;
+	unsigned shard;        /* consumers: theirs; publishers: the op's */
+	struct wl_follow lead; /* node of the op in flight */
+	unsigned home;         /* publishers' node */
 	uv_timer_t timer;
 	bool busy;
 	bool waiting;
@@ -172,10 +170,7 @@ static void complete(struct q_proc *p, enum wl_type t, const char *vals)
 {
 	struct q *g = p->g;
 	uv_timer_stop(&p->timer);
-	if (p->ticket != NULL) {
-		p->ticket->owner = NULL;
-		p->ticket = NULL;
-	}
+	wl_ticket_drop(&p->ticket);
 	record(p, t, vals);
 	if (t == WL_INFO) {
 		p->pid += g->nprocs;
@@ -242,13 +237,11 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 	p->refused = status == FELIX_CLIENT_EREFUSED && !elsewhere;
 	if (status != 0) {
 		if (elsewhere && p->consumer &&
-		    ++p->tried < g->x->cfg->n_nodes) {
+		    wl_follow_retry(&p->lead, g->x)) {
 			/* Group requests are served by the leader only. */
-			p->ticket->owner = NULL;
-			p->ticket = NULL;
-			p->node = p->node % g->x->cfg->n_nodes + 1;
+			wl_ticket_drop(&p->ticket);
 			p->waiting = true;
-			if (wl_fx_connect(&p->fx[p->node - 1])) {
+			if (wl_follow_connect(&p->lead)) {
 				send_op(p);
 			}
 			return;
@@ -263,7 +256,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 			                "process %u: refused: %.200s", p->pid,
 			                message);
 		}
-		struct wl_fx *fx = &p->fx[p->node - 1];
+		struct wl_fx *fx = wl_follow_fx(&p->lead);
 		complete(p, t, NULL);
 		if (status == FELIX_CLIENT_ECLOSED) {
 			wl_fx_reset(fx);
@@ -271,7 +264,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 		return;
 	}
 	if (p->consumer) {
-		g->hint[p->shard] = p->node;
+		g->hint[p->shard] = p->lead.node;
 	}
 	if (p->f != Q_CONSUME) {
 		complete(p, WL_OK, NULL);
@@ -289,7 +282,7 @@ static void on_answer(void *data, int status, const struct felix_msg *reply,
 	p->n_items = p->next_item = 0;
 	for (size_t i = 0; i < l->count; i++) {
 		const struct felix_group_record *gr = &l->items[i];
-		wl_fx_token(gr->payload.data, gr->payload.len, tok, sizeof tok);
+		wl_token_of(gr->payload.data, gr->payload.len, tok, sizeof tok);
 		vl += (size_t)snprintf(vals + vl, sizeof vals - vl, "%s%s",
 		                       vl > 0 ? " " : "", tok);
 		if (p->n_items < MAX_RECORDS) {
@@ -318,7 +311,7 @@ static void on_ack(void *data, int status, const char *message)
 static void send_op(struct q_proc *p)
 {
 	struct q *g = p->g;
-	struct wl_fx *fx = &p->fx[p->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&p->lead);
 	int rv;
 	p->waiting = false;
 	p->ticket = wl_ticket_new(&g->tickets, p, p->seq, fx);
@@ -327,16 +320,10 @@ static void send_op(struct q_proc *p)
 		return;
 	}
 	switch (p->f) {
-	case Q_PUBLISH: {
-		char r[24];
-		snprintf(r, sizeof r, "r%" PRIu64, p->rec);
-		struct felix_view v = {(const uint8_t *)r, strlen(r)};
-		const char *key = g->keys[p->shard];
-		rv = felix_client_publish(
-		    fx->c, WL_FX_NS, QSTREAM, true, (const uint8_t *)key,
-		    strlen(key), &v, 1, FELIX_ACK_PER_BATCH, on_ack, p->ticket);
+	case Q_PUBLISH:
+		rv = wl_fx_publish_rec(fx, QSTREAM, g->keys[p->shard], p->rec,
+		                       on_ack, p->ticket);
 		break;
-	}
 	case Q_CONSUME:
 		rv = felix_client_group_poll(fx->c, WL_FX_NS, QSTREAM, p->shard,
 		                             GROUP, MAX_RECORDS, WAIT_MS,
@@ -359,7 +346,7 @@ static void send_op(struct q_proc *p)
 static void on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct q_proc *p = data;
-	if (p->busy && p->waiting && up && fx == &p->fx[p->node - 1]) {
+	if (p->busy && p->waiting && up && fx == wl_follow_fx(&p->lead)) {
 		send_op(p);
 	}
 }
@@ -372,19 +359,17 @@ static void invoke(struct q_proc *p)
 	p->busy = true;
 	p->waiting = true;
 	p->seq++;
-	p->tried = 0;
 	p->refused = false;
 	if (p->f == Q_PUBLISH) {
 		g->pubs_busy++;
-		p->node = p->home;
-	} else {
-		p->node = g->hint[p->shard];
 	}
+	wl_follow_start(&p->lead,
+	                p->f == Q_PUBLISH ? p->home : g->hint[p->shard]);
 	record(p, WL_INVOKE, NULL);
 	uv_timer_start(&p->timer, on_timer,
 	               wl_ctx_timeout(g->x) + (p->f == Q_CONSUME ? WAIT_MS : 0),
 	               0);
-	if (wl_fx_connect(&p->fx[p->node - 1])) {
+	if (wl_follow_connect(&p->lead)) {
 		send_op(p);
 	}
 }
@@ -427,7 +412,7 @@ static void on_timer(uv_timer_t *t)
 	bool sent = !p->waiting;
 	complete(p, sent ? WL_INFO : WL_FAIL, NULL);
 	if (sent) {
-		wl_fx_reset(&p->fx[p->node - 1]);
+		wl_follow_reset(&p->lead);
 	}
 }
 
@@ -456,7 +441,7 @@ static int q_start(struct wl_ctx *x)
 	for (unsigned j = 0; j < QSHARDS; j++) {
 		wl_fx_key_for_shard("k", j, QSHARDS, g->keys[j],
 		                    sizeof g->keys[j]);
-		g->hint[j] = 1 + j % cfg->n_nodes;
+		g->hint[j] = wl_ctx_home(x, j);
 	}
 	wl_hist_comment(&x->hist,
 	                "lodestone queue workload: %u publishers, %u "
@@ -470,12 +455,10 @@ static int q_start(struct wl_ctx *x)
 		p->pid = i;
 		p->consumer = i >= g->npub;
 		p->shard = p->consumer ? (i - g->npub) % QSHARDS : 0;
-		p->home = 1 + i % cfg->n_nodes;
+		p->home = wl_ctx_home(x, i);
 		uv_timer_init(x->loop, &p->timer);
 		p->timer.data = p;
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&p->fx[n], x, n + 1, on_conn, p);
-		}
+		wl_follow_init(&p->lead, x, p->home, on_conn, p);
 		schedule(p, wl_rand(x, 0, THINK_MAX_MS));
 	}
 	return 0;
@@ -497,7 +480,6 @@ static void q_phase(struct wl_ctx *x, enum wl_phase ph)
 static int q_write(struct wl_ctx *x)
 {
 	struct q *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(
 		    x->note, sizeof x->note,
@@ -508,8 +490,7 @@ static int q_write(struct wl_ctx *x)
 		    g->npub, QSHARDS * CONSUMERS_PER_SHARD, x->cfg->n_nodes,
 		    g->published, g->acked, g->outstanding);
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void q_close(struct wl_ctx *x)
@@ -523,11 +504,8 @@ static void q_close(struct wl_ctx *x)
 		if (p->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&p->timer);
-		wl_close_handle((uv_handle_t *)&p->timer);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&p->fx[n]);
-		}
+		wl_close_timer(&p->timer);
+		wl_follow_close(&p->lead, x);
 	}
 }
 

@@ -174,16 +174,7 @@ static void value_token(const uint8_t *p, size_t len, bool nil, char *out,
 		snprintf(out, cap, "nil");
 		return;
 	}
-	if (len < cap && wl_token_ok((const char *)p, len) &&
-	    !(len == 3 && memcmp(p, "nil", 3) == 0)) {
-		memcpy(out, p, len);
-		out[len] = '\0';
-		return;
-	}
-	size_t o = (size_t)snprintf(out, cap, "x");
-	for (size_t i = 0; i < len && o + 3 < cap; i++) {
-		o += (size_t)snprintf(out + o, cap - o, "%02x", p[i]);
-	}
+	wl_token_of(p, len, out, cap);
 }
 
 static void on_reply(void *data, const struct fsnp_reply *rep)
@@ -461,7 +452,7 @@ static int reg_start(struct wl_ctx *x)
 	for (unsigned i = 0; i < g->nprocs; i++) {
 		struct reg_proc *p = &g->procs[i];
 		const struct wl_node_info *nd =
-		    wl_ctx_node(x, 1 + i % cfg->n_nodes);
+		    wl_ctx_node(x, wl_ctx_home(x, i));
 		struct fsnp_client_options o;
 		memset(&o, 0, sizeof o);
 		o.host = nd->addr;
@@ -500,7 +491,6 @@ static void reg_phase(struct wl_ctx *x, enum wl_phase ph)
 static int reg_write(struct wl_ctx *x)
 {
 	struct reg *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		snprintf(x->note, sizeof x->note,
 		         "%u processes on %u nodes, %" PRIu64 " keys, "
@@ -511,8 +501,7 @@ static int reg_write(struct wl_ctx *x)
 		             ? "; final reads cut short by the deadline"
 		             : "");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void on_client_closed(void *data)
@@ -531,8 +520,7 @@ static void reg_close(struct wl_ctx *x)
 		if (p->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&p->think);
-		wl_close_handle((uv_handle_t *)&p->think);
+		wl_close_timer(&p->think);
 		if (p->c != NULL) {
 			fsnp_client_close(p->c, on_client_closed, NULL);
 			p->c = NULL;

@@ -67,15 +67,13 @@ struct st_reader {
 	struct st *g;
 	unsigned shard;
 	unsigned pid;
-	struct wl_fx fx[HOSTS_MAX_NODES]; /* one per node, on demand */
-	uv_timer_t timer;                 /* pause, op deadline */
+	struct wl_follow lead;
+	uv_timer_t timer; /* pause, op deadline */
 	uv_timer_t quiet;
 	enum st_stage stage;
 	bool busy;     /* an op (read or sentinel append) is in flight */
 	bool awaiting; /* waiting for fx[node - 1] to come up */
 	uint64_t seq;
-	unsigned node; /* being tried */
-	unsigned tried;
 	unsigned hint; /* node that served the last read */
 	struct felix_sub *sub;
 	struct wl_ticket *ticket;
@@ -179,10 +177,7 @@ static void w_complete(struct st_writer *w, enum wl_type t)
 {
 	struct st *g = w->g;
 	uv_timer_stop(&w->timer);
-	if (w->ticket != NULL) {
-		w->ticket->owner = NULL;
-		w->ticket = NULL;
-	}
+	wl_ticket_drop(&w->ticket);
 	app_event(g, w->pid, t, w->shard, w->rec);
 	if (t == WL_INFO) {
 		w->pid += g->nprocs;
@@ -214,19 +209,14 @@ static void w_on_ack(void *data, int status, const char *message)
 static void w_send(struct st_writer *w)
 {
 	struct st *g = w->g;
-	char r[24];
 	w->waiting = false;
 	w->ticket = wl_ticket_new(&g->tickets, w, w->seq, &w->fx);
 	if (w->ticket == NULL) {
 		w_complete(w, WL_FAIL);
 		return;
 	}
-	snprintf(r, sizeof r, "r%" PRIu64, w->rec);
-	struct felix_view v = {(const uint8_t *)r, strlen(r)};
-	const char *key = g->keys[w->shard];
-	int rv = felix_client_publish(w->fx.c, WL_FX_NS, STREAM, true,
-	                              (const uint8_t *)key, strlen(key), &v, 1,
-	                              FELIX_ACK_PER_BATCH, w_on_ack, w->ticket);
+	int rv = wl_fx_publish_rec(&w->fx, STREAM, g->keys[w->shard], w->rec,
+	                           w_on_ack, w->ticket);
 	if (rv != 0) {
 		w_complete(w, WL_FAIL);
 		if (rv == FELIX_CLIENT_ECLOSED) {
@@ -313,10 +303,7 @@ static void r_reset_read(struct st_reader *r)
 static void r_drop_sub(struct st_reader *r)
 {
 	uv_timer_stop(&r->quiet);
-	if (r->ticket != NULL) {
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
-	}
+	wl_ticket_drop(&r->ticket);
 	if (r->sub != NULL) {
 		felix_sub_close(r->sub);
 		r->sub = NULL;
@@ -376,7 +363,7 @@ static void r_read_ok(struct st_reader *r)
 		uint64_t last = r->offs[r->n - 1] + 1;
 		r->next_from = last > READ_BACK ? last - READ_BACK : 0;
 	}
-	r->hint = r->node;
+	r->hint = r->lead.node;
 	if (final) {
 		r->stage = R_DONE;
 	}
@@ -399,13 +386,12 @@ static void r_next_node(struct st_reader *r)
 {
 	struct st *g = r->g;
 	r_drop_sub(r);
-	r->tried++;
-	if (r->tried >= g->x->cfg->n_nodes) {
+	if (!wl_follow_retry(&r->lead, g->x)) {
 		if (r->stage == R_FINAL && !g->x->deadline) {
 			/* The final read keeps trying until the deadline;
 			 * what it collected from a failed attempt is
 			 * dropped. */
-			r->tried = 0;
+			r->lead.tried = 0;
 			r_reset_read(r);
 			uv_timer_start(&r->quiet, r_on_retry, RETRY_MS, 0);
 			return;
@@ -413,7 +399,6 @@ static void r_next_node(struct st_reader *r)
 		r_read_fail(r);
 		return;
 	}
-	r->node = r->node % g->x->cfg->n_nodes + 1;
 	r_reset_read(r);
 	r_try(r);
 }
@@ -490,7 +475,7 @@ static void r_events(void *data, struct felix_sub *sub, bool has_offset,
 	for (uint32_t i = 0; i < count; i++) {
 		const struct felix_view *p = &payloads[i];
 		uint64_t rec = FOREIGN;
-		wl_fx_token(p->data, p->len, tok, sizeof tok);
+		wl_token_of(p->data, p->len, tok, sizeof tok);
 		if (tok[0] == 'r' && tok[1] != '\0') {
 			char *end;
 			unsigned long long v = strtoull(tok + 1, &end, 10);
@@ -556,7 +541,7 @@ static const struct felix_sub_handlers sub_handlers = {
 static void r_subscribe(struct st_reader *r)
 {
 	struct st *g = r->g;
-	struct wl_fx *fx = &r->fx[r->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	struct felix_start start;
 	memset(&start, 0, sizeof start);
 	if (r->from == 0) {
@@ -585,13 +570,13 @@ static void r_sentinel_send(struct st_reader *r);
 static void r_on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct st_reader *r = data;
-	if (!r->busy || !r->awaiting || fx != &r->fx[r->node - 1]) {
+	if (!r->busy || !r->awaiting || fx != wl_follow_fx(&r->lead)) {
 		return;
 	}
 	r->awaiting = false;
 	if (!up) {
 		if (r->stage == R_SENTINEL) {
-			r->node = r->node % r->g->x->cfg->n_nodes + 1;
+			wl_follow_next(&r->lead, r->g->x);
 			r_sentinel_send(r);
 		} else {
 			r_next_node(r);
@@ -611,7 +596,7 @@ static void r_try(struct st_reader *r)
 	if (!r->busy || r->g->x->done) {
 		return;
 	}
-	struct wl_fx *fx = &r->fx[r->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	r->awaiting = true;
 	if (wl_fx_connect(fx)) {
 		r_subscribe(r);
@@ -627,19 +612,16 @@ static void r_on_deadline(uv_timer_t *t)
 	if (r->stage == R_SENTINEL) {
 		/* No answer in time: it may still happen; another one. */
 		struct st *g = r->g;
-		if (r->ticket != NULL) {
-			r->ticket->owner = NULL;
-			r->ticket = NULL;
-		}
+		wl_ticket_drop(&r->ticket);
 		bool sent = !r->awaiting;
 		r->awaiting = false;
 		app_event(g, r->pid, sent ? WL_INFO : WL_FAIL, r->shard,
 		          r->sentinel);
 		if (sent) {
 			r->pid += g->nprocs;
-			wl_fx_reset(&r->fx[r->node - 1]);
+			wl_follow_reset(&r->lead);
 		}
-		r->node = r->node % g->x->cfg->n_nodes + 1;
+		wl_follow_next(&r->lead, g->x);
 		r_after(r);
 		return;
 	}
@@ -654,8 +636,7 @@ static void r_read_invoke(struct st_reader *r)
 {
 	r->busy = true;
 	r->seq++;
-	r->tried = 0;
-	r->node = r->hint;
+	wl_follow_start(&r->lead, r->hint);
 	r->from = r->stage == R_FINAL ? 0 : r->next_from;
 	r_reset_read(r);
 	r_event(r, WL_INVOKE, NULL, r->stage == R_FINAL);
@@ -674,8 +655,7 @@ static void r_on_ack(void *data, int status, const char *message)
 		return;
 	}
 	struct st *g = r->g;
-	r->ticket->owner = NULL;
-	r->ticket = NULL;
+	wl_ticket_drop(&r->ticket);
 	enum wl_type t =
 	    status == 0 ? WL_OK : wl_fx_write_outcome(status, message);
 	app_event(g, r->pid, t, r->shard, r->sentinel);
@@ -683,13 +663,13 @@ static void r_on_ack(void *data, int status, const char *message)
 		r->pid += g->nprocs;
 	}
 	if (status == FELIX_CLIENT_ECLOSED) {
-		wl_fx_reset(&r->fx[r->node - 1]);
+		wl_follow_reset(&r->lead);
 	}
 	if (t == WL_OK) {
 		r->sentinel_ok = true;
 		r->stage = R_FINAL;
 	} else {
-		r->node = r->node % g->x->cfg->n_nodes + 1;
+		wl_follow_next(&r->lead, g->x);
 	}
 	r_after(r);
 }
@@ -697,7 +677,7 @@ static void r_on_ack(void *data, int status, const char *message)
 static void r_sentinel_send(struct st_reader *r)
 {
 	struct st *g = r->g;
-	struct wl_fx *fx = &r->fx[r->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	if (!wl_fx_connect(fx)) {
 		r->awaiting = true;
 		return;
@@ -707,21 +687,15 @@ static void r_sentinel_send(struct st_reader *r)
 	if (r->ticket == NULL) {
 		return;
 	}
-	char rec[24];
-	snprintf(rec, sizeof rec, "r%" PRIu64, r->sentinel);
-	struct felix_view v = {(const uint8_t *)rec, strlen(rec)};
-	const char *key = g->keys[r->shard];
-	int rv = felix_client_publish(fx->c, WL_FX_NS, STREAM, true,
-	                              (const uint8_t *)key, strlen(key), &v, 1,
-	                              FELIX_ACK_PER_BATCH, r_on_ack, r->ticket);
+	int rv = wl_fx_publish_rec(fx, STREAM, g->keys[r->shard], r->sentinel,
+	                           r_on_ack, r->ticket);
 	if (rv != 0) {
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
+		wl_ticket_drop(&r->ticket);
 		app_event(g, r->pid, WL_FAIL, r->shard, r->sentinel);
 		if (rv == FELIX_CLIENT_ECLOSED) {
 			wl_fx_reset(fx);
 		}
-		r->node = r->node % g->x->cfg->n_nodes + 1;
+		wl_follow_next(&r->lead, g->x);
 		r_after(r);
 	}
 }
@@ -832,7 +806,7 @@ static int st_start(struct wl_ctx *x)
 		w->pid = i;
 		uv_timer_init(x->loop, &w->timer);
 		w->timer.data = w;
-		wl_fx_init(&w->fx, x, 1 + i % cfg->n_nodes, w_on_conn, w);
+		wl_fx_init(&w->fx, x, wl_ctx_home(x, i), w_on_conn, w);
 		wl_fx_connect(&w->fx);
 		w_schedule(w, wl_rand(x, 0, THINK_MAX_MS));
 	}
@@ -841,17 +815,14 @@ static int st_start(struct wl_ctx *x)
 		r->g = g;
 		r->shard = j;
 		r->pid = g->nwriters + j;
-		r->hint = 1 + j % cfg->n_nodes;
-		r->node = r->hint;
+		r->hint = wl_ctx_home(x, j);
 		uv_timer_init(x->loop, &r->timer);
 		uv_timer_init(x->loop, &r->quiet);
 		r->timer.data = r;
 		r->quiet.data = r;
 		wbuf_init(&r->tokens);
 		wbuf_init(&r->set_tokens);
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&r->fx[n], x, n + 1, r_on_conn, r);
-		}
+		wl_follow_init(&r->lead, x, r->hint, r_on_conn, r);
 		r_schedule(r, 500 + 100 * j);
 	}
 	return 0;
@@ -912,13 +883,11 @@ static void fix_offsets(struct st *g)
 static int st_write(struct wl_ctx *x)
 {
 	struct st *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	int rc;
 	if (g == NULL) {
-		wl_ctx_path(x, "history.txt", path, sizeof path);
-		rc = wl_hist_write(&x->hist, path);
-		wl_ctx_path(x, "history-set.txt", path, sizeof path);
-		return rc != 0 ? rc : wl_hist_write(&x->hist, path);
+		rc = wl_ctx_write(x, &x->hist, "history.txt");
+		return rc != 0 ? rc
+		               : wl_ctx_write(x, &x->hist, "history-set.txt");
 	}
 	unsigned finals = 0;
 	for (unsigned j = 0; j < SHARDS; j++) {
@@ -931,10 +900,8 @@ static int st_write(struct wl_ctx *x)
 	         g->nwriters, SHARDS, x->cfg->n_nodes, g->acked, finals,
 	         SHARDS);
 	fix_offsets(g);
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	rc = wl_hist_write(&x->hist, path);
-	wl_ctx_path(x, "history-set.txt", path, sizeof path);
-	int rc2 = wl_hist_write(&g->set_hist, path);
+	rc = wl_ctx_write(x, &x->hist, "history.txt");
+	int rc2 = wl_ctx_write(x, &g->set_hist, "history-set.txt");
 	g->set_hist.frozen = true;
 	return rc != 0 ? rc : rc2;
 }
@@ -950,8 +917,7 @@ static void st_close(struct wl_ctx *x)
 		if (w->g == NULL) {
 			continue;
 		}
-		uv_timer_stop(&w->timer);
-		wl_close_handle((uv_handle_t *)&w->timer);
+		wl_close_timer(&w->timer);
 		wl_fx_close(&w->fx);
 	}
 	for (unsigned j = 0; j < SHARDS; j++) {
@@ -959,18 +925,11 @@ static void st_close(struct wl_ctx *x)
 		if (r->g == NULL) {
 			continue;
 		}
-		if (r->ticket != NULL) {
-			r->ticket->owner = NULL;
-			r->ticket = NULL;
-		}
+		wl_ticket_drop(&r->ticket);
 		r->sub = NULL; /* closed with its connection */
-		uv_timer_stop(&r->timer);
-		uv_timer_stop(&r->quiet);
-		wl_close_handle((uv_handle_t *)&r->timer);
-		wl_close_handle((uv_handle_t *)&r->quiet);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&r->fx[n]);
-		}
+		wl_close_timer(&r->timer);
+		wl_close_timer(&r->quiet);
+		wl_follow_close(&r->lead, x);
 	}
 }
 

@@ -86,9 +86,7 @@ struct wt_watcher {
 	unsigned idx; /* bit in wt_put.seen */
 	unsigned shard;
 	unsigned pid;
-	struct wl_fx fx[HOSTS_MAX_NODES]; /* by node, opened on demand */
-	unsigned node;
-	unsigned tried; /* nodes tried since the last watch started */
+	struct wl_follow lead; /* tried: since the last watch started */
 	enum wt_state state;
 	struct felix_sub *sub;
 	struct wl_ticket *ticket;
@@ -147,10 +145,7 @@ static void w_complete(struct wt_writer *w, enum wl_type t)
 {
 	struct wt *g = w->g;
 	uv_timer_stop(&w->timer);
-	if (w->ticket != NULL) {
-		w->ticket->owner = NULL;
-		w->ticket = NULL;
-	}
+	wl_ticket_drop(&w->ticket);
 	w_record(w, t);
 	if (t == WL_OK) {
 		g->puts[w->put].acked = true;
@@ -322,10 +317,7 @@ static void r_drop(struct wt_watcher *r)
 {
 	uv_timer_stop(&r->timer);
 	uv_timer_stop(&r->flush);
-	if (r->ticket != NULL) {
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
-	}
+	wl_ticket_drop(&r->ticket);
 	if (r->sub != NULL) {
 		felix_sub_close(r->sub);
 		r->sub = NULL;
@@ -351,13 +343,14 @@ static void r_schedule(struct wt_watcher *r, uint64_t ms)
 static void r_next_node(struct wt_watcher *r)
 {
 	struct wt *g = r->g;
-	r->node = r->node % g->x->cfg->n_nodes + 1;
-	if (++r->tried >= g->x->cfg->n_nodes) {
-		r->tried = 0;
-		r_schedule(r, RETRY_MS);
-	} else {
+	if (wl_follow_retry(&r->lead, g->x)) {
 		r_schedule(r, 0);
+		return;
 	}
+	/* Every node was tried: again from the next, after a pause. */
+	wl_follow_next(&r->lead, g->x);
+	r->lead.tried = 0;
+	r_schedule(r, RETRY_MS);
 }
 
 /* "... is led by node N ..." in a refusal: N, or 0. */
@@ -390,16 +383,15 @@ static void r_started(void *data, struct felix_sub *sub, int status,
 		                      ? named_leader(g, message)
 		                      : 0;
 		r->sub = NULL; /* dead once this returns */
-		r->ticket->owner = NULL;
-		r->ticket = NULL;
+		wl_ticket_drop(&r->ticket);
 		r->state = W_IDLE;
 		r_complete(r, false);
 		if (status == FELIX_CLIENT_ECLOSED) {
-			wl_fx_reset(&r->fx[r->node - 1]);
+			wl_follow_reset(&r->lead);
 		}
-		if (leader != 0 && leader != r->node &&
-		    ++r->tried < g->x->cfg->n_nodes) {
-			r->node = leader;
+		if (leader != 0 && leader != r->lead.node &&
+		    ++r->lead.tried < g->x->cfg->n_nodes) {
+			r->lead.node = leader;
 			r_schedule(r, REDIRECT_MS);
 		} else {
 			r_next_node(r);
@@ -407,9 +399,9 @@ static void r_started(void *data, struct felix_sub *sub, int status,
 		return;
 	}
 	r->state = W_LIVE;
-	r->tried = 0;
+	r->lead.tried = 0;
 	r->watches++;
-	g->hint[r->shard] = r->node;
+	g->hint[r->shard] = r->lead.node;
 	r->last_ms = wl_ctx_ms(g->x);
 	if (answer != NULL && answer->type == FELIX_MSG_CACHE_WATCH_STARTED &&
 	    answer->u.cache_watch_started.has_resnapshot &&
@@ -462,9 +454,9 @@ static void r_change(void *data, struct felix_sub *sub, const char *key,
 	if (r->snap_below > 0 && offset < r->snap_below) {
 		return; /* a snapshot value, not a change */
 	}
-	wl_fx_token((const uint8_t *)key, strlen(key), kt, sizeof kt);
+	wl_token_of((const uint8_t *)key, strlen(key), kt, sizeof kt);
 	if (value != NULL) {
-		wl_fx_token(value, len, vt, sizeof vt);
+		wl_token_of(value, len, vt, sizeof vt);
 		snprintf(item, sizeof item, "%s%" PRIu64 ":%s:%s",
 		         r->n_tokens > 0 ? " " : "", offset, kt, vt);
 		mark_seen(r, vt);
@@ -535,7 +527,7 @@ static void r_on_answer_timeout(uv_timer_t *t)
 	r_drop(r);
 	r_complete(r, false);
 	if (asked) {
-		wl_fx_reset(&r->fx[r->node - 1]);
+		wl_follow_reset(&r->lead);
 	}
 	r_next_node(r);
 }
@@ -570,7 +562,7 @@ static void r_on_flush(uv_timer_t *t)
 		                "watcher %u: no change for %" PRId64
 		                " ms at n%u while acknowledged puts are "
 		                "missing: watching again",
-		                r->pid, now - r->last_ms, r->node);
+		                r->pid, now - r->last_ms, r->lead.node);
 		r_drop(r);
 		r_complete(r, true);
 		r_next_node(r);
@@ -585,7 +577,7 @@ static void r_on_flush(uv_timer_t *t)
 static void r_send(struct wt_watcher *r)
 {
 	struct wt *g = r->g;
-	struct wl_fx *fx = &r->fx[r->node - 1];
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	struct felix_watch_request q;
 	memset(&q, 0, sizeof q);
 	q.prefix = PREFIX;
@@ -622,7 +614,7 @@ static void r_send(struct wt_watcher *r)
 static void r_on_conn(void *data, struct wl_fx *fx, bool up)
 {
 	struct wt_watcher *r = data;
-	if (r->state != W_CONNECTING || fx != &r->fx[r->node - 1]) {
+	if (r->state != W_CONNECTING || fx != wl_follow_fx(&r->lead)) {
 		return;
 	}
 	if (up) {
@@ -645,7 +637,7 @@ static void r_start(struct wt_watcher *r)
 	/* A connection that never comes up is given up with the op
 	 * timeout, as a request would be. */
 	uv_timer_start(&r->timer, r_on_answer_timeout, wl_ctx_timeout(g->x), 0);
-	if (wl_fx_connect(&r->fx[r->node - 1])) {
+	if (wl_follow_connect(&r->lead)) {
 		uv_timer_stop(&r->timer);
 		r_send(r);
 	}
@@ -701,7 +693,7 @@ static int wt_start(struct wl_ctx *x)
 			wl_fx_key_for_shard(prefix, j, SHARDS, g->keys[j][i],
 			                    sizeof g->keys[j][i]);
 		}
-		g->hint[j] = 1 + j % cfg->n_nodes;
+		g->hint[j] = wl_ctx_home(x, j);
 	}
 	uv_timer_init(x->loop, &g->drain);
 	g->drain.data = g;
@@ -721,7 +713,7 @@ static int wt_start(struct wl_ctx *x)
 		w->pid = i;
 		uv_timer_init(x->loop, &w->timer);
 		w->timer.data = w;
-		wl_fx_init(&w->fx, x, 1 + i % cfg->n_nodes, w_on_conn, w);
+		wl_fx_init(&w->fx, x, wl_ctx_home(x, i), w_on_conn, w);
 		wl_fx_connect(&w->fx);
 		w_schedule(w, wl_rand(x, 0, THINK_MAX_MS));
 	}
@@ -731,15 +723,13 @@ static int wt_start(struct wl_ctx *x)
 		r->idx = i;
 		r->shard = i / WATCHERS_PER_SHARD;
 		r->pid = g->nwriters + i;
-		r->node = 1 + (r->shard + i) % cfg->n_nodes;
 		wbuf_init(&r->tokens);
 		uv_timer_init(x->loop, &r->timer);
 		uv_timer_init(x->loop, &r->flush);
 		r->timer.data = r;
 		r->flush.data = r;
-		for (unsigned n = 0; n < cfg->n_nodes; n++) {
-			wl_fx_init(&r->fx[n], x, n + 1, r_on_conn, r);
-		}
+		wl_follow_init(&r->lead, x, wl_ctx_home(x, r->shard + i),
+		               r_on_conn, r);
 		r_start(r);
 	}
 	return 0;
@@ -764,7 +754,6 @@ static void wt_phase(struct wl_ctx *x, enum wl_phase ph)
 static int wt_write(struct wl_ctx *x)
 {
 	struct wt *g = x->impl;
-	char path[HOSTS_PATH_LEN + 32];
 	if (g != NULL) {
 		uint64_t delivered = 0;
 		unsigned watches = 0, lagged = 0;
@@ -786,8 +775,7 @@ static int wt_write(struct wl_ctx *x)
 		                : "; the drain ended before every "
 		                  "watcher saw every acknowledged put");
 	}
-	wl_ctx_path(x, "history.txt", path, sizeof path);
-	return wl_hist_write(&x->hist, path);
+	return wl_ctx_write(x, &x->hist, "history.txt");
 }
 
 static void wt_close(struct wl_ctx *x)
@@ -797,20 +785,15 @@ static void wt_close(struct wl_ctx *x)
 		return;
 	}
 	if (g->drain_init) {
-		uv_timer_stop(&g->drain);
-		wl_close_handle((uv_handle_t *)&g->drain);
+		wl_close_timer(&g->drain);
 	}
 	for (unsigned i = 0; g->writers != NULL && i < g->nwriters; i++) {
 		struct wt_writer *w = &g->writers[i];
 		if (w->g == NULL) {
 			continue;
 		}
-		if (w->ticket != NULL) {
-			w->ticket->owner = NULL;
-			w->ticket = NULL;
-		}
-		uv_timer_stop(&w->timer);
-		wl_close_handle((uv_handle_t *)&w->timer);
+		wl_ticket_drop(&w->ticket);
+		wl_close_timer(&w->timer);
 		wl_fx_close(&w->fx);
 	}
 	for (unsigned i = 0; i < N_WATCHERS; i++) {
@@ -818,18 +801,11 @@ static void wt_close(struct wl_ctx *x)
 		if (r->g == NULL) {
 			continue;
 		}
-		if (r->ticket != NULL) {
-			r->ticket->owner = NULL;
-			r->ticket = NULL;
-		}
+		wl_ticket_drop(&r->ticket);
 		r->sub = NULL; /* closed with its client */
-		uv_timer_stop(&r->timer);
-		uv_timer_stop(&r->flush);
-		wl_close_handle((uv_handle_t *)&r->timer);
-		wl_close_handle((uv_handle_t *)&r->flush);
-		for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
-			wl_fx_close(&r->fx[n]);
-		}
+		wl_close_timer(&r->timer);
+		wl_close_timer(&r->flush);
+		wl_follow_close(&r->lead, x);
 	}
 }
 

@@ -1,12 +1,17 @@
 /* Synchronous Felix client helpers for tests; see felix_util.h. */
 #include "tests/integration/felix_util.h"
 
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <cmocka.h>
 #include <jansson.h>
 
 static void on_ready(void *data, struct felix_client *c, int status,
@@ -308,6 +313,51 @@ int fx_stream_shards(struct fx *f, const char *ns, const char *stream,
 	return rv;
 }
 
+/* Whether FX_WAIT_MS passed since t0. */
+static bool waited_out(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 > FX_WAIT_MS;
+}
+
+/* Runs the loop until a subscription or watch started, was refused or
+ * ended (or the loop has nothing left to run): 0, or -102 past
+ * FX_WAIT_MS. */
+static int wait_answered(uv_loop_t *loop, const bool *started,
+                         const bool *refused, const bool *ended)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!*started && !*refused && !*ended) {
+		bool done = false;
+		if (felix_client_run(loop, &done, 20) == 0) {
+			break;
+		}
+		if (waited_out(&t0)) {
+			return -102;
+		}
+	}
+	return 0;
+}
+
+/* Runs the loop until *have reaches n or *ended: 0, or -102 past
+ * FX_WAIT_MS. */
+static int wait_count(uv_loop_t *loop, const uint64_t *have, uint64_t n,
+                      const bool *ended)
+{
+	struct timespec t0;
+	bool done = false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (*have < n && !*ended) {
+		felix_client_run(loop, &done, 20);
+		if (waited_out(&t0)) {
+			return -102;
+		}
+	}
+	return 0;
+}
+
 static void on_started(void *data, struct felix_sub *sub, int status,
                        const struct felix_msg *answer, const char *message)
 {
@@ -373,34 +423,18 @@ int fx_subscribe(struct fx *f, struct fx_sub *s, const char *ns,
 	if (rv != 0) {
 		return rv;
 	}
-	bool done = false;
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!s->started && !s->refused && !s->ended) {
-		if (felix_client_run(f->loop, &done, 20) == 0) {
-			break;
-		}
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
-			return -102;
-		}
+	rv = wait_answered(f->loop, &s->started, &s->refused, &s->ended);
+	if (rv != 0) {
+		return rv;
 	}
 	return s->started ? 0 : (s->status ? s->status : -1);
 }
 
 int fx_sub_wait(struct fx_sub *s, uint64_t n)
 {
-	struct timespec t0;
-	bool done = false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (s->n < n && !s->ended) {
-		felix_client_run(s->f->loop, &done, 20);
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
-			return -102;
-		}
+	int rv = wait_count(s->f->loop, &s->n, n, &s->ended);
+	if (rv != 0) {
+		return rv;
 	}
 	return s->n >= n ? 0 : -1;
 }
@@ -572,6 +606,24 @@ static void on_produce(void *data, int status, const struct felix_msg *reply,
 	op->done = true;
 }
 
+void fx_apoll_cb(void *data, int status, const struct felix_msg *reply,
+                 const char *message)
+{
+	struct fx_apoll *a = data;
+	(void)message;
+	a->status = status;
+	if (reply != NULL && reply->type == FELIX_MSG_GROUP_RECORDS) {
+		const struct felix_group_record_list *l =
+		    &reply->u.group_records.records;
+		for (size_t i = 0; i < l->count && a->n < FX_APOLL_MAX; i++) {
+			a->rec[a->n].offset = l->items[i].offset;
+			a->rec[a->n].attempts = l->items[i].attempts;
+			a->n++;
+		}
+	}
+	a->done = true;
+}
+
 int fx_producer_init(struct fx *f, uint64_t *id)
 {
 	struct pop op = {.f = f};
@@ -708,34 +760,18 @@ int fx_watch(struct fx *f, struct fx_watch *w, const char *cache,
 	if (rv != 0) {
 		return rv;
 	}
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!w->started && !w->refused && !w->ended) {
-		bool done = false;
-		if (felix_client_run(f->loop, &done, 20) == 0) {
-			break;
-		}
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
-			return -102;
-		}
+	rv = wait_answered(f->loop, &w->started, &w->refused, &w->ended);
+	if (rv != 0) {
+		return rv;
 	}
 	return w->started ? 0 : (w->status ? w->status : -1);
 }
 
 int fx_watch_wait(struct fx_watch *w, uint64_t n)
 {
-	struct timespec t0;
-	bool done = false;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (w->n < n && !w->ended) {
-		felix_client_run(w->f->loop, &done, 20);
-		struct timespec t;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * 1000 > FX_WAIT_MS) {
-			return -102;
-		}
+	int rv = wait_count(w->f->loop, &w->n, n, &w->ended);
+	if (rv != 0) {
+		return rv;
 	}
 	return w->n >= n ? 0 : -1;
 }
@@ -799,19 +835,6 @@ uint64_t fx_rss_kib(int pid)
 	return kib;
 }
 
-uint64_t fx_mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
-void fx_nap(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
                     const char *name, const char *body)
 {
@@ -826,7 +849,7 @@ int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
 		    st == 201) {
 			break;
 		}
-		fx_nap(100);
+		harness_nap(100);
 	}
 	if (st != 201) {
 		fprintf(stderr, "create %s %s: %d %s\n", kind, name, st, out);
@@ -838,7 +861,7 @@ int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
 		    st == 200) {
 			return 0;
 		}
-		fx_nap(50);
+		harness_nap(50);
 	}
 	fprintf(stderr, "%s %s not visible: %d %s\n", kind, name, st, out);
 	return -1;
@@ -879,15 +902,94 @@ unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
 unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
                               const char *kind, const char *name, unsigned not )
 {
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 
-	while (fx_mono_ms() - t0 < 30000) {
+	while (harness_mono_ms() - t0 < 30000) {
 		unsigned l = fx_scope_leader(cl, i, kind, name);
 		if (l != 0 && l != not ) {
 			return l;
 		}
-		fx_nap(100);
+		harness_nap(100);
 	}
 	fprintf(stderr, "no leader for %s %s\n", kind, name);
 	return 0;
+}
+
+void fx_test_args(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1) {
+		cmocka_set_test_filter(argv[1]);
+	}
+}
+
+void fx_connect_ok(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
+                   unsigned i)
+{
+	int rv = fx_connect(f, loop, cl, i, "t1", "any", 2);
+	if (rv != 0) {
+		fprintf(stderr, "connect to node %u: %d %s\n", i + 1, rv,
+		        f->message);
+		harness_node_dump_log(cl, i);
+	}
+	assert_int_equal(rv, 0);
+}
+
+void fx_wait_ready(struct fx *f)
+{
+	for (int k = 0; k < 300; k++) {
+		if (fx_cache_put(f, "ready", "k", "v", false, 0) == 0) {
+			return;
+		}
+		fx_spin(f, 100);
+	}
+	fail_msg("the cluster never answered: %s", f->message);
+}
+
+void fx_start_cluster(struct harness_cluster *cl, unsigned n,
+                      const char *const *args, uv_loop_t *loop, struct fx *f)
+{
+	assert_int_equal(harness_cluster_start(cl, n, args, true), 0);
+	uv_loop_init(loop);
+	for (unsigned i = 0; i < n; i++) {
+		fx_connect_ok(&f[i], loop, cl, i);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		fx_wait_ready(&f[i]);
+	}
+}
+
+void fx_wait_settled(struct harness_cluster *cl, unsigned i)
+{
+	static char out[1 << 18];
+	uint64_t t0 = harness_mono_ms();
+	for (;;) {
+		int st = 0;
+		bool settled = false;
+		if (harness_http(cl->nodes[i].admin, "GET", "/v1/cluster", NULL,
+		                 &st, out, sizeof out) == 0 &&
+		    st == 200) {
+			json_t *o = json_loads(out, 0, NULL), *g;
+			size_t k;
+			settled = o != NULL;
+			json_array_foreach(json_object_get(o, "groups"), k, g)
+			{
+				json_t *l = json_object_get(g, "leader");
+				json_t *v0 = json_array_get(
+				    json_object_get(g, "voters"), 0);
+				settled = settled && json_is_integer(l) &&
+				          json_is_integer(v0) &&
+				          json_integer_value(l) ==
+				              json_integer_value(v0);
+			}
+			json_decref(o);
+		}
+		if (settled) {
+			return;
+		}
+		if (harness_mono_ms() - t0 > 40000) {
+			fail_msg("leaderships did not settle: %s", out);
+		}
+		harness_nap(100);
+	}
 }

@@ -1,6 +1,7 @@
 /* Synchronous helpers over client/felix_client.h for the Felix integration
  * tests: each call runs the loop until its answer arrives or a bound
- * passes (a test fails on the bound, never passes because of one). */
+ * passes (a test fails on the bound, never passes because of one). The
+ * cluster helpers at the end fail the running cmocka test themselves. */
 #ifndef LS_TESTS_FELIX_UTIL_H
 #define LS_TESTS_FELIX_UTIL_H
 
@@ -107,6 +108,19 @@ int fx_group_dead(struct fx *f, const char *ns, const char *stream,
                   uint32_t shard, const char *group, uint64_t *out, size_t cap,
                   size_t *n);
 
+/* An asynchronous poll, for long polls a test does not wait on: zeroed,
+ * then passed with fx_apoll_cb to felix_client_group_poll. */
+#define FX_APOLL_MAX 8
+struct fx_apoll {
+	bool done;
+	int status;
+	size_t n;
+	struct fx_rec rec[FX_APOLL_MAX];
+};
+
+void fx_apoll_cb(void *data, int status, const struct felix_msg *reply,
+                 const char *message);
+
 /* ---- idempotent producers ---- */
 
 int fx_producer_init(struct fx *f, uint64_t *id);
@@ -161,10 +175,6 @@ int64_t fx_metric(struct harness_cluster *cl, unsigned i, const char *series);
 /* VmRSS of a process in KiB, or 0. */
 uint64_t fx_rss_kib(int pid);
 
-/* Monotonic milliseconds, and a sleep of `ms`. */
-uint64_t fx_mono_ms(void);
-void fx_nap(unsigned ms);
-
 /* POSTs /v1/KIND/t1/default/NAME (`body`) to node i's admin port until it
  * answers 201, then waits until GET shows the scope: 0, or -1 (said on
  * stderr) when it does not within about 30 s. */
@@ -180,5 +190,35 @@ unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
 unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,
                               const char *kind, const char *name,
                               unsigned not );
+
+/* ---- tests ---- */
+
+/* What a test's main does before it runs its tests: ignores SIGPIPE and,
+ * given an argument, runs only the tests whose names match it (a cmocka
+ * pattern: '*lagged*'). */
+void fx_test_args(int argc, char **argv);
+
+/* ---- clusters ---- */
+
+/* fx_connect to node i as tenant t1 (token "any", 2 request streams); on
+ * failure prints why and node i's log, and fails the test. */
+void fx_connect_ok(struct fx *f, uv_loop_t *loop, struct harness_cluster *cl,
+                   unsigned i);
+
+/* A write through f until the cluster answers it (start-up); fails the
+ * test when it does not within about 30 s. */
+void fx_wait_ready(struct fx *f);
+
+/* Starts n nodes with `args` (harness_cluster_start), initialises `loop`,
+ * connects f[i] to node i (fx_connect_ok) and waits until each answers
+ * (fx_wait_ready). */
+void fx_start_cluster(struct harness_cluster *cl, unsigned n,
+                      const char *const *args, uv_loop_t *loop, struct fx *f);
+
+/* Waits until node i sees every group led by its preferred replica (the
+ * first voter): the cluster moves leaderships there after a start, and a
+ * test that picks a leader before that could see it move. Fails the test
+ * after 40 s. */
+void fx_wait_settled(struct harness_cluster *cl, unsigned i);
 
 #endif

@@ -21,17 +21,10 @@
 #include "wire/fsnp_compress.h"
 #include "wire/fsnp_opcode.h"
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int ftc_connect(struct ftc *c, uint16_t port)
 {
 	struct sockaddr_in a;
-	uint64_t deadline = mono_ms() + 10000;
+	uint64_t deadline = harness_mono_ms() + 10000;
 	memset(c, 0, sizeof *c);
 	c->next_rid = 1;
 	memset(&a, 0, sizeof a);
@@ -47,7 +40,7 @@ int ftc_connect(struct ftc *c, uint16_t port)
 			break;
 		}
 		close(c->fd);
-		if (mono_ms() > deadline) {
+		if (harness_mono_ms() > deadline) {
 			c->fd = -1;
 			return -1;
 		}
@@ -241,7 +234,7 @@ static int fill(struct ftc *c, int timeout_ms)
 
 int ftc_recv(struct ftc *c, struct ftc_msg *m, int timeout_ms)
 {
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = harness_mono_ms() + (uint64_t)timeout_ms;
 	unsigned frames = 0;
 	uint32_t maxb = 0;
 	memset(m, 0, sizeof *m);
@@ -254,7 +247,7 @@ int ftc_recv(struct ftc *c, struct ftc_msg *m, int timeout_ms)
 			return -1;
 		}
 		if (flen == 0) {
-			uint64_t now = mono_ms();
+			uint64_t now = harness_mono_ms();
 			if (now >= deadline ||
 			    fill(c, (int)(deadline - now)) != 0) {
 				return -1;
@@ -312,10 +305,10 @@ void ftc_msg_free(struct ftc_msg *m)
 
 bool ftc_wait_closed(struct ftc *c, int timeout_ms)
 {
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = harness_mono_ms() + (uint64_t)timeout_ms;
 	for (;;) {
 		struct pollfd p = {c->fd, POLLIN, 0};
-		uint64_t now = mono_ms();
+		uint64_t now = harness_mono_ms();
 		uint8_t tmp[65536];
 		if (now >= deadline) {
 			return false;
@@ -468,7 +461,7 @@ void ftc_error_text(const struct ftc_msg *m, char *out, size_t cap)
 
 int ftc_wait_ready(uint16_t port, int timeout_ms)
 {
-	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = harness_mono_ms() + (uint64_t)timeout_ms;
 	struct ftc c;
 	if (ftc_connect(&c, port) != 0) {
 		return -1;
@@ -496,10 +489,26 @@ int ftc_wait_ready(uint16_t port, int timeout_ms)
 		if (rv == 0) {
 			ftc_msg_free(&m);
 		}
-		if (mono_ms() > deadline) {
+		if (harness_mono_ms() > deadline) {
 			ftc_close(&c);
 			return -1;
 		}
 		usleep(50000);
 	}
+}
+
+unsigned ftc_env_nodes(void)
+{
+	const char *n = getenv("LS_FSNP_NODES");
+	return n ? (unsigned)atoi(n) : 1;
+}
+
+int ftc_start(struct harness_cluster *c, unsigned n, const char *const extra[],
+              uint16_t *port)
+{
+	if (harness_cluster_start(c, n, extra, true) != 0) {
+		return -1;
+	}
+	*port = c->nodes[0].fsnp;
+	return ftc_wait_ready(*port, 20000);
 }

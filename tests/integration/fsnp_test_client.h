@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tests/integration/harness.h"
 #include "wire/buf.h"
 #include "wire/fsnp_chunk.h"
 #include "wire/fsnp_frame.h"
@@ -87,5 +88,15 @@ void ftc_error_text(const struct ftc_msg *m, char *out, size_t cap);
 /* Waits until the node answers a write on every shard (leaders elected);
  * 0 or -1 after timeout_ms. */
 int ftc_wait_ready(uint16_t port, int timeout_ms);
+
+/* $LS_FSNP_NODES, or 1: how many nodes a test that runs on any number
+ * starts. */
+unsigned ftc_env_nodes(void);
+
+/* Starts n nodes with `extra` (harness_cluster_start) and waits until the
+ * first answers (ftc_wait_ready, 20 s); its FSNP port into *port. 0 or
+ * -1. */
+int ftc_start(struct harness_cluster *c, unsigned n, const char *const extra[],
+              uint16_t *port);
 
 #endif

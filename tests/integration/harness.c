@@ -61,14 +61,14 @@ const char *harness_binary(void)
 	return b ? b : LS_ABS_BUILDDIR "/lodestone";
 }
 
-static uint64_t now_ms(void)
+uint64_t harness_mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(unsigned ms)
+void harness_nap(unsigned ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
@@ -166,7 +166,7 @@ uint16_t harness_free_port(void)
 	static uint64_t rng;
 
 	if (rng == 0) {
-		rng = ((uint64_t)getpid() << 32) ^ now_ms() ^
+		rng = ((uint64_t)getpid() << 32) ^ harness_mono_ms() ^
 		      0x9e3779b97f4a7c15ull;
 	}
 	for (int attempt = 0; attempt < 1000; attempt++) {
@@ -340,18 +340,18 @@ int harness_node_signal(struct harness_cluster *c, unsigned i, int sig,
 	if (sig != SIGKILL && sig != SIGTERM && sig != SIGINT) {
 		return 0;
 	}
-	uint64_t deadline = now_ms() + 10000;
+	uint64_t deadline = harness_mono_ms() + 10000;
 	for (;;) {
 		pid_t r = waitpid(nd->pid, &st, WNOHANG);
 		if (r == nd->pid) {
 			break;
 		}
-		if (now_ms() > deadline) {
+		if (harness_mono_ms() > deadline) {
 			kill(nd->pid, SIGKILL);
 			waitpid(nd->pid, &st, 0);
 			break;
 		}
-		sleep_ms(10);
+		harness_nap(10);
 	}
 	nd->pid = 0;
 	if (status != NULL) {
@@ -417,8 +417,8 @@ int harness_http(uint16_t port, const char *method, const char *path,
 int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
                               unsigned timeout_ms)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
-	while (now_ms() < deadline) {
+	uint64_t deadline = harness_mono_ms() + timeout_ms;
+	while (harness_mono_ms() < deadline) {
 		int st;
 		char body[512];
 		if (c->nodes[i].pid > 0 &&
@@ -432,7 +432,7 @@ int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
 		    st == 200) {
 			return 0;
 		}
-		sleep_ms(20);
+		harness_nap(20);
 	}
 	return -1;
 }

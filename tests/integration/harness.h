@@ -65,6 +65,10 @@ int harness_http(uint16_t port, const char *method, const char *path,
  * the exit status (or -1). */
 int harness_run(const char *const argv[], char *out, size_t cap);
 
+/* Monotonic milliseconds, and a sleep of `ms`. */
+uint64_t harness_mono_ms(void);
+void harness_nap(unsigned ms);
+
 /* Prints the last lines of node i's log to stderr (for failures). */
 void harness_node_dump_log(struct harness_cluster *c, unsigned i);
 

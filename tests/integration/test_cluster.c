@@ -53,19 +53,6 @@
 #define OP_LRANGE 0x0124
 #define LEADER_RECOVERY_MS 5000
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static const char *const base_args[] = {"--shards", "8", NULL};
 
 /* ---- admin view ---- */
@@ -155,18 +142,18 @@ static void dump_views(struct harness_cluster *c)
 static uint64_t wait_all_led(struct harness_cluster *c, unsigned timeout_ms)
 {
 	uint64_t lead[SHARDS + 1];
-	uint64_t start = mono_ms();
+	uint64_t start = harness_mono_ms();
 	while (!all_led(c, lead)) {
-		if (mono_ms() - start > timeout_ms) {
+		if (harness_mono_ms() - start > timeout_ms) {
 			for (unsigned i = 0; i < NODES; i++) {
 				harness_node_dump_log(c, i);
 			}
 			fail_msg("groups without a leader after %u ms",
 			         timeout_ms);
 		}
-		sleep_ms(50);
+		harness_nap(50);
 	}
-	return mono_ms() - start;
+	return harness_mono_ms() - start;
 }
 
 struct ghash {
@@ -201,7 +188,7 @@ static int group_hash(struct harness_cluster *c, unsigned i, unsigned g,
  * fills `out` (may be NULL) with the agreed hashes. */
 static void converge(struct harness_cluster *c, struct ghash out[SHARDS + 1])
 {
-	uint64_t end = mono_ms() + 60000;
+	uint64_t end = harness_mono_ms() + 60000;
 	for (unsigned g = 1; g <= SHARDS; g++) {
 		for (;;) {
 			struct ghash h[NODES];
@@ -223,10 +210,10 @@ static void converge(struct harness_cluster *c, struct ghash out[SHARDS + 1])
 				}
 				break;
 			}
-			if (mono_ms() > end) {
+			if (harness_mono_ms() > end) {
 				fail_msg("group %u: replicas differ", g);
 			}
-			sleep_ms(100);
+			harness_nap(100);
 		}
 	}
 }
@@ -535,13 +522,13 @@ static unsigned load_total(const struct load *l)
 
 static void run_load(struct load *l)
 {
-	uint64_t end = mono_ms() + 180000;
+	uint64_t end = harness_mono_ms() + 180000;
 	while (l->done < load_total(l)) {
 		for (unsigned i = 0; i < NODES; i++) {
 			conn_open(l, i);
 		}
 		load_turn(l, 20);
-		assert_true(mono_ms() < end);
+		assert_true(harness_mono_ms() < end);
 	}
 }
 
@@ -563,7 +550,7 @@ static void check_list(struct load *l, unsigned i, unsigned k)
 	unsigned last = 0, found = 0;
 	uint8_t *seen = calloc(w->total + 1, 1);
 	int fd = fsnp_connect(l->c->nodes[i].fsnp);
-	uint64_t end = mono_ms() + 20000;
+	uint64_t end = harness_mono_ms() + 20000;
 
 	assert_true(fd >= 0);
 	wbuf_init(&body);
@@ -594,7 +581,7 @@ static void check_list(struct load *l, unsigned i, unsigned k)
 		if (flen > 0) {
 			break;
 		}
-		assert_true(mono_ms() < end);
+		assert_true(harness_mono_ms() < end);
 	}
 	close(fd);
 	assert_int_equal(fsnp_value_decode_response(fr.body, fr.h.body_len,
@@ -658,7 +645,7 @@ static void test_placement_and_leaders(void **state)
 
 	start3(&c, base_args);
 	/* Leaderships settle on each group's preferred replica. */
-	end = mono_ms() + 40000;
+	end = harness_mono_ms() + 40000;
 	for (;;) {
 		bool settled = true;
 		unsigned led[NODES + 1] = {0};
@@ -703,8 +690,8 @@ static void test_placement_and_leaders(void **state)
 			}
 			break;
 		}
-		assert_true(mono_ms() < end);
-		sleep_ms(200);
+		assert_true(harness_mono_ms() < end);
+		harness_nap(200);
 	}
 	/* Every node applied the meta group's node records through its data
 	 * writer, whose counters the admin view shows. */
@@ -768,30 +755,30 @@ static void test_writes_with_kills(void **state)
 			uint64_t lead[SHARDS + 1], t0, took;
 			unsigned victim;
 			/* Past any election or hand-over still running. */
-			t0 = mono_ms();
+			t0 = harness_mono_ms();
 			while (!all_led(&c, lead)) {
 				load_turn(&l, 20);
-				assert_true(mono_ms() - t0 < 30000);
+				assert_true(harness_mono_ms() - t0 < 30000);
 			}
 			victim = busiest(lead);
 			assert_int_equal(
 			    harness_node_signal(&c, victim, SIGKILL, NULL), 0);
 			conn_drop(&l, victim);
-			t0 = mono_ms();
+			t0 = harness_mono_ms();
 			/* Writes go on through the others meanwhile. */
 			for (;;) {
 				load_turn(&l, 20);
 				if (all_led(&c, lead)) {
 					break;
 				}
-				if (mono_ms() - t0 >= 30000) {
+				if (harness_mono_ms() - t0 >= 30000) {
 					dump_views(&c);
 					fail_msg(
 					    "kill %u: groups without a leader",
 					    kills + 1);
 				}
 			}
-			took = mono_ms() - t0;
+			took = harness_mono_ms() - t0;
 			fprintf(stderr,
 			        "kill %u (node %u): every group led again "
 			        "after %llu ms\n",
@@ -924,11 +911,11 @@ static void test_refusals(void **state)
 	c.extra[c.n_extra++] = "other";
 	assert_int_equal(harness_node_start(&c, 2), 0);
 	assert_int_equal(harness_node_wait_healthy(&c, 2, 15000), 0);
-	end = mono_ms() + 20000;
+	end = harness_mono_ms() + 20000;
 	while (!log_has(&c, 0, "is in cluster 'other', not 'lodestone'") ||
 	       !log_has(&c, 2, "refused our connection")) {
-		assert_true(mono_ms() < end);
-		sleep_ms(100);
+		assert_true(harness_mono_ms() < end);
+		harness_nap(100);
 	}
 	assert_false(peer_connected(&c, 0, 3));
 	assert_false(peer_connected(&c, 1, 3));
@@ -960,10 +947,10 @@ static void test_refusals(void **state)
 	c.n_extra -= 2;
 	assert_int_equal(harness_node_start(&c, 2), 0);
 	assert_int_equal(harness_node_wait_healthy(&c, 2, 15000), 0);
-	end = mono_ms() + 20000;
+	end = harness_mono_ms() + 20000;
 	while (!peer_connected(&c, 0, 3)) {
-		assert_true(mono_ms() < end);
-		sleep_ms(100);
+		assert_true(harness_mono_ms() < end);
+		harness_nap(100);
 	}
 	converge(&c, NULL);
 	harness_cluster_stop(&c);

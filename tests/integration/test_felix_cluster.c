@@ -23,7 +23,6 @@
 #include <time.h>
 
 #include <cmocka.h>
-#include <jansson.h>
 
 #include "tests/integration/felix_util.h"
 
@@ -35,7 +34,7 @@
 static unsigned wait_agreed_leader(struct harness_cluster *cl, const char *kind,
                                    const char *name)
 {
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	unsigned same = 0, last = 0;
 	while (same < 3) {
 		unsigned l = fx_scope_leader(cl, 0, kind, name);
@@ -45,74 +44,12 @@ static unsigned wait_agreed_leader(struct harness_cluster *cl, const char *kind,
 		}
 		same = agreed && l == last ? same + 1 : agreed ? 1 : 0;
 		last = agreed ? l : 0;
-		if (fx_mono_ms() - t0 > 30000) {
+		if (harness_mono_ms() - t0 > 30000) {
 			fail_msg("no agreed leader for %s %s", kind, name);
 		}
-		fx_nap(200);
+		harness_nap(200);
 	}
 	return last;
-}
-
-/* Waits until node i sees every group led by its preferred replica (the
- * first voter): the cluster moves leaderships there after a start, and a
- * test that picks a leader before that could see it move. */
-static void wait_settled(struct harness_cluster *cl, unsigned i)
-{
-	static char out[1 << 18];
-	uint64_t t0 = fx_mono_ms();
-	for (;;) {
-		int st = 0;
-		bool settled = false;
-		if (harness_http(cl->nodes[i].admin, "GET", "/v1/cluster", NULL,
-		                 &st, out, sizeof out) == 0 &&
-		    st == 200) {
-			json_t *o = json_loads(out, 0, NULL), *g;
-			size_t k;
-			settled = o != NULL;
-			json_array_foreach(json_object_get(o, "groups"), k, g)
-			{
-				json_t *l = json_object_get(g, "leader");
-				json_t *v0 = json_array_get(
-				    json_object_get(g, "voters"), 0);
-				settled = settled && json_is_integer(l) &&
-				          json_is_integer(v0) &&
-				          json_integer_value(l) ==
-				              json_integer_value(v0);
-			}
-			json_decref(o);
-		}
-		if (settled) {
-			return;
-		}
-		if (fx_mono_ms() - t0 > 40000) {
-			fail_msg("leaderships did not settle: %s", out);
-		}
-		fx_nap(100);
-	}
-}
-
-static void connect_node(struct fx *f, uv_loop_t *loop,
-                         struct harness_cluster *cl, unsigned i)
-{
-	int rv = fx_connect(f, loop, cl, i, "t1", "any", 2);
-	if (rv != 0) {
-		fprintf(stderr, "connect to node %u: %d %s\n", i + 1, rv,
-		        f->message);
-		harness_node_dump_log(cl, i);
-	}
-	assert_int_equal(rv, 0);
-}
-
-/* A write through the node until the cluster answers it (start-up). */
-static void wait_ready(struct fx *f)
-{
-	for (int k = 0; k < 300; k++) {
-		if (fx_cache_put(f, "ready", "k", "v", false, 0) == 0) {
-			return;
-		}
-		fx_spin(f, 100);
-	}
-	fail_msg("the cluster never answered: %s", f->message);
 }
 
 static void idem(struct fx *f, uint64_t pid, int b, uint64_t seq)
@@ -135,19 +72,12 @@ static void test_cluster_groups_producers_counters(void **state)
 	uv_loop_t loop;
 	static struct fx f[NODES];
 	(void)state;
-	assert_int_equal(harness_cluster_start(&cl, NODES, args, true), 0);
-	uv_loop_init(&loop);
-	for (unsigned i = 0; i < NODES; i++) {
-		connect_node(&f[i], &loop, &cl, i);
-	}
-	for (unsigned i = 0; i < NODES; i++) {
-		wait_ready(&f[i]);
-	}
+	fx_start_cluster(&cl, NODES, args, &loop, f);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "streams", "cq", "{\"shards\":1}"), 0);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "caches", "cc", "{\"shards\":1}"), 0);
-	wait_settled(&cl, 0);
+	fx_wait_settled(&cl, 0);
 	unsigned L = wait_agreed_leader(&cl, "streams", "cq");
 	unsigned li = L - 1, other = (li + 1) % NODES;
 
@@ -235,7 +165,7 @@ static void test_cluster_groups_producers_counters(void **state)
 	unsigned l2 = L2 - 1;
 	/* The last batch again (its answer "lost"): a duplicate. */
 	int64_t dup0 = fx_metric(&cl, l2, "felix_idempotent_duplicates_total");
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	for (;;) {
 		struct fx_refusal w2;
 		char p[8] = "b9";
@@ -246,7 +176,7 @@ static void test_cluster_groups_producers_counters(void **state)
 			break;
 		}
 		/* Leadership may still be settling: the re-send is safe. */
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&f[l2], 200);
 	}
 	for (int b = 10; b < 15; b++) {
@@ -298,10 +228,10 @@ static void test_cluster_groups_producers_counters(void **state)
 			bool found = false;
 			int rv;
 			snprintf(key, sizeof key, "n%d", k);
-			t0 = fx_mono_ms();
+			t0 = harness_mono_ms();
 			while ((rv = fx_counter_get(&f[i], "cc", key, &v,
 			                            &found)) != 0) {
-				assert_true(fx_mono_ms() - t0 < 30000);
+				assert_true(harness_mono_ms() - t0 < 30000);
 				fx_spin(&f[i], 200);
 			}
 			assert_true(found);
@@ -323,9 +253,9 @@ static void test_cluster_groups_producers_counters(void **state)
 	 * dies: the sums are still there. */
 	assert_int_equal(harness_node_start(&cl, li), 0);
 	assert_int_equal(harness_node_wait_healthy(&cl, li, 15000), 0);
-	connect_node(&f[li], &loop, &cl, li);
-	wait_ready(&f[li]);
-	wait_settled(&cl, other);
+	fx_connect_ok(&f[li], &loop, &cl, li);
+	fx_wait_ready(&f[li]);
+	fx_wait_settled(&cl, other);
 	unsigned Lc2 = fx_wait_scope_leader(&cl, other, "caches", "cc", 0);
 	assert_true(Lc2 != 0);
 	unsigned lc = Lc2 - 1, alive = (lc + 1) % NODES;
@@ -340,21 +270,21 @@ static void test_cluster_groups_producers_counters(void **state)
 			int64_t v = 0;
 			bool found = false;
 			snprintf(key, sizeof key, "n%d", k);
-			t0 = fx_mono_ms();
+			t0 = harness_mono_ms();
 			while (fx_counter_get(&f[i], "cc", key, &v, &found) !=
 			       0) {
-				assert_true(fx_mono_ms() - t0 < 30000);
+				assert_true(harness_mono_ms() - t0 < 30000);
 				fx_spin(&f[i], 200);
 			}
 			assert_true(found);
 			assert_int_equal(v, sums[k]);
 		}
 	}
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	int64_t unsure = 0;
 	while (fx_counter_add(&f[alive], "cc", "n1", 10, &sum) != 0) {
 		/* An add that failed may or may not have counted. */
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&f[alive], 200);
 		unsure += 10;
 	}

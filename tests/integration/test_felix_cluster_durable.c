@@ -29,86 +29,11 @@
 #include <time.h>
 
 #include <cmocka.h>
-#include <jansson.h>
 
 #include "tests/integration/felix_util.h"
 
 #define NODES 3
 #define JOBS 30
-
-/* Waits until node i sees every group led by its preferred replica (the
- * first voter), so the leader a test picks stays put. */
-static void wait_settled(struct harness_cluster *cl, unsigned i)
-{
-	static char out[1 << 18];
-	uint64_t t0 = fx_mono_ms();
-	for (;;) {
-		int st = 0;
-		bool settled = false;
-		if (harness_http(cl->nodes[i].admin, "GET", "/v1/cluster", NULL,
-		                 &st, out, sizeof out) == 0 &&
-		    st == 200) {
-			json_t *o = json_loads(out, 0, NULL), *g;
-			size_t k;
-			settled = o != NULL;
-			json_array_foreach(json_object_get(o, "groups"), k, g)
-			{
-				json_t *l = json_object_get(g, "leader");
-				json_t *v0 = json_array_get(
-				    json_object_get(g, "voters"), 0);
-				settled = settled && json_is_integer(l) &&
-				          json_is_integer(v0) &&
-				          json_integer_value(l) ==
-				              json_integer_value(v0);
-			}
-			json_decref(o);
-		}
-		if (settled) {
-			return;
-		}
-		if (fx_mono_ms() - t0 > 40000) {
-			fail_msg("leaderships did not settle: %s", out);
-		}
-		fx_nap(100);
-	}
-}
-
-static void connect_node(struct fx *f, uv_loop_t *loop,
-                         struct harness_cluster *cl, unsigned i)
-{
-	int rv = fx_connect(f, loop, cl, i, "t1", "any", 2);
-	if (rv != 0) {
-		fprintf(stderr, "connect to node %u: %d %s\n", i + 1, rv,
-		        f->message);
-		harness_node_dump_log(cl, i);
-	}
-	assert_int_equal(rv, 0);
-}
-
-/* A write through the node until the cluster answers it (start-up). */
-static void wait_ready(struct fx *f)
-{
-	for (int k = 0; k < 300; k++) {
-		if (fx_cache_put(f, "ready", "k", "v", false, 0) == 0) {
-			return;
-		}
-		fx_spin(f, 100);
-	}
-	fail_msg("the cluster never answered: %s", f->message);
-}
-
-static void start_cluster(struct harness_cluster *cl, uv_loop_t *loop,
-                          struct fx *f, const char *const *args)
-{
-	assert_int_equal(harness_cluster_start(cl, NODES, args, true), 0);
-	uv_loop_init(loop);
-	for (unsigned i = 0; i < NODES; i++) {
-		connect_node(&f[i], loop, cl, i);
-	}
-	for (unsigned i = 0; i < NODES; i++) {
-		wait_ready(&f[i]);
-	}
-}
 
 /* ---- consumer groups ------------------------------------------------------
  */
@@ -153,11 +78,11 @@ static void refused_elsewhere(struct fx *f, unsigned L)
 	size_t n = 99;
 	char want[32];
 	snprintf(want, sizeof want, "led by node %u", L);
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (fx_group_poll(f, "default", "q", 0, "w", 4, 0, r, 4, &n) != 0 &&
 	       strstr(f->message, want) == NULL) {
 		assert_non_null(strstr(f->message, "not leader"));
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(f, 100);
 	}
 	/* A long poll too: an error at once, not a wait, not a batch. */
@@ -185,32 +110,6 @@ static void refused_elsewhere(struct fx *f, unsigned L)
 	assert_non_null(strstr(f->message, "not leader"));
 }
 
-/* An asynchronous poll (a long poll the test does not block on). */
-struct apoll {
-	bool done;
-	int status;
-	size_t n;
-	struct fx_rec rec[4];
-};
-
-static void on_apoll(void *data, int status, const struct felix_msg *reply,
-                     const char *message)
-{
-	struct apoll *a = data;
-	(void)message;
-	a->status = status;
-	if (reply != NULL && reply->type == FELIX_MSG_GROUP_RECORDS) {
-		const struct felix_group_record_list *l =
-		    &reply->u.group_records.records;
-		for (size_t i = 0; i < l->count && a->n < 4; i++) {
-			a->rec[a->n].offset = l->items[i].offset;
-			a->rec[a->n].attempts = l->items[i].attempts;
-			a->n++;
-		}
-	}
-	a->done = true;
-}
-
 static void test_cluster_queue(void **state)
 {
 	static const char *const args[] = {
@@ -221,15 +120,15 @@ static void test_cluster_queue(void **state)
 	static struct fx f[NODES], c[3];
 	char buf[64];
 	(void)state;
-	start_cluster(&cl, &loop, f, args);
+	fx_start_cluster(&cl, NODES, args, &loop, f);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "streams", "q", "{\"shards\":1}"), 0);
-	wait_settled(&cl, 0);
+	fx_wait_settled(&cl, 0);
 	unsigned L = fx_wait_scope_leader(&cl, 0, "streams", "q", 0);
 	assert_true(L != 0);
 	unsigned li = L - 1, other = (li + 1) % NODES;
 	for (int k = 0; k < 3; k++) {
-		connect_node(&c[k], &loop, &cl, li);
+		fx_connect_ok(&c[k], &loop, &cl, li);
 	}
 
 	/* Published through a follower (forwarded), consumed on the
@@ -287,18 +186,18 @@ static void test_cluster_queue(void **state)
 	poll_one(&c[0], JOBS + 1, 1);
 	fx_spin(&c[0], 1100);
 	poll_one(&c[1], JOBS + 1, 2);
-	struct apoll a;
+	struct fx_apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	assert_int_equal(felix_client_group_poll(c[2].c, "default", "q", 0, "w",
-	                                         4, 20000, on_apoll, &a),
+	                                         4, 20000, fx_apoll_cb, &a),
 	                 0);
 	assert_int_equal(felix_client_run(&loop, &a.done, 25000), 0);
 	assert_int_equal(a.status, 0);
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, JOBS + 1);
 	assert_int_equal(a.rec[0].attempts, 3);
-	assert_true(fx_mono_ms() - t0 < 10000);
+	assert_true(harness_mono_ms() - t0 < 10000);
 
 	/* Redrive: the dead letter back with a fresh count. */
 	settle(&c[1], FELIX_MSG_GROUP_REDRIVE, JOBS);
@@ -324,7 +223,7 @@ static void test_cluster_queue(void **state)
 	/* Only the unacknowledged claim, after its lapse, attempts + 1. */
 	struct fx_rec r[8];
 	size_t n = 0;
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	for (;;) {
 		n = 0;
 		int rv = fx_group_poll(&f[l2], "default", "q", 0, "w", 8, 0, r,
@@ -334,7 +233,7 @@ static void test_cluster_queue(void **state)
 		}
 		/* Leadership may still be settling, or the claim has not
 		 * lapsed yet. */
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&f[l2], 200);
 	}
 	assert_int_equal(n, 1);
@@ -424,10 +323,10 @@ static void test_cluster_watch(void **state)
 	char k[16], v[16];
 	(void)state;
 	memset(&hist, 0, sizeof hist);
-	start_cluster(&cl, &loop, f, args);
+	fx_start_cluster(&cl, NODES, args, &loop, f);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "caches", "wc", "{\"shards\":1}"), 0);
-	wait_settled(&cl, 0);
+	fx_wait_settled(&cl, 0);
 	unsigned L = fx_wait_scope_leader(&cl, 0, "caches", "wc", 0);
 	assert_true(L != 0);
 	unsigned li = L - 1, other = (li + 1) % NODES;
@@ -467,14 +366,14 @@ static void test_cluster_watch(void **state)
 	char acked[10][16];
 	for (int i = 0; i < 10; i++) {
 		snprintf(k, sizeof k, "k%d", i % 4);
-		uint64_t t0 = fx_mono_ms();
+		uint64_t t0 = harness_mono_ms();
 		for (int attempt = 0;; attempt++) {
 			snprintf(v, sizeof v, "a%d.%d", i, attempt);
 			if (fx_cache_put(&f[other], "wc", k, v, false, 0) ==
 			    0) {
 				break;
 			}
-			assert_true(fx_mono_ms() - t0 < 30000);
+			assert_true(harness_mono_ms() - t0 < 30000);
 			fx_spin(&f[other], 200);
 		}
 		snprintf(acked[i], sizeof acked[i], "%s", v);
@@ -487,10 +386,10 @@ static void test_cluster_watch(void **state)
 	req.prefix = "";
 	req.has_from_offset = true;
 	req.from_offset = seen;
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (fx_watch(&f[l2], &w2, "wc", &req) != 0) {
 		/* Leadership may still be settling. */
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_watch_free(&w2);
 		fx_spin(&f[l2], 200);
 	}
@@ -559,12 +458,12 @@ static void test_cluster_import_live(void **state)
 	struct felix_watch_request req;
 	char k[16], v[16];
 	(void)state;
-	start_cluster(&cl, &loop, f, args);
+	fx_start_cluster(&cl, NODES, args, &loop, f);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "caches", "wi", "{\"shards\":1}"), 0);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "streams", "si", "{\"shards\":1}"), 0);
-	wait_settled(&cl, 0);
+	fx_wait_settled(&cl, 0);
 	unsigned li = fx_wait_scope_leader(&cl, 0, "caches", "wi", 0) - 1;
 	unsigned si = fx_wait_scope_leader(&cl, 0, "streams", "si", 0) - 1;
 	assert_true(li < NODES && si < NODES);
@@ -598,15 +497,15 @@ static void test_cluster_import_live(void **state)
 		}
 		snprintf(k, sizeof k, "k%d", i % 3);
 		snprintf(v, sizeof v, "v%d", i);
-		uint64_t t0 = fx_mono_ms();
+		uint64_t t0 = harness_mono_ms();
 		while (fx_cache_put(&f[wi], "wi", k, v, false, 0) != 0) {
-			assert_true(fx_mono_ms() - t0 < 30000);
+			assert_true(harness_mono_ms() - t0 < 30000);
 			fx_spin(&f[wi], 200);
 		}
 		const char *p1[1] = {v};
-		t0 = fx_mono_ms();
+		t0 = harness_mono_ms();
 		while (fx_publish(&f[wi], "default", "si", NULL, p1, 1) != 0) {
-			assert_true(fx_mono_ms() - t0 < 30000);
+			assert_true(harness_mono_ms() - t0 < 30000);
 			fx_spin(&f[wi], 200);
 		}
 		acked++;
@@ -619,9 +518,9 @@ static void test_cluster_import_live(void **state)
 
 	/* The watch: gapless from 0, then either every change or a lagged
 	 * end exactly where it stopped. */
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (!w.lagged && !w.ended && w.n < (uint64_t)acked) {
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&f[li], 100);
 	}
 	for (uint64_t i = 0; i < w.n; i++) {
@@ -634,9 +533,9 @@ static void test_cluster_import_live(void **state)
 	}
 	/* The subscription: offsets contiguous, at least every record
 	 * (a retried publish may have landed twice). */
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	while (sub.n < (uint64_t)acked && !sub.ended) {
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&f[si], 100);
 	}
 	assert_true(sub.n >= (uint64_t)acked);
@@ -663,10 +562,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_cluster_watch),
 	    cmocka_unit_test(test_cluster_import_live),
 	};
-	signal(SIGPIPE, SIG_IGN);
-	/* An argument runs the tests whose names contain it. */
-	if (argc > 1) {
-		cmocka_set_test_filter(argv[1]);
-	}
+	fx_test_args(argc, argv);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

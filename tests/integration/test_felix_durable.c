@@ -42,12 +42,7 @@ static void start(struct harness_cluster *cl, const char *const *args)
 static void connect_ok(struct fx *f, uv_loop_t *loop,
                        struct harness_cluster *cl)
 {
-	int rv = fx_connect(f, loop, cl, 0, "t1", "any", 2);
-	if (rv != 0) {
-		fprintf(stderr, "connect: %d %s\n", rv, f->message);
-		harness_node_dump_log(cl, 0);
-	}
-	assert_int_equal(rv, 0);
+	fx_connect_ok(f, loop, cl, 0);
 	assert_int_equal(felix_client_server_features(f->c), 0x03FC);
 }
 
@@ -72,32 +67,6 @@ static void restart(struct harness_cluster *cl, int sig)
 
 static const char *const queue_args[] = {
     "--dev", "--shards", "2", "--felix-group-max-wait-ms", "20000", NULL};
-
-/* An asynchronous poll, for long polls the test does not wait on. */
-struct apoll {
-	bool done;
-	int status;
-	size_t n;
-	struct fx_rec rec[8];
-};
-
-static void on_apoll(void *data, int status, const struct felix_msg *reply,
-                     const char *message)
-{
-	struct apoll *a = data;
-	(void)message;
-	a->status = status;
-	if (reply != NULL && reply->type == FELIX_MSG_GROUP_RECORDS) {
-		const struct felix_group_record_list *l =
-		    &reply->u.group_records.records;
-		for (size_t i = 0; i < l->count && a->n < 8; i++) {
-			a->rec[a->n].offset = l->items[i].offset;
-			a->rec[a->n].attempts = l->items[i].attempts;
-			a->n++;
-		}
-	}
-	a->done = true;
-}
 
 static void poll_one(struct fx *f, const char *stream, const char *group,
                      uint64_t offset, uint32_t attempts)
@@ -211,12 +180,12 @@ static void test_group_queue(void **state)
 	assert_int_equal(r[0].attempts, 1);
 
 	/* A long poll is woken by the publish it waits for. */
-	struct apoll a;
+	struct fx_apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	assert_int_equal(felix_client_group_poll(c[0].c, "default", "jobs", 0,
-	                                         "workers", 4, 15000, on_apoll,
-	                                         &a),
+	                                         "workers", 4, 15000,
+	                                         fx_apoll_cb, &a),
 	                 0);
 	fx_spin(&c[0], 100);
 	assert_false(a.done);
@@ -226,16 +195,16 @@ static void test_group_queue(void **state)
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, JOBS);
 	/* Woken, not answered at the end of the 15 s wait. */
-	assert_true(fx_mono_ms() - t0 < 10000);
+	assert_true(harness_mono_ms() - t0 < 10000);
 	settle(&c[0], FELIX_MSG_GROUP_ACK, "jobs", "workers", JOBS);
 	/* A long poll that finds nothing answers empty after its wait. */
 	n = 9;
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	assert_int_equal(fx_group_poll(&c[1], "default", "jobs", 0, "workers",
 	                               4, 300, r, 4, &n),
 	                 0);
 	assert_int_equal(n, 0);
-	assert_true(fx_mono_ms() - t0 >= 200);
+	assert_true(harness_mono_ms() - t0 >= 200);
 
 	/* A nack redelivers at once (the visibility timeout is 30 s) with
 	 * attempts + 1; the fifth failure dead-letters the record. */
@@ -296,8 +265,8 @@ static void test_group_queue(void **state)
 	 * broker; the group goes on. */
 	memset(&a, 0, sizeof a);
 	assert_int_equal(felix_client_group_poll(c[2].c, "default", "jobs", 0,
-	                                         "workers", 4, 15000, on_apoll,
-	                                         &a),
+	                                         "workers", 4, 15000,
+	                                         fx_apoll_cb, &a),
 	                 0);
 	fx_spin(&c[2], 100);
 	fx_close(&c[2]);
@@ -358,18 +327,18 @@ static void test_group_visibility(void **state)
 	 * woken at the claim's deadline, not at the end of its wait. */
 	publish_one(&f, "vis", "three"); /* offset 2 */
 	poll_one(&f, "vis", "g", 2, 1);
-	struct apoll a;
+	struct fx_apoll a;
 	memset(&a, 0, sizeof a);
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	assert_int_equal(felix_client_group_poll(f.c, "default", "vis", 0, "g",
-	                                         4, 20000, on_apoll, &a),
+	                                         4, 20000, fx_apoll_cb, &a),
 	                 0);
 	assert_int_equal(felix_client_run(&loop, &a.done, 25000), 0);
 	assert_int_equal(a.status, 0);
 	assert_int_equal(a.n, 1);
 	assert_int_equal(a.rec[0].offset, 2);
 	assert_int_equal(a.rec[0].attempts, 2);
-	assert_true(fx_mono_ms() - t0 < 10000);
+	assert_true(harness_mono_ms() - t0 < 10000);
 	settle(&f, FELIX_MSG_GROUP_ACK, "vis", "g", 2);
 	fx_close(&f);
 	uv_loop_close(&loop);
@@ -598,10 +567,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_counters_restart),
 	    cmocka_unit_test(test_idempotent),
 	};
-	signal(SIGPIPE, SIG_IGN);
-	/* An argument runs the tests whose names contain it. */
-	if (argc > 1) {
-		cmocka_set_test_filter(argv[1]);
-	}
+	fx_test_args(argc, argv);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,6 @@
  * when a key not yet streamed changes meanwhile).
  * Times only bound the waits. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,12 +31,7 @@ static void start(struct harness_cluster *cl, const char *const *args)
 static void connect_ok(struct fx *f, uv_loop_t *loop,
                        struct harness_cluster *cl)
 {
-	int rv = fx_connect(f, loop, cl, 0, "t1", "any", 2);
-	if (rv != 0) {
-		fprintf(stderr, "connect: %d %s\n", rv, f->message);
-		harness_node_dump_log(cl, 0);
-	}
-	assert_int_equal(rv, 0);
+	fx_connect_ok(f, loop, cl, 0);
 	assert_int_equal(felix_client_server_features(f->c), 0x03FC);
 }
 
@@ -117,9 +111,9 @@ static bool saw_offset(const struct fx_watch *w, uint64_t off)
 /* Waits until the watch delivered the change at `off` (or more). */
 static void wait_offset(struct fx_watch *w, uint64_t off)
 {
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (!saw_offset(w, off) && !w->ended) {
-		assert_true(fx_mono_ms() - t0 < FX_WAIT_MS);
+		assert_true(harness_mono_ms() - t0 < FX_WAIT_MS);
 		fx_spin(w->f, 10);
 	}
 	assert_true(saw_offset(w, off));
@@ -416,9 +410,9 @@ static void test_watch_lagged(void **state)
 		bool never = false;
 		felix_client_run(&loop, &never, 5);
 	}
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (fl.done < N) {
-		assert_true(fx_mono_ms() - t0 < 60000);
+		assert_true(harness_mono_ms() - t0 < 60000);
 		fx_spin(&f, 10);
 	}
 	assert_int_equal(fl.failed, 0);
@@ -427,9 +421,9 @@ static void test_watch_lagged(void **state)
 	if (w.h != NULL) { /* it may have ended already */
 		felix_sub_set_paused(w.h, false);
 	}
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	while (!w.ended) {
-		if (fx_mono_ms() - t0 >= FX_WAIT_MS) {
+		if (harness_mono_ms() - t0 >= FX_WAIT_MS) {
 			fail_msg("watch not ended: lagged %d, %llu changes",
 			         (int)w.lagged, (unsigned long long)w.n);
 		}
@@ -486,9 +480,9 @@ static void put_many(struct fx *f, uv_loop_t *loop, const char *cache,
 		bool never = false;
 		felix_client_run(loop, &never, 5);
 	}
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (fl.done < n) {
-		assert_true(fx_mono_ms() - t0 < 60000);
+		assert_true(harness_mono_ms() - t0 < 60000);
 		fx_spin(f, 10);
 	}
 	assert_int_equal(fl.failed, 0);
@@ -566,9 +560,9 @@ static void test_watch_retained_large(void **state)
 	snprintf(key, sizeof key, "big/%05u", BIG - 1);
 	put(&f, "wide", key, "late");
 	felix_sub_set_paused(w.h, false);
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	while (!w.ended) {
-		if (fx_mono_ms() - t0 >= 2 * FX_WAIT_MS) {
+		if (harness_mono_ms() - t0 >= 2 * FX_WAIT_MS) {
 			fail_msg("watch not ended: lagged %d, %llu changes",
 			         (int)w.lagged, (unsigned long long)w.n);
 		}
@@ -609,10 +603,6 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_watch_lagged),
 	    cmocka_unit_test(test_watch_retained_large),
 	};
-	signal(SIGPIPE, SIG_IGN);
-	/* An argument runs the tests whose names contain it. */
-	if (argc > 1) {
-		cmocka_set_test_filter(argv[1]);
-	}
+	fx_test_args(argc, argv);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,14 +27,8 @@ static uint16_t port;
 
 static int setup(void **state)
 {
-	const char *n = getenv("LS_FSNP_NODES");
 	(void)state;
-	if (harness_cluster_start(&cluster, n ? (unsigned)atoi(n) : 1, NULL,
-	                          true) != 0) {
-		return -1;
-	}
-	port = cluster.nodes[0].fsnp;
-	return ftc_wait_ready(port, 20000);
+	return ftc_start(&cluster, ftc_env_nodes(), NULL, &port);
 }
 
 static int teardown(void **state)

@@ -27,14 +27,8 @@ static int setup(void **state)
 	/* Compression on for test_body_sizes (a client negotiates it only
 	 * when asked). */
 	static const char *const extra[] = {"--fsnp-compression", NULL};
-	const char *n = getenv("LS_FSNP_NODES");
 	(void)state;
-	if (harness_cluster_start(&cluster, n ? (unsigned)atoi(n) : 1, extra,
-	                          true) != 0) {
-		return -1;
-	}
-	port = cluster.nodes[0].fsnp;
-	return ftc_wait_ready(port, 20000);
+	return ftc_start(&cluster, ftc_env_nodes(), extra, &port);
 }
 
 static int teardown(void **state)

@@ -39,9 +39,8 @@ test_goaway_drain(void **state)
 	struct wbuf b;
 	int status = -1;
 	(void)state;
-	assert_int_equal(harness_cluster_start(&cl, 1, NULL, true), 0);
-	uint16_t port = cl.nodes[0].fsnp;
-	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+	uint16_t port;
+	assert_int_equal(ftc_start(&cl, 1, NULL, &port), 0);
 	assert_int_equal(ftc_connect(&c, port), 0);
 	assert_int_equal(ftc_connect(&owner, port), 0);
 

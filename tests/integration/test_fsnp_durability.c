@@ -166,9 +166,8 @@ static void test_kill_restart_rpush(void **state)
 		kill_at[i] = (uint32_t)((i + 1) * (N_VALUES / (N_KILLS + 1)) +
 		                        rnd() % (N_VALUES / (N_KILLS + 1) / 2));
 	}
-	assert_int_equal(harness_cluster_start(&cl, 1, NULL, true), 0);
-	uint16_t port = cl.nodes[0].fsnp;
-	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+	uint16_t port;
+	assert_int_equal(ftc_start(&cl, 1, NULL, &port), 0);
 	assert_int_equal(ftc_connect(&c, port), 0);
 	drive_with_kills(&cl, &c, port, N_VALUES, kill_at, push_one, recv_one);
 
@@ -275,9 +274,8 @@ static void test_kill_restart_set(void **state)
 	for (int i = 0; i < N_KILLS; i++) {
 		kill_at[i] = (uint32_t)(i + 1) * (SET_WRITES / 6);
 	}
-	assert_int_equal(harness_cluster_start(&cl, 1, extra, true), 0);
-	uint16_t port = cl.nodes[0].fsnp;
-	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+	uint16_t port;
+	assert_int_equal(ftc_start(&cl, 1, extra, &port), 0);
 	assert_int_equal(ftc_connect(&c, port), 0);
 	drive_with_kills(&cl, &c, port, SET_WRITES, kill_at, set_one, recv_set);
 

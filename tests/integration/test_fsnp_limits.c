@@ -49,16 +49,12 @@ static int setup(void **state)
 	setenv("FERRICSTORE_NATIVE_LANE_MAX_QUEUE", "500", 1);
 	setenv("LODESTONE_FSNP_LANE_MAX_QUEUE", "600", 1);
 	setenv("FERRICSTORE_NATIVE_MAX_GLOBAL_BLOCKING_REQUESTS", "77", 1);
-	int rv = harness_cluster_start(&cluster, 1, extra, true);
+	int rv = ftc_start(&cluster, 1, extra, &port);
 	unsetenv("FERRICSTORE_NATIVE_MAX_PIPELINE_COMMANDS");
 	unsetenv("FERRICSTORE_NATIVE_LANE_MAX_QUEUE");
 	unsetenv("LODESTONE_FSNP_LANE_MAX_QUEUE");
 	unsetenv("FERRICSTORE_NATIVE_MAX_GLOBAL_BLOCKING_REQUESTS");
-	if (rv != 0) {
-		return -1;
-	}
-	port = cluster.nodes[0].fsnp;
-	return ftc_wait_ready(port, 20000);
+	return rv;
 }
 
 static int teardown(void **state)
@@ -484,9 +480,8 @@ static void test_backpressure_event(void **state)
 	struct fsnp_iter it;
 	char token[64];
 	(void)state;
-	assert_int_equal(harness_cluster_start(&pc, 1, extra, true), 0);
-	uint16_t pt = pc.nodes[0].fsnp;
-	assert_int_equal(ftc_wait_ready(pt, 20000), 0);
+	uint16_t pt;
+	assert_int_equal(ftc_start(&pc, 1, extra, &pt), 0);
 	assert_int_equal(ftc_connect(&sub, pt), 0);
 	assert_int_equal(ftc_connect(&owner, pt), 0);
 	const char *ev[] = {"BACKPRESSURE_CHANGED"};

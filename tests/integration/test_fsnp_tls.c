@@ -57,13 +57,14 @@ static int setup(void **state)
 	                                    "--fsnp-response-chunk-bytes",
 	                                    "65536",
 	                                    NULL};
+	uint16_t port;
 	(void)state;
-	if (harness_cluster_start(&dev, 1, extra, true) != 0) {
+	if (ftc_start(&dev, 1, extra, &port) != 0) {
 		return -1;
 	}
 	snprintf(dev_cert, sizeof dev_cert, "%s/tls/dev-cert.pem",
 	         dev.nodes[0].data_dir);
-	return ftc_wait_ready(dev.nodes[0].fsnp, 20000);
+	return 0;
 }
 
 static int teardown(void **state)

@@ -4,76 +4,17 @@
 // subscribe (history paged <= 256 per subscription: the client drops what
 // lies beyond 256 unread events), streamShards, cachePut/Get/Delete and
 // counters, and kills the node at the end whatever happens.
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
+import { assert, connectReady, run, sleep, withTimeout } from "./lib/felix.mjs";
+import { startNode } from "./lib/node.mjs";
 import { freePort } from "./lib/ports.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(here, "package.json"));
-const { Client } = require("felix-client-linux-x64-gnu");
-
-const bin = process.env.LS_LODESTONE;
-if (!bin || !existsSync(bin)) {
-  console.error("felix_client.mjs: set LS_LODESTONE to the lodestone binary");
-  process.exit(1);
-}
-
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function assert(cond, msg) {
-  if (!cond) throw new Error("assertion failed: " + msg);
-}
-
-async function withTimeout(p, ms, what) {
-  let t;
-  const timeout = new Promise((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(t);
-  }
-}
-
-const dir = mkdtempSync(join(tmpdir(), "ls-felix-interop-"));
-const [felix, admin, internal, fsnp, fsnpTls] = [
-  await freePort(), await freePort(), await freePort(), await freePort(), await freePort(),
-];
-const node = spawn(bin, [
-  "--dev", "--data", join(dir, "data"),
-  "--felix", `127.0.0.1:${felix}`, "--admin", `127.0.0.1:${admin}`,
-  "--internal", `127.0.0.1:${internal}`, "--fsnp", `127.0.0.1:${fsnp}`,
-  "--fsnp-tls", `127.0.0.1:${fsnpTls}`, "--shards", "4", "--log-level", "warn",
-], { stdio: ["ignore", "ignore", "inherit"] });
-const cleanup = () => {
-  try { node.kill("SIGKILL"); } catch {}
-  try { rmSync(dir, { recursive: true, force: true }); } catch {}
-};
-process.on("exit", cleanup);
+const node = await startNode("node", [
+  "--fsnp-tls", `127.0.0.1:${await freePort()}`, "--shards", "4", "--log-level", "warn",
+], { stderr: "inherit" });
 
 async function main() {
-  const ca = join(dir, "data", "tls", "dev-cert.pem");
-  for (let i = 0; i < 100 && !existsSync(ca); i++) await sleep(100);
-  // Wait for the Raft groups: a cache put answers once leaders exist.
-  let client;
-  for (let i = 0; ; i++) {
-    try {
-      // 0.5.0: connect(addr, tenant, token, serverName, caFile)
-      client = await withTimeout(
-        Client.connect(`127.0.0.1:${felix}`, "t1", "tok", "localhost", ca), 20000, "connect");
-      await withTimeout(client.cachePut("t1", "default", "warm", "k", Buffer.from("v")), 5000, "warm");
-      break;
-    } catch (e) {
-      if (i >= 30) throw e;
-      await sleep(300);
-    }
-  }
+  // Waits for the Raft groups: a cache put answers once leaders exist.
+  const client = await connectReady(node);
 
   // streamShards: dev mode creates the stream with --auto-create-shards (4).
   const shards = await withTimeout(client.streamShards("t1", "default", "orders"), 10000, "streamShards");
@@ -152,12 +93,4 @@ async function main() {
   await client.close();
 }
 
-main().then(() => {
-  console.log("felix_client.mjs: ok");
-  cleanup();
-  process.exit(0);
-}, (e) => {
-  console.error("felix_client.mjs: FAIL:", e);
-  cleanup();
-  process.exit(1);
-});
+run(main);

@@ -4,60 +4,15 @@
 // drives strings and every KV call the SDK has that the store implements, and
 // asserts the answers. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 
-import { freeTcpPort, freeUdpPort } from "./lib/ports.mjs";
+import { logTail, nodes, startNode } from "./lib/node.mjs";
+import { freeTcpPort } from "./lib/ports.mjs";
+import { norm, text } from "./lib/values.mjs";
 import { FerricStoreClient } from "@ferricstore/ferricstore";
 
-const binary = process.env.LS_LODESTONE;
-if (!binary) {
-  console.error("fsnp_sdk: set LS_LODESTONE to the lodestone binary");
-  process.exit(2);
-}
-
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ls-fsnp-sdk-"));
-const nodes = [];
-
-// Starts a lodestone on free loopback ports; `extra` are more flags.
-async function startNode(name, extra = []) {
-  const ports = {
-    fsnp: await freeTcpPort(),
-    admin: await freeTcpPort(),
-    internal: await freeTcpPort(),
-    felix: await freeUdpPort(),
-  };
-  const log = fs.openSync(path.join(dir, `${name}.log`), "w");
-  const child = spawn(
-    binary,
-    [
-      "--dev",
-      "--data", path.join(dir, name),
-      "--fsnp", `127.0.0.1:${ports.fsnp}`,
-      "--admin", `127.0.0.1:${ports.admin}`,
-      "--internal", `127.0.0.1:${ports.internal}`,
-      "--felix", `127.0.0.1:${ports.felix}`,
-      "--advertise-host", "127.0.0.1",
-      ...extra,
-    ],
-    { stdio: ["ignore", log, log] },
-  );
-  const n = { name, ports, child, exited: false };
-  child.on("exit", () => { n.exited = true; });
-  nodes.push(n);
-  return n;
-}
-
-function cleanup() {
-  for (const n of nodes) if (!n.exited) n.child.kill("SIGKILL");
-  if (!process.env.LS_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-
-const main = await startNode("node");
+const main = await startNode("node", ["--advertise-host", "127.0.0.1"]);
 const ports = main.ports;
 
 async function connect(url = `ferric://127.0.0.1:${ports.fsnp}`, node = main) {
@@ -78,17 +33,6 @@ const checks = [];
 function check(name, fn) {
   checks.push([name, fn]);
 }
-
-const text = (v) => (Buffer.isBuffer(v) ? v.toString() : v);
-// The SDK's default codec hands values back as Buffers: compare as text.
-const norm = (v) => {
-  if (Buffer.isBuffer(v)) return v.toString();
-  if (Array.isArray(v)) return v.map(norm);
-  if (v && typeof v === "object" && !(v instanceof Error)) {
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, norm(x)]));
-  }
-  return v;
-};
 
 check("ping", async (c) => {
   assert.equal(text(await c.ping()), "PONG");
@@ -296,7 +240,7 @@ check("topology mode: SHARDS routing by slot", async () => {
 });
 
 check("requirepass: AUTH from the URL, refused without it", async () => {
-  const secured = await startNode("secured", ["--requirepass", "pa55"]);
+  const secured = await startNode("secured", ["--advertise-host", "127.0.0.1", "--requirepass", "pa55"]);
   const url = `ferric://127.0.0.1:${secured.ports.fsnp}`;
   // Wait until it listens (a refused AUTH also proves it is up).
   await assert.rejects(connect(url, secured), /requires authentication/);
@@ -316,8 +260,10 @@ check("requirepass: AUTH from the URL, refused without it", async () => {
 
 check("TLS (ferrics://, dev certificate); require_tls refuses plaintext", async () => {
   const tlsPort = await freeTcpPort();
-  const secure = await startNode("secure", ["--fsnp-tls", `127.0.0.1:${tlsPort}`, "--fsnp-require-tls"]);
-  const ca = path.join(dir, "secure", "tls", "dev-cert.pem");
+  const secure = await startNode("secure", [
+    "--advertise-host", "127.0.0.1", "--fsnp-tls", `127.0.0.1:${tlsPort}`, "--fsnp-require-tls",
+  ]);
+  const ca = path.join(secure.data, "tls", "dev-cert.pem");
   const deadline = Date.now() + 20000;
   let c;
   for (;;) {
@@ -373,7 +319,7 @@ try {
 if (failed > 0) {
   for (const n of nodes) {
     console.log(`--- ${n.name} log ---`);
-    console.log(fs.readFileSync(path.join(dir, `${n.name}.log`), "utf8").split("\n").slice(-30).join("\n"));
+    console.log(logTail(n));
   }
 }
 for (const n of nodes) {

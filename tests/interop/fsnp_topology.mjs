@@ -6,75 +6,25 @@
 // advertised endpoint (checked against SHARDS), and every KV call it makes
 // must succeed. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 
-import { freeTcpPort, freeUdpPort } from "./lib/ports.mjs";
+import { nodePorts, nodes, startNode } from "./lib/node.mjs";
+import { norm, text } from "./lib/values.mjs";
 import { FerricStoreClient } from "@ferricstore/ferricstore";
 
-const binary = process.env.LS_LODESTONE;
-if (!binary) {
-  console.error("fsnp_topology: set LS_LODESTONE to the lodestone binary");
-  process.exit(2);
-}
-
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ls-fsnp-topo-"));
-const nodes = [];
-
-function cleanup() {
-  for (const n of nodes) if (!n.exited) n.child.kill("SIGKILL");
-  if (!process.env.LS_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-
 const SHARDS = 4;
+const ports = [];
+for (let i = 0; i < 3; i++) ports.push(await nodePorts());
+const peers = ports.map((p, i) => `${i + 1}=127.0.0.1:${p.internal}`).join(",");
 for (let i = 0; i < 3; i++) {
-  nodes.push({
-    id: i + 1,
-    ports: {
-      fsnp: await freeTcpPort(),
-      admin: await freeTcpPort(),
-      internal: await freeTcpPort(),
-      felix: await freeUdpPort(),
-    },
-  });
-}
-const peers = nodes.map((n) => `${n.id}=127.0.0.1:${n.ports.internal}`).join(",");
-for (const n of nodes) {
-  const log = fs.openSync(path.join(dir, `node${n.id}.log`), "w");
-  n.child = spawn(
-    binary,
-    [
-      "--dev",
-      "--node-id", String(n.id),
-      "--data", path.join(dir, `node${n.id}`),
-      "--fsnp", `127.0.0.1:${n.ports.fsnp}`,
-      "--admin", `127.0.0.1:${n.ports.admin}`,
-      "--internal", `127.0.0.1:${n.ports.internal}`,
-      "--felix", `127.0.0.1:${n.ports.felix}`,
-      "--advertise-host", "127.0.0.1",
-      "--peers", peers,
-      "--shards", String(SHARDS),
-      "--log-level", "warn",
-    ],
-    { stdio: ["ignore", log, log] },
-  );
-  n.exited = false;
-  n.child.on("exit", () => { n.exited = true; });
+  await startNode(`node${i + 1}`, [
+    "--node-id", String(i + 1),
+    "--advertise-host", "127.0.0.1",
+    "--peers", peers,
+    "--shards", String(SHARDS),
+    "--log-level", "warn",
+  ], { ports: ports[i] });
 }
 const seeds = nodes.map((n) => `ferric://127.0.0.1:${n.ports.fsnp}`);
-const text = (v) => (Buffer.isBuffer(v) ? v.toString() : v);
-const norm = (v) => {
-  if (Buffer.isBuffer(v)) return v.toString();
-  if (Array.isArray(v)) return v.map(norm);
-  if (v && typeof v === "object" && !(v instanceof Error)) {
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, norm(x)]));
-  }
-  return v;
-};
 const field = (m, k) => (m instanceof Map ? m.get(k) : m?.[k]);
 
 async function single(url, deadlineMs = 30000) {

@@ -18,54 +18,13 @@
 #include "jepsen/queuecheck.h"
 #include "jepsen/setcheck.h"
 #include "jepsen/streamcheck.h"
+#include "tests/unit/jepsen_test_util.h"
 
-typedef int (*check_fn)(const struct jepsen_history *h,
-                        struct jepsen_anomalies *out, char *err, size_t errlen);
-
-/* Runs `fn` over `text` (line format). Returns the number of anomalies,
- * or -1 if the checker rejected the input. With `kind`, also requires an
- * anomaly of that kind whose message contains `what`. */
-static int run(check_fn fn, const char *text, const char *kind,
+/* Runs `fn` over `text` (jepsen_test_check). */
+static int run(jepsen_test_check_fn fn, const char *text, const char *kind,
                const char *what)
 {
-	struct jepsen_history h;
-	struct jepsen_anomalies a;
-	char err[512];
-	int n;
-	jepsen_history_init(&h);
-	jepsen_anomalies_init(&a);
-	if (jepsen_history_parse(&h, JEPSEN_FORMAT_LINES, text, strlen(text),
-	                         err, sizeof err) != 0) {
-		print_error("parse: %s\n", err);
-		fail();
-	}
-	if (fn(&h, &a, err, sizeof err) != 0) {
-		n = -1;
-	} else {
-		n = (int)jepsen_anomalies_count(&a);
-	}
-	if (kind != NULL) {
-		int found = 0;
-		for (size_t i = 0; i < a.n; i++) {
-			if (strcmp(a.items[i].kind, kind) == 0 &&
-			    strstr(a.items[i].msg, what) != NULL) {
-				found = 1;
-			}
-		}
-		if (!found) {
-			print_error("no %s anomaly mentioning '%s'; got:\n",
-			            kind, what);
-			for (size_t i = 0; i < a.n; i++) {
-				print_error("  %s line %u: %s\n",
-				            a.items[i].kind, a.items[i].line,
-				            a.items[i].msg);
-			}
-		}
-		assert_true(found);
-	}
-	jepsen_anomalies_free(&a);
-	jepsen_history_free(&h);
-	return n;
+	return jepsen_test_check(fn, text, kind, what);
 }
 
 static void test_anomalies(void **state)
@@ -88,7 +47,7 @@ static void test_anomalies(void **state)
 
 static void test_set(void **state)
 {
-	check_fn f = jepsen_setcheck_run;
+	jepsen_test_check_fn f = jepsen_setcheck_run;
 	(void)state;
 	const char *good = "0 1 invoke add s a\n"
 	                   "1 1 ok add s a\n"
@@ -164,7 +123,7 @@ static void test_set(void **state)
 
 static void test_stream(void **state)
 {
-	check_fn f = jepsen_streamcheck_run;
+	jepsen_test_check_fn f = jepsen_streamcheck_run;
 	(void)state;
 	const char *good = "0 1 invoke append p0 a\n"
 	                   "1 1 ok append p0 a 0\n"
@@ -273,7 +232,7 @@ static void test_stream(void **state)
 
 static void test_counter(void **state)
 {
-	check_fn f = jepsen_countercheck_run;
+	jepsen_test_check_fn f = jepsen_countercheck_run;
 	(void)state;
 	const char *good = "0 1 invoke add c 5\n"
 	                   "1 1 ok add c 5\n"
@@ -349,7 +308,7 @@ static void test_counter(void **state)
 
 static void test_queue(void **state)
 {
-	check_fn f = jepsen_queuecheck_run;
+	jepsen_test_check_fn f = jepsen_queuecheck_run;
 	(void)state;
 	const char *good = "0 1 invoke publish q a\n"
 	                   "1 1 ok publish q a\n"
@@ -436,7 +395,7 @@ static void test_queue(void **state)
 
 static void test_exactly_once(void **state)
 {
-	check_fn f = jepsen_oncecheck_run;
+	jepsen_test_check_fn f = jepsen_oncecheck_run;
 	(void)state;
 	const char *good = "0 1 invoke send t a\n"
 	                   "1 1 info send t a\n"

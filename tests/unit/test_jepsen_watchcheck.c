@@ -16,50 +16,12 @@
 #include "jepsen/anomaly.h"
 #include "jepsen/history.h"
 #include "jepsen/watchcheck.h"
+#include "tests/unit/jepsen_test_util.h"
 
-/* Runs the checker over `text` (line format). Returns the number of
- * anomalies, or -1 if the checker rejected the input. With `kind`, also
- * requires an anomaly of that kind whose message contains `what`. */
+/* Runs the checker over `text` (jepsen_test_check). */
 static int run(const char *text, const char *kind, const char *what)
 {
-	struct jepsen_history h;
-	struct jepsen_anomalies a;
-	char err[512];
-	int n;
-	jepsen_history_init(&h);
-	jepsen_anomalies_init(&a);
-	if (jepsen_history_parse(&h, JEPSEN_FORMAT_LINES, text, strlen(text),
-	                         err, sizeof err) != 0) {
-		print_error("parse: %s\n", err);
-		fail();
-	}
-	if (jepsen_watchcheck_run(&h, &a, err, sizeof err) != 0) {
-		n = -1;
-	} else {
-		n = (int)jepsen_anomalies_count(&a);
-	}
-	if (kind != NULL) {
-		int found = 0;
-		for (size_t i = 0; i < a.n; i++) {
-			if (strcmp(a.items[i].kind, kind) == 0 &&
-			    strstr(a.items[i].msg, what) != NULL) {
-				found = 1;
-			}
-		}
-		if (!found) {
-			print_error("no %s anomaly mentioning '%s'; got:\n",
-			            kind, what);
-			for (size_t i = 0; i < a.n; i++) {
-				print_error("  %s line %u: %s\n",
-				            a.items[i].kind, a.items[i].line,
-				            a.items[i].msg);
-			}
-		}
-		assert_true(found);
-	}
-	jepsen_anomalies_free(&a);
-	jepsen_history_free(&h);
-	return n;
+	return jepsen_test_check(jepsen_watchcheck_run, text, kind, what);
 }
 
 /* Two puts to k1, one to k2 (an info one seen, a failed one not), two

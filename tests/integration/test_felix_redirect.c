@@ -86,14 +86,14 @@ static void raw_ask(struct fx *f, const uint8_t *bytes, size_t len,
                     unsigned want, struct rawx *x)
 {
 	struct felix_raw *raw;
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	memset(x, 0, sizeof *x);
 	assert_int_equal(
 	    felix_client_raw_open(f->c, true, rx_frame, rx_end, x, &raw), 0);
 	assert_int_equal(felix_raw_send(raw, bytes, len, true), 0);
 	while (x->n < want && !x->ended) {
 		fx_spin(f, 20);
-		if (fx_mono_ms() - t0 > FX_WAIT_MS) {
+		if (harness_mono_ms() - t0 > FX_WAIT_MS) {
 			fail_msg("%u of %u frames", x->n, want);
 		}
 	}
@@ -178,7 +178,7 @@ static void test_standalone(void **state)
 static void wait_settled(struct harness_cluster *cl, unsigned i)
 {
 	static char out[1 << 18];
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	for (;;) {
 		int st = 0;
 		bool settled = false;
@@ -203,10 +203,10 @@ static void wait_settled(struct harness_cluster *cl, unsigned i)
 		if (settled) {
 			return;
 		}
-		if (fx_mono_ms() - t0 > 40000) {
+		if (harness_mono_ms() - t0 > 40000) {
 			fail_msg("leaderships did not settle: %s", out);
 		}
-		fx_nap(100);
+		harness_nap(100);
 	}
 }
 
@@ -359,7 +359,7 @@ static void test_cluster(void **state)
 
 	/* topology: the three brokers (records reach every node within a
 	 * second or so of the start; wait for them). */
-	uint64_t t0 = fx_mono_ms();
+	uint64_t t0 = harness_mono_ms();
 	for (;;) {
 		ask_json(&redir[o], "{\"type\":\"topology\"}", &m);
 		assert_int_equal(m.type, FELIX_MSG_TOPOLOGY_VIEW);
@@ -367,7 +367,7 @@ static void test_cluster(void **state)
 			break;
 		}
 		felix_msg_free(&m);
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&redir[o], 200);
 	}
 	for (unsigned i = 0; i < NODES; i++) {
@@ -498,7 +498,7 @@ static void test_cluster(void **state)
 	fx_close(&redir[li]);
 	fx_close(&plain[li]);
 	assert_int_equal(harness_node_signal(&cl, li, SIGKILL, NULL), 0);
-	t0 = fx_mono_ms();
+	t0 = harness_mono_ms();
 	for (;;) {
 		unsigned L2 = fx_wait_scope_leader(&cl, o, "streams", "rs", L);
 		assert_true(L2 != 0);
@@ -519,7 +519,7 @@ static void test_cluster(void **state)
 			break;
 		}
 		felix_msg_free(&m);
-		assert_true(fx_mono_ms() - t0 < 30000);
+		assert_true(harness_mono_ms() - t0 < 30000);
 		fx_spin(&redir[ask], 200);
 	}
 

@@ -9,72 +9,25 @@
 //    reads history and live records there;
 //  - watchCache follows it the same way for a cache shard led elsewhere.
 // Every node is killed at the end whatever happens.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
-import { createRequire } from "node:module";
-import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { freePort, freeTcpPort } from "./lib/ports.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, "package.json"));
-const { Client } = require("felix-client-linux-x64-gnu");
+import { Client, assert, run, sleep, withTimeout } from "./lib/felix.mjs";
+import { logTail, nodePorts, startNode } from "./lib/node.mjs";
+import { freeTcpPort } from "./lib/ports.mjs";
 
-const bin = process.env.LS_LODESTONE;
-if (!bin || !fs.existsSync(bin)) {
-  console.error("felix_redirect.mjs: set LS_LODESTONE to the lodestone binary");
-  process.exit(1);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function assert(cond, msg) {
-  if (!cond) throw new Error("assertion failed: " + msg);
-}
-
-async function withTimeout(p, ms, what) {
-  let t;
-  const timeout = new Promise((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(t);
-  }
-}
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ls-felix-redirect-"));
+// Three nodes; n.id, n.felix and n.admin name each one's id and ports.
 const nodes = [];
-function cleanup() {
-  for (const n of nodes) if (n.child && !n.exited) n.child.kill("SIGKILL");
-  if (!process.env.LS_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-
 for (let i = 0; i < 3; i++) {
-  nodes.push({
-    id: i + 1,
-    felix: await freePort(),
-    admin: await freeTcpPort(),
-    internal: await freeTcpPort(),
-    fsnp: await freeTcpPort(),
-    fsnpTls: await freeTcpPort(),
-  });
+  const ports = await nodePorts();
+  nodes.push({ id: i + 1, ports, felix: ports.felix, admin: ports.admin });
 }
-const peers = nodes.map((n) => `${n.id}=127.0.0.1:${n.internal}`).join(",");
+const peers = nodes.map((n) => `${n.id}=127.0.0.1:${n.ports.internal}`).join(",");
 for (const n of nodes) {
-  const log = fs.openSync(path.join(dir, `node${n.id}.log`), "w");
-  n.child = spawn(bin, [
-    "--dev", "--node-id", String(n.id), "--data", path.join(dir, `node${n.id}`),
-    "--felix", `127.0.0.1:${n.felix}`, "--admin", `127.0.0.1:${n.admin}`,
-    "--internal", `127.0.0.1:${n.internal}`, "--fsnp", `127.0.0.1:${n.fsnp}`,
-    "--fsnp-tls", `127.0.0.1:${n.fsnpTls}`, "--advertise-host", "127.0.0.1",
-    "--peers", peers, "--shards", "4", "--log-level", "warn",
-  ], { stdio: ["ignore", log, log] });
-  n.exited = false;
-  n.child.on("exit", () => { n.exited = true; });
+  n.node = await startNode(`node${n.id}`, [
+    "--node-id", String(n.id), "--fsnp-tls", `127.0.0.1:${await freeTcpPort()}`,
+    "--advertise-host", "127.0.0.1", "--peers", peers, "--shards", "4", "--log-level", "warn",
+  ], { ports: n.ports });
 }
 
 async function admin(n, method, p, body) {
@@ -87,7 +40,7 @@ async function admin(n, method, p, body) {
 async function until(what, fn, ms = 40000) {
   const deadline = Date.now() + ms;
   for (;;) {
-    if (nodes.some((n) => n.exited)) throw new Error(`${what}: a node exited`);
+    if (nodes.some((n) => n.node.exited)) throw new Error(`${what}: a node exited`);
     try {
       const v = await fn();
       if (v) return v;
@@ -113,9 +66,9 @@ async function metric(n, series) {
 async function main() {
   // One CA file trusting every node's dev certificate: a redirect takes
   // the client to another node, and it has one trust store.
-  const certs = nodes.map((n) => path.join(dir, `node${n.id}`, "tls", "dev-cert.pem"));
+  const certs = nodes.map((n) => path.join(n.node.data, "tls", "dev-cert.pem"));
   await until("dev certificates", () => certs.every((c) => fs.existsSync(c)));
-  const ca = path.join(dir, "ca-all.pem");
+  const ca = path.join(path.dirname(nodes[0].node.data), "ca-all.pem");
   fs.writeFileSync(ca, certs.map((c) => fs.readFileSync(c, "utf8")).join(""));
 
   // Every group led by its preferred replica: leaderships move there
@@ -190,17 +143,11 @@ async function main() {
   await client.close();
 }
 
-main().then(() => {
-  console.log("felix_redirect.mjs: ok");
-  cleanup();
-  process.exit(0);
-}, (e) => {
-  console.error("felix_redirect.mjs: FAIL:", e);
-  for (const n of nodes) {
-    try {
-      process.stderr.write(`--- node${n.id}.log\n` + fs.readFileSync(path.join(dir, `node${n.id}.log`), "utf8").slice(-4000));
-    } catch {}
+run(async () => {
+  try {
+    await main();
+  } catch (e) {
+    for (const n of nodes) process.stderr.write(`--- node${n.id}.log\n${logTail(n.node, 60)}\n`);
+    throw e;
   }
-  cleanup();
-  process.exit(1);
 });

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, "..", "package.json"));
-const { Client } = require("felix-client-linux-x64-gnu");
+export const { Client } = require("felix-client-linux-x64-gnu");
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

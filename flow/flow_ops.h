@@ -1,0 +1,16 @@
+/* The Flow state machine's operations: one decoded request against the
+ * group's state in an apply (or read) context. */
+#ifndef LS_FLOW_FLOW_OPS_H
+#define LS_FLOW_FLOW_OPS_H
+
+#include "flow/flow_body.h"
+#include "flow/flow_record.h"
+#include "wire/fsnp_value.h"
+
+/* Runs `req`: 0 with the reply value written to `w`; 1 with `err` (a
+ * Flow error: nothing written to the store); -1 on an I/O failure (the
+ * transaction recorded it). */
+int flow_op_run(struct fctx *c, const struct flow_req *req,
+                struct fsnp_writer *w, struct flow_err *err);
+
+#endif

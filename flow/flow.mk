@@ -19,3 +19,8 @@ UNIT_TESTS += tests/unit/test_flow_ops
 tests_unit_test_flow_ops_SOURCES = tests/unit/test_flow_ops.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_ops_LDADD = $(FLOW_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_flow_model
+tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_model_LDADD = $(FLOW_TEST_LDADD)

@@ -803,19 +803,23 @@ static void successor(struct sbuf *k)
 /* Collects due entries of the keys under `prefix` whose rest is (state,
  * prio, next, id), or with `any_part` (part, type, state, ...) filtered
  * to `type`. */
-static int scan_due(struct fctx *c, const struct sbuf *prefix, bool any_part,
-                    struct fsnp_bytes type, const struct scan *s,
-                    struct cands *out)
+static bool has_prefix(const uint8_t *k, size_t kl, const struct sbuf *p)
 {
-	struct store_tx_iter *it =
-	    store_tx_iter_open(c->tx, prefix->p, prefix->len);
+	return kl >= p->len && memcmp(k, p->p, p->len) == 0;
+}
+
+static void scan_due(struct fctx *c, struct store_tx_iter *it,
+                     const struct sbuf *prefix, bool any_part,
+                     struct fsnp_bytes type, const struct scan *s,
+                     struct cands *out)
+{
 	struct sbuf seek, gkey;
 	size_t ingroup = 0;
 	bool valid;
 
 	sbuf_init(&seek);
 	sbuf_init(&gkey);
-	valid = store_tx_iter_seek(it, NULL, 0);
+	valid = store_tx_iter_seek(it, prefix->p, prefix->len);
 	while (valid) {
 		size_t kl, off = prefix->len, stoff, glen;
 		const uint8_t *k = store_tx_iter_key(it, &kl);
@@ -823,6 +827,9 @@ static int scan_due(struct fctx *c, const struct sbuf *prefix, bool any_part,
 		uint8_t pinv;
 		uint64_t next;
 
+		if (!has_prefix(k, kl, prefix)) {
+			break;
+		}
 		if (any_part) {
 			off = 5;
 			if (!fkey_part(k, kl, &off, &part) ||
@@ -878,7 +885,6 @@ static int scan_due(struct fctx *c, const struct sbuf *prefix, bool any_part,
 	}
 	sbuf_free(&seek);
 	sbuf_free(&gkey);
-	return store_tx_iter_close(it);
 }
 
 struct claim_args {
@@ -907,35 +913,38 @@ static int collect(struct fctx *c, const struct claim_args *a,
                    const struct scan *s, struct cands *out)
 {
 	struct sbuf pfx;
-	int rv = 0;
+	struct store_tx_iter *it;
+	int rv;
 
 	sbuf_init(&pfx);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_DUE);
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
 	if (a->pmode == 1) {
-		sbuf_u32(&pfx, c->group);
-		sbuf_u8(&pfx, K_FLOW_DUE);
-		rv = scan_due(c, &pfx, true, a->type, s, out);
+		scan_due(c, it, &pfx, true, a->type, s, out);
 	} else if (a->pmode == 0) {
-		for (unsigned b = 0; b < 256 && rv == 0; b++) {
+		for (unsigned b = 0; b < 256; b++) {
 			char buf[FLOW_AUTO_PARTITION_MAX];
 			struct fsnp_bytes p;
 			p.len = flow_route_auto_partition(b, buf);
 			p.ptr = (const uint8_t *)buf;
 			fkey_due_prefix(&pfx, c->group, p, a->type);
-			rv = scan_due(c, &pfx, false, a->type, s, out);
+			scan_due(c, it, &pfx, false, a->type, s, out);
 		}
 	} else if (a->plist != NULL) {
-		struct fsnp_iter it;
+		struct fsnp_iter pi;
 		struct fsnp_val e;
-		fsnp_iter_init(&it, a->plist);
-		while (rv == 0 && fsnp_iter_next(&it, NULL, &e)) {
+		fsnp_iter_init(&pi, a->plist);
+		while (fsnp_iter_next(&pi, NULL, &e)) {
 			fkey_due_prefix(&pfx, c->group, e.as.bin, a->type);
-			rv = scan_due(c, &pfx, false, a->type, s, out);
+			scan_due(c, it, &pfx, false, a->type, s, out);
 		}
 	} else {
 		fkey_due_prefix(&pfx, c->group, a->pone, a->type);
-		rv = scan_due(c, &pfx, false, a->type, s, out);
+		scan_due(c, it, &pfx, false, a->type, s, out);
 	}
 	sbuf_free(&pfx);
+	rv = store_tx_iter_close(it);
 	if (rv == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof *out->v, cand_cmp);
 	}

@@ -43,6 +43,10 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_POLICY_SET:
 	case FSNP_OP_FLOW_POLICY_GET:
 	case FSNP_OP_FLOW_START_AND_CLAIM:
+	case FSNP_OP_FLOW_STEP_CONTINUE:
+	case FSNP_OP_FLOW_REWIND:
+	case FSNP_OP_FLOW_RETENTION_CLEANUP:
+	case FSNP_OP_FLOW_RUN_STEPS_MANY:
 		return true;
 	default:
 		return false;
@@ -183,6 +187,7 @@ void flow_cmd_partition(const struct flow_req *req, uint64_t seed, char *buf,
 	case FSNP_OP_FLOW_INFO:
 	case FSNP_OP_FLOW_POLICY_SET:
 	case FSNP_OP_FLOW_POLICY_GET:
+	case FSNP_OP_FLOW_RETENTION_CLEANUP:
 		return;
 	default:
 		break;

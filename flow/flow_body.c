@@ -298,6 +298,10 @@ static const struct positional positionals[] = {
      {FF_ID, FF_TYPE, FF_INITIAL_STATE, FF_WORKER, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_REWIND, {FF_ID, FF_TO_EVENT, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_RETENTION_CLEANUP, {FF_COUNT_FIELDS}},
+    {FSNP_OP_FLOW_STEP_CONTINUE,
+     {FF_ID, FF_LEASE_TOKEN, FF_FROM_STATE, FF_TO_STATE, FF_FENCING_TOKEN}},
+    {FSNP_OP_FLOW_RUN_STEPS_MANY,
+     {FF_ITEMS, FF_TYPE, FF_WORKER, FF_COUNT_FIELDS}},
 };
 
 int flow_fail(struct flow_err *err, int status, const char *fmt, ...)

@@ -2613,6 +2613,458 @@ static int op_policy_set(struct fctx *c, const struct flow_req *q,
 	return 0;
 }
 
+/* --- STEP_CONTINUE, REWIND, RUN_STEPS_MANY, RETENTION_CLEANUP ------------ */
+
+static int op_step_continue(struct fctx *c, const struct flow_req *q,
+                            struct fsnp_writer *w, struct flow_err *err)
+{
+	const struct flow_opt *o, *wk = F(q, FF_WORKER);
+	struct fsnp_bytes to;
+	struct frec old, r;
+	int64_t lease_ms = DEFAULT_LEASE_MS;
+	bool jobs = false;
+	int rv;
+
+	if (nonempty(q, FF_FROM_STATE, err) != 0 ||
+	    nonempty(q, FF_TO_STATE, err) != 0) {
+		return 1;
+	}
+	to = q->f[FF_TO_STATE].t;
+	if (check_target(to, err) != 0 ||
+	    updates(c, q, NULL, to, false, err) != 0) {
+		return 1;
+	}
+	if ((o = F(q, FF_LEASE_MS)) != NULL) {
+		if (o->i <= 0) {
+			E1("ERR flow lease_ms must be a positive integer");
+			return 1;
+		}
+		lease_ms = o->i;
+	}
+	if ((o = F(q, FF_RETURN)) != NULL) {
+		if (fsnp_bytes_eq(o->t, "jobs_compact") ||
+		    fsnp_bytes_eq(o->t, "JOBS_COMPACT")) {
+			jobs = true;
+		} else if (!fsnp_bytes_eq(o->t, "record")) {
+			E1("ERR flow step_continue return must be record or "
+			   "jobs_compact");
+			return 1;
+		}
+	}
+	if ((rv = load(c, q, &old, err)) <= 0) {
+		return rv < 0 ? -1 : 1;
+	}
+	if (!lease_ok(&old, q) ||
+	    (wk != NULL && !frec_eq(&old, RS_LEASE_OWNER, wk->t))) {
+		E1("ERR stale flow lease");
+		return 1;
+	}
+	if (!frec_eq(&old, RS_RUN_STATE, q->f[FF_FROM_STATE].t)) {
+		E1("ERR flow wrong state");
+		return 1;
+	}
+	r = old;
+	frec_set_str(&r, RS_RUN_STATE, to);
+	frec_set_int(&r, RI_FENCING_TOKEN, r.i[RI_FENCING_TOKEN] + 1);
+	bump(c, &r);
+	frec_set_int(&r, RI_LEASE_DEADLINE_MS,
+	             cap_maxi(c->now + (uint64_t)lease_ms));
+	frec_set_int(&r, RI_NEXT_RUN_AT_MS, r.i[RI_LEASE_DEADLINE_MS]);
+	lease_token(c, &r, old.s[RS_LEASE_OWNER]);
+	(void)updates(c, q, &r, to, true, err);
+	frec_history(c, &r, "step_continued", NULL, 0);
+	frec_save(c, &old, &r);
+	if (jobs) {
+		write_job(w, &r, 2);
+	} else {
+		frec_write_public(w, &r, false, 0);
+	}
+	return 0;
+}
+
+/* The history event `version` of (part, id): 1 with its typed value, 0
+ * absent, -1 failure. */
+static int load_event(struct fctx *c, struct fsnp_bytes part,
+                      struct fsnp_bytes id, int64_t version,
+                      struct fsnp_val *ev)
+{
+	struct sbuf v;
+	const uint8_t *p;
+	int rv;
+
+	sbuf_init(&v);
+	fkey_hist_prefix(&c->key, c->group, part, id);
+	sbuf_u64(&c->key, (uint64_t)version);
+	rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
+	if (rv != 1) {
+		sbuf_free(&v);
+		return rv;
+	}
+	p = fctx_dup(c, v.p, v.len);
+	rv = fsnp_value_decode_body(p, v.len, NULL, ev) == 0 ? 1 : 0;
+	sbuf_free(&v);
+	return rv;
+}
+
+static int op_rewind(struct fctx *c, const struct flow_req *q,
+                     struct fsnp_writer *w, struct flow_err *err)
+{
+	const struct flow_opt *o;
+	struct frec old, r;
+	struct fsnp_val ev, f, eid;
+	struct fsnp_iter it;
+	struct hmeta meta[1];
+	int64_t ms, ver, i;
+	int rv;
+
+	if (F(q, FF_REASON_REF) != NULL) {
+		E1("ERR flow reason_ref input is not supported; use reason");
+		return 1;
+	}
+	if (!parse_event_id(q->f[FF_TO_EVENT].t, &ms, &ver)) {
+		E1("ERR flow to_event must be a history event id");
+		return 1;
+	}
+	if ((rv = load(c, q, &old, err)) <= 0) {
+		return rv < 0 ? -1 : 1;
+	}
+	if (leased(&old)) {
+		E1("ERR flow cannot rewind leased flow");
+		return 1;
+	}
+	if (old.s_set[RS_PARENT_FLOW_ID]) {
+		E1("ERR flow cannot rewind parent or child flow");
+		return 1;
+	}
+	if ((o = F(q, FF_EXPECT_STATE)) != NULL &&
+	    !frec_eq(&old, RS_STATE, o->t)) {
+		E1("ERR flow wrong state");
+		return 1;
+	}
+	rv = load_event(c, old.s[RS_PARTITION_KEY], old.s[RS_ID], ver, &ev);
+	if (rv < 0) {
+		return -1;
+	}
+	fsnp_iter_init(&it, &ev);
+	if (rv == 0 || !fsnp_iter_next(&it, NULL, &eid) ||
+	    eid.tag != FSNP_BIN ||
+	    bytes_cmp(eid.as.bin, q->f[FF_TO_EVENT].t) != 0) {
+		E1("ERR flow rewind target event not found");
+		return 1;
+	}
+	r = old;
+	if (event_field(&ev, "state", &f) && f.tag == FSNP_BIN) {
+		frec_set_str(&r, RS_STATE, f.as.bin);
+	}
+	if (event_field(&ev, "priority", &f) && fsnp_val_i64(&f, &i) == 0) {
+		frec_set_int(&r, RI_PRIORITY, i);
+	}
+	if (event_field(&ev, "attempts", &f) && fsnp_val_i64(&f, &i) == 0) {
+		frec_set_int(&r, RI_ATTEMPTS, i);
+	}
+	if (event_field(&ev, "created_at_ms", &f) &&
+	    fsnp_val_i64(&f, &i) == 0) {
+		frec_set_int(&r, RI_CREATED_AT_MS, i);
+	}
+	if (frec_is(&r, RS_STATE, "running")) {
+		/* A claimed point: back to the state it was claimed from. */
+		frec_set_str(&r, RS_STATE,
+		             r.s_set[RS_RUN_STATE] ? r.s[RS_RUN_STATE]
+		                                   : fb("queued"));
+	}
+	frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+	frec_clear_int(&r, RI_TERMINAL_RETENTION_UNTIL_MS);
+	if ((o = F(q, FF_RUN_AT_MS)) != NULL) {
+		frec_set_int(&r, RI_NEXT_RUN_AT_MS, o->i);
+	} else if (event_field(&ev, "next_run_at_ms", &f) &&
+	           fsnp_val_i64(&f, &i) == 0) {
+		frec_set_int(&r, RI_NEXT_RUN_AT_MS, i);
+	} else if (!frec_is_terminal(&r)) {
+		frec_set_int(&r, RI_NEXT_RUN_AT_MS, (int64_t)c->now);
+	}
+	if (frec_is_terminal(&r)) {
+		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+	}
+	clear_lease(&r);
+	frec_set_int(&r, RI_FENCING_TOKEN, r.i[RI_FENCING_TOKEN] + 1);
+	bump(c, &r);
+	meta[0].name = "rewound_to_event_id";
+	meta[0].v = eid;
+	frec_history(c, &r, "rewound", meta, 1);
+	frec_save(c, &old, &r);
+	reply_ok(w);
+	return 0;
+}
+
+static int op_run_steps(struct fctx *c, const struct flow_req *q,
+                        struct fsnp_writer *w, struct flow_err *err)
+{
+	const struct flow_opt *st = F(q, FF_STATES), *o;
+	struct fsnp_iter it;
+	struct fsnp_val e, sv;
+	int64_t nsteps = 1, lease_ms = DEFAULT_LEASE_MS;
+	char name[32];
+
+	if (nonempty(q, FF_TYPE, err) != 0 || nonempty(q, FF_WORKER, err)) {
+		return 1;
+	}
+	if (st != NULL) {
+		nsteps = st->v.as.count;
+		if (nsteps == 0) {
+			E1("ERR flow states must be a non-empty list");
+			return 1;
+		}
+		fsnp_iter_init(&it, &st->v);
+		while (fsnp_iter_next(&it, NULL, &sv)) {
+			if (sv.tag != FSNP_BIN || sv.as.bin.len == 0 ||
+			    fsnp_bytes_eq(sv.as.bin, "running") ||
+			    frec_terminal_state(sv.as.bin)) {
+				E1("ERR flow states must be a non-empty list");
+				return 1;
+			}
+		}
+	} else if ((o = F(q, FF_STEPS)) != NULL) {
+		if (o->i < 1) {
+			E1("ERR flow steps must be a positive integer");
+			return 1;
+		}
+		nsteps = o->i;
+	}
+	if ((o = F(q, FF_LEASE_MS)) != NULL && o->i > 0) {
+		lease_ms = o->i;
+	}
+	if (q->f[FF_ITEMS].v.as.count == 0) {
+		E1("ERR flow items must be a non-empty list");
+		return 1;
+	}
+	if ((int64_t)q->f[FF_ITEMS].v.as.count * nsteps > 1000) {
+		E1("ERR flow run step operation count exceeds maximum 1000");
+		return 1;
+	}
+	fsnp_iter_init(&it, &q->f[FF_ITEMS].v);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct flow_req item = *q;
+		struct fsnp_bytes part, state;
+		struct fsnp_iter si;
+		struct frec old, r;
+		int rv;
+
+		item.f[FF_ID].set = false;
+		if (e.tag == FSNP_BIN) {
+			item.f[FF_ID].set = true;
+			item.f[FF_ID].t = e.as.bin;
+		} else if (e.tag == FSNP_MAP) {
+			struct fsnp_val v;
+			if (fsnp_map_get(&e, "id", &v) == 0 &&
+			    v.tag == FSNP_BIN) {
+				item.f[FF_ID].set = true;
+				item.f[FF_ID].t = v.as.bin;
+			}
+			if (fsnp_map_get(&e, "partition_key", &v) == 0 &&
+			    v.tag == FSNP_BIN) {
+				item.f[FF_PARTITION_KEY].set = true;
+				item.f[FF_PARTITION_KEY].t = v.as.bin;
+			}
+		}
+		if (!item.f[FF_ID].set) {
+			flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+			          "ERR native flow item is invalid");
+			return 1;
+		}
+		if (check_id(&item, err) != 0 ||
+		    req_partition(c, &item, item.f[FF_ID].t, &part, err) != 0) {
+			return 1;
+		}
+		if ((rv = frec_load(c, part, item.f[FF_ID].t, &old)) < 0) {
+			return -1;
+		}
+		if (rv == 1) {
+			E1("ERR flow already exists");
+			return 1;
+		}
+		if (st != NULL) {
+			fsnp_iter_init(&si, &st->v);
+			(void)fsnp_iter_next(&si, NULL, &sv);
+			state = sv.as.bin;
+		} else {
+			snprintf(name, sizeof name, "step_1");
+			state = fb(name);
+			state.ptr = fctx_dup(c, name, state.len);
+		}
+		new_record(c, &item, part, fb("running"), &r);
+		frec_set_str(&r, RS_RUN_STATE, state);
+		frec_set_int(&r, RI_ATTEMPTS, 1);
+		frec_set_int(&r, RI_FENCING_TOKEN, 1);
+		frec_set_int(&r, RI_LEASE_DEADLINE_MS,
+		             cap_maxi(c->now + (uint64_t)lease_ms));
+		frec_set_int(&r, RI_NEXT_RUN_AT_MS, r.i[RI_LEASE_DEADLINE_MS]);
+		lease_token(c, &r, q->f[FF_WORKER].t);
+		frec_history(c, &r, "created", NULL, 0);
+		for (int64_t k = 2; k <= nsteps; k++) {
+			if (st != NULL) {
+				(void)fsnp_iter_next(&si, NULL, &sv);
+				state = sv.as.bin;
+			} else {
+				snprintf(name, sizeof name, "step_%lld",
+				         (long long)k);
+				state = fb(name);
+				state.ptr = fctx_dup(c, name, state.len);
+			}
+			frec_set_str(&r, RS_RUN_STATE, state);
+			frec_set_int(&r, RI_FENCING_TOKEN, k);
+			bump(c, &r);
+			lease_token(c, &r, q->f[FF_WORKER].t);
+			frec_history(c, &r, "step_continued", NULL, 0);
+		}
+		frec_set_cstr(&r, RS_STATE, "completed");
+		bump(c, &r);
+		clear_lease(&r);
+		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+		if ((o = F(q, FF_RESULT)) != NULL) {
+			frec_set_val(&r, RV_RESULT, &o->v);
+		}
+		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+		frec_history(c, &r, "completed", NULL, 0);
+		frec_save(c, NULL, &r);
+	}
+	reply_ok(w);
+	return 0;
+}
+
+/* Deletes every key under `prefix`; adds the count to *n. */
+static int del_prefix(struct fctx *c, const struct sbuf *prefix, int64_t *n)
+{
+	struct store_tx_iter *it =
+	    store_tx_iter_open(c->tx, prefix->p, prefix->len);
+	struct sbuf keys;
+	size_t count = 0, off = 0;
+	bool valid = store_tx_iter_seek(it, NULL, 0);
+	int rv;
+
+	sbuf_init(&keys);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		sbuf_lbytes(&keys, k, kl);
+		count++;
+	}
+	rv = store_tx_iter_close(it);
+	for (size_t i = 0; rv == 0 && i < count; i++) {
+		uint32_t kl = be_get32(keys.p + off);
+		store_tx_del(c->tx, keys.p + off + 4, kl);
+		off += 4 + kl;
+	}
+	sbuf_free(&keys);
+	*n += (int64_t)count;
+	return rv;
+}
+
+static int op_retention(struct fctx *c, const struct flow_req *q,
+                        struct fsnp_writer *w, struct flow_err *err)
+{
+	const struct flow_opt *o = F(q, FF_LIMIT);
+	int64_t limit = 100, flows = 0, hist = 0, values = 0;
+	struct store_tx_iter *it;
+	struct sbuf pfx, found;
+	size_t nfound = 0, off = 0;
+	bool valid, more = false;
+	int rv;
+
+	if (o != NULL) {
+		if (o->i < 1) {
+			E1("ERR flow limit must be a positive integer");
+			return 1;
+		}
+		limit = o->i;
+	}
+	/* Terminal flows past their retention, oldest deadline first. */
+	sbuf_init(&pfx);
+	sbuf_init(&found);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_RETAIN);
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		if (kl < 13 || be_get64(k + 5) > c->now) {
+			break;
+		}
+		if ((int64_t)nfound == limit) {
+			more = true;
+			break;
+		}
+		sbuf_lbytes(&found, k, kl);
+		nfound++;
+	}
+	rv = store_tx_iter_close(it);
+	for (size_t i = 0; rv == 0 && i < nfound; i++) {
+		uint32_t kl = be_get32(found.p + off);
+		const uint8_t *k = found.p + off + 4;
+		size_t ko = 13;
+		struct fsnp_bytes part, id;
+		struct frec r;
+		off += 4 + kl;
+		store_tx_del(c->tx, k, kl);
+		if (!fkey_part(k, kl, &ko, &part) ||
+		    !fkey_part(k, kl, &ko, &id)) {
+			continue;
+		}
+		rv = frec_load(c, part, id, &r);
+		if (rv < 0) {
+			break;
+		}
+		rv = 0;
+		fkey_hist_prefix(&pfx, c->group, part, id);
+		if ((rv = del_prefix(c, &pfx, &hist)) != 0) {
+			break;
+		}
+		fkey_signal(&pfx, c->group, part, id, fb(""));
+		if ((rv = del_prefix(c, &pfx, &hist)) != 0) {
+			break;
+		}
+		if (r.v_set[RV_VALUE_REFS]) {
+			struct fsnp_iter vi;
+			struct fsnp_bytes name;
+			struct fsnp_val ref;
+			fsnp_iter_init(&vi, &r.v[RV_VALUE_REFS]);
+			while (fsnp_iter_next(&vi, &name, &ref)) {
+				if (ref.tag == FSNP_BIN) {
+					fkey_value(&c->key, c->group,
+					           ref.as.bin);
+					store_tx_del(c->tx, c->key.p,
+					             c->key.len);
+					values++;
+				}
+			}
+		}
+		fkey_rec(&c->key, c->group, part, id);
+		store_tx_del(c->tx, c->key.p, c->key.len);
+		flows++;
+	}
+	sbuf_free(&pfx);
+	sbuf_free(&found);
+	if (rv != 0) {
+		return -1;
+	}
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "flows");
+	fsnp_w_i64(w, flows);
+	fsnp_w_key(w, "history");
+	fsnp_w_i64(w, hist);
+	fsnp_w_key(w, "values");
+	fsnp_w_i64(w, values);
+	fsnp_w_key(w, "active_timeouts");
+	fsnp_w_i64(w, 0);
+	fsnp_w_key(w, "continuation");
+	fsnp_w_nil(w);
+	fsnp_w_key(w, "more?");
+	fsnp_w_bool(w, more);
+	fsnp_w_map_end(w);
+	return 0;
+}
+
 /* --- Batches -------------------------------------------------------------- */
 
 static int run_single(struct fctx *c, const struct flow_req *q,
@@ -2768,6 +3220,14 @@ static int run_single(struct fctx *c, const struct flow_req *q,
 		return op_policy_set(c, q, w, err);
 	case FSNP_OP_FLOW_START_AND_CLAIM:
 		return op_start_and_claim(c, q, w, err);
+	case FSNP_OP_FLOW_STEP_CONTINUE:
+		return op_step_continue(c, q, w, err);
+	case FSNP_OP_FLOW_REWIND:
+		return op_rewind(c, q, w, err);
+	case FSNP_OP_FLOW_RUN_STEPS_MANY:
+		return op_run_steps(c, q, w, err);
+	case FSNP_OP_FLOW_RETENTION_CLEANUP:
+		return op_retention(c, q, w, err);
 	default:
 		flow_fail(err, FLOW_STATUS_BAD_REQUEST,
 		          "ERR native unsupported flow opcode 0x%04x",

@@ -1332,6 +1332,165 @@ static void test_clock_and_misc(void **state)
 	tdb_close(&t);
 }
 
+static void test_steps_rewind_retention(void **state)
+{
+	struct tdb t;
+	struct freply r, c;
+	struct fbody b;
+	char buf[256];
+	struct fsnp_val e;
+
+	(void)state;
+	ftdb_open(&t);
+	/* STEP_CONTINUE keeps the flow running under a new fencing token. */
+	create(&t, 1000, "s", "job", 0);
+	claim(&t, 1000, "job", "w", 1, 1000, &c);
+	freply_free(&c);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "lease_token", "w:1000:1");
+	fb_int(&b, "fencing_token", 1);
+	fb_str(&b, "from_state", "other");
+	fb_str(&b, "to_state", "two");
+	run(&t, 1100, FSNP_OP_FLOW_STEP_CONTINUE, &b, &r);
+	fr_err(&r, 1, "ERR flow wrong state");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "lease_token", "w:1000:1");
+	fb_int(&b, "fencing_token", 1);
+	fb_str(&b, "from_state", "queued");
+	fb_str(&b, "to_state", "two");
+	fb_str(&b, "worker", "someone-else");
+	run(&t, 1100, FSNP_OP_FLOW_STEP_CONTINUE, &b, &r);
+	fr_err(&r, 1, "ERR stale flow lease");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "lease_token", "w:1000:1");
+	fb_int(&b, "fencing_token", 1);
+	fb_str(&b, "from_state", "queued");
+	fb_str(&b, "to_state", "two");
+	fb_int(&b, "lease_ms", 500);
+	run(&t, 1100, FSNP_OP_FLOW_STEP_CONTINUE, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "state", buf), "running");
+	assert_string_equal(fr_str(&r.v, "run_state", buf), "two");
+	assert_string_equal(fr_str(&r.v, "lease_token", buf), "w:1100:2");
+	assert_int_equal(fr_int(&r.v, "lease_deadline_ms"), 1600);
+	freply_free(&r);
+	/* The old lease is stale now. */
+	finish(&t, 1200, FSNP_OP_FLOW_COMPLETE, "s", "w:1000:1", 1, &r);
+	fr_err(&r, 1, "ERR stale flow lease");
+	freply_free(&r);
+	finish(&t, 1200, FSNP_OP_FLOW_COMPLETE, "s", "w:1100:2", 2, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	/* REWIND back to the created event. */
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "to_event", "1000-9");
+	run(&t, 1300, FSNP_OP_FLOW_REWIND, &b, &r);
+	fr_err(&r, 1, "ERR flow rewind target event not found");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "to_event", "1000-1");
+	fb_str(&b, "expect_state", "queued");
+	run(&t, 1300, FSNP_OP_FLOW_REWIND, &b, &r);
+	fr_err(&r, 1, "ERR flow wrong state");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "to_event", "1000-1");
+	fb_str(&b, "expect_state", "completed");
+	fb_int(&b, "run_at_ms", 1400);
+	run(&t, 1300, FSNP_OP_FLOW_REWIND, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	get(&t, 1300, "s", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "queued");
+	assert_int_equal(fr_int(&r.v, "fencing_token"), 3);
+	assert_int_equal(fr_int(&r.v, "next_run_at_ms"), 1400);
+	assert_true(fr_is_nil(&r.v, "terminal_retention_until_ms"));
+	freply_free(&r);
+	claim(&t, 1400, "job", "w", 1, 1000, &c);
+	assert_int_equal(c.v.as.count, 1);
+	freply_free(&c);
+	fb_begin(&b);
+	fb_str(&b, "id", "s");
+	fb_str(&b, "to_event", "1000-1");
+	run(&t, 1500, FSNP_OP_FLOW_REWIND, &b, &r);
+	fr_err(&r, 1, "ERR flow cannot rewind leased flow");
+	freply_free(&r);
+	/* RUN_STEPS_MANY creates flows straight to completed. */
+	fb_begin(&b);
+	fb_str(&b, "type", "bulk");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "steps", 3);
+	fb_strs(&b, "items", (const char *const[]){"x1", "x2"}, 2);
+	run(&t, 2000, FSNP_OP_FLOW_RUN_STEPS_MANY, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	get(&t, 2000, "x2", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "completed");
+	assert_string_equal(fr_str(&r.v, "run_state", buf), "step_3");
+	assert_int_equal(fr_int(&r.v, "fencing_token"), 3);
+	assert_int_equal(fr_int(&r.v, "version"), 4);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "type", "bulk");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "steps", 600);
+	fb_strs(&b, "items", (const char *const[]){"y1", "y2"}, 2);
+	run(&t, 2000, FSNP_OP_FLOW_RUN_STEPS_MANY, &b, &r);
+	fr_err(&r, 1, "ERR flow run step operation count exceeds maximum 1000");
+	freply_free(&r);
+	/* RETENTION_CLEANUP deletes terminal flows past their retention. */
+	fb_begin(&b);
+	fb_str(&b, "id", "short");
+	fb_str(&b, "type", "job");
+	fb_int(&b, "retention_ttl_ms", 10);
+	run(&t, 3000, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "value", "v");
+	fb_str(&b, "owner_flow_id", "short");
+	fb_str(&b, "name", "n");
+	run(&t, 3000, FSNP_OP_FLOW_VALUE_PUT, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	finish(&t, 3000, FSNP_OP_FLOW_CANCEL, "short", NULL, 0, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_int(&b, "limit", 1);
+	run(&t, 3005, FSNP_OP_FLOW_RETENTION_CLEANUP, &b, &r);
+	assert_int_equal(fr_int(&r.v, "flows"), 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_int(&b, "limit", 1);
+	run(&t, 3010, FSNP_OP_FLOW_RETENTION_CLEANUP, &b, &r);
+	assert_int_equal(fr_int(&r.v, "flows"), 1);
+	assert_int_equal(fr_int(&r.v, "history"), 3);
+	assert_int_equal(fr_int(&r.v, "values"), 1);
+	e = fr_get(&r.v, "more?");
+	assert_int_equal(e.tag, FSNP_FALSE);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "short");
+	run(&t, 3010, FSNP_OP_FLOW_GET, &b, &r);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "short");
+	run(&t, 3010, FSNP_OP_FLOW_HISTORY, &b, &r);
+	assert_int_equal(r.v.as.count, 0);
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1345,6 +1504,7 @@ int main(void)
 	    cmocka_unit_test(test_signal),
 	    cmocka_unit_test(test_many),
 	    cmocka_unit_test(test_clock_and_misc),
+	    cmocka_unit_test(test_steps_rewind_retention),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

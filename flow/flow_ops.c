@@ -239,6 +239,14 @@ static int check_state_meta(const struct fsnp_val *m, struct flow_err *err)
 	return 0;
 }
 
+static int bytes_cmp(struct fsnp_bytes a, struct fsnp_bytes b)
+{
+	size_t n = a.len < b.len ? a.len : b.len;
+	int r = n ? memcmp(a.ptr, b.ptr, n) : 0;
+
+	return r ? r : a.len < b.len ? -1 : a.len > b.len;
+}
+
 static bool in_list(const struct fsnp_val *list, struct fsnp_bytes k)
 {
 	struct fsnp_iter it;
@@ -364,6 +372,74 @@ static void reply_ok(struct fsnp_writer *w)
 	fsnp_w_str(w, "OK");
 }
 
+static void put_value(struct fctx *c, struct fsnp_bytes ref, uint64_t expires,
+                      const struct fsnp_val *v);
+static int get_value(struct fctx *c, struct fsnp_bytes ref, struct fsnp_val *v);
+static struct fsnp_val text_val(struct fctx *c, struct fsnp_bytes b);
+
+/* The ref of named value `name` of flow `owner` in partition `part`:
+ * f:{<tag>}:v:n:<owner>:<name>. */
+static struct fsnp_bytes named_ref(struct fctx *c, struct fsnp_bytes part,
+                                   struct fsnp_bytes owner,
+                                   struct fsnp_bytes name)
+{
+	char tag[FLOW_TAG_MAX];
+	struct sbuf rb;
+	struct fsnp_bytes ref;
+
+	sbuf_init(&rb);
+	flow_route_tag(part.ptr, part.len, tag);
+	sbuf_add(&rb, "f:{", 3);
+	sbuf_add(&rb, tag, strlen(tag));
+	sbuf_add(&rb, "}:v:n:", 6);
+	sbuf_add(&rb, owner.ptr, owner.len);
+	sbuf_add(&rb, ":", 1);
+	sbuf_add(&rb, name.ptr, name.len);
+	ref.ptr = fctx_dup(c, rb.p, rb.len);
+	ref.len = rb.len;
+	sbuf_free(&rb);
+	return ref;
+}
+
+/* Checks a create's `values` map: names 1..256 bytes. */
+static int check_values(const struct fsnp_val *m, struct flow_err *err)
+{
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+
+	if (m->tag != FSNP_MAP) {
+		return E1("ERR flow values must be a map");
+	}
+	fsnp_iter_init(&it, m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		if (k.len == 0 || k.len > 256) {
+			return E1("ERR invalid flow value");
+		}
+	}
+	return 0;
+}
+
+/* Stores a create's named values and lists them in the record. */
+static void store_values(struct fctx *c, struct frec *r,
+                         const struct fsnp_val *m)
+{
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v, refv, refs;
+
+	fsnp_iter_init(&it, m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		struct fsnp_bytes ref =
+		    named_ref(c, r->s[RS_PARTITION_KEY], r->s[RS_ID], k);
+		put_value(c, ref, 0, &v);
+		refv = text_val(c, ref);
+		refs = map_merge(c, &r->v[RV_VALUE_REFS],
+		                 r->v_set[RV_VALUE_REFS], NULL, &refv, &k);
+		frec_set_val(r, RV_VALUE_REFS, &refs);
+	}
+}
+
 /* --- CREATE and START_AND_CLAIM ------------------------------------------- */
 
 static uint64_t create_digest(const struct flow_req *q)
@@ -461,6 +537,9 @@ static int check_create(const struct flow_req *q, struct flow_err *err)
 	if ((o = F(q, FF_PRIORITY)) != NULL && o->i > 2) {
 		return E1("ERR flow priority must be between 0 and 2");
 	}
+	if ((o = F(q, FF_VALUES)) != NULL && check_values(&o->v, err) != 0) {
+		return -1;
+	}
 	return 0;
 }
 
@@ -519,6 +598,9 @@ static void new_record(struct fctx *c, const struct flow_req *q,
 	if ((o = F(q, FF_STATE_META)) != NULL) {
 		v = map_merge(c, NULL, false, NULL, &o->v, &state);
 		frec_set_val(r, RV_STATE_META, &v);
+	}
+	if ((o = F(q, FF_VALUES)) != NULL) {
+		store_values(c, r, &o->v);
 	}
 }
 
@@ -648,7 +730,7 @@ static int op_start_and_claim(struct fctx *c, const struct flow_req *q,
 	if (jobs) {
 		write_job(w, &r, 2);
 	} else {
-		frec_write_public(w, &r, false, 0);
+		frec_write_public(w, &r, false, 0, NULL);
 	}
 	return 0;
 }
@@ -659,6 +741,8 @@ static int op_get(struct fctx *c, const struct flow_req *q,
                   struct fsnp_writer *w, struct flow_err *err)
 {
 	const struct flow_opt *o;
+	const struct fsnp_val *want = NULL;
+	struct fsnp_val values;
 	bool payload = false;
 	uint64_t max = 0;
 	struct frec r;
@@ -685,6 +769,24 @@ static int op_get(struct fctx *c, const struct flow_req *q,
 		E1("ERR flow return option is not supported");
 		return 1;
 	}
+	if ((o = F(q, FF_VALUES)) != NULL) {
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		bool ok = o->v.tag == FSNP_TRUE || o->v.tag == FSNP_FALSE ||
+		          (o->v.tag == FSNP_BIN && o->v.as.bin.len > 0) ||
+		          o->v.tag == FSNP_ARRAY;
+		fsnp_iter_init(&it, &o->v);
+		while (ok && o->v.tag == FSNP_ARRAY &&
+		       fsnp_iter_next(&it, NULL, &e)) {
+			ok = e.tag == FSNP_BIN && e.as.bin.len > 0;
+		}
+		if (!ok) {
+			E1("ERR flow values must be true, false, a name, or a "
+			   "name list");
+			return 1;
+		}
+		want = o->v.tag == FSNP_FALSE ? NULL : &o->v;
+	}
 	rv = load(c, q, &r, err);
 	if (rv < 0) {
 		return -1;
@@ -696,7 +798,46 @@ static int op_get(struct fctx *c, const struct flow_req *q,
 		fsnp_w_nil(w);
 		return 0;
 	}
-	frec_write_public(w, &r, payload, max);
+	if (want != NULL) {
+		struct wbuf vb;
+		struct fsnp_writer vw;
+		struct fsnp_iter it;
+		struct fsnp_bytes name;
+		struct fsnp_val ref, v;
+		const uint8_t *p;
+		size_t n;
+
+		wbuf_init(&vb);
+		fsnp_w_init(&vw, &vb);
+		fsnp_w_map_begin(&vw);
+		fsnp_iter_init(&it, &r.v[RV_VALUE_REFS]);
+		while (r.v_set[RV_VALUE_REFS] &&
+		       fsnp_iter_next(&it, &name, &ref)) {
+			if (ref.tag != FSNP_BIN ||
+			    (want->tag == FSNP_BIN &&
+			     bytes_cmp(want->as.bin, name) != 0) ||
+			    (want->tag == FSNP_ARRAY && !in_list(want, name))) {
+				continue;
+			}
+			rv = get_value(c, ref.as.bin, &v);
+			if (rv < 0) {
+				wbuf_free(&vb);
+				return -1;
+			}
+			fsnp_w_key_bin(&vw, name.ptr, name.len);
+			if (rv == 1) {
+				fsnp_w_val(&vw, &v);
+			} else {
+				fsnp_w_nil(&vw);
+			}
+		}
+		fsnp_w_map_end(&vw);
+		(void)fsnp_w_finish(&vw);
+		n = vb.len;
+		p = fctx_keep(c, &vb);
+		(void)fsnp_value_decode(p, n, NULL, &values, NULL);
+	}
+	frec_write_public(w, &r, payload, max, want ? &values : NULL);
 	return 0;
 }
 
@@ -731,14 +872,6 @@ static void cands_add(struct fctx *c, struct cands *cs, uint8_t prio_inv,
 	x->part.len = part.len;
 	x->id.ptr = fctx_dup(c, id.ptr, id.len);
 	x->id.len = id.len;
-}
-
-static int bytes_cmp(struct fsnp_bytes a, struct fsnp_bytes b)
-{
-	size_t n = a.len < b.len ? a.len : b.len;
-	int r = n ? memcmp(a.ptr, b.ptr, n) : 0;
-
-	return r ? r : a.len < b.len ? -1 : a.len > b.len;
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -1034,7 +1167,7 @@ static int claim_one(struct fctx *c, const struct claim_args *a,
 	frec_history(c, &r, "claimed", NULL, 0);
 	frec_save(c, &old, &r);
 	if (a->ret == 0) {
-		frec_write_public(w, &r, a->payload, a->max_bytes);
+		frec_write_public(w, &r, a->payload, a->max_bytes, NULL);
 	} else {
 		write_job(w, &r, a->ret == 1 ? 1 : a->ret);
 	}
@@ -1426,7 +1559,7 @@ static int op_extend(struct fctx *c, const struct flow_req *q,
 	if (ok_reply) {
 		reply_ok(w);
 	} else {
-		frec_write_public(w, &r, false, 0);
+		frec_write_public(w, &r, false, 0, NULL);
 	}
 	return 0;
 }
@@ -2206,16 +2339,7 @@ static int op_value_put(struct fctx *c, const struct flow_req *q,
 		created = !old.v_set[RV_VALUE_REFS] ||
 		          fsnp_map_get_n(&old.v[RV_VALUE_REFS], name->t.ptr,
 		                         name->t.len, &refv) != 0;
-		flow_route_tag(part.ptr, part.len, tag);
-		sbuf_add(&rb, "f:{", 3);
-		sbuf_add(&rb, tag, strlen(tag));
-		sbuf_add(&rb, "}:v:n:", 6);
-		sbuf_add(&rb, owner->t.ptr, owner->t.len);
-		sbuf_add(&rb, ":", 1);
-		sbuf_add(&rb, name->t.ptr, name->t.len);
-		ref.ptr = fctx_dup(c, rb.p, rb.len);
-		ref.len = rb.len;
-		sbuf_free(&rb);
+		ref = named_ref(c, part, owner->t, name->t);
 		if (!created) {
 			rv = get_value(c, ref, &cur);
 			if (rv < 0) {
@@ -2677,7 +2801,7 @@ static int op_step_continue(struct fctx *c, const struct flow_req *q,
 	if (jobs) {
 		write_job(w, &r, 2);
 	} else {
-		frec_write_public(w, &r, false, 0);
+		frec_write_public(w, &r, false, 0, NULL);
 	}
 	return 0;
 }

@@ -523,7 +523,8 @@ static void w_key_map(struct fsnp_writer *w, const char *k,
 }
 
 void frec_write_public(struct fsnp_writer *w, const struct frec *r,
-                       bool payload, uint64_t max_bytes)
+                       bool payload, uint64_t max_bytes,
+                       const struct fsnp_val *values)
 {
 	fsnp_w_map_begin(w);
 	w_key_str(w, "id", r, RS_ID);
@@ -569,6 +570,10 @@ void frec_write_public(struct fsnp_writer *w, const struct frec *r,
 		w_payload(w, r, RV_PAYLOAD, max_bytes);
 		w_payload(w, r, RV_RESULT, max_bytes);
 		w_payload(w, r, RV_ERROR, max_bytes);
+	}
+	if (values != NULL) {
+		fsnp_w_key(w, "values");
+		fsnp_w_val(w, values);
 	}
 	fsnp_w_map_end(w);
 }

@@ -125,9 +125,10 @@ void frec_history(struct fctx *c, struct frec *r, const char *event,
 
 /* Writers of the public record. payload: also payload, result and error
  * (each omitted with <kind>_omitted and <kind>_size above max_bytes, 0 =
- * no limit). */
+ * no limit); values (may be NULL): a map written as "values". */
 void frec_write_public(struct fsnp_writer *w, const struct frec *r,
-                       bool payload, uint64_t max_bytes);
+                       bool payload, uint64_t max_bytes,
+                       const struct fsnp_val *values);
 
 /* Keys. */
 void fkey_rec(struct sbuf *k, uint32_t group, struct fsnp_bytes part,

@@ -1026,6 +1026,48 @@ static void test_values(void **state)
 	run(&t, 1400, FSNP_OP_FLOW_VALUE_MGET, &b, &r);
 	assert_true(fsnp_bytes_eq(nth(&r.v, 0).as.bin, "v2"));
 	freply_free(&r);
+	/* Named values given at create, read back by GET. */
+	fb_begin(&b);
+	fb_str(&b, "id", "withv");
+	fb_str(&b, "type", "job");
+	fb_key(&b, "values");
+	fsnp_w_map_begin(&b.w);
+	fsnp_w_key(&b.w, "a");
+	fsnp_w_str(&b.w, "x");
+	fsnp_w_key(&b.w, "b");
+	fsnp_w_i64(&b.w, 5);
+	fsnp_w_map_end(&b.w);
+	run(&t, 1500, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "withv");
+	fb_bool(&b, "values", true);
+	run(&t, 1500, FSNP_OP_FLOW_GET, &b, &r);
+	{
+		struct fsnp_val vals = fr_get(&r.v, "values");
+		assert_int_equal(vals.as.count, 2);
+		assert_string_equal(fr_str(&vals, "a", buf), "x");
+		assert_int_equal(fr_int(&vals, "b"), 5);
+	}
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "withv");
+	fb_str(&b, "values", "b");
+	run(&t, 1500, FSNP_OP_FLOW_GET, &b, &r);
+	{
+		struct fsnp_val vals = fr_get(&r.v, "values");
+		assert_int_equal(vals.as.count, 1);
+		assert_int_equal(fr_int(&vals, "b"), 5);
+	}
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "withv");
+	fb_int(&b, "values", 3);
+	run(&t, 1500, FSNP_OP_FLOW_GET, &b, &r);
+	fr_err(&r, 1,
+	       "ERR flow values must be true, false, a name, or a name list");
+	freply_free(&r);
 	fb_begin(&b);
 	fb_str(&b, "value", "v2");
 	fb_str(&b, "owner_flow_id", "ghost");

@@ -273,7 +273,7 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	if (rv == 0 && fsnp_w_finish(&w) == 0) {
 		res_begin(res, STORE_OK);
 		sbuf_add(res, b.data, b.len);
-	} else if (rv == 1) {
+	} else if (rv == FLOW_OP_ERROR || rv == FLOW_OP_ERROR_KEEP) {
 		res_error(res,
 		          err.status == FLOW_STATUS_BAD_REQUEST
 		              ? STORE_BAD_COMMAND
@@ -284,7 +284,10 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	}
 	wbuf_free(&b);
 	fctx_fini(&ctx);
-	return rv < 0 ? -1 : 0;
+	if (rv < 0) {
+		return -1;
+	}
+	return rv == FLOW_OP_ERROR_KEEP ? STORE_EXT_KEEP : 0;
 }
 
 int flow_register(struct store *s)

@@ -1485,8 +1485,19 @@ static int op_finish(struct fctx *c, const struct flow_req *q,
 	if (complete && old.i_set[RI_MAX_ACTIVE_MS] &&
 	    (int64_t)c->now >
 	        old.i[RI_CREATED_AT_MS] + old.i[RI_MAX_ACTIVE_MS]) {
+		struct hmeta meta[1];
+		r = old;
+		frec_set_cstr(&r, RS_STATE, "failed");
+		bump(c, &r);
+		clear_lease(&r);
+		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+		meta[0].name = "reason";
+		meta[0].v = text_val(c, fb("max_active_ms"));
+		frec_history(c, &r, "failed", meta, 1);
+		frec_save(c, &old, &r);
 		E1("ERR flow max_active_ms exceeded");
-		return 1;
+		return FLOW_OP_ERROR_KEEP;
 	}
 	if (updates(c, q, &old, fb(to), false, err) != 0) {
 		return 1;
@@ -3274,7 +3285,7 @@ static int op_many(struct fctx *c, const struct flow_req *q,
 			wbuf_free(&lb);
 			return -1;
 		}
-		if (rv == 1) {
+		if (rv != 0) {
 			if (!independent) {
 				wbuf_free(&lb);
 				*err = ie;

@@ -31,9 +31,13 @@ struct store;
 struct tx; /* one apply's or one read's transaction (opaque here) */
 
 /* Applies (or, for reads, serves) one command of the extension's range.
- * Returns 0 with a result in `res` (which may carry an error status), or
- * -1 when the node cannot continue (an I/O failure the transaction
+ * Returns 0 with a result in `res` (an error status rolls the command's
+ * writes back), STORE_EXT_KEEP with an error result whose writes stand
+ * (the command failed but changed state, e.g. a flow timed out), or -1
+ * when the node cannot continue (an I/O failure the transaction
  * recorded). */
+#define STORE_EXT_KEEP 1
+
 typedef int (*store_ext_apply_fn)(void *data, struct tx *tx, const uint8_t *cmd,
                                   size_t len, struct sbuf *res);
 

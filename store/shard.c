@@ -387,6 +387,7 @@ static int dispatch_ext(struct tx *tx, const struct store_cmd *c,
                         struct sbuf *res)
 {
 	const struct store_ext *x = ext_find(tx->s, c->op);
+	int rv;
 
 	if (x == NULL) {
 		res_error(res, STORE_BAD_COMMAND, "ERR unknown store op");
@@ -397,13 +398,15 @@ static int dispatch_ext(struct tx *tx, const struct store_cmd *c,
 		          "ERR data commands do not belong to the meta group");
 		return 0;
 	}
-	if (x->apply(x->data, tx, c->value.p, c->value.len, res) != 0) {
+	rv = x->apply(x->data, tx, c->value.p, c->value.len, res);
+	if (rv < 0) {
 		return -1;
 	}
 	if (res->len == 0) {
 		res_error(res, STORE_ERR, "ERR extension wrote no result");
+		rv = 0;
 	}
-	return 0;
+	return rv == STORE_EXT_KEEP && tx->write ? STORE_EXT_KEEP : 0;
 }
 
 static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
@@ -576,7 +579,7 @@ out:
 }
 
 /* Runs one decoded command with a save point: an error result leaves no
- * write behind. */
+ * write behind (unless an extension says its writes stand). */
 static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct store *s = tx->s;
@@ -584,12 +587,14 @@ static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	size_t ranges_len = tx->ranges.len, nranges = tx->nranges;
 	size_t pend = tx_pend_mark(tx);
 	char *err = NULL;
+	int rv;
 
 	rocksdb_writebatch_wi_set_save_point(s->wb);
-	if (dispatch(tx, c, res) != 0) {
+	rv = dispatch(tx, c, res);
+	if (rv < 0) {
 		return -1;
 	}
-	if (res_status(res) == STORE_OK) {
+	if (res_status(res) == STORE_OK || rv == STORE_EXT_KEEP) {
 		tx_recs_commit_cmd(tx);
 		return 0;
 	}
@@ -829,7 +834,7 @@ int store_read(struct store *s, uint32_t group, uint64_t now_ms,
 		          "ERR not a read command: propose it");
 	} else {
 		tx_init(&tx, s, group, 0, now_ms, false);
-		rv = dispatch(&tx, &c, &res);
+		rv = dispatch(&tx, &c, &res) < 0 ? -1 : 0;
 		tx_fini(&tx);
 	}
 	if (rv != 0) {

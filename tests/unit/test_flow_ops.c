@@ -1366,6 +1366,18 @@ static void test_clock_and_misc(void **state)
 	finish(&t, 3000100, FSNP_OP_FLOW_COMPLETE, "old", "w:3000000:1", 1, &r);
 	fr_err(&r, 1, "ERR flow max_active_ms exceeded");
 	freply_free(&r);
+	/* ... and the flow failed, with the reason in its history. */
+	get(&t, 3000200, "old", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+	assert_int_equal(fr_int(&r.v, "version"), 3);
+	assert_true(fr_is_nil(&r.v, "lease_token"));
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "old");
+	fb_str(&b, "event", "failed");
+	run(&t, 3000200, FSNP_OP_FLOW_HISTORY, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	freply_free(&r);
 	/* Unsupported opcodes are refused before proposing. */
 	fb_begin(&b);
 	run(&t, 3000000, FSNP_OP_FLOW_SCHEDULE_CREATE, &b, &r);

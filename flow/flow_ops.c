@@ -921,104 +921,9 @@ static bool scan_state_ok(const struct scan *s, struct fsnp_bytes st)
 	return true;
 }
 
-/* The successor of a key prefix (all keys under it sort before). */
-static void successor(struct sbuf *k)
-{
-	while (k->len > 0) {
-		if (k->p[k->len - 1] != 0xFF) {
-			k->p[k->len - 1]++;
-			return;
-		}
-		k->len--;
-	}
-}
-
 /* Collects due entries of the keys under `prefix` whose rest is (state,
  * prio, next, id), or with `any_part` (part, type, state, ...) filtered
  * to `type`. */
-static bool has_prefix(const uint8_t *k, size_t kl, const struct sbuf *p)
-{
-	return kl >= p->len && memcmp(k, p->p, p->len) == 0;
-}
-
-static void scan_due(struct fctx *c, struct store_tx_iter *it,
-                     const struct sbuf *prefix, bool any_part,
-                     struct fsnp_bytes type, const struct scan *s,
-                     struct cands *out)
-{
-	struct sbuf seek, gkey;
-	size_t ingroup = 0;
-	bool valid;
-
-	sbuf_init(&seek);
-	sbuf_init(&gkey);
-	valid = store_tx_iter_seek(it, prefix->p, prefix->len);
-	while (valid) {
-		size_t kl, off = prefix->len, stoff, glen;
-		const uint8_t *k = store_tx_iter_key(it, &kl);
-		struct fsnp_bytes part = {NULL, 0}, ty, st, id;
-		uint8_t pinv;
-		uint64_t next;
-
-		if (!has_prefix(k, kl, prefix)) {
-			break;
-		}
-		if (any_part) {
-			off = 5;
-			if (!fkey_part(k, kl, &off, &part) ||
-			    !fkey_part(k, kl, &off, &ty)) {
-				break;
-			}
-			if (bytes_cmp(ty, type) != 0) {
-				store_tx_iter_next(it);
-				valid = store_tx_iter_valid(it);
-				continue;
-			}
-		} else {
-			size_t o2 = 5;
-			(void)fkey_part(k, kl, &o2, &part);
-		}
-		stoff = off;
-		if (!fkey_part(k, kl, &off, &st) || off + 9 > kl) {
-			break;
-		}
-		pinv = k[off];
-		next = be_get64(k + off + 1);
-		glen = off + 1; /* up to the priority byte */
-		off += 9;
-		if (!fkey_part(k, kl, &off, &id)) {
-			break;
-		}
-		if (gkey.len != glen || memcmp(gkey.p, k, glen) != 0) {
-			sbuf_reset(&gkey);
-			sbuf_add(&gkey, k, glen);
-			ingroup = 0;
-		}
-		sbuf_reset(&seek);
-		if (!scan_state_ok(s, st)) {
-			/* Past every key of this state. */
-			sbuf_add(&seek, k, stoff + 4 + st.len);
-			successor(&seek);
-		} else if ((s->priority >= 0 && pinv != 255 - s->priority) ||
-		           next > c->now || ingroup >= s->per_group) {
-			/* Past this state's priority group. */
-			sbuf_add(&seek, k, glen);
-			successor(&seek);
-		} else {
-			cands_add(c, out, pinv, next, part, id);
-			ingroup++;
-			store_tx_iter_next(it);
-			valid = store_tx_iter_valid(it);
-			continue;
-		}
-		if (seek.len < prefix->len) {
-			break;
-		}
-		valid = store_tx_iter_seek(it, seek.p, seek.len);
-	}
-	sbuf_free(&seek);
-	sbuf_free(&gkey);
-}
 
 struct claim_args {
 	struct fsnp_bytes type;
@@ -1042,42 +947,169 @@ struct claim_args {
 	struct fsnp_bytes pone;
 };
 
-static int collect(struct fctx *c, const struct claim_args *a,
-                   const struct scan *s, struct cands *out)
+/* A due group to scan: its due key prefix (up to the priority byte) and
+ * its floor. */
+struct dgroup {
+	struct fsnp_bytes prefix;
+	uint64_t floor;
+};
+
+struct dgroups {
+	struct dgroup *v;
+	size_t n, cap;
+};
+
+/* Whether a claim looks at partition `part`. */
+static bool part_ok(const struct claim_args *a, struct fsnp_bytes part)
 {
-	struct sbuf pfx;
+	unsigned b;
+
+	switch (a->pmode) {
+	case 0:
+		return flow_route_is_auto(part.ptr, part.len, &b);
+	case 1:
+		return true;
+	default:
+		return a->plist != NULL ? in_list(a->plist, part)
+		                        : bytes_cmp(part, a->pone) == 0;
+	}
+}
+
+/* The due groups the claim scans, from the floors (every group with a due
+ * entry has one). */
+static int find_groups(struct fctx *c, const struct claim_args *a,
+                       const struct scan *s, struct dgroups *out)
+{
 	struct store_tx_iter *it;
-	int rv;
+	struct sbuf pfx;
+	bool valid;
 
 	sbuf_init(&pfx);
 	sbuf_u32(&pfx, c->group);
-	sbuf_u8(&pfx, K_FLOW_DUE);
+	sbuf_u8(&pfx, K_FLOW_FLOOR);
 	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
-	if (a->pmode == 1) {
-		scan_due(c, it, &pfx, true, a->type, s, out);
-	} else if (a->pmode == 0) {
-		for (unsigned b = 0; b < 256; b++) {
-			char buf[FLOW_AUTO_PARTITION_MAX];
-			struct fsnp_bytes p;
-			p.len = flow_route_auto_partition(b, buf);
-			p.ptr = (const uint8_t *)buf;
-			fkey_due_prefix(&pfx, c->group, p, a->type);
-			scan_due(c, it, &pfx, false, a->type, s, out);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = 5;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_bytes part, ty, st;
+		uint8_t *p;
+
+		if (!fkey_part(k, kl, &off, &part) ||
+		    !fkey_part(k, kl, &off, &ty) ||
+		    !fkey_part(k, kl, &off, &st) || off + 1 != kl || vl != 8) {
+			continue;
 		}
-	} else if (a->plist != NULL) {
-		struct fsnp_iter pi;
-		struct fsnp_val e;
-		fsnp_iter_init(&pi, a->plist);
-		while (fsnp_iter_next(&pi, NULL, &e)) {
-			fkey_due_prefix(&pfx, c->group, e.as.bin, a->type);
-			scan_due(c, it, &pfx, false, a->type, s, out);
+		if (bytes_cmp(ty, a->type) != 0 || !part_ok(a, part) ||
+		    !scan_state_ok(s, st) ||
+		    (s->priority >= 0 && k[off] != 255 - s->priority) ||
+		    be_get64(v) > c->now) {
+			continue;
 		}
-	} else {
-		fkey_due_prefix(&pfx, c->group, a->pone, a->type);
-		scan_due(c, it, &pfx, false, a->type, s, out);
+		if (out->n == out->cap) {
+			out->cap = out->cap ? out->cap * 2 : 16;
+			out->v =
+			    store_xrealloc(out->v, out->cap * sizeof *out->v);
+		}
+		p = (uint8_t *)fctx_dup(c, k, kl);
+		p[4] = K_FLOW_DUE;
+		out->v[out->n].prefix.ptr = p;
+		out->v[out->n].prefix.len = kl;
+		out->v[out->n].floor = be_get64(v);
+		out->n++;
 	}
 	sbuf_free(&pfx);
+	return store_tx_iter_close(it);
+}
+
+/* Collects the due entries of the groups (at most s->per_group each),
+ * from each group's floor, and then raises the floors to the first entry
+ * found (or drops those of empty groups): the tombstones of claimed
+ * entries ahead of them are not walked again. */
+static int scan_groups(struct fctx *c, const struct dgroups *gs,
+                       const struct scan *s, struct cands *out)
+{
+	struct store_tx_iter *it;
+	struct sbuf pfx, seek;
+	uint64_t *first = calloc(gs->n ? gs->n : 1, sizeof *first);
+	bool *empty = calloc(gs->n ? gs->n : 1, sizeof *empty);
+	int rv;
+
+	sbuf_init(&pfx);
+	sbuf_init(&seek);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_DUE);
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	for (size_t g = 0; g < gs->n; g++) {
+		const struct dgroup *d = &gs->v[g];
+		size_t taken = 0;
+		bool valid;
+
+		sbuf_reset(&seek);
+		sbuf_add(&seek, d->prefix.ptr, d->prefix.len);
+		sbuf_u64(&seek, d->floor);
+		valid = store_tx_iter_seek(it, seek.p, seek.len);
+		empty[g] = true;
+		for (; valid;
+		     store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+			size_t kl, off = d->prefix.len;
+			const uint8_t *k = store_tx_iter_key(it, &kl);
+			struct fsnp_bytes part, id;
+			size_t o2 = 5;
+			uint64_t next;
+
+			if (kl < off + 8 ||
+			    memcmp(k, d->prefix.ptr, d->prefix.len) != 0) {
+				break;
+			}
+			next = be_get64(k + off);
+			off += 8;
+			if (empty[g]) {
+				empty[g] = false;
+				first[g] = next;
+			}
+			if (next > c->now || taken >= s->per_group ||
+			    !fkey_part(k, kl, &off, &id) ||
+			    !fkey_part(k, kl, &o2, &part)) {
+				break;
+			}
+			cands_add(c, out, k[d->prefix.len - 1], next, part, id);
+			taken++;
+		}
+	}
 	rv = store_tx_iter_close(it);
+	for (size_t g = 0; rv == 0 && c->write && g < gs->n; g++) {
+		const struct dgroup *d = &gs->v[g];
+		uint8_t b[8];
+
+		sbuf_reset(&seek);
+		sbuf_add(&seek, d->prefix.ptr, d->prefix.len);
+		seek.p[4] = K_FLOW_FLOOR;
+		if (empty[g]) {
+			store_tx_del(c->tx, seek.p, seek.len);
+		} else if (first[g] > d->floor) {
+			be_put64(b, first[g]);
+			store_tx_put(c->tx, seek.p, seek.len, b, 8);
+		}
+	}
+	free(first);
+	free(empty);
+	sbuf_free(&pfx);
+	sbuf_free(&seek);
+	return rv;
+}
+
+static int collect(struct fctx *c, const struct claim_args *a,
+                   const struct scan *s, struct cands *out)
+{
+	struct dgroups gs = {0};
+	int rv = find_groups(c, a, s, &gs);
+
+	if (rv == 0) {
+		rv = scan_groups(c, &gs, s, out);
+	}
+	free(gs.v);
 	if (rv == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof *out->v, cand_cmp);
 	}

@@ -185,13 +185,41 @@ void fkey_due_prefix(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
 	kpart(k, type);
 }
 
-static void fkey_due(struct sbuf *k, uint32_t group, const struct frec *r)
+/* The due group of a record (its due key up to the priority byte), under
+ * key type `type` (K_FLOW_DUE, or K_FLOW_FLOOR for the group's floor). */
+static void fkey_group(struct sbuf *k, uint32_t group, uint8_t type,
+                       const struct frec *r)
 {
-	fkey_due_prefix(k, group, r->s[RS_PARTITION_KEY], r->s[RS_TYPE]);
+	kstart(k, group, type);
+	kpart(k, r->s[RS_PARTITION_KEY]);
+	kpart(k, r->s[RS_TYPE]);
 	kpart(k, r->s[RS_STATE]);
 	sbuf_u8(k, (uint8_t)(255 - r->i[RI_PRIORITY]));
+}
+
+static void fkey_due(struct sbuf *k, uint32_t group, const struct frec *r)
+{
+	fkey_group(k, group, K_FLOW_DUE, r);
 	sbuf_u64(k, (uint64_t)r->i[RI_NEXT_RUN_AT_MS]);
 	kpart(k, r->s[RS_ID]);
+}
+
+/* Keeps the group's floor at or below a due entry being added. */
+static void floor_lower(struct fctx *c, const struct frec *r)
+{
+	uint64_t next = (uint64_t)r->i[RI_NEXT_RUN_AT_MS];
+	struct sbuf v;
+	uint8_t b[8];
+	int rv;
+
+	sbuf_init(&v);
+	fkey_group(&c->key, c->group, K_FLOW_FLOOR, r);
+	rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
+	if (rv == 0 || (rv == 1 && (v.len != 8 || be_get64(v.p) > next))) {
+		be_put64(b, next);
+		store_tx_put(c->tx, c->key.p, c->key.len, b, 8);
+	}
+	sbuf_free(&v);
 }
 
 void fkey_hist_prefix(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
@@ -350,6 +378,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	if (has_due(r)) {
 		fkey_due(&c->key, c->group, r);
 		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+		floor_lower(c, r);
 	}
 	if (has_retain(old)) {
 		fkey_retain(&c->key, c->group, old);

@@ -53,6 +53,8 @@ enum key_type {
 	K_FLOW_POLICY = 0x44, /* type: policy */
 	K_FLOW_SIGNAL = 0x45, /* part + id + idempotency key: digest */
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
+	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
+	                       * no due entry of the group is earlier */
 };
 
 /* Kinds of expiry index entries. */

@@ -23,7 +23,7 @@
 
 #define G 1
 #define NIDS 40
-#define STEPS 1500
+#define STEPS 5000
 #define RETRIES 2
 #define BACKOFF 100
 

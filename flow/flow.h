@@ -32,6 +32,14 @@
  *         the auto bucket of an unpartitioned VALUE.PUT)
  *     u32 body length + the FSNP body (a typed value)
  *
+ * What stays with the caller (the FSNP layer): CLAIM_DUE and RECLAIM
+ * without one partition go to every data group (each claims among its own
+ * flows; merge up to `limit`); `block_ms` waiting and re-claiming on new
+ * work; POLICY.SET on every group (reads from one); refusing batches whose
+ * items route to different shards (`ERR flow batch crosses shards`); the
+ * compact request forms (reference/flow.md section 7) turned into typed
+ * bodies; the error map envelope around status 1 and 6 messages.
+ *
  * Applying it decodes the body again (the same pure decoder), so a
  * command's effect depends only on the command, the entry's time and the
  * group's state. Time is the entry's now_ms; lease tokens are

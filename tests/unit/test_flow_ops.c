@@ -1545,6 +1545,121 @@ static void test_steps_rewind_retention(void **state)
 	tdb_close(&t);
 }
 
+static void create_in(struct tdb *t, uint64_t now, const char *id,
+                      const char *pk)
+{
+	struct fbody b;
+	struct freply r;
+
+	fb_begin(&b);
+	fb_str(&b, "id", id);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "partition_key", pk);
+	run(t, now, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+}
+
+static void test_claim_partitions(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	char buf[256];
+
+	(void)state;
+	ftdb_open(&t);
+	create(&t, 1000, "auto-1", "job", 0);
+	create_in(&t, 1000, "p1-a", "p1");
+	create_in(&t, 1000, "p1-b", "p1");
+	create_in(&t, 1000, "p2-a", "p2");
+	/* No partition (or AUTO): the auto buckets only. */
+	fb_begin(&b);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	run(&t, 2000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val j = nth(&r.v, 0);
+		assert_string_equal(fr_str(&j, "id", buf), "auto-1");
+	}
+	freply_free(&r);
+	/* partition_keys: those listed. */
+	fb_begin(&b);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	fb_strs(&b, "partition_keys", (const char *const[]){"p2", "p9"}, 2);
+	run(&t, 2000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val j = nth(&r.v, 0);
+		assert_string_equal(fr_str(&j, "id", buf), "p2-a");
+		assert_string_equal(fr_str(&j, "partition_key", buf), "p2");
+	}
+	freply_free(&r);
+	/* One partition, limited. */
+	fb_begin(&b);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "worker", "w");
+	fb_str(&b, "partition_key", "p1");
+	fb_str(&b, "return", "jobs");
+	run(&t, 2000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val j = nth(&r.v, 0);
+		assert_string_equal(fr_str(&j, "id", buf), "p1-a");
+		assert_string_equal(fr_str(&j, "run_state", buf), "queued");
+		assert_int_equal(fr_int(&j, "fencing_token"), 1);
+	}
+	freply_free(&r);
+	/* ANY: every partition (one left). */
+	create(&t, 1000, "auto-2", "job", 0);
+	fb_begin(&b);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	fb_str(&b, "partition_key", "ANY");
+	fb_bool(&b, "reclaim_expired", false);
+	run(&t, 2000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 2);
+	freply_free(&r);
+	/* The explicitly partitioned flow completes with its partition. */
+	fb_begin(&b);
+	fb_str(&b, "id", "p2-a");
+	fb_str(&b, "lease_token", "w:2000:1");
+	fb_int(&b, "fencing_token", 1);
+	run(&t, 2100, FSNP_OP_FLOW_COMPLETE, &b, &r);
+	fr_err(&r, 1, "ERR flow not found");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "p2-a");
+	fb_str(&b, "partition_key", "p2");
+	fb_str(&b, "lease_token", "w:2000:1");
+	fb_int(&b, "fencing_token", 1);
+	run(&t, 2100, FSNP_OP_FLOW_COMPLETE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	/* A priority filter. */
+	create(&t, 3000, "hi", "job", 2);
+	create(&t, 3000, "lo", "job", 0);
+	fb_begin(&b);
+	fb_str(&b, "type", "job");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	fb_int(&b, "priority", 0);
+	fb_bool(&b, "reclaim_expired", false);
+	run(&t, 3000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val j = nth(&r.v, 0);
+		assert_string_equal(fr_str(&j, "id", buf), "lo");
+	}
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1559,6 +1674,7 @@ int main(void)
 	    cmocka_unit_test(test_many),
 	    cmocka_unit_test(test_clock_and_misc),
 	    cmocka_unit_test(test_steps_rewind_retention),
+	    cmocka_unit_test(test_claim_partitions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

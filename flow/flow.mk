@@ -36,3 +36,10 @@ UNIT_TESTS += tests/unit/test_flow_body
 tests_unit_test_flow_body_SOURCES = tests/unit/test_flow_body.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_body_LDADD = $(FLOW_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_apply
+tests_fuzz_fuzz_flow_apply_SOURCES = tests/fuzz/fuzz_flow_apply.c
+tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply

@@ -47,6 +47,7 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_REWIND:
 	case FSNP_OP_FLOW_RETENTION_CLEANUP:
 	case FSNP_OP_FLOW_RUN_STEPS_MANY:
+	case FSNP_OP_FLOW_SPAWN_CHILDREN:
 		return true;
 	default:
 		return false;

@@ -96,6 +96,14 @@ static const struct {
     [FF_PAYLOAD_REF] = {"payload_ref", FT_TEXT},
     [FF_EXPECT_STATE] = {"expect_state", FT_TEXT},
     [FF_STEPS] = {"steps", FT_INT},
+    [FF_CHILDREN] = {"children", FT_LIST},
+    [FF_GROUP_ID] = {"group_id", FT_TEXT},
+    [FF_WAIT] = {"wait", FT_TEXT},
+    [FF_WAIT_STATE] = {"wait_state", FT_TEXT},
+    [FF_SUCCESS] = {"success", FT_TEXT},
+    [FF_FAILURE] = {"failure", FT_TEXT},
+    [FF_ON_CHILD_FAILED] = {"on_child_failed", FT_TEXT},
+    [FF_ON_PARENT_CLOSED] = {"on_parent_closed", FT_TEXT},
 };
 
 /* The reference's option allow-list (sorted). */
@@ -300,6 +308,8 @@ static const struct positional positionals[] = {
     {FSNP_OP_FLOW_RETENTION_CLEANUP, {FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_STEP_CONTINUE,
      {FF_ID, FF_LEASE_TOKEN, FF_FROM_STATE, FF_TO_STATE, FF_FENCING_TOKEN}},
+    {FSNP_OP_FLOW_SPAWN_CHILDREN,
+     {FF_ID, FF_CHILDREN, FF_PARTITION_KEY, FF_GROUP_ID, FF_FENCING_TOKEN}},
     {FSNP_OP_FLOW_RUN_STEPS_MANY,
      {FF_ITEMS, FF_TYPE, FF_WORKER, FF_COUNT_FIELDS}},
 };

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow/flow_children.h"
 #include "flow/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
@@ -2899,7 +2900,7 @@ static int op_rewind(struct fctx *c, const struct flow_req *q,
 		E1("ERR flow cannot rewind leased flow");
 		return 1;
 	}
-	if (old.s_set[RS_PARENT_FLOW_ID]) {
+	if (old.s_set[RS_PARENT_FLOW_ID] || old.v_set[RV_CHILD_GROUPS]) {
 		E1("ERR flow cannot rewind parent or child flow");
 		return 1;
 	}
@@ -3232,6 +3233,258 @@ static int op_retention(struct fctx *c, const struct flow_req *q,
 	return 0;
 }
 
+/* --- SPAWN_CHILDREN ------------------------------------------------------- */
+
+static bool one_of(struct fsnp_bytes v, const char *a, const char *b,
+                   const char *c3)
+{
+	return fsnp_bytes_eq(v, a) || fsnp_bytes_eq(v, b) ||
+	       (c3 != NULL && fsnp_bytes_eq(v, c3));
+}
+
+static int op_spawn(struct fctx *c, const struct flow_req *q,
+                    struct fsnp_writer *w, struct flow_err *err)
+{
+	const struct flow_opt *lt = F(q, FF_LEASE_TOKEN), *o;
+	const struct fsnp_val *kids = &q->f[FF_CHILDREN].v;
+	struct fsnp_bytes gid = q->f[FF_GROUP_ID].t, part, target;
+	struct flow_req *reqs = NULL;
+	struct cgroup g, had;
+	struct frec old, r;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	uint64_t digest = UINT64_C(0xcbf29ce484222325);
+	uint32_t n = 0;
+	int rv, res = 1;
+
+	memset(&g, 0, sizeof g);
+	g.wait = fb("all");
+	g.on_child_failed = fb("fail_parent");
+	g.on_parent_closed = fb("cancel_children");
+	if (gid.len == 0) {
+		E1("ERR flow group_id must be a non-empty string");
+		return 1;
+	}
+	if (gid.len >= 2 && gid.ptr[0] == '_' && gid.ptr[1] == '_') {
+		E1("ERR flow group_id is reserved");
+		return 1;
+	}
+	if (q->f[FF_PARTITION_KEY].t.len == 0) {
+		E1("ERR flow partition_key is required");
+		return 1;
+	}
+	if ((o = F(q, FF_WAIT)) != NULL) {
+		if (!one_of(o->t, "all", "any", "none")) {
+			E1("ERR flow wait has unsupported value");
+			return 1;
+		}
+		g.wait = o->t;
+	}
+	if ((o = F(q, FF_ON_CHILD_FAILED)) != NULL) {
+		if (!one_of(o->t, "fail_parent", "ignore", NULL)) {
+			E1("ERR flow on_child_failed has unsupported value");
+			return 1;
+		}
+		g.on_child_failed = o->t;
+	}
+	if ((o = F(q, FF_ON_PARENT_CLOSED)) != NULL) {
+		if (!one_of(o->t, "cancel_children", "abandon_children",
+		            NULL)) {
+			E1("ERR flow on_parent_closed has unsupported value");
+			return 1;
+		}
+		g.on_parent_closed = o->t;
+	}
+	if (F(q, FF_SUCCESS) == NULL || F(q, FF_FAILURE) == NULL ||
+	    q->f[FF_SUCCESS].t.len == 0 || q->f[FF_FAILURE].t.len == 0) {
+		E1("ERR flow exhaust_to must include success and failure "
+		   "states");
+		return 1;
+	}
+	g.success = q->f[FF_SUCCESS].t;
+	g.failure = q->f[FF_FAILURE].t;
+	if (fsnp_bytes_eq(g.success, "running") ||
+	    fsnp_bytes_eq(g.failure, "running")) {
+		E1("ERR flow running state is only entered by FLOW.CLAIM_DUE");
+		return 1;
+	}
+	if (!fsnp_bytes_eq(g.wait, "none")) {
+		if ((o = F(q, FF_WAIT_STATE)) == NULL || o->t.len == 0) {
+			E1("ERR flow wait_state is required when waiting for "
+			   "children");
+			return 1;
+		}
+		if (check_target(o->t, err) != 0) {
+			return 1;
+		}
+		g.wait_state = o->t;
+	}
+	if (kids->as.count == 0) {
+		E1("ERR flow children must be a non-empty list");
+		return 1;
+	}
+	if (kids->as.count > 1000) {
+		E1("ERR flow batch item count exceeds maximum 1000");
+		return 1;
+	}
+	digest = fnv(digest, kids->enc, kids->enc_len);
+	for (enum flow_field f = FF_WAIT; f <= FF_ON_PARENT_CLOSED; f++) {
+		if (F(q, f) != NULL) {
+			digest = fnv(digest, q->f[f].v.enc, q->f[f].v.enc_len);
+		}
+	}
+	g.digest = (int64_t)(digest & (uint64_t)INT64_MAX);
+	if ((rv = load(c, q, &old, err)) <= 0) {
+		return rv < 0 ? -1 : 1;
+	}
+	part = old.s[RS_PARTITION_KEY];
+	if (flow_cgroup_get(&old, gid, &had) == 1) {
+		if (had.digest != g.digest) {
+			E1("ERR flow child group idempotency conflict");
+			return 1;
+		}
+		reply_ok(w);
+		return 0;
+	}
+	if ((o = F(q, FF_FROM_STATE)) != NULL &&
+	    !frec_eq(&old, RS_STATE, o->t)) {
+		E1("ERR flow wrong state");
+		return 1;
+	}
+	if (frec_is_terminal(&old)) {
+		E1("ERR flow parent is terminal");
+		return 1;
+	}
+	if (old.i[RI_FENCING_TOKEN] != q->f[FF_FENCING_TOKEN].i ||
+	    (leased(&old) ? lt == NULL || !frec_eq(&old, RS_LEASE_TOKEN, lt->t)
+	                  : lt != NULL)) {
+		E1("ERR stale flow lease");
+		return 1;
+	}
+	/* Every child is checked before anything is written. */
+	reqs = calloc(kids->as.count, sizeof *reqs);
+	if (reqs == NULL) {
+		abort();
+	}
+	fsnp_iter_init(&it, kids);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct flow_req *cq = &reqs[n];
+		struct frec ex;
+		struct flow_err sub;
+		if (e.tag != FSNP_MAP ||
+		    flow_body_decode(FSNP_OP_FLOW_CREATE, &e, cq, &sub) != 0) {
+			if (e.tag == FSNP_MAP &&
+			    sub.status == FLOW_STATUS_ERROR) {
+				*err = sub;
+			} else {
+				flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+				          "ERR native flow item is invalid");
+			}
+			goto out;
+		}
+		if (F(cq, FF_PARTITION_KEY) != NULL &&
+		    bytes_cmp(cq->f[FF_PARTITION_KEY].t, part) != 0) {
+			E1("ERR flow parent partition mismatch");
+			goto out;
+		}
+		cq->f[FF_PARTITION_KEY].set = true;
+		cq->f[FF_PARTITION_KEY].t = part;
+		if (F(cq, FF_NOW_MS) == NULL && F(q, FF_NOW_MS) != NULL) {
+			cq->f[FF_NOW_MS] = q->f[FF_NOW_MS];
+		}
+		if (check_create(cq, err) != 0) {
+			goto out;
+		}
+		if (bytes_cmp(cq->f[FF_ID].t, old.s[RS_ID]) == 0) {
+			E1("ERR flow child id must differ from parent id");
+			goto out;
+		}
+		for (uint32_t j = 0; j < n; j++) {
+			if (bytes_cmp(reqs[j].f[FF_ID].t, cq->f[FF_ID].t) ==
+			    0) {
+				E1("ERR flow duplicate id in batch");
+				goto out;
+			}
+		}
+		if ((rv = frec_load(c, part, cq->f[FF_ID].t, &ex)) != 0) {
+			if (rv < 0) {
+				res = -1;
+				goto out;
+			}
+			E1("ERR flow already exists");
+			goto out;
+		}
+		n++;
+	}
+	/* The parent waits (or goes on at once with wait none). */
+	r = old;
+	g.total = n;
+	g.resolved = fsnp_bytes_eq(g.wait, "none");
+	{
+		struct wbuf ib;
+		struct fsnp_writer iw;
+		const uint8_t *p;
+		size_t len;
+		wbuf_init(&ib);
+		fsnp_w_init(&iw, &ib);
+		fsnp_w_array_begin(&iw);
+		for (uint32_t j = 0; j < n; j++) {
+			fsnp_w_bin(&iw, reqs[j].f[FF_ID].t.ptr,
+			           reqs[j].f[FF_ID].t.len);
+		}
+		fsnp_w_array_end(&iw);
+		(void)fsnp_w_finish(&iw);
+		len = ib.len;
+		p = fctx_keep(c, &ib);
+		(void)fsnp_value_decode(p, len, NULL, &g.children, NULL);
+	}
+	flow_cgroup_put(c, &r, gid, &g);
+	target = g.resolved ? g.success : g.wait_state;
+	frec_set_str(&r, RS_STATE, target);
+	bump(c, &r);
+	clear_lease(&r);
+	if (g.resolved && !frec_terminal_state(target)) {
+		frec_set_int(&r, RI_NEXT_RUN_AT_MS, (int64_t)c->now);
+	} else {
+		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+	}
+	if (frec_terminal_state(target)) {
+		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+	}
+	{
+		struct hmeta meta[1];
+		meta[0].name = "group_id";
+		meta[0].v = text_val(c, gid);
+		frec_history(c, &r, "children_spawned", meta, 1);
+	}
+	/* The parent first: a child created terminal counts at once. */
+	frec_save(c, &old, &r);
+	for (uint32_t j = 0; j < n; j++) {
+		struct fsnp_bytes st = F(&reqs[j], FF_STATE) != NULL
+		                           ? reqs[j].f[FF_STATE].t
+		                           : fb("queued");
+		struct frec cr;
+		new_record(c, &reqs[j], part, st, &cr);
+		frec_set_str(&cr, RS_PARENT_FLOW_ID, old.s[RS_ID]);
+		frec_set_str(&cr, RS_PARENT_PARTITION_KEY, part);
+		frec_set_str(&cr, RS_CHILD_GROUP, gid);
+		frec_set_str(&cr, RS_ROOT_FLOW_ID,
+		             old.s_set[RS_ROOT_FLOW_ID] ? old.s[RS_ROOT_FLOW_ID]
+		                                        : old.s[RS_ID]);
+		if (frec_terminal_state(st)) {
+			frec_clear_int(&cr, RI_NEXT_RUN_AT_MS);
+			stamp_retention(c, &cr, cr.i[RI_RETENTION_TTL_MS]);
+		}
+		frec_history(c, &cr, "created", NULL, 0);
+		frec_save(c, NULL, &cr);
+	}
+	reply_ok(w);
+	res = 0;
+out:
+	free(reqs);
+	return res;
+}
+
 /* --- Batches -------------------------------------------------------------- */
 
 static int run_single(struct fctx *c, const struct flow_req *q,
@@ -3395,6 +3648,8 @@ static int run_single(struct fctx *c, const struct flow_req *q,
 		return op_run_steps(c, q, w, err);
 	case FSNP_OP_FLOW_RETENTION_CLEANUP:
 		return op_retention(c, q, w, err);
+	case FSNP_OP_FLOW_SPAWN_CHILDREN:
+		return op_spawn(c, q, w, err);
 	default:
 		flow_fail(err, FLOW_STATUS_BAD_REQUEST,
 		          "ERR native unsupported flow opcode 0x%04x",

@@ -5,12 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow/flow_children.h"
 #include "store/keys.h"
 
 static const char *const str_names[RS_N] = {
-    "id",           "type",           "state",       "partition_key",
-    "run_state",    "lease_owner",    "lease_token", "parent_flow_id",
-    "root_flow_id", "correlation_id",
+    "id",
+    "type",
+    "state",
+    "partition_key",
+    "run_state",
+    "lease_owner",
+    "lease_token",
+    "parent_flow_id",
+    "root_flow_id",
+    "correlation_id",
+    "parent_partition_key",
+    "_child_group",
 };
 
 static const char *const int_names[RI_N] = {
@@ -35,7 +45,8 @@ static const char *const int_names[RI_N] = {
 };
 
 static const char *const val_names[RV_N] = {
-    "payload", "result", "error", "attributes", "state_meta", "value_refs",
+    "payload",    "result",     "error",        "attributes",
+    "state_meta", "value_refs", "child_groups",
 };
 
 void fctx_init(struct fctx *c, struct tx *tx, uint64_t skew, uint64_t seed)
@@ -395,6 +406,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	fkey_rec(&c->key, c->group, r->s[RS_PARTITION_KEY], r->s[RS_ID]);
 	store_tx_put(c->tx, c->key.p, c->key.len, b.data, b.len);
 	wbuf_free(&b);
+	flow_children_saved(c, old, r);
 }
 
 /* --- History -------------------------------------------------------------- */
@@ -578,12 +590,9 @@ void frec_write_public(struct fsnp_writer *w, const struct frec *r,
 	w_key_int(w, "attempts", r, RI_ATTEMPTS);
 	w_key_int(w, "history_max_events", r, RI_HISTORY_MAX_EVENTS);
 	w_key_int(w, "history_hot_max_events", r, RI_HISTORY_HOT_MAX_EVENTS);
-	fsnp_w_key(w, "child_groups");
-	fsnp_w_map_begin(w);
-	fsnp_w_map_end(w);
+	w_key_map(w, "child_groups", r, RV_CHILD_GROUPS);
 	w_key_str(w, "parent_flow_id", r, RS_PARENT_FLOW_ID);
-	fsnp_w_key(w, "parent_partition_key");
-	fsnp_w_nil(w);
+	w_key_str(w, "parent_partition_key", r, RS_PARENT_PARTITION_KEY);
 	w_key_str(w, "root_flow_id", r, RS_ROOT_FLOW_ID);
 	w_key_str(w, "correlation_id", r, RS_CORRELATION_ID);
 	w_key_int(w, "terminal_retention_until_ms", r,

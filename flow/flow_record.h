@@ -49,6 +49,8 @@ enum rec_str {
 	RS_PARENT_FLOW_ID,
 	RS_ROOT_FLOW_ID,
 	RS_CORRELATION_ID,
+	RS_PARENT_PARTITION_KEY,
+	RS_CHILD_GROUP, /* internal: the parent's child group */
 	RS_N
 };
 
@@ -82,6 +84,7 @@ enum rec_val {
 	RV_ATTRIBUTES,
 	RV_STATE_META,
 	RV_VALUE_REFS,
+	RV_CHILD_GROUPS,
 	RV_N
 };
 

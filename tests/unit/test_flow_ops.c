@@ -1660,6 +1660,182 @@ static void test_claim_partitions(void **state)
 	tdb_close(&t);
 }
 
+/* SPAWN_CHILDREN body for parent `id` (claimed: lease w:<now>:1). */
+static void spawn_body(struct fbody *b, const char *id, const char *lease,
+                       const char *group, const char *failure,
+                       const char *const *kids, int n)
+{
+	fb_begin(b);
+	fb_str(b, "id", id);
+	fb_str(b, "partition_key", "pk");
+	fb_str(b, "group_id", group);
+	fb_int(b, "fencing_token", 1);
+	fb_str(b, "lease_token", lease);
+	fb_str(b, "wait_state", "waiting");
+	fb_str(b, "success", "done");
+	fb_str(b, "failure", failure);
+	fb_key(b, "children");
+	fsnp_w_array_begin(&b->w);
+	for (int i = 0; i < n; i++) {
+		fsnp_w_map_begin(&b->w);
+		fsnp_w_key(&b->w, "id");
+		fsnp_w_str(&b->w, kids[i]);
+		fsnp_w_key(&b->w, "type");
+		fsnp_w_str(&b->w, "kid");
+		fsnp_w_map_end(&b->w);
+	}
+	fsnp_w_array_end(&b->w);
+}
+
+static void get_pk(struct tdb *t, uint64_t now, const char *id,
+                   struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "id", id);
+	fb_str(&b, "partition_key", "pk");
+	run(t, now, FSNP_OP_FLOW_GET, &b, r);
+	assert_int_equal(r->status, 0);
+}
+
+static void claim_pk(struct tdb *t, uint64_t now, const char *type,
+                     struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "type", type);
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	fb_str(&b, "partition_key", "pk");
+	run(t, now, FSNP_OP_FLOW_CLAIM_DUE, &b, r);
+	assert_int_equal(r->status, 0);
+}
+
+static void finish_pk(struct tdb *t, uint64_t now, uint16_t op, const char *id,
+                      const char *lease, struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "id", id);
+	fb_str(&b, "partition_key", "pk");
+	fb_str(&b, "lease_token", lease);
+	fb_int(&b, "fencing_token", 1);
+	run(t, now, op, &b, r);
+}
+
+static void test_spawn_children(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	char buf[256];
+	static const char *const kids[] = {"c1", "c2"};
+	static const char *const kids2[] = {"d1", "d2"};
+
+	(void)state;
+	ftdb_open(&t);
+	create_in(&t, 1000, "par", "pk");
+	claim_pk(&t, 1000, "job", &r);
+	assert_int_equal(r.v.as.count, 1);
+	freply_free(&r);
+	/* Errors first. */
+	spawn_body(&b, "par", "w:1000:1", "__g", "broken", kids, 2);
+	run(&t, 1100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_err(&r, 1, "ERR flow group_id is reserved");
+	freply_free(&r);
+	spawn_body(&b, "par", "w:1000:1", "g1", "", kids, 2);
+	run(&t, 1100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_err(&r, 1,
+	       "ERR flow exhaust_to must include success and failure states");
+	freply_free(&r);
+	spawn_body(&b, "par", "w:1000:1", "g1", "broken",
+	           (const char *const[]){"par"}, 1);
+	run(&t, 1100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_err(&r, 1, "ERR flow child id must differ from parent id");
+	freply_free(&r);
+	spawn_body(&b, "par", "w:1000:9", "g1", "broken", kids, 2);
+	run(&t, 1100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_err(&r, 1, "ERR stale flow lease");
+	freply_free(&r);
+	/* Spawned: the parent waits, unleased and not due. */
+	spawn_body(&b, "par", "w:1000:1", "g1", "broken", kids, 2);
+	run(&t, 1100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	spawn_body(&b, "par", "w:1000:1", "g1", "broken", kids, 2);
+	run(&t, 1150, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_ok(&r); /* the same request again */
+	freply_free(&r);
+	spawn_body(&b, "par", "w:1000:1", "g1", "other", kids, 2);
+	run(&t, 1150, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_err(&r, 1, "ERR flow child group idempotency conflict");
+	freply_free(&r);
+	get_pk(&t, 1200, "par", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "waiting");
+	assert_true(fr_is_nil(&r.v, "next_run_at_ms"));
+	assert_true(fr_is_nil(&r.v, "lease_token"));
+	{
+		struct fsnp_val cg = fr_get(&r.v, "child_groups");
+		struct fsnp_val g1 = fr_get(&cg, "g1");
+		assert_int_equal(fr_int(&g1, "total"), 2);
+	}
+	freply_free(&r);
+	get_pk(&t, 1200, "c1", &r);
+	assert_string_equal(fr_str(&r.v, "parent_flow_id", buf), "par");
+	assert_string_equal(fr_str(&r.v, "parent_partition_key", buf), "pk");
+	assert_string_equal(fr_str(&r.v, "root_flow_id", buf), "par");
+	freply_free(&r);
+	claim_pk(&t, 1300, "kid", &r);
+	assert_int_equal(r.v.as.count, 2);
+	freply_free(&r);
+	finish_pk(&t, 1400, FSNP_OP_FLOW_COMPLETE, "c1", "w:1300:1", &r);
+	fr_ok(&r);
+	freply_free(&r);
+	get_pk(&t, 1400, "par", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "waiting");
+	freply_free(&r);
+	finish_pk(&t, 1500, FSNP_OP_FLOW_COMPLETE, "c2", "w:1300:1", &r);
+	fr_ok(&r);
+	freply_free(&r);
+	get_pk(&t, 1500, "par", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "done");
+	assert_int_equal(fr_int(&r.v, "next_run_at_ms"), 1500);
+	freply_free(&r);
+	/* A failing child fails the parent (failure "failed", terminal),
+	 * which cancels the other child. */
+	create_in(&t, 2000, "par2", "pk");
+	claim_pk(&t, 2000, "job", &r);
+	freply_free(&r);
+	spawn_body(&b, "par2", "w:2000:1", "g", "failed", kids2, 2);
+	run(&t, 2100, FSNP_OP_FLOW_SPAWN_CHILDREN, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	claim_pk(&t, 2200, "kid", &r);
+	assert_int_equal(r.v.as.count, 2);
+	freply_free(&r);
+	finish_pk(&t, 2300, FSNP_OP_FLOW_FAIL, "d1", "w:2200:1", &r);
+	fr_ok(&r);
+	freply_free(&r);
+	get_pk(&t, 2300, "par2", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+	freply_free(&r);
+	get_pk(&t, 2300, "d2", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "cancelled");
+	freply_free(&r);
+	/* Parents and children cannot be rewound. */
+	fb_begin(&b);
+	fb_str(&b, "id", "c1");
+	fb_str(&b, "partition_key", "pk");
+	fb_str(&b, "to_event", "1100-1");
+	run(&t, 3000, FSNP_OP_FLOW_REWIND, &b, &r);
+	fr_err(&r, 1, "ERR flow cannot rewind parent or child flow");
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1675,6 +1851,7 @@ int main(void)
 	    cmocka_unit_test(test_clock_and_misc),
 	    cmocka_unit_test(test_steps_rewind_retention),
 	    cmocka_unit_test(test_claim_partitions),
+	    cmocka_unit_test(test_spawn_children),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

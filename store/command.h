@@ -167,6 +167,12 @@ enum store_op {
 	/* Maintenance, proposed by the leader (store_expire_scan). */
 	/* items=expiry index entries -> i64 reclaimed */
 	STORE_OP_EXPIRE = 0x80,
+
+	/* Ops of registered extensions (store/ext.h): flow/ takes
+	 * 0xA0..0xA1. store_cmd_decode refuses them; apply and store_read
+	 * hand them to their extension undecoded. */
+	STORE_OP_EXT_FIRST = 0xA0,
+	STORE_OP_EXT_LAST = 0xDF,
 };
 
 /* Scope kinds. */

@@ -11,6 +11,7 @@
 #include "store/buf.h"
 #include "store/command.h"
 #include "store/dwrite.h"
+#include "store/ext.h"
 #include "store/keys.h"
 #include "store/kvdirty.h"
 #include "store/result.h"
@@ -29,6 +30,9 @@ struct store {
 	char export_err[256];
 	char sync_err[256];
 	struct store_observer observer; /* all NULL when none */
+	/* Registered extensions (store/ext.h), reactor only. */
+	struct store_ext ext[STORE_EXT_MAX];
+	unsigned next;
 	/* Rows read by point lookups only, cached in front of RocksDB
 	 * (reactor only; tx.c keeps it equal to what RocksDB holds once the
 	 * data writer has written what was submitted). */
@@ -225,6 +229,11 @@ int counter_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kv_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int expire_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+
+/* Extensions (ext.c): the one registered for `op` (NULL when none), and
+ * whether an encoded command names an op of the extension range. */
+const struct store_ext *ext_find(const struct store *s, uint8_t op);
+bool ext_cmd(const uint8_t *p, size_t len);
 
 /* Deletes every key under `prefix`, at most `*budget` of them (the budget
  * is decreased). Returns 1 when keys remain, 0 when done, -1 on failure. */

@@ -16,7 +16,7 @@
 #include "store/buf.h"
 #include "store/command.h"
 
-#define STORE_FORMAT_VERSION 3
+#define STORE_FORMAT_VERSION 4
 
 enum key_type {
 	K_GROUP = 0x01,    /* applied index, term, format version */
@@ -43,6 +43,18 @@ enum key_type {
 	K_ZSCORE = 0x35,   /* sub key + sortable score + member */
 	K_EXPIRY = 0x36,   /* u64 expiry + expiry kind + what */
 	K_FOC = 0x37,      /* user key: fetch-or-compute lease */
+	/* FerricFlow (flow/, an extension: store/ext.h). "part" = u32 len +
+	 * partition, "id" = u32 len + flow id. */
+	K_FLOW = 0x40,        /* part + id: flow record */
+	K_FLOW_DUE = 0x41,    /* part + type + state + u8 255 - priority +
+	                       * u64 next run + id: empty */
+	K_FLOW_HIST = 0x42,   /* part + id + u64 version: history event */
+	K_FLOW_VALUE = 0x43,  /* ref: stored value */
+	K_FLOW_POLICY = 0x44, /* type: policy */
+	K_FLOW_SIGNAL = 0x45, /* part + id + idempotency key: digest */
+	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
+	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
+	                       * no due entry of the group is earlier */
 };
 
 /* Kinds of expiry index entries. */

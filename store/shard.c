@@ -373,9 +373,49 @@ int store_applied_index(struct store *s, uint32_t group, uint64_t *index)
 	return rv < 0 ? -1 : 0;
 }
 
+/* An extension's command (ext_cmd) as a store_cmd: the op, and the whole
+ * encoding in `value` (borrowed). */
+static void ext_wrap(const uint8_t *p, size_t len, struct store_cmd *c)
+{
+	memset(c, 0, sizeof *c);
+	c->op = p[1];
+	c->value.p = p;
+	c->value.len = len;
+}
+
+static int dispatch_ext(struct tx *tx, const struct store_cmd *c,
+                        struct sbuf *res)
+{
+	const struct store_ext *x = ext_find(tx->s, c->op);
+	int rv;
+
+	if (x == NULL) {
+		res_error(res, STORE_BAD_COMMAND, "ERR unknown store op");
+		return 0;
+	}
+	if (tx->group == 0) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR data commands do not belong to the meta group");
+		return 0;
+	}
+	rv = x->apply(x->data, tx, c->value.p, c->value.len, res);
+	if (rv < 0) {
+		return -1;
+	}
+	if (res->len == 0) {
+		res_error(res, STORE_ERR, "ERR extension wrote no result");
+		rv = 0;
+	}
+	return rv == STORE_EXT_KEEP && tx->write ? STORE_EXT_KEEP : 0;
+}
+
 static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	bool meta = store_op_is_meta(c->op);
+
+	if (c->op >= STORE_OP_EXT_FIRST && c->op <= STORE_OP_EXT_LAST) {
+		return dispatch_ext(tx, c, res);
+	}
 
 	if (meta && tx->group != 0) {
 		res_error(res, STORE_BAD_COMMAND,
@@ -539,7 +579,7 @@ out:
 }
 
 /* Runs one decoded command with a save point: an error result leaves no
- * write behind. */
+ * write behind (unless an extension says its writes stand). */
 static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct store *s = tx->s;
@@ -547,12 +587,14 @@ static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	size_t ranges_len = tx->ranges.len, nranges = tx->nranges;
 	size_t pend = tx_pend_mark(tx);
 	char *err = NULL;
+	int rv;
 
 	rocksdb_writebatch_wi_set_save_point(s->wb);
-	if (dispatch(tx, c, res) != 0) {
+	rv = dispatch(tx, c, res);
+	if (rv < 0) {
 		return -1;
 	}
-	if (res_status(res) == STORE_OK) {
+	if (res_status(res) == STORE_OK || rv == STORE_EXT_KEEP) {
 		tx_recs_commit_cmd(tx);
 		return 0;
 	}
@@ -678,8 +720,13 @@ static void notify(struct store *s, const struct fsm_entry *e,
 static int decode_ahead(struct store *s, const struct fsm_entry *e, unsigned i,
                         struct store_cmd *c, const char **msg)
 {
-	int rv = store_cmd_decode(e->cmds[i].data, e->cmds[i].len, c, msg);
+	int rv;
 
+	if (ext_cmd(e->cmds[i].data, e->cmds[i].len)) {
+		ext_wrap(e->cmds[i].data, e->cmds[i].len, c);
+		return 0;
+	}
+	rv = store_cmd_decode(e->cmds[i].data, e->cmds[i].len, c, msg);
 	if (rv == 0 && c->op == STORE_OP_KV_SET) {
 		store_kv_prefetch(s, e->group, c->key);
 	}
@@ -767,21 +814,27 @@ int store_read(struct store *s, uint32_t group, uint64_t now_ms,
 	struct sbuf res;
 	struct tx tx;
 	const char *msg;
+	bool ext_read = false;
 	int rv = 0;
 
 	sbuf_init(&res);
 	out->data = NULL;
 	out->len = 0;
-	if (store_cmd_decode(cmd, len, &c, &msg) != 0) {
+	if (ext_cmd(cmd, len)) {
+		const struct store_ext *x = ext_find(s, cmd[1]);
+		ext_wrap(cmd, len, &c);
+		ext_read = x != NULL && x->is_read != NULL && x->is_read(c.op);
+	}
+	if (!ext_cmd(cmd, len) && store_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];
 		snprintf(text, sizeof text, "ERR %s", msg);
 		res_error(&res, STORE_BAD_COMMAND, text);
-	} else if (!store_op_is_read(c.op)) {
+	} else if (!ext_read && !store_op_is_read(c.op)) {
 		res_error(&res, STORE_BAD_COMMAND,
 		          "ERR not a read command: propose it");
 	} else {
 		tx_init(&tx, s, group, 0, now_ms, false);
-		rv = dispatch(&tx, &c, &res);
+		rv = dispatch(&tx, &c, &res) < 0 ? -1 : 0;
 		tx_fini(&tx);
 	}
 	if (rv != 0) {

@@ -9,7 +9,8 @@ store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/kvdirty.h store/meta.c \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
-	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c
+	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c \
+	store/ext.c store/ext.h
 EXTRA_DIST += docs/storage.md
 
 # store/db.c alone: the node's RocksDB options and column families.

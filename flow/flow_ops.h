@@ -1,0 +1,20 @@
+/* The Flow state machine's operations: one decoded request against the
+ * group's state in an apply (or read) context. */
+#ifndef LS_FLOW_FLOW_OPS_H
+#define LS_FLOW_FLOW_OPS_H
+
+#include "flow/flow_body.h"
+#include "flow/flow_record.h"
+#include "wire/fsnp_value.h"
+
+/* Runs `req`: 0 with the reply value written to `w`; FLOW_OP_ERROR with
+ * `err` (a Flow error: nothing written to the store); FLOW_OP_ERROR_KEEP
+ * with `err` and writes that stand (COMPLETE past max_active_ms fails the
+ * flow); -1 on an I/O failure (the transaction recorded it). */
+#define FLOW_OP_ERROR 1
+#define FLOW_OP_ERROR_KEEP 2
+
+int flow_op_run(struct fctx *c, const struct flow_req *req,
+                struct fsnp_writer *w, struct flow_err *err);
+
+#endif

@@ -1,0 +1,167 @@
+/* Fuzz target for the Flow state machine through store apply: the first
+ * input byte picks the opcode (among the supported ones), the second
+ * advances the entry time, the rest is the body. A body the encoder takes
+ * is applied as a command (twice in one entry) and, for reads, served;
+ * apply must succeed whatever the body (errors are results with status 1
+ * or 6 and an "ERR" message), every result must be well formed, and
+ * replaying the entry must answer nothing. State accumulates over the run
+ * in one database (in $TMPDIR, removed at exit), so later inputs meet the
+ * flows earlier ones created. */
+#include <rocksdb/c.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flow/flow.h"
+#include "store/store.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct fuzz_db {
+	char dir[512];
+	rocksdb_t *db;
+	rocksdb_options_t *opts;
+	rocksdb_column_family_handle_t *cf[4];
+	struct store *s;
+	uint64_t index;
+	uint64_t now;
+};
+
+/* libFuzzer calls the entry point without context: the database is
+ * process state. */
+static struct fuzz_db *fdb;
+
+static void fuzz_db_close(void)
+{
+	char cmd[600];
+
+	store_close(fdb->s);
+	for (int i = 0; i < 4; i++) {
+		rocksdb_column_family_handle_destroy(fdb->cf[i]);
+	}
+	rocksdb_close(fdb->db);
+	rocksdb_options_destroy(fdb->opts);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", fdb->dir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "could not remove %s\n", fdb->dir);
+	}
+	free(fdb);
+}
+
+static void fuzz_db_open(void)
+{
+	const char *names[4] = {"default", "raft_log", "raft_state", "data"};
+	const rocksdb_options_t *cfo[4];
+	const char *tmp = getenv("TMPDIR");
+	char *err = NULL;
+
+	fdb = calloc(1, sizeof *fdb);
+	if (fdb == NULL) {
+		abort();
+	}
+	snprintf(fdb->dir, sizeof fdb->dir, "%s/fuzz-flow-XXXXXX",
+	         tmp ? tmp : "/tmp");
+	if (mkdtemp(fdb->dir) == NULL) {
+		abort();
+	}
+	fdb->opts = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(fdb->opts, 1);
+	rocksdb_options_set_create_missing_column_families(fdb->opts, 1);
+	for (int i = 0; i < 4; i++) {
+		cfo[i] = fdb->opts;
+	}
+	fdb->db = rocksdb_open_column_families(fdb->opts, fdb->dir, 4, names,
+	                                       cfo, fdb->cf, &err);
+	if (err != NULL || store_open(fdb->db, fdb->cf[3], &fdb->s) != 0 ||
+	    flow_register(fdb->s) != 0) {
+		abort();
+	}
+	fdb->now = 1000;
+	atexit(fuzz_db_close);
+}
+
+static void check_result(const struct fsm_result *r)
+{
+	struct store_result res;
+	struct store_value v;
+
+	if (store_result_open(r->data, r->len, &res) != 0) {
+		abort();
+	}
+	if (res.status != STORE_OK) {
+		if ((res.status != STORE_ERR &&
+		     res.status != STORE_BAD_COMMAND) ||
+		    !store_result_next(&res, &v) || v.tag != STORE_T_BYTES ||
+		    v.len < 4 || memcmp(v.p, "ERR ", 4) != 0) {
+			abort();
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint16_t ops[64];
+	unsigned nops = 0;
+	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
+	struct flow_err err;
+	struct fsm_cmd cmds[2];
+	struct fsm_result res[2];
+	struct fsm_entry e;
+	uint8_t *cmd;
+	size_t len;
+	uint16_t op;
+
+	if (size < 2) {
+		return 0;
+	}
+	if (fdb == NULL) {
+		fuzz_db_open();
+	}
+	for (unsigned o = 0x0200; o <= 0x0258 && nops < 64; o++) {
+		if (flow_opcode_supported((uint16_t)o)) {
+			ops[nops++] = (uint16_t)o;
+		}
+	}
+	op = ops[data[0] % nops];
+	fdb->now += data[1];
+	meta.seed = fdb->now * 31 + size;
+	if (flow_cmd_encode(op, data + 2, size - 2, &meta, &cmd, &len, &err) !=
+	    0) {
+		return 0;
+	}
+	if (flow_opcode_is_read(op)) {
+		if (store_read(fdb->s, 1, fdb->now, cmd, len, &res[0]) != 0) {
+			abort();
+		}
+		check_result(&res[0]);
+		free(res[0].data);
+		free(cmd);
+		return 0;
+	}
+	cmds[0].data = cmd;
+	cmds[0].len = len;
+	cmds[1] = cmds[0];
+	e.group = 1;
+	e.index = ++fdb->index;
+	e.term = 1;
+	e.now_ms = fdb->now;
+	e.n_cmds = 2;
+	e.cmds = cmds;
+	memset(res, 0, sizeof res);
+	if (store_apply(fdb->s, &e, res) != 0) {
+		abort();
+	}
+	for (int i = 0; i < 2; i++) {
+		check_result(&res[i]);
+		free(res[i].data);
+	}
+	memset(res, 0, sizeof res);
+	if (store_apply(fdb->s, &e, res) != 0 || res[0].data != NULL ||
+	    res[1].data != NULL) {
+		abort();
+	}
+	free(cmd);
+	return 0;
+}

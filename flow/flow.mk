@@ -11,7 +11,7 @@ flow_libflow_a_SOURCES = \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_ops.c flow/flow_ops.h
 
-FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.a \
+FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
 FLOW_TEST_UTIL = tests/unit/flow_test_util.c tests/unit/flow_test_util.h \
 	tests/unit/store_test_util.c tests/unit/store_test_util.h
@@ -29,7 +29,7 @@ tests_unit_test_flow_model_LDADD = $(FLOW_TEST_LDADD)
 FUZZ_TARGETS += tests/fuzz/fuzz_flow_body
 tests_fuzz_fuzz_flow_body_SOURCES = tests/fuzz/fuzz_flow_body.c
 tests_fuzz_fuzz_flow_body_LDADD = flow/libflow.a store/libstore.a \
-	wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_body_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_body
 
@@ -41,6 +41,6 @@ tests_unit_test_flow_body_LDADD = $(FLOW_TEST_LDADD)
 FUZZ_TARGETS += tests/fuzz/fuzz_flow_apply
 tests_fuzz_fuzz_flow_apply_SOURCES = tests/fuzz/fuzz_flow_apply.c
 tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
-	wire/libwire.a $(FUZZ_DRIVER) $(DEP_LIBS)
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply

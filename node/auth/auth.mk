@@ -6,3 +6,14 @@ node_libnode_a_SOURCES += node/auth/auth.h node/auth/auth.c \
 	node/auth/jwt.c node/auth/jwt.h node/auth/jwks.c node/auth/jwks.h \
 	node/auth/perm.c node/auth/perm.h
 EXTRA_DIST += docs/security.md
+
+# Unit tests: permissions; tokens end to end (minted with the client's
+# issuing side, client/felix_token.c).
+UNIT_TESTS += tests/unit/test_auth_perm
+tests_unit_test_auth_perm_SOURCES = tests/unit/test_auth_perm.c
+tests_unit_test_auth_perm_LDADD = node/libnode.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
+UNIT_TESTS += tests/unit/test_auth_jwt
+tests_unit_test_auth_jwt_SOURCES = tests/unit/test_auth_jwt.c
+tests_unit_test_auth_jwt_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS) \
+	$(CMOCKA_LIBS)

@@ -17,3 +17,10 @@ UNIT_TESTS += tests/unit/test_auth_jwt
 tests_unit_test_auth_jwt_SOURCES = tests/unit/test_auth_jwt.c
 tests_unit_test_auth_jwt_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS) \
 	$(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_auth_jwt
+tests_fuzz_fuzz_auth_jwt_SOURCES = tests/fuzz/fuzz_auth_jwt.c
+tests_fuzz_fuzz_auth_jwt_LDADD = node/libnode.a wire/libwire.la \
+	$(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_auth_jwt_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_auth_jwt

@@ -24,3 +24,8 @@ tests_fuzz_fuzz_auth_jwt_LDADD = node/libnode.a wire/libwire.la \
 	$(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_auth_jwt_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_auth_jwt
+
+# Integration: JWT auth and permissions on a real node (Felix).
+INTEGRATION_TESTS += tests/integration/test_felix_jwt
+tests_integration_test_felix_jwt_SOURCES = tests/integration/test_felix_jwt.c
+tests_integration_test_felix_jwt_LDADD = $(FELIX_IT_LDADD)

@@ -5,7 +5,7 @@
 node_libnode_a_SOURCES += node/auth/auth.h node/auth/auth.c \
 	node/auth/jwt.c node/auth/jwt.h node/auth/jwks.c node/auth/jwks.h \
 	node/auth/perm.c node/auth/perm.h
-EXTRA_DIST += docs/security.md
+EXTRA_DIST += docs/security.md tests/interop/felix_jwt.mjs
 
 # Unit tests: permissions; tokens end to end (minted with the client's
 # issuing side, client/felix_token.c).

@@ -137,12 +137,12 @@ char *felix_token_mint(EVP_PKEY *key, const char *kid,
 {
 	json_t *h = json_pack("{s:s,s:s,s:s}", "alg", "EdDSA", "typ", "JWT",
 	                      "kid", kid);
-	json_t *cl = json_pack(
-	    "{s:s,s:s,s:s,s:s,s:I,s:I}", "iss",
-	    c->iss != NULL ? c->iss : "felix-auth", "aud",
-	    c->aud != NULL ? c->aud : "felix-broker", "sub",
-	    c->sub != NULL ? c->sub : c->tid, "tid", c->tid, "iat",
-	    (json_int_t)c->iat, "exp", (json_int_t)c->exp);
+	json_t *cl =
+	    json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "iss",
+	              c->iss != NULL ? c->iss : "felix-auth", "aud",
+	              c->aud != NULL ? c->aud : "felix-broker", "sub",
+	              c->sub != NULL ? c->sub : c->tid, "tid", c->tid, "iat",
+	              (json_int_t)c->iat, "exp", (json_int_t)c->exp);
 	json_t *perms = json_array();
 	char *hs = NULL, *cs = NULL, *out = NULL;
 	if (h == NULL || cl == NULL || perms == NULL) {
@@ -172,8 +172,9 @@ char *felix_token_mint(EVP_PKEY *key, const char *kid,
 	}
 	goto done;
 oom:
-	snprintf(err, errlen, "cannot build the token (bad argument or out "
-	                      "of memory)");
+	snprintf(err, errlen,
+	         "cannot build the token (bad argument or out "
+	         "of memory)");
 done:
 	free(hs);
 	free(cs);

@@ -667,8 +667,7 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv)
 	}
 	if (strcmp(argv[i], "keygen") == 0 || strcmp(argv[i], "token") == 0) {
 		return lodectl_felix_token_main(
-		    argc - i, argv + i,
-		    tenant_given ? cfg.tenant : NULL);
+		    argc - i, argv + i, tenant_given ? cfg.tenant : NULL);
 	}
 	cfg.host = host;
 	char err[512];

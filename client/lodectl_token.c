@@ -15,19 +15,20 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: lodectl felix keygen --kid K --out-dir D [--jwks FILE]\n"
-	        "  writes D/K.pem (the private key, mode 0600) and "
-	        "D/K.jwks.json (its public key as a JWKS document);\n"
-	        "  --jwks adds the public key to FILE as well (created when "
-	        "absent), e.g. JWKS_DIR/TENANT.json while rotating keys\n"
-	        "usage: lodectl felix token --signing-key FILE --tenant T "
-	        "--perm P [--perm P ...] [--ttl-s S] [--kid K]\n"
-	        "       [--sub S] [--iss I] [--aud A]\n"
-	        "  prints an EdDSA JWT for tenant T with permissions P "
-	        "(ACTION:OBJECT, e.g. stream.publish:stream:orders/*);\n"
-	        "  --ttl-s defaults to 3600, --kid to FILE's name without "
-	        ".pem\n");
+	fprintf(
+	    out,
+	    "usage: lodectl felix keygen --kid K --out-dir D [--jwks FILE]\n"
+	    "  writes D/K.pem (the private key, mode 0600) and "
+	    "D/K.jwks.json (its public key as a JWKS document);\n"
+	    "  --jwks adds the public key to FILE as well (created when "
+	    "absent), e.g. JWKS_DIR/TENANT.json while rotating keys\n"
+	    "usage: lodectl felix token --signing-key FILE --tenant T "
+	    "--perm P [--perm P ...] [--ttl-s S] [--kid K]\n"
+	    "       [--sub S] [--iss I] [--aud A]\n"
+	    "  prints an EdDSA JWT for tenant T with permissions P "
+	    "(ACTION:OBJECT, e.g. stream.publish:stream:orders/*);\n"
+	    "  --ttl-s defaults to 3600, --kid to FILE's name without "
+	    ".pem\n");
 }
 
 /* Adds `jwk` (JSON text) to the JWKS document at `path`. */
@@ -56,7 +57,8 @@ static int jwks_add(const char *path, const char *jwk, const char *kid)
 	json_t *keys = json_object_get(doc, "keys");
 	for (size_t i = 0; i < json_array_size(keys); i++) {
 		json_t *k = json_object_get(json_array_get(keys, i), "kid");
-		if (json_is_string(k) && strcmp(json_string_value(k), kid) == 0) {
+		if (json_is_string(k) &&
+		    strcmp(json_string_value(k), kid) == 0) {
 			fprintf(stderr, "lodectl: %s already has kid '%s'\n",
 			        path, kid);
 			json_decref(doc);
@@ -105,7 +107,8 @@ static int keygen(int argc, char **argv)
 	char *jwk = felix_token_jwk(key, kid);
 	int rc = LODECTL_EXIT_REFUSED;
 	snprintf(path, sizeof path, "%s/%s.pem", dir, kid);
-	if (jwk == NULL || felix_token_save_key(key, path, err, sizeof err) != 0) {
+	if (jwk == NULL ||
+	    felix_token_save_key(key, path, err, sizeof err) != 0) {
 		fprintf(stderr, "lodectl: %s\n", jwk == NULL ? "no JWK" : err);
 		goto done;
 	}

@@ -243,9 +243,8 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		        cfg->felix_tokens[0] ? cfg->felix_tokens : NULL,
 		    .jwks_dir =
 		        cfg->felix_jwks_dir[0] ? cfg->felix_jwks_dir : NULL,
-		    .jwt_issuer = cfg->felix_jwt_issuer[0]
-		                      ? cfg->felix_jwt_issuer
-		                      : NULL,
+		    .jwt_issuer =
+		        cfg->felix_jwt_issuer[0] ? cfg->felix_jwt_issuer : NULL,
 		    .jwt_audience = cfg->felix_jwt_audience[0]
 		                        ? cfg->felix_jwt_audience
 		                        : NULL,

@@ -19,8 +19,8 @@ int base64url_encode(struct wbuf *out, const uint8_t *p, size_t n)
 	char q[4];
 	size_t i = 0;
 	for (; i + 3 <= n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 |
-		             p[i + 2];
+		uint32_t v =
+		    (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
 		q[0] = alphabet[v >> 18 & 63];
 		q[1] = alphabet[v >> 12 & 63];
 		q[2] = alphabet[v >> 6 & 63];

@@ -180,8 +180,9 @@ int auth_jwt_verify(const struct auth_keydir *kd,
 		goto err_jwt;
 	}
 	if (key == NULL) {
-		snprintf(err, errlen, "no key of tenant '%.100s' has the "
-		                      "token's kid",
+		snprintf(err, errlen,
+		         "no key of tenant '%.100s' has the "
+		         "token's kid",
 		         tenant);
 		goto err_jwt;
 	}
@@ -190,8 +191,8 @@ int auth_jwt_verify(const struct auth_keydir *kd,
 	}
 	struct jwt_expect e = {
 	    .iss = cfg->issuer != NULL ? cfg->issuer : AUTH_DEFAULT_ISSUER,
-	    .aud = cfg->audience != NULL ? cfg->audience
-	                                 : AUTH_DEFAULT_AUDIENCE,
+	    .aud =
+	        cfg->audience != NULL ? cfg->audience : AUTH_DEFAULT_AUDIENCE,
 	    .tid = tenant,
 	    .now = now,
 	    .skew_s = cfg->skew_s,

@@ -61,8 +61,8 @@ static int add_key(struct jwks *out, json_t *jk, size_t i, char *err,
 	}
 	if ((alg != NULL && strcmp(alg, "EdDSA") != 0) ||
 	    (use != NULL && strcmp(use, "sig") != 0)) {
-		snprintf(err, errlen, "key '%.100s' is not an EdDSA signing key",
-		         kid);
+		snprintf(err, errlen,
+		         "key '%.100s' is not an EdDSA signing key", kid);
 		return -1;
 	}
 	if (jwks_find(out, kid) != NULL) {
@@ -118,7 +118,8 @@ int jwks_parse(const char *doc, size_t len, struct jwks *out, char *err,
 	}
 	json_t *keys = json_object_get(root, "keys");
 	if (!json_is_object(root) || !json_is_array(keys)) {
-		snprintf(err, errlen, "not a JWKS document (no \"keys\" array)");
+		snprintf(err, errlen,
+		         "not a JWKS document (no \"keys\" array)");
 		goto err_root;
 	}
 	if (json_array_size(keys) > JWKS_KEYS_MAX) {

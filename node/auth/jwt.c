@@ -35,8 +35,8 @@ static json_t *decode_part(const char *s, size_t len, const char *what,
 	size_t n;
 	if (len == 0 || base64url_decoded_max(len) > sizeof buf ||
 	    base64url_decode(s, len, buf, &n) != 0) {
-		snprintf(err, errlen, "malformed token: the %s is not base64url",
-		         what);
+		snprintf(err, errlen,
+		         "malformed token: the %s is not base64url", what);
 		return NULL;
 	}
 	json_error_t je;
@@ -45,8 +45,9 @@ static json_t *decode_part(const char *s, size_t len, const char *what,
 	memset(buf, 0, n);
 	if (o == NULL || !json_is_object(o)) {
 		json_decref(o);
-		snprintf(err, errlen, "malformed token: the %s is not a JSON "
-		                      "object",
+		snprintf(err, errlen,
+		         "malformed token: the %s is not a JSON "
+		         "object",
 		         what);
 		return NULL;
 	}
@@ -129,15 +130,17 @@ static int parse_header(json_t *h, struct jwt *out, char *err, size_t errlen)
 	}
 	if (strcmp(json_string_value(alg), "EdDSA") != 0 ||
 	    json_string_length(alg) != 5) {
-		snprintf(err, errlen,
-		         "token algorithm '%.20s' refused: only EdDSA (Ed25519) "
-		         "is accepted",
-		         json_string_value(alg));
+		snprintf(
+		    err, errlen,
+		    "token algorithm '%.20s' refused: only EdDSA (Ed25519) "
+		    "is accepted",
+		    json_string_value(alg));
 		return JWT_EALG;
 	}
 	if (json_object_get(h, "crit") != NULL) {
-		snprintf(err, errlen, "token header has 'crit' extensions this "
-		                      "broker does not understand");
+		snprintf(err, errlen,
+		         "token header has 'crit' extensions this "
+		         "broker does not understand");
 		return JWT_EFORMAT;
 	}
 	json_t *typ = json_object_get(h, "typ");
@@ -199,8 +202,9 @@ static int parse_perms(json_t *c, struct jwt *out, char *err, size_t errlen)
 		return 0;
 	}
 	if (!json_is_array(v)) {
-		snprintf(err, errlen, "token 'perms' must be an array of "
-		                      "strings");
+		snprintf(err, errlen,
+		         "token 'perms' must be an array of "
+		         "strings");
 		return JWT_ECLAIM;
 	}
 	if (json_array_size(v) > AUTH_PERMS_MAX) {
@@ -233,10 +237,10 @@ static int parse_claims(json_t *c, struct jwt *out, char *err, size_t errlen)
 	    get_str(c, "tid", true, out->tid, err, errlen) != 0 ||
 	    parse_aud(c, out, err, errlen) != 0 ||
 	    get_time(c, "exp", true, &has, &out->exp, err, errlen) != 0 ||
-	    get_time(c, "iat", false, &out->has_iat, &out->iat, err,
-	             errlen) != 0 ||
-	    get_time(c, "nbf", false, &out->has_nbf, &out->nbf, err,
-	             errlen) != 0) {
+	    get_time(c, "iat", false, &out->has_iat, &out->iat, err, errlen) !=
+	        0 ||
+	    get_time(c, "nbf", false, &out->has_nbf, &out->nbf, err, errlen) !=
+	        0) {
 		return JWT_ECLAIM;
 	}
 	return parse_perms(c, out, err, errlen);
@@ -287,10 +291,10 @@ int jwt_parse(const char *token, size_t len, struct jwt *out, char *err,
 	size_t n;
 	uint8_t sbuf[JWT_SIG_LEN + 3];
 	if (base64url_decoded_max(sig_len) > sizeof sbuf ||
-	    base64url_decode(sig, sig_len, sbuf, &n) != 0 ||
-	    n != JWT_SIG_LEN) {
-		snprintf(err, errlen, "malformed token: the signature is not "
-		                      "64 bytes of base64url");
+	    base64url_decode(sig, sig_len, sbuf, &n) != 0 || n != JWT_SIG_LEN) {
+		snprintf(err, errlen,
+		         "malformed token: the signature is not "
+		         "64 bytes of base64url");
 		rc = JWT_EFORMAT;
 		goto err_out;
 	}
@@ -313,8 +317,8 @@ err_out:
 	return rc;
 }
 
-int jwt_check_claims(const struct jwt *j, const struct jwt_expect *e,
-                     char *err, size_t errlen)
+int jwt_check_claims(const struct jwt *j, const struct jwt_expect *e, char *err,
+                     size_t errlen)
 {
 	if (strcmp(j->iss, e->iss) != 0) {
 		snprintf(err, errlen, "token issuer is not '%.100s'", e->iss);

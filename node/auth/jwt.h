@@ -70,8 +70,8 @@ void jwt_free(struct jwt *j);
 /* 0, or -1 with a message: wrong issuer, audience or tenant, expired
  * (exp + skew <= now), not yet valid (nbf - skew > now), issued in the
  * future (iat - skew > now). */
-int jwt_check_claims(const struct jwt *j, const struct jwt_expect *e,
-                     char *err, size_t errlen);
+int jwt_check_claims(const struct jwt *j, const struct jwt_expect *e, char *err,
+                     size_t errlen);
 
 /* 0 when the signature verifies with `key` (an Ed25519 public key), else
  * -1 with a message. */

@@ -90,8 +90,8 @@ int auth_perms_add(struct auth_perms *p, const char *perm, char *err,
 	}
 	const char *colon = strchr(perm, ':');
 	if (colon == NULL) {
-		snprintf(err, errlen, "permission '%.100s' is not ACTION:OBJECT",
-		         perm);
+		snprintf(err, errlen,
+		         "permission '%.100s' is not ACTION:OBJECT", perm);
 		return -1;
 	}
 	size_t alen = (size_t)(colon - perm);

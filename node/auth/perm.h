@@ -11,16 +11,16 @@
  * (stream:), `cache.read`, `cache.write` (cache:), `ns.manage` (ns:),
  * `tenant.admin`, `tenant.observe` (tenant:*). Inheritance: `tenant.admin`
  * implies every other permission on every object; `ns.manage:ns:X`
- * implies the four data permissions on every stream and cache of X. An unknown action, an
- * unknown object or an action on the wrong kind of object is an error (the
- * token carrying it is refused rather than half-understood). */
+ * implies the four data permissions on every stream and cache of X. An unknown
+ * action, an unknown object or an action on the wrong kind of object is an
+ * error (the token carrying it is refused rather than half-understood). */
 #ifndef LS_NODE_AUTH_PERM_H
 #define LS_NODE_AUTH_PERM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#define AUTH_PERMS_MAX 256   /* permissions in one token */
+#define AUTH_PERMS_MAX 256    /* permissions in one token */
 #define AUTH_PERM_LEN_MAX 512 /* bytes of one permission string */
 
 enum auth_action {

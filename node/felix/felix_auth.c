@@ -49,8 +49,7 @@ static int load_jwt(struct felix_auth *a, const struct felix_auth_config *cfg,
 	snprintf(a->issuer, sizeof a->issuer, "%s",
 	         cfg->issuer != NULL ? cfg->issuer : AUTH_DEFAULT_ISSUER);
 	snprintf(a->audience, sizeof a->audience, "%s",
-	         cfg->audience != NULL ? cfg->audience
-	                               : AUTH_DEFAULT_AUDIENCE);
+	         cfg->audience != NULL ? cfg->audience : AUTH_DEFAULT_AUDIENCE);
 	a->jwt.issuer = a->issuer;
 	a->jwt.audience = a->audience;
 	a->jwt.skew_s = cfg->skew_s;
@@ -140,8 +139,8 @@ static bool same(const char *a, const char *b)
 }
 
 static int check_jwt(const struct felix_auth *a, const char *tenant,
-                     const char *token, struct felix_grants **grants,
-                     char *msg, size_t msglen)
+                     const char *token, struct felix_grants **grants, char *msg,
+                     size_t msglen)
 {
 	char e[300];
 	struct felix_grants *g = calloc(1, sizeof *g);
@@ -170,8 +169,8 @@ void felix_grants_free(struct felix_grants *g)
 }
 
 int felix_auth_check(const struct felix_auth *a, const char *tenant,
-                     const char *token, struct felix_grants **grants,
-                     char *msg, size_t msglen)
+                     const char *token, struct felix_grants **grants, char *msg,
+                     size_t msglen)
 {
 	*grants = NULL;
 	switch (a->mode) {
@@ -222,14 +221,15 @@ const char *felix_auth_mode_name(enum felix_auth_mode mode)
 static void on_sighup(uv_signal_t *h, int signum)
 {
 	struct felix_auth *a =
-	    (struct felix_auth *)((char *)h - offsetof(struct felix_auth, sighup));
+	    (struct felix_auth *)((char *)h -
+	                          offsetof(struct felix_auth, sighup));
 	struct auth_keydir fresh;
 	char e[512];
 	(void)signum;
 	if (auth_keydir_load(&fresh, a->jwks_dir, e, sizeof e) != 0) {
-		log_warn(a->log, "felix",
-		         "SIGHUP: keys not reloaded, the previous ones stay: %s",
-		         e);
+		log_warn(
+		    a->log, "felix",
+		    "SIGHUP: keys not reloaded, the previous ones stay: %s", e);
 		return;
 	}
 	auth_keydir_free(&a->keys);
@@ -358,7 +358,8 @@ int felix_auth_request(const struct felix_grants *g, const struct felix_msg *m,
 		             msg, msglen);
 	}
 	case FELIX_MSG_CACHE_PUT:
-		return check_cache(g, AUTH_CACHE_WRITE, m->u.cache_put.namespace,
+		return check_cache(g, AUTH_CACHE_WRITE,
+		                   m->u.cache_put.namespace,
 		                   m->u.cache_put.cache, msg, msglen);
 	case FELIX_MSG_CACHE_DELETE:
 		return check_cache(g, AUTH_CACHE_WRITE,
@@ -424,7 +425,8 @@ void felix_auth_refusal(const struct felix_msg *m, const char *msg,
 		rid = m->u.publish_idempotent.request_id;
 		ack = FELIX_ACK_PER_MESSAGE;
 	}
-	if (m->type == FELIX_MSG_PUBLISH || m->type == FELIX_MSG_PUBLISH_BATCH ||
+	if (m->type == FELIX_MSG_PUBLISH ||
+	    m->type == FELIX_MSG_PUBLISH_BATCH ||
 	    m->type == FELIX_MSG_PUBLISH_IDEMPOTENT) {
 		if (!has_ack) {
 			ack = has_rid ? FELIX_ACK_PER_MESSAGE : FELIX_ACK_NONE;

@@ -86,8 +86,8 @@ bool felix_auth_watch(struct felix_auth *a, uv_loop_t *loop,
  * message for the client (it starts with "unauthorized:" and never echoes
  * the token). */
 int felix_auth_check(const struct felix_auth *a, const char *tenant,
-                     const char *token, struct felix_grants **grants,
-                     char *msg, size_t msglen);
+                     const char *token, struct felix_grants **grants, char *msg,
+                     size_t msglen);
 void felix_grants_free(struct felix_grants *g);
 
 /* Whether a session with `g` may run request `m` (every JSON request

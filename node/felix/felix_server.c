@@ -1128,8 +1128,8 @@ static void handle_auth(struct fstream *st, struct felix_msg *m)
 		                "bytes");
 		return;
 	}
-	if (felix_auth_check(&s->auth, a->tenant_id, a->token, &st->grants,
-	                     msg, sizeof msg) != 0) {
+	if (felix_auth_check(&s->auth, a->tenant_id, a->token, &st->grants, msg,
+	                     sizeof msg) != 0) {
 		metric_add(s->m.auth_failures, 1);
 		log_info(s->log, "felix", "auth refused for tenant '%.100s'",
 		         a->tenant_id);
@@ -1690,8 +1690,12 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 		s->cfg.group_max_attempts = FELIX_GROUP_MAX_ATTEMPTS_DEFAULT;
 	}
 	struct felix_auth_config acfg = {
-	    cfg->tokens_file, cfg->dev,          cfg->jwks_dir,
-	    cfg->jwt_issuer,  cfg->jwt_audience, cfg->jwt_skew_s,
+	    .tokens_file = cfg->tokens_file,
+	    .dev = cfg->dev,
+	    .jwks_dir = cfg->jwks_dir,
+	    .issuer = cfg->jwt_issuer,
+	    .audience = cfg->jwt_audience,
+	    .skew_s = cfg->jwt_skew_s,
 	};
 	s->cfg.jwks_dir = s->cfg.jwt_issuer = s->cfg.jwt_audience = NULL;
 	if (felix_auth_load(&s->auth, &acfg, err, errlen) != 0) {

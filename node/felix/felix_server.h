@@ -62,11 +62,6 @@ struct felix_server_config {
 	const char *key_file;
 	bool dev;                /* auth `none` unless tokens_file */
 	const char *tokens_file; /* NULL: none */
-	/* JWT auth (felix_auth.h), enforced whenever jwks_dir is given. */
-	const char *jwks_dir;     /* NULL: off */
-	const char *jwt_issuer;   /* NULL: felix-auth */
-	const char *jwt_audience; /* NULL: felix-broker */
-	unsigned jwt_skew_s;
 	size_t sub_queue_bytes;  /* per subscriber or watch; 0 = default */
 	uint32_t max_frame;      /* payload bytes; 0 = 4 MiB */
 	/* Consumer groups (0 = the default): the cap on a poll's wait_ms,
@@ -75,6 +70,11 @@ struct felix_server_config {
 	uint64_t group_max_wait_ms;
 	uint64_t group_visibility_ms;
 	uint32_t group_max_attempts;
+	/* JWT auth (felix_auth.h), enforced whenever jwks_dir is given. */
+	const char *jwks_dir;     /* NULL: off */
+	const char *jwt_issuer;   /* NULL: felix-auth */
+	const char *jwt_audience; /* NULL: felix-broker */
+	unsigned jwt_skew_s;
 };
 
 typedef void (*felix_server_close_cb)(void *data);

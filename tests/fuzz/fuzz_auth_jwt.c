@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct jwt_expect e = {"felix-auth", "felix-broker", "t1", 1700000000,
 	                       60};
 	(void)jwt_check_claims(&j, &e, err, sizeof err);
-	EVP_PKEY *k = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL,
-	                                          rfc8037_x, 32);
+	EVP_PKEY *k =
+	    EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, rfc8037_x, 32);
 	check(k != NULL);
 	(void)jwt_verify_signature(&j, k, err, sizeof err);
 	EVP_PKEY_free(k);

@@ -96,7 +96,7 @@ static const char *const admin[] = {"tenant.admin:tenant:*"};
 static void start(struct harness_cluster *cl)
 {
 	const char *args[] = {"--dev", "--shards", "2", "--felix-jwks-dir",
-	                      dir, NULL};
+	                      dir,     NULL};
 	assert_int_equal(harness_cluster_start(cl, 1, args, true), 0);
 }
 
@@ -125,7 +125,8 @@ static void on_frame(void *data, struct felix_raw *raw, uint16_t flags,
 	if (flags & FELIX_FLAG_PUBLISH_ACK) {
 		struct felix_publish_ack ack;
 		assert_int_equal(felix_publish_ack_decode(flags, payload, len,
-		                                          &ack, err, sizeof err),
+		                                          &ack, err,
+		                                          sizeof err),
 		                 0);
 		a->binary_ack = true;
 		a->ack_status = ack.status;
@@ -324,8 +325,8 @@ static void expect_untouched(struct fx *fb)
 	bool found;
 	int64_t n;
 	memset(&s, 0, sizeof s);
-	assert_int_equal(fx_subscribe(fb, &s, "default", "orders", 0, &earliest),
-	                 0);
+	assert_int_equal(
+	    fx_subscribe(fb, &s, "default", "orders", 0, &earliest), 0);
 	assert_int_equal(fx_sub_wait(&s, 1), 0);
 	fx_spin(fb, 300);
 	assert_int_equal(s.n, 1);
@@ -341,9 +342,9 @@ static void expect_untouched(struct fx *fb)
 	assert_int_equal(n, 5);
 	struct fx_rec recs[4];
 	size_t nr = 0;
-	assert_int_equal(fx_group_poll(fb, "default", "orders", 0, "g", 4, 0,
-	                               recs, 4, &nr),
-	                 0);
+	assert_int_equal(
+	    fx_group_poll(fb, "default", "orders", 0, "g", 4, 0, recs, 4, &nr),
+	    0);
 	assert_int_equal(nr, 1);
 	assert_int_equal(recs[0].offset, 0);
 	assert_int_equal(recs[0].attempts, 1);
@@ -428,8 +429,8 @@ static void test_stream_pattern(void **state)
 	assert_int_equal(
 	    fx_publish_json(&fa, "default", "orders-eu", NULL, one, 1), 0);
 	/* Outside the pattern: binary and JSON publishes refused. */
-	assert_int_not_equal(fx_publish(&fa, "default", "payments", NULL, one, 1),
-	                     0);
+	assert_int_not_equal(
+	    fx_publish(&fa, "default", "payments", NULL, one, 1), 0);
 	assert_non_null(strstr(fa.message, "unauthorized"));
 	assert_int_not_equal(
 	    fx_publish_json(&fa, "default", "payments", NULL, one, 1), 0);
@@ -485,11 +486,12 @@ static void test_refused_at_auth(void **state)
 		char *token;
 		const char *why;
 	} cases[] = {
-	    {"ta", token_with(key_a, "ka", "ta", now - 7200, now - 3600, 0,
-	                      admin, 1),
+	    {"ta",
+	     token_with(key_a, "ka", "ta", now - 7200, now - 3600, 0, admin, 1),
 	     "expired"},
-	    {"ta", token_with(key_a, "ka", "ta", now, now + 7200, now + 3600,
-	                      admin, 1),
+	    {"ta",
+	     token_with(key_a, "ka", "ta", now, now + 7200, now + 3600, admin,
+	                1),
 	     "not yet valid"},
 	    {"ta", token(key_c, "ka", "ta", admin, 1), "signature"},
 	    {"ta", token(key_a, "k-unknown", "ta", admin, 1), "kid"},
@@ -498,10 +500,10 @@ static void test_refused_at_auth(void **state)
 	    {"../ta", token(key_a, "ka", "../ta", admin, 1), "tenant_id"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		assert_int_not_equal(
-		    fx_connect(&f, &loop, &cl, 0, cases[i].tenant,
-		               cases[i].token, 1),
-		    0);
+		assert_int_not_equal(fx_connect(&f, &loop, &cl, 0,
+		                                cases[i].tenant, cases[i].token,
+		                                1),
+		                     0);
 		if (strstr(f.message, "unauthorized") == NULL ||
 		    strstr(f.message, cases[i].why) == NULL) {
 			fail_msg("case %zu: refused with '%s'", i, f.message);
@@ -510,9 +512,8 @@ static void test_refused_at_auth(void **state)
 	}
 	/* tc's keys arrive: taken on SIGHUP, refused until then. */
 	write_jwks("tc", key_c, "kc");
-	assert_int_not_equal(fx_connect(&f, &loop, &cl, 0, "tc",
-	                                cases[4].token, 1),
-	                     0);
+	assert_int_not_equal(
+	    fx_connect(&f, &loop, &cl, 0, "tc", cases[4].token, 1), 0);
 	fx_close(&f);
 	assert_int_equal(harness_node_signal(&cl, 0, SIGHUP, NULL), 0);
 	int rc = -1;

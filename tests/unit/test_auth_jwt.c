@@ -216,8 +216,7 @@ static char *hmac_token(const char *header, const char *claims_json,
 	wbuf_init(&w);
 	base64url_encode(&w, (const uint8_t *)header, strlen(header));
 	wbuf_append(&w, ".", 1);
-	base64url_encode(&w, (const uint8_t *)claims_json,
-	                 strlen(claims_json));
+	base64url_encode(&w, (const uint8_t *)claims_json, strlen(claims_json));
 	if (hkey != NULL) {
 		HMAC(EVP_sha256(), hkey, (int)hlen, w.data, w.len, mac, &mlen);
 	}
@@ -272,8 +271,8 @@ static void test_hs256_confusion(void **state)
 	expect_refused(t, "t1", "only EdDSA");
 	free(t);
 	free(jwk);
-	t = hmac_token("{\"alg\":\"ES256\",\"kid\":\"k1\"}", claims_json(),
-	               raw, n);
+	t = hmac_token("{\"alg\":\"ES256\",\"kid\":\"k1\"}", claims_json(), raw,
+	               n);
 	expect_refused(t, "t1", "only EdDSA");
 	free(t);
 }
@@ -373,8 +372,8 @@ static void test_tid_mismatch(void **state)
 	                                 err, sizeof err),
 	                 0);
 	auth_perms_free(&p);
-	assert_int_not_equal(auth_jwt_verify(&two, &cfg, "t1", t, now, &p,
-	                                     &exp, err, sizeof err),
+	assert_int_not_equal(auth_jwt_verify(&two, &cfg, "t1", t, now, &p, &exp,
+	                                     err, sizeof err),
 	                     0);
 	auth_keydir_free(&two);
 	unlink(path);

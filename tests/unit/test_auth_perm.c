@@ -108,15 +108,15 @@ static void test_exact_actions(void **state)
 	auth_perms_init(&p);
 	add_ok(&p, "stream.publish:stream:orders/eu-*");
 	add_ok(&p, "cache.read:cache:sessions/:name");
-	assert_true(auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders",
-	                             "eu-1"));
-	assert_false(auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders",
-	                              "us-1"));
-	assert_false(auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders2",
-	                              "eu-1"));
+	assert_true(
+	    auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders", "eu-1"));
+	assert_false(
+	    auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders", "us-1"));
+	assert_false(
+	    auth_perms_allow(&p, AUTH_STREAM_PUBLISH, "orders2", "eu-1"));
 	/* Publishing implies nothing about subscribing. */
-	assert_false(auth_perms_allow(&p, AUTH_STREAM_SUBSCRIBE, "orders",
-	                              "eu-1"));
+	assert_false(
+	    auth_perms_allow(&p, AUTH_STREAM_SUBSCRIBE, "orders", "eu-1"));
 	assert_true(auth_perms_allow(&p, AUTH_CACHE_READ, "sessions", "c1"));
 	assert_false(auth_perms_allow(&p, AUTH_CACHE_WRITE, "sessions", "c1"));
 	assert_false(auth_perms_allow(&p, AUTH_CACHE_READ, "orders", "eu-1"));
@@ -162,8 +162,8 @@ static void test_tenant_admin_inherits(void **state)
 	auth_perms_init(&p);
 	add_ok(&p, "tenant.admin:tenant:*");
 	for (int a = AUTH_STREAM_PUBLISH; a <= AUTH_TENANT_OBSERVE; a++) {
-		assert_true(auth_perms_allow(&p, (enum auth_action)a, "any",
-		                             "thing"));
+		assert_true(
+		    auth_perms_allow(&p, (enum auth_action)a, "any", "thing"));
 		assert_true(auth_perms_allow_any(&p, (enum auth_action)a));
 	}
 	auth_perms_free(&p);

@@ -29,3 +29,9 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_auth_jwt
 INTEGRATION_TESTS += tests/integration/test_felix_jwt
 tests_integration_test_felix_jwt_SOURCES = tests/integration/test_felix_jwt.c
 tests_integration_test_felix_jwt_LDADD = $(FELIX_IT_LDADD)
+
+# The permission each Felix request needs (node/felix/felix_auth.c).
+UNIT_TESTS += tests/unit/test_felix_auth
+tests_unit_test_felix_auth_SOURCES = tests/unit/test_felix_auth.c
+tests_unit_test_felix_auth_LDADD = node/libnode.a $(CLIENT_LIBS) $(DEP_LIBS) \
+	$(CMOCKA_LIBS)

@@ -2,8 +2,8 @@
 #include "node/felix/felix_auth.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

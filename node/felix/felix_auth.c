@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define TOKEN_MAX 4096
@@ -445,4 +446,45 @@ void felix_auth_refusal(const struct felix_msg *m, const char *msg,
 	felix_msg_init(&r, FELIX_MSG_ERROR);
 	r.u.error.message = (char *)msg;
 	felix_msg_encode_frame(&r, w);
+}
+
+/* ---- the admin API ------------------------------------------------------- */
+
+unsigned felix_auth_admin(const struct felix_auth *a, const char *authorization,
+                          const char *tenant, const char *ns, char *msg,
+                          size_t msglen)
+{
+	struct auth_perms perms;
+	int64_t exp;
+	char e[300];
+	if (a == NULL || a->mode != FELIX_AUTH_JWT) {
+		return 0;
+	}
+	if (authorization == NULL ||
+	    strncasecmp(authorization, "Bearer ", 7) != 0) {
+		snprintf(msg, msglen,
+		         "unauthorized: scope changes need 'Authorization: "
+		         "Bearer TOKEN' (ns.manage on the namespace)");
+		return 401;
+	}
+	const char *token = authorization + 7;
+	while (*token == ' ') {
+		token++;
+	}
+	if (auth_jwt_verify(&a->keys, &a->jwt, tenant, token,
+	                    (int64_t)time(NULL), &perms, &exp, e,
+	                    sizeof e) != 0) {
+		snprintf(msg, msglen, "unauthorized: %s", e);
+		return 401;
+	}
+	bool ok = auth_perms_allow(&perms, AUTH_NS_MANAGE, ns, NULL);
+	auth_perms_free(&perms);
+	if (!ok) {
+		snprintf(msg, msglen,
+		         "unauthorized: the token does not grant ns.manage on "
+		         "%.100s",
+		         ns);
+		return 403;
+	}
+	return 0;
 }

@@ -104,6 +104,15 @@ int felix_auth_publish(const struct felix_grants *g, const char *ns,
 void felix_auth_refusal(const struct felix_msg *m, const char *msg,
                         struct wbuf *w);
 
+/* Whether the admin API may create or delete a scope of `tenant` in
+ * namespace `ns` for a request carrying the `Authorization` header
+ * `authorization` (may be NULL): 0 outside JWT mode or when a bearer token
+ * of the tenant grants ns.manage there; else the HTTP status (401 without
+ * a valid token, 403 without the permission) with the message. */
+unsigned felix_auth_admin(const struct felix_auth *a, const char *authorization,
+                          const char *tenant, const char *ns, char *msg,
+                          size_t msglen);
+
 const char *felix_auth_mode_name(enum felix_auth_mode mode);
 
 #endif

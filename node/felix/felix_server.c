@@ -1757,6 +1757,7 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 	struct store_observer obs = {on_store_append, on_store_cache_change, s,
 	                             on_store_imported};
 	store_set_observer(shards_store(shards), &obs);
+	scopes_set_auth(scopes, &s->auth);
 	log_info(log, "felix", "Felix QUIC on %s:%u (auth: %s)", s->host,
 	         (unsigned)quic_server_port(&s->qs),
 	         felix_auth_mode_name(s->auth.mode));
@@ -1831,6 +1832,7 @@ void felix_server_free(struct felix_server *s)
 	if (s == NULL) {
 		return;
 	}
+	scopes_set_auth(s->scopes, NULL);
 	group_free(s);
 	pubsub_free(s);
 	felix_auth_free(&s->auth);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/felix/felix_auth.h"
 #include "node/felix/hmap.h"
 #include "node/shards.h"
 #include "store/command.h"
@@ -64,6 +65,7 @@ struct declared {
 };
 
 struct scopes {
+	const struct felix_auth *auth; /* NULL: none */
 	uv_loop_t *loop;
 	struct shards *shards;
 	const struct log *log;
@@ -1548,6 +1550,23 @@ static int admin_list(struct scopes *s, uint8_t kind,
 	              "complete", s->listed));
 }
 
+/* Whether a scope change of tenant t in namespace ns may run; when not,
+ * `reply` holds the refusal. */
+static bool admin_allowed(struct scopes *s, const struct admin_request *req,
+                          struct admin_reply *reply, const char *t,
+                          const char *ns)
+{
+	char msg[512];
+	unsigned status = felix_auth_admin(
+	    s->auth, admin_request_header(req, "Authorization"), t, ns, msg,
+	    sizeof msg);
+	if (status == 0) {
+		return true;
+	}
+	reply_error(reply, status, msg);
+	return false;
+}
+
 static int on_admin(void *data, const struct admin_request *req,
                     struct admin_reply *reply)
 {
@@ -1597,6 +1616,9 @@ static int on_admin(void *data, const struct admin_request *req,
 			return reply_error(
 			    reply, 405, "DELETE needs /TENANT/NAMESPACE/NAME");
 		}
+		if (!admin_allowed(s, req, reply, t, ns)) {
+			return 0;
+		}
 		return admin_delete(s, kind, t, ns, name, req, reply);
 	}
 	/* POST: the names come from the path or the body. */
@@ -1628,9 +1650,17 @@ static int on_admin(void *data, const struct admin_request *req,
 		strcpy(ns, bn);
 		strcpy(name, bm);
 	}
-	int rv = admin_create(s, kind, t, ns, name, body, req, reply);
+	int rv = 0;
+	if (admin_allowed(s, req, reply, t, ns)) {
+		rv = admin_create(s, kind, t, ns, name, body, req, reply);
+	}
 	json_decref(body);
 	return rv;
+}
+
+void scopes_set_auth(struct scopes *s, const struct felix_auth *auth)
+{
+	s->auth = auth;
 }
 
 void scopes_register_admin(struct scopes *s, struct admin_http *a)

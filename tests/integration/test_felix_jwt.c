@@ -5,7 +5,9 @@
  * and consumer group are unchanged afterwards); a token limited to one
  * stream pattern can use only those streams; expired, not yet valid and
  * forged tokens are refused at auth; keys added to the directory are
- * taken on SIGHUP. */
+ * taken on SIGHUP; the admin API creates and deletes scopes only for a
+ * bearer token granting ns.manage (through lodectl and
+ * $LODESTONE_ADMIN_TOKEN). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -538,12 +540,90 @@ static void test_refused_at_auth(void **state)
 	uv_loop_close(&loop);
 }
 
+/* Runs `lodectl --admin 127.0.0.1:PORT ARGS...` with `token` in
+ * $LODESTONE_ADMIN_TOKEN (none when NULL); its exit status, output in out. */
+static int lodectl(struct harness_cluster *cl, const char *token, char *out,
+                   size_t cap, const char *a1, const char *a2, const char *a3)
+{
+	char bin[1024], addr[64];
+	snprintf(bin, sizeof bin, "%s", harness_binary());
+	char *slash = strrchr(bin, '/');
+	assert_non_null(slash);
+	snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "lodectl");
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl->nodes[0].admin);
+	if (token != NULL) {
+		setenv("LODESTONE_ADMIN_TOKEN", token, 1);
+	} else {
+		unsetenv("LODESTONE_ADMIN_TOKEN");
+	}
+	const char *argv[] = {bin, "--admin", addr, a1, a2, a3, NULL};
+	int rc = harness_run(argv, out, cap);
+	unsetenv("LODESTONE_ADMIN_TOKEN");
+	return rc;
+}
+
+static void test_admin_scope_changes(void **state)
+{
+	struct harness_cluster cl;
+	char out[4096];
+	(void)state;
+	start(&cl);
+	const char *const nsm[] = {"ns.manage:ns:prod"};
+	const char *const pub[] = {"stream.publish:stream:prod/*"};
+	char *manage = token(key_a, "ka", "ta", nsm, 1);
+	char *publish = token(key_a, "ka", "ta", pub, 1);
+	char *other = token(key_b, "kb", "tb", admin, 1);
+
+	assert_int_not_equal(lodectl(&cl, NULL, out, sizeof out, "stream",
+	                             "create", "ta/prod/orders"),
+	                     0);
+	assert_non_null(strstr(out, "unauthorized"));
+	assert_int_not_equal(lodectl(&cl, publish, out, sizeof out, "stream",
+	                             "create", "ta/prod/orders"),
+	                     0);
+	assert_non_null(strstr(out, "ns.manage"));
+	/* tb's admin token is not ta's. */
+	assert_int_not_equal(lodectl(&cl, other, out, sizeof out, "stream",
+	                             "create", "ta/prod/orders"),
+	                     0);
+	assert_non_null(strstr(out, "unauthorized"));
+	/* ns.manage on prod, not on another namespace. */
+	assert_int_not_equal(lodectl(&cl, manage, out, sizeof out, "cache",
+	                             "create", "ta/staging/c1"),
+	                     0);
+	assert_non_null(strstr(out, "ns.manage"));
+	/* Nothing was created. */
+	assert_int_equal(
+	    lodectl(&cl, NULL, out, sizeof out, "stream", "list", NULL), 0);
+	assert_null(strstr(out, "orders"));
+
+	if (lodectl(&cl, manage, out, sizeof out, "stream", "create",
+	            "ta/prod/orders") != 0) {
+		fail_msg("create with ns.manage: %s", out);
+	}
+	assert_int_equal(lodectl(&cl, NULL, out, sizeof out, "stream",
+	                         "describe", "ta/prod/orders"),
+	                 0);
+	assert_int_not_equal(lodectl(&cl, NULL, out, sizeof out, "stream",
+	                             "delete", "ta/prod/orders"),
+	                     0);
+	if (lodectl(&cl, manage, out, sizeof out, "stream", "delete",
+	            "ta/prod/orders") != 0) {
+		fail_msg("delete with ns.manage: %s", out);
+	}
+	free(manage);
+	free(publish);
+	free(other);
+	harness_cluster_stop(&cl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tenant_isolation),
 	    cmocka_unit_test(test_stream_pattern),
 	    cmocka_unit_test(test_refused_at_auth),
+	    cmocka_unit_test(test_admin_scope_changes),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

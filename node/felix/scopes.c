@@ -1550,21 +1550,20 @@ static int admin_list(struct scopes *s, uint8_t kind,
 	              "complete", s->listed));
 }
 
-/* Whether a scope change of tenant t in namespace ns may run; when not,
- * `reply` holds the refusal. */
-static bool admin_allowed(struct scopes *s, const struct admin_request *req,
-                          struct admin_reply *reply, const char *t,
-                          const char *ns)
+/* 1 when a scope change of tenant t in namespace ns may run; else 0 with
+ * the refusal in `reply`, or -1 when it could not be written. */
+static int admin_allowed(struct scopes *s, const struct admin_request *req,
+                         struct admin_reply *reply, const char *t,
+                         const char *ns)
 {
 	char msg[512];
 	unsigned status = felix_auth_admin(
 	    s->auth, admin_request_header(req, "Authorization"), t, ns, msg,
 	    sizeof msg);
 	if (status == 0) {
-		return true;
+		return 1;
 	}
-	reply_error(reply, status, msg);
-	return false;
+	return reply_error(reply, status, msg) == 0 ? 0 : -1;
 }
 
 static int on_admin(void *data, const struct admin_request *req,
@@ -1616,8 +1615,9 @@ static int on_admin(void *data, const struct admin_request *req,
 			return reply_error(
 			    reply, 405, "DELETE needs /TENANT/NAMESPACE/NAME");
 		}
-		if (!admin_allowed(s, req, reply, t, ns)) {
-			return 0;
+		int ok = admin_allowed(s, req, reply, t, ns);
+		if (ok != 1) {
+			return ok;
 		}
 		return admin_delete(s, kind, t, ns, name, req, reply);
 	}
@@ -1650,8 +1650,8 @@ static int on_admin(void *data, const struct admin_request *req,
 		strcpy(ns, bn);
 		strcpy(name, bm);
 	}
-	int rv = 0;
-	if (admin_allowed(s, req, reply, t, ns)) {
+	int rv = admin_allowed(s, req, reply, t, ns);
+	if (rv == 1) {
 		rv = admin_create(s, kind, t, ns, name, body, req, reply);
 	}
 	json_decref(body);

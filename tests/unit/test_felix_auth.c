@@ -1,5 +1,6 @@
 /* node/felix/felix_auth.c: the permission each Felix request needs, the
- * shape of a refusal, and the token's expiry on every request. */
+ * shape of a refusal, the token's expiry on every request, and the
+ * admin API's scope changes under JWT auth. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,8 +9,12 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "client/felix_token.h"
 
 #include "node/felix/felix_auth.h"
 #include "wire/felix_frame.h"
@@ -304,6 +309,82 @@ static void test_refusal_shapes(void **state)
 	assert_int_equal(refusal_type(&m), FELIX_MSG_ERROR);
 }
 
+static void test_admin_scope_changes(void **state)
+{
+	char dir[64], path[128], err[512], msg[512], hdr[4200];
+	struct felix_auth a;
+	EVP_PKEY *k;
+	(void)state;
+	/* Outside JWT mode the admin API stays as it was. */
+	struct felix_auth_config dev = {.dev = true};
+	assert_int_equal(felix_auth_load(&a, &dev, err, sizeof err), 0);
+	assert_int_equal(
+	    felix_auth_admin(&a, NULL, "t1", "prod", msg, sizeof msg), 0);
+	felix_auth_free(&a);
+	assert_int_equal(
+	    felix_auth_admin(NULL, NULL, "t1", "prod", msg, sizeof msg), 0);
+
+	snprintf(dir, sizeof dir, "/tmp/test_felix_auth.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(felix_token_keygen(&k), 0);
+	char *jwk = felix_token_jwk(k, "k1");
+	snprintf(path, sizeof path, "%s/t1.json", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"keys\":[%s]}", jwk);
+	fclose(f);
+	free(jwk);
+	struct felix_auth_config jc = {.jwks_dir = dir, .skew_s = 60};
+	if (felix_auth_load(&a, &jc, err, sizeof err) != 0) {
+		fail_msg("%s", err);
+	}
+	/* Both a token file and keys: refused. */
+	struct felix_auth b;
+	struct felix_auth_config both = {.jwks_dir = dir, .tokens_file = path};
+	assert_int_not_equal(felix_auth_load(&b, &both, err, sizeof err), 0);
+
+	const char *const nsm[] = {"ns.manage:ns:prod"};
+	const char *const pub[] = {"stream.publish:stream:prod/*"};
+	int64_t now = (int64_t)time(NULL);
+	struct felix_token_claims c = {.tid = "t1",
+	                               .iat = now,
+	                               .exp = now + 60,
+	                               .perms = nsm,
+	                               .n_perms = 1};
+	char *manage = felix_token_mint(k, "k1", &c, err, sizeof err);
+	c.perms = pub;
+	char *publish = felix_token_mint(k, "k1", &c, err, sizeof err);
+	assert_non_null(manage);
+	assert_non_null(publish);
+
+	assert_int_equal(
+	    felix_auth_admin(&a, NULL, "t1", "prod", msg, sizeof msg), 401);
+	assert_int_equal(
+	    felix_auth_admin(&a, "Basic dTpw", "t1", "prod", msg, sizeof msg),
+	    401);
+	assert_int_equal(
+	    felix_auth_admin(&a, "Bearer nope", "t1", "prod", msg, sizeof msg),
+	    401);
+	snprintf(hdr, sizeof hdr, "Bearer %s", publish);
+	assert_int_equal(
+	    felix_auth_admin(&a, hdr, "t1", "prod", msg, sizeof msg), 403);
+	assert_non_null(strstr(msg, "ns.manage"));
+	snprintf(hdr, sizeof hdr, "bearer %s", manage);
+	assert_int_equal(
+	    felix_auth_admin(&a, hdr, "t1", "prod", msg, sizeof msg), 0);
+	assert_int_equal(
+	    felix_auth_admin(&a, hdr, "t1", "staging", msg, sizeof msg), 403);
+	/* The tenant comes from the path: t1's token is not t2's. */
+	assert_int_equal(
+	    felix_auth_admin(&a, hdr, "t2", "prod", msg, sizeof msg), 401);
+	free(manage);
+	free(publish);
+	felix_auth_free(&a);
+	EVP_PKEY_free(k);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +393,7 @@ int main(void)
 	    cmocka_unit_test(test_short_cache_forms),
 	    cmocka_unit_test(test_expiry_on_every_request),
 	    cmocka_unit_test(test_refusal_shapes),
+	    cmocka_unit_test(test_admin_scope_changes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

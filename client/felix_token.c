@@ -146,32 +146,32 @@ char *felix_token_mint(EVP_PKEY *key, const char *kid,
 	json_t *perms = json_array();
 	char *hs = NULL, *cs = NULL, *out = NULL;
 	if (h == NULL || cl == NULL || perms == NULL) {
-		goto oom;
+		goto err_oom;
 	}
 	for (size_t i = 0; i < c->n_perms; i++) {
 		if (json_array_append_new(perms, json_string(c->perms[i])) !=
 		    0) {
-			goto oom;
+			goto err_oom;
 		}
 	}
 	if (c->nbf != 0 &&
 	    json_object_set_new(cl, "nbf", json_integer(c->nbf)) != 0) {
-		goto oom;
+		goto err_oom;
 	}
 	if (json_object_set(cl, "perms", perms) != 0) {
-		goto oom;
+		goto err_oom;
 	}
 	hs = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	cs = json_dumps(cl, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (hs == NULL || cs == NULL) {
-		goto oom;
+		goto err_oom;
 	}
 	out = felix_token_sign_raw(key, hs, cs);
 	if (out == NULL) {
 		snprintf(err, errlen, "signing failed");
 	}
 	goto done;
-oom:
+err_oom:
 	snprintf(err, errlen,
 	         "cannot build the token (bad argument or out "
 	         "of memory)");

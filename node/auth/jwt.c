@@ -102,21 +102,21 @@ static int get_time(json_t *o, const char *name, bool required, bool *has,
 	if (json_is_integer(v)) {
 		json_int_t i = json_integer_value(v);
 		if (i < 0 || i > JWT_TIME_MAX) {
-			goto bad;
+			goto err_time;
 		}
 		*out = (int64_t)i;
 	} else if (json_is_real(v)) {
 		double d = json_real_value(v);
 		if (!isfinite(d) || d < 0 || d > (double)JWT_TIME_MAX) {
-			goto bad;
+			goto err_time;
 		}
 		*out = (int64_t)d;
 	} else {
-		goto bad;
+		goto err_time;
 	}
 	*has = true;
 	return 0;
-bad:
+err_time:
 	snprintf(err, errlen, "token '%s' must be a time in seconds", name);
 	return -1;
 }

@@ -128,39 +128,39 @@ int auth_perms_add(struct auth_perms *p, const char *perm, char *err,
 		}
 	} else if (strcmp(kind, "ns") == 0) {
 		if (!pattern_ok(rest, strlen(rest))) {
-			goto bad_object;
+			goto err_object;
 		}
 		g.ns = dup_n(rest, strlen(rest));
 		if (g.ns == NULL) {
-			goto oom;
+			goto err_oom;
 		}
 	} else {
 		const char *slash = strchr(rest, '/');
 		if (slash == NULL ||
 		    !pattern_ok(rest, (size_t)(slash - rest)) ||
 		    !pattern_ok(slash + 1, strlen(slash + 1))) {
-			goto bad_object;
+			goto err_object;
 		}
 		g.ns = dup_n(rest, (size_t)(slash - rest));
 		g.name = dup_n(slash + 1, strlen(slash + 1));
 		if (g.ns == NULL || g.name == NULL) {
-			goto oom;
+			goto err_oom;
 		}
 	}
 	struct auth_grant *ng = realloc(p->g, (p->n + 1) * sizeof *ng);
 	if (ng == NULL) {
-		goto oom;
+		goto err_oom;
 	}
 	p->g = ng;
 	p->g[p->n++] = g;
 	return 0;
-bad_object:
+err_object:
 	snprintf(err, errlen,
 	         "permission '%.100s': the object must be %s:%s with "
 	         "non-empty patterns",
 	         perm, kind, strcmp(kind, "ns") == 0 ? "NS" : "NS/NAME");
 	return -1;
-oom:
+err_oom:
 	free(g.ns);
 	free(g.name);
 	snprintf(err, errlen, "out of memory");

@@ -1,13 +1,14 @@
 # client/felix: the Felix half of liblodestone (felix_client) and the
 # `lodectl felix|stream|cache` and `lodebench felix` commands.
 client_liblodestone_la_SOURCES += \
-	client/felix_client.c client/felix_client.h
+	client/felix_client.c client/felix_client.h \
+	client/felix_token.c client/felix_token.h
 
 # lodectl: the dispatch table lives in client/lodectl.c (one line per
 # family); other families append their files to lodectl_SOURCES.
 bin_PROGRAMS += lodectl
 lodectl_SOURCES = client/lodectl.c client/lodectl.h \
-	client/lodectl_scopes.c client/lodectl_felix.c
+	client/lodectl_scopes.c client/lodectl_felix.c client/lodectl_token.c
 lodectl_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
 
 # lodebench: the dispatch table lives in client/lodebench.c (one line per

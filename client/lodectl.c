@@ -89,7 +89,7 @@ static int split_addr(const char *s, char *host, size_t cap, uint16_t *port)
 int lodectl_http(const char *admin, const char *method, const char *path,
                  const char *body, int *status, char *out, size_t cap)
 {
-	char host[256], port[8], req[2048];
+	char host[256], port[8], req[2048 + 8192], auth[8300] = "";
 	uint16_t p;
 	struct addrinfo hints, *res = NULL;
 	int fd = -1, n;
@@ -115,10 +115,17 @@ int lodectl_http(const char *admin, const char *method, const char *path,
 		         admin, strerror(errno));
 		goto err;
 	}
+	/* A Felix token for the admin API's scope changes under JWT auth
+	 * (docs/security.md). */
+	const char *token = getenv("LODESTONE_ADMIN_TOKEN");
+	if (token != NULL && token[0] != '\0' && strlen(token) <= 8192) {
+		snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n",
+		         token);
+	}
 	n = snprintf(req, sizeof req,
-	             "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: "
+	             "%s %s HTTP/1.0\r\nHost: %s\r\n%sContent-Type: "
 	             "application/json\r\nContent-Length: %zu\r\n\r\n",
-	             method, path, host, blen);
+	             method, path, host, auth, blen);
 	if (n < 0 || (size_t)n >= sizeof req ||
 	    write(fd, req, (size_t)n) != n ||
 	    (blen > 0 && write(fd, body, blen) != (ssize_t)blen)) {

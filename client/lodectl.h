@@ -51,10 +51,14 @@ int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);
+/* `lodectl felix keygen|token` (client/lodectl_token.c), offline; argv[0]
+ * is the subcommand, `tenant` the one given before it (or NULL). */
+int lodectl_felix_token_main(int argc, char **argv, const char *tenant);
 
 /* --- Helpers (client/lodectl.c) ------------------------------------------ */
 
-/* A plain HTTP/1.0 request to the admin listener `admin` (HOST:PORT).
+/* A plain HTTP/1.0 request to the admin listener `admin` (HOST:PORT),
+ * with `Authorization: Bearer $LODESTONE_ADMIN_TOKEN` when that is set.
  * Returns 0 with the response status in *status and its body
  * (NUL-terminated, truncated to cap) in `out`, or -1 with a message in
  * `out`. */

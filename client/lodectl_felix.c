@@ -48,6 +48,8 @@ static void usage(FILE *out)
 	        "--sequence N] MESSAGE...\n"
 	        "  watch NS/CACHE (--key K | --prefix P) [--shard N] "
 	        "[--from OFFSET] [--retained] [--count N]\n"
+	        "  keygen, token: signing keys and JWTs (lodectl felix token "
+	        "--help)\n"
 	        "Defaults: --felix 127.0.0.1:5000, --tenant t1, --token "
 	        "$LODESTONE_FELIX_TOKEN or 'dev', --server-name localhost.\n");
 }
@@ -610,6 +612,7 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv)
 	static struct ctx x;
 	char host[256] = "127.0.0.1";
 	int i = 1;
+	bool tenant_given = false;
 	(void)g;
 	felix_client_config_init(&cfg);
 	cfg.server_name = "localhost";
@@ -640,6 +643,7 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv)
 			cfg.port = (uint16_t)atoi(colon + 1);
 		} else if (strcmp(o, "--tenant") == 0) {
 			cfg.tenant = v;
+			tenant_given = true;
 		} else if (strcmp(o, "--token") == 0) {
 			cfg.token = v;
 		} else if (strcmp(o, "--ca") == 0) {
@@ -660,6 +664,10 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv)
 	if (strcmp(argv[i], "help") == 0) {
 		usage(stdout); /* before connecting: no server needed */
 		return 0;
+	}
+	if (strcmp(argv[i], "keygen") == 0 || strcmp(argv[i], "token") == 0) {
+		return lodectl_felix_token_main(
+		    argc - i, argv + i, tenant_given ? cfg.tenant : NULL);
 	}
 	cfg.host = host;
 	char err[512];

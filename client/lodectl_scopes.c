@@ -31,7 +31,10 @@ static void usage(const struct kind *k, FILE *out)
 	        "[--shards K]%s\n"
 	        "       lodectl %s list [--tenant T] [--namespace NS]\n"
 	        "       lodectl %s describe TENANT/NS/NAME\n"
-	        "       lodectl %s delete TENANT/NS/NAME\n",
+	        "       lodectl %s delete TENANT/NS/NAME\n"
+	        "Under Felix JWT auth, create and delete need a token of the "
+	        "tenant granting\nns.manage on NS in $LODESTONE_ADMIN_TOKEN "
+	        "(lodectl felix token --help).\n",
 	        k->word,
 	        k->retention ? " [--retention-bytes B] [--retention-ms T]" : "",
 	        k->word, k->word, k->word);

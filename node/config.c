@@ -90,6 +90,18 @@ static const struct opt opts[] = {
      "FILE",
      "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
      "any token, otherwise none)"},
+    {"felix-jwks-dir", OPT_STRING, OFF(felix_jwks_dir), SZ(felix_jwks_dir), 0,
+     0, "DIR",
+     "Felix JWT auth: DIR/<tenant>.json holds each tenant's Ed25519 keys "
+     "(JWKS), reloaded on SIGHUP; enforced with or without --dev"},
+    {"felix-jwt-skew-s", OPT_UINT, OFF(felix_jwt_skew_s), 4, 0, 3600, "S",
+     "clock skew allowed on a token's exp, nbf and iat (default 60)"},
+    {"felix-jwt-issuer", OPT_STRING, OFF(felix_jwt_issuer),
+     SZ(felix_jwt_issuer), 0, 0, "ISS",
+     "the iss Felix tokens must carry (default felix-auth)"},
+    {"felix-jwt-audience", OPT_STRING, OFF(felix_jwt_audience),
+     SZ(felix_jwt_audience), 0, 0, "AUD",
+     "the aud Felix tokens must carry (default felix-broker)"},
     {"scopes-file", OPT_STRING, OFF(scopes_file), SZ(scopes_file), 0, 0, "FILE",
      "streams and caches to register at start (see docs/felix.md)"},
     {"felix-sub-queue-bytes", OPT_UINT, OFF(felix_sub_queue_bytes), 8, 4096,
@@ -594,6 +606,7 @@ static void set_defaults(struct node_config *c)
 	c->felix_group_max_wait_ms = 30000;
 	c->felix_group_visibility_ms = 30000;
 	c->felix_group_max_attempts = 5;
+	c->felix_jwt_skew_s = 60;
 	c->felix_cache_history = 100000;
 	c->log_level = LOG_INFO;
 	c->log_format = LOG_FORMAT_TEXT;

@@ -102,6 +102,12 @@ struct node_config {
 	 * (node/felix/scopes.c). */
 	char felix_tokens[CONFIG_PATH_MAX]; /* "" = none */
 	char scopes_file[CONFIG_PATH_MAX];  /* "" = none */
+	/* JWT auth (docs/security.md): one JWKS per tenant in the
+	 * directory; "" = off. */
+	char felix_jwks_dir[CONFIG_PATH_MAX];
+	unsigned felix_jwt_skew_s;
+	char felix_jwt_issuer[256];
+	char felix_jwt_audience[256];
 	uint64_t felix_sub_queue_bytes;
 	uint64_t felix_group_max_wait_ms;
 	uint64_t felix_group_visibility_ms;

@@ -241,6 +241,14 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		    .dev = cfg->dev,
 		    .tokens_file =
 		        cfg->felix_tokens[0] ? cfg->felix_tokens : NULL,
+		    .jwks_dir =
+		        cfg->felix_jwks_dir[0] ? cfg->felix_jwks_dir : NULL,
+		    .jwt_issuer =
+		        cfg->felix_jwt_issuer[0] ? cfg->felix_jwt_issuer : NULL,
+		    .jwt_audience = cfg->felix_jwt_audience[0]
+		                        ? cfg->felix_jwt_audience
+		                        : NULL,
+		    .jwt_skew_s = cfg->felix_jwt_skew_s,
 		    .sub_queue_bytes = (size_t)cfg->felix_sub_queue_bytes,
 		    .group_max_wait_ms = cfg->felix_group_max_wait_ms,
 		    .group_visibility_ms = cfg->felix_group_visibility_ms,

@@ -3,6 +3,6 @@
 # wire_libwire_a_SOURCES, UNIT_TESTS and FUZZ_TARGETS.
 noinst_LTLIBRARIES += wire/libwire.la
 NODE_LIBS += wire/libwire.la
-wire_libwire_la_SOURCES =
+wire_libwire_la_SOURCES = wire/base64url.c wire/base64url.h
 include wire/felix.mk
 include wire/fsnp.mk

@@ -78,6 +78,12 @@ const char *admin_request_arg(const struct admin_request *req, const char *key)
 	                                   key);
 }
 
+const char *admin_request_header(const struct admin_request *req,
+                                 const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
 static const struct admin_route *find_route(struct admin_http *a,
                                             const char *method,
                                             const char *path, bool *path_known)

@@ -91,6 +91,9 @@ void admin_http_finish(struct admin_deferred *d, struct admin_reply *reply);
 
 /* Value of query argument `key`, or NULL. */
 const char *admin_request_arg(const struct admin_request *req, const char *key);
+/* Value of request header `name` (case-insensitive), or NULL. */
+const char *admin_request_header(const struct admin_request *req,
+                                 const char *name);
 
 /* Fills `reply` with a copy of `json` and `status`. */
 int admin_reply_json(struct admin_reply *reply, unsigned status,

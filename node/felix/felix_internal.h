@@ -113,6 +113,8 @@ struct fstream {
 	int lookup_failed;
 	struct freq *lookup; /* the lookup in flight, if any */
 	char tenant[256];
+	/* Owned: the session's permissions (JWT mode); NULL allows all. */
+	struct felix_grants *grants;
 	uint16_t send_flags;      /* layouts we may send this client */
 	uint32_t client_features; /* what the client understands */
 	struct wbuf rx;           /* received bytes */

@@ -580,6 +580,9 @@ static bool handle_binary_publish(struct fstream *st,
 		         t);
 		goto refuse;
 	}
+	if (felix_auth_publish(st->grants, ns, name, err, sizeof err) != 0) {
+		goto refuse;
+	}
 	struct scope_info info;
 	int res = fstream_resolve(st, STORE_SCOPE_STREAM, t, ns, name, &info,
 	                          err, sizeof err);
@@ -1230,7 +1233,7 @@ static void handle_auth(struct fstream *st, struct felix_msg *m)
 		                "bytes");
 		return;
 	}
-	if (felix_auth_check(&s->auth, a->tenant_id, a->token, msg,
+	if (felix_auth_check(&s->auth, a->tenant_id, a->token, &st->grants, msg,
 	                     sizeof msg) != 0) {
 		metric_add(s->m.auth_failures, 1);
 		log_info(s->log, "felix", "auth refused for tenant '%.100s'",
@@ -1295,6 +1298,19 @@ static bool handle_json(struct fstream *st, const struct felix_frame *fr)
 		} else {
 			stream_kill(st, "unauthorized: the first frame on a "
 			                "stream must be auth");
+		}
+		felix_msg_free(&m);
+		return true;
+	}
+	/* Every request is checked before it runs. */
+	if (felix_auth_request(st->grants, &m, err, sizeof err) != 0) {
+		struct wbuf w;
+		wbuf_init(&w);
+		felix_auth_refusal(&m, err, &w);
+		if (w.len > 0) {
+			reply_now(st, &w);
+		} else {
+			wbuf_free(&w);
 		}
 		felix_msg_free(&m);
 		return true;
@@ -1576,6 +1592,7 @@ static void stream_free(struct fconn *fc, struct fstream *st)
 		st->next->prev = st->prev;
 	}
 	wbuf_free(&st->rx);
+	felix_grants_free(st->grants);
 	metric_add(fc->srv->m.streams, -1);
 	free(st);
 }
@@ -1786,8 +1803,16 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 	if (s->cfg.group_max_attempts == 0) {
 		s->cfg.group_max_attempts = FELIX_GROUP_MAX_ATTEMPTS_DEFAULT;
 	}
-	if (felix_auth_load(&s->auth, cfg->tokens_file, cfg->dev, err,
-	                    errlen) != 0) {
+	struct felix_auth_config acfg = {
+	    .tokens_file = cfg->tokens_file,
+	    .dev = cfg->dev,
+	    .jwks_dir = cfg->jwks_dir,
+	    .issuer = cfg->jwt_issuer,
+	    .audience = cfg->jwt_audience,
+	    .skew_s = cfg->jwt_skew_s,
+	};
+	s->cfg.jwks_dir = s->cfg.jwt_issuer = s->cfg.jwt_audience = NULL;
+	if (felix_auth_load(&s->auth, &acfg, err, errlen) != 0) {
 		free(s);
 		return -1;
 	}
@@ -1837,11 +1862,16 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 	s->pump.data = s;
 	s->gwake.data = s;
 	s->open_handles = 3;
+	if (felix_auth_watch(&s->auth, loop, log)) {
+		s->auth.sighup.data = s;
+		s->open_handles++;
+	}
 	uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
 
 	struct store_observer obs = {on_store_append, on_store_cache_change, s,
 	                             on_store_imported};
 	store_set_observer(shards_store(shards), &obs);
+	scopes_set_auth(scopes, &s->auth);
 	log_info(log, "felix", "Felix QUIC on %s:%u (auth: %s)", s->host,
 	         (unsigned)quic_server_port(&s->qs),
 	         felix_auth_mode_name(s->auth.mode));
@@ -1903,6 +1933,9 @@ void felix_server_close(struct felix_server *s, felix_server_close_cb cb,
 	uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
 	uv_close((uv_handle_t *)&s->pump, on_handle_closed);
 	uv_close((uv_handle_t *)&s->gwake, on_handle_closed);
+	if (s->auth.watching) {
+		uv_close((uv_handle_t *)&s->auth.sighup, on_handle_closed);
+	}
 	s->qs.data = s;
 	quic_server_close(&s->qs, FELIX_APP_SHUTDOWN, "node draining",
 	                  on_qs_closed);
@@ -1913,6 +1946,7 @@ void felix_server_free(struct felix_server *s)
 	if (s == NULL) {
 		return;
 	}
+	scopes_set_auth(s->scopes, NULL);
 	group_free(s);
 	pubsub_free(s);
 	felix_auth_free(&s->auth);

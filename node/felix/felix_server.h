@@ -76,6 +76,11 @@ struct felix_server_config {
 	uint64_t group_max_wait_ms;
 	uint64_t group_visibility_ms;
 	uint32_t group_max_attempts;
+	/* JWT auth (felix_auth.h), enforced whenever jwks_dir is given. */
+	const char *jwks_dir;     /* NULL: off */
+	const char *jwt_issuer;   /* NULL: felix-auth */
+	const char *jwt_audience; /* NULL: felix-broker */
+	unsigned jwt_skew_s;
 };
 
 typedef void (*felix_server_close_cb)(void *data);

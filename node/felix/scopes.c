@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/felix/felix_auth.h"
 #include "node/felix/hmap.h"
 #include "node/shards.h"
 #include "store/command.h"
@@ -64,6 +65,7 @@ struct declared {
 };
 
 struct scopes {
+	const struct felix_auth *auth; /* NULL: none */
 	uv_loop_t *loop;
 	struct shards *shards;
 	const struct log *log;
@@ -1548,6 +1550,22 @@ static int admin_list(struct scopes *s, uint8_t kind,
 	              "complete", s->listed));
 }
 
+/* 1 when a scope change of tenant t in namespace ns may run; else 0 with
+ * the refusal in `reply`, or -1 when it could not be written. */
+static int admin_allowed(struct scopes *s, const struct admin_request *req,
+                         struct admin_reply *reply, const char *t,
+                         const char *ns)
+{
+	char msg[512];
+	unsigned status = felix_auth_admin(
+	    s->auth, admin_request_header(req, "Authorization"), t, ns, msg,
+	    sizeof msg);
+	if (status == 0) {
+		return 1;
+	}
+	return reply_error(reply, status, msg) == 0 ? 0 : -1;
+}
+
 static int on_admin(void *data, const struct admin_request *req,
                     struct admin_reply *reply)
 {
@@ -1597,6 +1615,10 @@ static int on_admin(void *data, const struct admin_request *req,
 			return reply_error(
 			    reply, 405, "DELETE needs /TENANT/NAMESPACE/NAME");
 		}
+		int ok = admin_allowed(s, req, reply, t, ns);
+		if (ok != 1) {
+			return ok;
+		}
 		return admin_delete(s, kind, t, ns, name, req, reply);
 	}
 	/* POST: the names come from the path or the body. */
@@ -1628,9 +1650,17 @@ static int on_admin(void *data, const struct admin_request *req,
 		strcpy(ns, bn);
 		strcpy(name, bm);
 	}
-	int rv = admin_create(s, kind, t, ns, name, body, req, reply);
+	int rv = admin_allowed(s, req, reply, t, ns);
+	if (rv == 1) {
+		rv = admin_create(s, kind, t, ns, name, body, req, reply);
+	}
 	json_decref(body);
 	return rv;
+}
+
+void scopes_set_auth(struct scopes *s, const struct felix_auth *auth)
+{
+	s->auth = auth;
 }
 
 void scopes_register_admin(struct scopes *s, struct admin_http *a)

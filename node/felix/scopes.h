@@ -91,6 +91,12 @@ int scopes_open(struct scopes **out, uv_loop_t *loop, struct shards *shards,
 /* Adds the /v1/streams and /v1/caches routes. */
 void scopes_register_admin(struct scopes *s, struct admin_http *a);
 
+/* Felix auth for the routes' changes (NULL: none). In JWT mode creating
+ * or deleting a scope needs a bearer token of its tenant granting
+ * ns.manage on its namespace (felix_auth_admin). */
+struct felix_auth;
+void scopes_set_auth(struct scopes *s, const struct felix_auth *auth);
+
 /* Checks names; 0, or -1 with a message naming the bad part. */
 int scopes_check_names(const char *tenant, const char *ns, const char *name,
                        char *err, size_t errlen);

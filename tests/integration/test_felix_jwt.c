@@ -520,7 +520,7 @@ static void test_refused_at_auth(void **state)
 	assert_int_equal(harness_node_signal(&cl, 0, SIGHUP, NULL), 0);
 	int rc = -1;
 	for (int i = 0; i < 50 && rc != 0; i++) {
-		fx_nap(100);
+		harness_nap(100);
 		rc = fx_connect(&f, &loop, &cl, 0, "tc", cases[4].token, 1);
 		fx_close(&f);
 	}

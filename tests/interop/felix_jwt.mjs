@@ -4,42 +4,14 @@
 // connects with its token, works inside its permissions and is refused
 // (FELIX_AUTH, "unauthorized") outside them; forged and other-tenant tokens
 // are refused at connect. The node is killed at the end whatever happens.
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { freePort } from "./lib/ports.mjs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(here, "package.json"));
-const { Client } = require("felix-client-linux-x64-gnu");
+import { Client, assert, run, sleep, withTimeout } from "./lib/felix.mjs";
+import { dir, startNode } from "./lib/node.mjs";
 
-const bin = process.env.LS_LODESTONE;
-if (!bin || !existsSync(bin)) {
-  console.error("felix_jwt.mjs: set LS_LODESTONE to the lodestone binary");
-  process.exit(1);
-}
-const lodectl = process.env.LS_LODECTL || join(dirname(bin), "lodectl");
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function assert(cond, msg) {
-  if (!cond) throw new Error("assertion failed: " + msg);
-}
-
-async function withTimeout(p, ms, what) {
-  let t;
-  const timeout = new Promise((_, rej) => {
-    t = setTimeout(() => rej(new Error(`${what}: no answer in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(t);
-  }
-}
+const lodectl = process.env.LS_LODECTL || join(dirname(process.env.LS_LODESTONE), "lodectl");
 
 async function refused(p, what) {
   let err = null;
@@ -49,7 +21,6 @@ async function refused(p, what) {
   assert(err && /unauthorized/.test(err.message), `${what}: ${err ? err.message : "accepted"}`);
 }
 
-const dir = mkdtempSync(join(tmpdir(), "ls-felix-jwt-"));
 const keys = join(dir, "keys"), jwks = join(dir, "jwks");
 mkdirSync(keys);
 mkdirSync(jwks);
@@ -58,23 +29,12 @@ ctl("keygen", "--kid", "k1", "--out-dir", keys, "--jwks", join(jwks, "t1.json"))
 ctl("keygen", "--kid", "k2", "--out-dir", keys, "--jwks", join(jwks, "t2.json"));
 const signing = join(keys, "k1.pem");
 
-const [felix, admin, internal, fsnp, fsnpTls] = [
-  await freePort(), await freePort(), await freePort(), await freePort(), await freePort(),
-];
-const node = spawn(bin, [
-  "--dev", "--data", join(dir, "data"), "--felix-jwks-dir", jwks,
-  "--felix", `127.0.0.1:${felix}`, "--admin", `127.0.0.1:${admin}`,
-  "--internal", `127.0.0.1:${internal}`, "--fsnp", `127.0.0.1:${fsnp}`,
-  "--fsnp-tls", `127.0.0.1:${fsnpTls}`, "--shards", "4", "--log-level", "warn",
-], { stdio: ["ignore", "ignore", "inherit"] });
-const cleanup = () => {
-  try { node.kill("SIGKILL"); } catch {}
-  try { rmSync(dir, { recursive: true, force: true }); } catch {}
-};
-process.on("exit", cleanup);
+const node = await startNode("n1", ["--felix-jwks-dir", jwks, "--shards", "4", "--log-level", "warn"],
+  { stderr: "inherit" });
+const felix = node.ports.felix;
 
 async function main() {
-  const ca = join(dir, "data", "tls", "dev-cert.pem");
+  const ca = join(node.data, "tls", "dev-cert.pem");
   for (let i = 0; i < 100 && !existsSync(ca); i++) await sleep(100);
   const token = ctl("token", "--signing-key", signing, "--tenant", "t1",
     "--perm", "stream.publish:stream:default/orders-*",
@@ -132,12 +92,4 @@ async function main() {
   await c2.close();
 }
 
-main().then(() => {
-  console.log("felix_jwt.mjs: ok");
-  cleanup();
-  process.exit(0);
-}, (e) => {
-  console.error("felix_jwt.mjs: FAIL:", e);
-  cleanup();
-  process.exit(1);
-});
+run(main);

@@ -20,7 +20,9 @@ if (!binary || !fs.existsSync(binary)) {
 // Every node this process started, in order.
 export const nodes = [];
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ls-${path.basename(test, ".mjs")}-`));
+// The test's temporary directory (nodes' data and logs, and whatever
+// else the test keeps there).
+export const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ls-${path.basename(test, ".mjs")}-`));
 
 function cleanup() {
   for (const n of nodes) if (!n.exited) n.child.kill("SIGKILL");

@@ -869,6 +869,10 @@ static void apply_node_list(struct shards *s, const uint8_t *buf, size_t len)
 		    !store_result_next(&r, &val) || val.tag != STORE_T_BYTES) {
 			return;
 		}
+		if (val.len >= 10 && val.p[0] == STORE_NODE_RECORD_VERSION) {
+			val.p += 10; /* state and slot; the addresses follow */
+			val.len -= 10;
+		}
 		m = member(s, get_be64(k.p));
 		if (m == NULL) {
 			continue; /* not in our static list */

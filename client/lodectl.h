@@ -51,6 +51,7 @@ int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);
+int lodectl_cluster_main(const struct lodectl_global *g, int argc, char **argv);
 
 /* --- Helpers (client/lodectl.c) ------------------------------------------ */
 

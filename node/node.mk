@@ -4,6 +4,7 @@
 # main() so tests link it.
 noinst_LIBRARIES += node/libnode.a
 node_libnode_a_SOURCES = \
+	node/cluster_api.c node/cluster_api.h \
 	node/config.c node/config.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \

@@ -12,6 +12,7 @@ raft_liblsraft_a_SOURCES = \
 	raft/forward.c raft/forward.h \
 	raft/group.c raft/group.h \
 	raft/io.c raft/io.h \
+	raft/join.c raft/join.h \
 	raft/msg_codec.c raft/msg_codec.h \
 	raft/placement.c raft/placement.h \
 	raft/rebalance.c raft/rebalance.h \

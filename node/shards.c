@@ -43,6 +43,7 @@
 #define EMPTY_MS 30000     /* a group started but never configured */
 #define LOST_LEADER_MS 3000
 #define MAX_OPS 32
+#define OP_RETRY_MS 120000 /* an operation's meta group writes retried */
 #define STATE_ALL 0xF
 
 /* What this node knows of a member. */
@@ -93,7 +94,8 @@ struct op {
 	uint64_t with;
 	int state; /* 0 running, 1 done, 2 failed */
 	int step;
-	bool waiting; /* a proposal of this step is in flight */
+	bool waiting;     /* a proposal of this step is in flight */
+	bool drain_first; /* remove: the node was up, drain it first */
 	unsigned total;
 	unsigned done;
 	uint64_t started_ms;
@@ -2075,7 +2077,12 @@ static void on_op_proposed(void *data, int status, const uint8_t *result,
 		return;
 	}
 	if (status != REPLICA_OK) {
-		op_fail(o, replica_strerror(status));
+		/* No answer from the meta group (leadership moved, no leader
+		 * in time): the state changes are idempotent, so the step is
+		 * tried again at the next tick, for a while. */
+		if (now_ms(o->s) - o->started_ms > OP_RETRY_MS) {
+			op_fail(o, replica_strerror(status));
+		}
 		return;
 	}
 	if (store_result_open(result, len, &r) != 0) {
@@ -2173,14 +2180,17 @@ static void op_step(struct shards *s, struct op *o)
 		op_fail(o, "the node is no longer known");
 		return;
 	}
+	/* Steps: drain 0 draining, 1 wait until it holds nothing; remove (of
+	 * a live node) the same, then 5 removed, 6 done; remove of
+	 * a dead node 2 removed, 3 wait until its groups are rebuilt;
+	 * replace 0 removed, 1 the new node takes its slot, 2 wait. A step
+	 * whose write got no answer runs again. */
 	switch (o->kind * 10 + o->step) {
 	case SHARDS_OP_DRAIN * 10 + 0:
 	case SHARDS_OP_REMOVE * 10 + 0:
-		if (o->kind == SHARDS_OP_REMOVE && o->with == 0) {
-			/* A dead node: removed at once, its replicas
-			 * rebuilt elsewhere (step 3). */
-			op_set_state(o, o->node, STORE_NODE_REMOVED, live, 0);
+		if (o->kind == SHARDS_OP_REMOVE && !o->drain_first) {
 			o->step = 2;
+			op_step(s, o);
 			return;
 		}
 		op_set_state(
@@ -2201,9 +2211,20 @@ static void op_step(struct shards *s, struct op *o)
 			o->state = 1;
 			return;
 		}
+		o->step = 5;
+		op_step(s, o);
+		return;
+	case SHARDS_OP_REMOVE * 10 + 5:
 		op_set_state(o, o->node, STORE_NODE_REMOVED,
 		             1u << STORE_NODE_DRAINING, 0);
-		o->step = 3; /* on success: 4, done */
+		return;
+	case SHARDS_OP_REMOVE * 10 + 6:
+		o->state = 1;
+		o->done = o->total;
+		return;
+	case SHARDS_OP_REMOVE * 10 + 2:
+		op_moved(s, o, m, NULL);
+		op_set_state(o, o->node, STORE_NODE_REMOVED, live, 0);
 		return;
 	case SHARDS_OP_REMOVE * 10 + 3:
 	case SHARDS_OP_REPLACE * 10 + 2:
@@ -2211,10 +2232,6 @@ static void op_step(struct shards *s, struct op *o)
 		if (o->done == o->total) {
 			o->state = 1;
 		}
-		return;
-	case SHARDS_OP_REMOVE * 10 + 4:
-		o->state = 1;
-		o->done = o->total;
 		return;
 	case SHARDS_OP_REPLACE * 10 + 0:
 		op_moved(s, o, m, w);
@@ -2372,8 +2389,7 @@ int shards_op_start(struct shards *s, int kind, uint64_t node, uint64_t with,
 		o->old_leader = shards_leader(s, (uint32_t)node, &self);
 		o->total = 1;
 	} else if (kind == SHARDS_OP_REMOVE) {
-		/* Drained first when alive (with = 1 marks it). */
-		o->with = alive(s, node) ? 1 : 0;
+		o->drain_first = alive(s, node);
 	}
 	log_info(s->log, "shards", "operation %" PRIu64 ": %s %" PRIu64, o->id,
 	         op_kind_name(kind), node);

@@ -35,6 +35,10 @@
 	8 /* prepare passes before leaving the rest to the next                \
 	     turn (the idle handle keeps the loop from sleeping) */
 
+/* A non-voter this close to the commit index may be promoted: libraft
+ * catches it up the rest of the way before the change. */
+#define CAUGHT_UP_ENTRIES 256
+
 enum { G_CREATED = 1, G_STARTED, G_STOPPING, G_DEAD };
 
 struct group;
@@ -924,10 +928,12 @@ int group_config(struct group_mgr *m, uint32_t id, struct group_server *out,
 		o->caught_up = false;
 		if (raft_state(r) == RAFT_LEADER &&
 		    r->leader_state.progress != NULL) {
+			raft_index match =
+			    r->leader_state.progress[i].match_index;
 			o->caught_up =
 			    sv->id == r->id ||
-			    r->leader_state.progress[i].match_index >=
-			        r->commit_index;
+			    (match > 0 &&
+			     match + CAUGHT_UP_ENTRIES >= r->commit_index);
 		}
 	}
 	return 0;

@@ -183,7 +183,8 @@ int group_status(struct group_mgr *m, uint32_t id, struct group_status *st);
 struct group_server {
 	uint64_t id;
 	int role;       /* GROUP_SPARE, GROUP_STANDBY or GROUP_VOTER */
-	bool caught_up; /* on the leader: its log reaches the commit index */
+	bool caught_up; /* on the leader: its log is within 256 entries of
+	                   the commit index */
 };
 
 enum { GROUP_SPARE = 0, GROUP_STANDBY, GROUP_VOTER };

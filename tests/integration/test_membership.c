@@ -11,7 +11,9 @@
  *    --with 6` moves exactly node 3's replicas there.
  * Then: every acknowledged write reads back its value; every group has 3
  * voters, all on active nodes, and no other member; every replica of a
- * group hashes the same (/v1/debug/group/G/hash). Every wait is bounded. */
+ * group hashes the same (/v1/debug/group/G/hash); a group's leadership
+ * moves where `lodectl cluster transfer-leader` asks, through a node that
+ * does not lead it. Every wait is bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -440,6 +442,55 @@ static void check_hashes(struct harness_cluster *c, unsigned via)
 	json_decref(v);
 }
 
+/* transfer-leader through a node that does not lead the group: lodectl
+ * follows the answer to the leader; the leadership moves where asked. */
+static void transfer_leader(struct harness_cluster *c)
+{
+	json_t *v = view(c, 1, "/v1/cluster");
+	json_t *g = json_array_get(json_object_get(v, "groups"), 1), *x;
+	uint64_t leader =
+	    (uint64_t)json_integer_value(json_object_get(g, "leader"));
+	uint64_t to = 0, via = 0, end;
+	char arg[16], out[4096];
+	size_t k;
+	int rc;
+
+	json_array_foreach(json_object_get(g, "voters"), k, x)
+	{
+		uint64_t id = (uint64_t)json_integer_value(x);
+		if (id != leader && to == 0) {
+			to = id;
+		}
+	}
+	json_decref(v);
+	assert_true(leader != 0 && to != 0);
+	for (unsigned i = 0; i < c->n; i++) {
+		if (c->nodes[i].pid > 0 && c->nodes[i].id != leader) {
+			via = i;
+		}
+	}
+	snprintf(arg, sizeof arg, "%" PRIu64, to);
+	rc = lodectl(c, (unsigned)via, out, sizeof out, "transfer-leader", "1",
+	             "--to", arg, NULL);
+	if (rc != 0) {
+		fail_msg("lodectl cluster transfer-leader 1 --to %s: %d: %s",
+		         arg, rc, out);
+	}
+	end = mono_ms() + 10000;
+	for (;;) {
+		v = view(c, (unsigned)via, "/v1/cluster");
+		g = json_array_get(json_object_get(v, "groups"), 1);
+		leader =
+		    (uint64_t)json_integer_value(json_object_get(g, "leader"));
+		json_decref(v);
+		if (leader == to) {
+			break;
+		}
+		assert_true(mono_ms() < end);
+		sleep_ms(100);
+	}
+}
+
 static void test_membership(void **state)
 {
 	static struct harness_cluster cl;
@@ -534,6 +585,7 @@ static void test_membership(void **state)
 
 	check_writes(&w, c, 3);
 	check_hashes(c, 1);
+	transfer_leader(c);
 	{
 		/* The status view shows the new membership. */
 		rc = lodectl(c, 1, out, sizeof out, "status", NULL, NULL, NULL,

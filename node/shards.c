@@ -42,6 +42,7 @@
 #define ORPHAN_MS 5000     /* a replica removed this long is deleted */
 #define EMPTY_MS 30000     /* a group started but never configured */
 #define LOST_LEADER_MS 3000
+#define HANDOFF_MS 1000 /* stopping: the longest wait for leaderships to go */
 #define MAX_OPS 32
 #define OP_RETRY_MS 120000 /* an operation's meta group writes retried */
 #define STATE_ALL 0xF
@@ -84,6 +85,7 @@ struct route {
 	bool start_wanted;   /* a leader sent entries: start a replica */
 	bool deleting;       /* stopped; its state goes once it closed */
 	uint64_t orphan_ms;  /* since this replica looks removed (0 = not) */
+	bool handoff;        /* stopping: its leadership is being handed over */
 };
 
 /* A cluster operation started here (shards_op_start). */
@@ -133,7 +135,8 @@ struct shards {
 	bool state_busy; /* our own state change in flight */
 	bool removed;    /* told: this node was removed */
 	uint64_t reconcile_ms;
-	uint64_t save_gen; /* members/groups as saved in DATA/cluster */
+	uint64_t handoff_ms; /* stopping: leaderships handed over since */
+	uint64_t save_gen;   /* members/groups as saved in DATA/cluster */
 	uint64_t saved_gen;
 	struct op ops[MAX_OPS];
 	uint64_t next_op;
@@ -3483,6 +3486,57 @@ static void close_step(struct shards *s)
 	uv_close((uv_handle_t *)&s->tick, handles_closed);
 }
 
+/* A node stopping (SIGTERM) first hands the leaderships it holds to other
+ * voters: their groups then have a leader at once instead of after an
+ * election timeout. Its replicas stay: this is no membership change. */
+static bool handoff_start(struct shards *s)
+{
+	bool any = false;
+
+	if (!s->cluster) {
+		return false;
+	}
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		struct group_status st;
+		if (!r->local || r->deleting ||
+		    group_status(s->groups, g, &st) != REPLICA_OK ||
+		    st.role != GROUP_ROLE_LEADER || st.n_voters < 2) {
+			continue;
+		}
+		if (group_transfer(s->groups, g, 0) == REPLICA_OK) {
+			r->handoff = true;
+			any = true;
+		}
+	}
+	s->handoff_ms = now_ms(s);
+	if (any) {
+		log_info(s->log, "shards",
+		         "handing leaderships over before stopping");
+	}
+	return any;
+}
+
+static void on_handoff(uv_timer_t *h)
+{
+	struct shards *s = h->data;
+	bool leading = false;
+
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct group_status st;
+		if (s->routes[g].handoff &&
+		    group_status(s->groups, g, &st) == REPLICA_OK &&
+		    st.role == GROUP_ROLE_LEADER) {
+			leading = true;
+		}
+	}
+	if (leading && now_ms(s) - s->handoff_ms < HANDOFF_MS) {
+		return;
+	}
+	uv_timer_stop(&s->tick);
+	forward_close(s->f, on_forward_closed, s);
+}
+
 void shards_close(struct shards *s, shards_close_cb cb, void *data)
 {
 	if (s->closing) {
@@ -3496,5 +3550,9 @@ void shards_close(struct shards *s, shards_close_cb cb, void *data)
 	}
 	uv_timer_stop(&s->maint);
 	uv_timer_stop(&s->tick);
+	if (handoff_start(s)) {
+		uv_timer_start(&s->tick, on_handoff, 20, 20);
+		return;
+	}
 	forward_close(s->f, on_forward_closed, s);
 }

@@ -73,7 +73,7 @@ static int start(struct shards *s, struct admin_reply *reply, int kind,
 {
 	char err[512], body[64];
 	uint64_t op = 0;
-	int st = shards_op_start(s, kind, id, with, &op, err, sizeof err);
+	int st = membership_op_start(s, kind, id, with, &op, err, sizeof err);
 
 	if (st != 0) {
 		if (st == 421) {
@@ -111,7 +111,7 @@ static int on_node_post(void *data, const struct admin_request *req,
 
 	id = path_id(req->path, "/v1/cluster/nodes/", "/drain");
 	if (id != UINT64_MAX) {
-		return start(s, reply, SHARDS_OP_DRAIN, id, 0);
+		return start(s, reply, MEMBERSHIP_OP_DRAIN, id, 0);
 	}
 	id = path_id(req->path, "/v1/cluster/nodes/", "/replace");
 	if (id != UINT64_MAX) {
@@ -121,7 +121,7 @@ static int on_node_post(void *data, const struct admin_request *req,
 			    "the body must be {\"with\": NODE_ID} "
 			    "or {}");
 		}
-		return start(s, reply, SHARDS_OP_REPLACE, id, with);
+		return start(s, reply, MEMBERSHIP_OP_REPLACE, id, with);
 	}
 	return reply_error(reply, 404,
 	                   "use /v1/cluster/nodes/ID/drain or "
@@ -136,7 +136,7 @@ static int on_node_delete(void *data, const struct admin_request *req,
 	if (id == UINT64_MAX) {
 		return reply_error(reply, 404, "use /v1/cluster/nodes/ID");
 	}
-	return start(data, reply, SHARDS_OP_REMOVE, id, 0);
+	return start(data, reply, MEMBERSHIP_OP_REMOVE, id, 0);
 }
 
 /* POST /v1/cluster/groups/{id}/transfer */
@@ -153,7 +153,7 @@ static int on_group_post(void *data, const struct admin_request *req,
 		return reply_error(reply, 400,
 		                   "the body must be {\"to\": NODE_ID} or {}");
 	}
-	return start(data, reply, SHARDS_OP_TRANSFER, id, to);
+	return start(data, reply, MEMBERSHIP_OP_TRANSFER, id, to);
 }
 
 /* GET /v1/cluster/ops/{id} */
@@ -164,7 +164,8 @@ static int on_op(void *data, const struct admin_request *req,
 	char *body = NULL;
 	size_t len = 0;
 
-	if (id == UINT64_MAX || shards_op_json(data, id, &body, &len) != 0) {
+	if (id == UINT64_MAX ||
+	    membership_op_json(data, id, &body, &len) != 0) {
 		return reply_error(reply, 404,
 		                   "no such operation on this node");
 	}

@@ -14,6 +14,7 @@
 #define LS_NODE_CLUSTER_API_H
 
 #include "node/admin/admin.h"
+#include "node/membership.h"
 #include "node/shards.h"
 
 /* Registers the routes; `s` must outlive the admin server's requests. */

@@ -199,27 +199,6 @@ uint64_t shards_generation(const struct shards *s);
  * its placement (target replicas); 0 for no such group. */
 uint64_t shards_group_generation(const struct shards *s, uint32_t group);
 
-/* Cluster operations of the control plane (docs/operations.md), run from
- * this node: they change node records in the meta group and follow the
- * replica moves the group leaders make. */
-enum {
-	SHARDS_OP_DRAIN = 1, /* node: draining until it holds no replica */
-	SHARDS_OP_REMOVE,    /* node: drained first when alive, then removed */
-	SHARDS_OP_REPLACE,   /* dead node: removed, its replicas onto `with`
-	                        (0 = the others by rendezvous) */
-	SHARDS_OP_TRANSFER,  /* group leadership to `with` (0 = any voter) */
-};
-
-/* Starts an operation on `node` (a group id for SHARDS_OP_TRANSFER):
- * 0 with its id in *op, or an HTTP status (4xx) with the reason in
- * `err`. */
-int shards_op_start(struct shards *s, int kind, uint64_t node, uint64_t with,
-                    uint64_t *op, char *err, size_t errlen);
-
-/* The operation as JSON {"id", "kind", "node", "state": "running" | "done"
- * | "failed", "done", "total", "error"} (malloc'd); -1 when unknown. */
-int shards_op_json(struct shards *s, uint64_t op, char **out, size_t *len);
-
 /* The leader of `group` known here and its admin address ("" unknown). */
 uint64_t shards_leader_admin(struct shards *s, uint32_t group, char *admin,
                              size_t len);

@@ -19,12 +19,11 @@
 #include "raft/transport.h"
 #include "store/store.h"
 
-#define JOIN_RETRY_MS 2000 /* between join requests until admitted */
-#define ORPHAN_MS 5000     /* a replica removed this long is deleted */
-#define EMPTY_MS 30000     /* a group started but never configured */
-#define LOST_LEADER_MS 3000
-#define OP_RETRY_MS 120000 /* an operation's meta group writes retried */
-#define STATE_ALL 0xF
+#define JOIN_RETRY_MS 2000  /* between join requests until admitted */
+#define ORPHAN_MS 5000      /* a replica removed this long is deleted */
+#define EMPTY_MS 30000      /* a group started but never configured */
+#define LOST_LEADER_MS 3000 /* no leader heard this long: cut off */
+#define OP_RETRY_MS 120000  /* an operation's meta group writes retried */
 
 /* ---- node records in the meta group ---- */
 

@@ -994,6 +994,15 @@ int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
 		break;
 	}
 	if (rv != 0) {
+		/* libraft 0.15's raft_assign records the request as the
+		 * pending change before appending the new configuration, and
+		 * leaves it there when the append fails: it would call back a
+		 * freed request when leadership is lost, and refuse every
+		 * later change. The request was never taken: undo that. */
+		if (raft_state(&g->raft) == RAFT_LEADER &&
+		    g->raft.leader_state.change == &c->req) {
+			g->raft.leader_state.change = NULL;
+		}
 		free(c);
 		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
 		               raft_errmsg(&g->raft));

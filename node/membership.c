@@ -729,6 +729,19 @@ int membership_on_join(void *data, uint64_t id, const char *record, size_t len,
 		return MSG_HS_STRANGER;
 	}
 	record_field(record, len, "internal", internal, sizeof internal);
+	{
+		char host[256];
+		uint16_t port;
+		if (len >= RECORD_MAX ||
+		    membership_split_hostport(internal, host, sizeof host,
+		                              &port) != 0) {
+			snprintf(reply, cap,
+			         "the record needs internal=HOST:PORT and at "
+			         "most %d bytes",
+			         RECORD_MAX - 1);
+			return MSG_HS_STRANGER;
+		}
+	}
 	if (m != NULL && m->has_record && strcmp(m->internal, internal) != 0) {
 		snprintf(reply, cap, "node id %" PRIu64 " is taken by %s", id,
 		         m->internal);
@@ -747,13 +760,7 @@ int membership_on_join(void *data, uint64_t id, const char *record, size_t len,
 			snprintf(reply, cap, "the meta group is unavailable");
 			return MSG_HS_STRANGER;
 		}
-		if (m == NULL) {
-			m = member_add(s, id, internal);
-			if (m == NULL) {
-				snprintf(reply, cap,
-				         "bad internal address '%s'", internal);
-				return MSG_HS_STRANGER;
-			}
+		if (m == NULL && (m = member_add(s, id, internal)) != NULL) {
 			m->state = STORE_NODE_JOINING;
 		}
 		log_info(s->log, "shards", "node %" PRIu64 " (%s) joins", id,

@@ -108,7 +108,18 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 		}
 	}
 
-	/* 3. A new replica on its way: spare -> standby -> voter. */
+	/* 3. A leader outside the target (a draining node, say) hands its
+	 * leadership to a voter of the target first, when one is up: the
+	 * moves then run on a node that stays. */
+	if (!in_target(g, g->leader)) {
+		uint64_t to = transfer_target(g);
+		if (to != 0) {
+			set(out, REBALANCE_TRANSFER, to);
+			return;
+		}
+	}
+
+	/* 4. A new replica on its way: spare -> standby -> voter. */
 	for (i = 0; i < g->n_target; i++) {
 		s = server(g, g->target[i]);
 		if (s == NULL || s->role == REBALANCE_VOTER) {
@@ -130,10 +141,10 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 		return;
 	}
 
-	/* 4. A voter outside the target goes once the target's voters are
-	 * all in (or there are more voters than the target has): leadership
-	 * first, when it is the leader (to a voter of the target; with none
-	 * yet, the target's nodes come in first). */
+	/* 5. A voter outside the target goes once the target's voters are
+	 * all in (or there are more voters than the target has); never the
+	 * leader itself, which had no voter of the target to hand over to
+	 * in step 3. */
 	if (in_t == g->n_target || nv > g->n_target) {
 		for (i = 0; i < g->n_servers; i++) {
 			s = &g->servers[i];
@@ -141,11 +152,6 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 				continue;
 			}
 			if (s->id == g->leader) {
-				uint64_t to = transfer_target(g);
-				if (to != 0) {
-					set(out, REBALANCE_TRANSFER, to);
-					return;
-				}
 				continue;
 			}
 			if (safe(g, nv, live, nv - 1, live - alive(g, s->id))) {
@@ -155,7 +161,7 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 		}
 	}
 
-	/* 5. A target node missing from the configuration: add the first
+	/* 6. A target node missing from the configuration: add the first
 	 * one alive (one new replica at a time). */
 	for (i = 0; i < g->n_target; i++) {
 		if (server(g, g->target[i]) == NULL) {
@@ -167,16 +173,6 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 	}
 	if (in_t < g->n_target || nv > in_t) {
 		set(out, REBALANCE_WAIT, 0);
-		return;
-	}
-
-	/* 6. Leadership off a node outside the target (none is left here,
-	 * unless the leader is the only voter). */
-	if (!in_target(g, g->leader)) {
-		uint64_t to = transfer_target(g);
-		if (to != 0) {
-			set(out, REBALANCE_TRANSFER, to);
-		}
 	}
 }
 

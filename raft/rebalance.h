@@ -8,7 +8,8 @@
  * A replica moves in four steps: the new node is added as a spare, made a
  * standby (it receives the log, or a snapshot and the state transfer),
  * promoted to voter once it has caught up, and only then is the old voter
- * removed. Leadership leaves a voter that is not in the target first.
+ * removed. A leader outside the target hands its leadership to a voter
+ * of the target before anything else moves.
  * A dead voter that is not in the target is removed before a new one is
  * promoted when the group keeps a live majority without it (a dead voter
  * only raises the quorum).

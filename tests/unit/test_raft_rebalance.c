@@ -241,8 +241,12 @@ static void test_next_move_sequences(void **state)
 	}
 	s.role[1] = s.role[2] = s.role[3] = REBALANCE_VOTER;
 	s.leader = 3;
-	/* 3 leaves for 4: add, standby, (catch up), promote, hand over
-	 * leadership, remove. */
+	/* 3 leaves for 4: leadership off 3 first, then add, standby, (catch
+	 * up), promote, remove. */
+	next(&s, t, 3, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_TRANSFER);
+	assert_int_equal(m.node, 1);
+	s.leader = 1;
 	next(&s, t, 3, alive, &m);
 	assert_int_equal(m.kind, REBALANCE_ADD);
 	assert_int_equal(m.node, 4);
@@ -256,10 +260,6 @@ static void test_next_move_sequences(void **state)
 	next(&s, t, 3, alive, &m);
 	assert_int_equal(m.kind, REBALANCE_PROMOTE);
 	s.role[4] = REBALANCE_VOTER;
-	next(&s, t, 3, alive, &m);
-	assert_int_equal(m.kind, REBALANCE_TRANSFER);
-	assert_int_equal(m.node, 1);
-	s.leader = 1;
 	next(&s, t, 3, alive, &m);
 	assert_int_equal(m.kind, REBALANCE_REMOVE);
 	assert_int_equal(m.node, 3);

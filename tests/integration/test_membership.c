@@ -4,7 +4,8 @@
  * replicas catch up through snapshots and state transfer). While a writer
  * thread SETs keys through the live nodes:
  *  - nodes 4 and 5 join with --join (one each through a different member)
- *    and become active; every group reaches its target;
+ *    and become active; every group reaches its target; a node a group
+ *    moved off holds nothing of it any more (its key range deleted);
  *  - node 1 is removed with `lodectl cluster remove 1` (drained first): it
  *    logs that it was removed and exits 0;
  *  - node 3 is killed (SIGKILL), node 6 joins, `lodectl cluster replace 3
@@ -443,6 +444,66 @@ static void check_hashes(struct harness_cluster *c, unsigned via)
 	json_decref(v);
 }
 
+/* Every running node outside a group's target holds nothing of it: no
+ * replica, and its key range is empty (deleted when it was removed). */
+static void check_deleted(struct harness_cluster *c, unsigned via)
+{
+	uint64_t end = mono_ms() + CONVERGE_MS;
+
+	for (;;) {
+		json_t *v = view(c, via, "/v1/cluster"), *g;
+		size_t k;
+		bool clean = v != NULL;
+		char why[128] = "no view";
+
+		json_array_foreach(json_object_get(v, "groups"), k, g)
+		{
+			uint64_t gid = (uint64_t)json_integer_value(
+			    json_object_get(g, "id"));
+			for (unsigned i = 0; i < c->n && clean; i++) {
+				char path[64];
+				json_t *h, *w, *wg;
+				if (c->nodes[i].pid <= 0 ||
+				    set_has(json_object_get(g, "voters"),
+				            c->nodes[i].id)) {
+					continue;
+				}
+				snprintf(path, sizeof path,
+				         "/v1/debug/group/%" PRIu64 "/hash",
+				         gid);
+				h = view(c, i, path);
+				w = view(c, i, "/v1/cluster");
+				wg =
+				    w != NULL
+				        ? json_array_get(
+				              json_object_get(w, "groups"), gid)
+				        : NULL;
+				if (h == NULL || wg == NULL ||
+				    json_integer_value(
+				        json_object_get(h, "keys")) != 0 ||
+				    json_is_true(
+				        json_object_get(wg, "replica"))) {
+					snprintf(why, sizeof why,
+					         "node %u still holds group "
+					         "%" PRIu64,
+					         c->nodes[i].id, gid);
+					clean = false;
+				}
+				json_decref(h);
+				json_decref(w);
+			}
+		}
+		json_decref(v);
+		if (clean) {
+			return;
+		}
+		if (mono_ms() > end) {
+			fail_msg("%s", why);
+		}
+		sleep_ms(500);
+	}
+}
+
 /* transfer-leader through a node that does not lead the group: lodectl
  * follows the answer to the leader; the leadership moves where asked. */
 static void transfer_leader(struct harness_cluster *c)
@@ -533,6 +594,7 @@ static void test_membership(void **state)
 		wait_converged(c, 0, a, 5);
 	}
 	atomic_store(&w.through, 0x1Fu);
+	check_deleted(c, 0);
 	print_message("grown to 5 nodes; %u writes acknowledged\n",
 	              atomic_load(&w.acked_n));
 

@@ -6,3 +6,6 @@ client_liblodestone_la_SOURCES += client/fsnp_client.c client/fsnp_client.h
 
 lodectl_SOURCES += client/lodectl_kv.c
 lodebench_SOURCES += client/lodebench_kv.c
+
+# `lodectl cluster` (membership through the admin API, docs/operations.md).
+lodectl_SOURCES += client/lodectl_cluster.c

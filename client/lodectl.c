@@ -27,6 +27,8 @@ static const struct lodectl_family families[] = {
      "register, list, describe and delete Felix streams"},
     {"cache", lodectl_cache_main,
      "register, list, describe and delete Felix caches"},
+    {"cluster", lodectl_cluster_main,
+     "membership: status, drain, remove, replace, transfer-leader"},
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

@@ -51,6 +51,7 @@ int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);
+int lodectl_cluster_main(const struct lodectl_global *g, int argc, char **argv);
 /* `lodectl felix keygen|token` (client/lodectl_token.c), offline; argv[0]
  * is the subcommand, `tenant` the one given before it (or NULL). */
 int lodectl_felix_token_main(int argc, char **argv, const char *tenant);

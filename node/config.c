@@ -59,8 +59,14 @@ static const struct opt opts[] = {
      "internal addresses of the cluster's nodes"},
     {"shards", OPT_UINT, OFF(shards), 4, 1, 4096, "S",
      "data shards (Raft groups) in the cluster (default 8)"},
+    {"join", OPT_ADDR, OFF(join), 0, 0, 0, "HOST:PORT",
+     "join the cluster of the member at this internal address (needs "
+     "--node-id and an empty data directory)"},
     {"replicas", OPT_UINT, OFF(replicas), 4, 1, 7, "R",
-     "replicas per shard (default min(3, nodes))"},
+     "replicas per shard, recorded when the cluster is bootstrapped and "
+     "reached as nodes join (default 3)"},
+    {"rebalance-concurrency", OPT_UINT, OFF(rebalance_concurrency), 4, 1, 64,
+     "N", "replica moves a node leads at once (default 2)"},
     {"election-timeout-ms", OPT_UINT, OFF(election_timeout_ms), 4, 50, 600000,
      "MS", "Raft election timeout, randomized up to 2x (default 1000)"},
     {"heartbeat-ms", OPT_UINT, OFF(heartbeat_ms), 4, 10, 60000, "MS",
@@ -752,15 +758,26 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	unsigned nodes = config_node_count(c);
 	if (!is_set(c, "replicas")) {
-		c->replicas = nodes < 3 ? nodes : 3;
-	} else if (c->replicas > nodes) {
+		c->replicas = 3;
+	}
+	if (!is_set(c, "rebalance-concurrency")) {
+		c->rebalance_concurrency = 2;
+	}
+	if (is_set(c, "join") && !is_set(c, "node-id")) {
 		snprintf(err, errlen,
-		         "invalid value for 'replicas': %u exceeds the %u "
-		         "node(s) in the cluster",
-		         c->replicas, nodes);
+		         "invalid value for 'join': a joining node needs its "
+		         "own --node-id");
 		return -1;
+	}
+	if (is_set(c, "join") && c->n_peers > 0) {
+		snprintf(err, errlen,
+		         "invalid value for 'join': --peers bootstraps a new "
+		         "cluster, --join enters an existing one; give one");
+		return -1;
+	}
+	if (!is_set(c, "join")) {
+		c->join.port = 0;
 	}
 	if ((c->tls_cert[0] == '\0') != (c->tls_key[0] == '\0')) {
 		snprintf(err, errlen,

@@ -84,8 +84,11 @@ struct node_config {
 	char advertise_host[CONFIG_HOST_MAX];
 	struct config_peer peers[CONFIG_PEERS_MAX];
 	unsigned n_peers;
+	struct config_addr join; /* a member's internal address (port 0:
+	                            not joining) */
 	unsigned shards;
-	unsigned replicas;
+	unsigned replicas;              /* R stored at bootstrap */
+	unsigned rebalance_concurrency; /* replica moves at once per node */
 	/* Raft and forwarding (0 = the built-in default); docs/cluster.md */
 	unsigned election_timeout_ms;
 	unsigned heartbeat_ms;

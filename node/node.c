@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "node/cluster_api.h"
 #include "node/devcert.h"
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
@@ -112,6 +113,17 @@ static void on_signal(uv_signal_t *s, int signum)
 	node_stop(n);
 }
 
+/* The meta group says this node was removed: stop, and exit 0. */
+static void on_removed(void *data)
+{
+	struct node *n = data;
+	log_info(&n->log, "node",
+	         "node %" PRIu64 " was removed from the cluster: stopping",
+	         n->cfg.node_id);
+	n->exit_code = 0;
+	node_stop(n);
+}
+
 static int prepare_tls(struct node *n, char *err, size_t errlen)
 {
 	const struct node_config *c = &n->cfg;
@@ -176,6 +188,13 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	         cfg->internal.port);
 	/* cluster: the static members and the Raft/forwarding tuning */
 	struct shards_peer peers[CONFIG_PEERS_MAX];
+	char join_addr[300] = "";
+	if (cfg->join.port != 0) {
+		snprintf(join_addr, sizeof join_addr,
+		         strchr(cfg->join.host, ':') != NULL ? "[%s]:%u"
+		                                             : "%s:%u",
+		         cfg->join.host, (unsigned)cfg->join.port);
+	}
 	for (unsigned i = 0; i < cfg->n_peers; i++) {
 		peers[i].id = cfg->peers[i].id;
 		peers[i].host = cfg->peers[i].addr.host;
@@ -198,7 +217,9 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	    .snapshot_trailing = cfg->snapshot_trailing,
 	    .peers = peers,
 	    .n_peers = cfg->n_peers,
+	    .join = join_addr[0] != '\0' ? join_addr : NULL,
 	    .replicas = cfg->replicas,
+	    .rebalance_concurrency = cfg->rebalance_concurrency,
 	    .cluster_id = cfg->cluster_id,
 	    .listen_host = cfg->internal.host,
 	    .listen_port = cfg->internal.port,
@@ -209,7 +230,10 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	    .advertise_host = cfg->advertise_host,
 	    .felix_port = cfg->felix.port,
 	    .fsnp_port = cfg->fsnp.port,
+	    .fsnp_tls_port = cfg->native.tls_enabled ? cfg->fsnp_tls.port : 0,
 	    .admin_port = cfg->admin.port,
+	    .on_removed = on_removed,
+	    .on_removed_data = n,
 	};
 	/* cluster: end */
 	if (shards_open(&n->shards, &n->loop, &n->db, &sc, &n->log, err,
@@ -290,6 +314,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	admin_http_route(&n->admin, "GET", "/v1/cluster", false, on_cluster, n);
 	admin_http_route(&n->admin, "GET", "/v1/debug/group/", true,
 	                 on_group_hash, n); /* cluster */
+	cluster_api_register(&n->admin, n->shards);
 
 	uv_signal_init(&n->loop, &n->sigint);
 	uv_signal_init(&n->loop, &n->sigterm);
@@ -372,8 +397,9 @@ void node_print_endpoints(const struct node *n, int fd)
 	                                 : "KV over TLS")
 	        : "not served: give --fsnp-tls and a certificate",
 	    c->internal.host, c->internal.port,
-	    config_node_count(c) > 1 ? "node transport: Raft, forwarding"
-	                             : "not used: a single node",
+	    c->n_peers > 0 || c->join.port != 0
+	        ? "node transport: Raft, forwarding"
+	        : "not used: a single node",
 	    c->data_dir);
 	if (n->cert_path[0] != '\0' && len > 0 && (size_t)len < sizeof buf) {
 		len += snprintf(buf + len, sizeof buf - (size_t)len,

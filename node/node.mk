@@ -4,12 +4,14 @@
 # main() so tests link it.
 noinst_LIBRARIES += node/libnode.a
 node_libnode_a_SOURCES = \
+	node/cluster_api.c node/cluster_api.h \
 	node/config.c node/config.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \
+	node/membership.c node/membership.h \
 	node/node.c node/node.h \
-	node/shards.c node/shards.h
+	node/shards.c node/shards.h node/shards_internal.h
 
 bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c

@@ -1,7 +1,6 @@
 /* The node's replicated core; see shards.h and docs/cluster.md. */
 #include "node/shards.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -9,11 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "node/membership.h"
+#include "node/shards_internal.h"
 #include "raft/forward.h"
 #include "raft/group.h"
 #include "raft/io.h"
-#include "raft/msg_codec.h"
-#include "raft/placement.h"
+#include "raft/join.h"
 #include "raft/transport.h"
 #include "raft/xfer.h"
 #include "store/dwrite.h"
@@ -22,96 +22,14 @@
 #include "wire/fsnp_slot.h"
 
 #define EXPIRE_BATCH 1000
-#define MAX_NODES 64
-#define MAX_REPLICAS 8
 #define TICK_MS 100
 #define ANNOUNCE_MS 500
-#define ANNOUNCE_TTL_MS 3000
 #define META_MS 1000
 #define BALANCE_STABLE_MS 2000  /* lead this long before handing over */
 #define BALANCE_RETRY_MS 10000  /* between hand-over attempts per group */
 #define BALANCE_PEER_UP_MS 3000 /* a peer this long up has caught up */
-#define RECORD_MAX 1024
-
-/* What this node knows of a member. */
-struct member {
-	uint64_t id;
-	char host[256];
-	uint16_t port;
-	char internal[SHARDS_ADDR_MAX];
-	char felix[SHARDS_ADDR_MAX];
-	char fsnp[SHARDS_ADDR_MAX];
-	char admin[SHARDS_ADDR_MAX];
-	bool has_record;
-	uint64_t up_ms; /* connected since (0 = not connected) */
-};
-
-/* The routing snapshot's entry of one group. */
-struct route {
-	bool local; /* this node replicates the group */
-	uint64_t leader;
-	uint64_t term;
-	int role;            /* GROUP_ROLE_*, local groups */
-	bool ready;          /* local leader whose first barrier applied */
-	uint64_t ann_leader; /* announced by a peer */
-	uint64_t ann_term;
-	uint64_t ann_ms;
-	uint64_t ann_stamp;
-	unsigned n_replicas;
-	uint64_t replicas[MAX_REPLICAS]; /* preference order */
-	uint64_t leader_since_ms;
-	uint64_t transfer_ms;
-	/* Ownership generation: the newest term this node saw a leader in,
-	 * plus placement changes (shards_bump_generation). */
-	uint64_t gen_term;
-	uint64_t placement_epoch;
-};
-
-struct shards {
-	uv_loop_t *loop;
-	const struct log *log;
-	struct db *db;
-	struct shards_config cfg;
-	char address[256];
-	char cluster_id[MSG_CLUSTER_MAX + 1];
-	char data_dir[1024];
-	char advertise[256];
-	struct rio_store *rio;
-	struct group_mgr *groups;
-	struct store *store;
-	struct fsm fsm;   /* one fsm serves every group: entries name theirs */
-	uv_timer_t maint; /* maint.data = this */
-	uv_timer_t tick;  /* tick.data = this */
-
-	bool cluster;
-	struct transport *t;
-	struct forward *f;
-	struct xfer *x;
-	struct member members[MAX_NODES]; /* ascending ids */
-	uint64_t ids[MAX_NODES];
-	size_t n_members;
-	struct route *routes; /* 0..S */
-	uint64_t generation;
-	uint64_t announce_ms;
-	bool announce_now;
-	uint64_t ann_stamp;
-
-	char record[RECORD_MAX]; /* ours, as published */
-	bool published;
-	bool publishing;
-	bool listing;
-	uint64_t meta_ms;
-
-	bool closing;
-	unsigned handles_open;
-	shards_close_cb close_cb;
-	void *close_data;
-	struct pending *spare; /* done calls kept for reuse */
-	size_t n_spare;
-	uint64_t direct;  /* commands encoded straight into a local entry */
-	uint64_t wall;    /* shards_now_ms: the wall clock read ... */
-	uint64_t wall_at; /* ... at this loop time */
-};
+#define RECONCILE_MS 500        /* membership moves and replica clean-up */
+#define HANDOFF_MS 1000 /* stopping: the longest wait for leaderships to go */
 
 /* One pending call of a protocol server; kept for reuse (or freed) after
  * its callback. */
@@ -223,11 +141,6 @@ uint64_t shards_now_ms(struct shards *s)
 	return s->wall;
 }
 
-static uint64_t now_ms(const struct shards *s)
-{
-	return uv_now(s->loop);
-}
-
 static void on_group_failed(void *data, uint32_t group, const char *msg)
 {
 	struct shards *s = data;
@@ -235,22 +148,7 @@ static void on_group_failed(void *data, uint32_t group, const char *msg)
 	          msg);
 }
 
-static struct member *member(struct shards *s, uint64_t id)
-{
-	for (size_t i = 0; i < s->n_members; i++) {
-		if (s->members[i].id == id) {
-			return &s->members[i];
-		}
-	}
-	return NULL;
-}
-
 /* ---- the protocol servers' calls ---- */
-
-static bool valid_group(const struct shards *s, uint32_t group)
-{
-	return group <= s->cfg.data_groups;
-}
 
 static void on_forwarded(void *data, int status, const uint8_t *result,
                          size_t len)
@@ -449,9 +347,6 @@ uint32_t shards_group_of_scope(const struct shards *s, const char *scope,
 
 /* ---- routing snapshot ---- */
 
-static void record_field(const char *rec, size_t len, const char *key,
-                         char *out, size_t cap);
-
 static uint64_t effective_leader(const struct shards *s, const struct route *r)
 {
 	if (r->local && r->leader != 0) {
@@ -578,8 +473,8 @@ size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max)
 		if (o->self) {
 			/* Ours as we publish it, before the meta group has
 			 * it. */
-			record_field(s->record, strlen(s->record), "felix",
-			             o->felix, sizeof o->felix);
+			shards_record_field(s->record, strlen(s->record),
+			                    "felix", o->felix, sizeof o->felix);
 		} else if (m->has_record) {
 			snprintf(o->felix, sizeof o->felix, "%s", m->felix);
 		}
@@ -761,7 +656,9 @@ static void on_routes(struct shards *s, uint64_t peer, const uint8_t *p,
 		if (r->ann_leader == peer && r->ann_stamp != stamp) {
 			uint64_t before = effective_leader(s, r);
 			r->ann_leader = 0;
-			changed |= effective_leader(s, r) != before;
+			if (effective_leader(s, r) != before) {
+				changed = true;
+			}
 		}
 	}
 	if (changed) {
@@ -799,7 +696,9 @@ static void forget_peer(struct shards *s, uint64_t peer)
 		if (r->ann_leader == peer) {
 			uint64_t before = effective_leader(s, r);
 			r->ann_leader = 0;
-			changed |= effective_leader(s, r) != before;
+			if (effective_leader(s, r) != before) {
+				changed = true;
+			}
 		}
 	}
 	if (changed) {
@@ -814,6 +713,7 @@ static void balance(struct shards *s)
 
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
 		struct route *r = &s->routes[g];
+		struct group_status st;
 		uint64_t want = 0;
 		unsigned i;
 
@@ -823,12 +723,19 @@ static void balance(struct shards *s)
 		     now - r->transfer_ms < BALANCE_RETRY_MS)) {
 			continue;
 		}
+		if (group_status(s->groups, g, &st) != REPLICA_OK) {
+			continue;
+		}
 		for (i = 0; i < r->n_replicas; i++) {
 			uint64_t id = r->replicas[i];
 			struct member *m = member(s, id);
-			if (id == s->cfg.node_id ||
-			    (m != NULL && m->up_ms != 0 &&
-			     now - m->up_ms >= BALANCE_PEER_UP_MS)) {
+			bool voter = false;
+			for (unsigned v = 0; v < st.n_voters; v++) {
+				voter = voter || st.voters[v] == id;
+			}
+			if (voter && (id == s->cfg.node_id ||
+			              (m != NULL && m->up_ms != 0 &&
+			               now - m->up_ms >= BALANCE_PEER_UP_MS))) {
 				want = id;
 				break;
 			}
@@ -847,203 +754,14 @@ static void balance(struct shards *s)
 	}
 }
 
-/* ---- node records in the meta group ---- */
-
-static void put_be64(uint8_t *p, uint64_t v)
+uint64_t shards_leader_admin(struct shards *s, uint32_t group, char *admin,
+                             size_t len)
 {
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-	}
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
-/* "internal=H:P felix=H:P fsnp=H:P admin=H:P" (absent: not served). */
-static void make_record(struct shards *s)
-{
-	const char *h = s->advertise;
-	bool v6 = strchr(h, ':') != NULL;
-	size_t n = 0;
-
-	n += (size_t)snprintf(s->record + n, sizeof s->record - n,
-	                      "internal=%s", s->address);
-	if (s->cfg.felix_port != 0) {
-		n += (size_t)snprintf(s->record + n, sizeof s->record - n,
-		                      v6 ? " felix=[%s]:%u" : " felix=%s:%u", h,
-		                      (unsigned)s->cfg.felix_port);
-	}
-	if (s->cfg.fsnp_port != 0 && n < sizeof s->record) {
-		n += (size_t)snprintf(s->record + n, sizeof s->record - n,
-		                      v6 ? " fsnp=[%s]:%u" : " fsnp=%s:%u", h,
-		                      (unsigned)s->cfg.fsnp_port);
-	}
-	if (s->cfg.admin_port != 0 && n < sizeof s->record) {
-		snprintf(s->record + n, sizeof s->record - n,
-		         v6 ? " admin=[%s]:%u" : " admin=%s:%u", h,
-		         (unsigned)s->cfg.admin_port);
-	}
-}
-
-static void record_field(const char *rec, size_t len, const char *key,
-                         char *out, size_t cap)
-{
-	size_t kl = strlen(key), i = 0;
-	out[0] = '\0';
-	while (i < len) {
-		size_t j = i;
-		while (j < len && rec[j] != ' ') {
-			j++;
-		}
-		if (j - i > kl && memcmp(rec + i, key, kl) == 0 &&
-		    rec[i + kl] == '=') {
-			size_t vl = j - i - kl - 1;
-			if (vl >= cap) {
-				vl = cap - 1;
-			}
-			memcpy(out, rec + i + kl + 1, vl);
-			out[vl] = '\0';
-			return;
-		}
-		i = j + 1;
-	}
-}
-
-static void apply_node_list(struct shards *s, const uint8_t *buf, size_t len)
-{
-	struct store_result r;
-	struct store_value v;
-	bool changed = false, mine = false;
-	uint32_t n;
-
-	if (store_result_open(buf, len, &r) != 0 || r.status != STORE_OK ||
-	    !store_result_next(&r, &v) || v.tag != STORE_T_ARRAY) {
-		return;
-	}
-	n = v.n;
-	for (uint32_t i = 0; i < n; i++) {
-		struct store_value k, val, arr;
-		struct member *m;
-		char felix[SHARDS_ADDR_MAX], fsnp[SHARDS_ADDR_MAX],
-		    admin[SHARDS_ADDR_MAX];
-		if (!store_result_next(&r, &arr) || arr.tag != STORE_T_ARRAY ||
-		    arr.n != 2 || !store_result_next(&r, &k) ||
-		    k.tag != STORE_T_BYTES || k.len != 8 ||
-		    !store_result_next(&r, &val) || val.tag != STORE_T_BYTES) {
-			return;
-		}
-		m = member(s, get_be64(k.p));
-		if (m == NULL) {
-			continue; /* not in our static list */
-		}
-		if (m->id == s->cfg.node_id) {
-			mine = val.len == strlen(s->record) &&
-			       memcmp(val.p, s->record, val.len) == 0;
-		}
-		record_field((const char *)val.p, val.len, "felix", felix,
-		             sizeof felix);
-		record_field((const char *)val.p, val.len, "fsnp", fsnp,
-		             sizeof fsnp);
-		record_field((const char *)val.p, val.len, "admin", admin,
-		             sizeof admin);
-		if (!m->has_record || strcmp(felix, m->felix) != 0 ||
-		    strcmp(fsnp, m->fsnp) != 0 ||
-		    strcmp(admin, m->admin) != 0) {
-			memcpy(m->felix, felix, sizeof felix);
-			memcpy(m->fsnp, fsnp, sizeof fsnp);
-			memcpy(m->admin, admin, sizeof admin);
-			m->has_record = true;
-			changed = true;
-		}
-	}
-	if (!mine) {
-		s->published = false; /* lost or stale: publish again */
-	}
-	if (changed) {
-		s->generation++;
-	}
-}
-
-static void on_published(void *data, int status, const uint8_t *result,
-                         size_t len)
-{
-	struct shards *s = data;
-	struct store_result r;
-
-	s->publishing = false;
-	if (s->closing) {
-		return;
-	}
-	if (status == REPLICA_OK && store_result_open(result, len, &r) == 0 &&
-	    r.status == STORE_OK) {
-		s->published = true;
-		s->meta_ms = 0; /* list again at once */
-		log_debug(s->log, "shards", "node record published: %s",
-		          s->record);
-	}
-}
-
-static void on_listed(void *data, int status, const uint8_t *result, size_t len)
-{
-	struct shards *s = data;
-	s->listing = false;
-	if (!s->closing && status == REPLICA_OK) {
-		apply_node_list(s, result, len);
-	}
-}
-
-static void meta_refresh(struct shards *s)
-{
-	struct store_cmd c;
-	uint8_t *cmd = NULL;
-	size_t len = 0;
-	const char *err;
-	uint8_t key[8];
-
-	if (!s->published && !s->publishing) {
-		memset(&c, 0, sizeof c);
-		c.op = STORE_OP_NODE_SET;
-		put_be64(key, s->cfg.node_id);
-		c.key.p = key;
-		c.key.len = 8;
-		c.value.p = (const uint8_t *)s->record;
-		c.value.len = strlen(s->record);
-		if (store_cmd_encode(&c, &cmd, &len, &err) == 0 &&
-		    forward_submit(s->f, 0, FORWARD_PROPOSE, cmd, len, 0,
-		                   on_published, s) == REPLICA_OK) {
-			s->publishing = true;
-		}
-		free(cmd);
-		cmd = NULL;
-	}
-	if (s->listing) {
-		return;
-	}
-	memset(&c, 0, sizeof c);
-	c.op = STORE_OP_NODE_LIST;
-	if (store_cmd_encode(&c, &cmd, &len, &err) != 0) {
-		return;
-	}
-	if (s->routes[0].local) {
-		/* Our replica of the meta group: possibly a little stale,
-		 * which routing tolerates. */
-		struct fsm_result res = {0};
-		if (store_read(s->store, 0, shards_now_ms(s), cmd, len, &res) ==
-		    0) {
-			apply_node_list(s, res.data, res.len);
-		}
-		free(res.data);
-	} else if (forward_submit(s->f, 0, FORWARD_READ, cmd, len, 0, on_listed,
-	                          s) == REPLICA_OK) {
-		s->listing = true;
-	}
-	free(cmd);
+	bool self;
+	uint64_t l = shards_leader(s, group, &self);
+	struct member *m = l != 0 ? member(s, l) : NULL;
+	snprintf(admin, len, "%s", m != NULL ? m->admin : "");
+	return l;
 }
 
 static void on_tick(uv_timer_t *h)
@@ -1066,7 +784,16 @@ static void on_tick(uv_timer_t *h)
 	if (s->meta_ms == 0 || now - s->meta_ms >= META_MS ||
 	    (!s->published && !s->publishing)) {
 		s->meta_ms = now;
-		meta_refresh(s);
+		membership_refresh(s);
+	}
+	if (s->cluster && now - s->reconcile_ms >= RECONCILE_MS) {
+		s->reconcile_ms = now;
+		membership_tick(s);
+	}
+	if (s->removed && s->cfg.on_removed != NULL) {
+		void (*cb)(void *) = s->cfg.on_removed;
+		s->cfg.on_removed = NULL;
+		cb(s->cfg.on_removed_data);
 	}
 }
 
@@ -1240,6 +967,29 @@ static json_t *group_json(struct shards *s, uint32_t g)
 		return o;
 	}
 	json_object_set_new(o, "role", json_string(role_name(st.role)));
+	{
+		/* The replica's configuration as it stands (the latest
+		 * appended), roles included. */
+		struct group_server sv[GROUP_MAX_VOTERS];
+		unsigned n = 0;
+		bool changing;
+		json_t *conf = json_array();
+		if (group_config(s->groups, g, sv, GROUP_MAX_VOTERS, &n,
+		                 &changing) == REPLICA_OK) {
+			for (unsigned i = 0; i < n; i++) {
+				json_array_append_new(
+				    conf,
+				    json_pack("{s:I, s:s}", "id",
+				              (json_int_t)sv[i].id, "role",
+				              sv[i].role == GROUP_VOTER
+				                  ? "voter"
+				              : sv[i].role == GROUP_STANDBY
+				                  ? "standby"
+				                  : "spare"));
+			}
+		}
+		json_object_set_new(o, "config", conf);
+	}
 	json_object_set_new(o, "term", json_integer((json_int_t)st.term));
 	json_object_set_new(o, "ready", json_boolean(st.ready));
 	json_object_set_new(o, "commit_index",
@@ -1315,7 +1065,7 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
 	    "s:{s:I, s:I, s:I, s:I, s:I, s:I}}",
 	    "peers", peers_json(s), "generation", (json_int_t)s->generation,
-	    "replicas", (json_int_t)s->cfg.replicas, "groups", groups,
+	    "replicas", (json_int_t)membership_replicas(s), "groups", groups,
 	    "raft_io", "syncs", (json_int_t)rs.syncs, "entries",
 	    (json_int_t)rs.entries, "bytes", (json_int_t)rs.bytes,
 	    "max_groups_per_sync", (json_int_t)rs.max_groups, "write_us",
@@ -1334,6 +1084,7 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	if (root == NULL) {
 		return -1;
 	}
+	membership_status_json(s, root);
 	{
 		struct rowcache_stats rc;
 		store_row_cache_stats(s->store, &rc);
@@ -1366,6 +1117,15 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	}
 	*len = strlen(*out);
 	return 0;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
 }
 
 int shards_group_hash(struct shards *s, uint32_t group,
@@ -1498,17 +1258,24 @@ static int setup_members(struct shards *s, char *err, size_t errlen)
 {
 	const struct shards_config *c = &s->cfg;
 
+	if (c->n_peers > MAX_NODES) {
+		snprintf(err, errlen, "at most %d nodes", MAX_NODES);
+		return -1;
+	}
+	s->cluster = c->n_peers > 0 || c->join != NULL;
 	if (c->n_peers == 0) {
 		struct member *m = &s->members[0];
 		m->id = c->node_id;
 		snprintf(m->internal, sizeof m->internal, "%s", s->address);
+		if (membership_split_hostport(s->address, m->host,
+		                              sizeof m->host, &m->port) != 0) {
+			snprintf(m->host, sizeof m->host, "%s", s->address);
+		}
+		m->state = STORE_NODE_ACTIVE;
+		m->slot = c->node_id;
 		s->n_members = 1;
 	} else {
 		bool self = false;
-		if (c->n_peers > MAX_NODES) {
-			snprintf(err, errlen, "at most %d nodes", MAX_NODES);
-			return -1;
-		}
 		for (unsigned i = 0; i < c->n_peers; i++) {
 			struct member *m = &s->members[s->n_members++];
 			m->id = c->peers[i].id;
@@ -1519,6 +1286,8 @@ static int setup_members(struct shards *s, char *err, size_t errlen)
 			         strchr(m->host, ':') != NULL ? "[%s]:%u"
 			                                      : "%s:%u",
 			         m->host, (unsigned)m->port);
+			m->state = STORE_NODE_ACTIVE;
+			m->slot = m->id;
 			self = self || m->id == c->node_id;
 		}
 		if (!self) {
@@ -1529,36 +1298,21 @@ static int setup_members(struct shards *s, char *err, size_t errlen)
 			return -1;
 		}
 		qsort(s->members, s->n_members, sizeof s->members[0], by_id);
-		s->cluster = s->n_members > 1;
 	}
 	for (size_t i = 0; i < s->n_members; i++) {
 		s->ids[i] = s->members[i].id;
-	}
-	if (s->cfg.replicas == 0 || s->cfg.replicas > s->n_members) {
-		unsigned n = (unsigned)s->n_members;
-		s->cfg.replicas = n < 3 ? n : 3;
 	}
 	return 0;
 }
 
 static int setup_routes(struct shards *s, char *err, size_t errlen)
 {
-	uint64_t out[MAX_NODES];
-
 	s->routes = calloc(s->cfg.data_groups + 1, sizeof *s->routes);
 	if (s->routes == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
-		struct route *r = &s->routes[g];
-		size_t k = placement_replicas(s->ids, s->n_members, g,
-		                              s->cfg.replicas, out);
-		for (size_t i = 0; i < k && i < MAX_REPLICAS; i++) {
-			r->replicas[r->n_replicas++] = out[i];
-			r->local = r->local || out[i] == s->cfg.node_id;
-		}
-	}
+	membership_recompute(s);
 	return 0;
 }
 
@@ -1578,6 +1332,8 @@ static int start_transport(struct shards *s, char *err, size_t errlen)
 	to.log = on_transport_log;
 	to.on_frame = on_frame;
 	to.on_peer = on_peer;
+	to.on_join = membership_on_join;
+	to.on_unknown = membership_on_unknown;
 	to.data = s;
 	rv = transport_init(&s->t, s->loop, &to);
 	if (rv != 0) {
@@ -1687,6 +1443,8 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 {
 	struct shards *s = calloc(1, sizeof *s);
 	char msg[512] = "";
+	bool *local_groups = NULL;
+	int found = 0;
 	int rv;
 
 	if (s == NULL) {
@@ -1725,10 +1483,32 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		 * address is the one the others know. */
 		snprintf(s->address, sizeof s->address, "%s", me->internal);
 	}
+	if (s->cfg.join != NULL) {
+		snprintf(s->join_text, sizeof s->join_text, "%s", cfg->join);
+		s->cfg.join = s->join_text;
+		s->joining = true;
+		if (membership_resolve_join(s, err, errlen) != 0) {
+			goto err_free;
+		}
+	}
+	local_groups = calloc(s->cfg.data_groups + 1, sizeof *local_groups);
+	if (local_groups == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto err_free;
+	}
+	if (s->cluster) {
+		found = membership_load(s, local_groups);
+		if (found < 0) {
+			snprintf(err, errlen,
+			         "%s/cluster is not a lodestone cluster file",
+			         s->data_dir);
+			goto err_free;
+		}
+	}
 	if (setup_routes(s, err, errlen) != 0) {
 		goto err_free;
 	}
-	make_record(s);
+	membership_make_record(s);
 	if (s->cluster && start_transport(s, err, errlen) != 0) {
 		goto err_transport;
 	}
@@ -1777,7 +1557,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	go.clock = wall_ms;
 	go.on_failed = on_group_failed;
 	go.on_failed_data = s;
-	if (s->n_members > 1 && !cfg->read_barriers) {
+	if (s->cluster && !cfg->read_barriers) {
 		go.confirm_send = send_confirm;
 		go.confirm_data = s;
 	}
@@ -1790,35 +1570,27 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		snprintf(err, errlen, "raft groups: cannot start (%d)", rv);
 		goto err_xfer;
 	}
+	/* The replicas this node holds: as saved at its last change, else
+	 * (first start of a bootstrapped cluster) its place in the initial
+	 * placement, every group bootstrapped with the same configuration on
+	 * every node. A joining node starts with none: leaders add it. */
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
 		struct route *r = &s->routes[g];
-		struct group_member mem[MAX_REPLICAS];
-		if (!r->local) {
+		if (found > 0 ? !local_groups[g]
+		              : s->cfg.join != NULL ||
+		                    !membership_has(r->replicas, r->n_replicas,
+		                                    s->cfg.node_id)) {
 			continue;
 		}
-		for (unsigned i = 0; i < r->n_replicas; i++) {
-			mem[i].id = r->replicas[i];
-			mem[i].address = member(s, r->replicas[i])->internal;
-		}
-		rv = group_create(s->groups, g, &s->fsm, NULL);
-		if (rv == REPLICA_OK) {
-			rv = group_bootstrap(s->groups, g, mem, r->n_replicas);
-			if (rv == REPLICA_EEXIST) {
-				rv = REPLICA_OK; /* restart: state exists */
-			}
-		}
-		if (rv == REPLICA_OK) {
-			rv = group_start(s->groups, g);
-		}
-		if (rv != REPLICA_OK) {
-			/* The state machine says why it failed, if it did. */
-			const char *why = store_last_error(s->store);
-			snprintf(err, errlen, "raft group %" PRIu32 ": %s%s%s",
-			         g, group_mgr_errmsg(s->groups),
-			         *why ? ": " : "", why);
+		if (membership_start_group(s, g, found > 0 ? NULL : r->replicas,
+		                           found > 0 ? 0 : r->n_replicas, err,
+		                           errlen) != 0) {
 			goto err_groups;
 		}
 	}
+	free(local_groups);
+	local_groups = NULL;
+	s->save_gen++;
 	struct forward_options fo = {0};
 	fo.node_id = cfg->node_id;
 	fo.timeout_ms = cfg->forward_timeout_ms;
@@ -1844,7 +1616,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		         "node %" PRIu64 " of %zu in cluster '%s': %u replicas "
 		         "per shard; internal listener %s:%u",
 		         cfg->node_id, s->n_members, s->cluster_id,
-		         s->cfg.replicas, cfg->listen_host,
+		         membership_replicas(s), cfg->listen_host,
 		         (unsigned)transport_port(s->t));
 	}
 	*out = s;
@@ -1863,7 +1635,11 @@ err_rio:
 err_transport:
 	close_transport_now(s);
 err_free:
+	free(local_groups);
 	free(s->routes);
+	for (size_t i = 0; i < s->n_members; i++) {
+		free(s->members[i].held);
+	}
 	free(s);
 	return -1;
 }
@@ -1918,6 +1694,9 @@ static void finish_close(struct shards *s)
 	forward_free(s->f);
 	store_close(s->store);
 	free(s->routes);
+	for (size_t i = 0; i < s->n_members; i++) {
+		free(s->members[i].held);
+	}
 	while (s->spare != NULL) {
 		struct pending *p = s->spare;
 		s->spare = p->next;
@@ -1962,6 +1741,57 @@ static void close_step(struct shards *s)
 	uv_close((uv_handle_t *)&s->tick, handles_closed);
 }
 
+/* A node stopping (SIGTERM) first hands the leaderships it holds to other
+ * voters: their groups then have a leader at once instead of after an
+ * election timeout. Its replicas stay: this is no membership change. */
+static bool handoff_start(struct shards *s)
+{
+	bool any = false;
+
+	if (!s->cluster) {
+		return false;
+	}
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct route *r = &s->routes[g];
+		struct group_status st;
+		if (!r->local || r->deleting ||
+		    group_status(s->groups, g, &st) != REPLICA_OK ||
+		    st.role != GROUP_ROLE_LEADER || st.n_voters < 2) {
+			continue;
+		}
+		if (group_transfer(s->groups, g, 0) == REPLICA_OK) {
+			r->handoff = true;
+			any = true;
+		}
+	}
+	s->handoff_ms = now_ms(s);
+	if (any) {
+		log_info(s->log, "shards",
+		         "handing leaderships over before stopping");
+	}
+	return any;
+}
+
+static void on_handoff(uv_timer_t *h)
+{
+	struct shards *s = h->data;
+	bool leading = false;
+
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		struct group_status st;
+		if (s->routes[g].handoff &&
+		    group_status(s->groups, g, &st) == REPLICA_OK &&
+		    st.role == GROUP_ROLE_LEADER) {
+			leading = true;
+		}
+	}
+	if (leading && now_ms(s) - s->handoff_ms < HANDOFF_MS) {
+		return;
+	}
+	uv_timer_stop(&s->tick);
+	forward_close(s->f, on_forward_closed, s);
+}
+
 void shards_close(struct shards *s, shards_close_cb cb, void *data)
 {
 	if (s->closing) {
@@ -1970,7 +1800,14 @@ void shards_close(struct shards *s, shards_close_cb cb, void *data)
 	s->closing = true;
 	s->close_cb = cb;
 	s->close_data = data;
+	if (s->join != NULL) {
+		join_cancel(s->join);
+	}
 	uv_timer_stop(&s->maint);
 	uv_timer_stop(&s->tick);
+	if (handoff_start(s)) {
+		uv_timer_start(&s->tick, on_handoff, 20, 20);
+		return;
+	}
 	forward_close(s->f, on_forward_closed, s);
 }

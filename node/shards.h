@@ -12,9 +12,16 @@
  *  - Felix: stream shard j of scope X lives in data group
  *    1 + ((h(X) + j) mod S), h = the 64-bit Felix routing hash of the
  *    scope name "tenant/namespace/stream" (shards_group_of_scope).
- *  - Replicas: the meta group on the (up to 5) lowest node ids, data group
- *    g on R nodes by rendezvous hashing (raft/placement.h); a node creates
- *    only the groups it replicates.
+ *  - Replicas: from the membership kept in the meta group (node records
+ *    with a state: joining, active, draining, removed). The meta group's
+ *    voters are the 3 (3-4 nodes) or 5 lowest placement slots of the
+ *    joining and active nodes, data group g's the R of them ranked first
+ *    by rendezvous hashing (raft/placement.h); R is recorded in the meta
+ *    group when the cluster is bootstrapped. Each group's leader moves
+ *    its replicas towards that target one configuration change at a time
+ *    (raft/rebalance.h); a node starts a group when its leader adds it and
+ *    deletes its replica once it has been removed (docs/cluster.md
+ *    "Membership").
  *
  * Forwarding. shards_propose() and shards_read_cmd() run on the group's
  * leader wherever it is: on a node that is not the leader (or does not
@@ -74,13 +81,17 @@ struct shards_config {
 	size_t max_entry_bytes;       /* 0 = default */
 	unsigned maintenance_ms; /* expiry/retention sweep period; 0 = 1000 */
 
-	/* A cluster: every member including this node (n_peers = 0: a
-	 * single node, no transport). */
+	/* A cluster bootstrapped with every member including this node
+	 * (n_peers = 0 and no join: a single node, no transport). */
 	const struct shards_peer *peers;
 	unsigned n_peers;
-	unsigned replicas;       /* R; 0 = min(3, nodes) */
-	const char *cluster_id;  /* handshake; NULL = "lodestone" */
-	const char *listen_host; /* internal listener (numeric) */
+	/* Or a node joining the cluster of the member at this internal
+	 * address ("HOST:PORT"; NULL = not joining). */
+	const char *join;
+	unsigned replicas;              /* R recorded at bootstrap; 0 = 3 */
+	unsigned rebalance_concurrency; /* moves led at once; 0 = 2 */
+	const char *cluster_id;         /* handshake; NULL = "lodestone" */
+	const char *listen_host;        /* internal listener (numeric) */
 	uint16_t listen_port;
 	const char *data_dir;        /* state transfer work files go in
 	                                DATA_DIR/xfer */
@@ -94,7 +105,13 @@ struct shards_config {
 	const char *advertise_host;
 	uint16_t felix_port;
 	uint16_t fsnp_port;
+	uint16_t fsnp_tls_port;
 	uint16_t admin_port;
+
+	/* This node was removed from the cluster (called once): the owner
+	 * stops the node, which exits 0. */
+	void (*on_removed)(void *data);
+	void *on_removed_data;
 };
 
 struct shards;
@@ -206,13 +223,18 @@ struct shards_node {
  * itself, for a node without peers). */
 size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max);
 
+/* The leader of `group` known here and its admin address ("" unknown). */
+uint64_t shards_leader_admin(struct shards *s, uint32_t group, char *admin,
+                             size_t len);
+
 int shards_status(struct shards *s, uint32_t group, struct group_status *st);
 
 /* Renders the admin view as JSON (malloc'd, owned by the caller):
  * {"peers":[{id, address, connected, felix, fsnp, admin}...],
- *  "generation":G, "groups":[every group: id, leader, voters (placement),
- *  replicated here, and the local replica's Raft state], "raft_io":{..},
- *  "forward":{..}, "transfer":{..}}. */
+ *  "generation":G, "groups":[every group: id, leader, voters (the
+ *  target), replicated here, and the local replica's Raft state and
+ *  configuration], "nodes":[membership], "ops":[operations run here],
+ *  "raft_io":{..}, "forward":{..}, "transfer":{..}}. */
 int shards_status_json(struct shards *s, char **out, size_t *len);
 
 /* FNV-1a 64 over the group's data range in key order (keys and values),

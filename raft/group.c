@@ -35,6 +35,10 @@
 	8 /* prepare passes before leaving the rest to the next                \
 	     turn (the idle handle keeps the loop from sleeping) */
 
+/* A non-voter this close to the commit index may be promoted: libraft
+ * catches it up the rest of the way before the change. */
+#define CAUGHT_UP_ENTRIES 256
+
 enum { G_CREATED = 1, G_STARTED, G_STOPPING, G_DEAD };
 
 struct group;
@@ -892,6 +896,118 @@ int group_status(struct group_mgr *m, uint32_t id, struct group_status *st)
 		                          ? now - r->election_timer_start
 		                          : 0;
 	}
+	return 0;
+}
+
+int group_config(struct group_mgr *m, uint32_t id, struct group_server *out,
+                 unsigned max, unsigned *n, bool *changing)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	struct raft *r;
+	unsigned i;
+
+	*n = 0;
+	*changing = false;
+	if (g == NULL) {
+		return rv;
+	}
+	r = &g->raft;
+	if (raft_state(r) == RAFT_LEADER) {
+		*changing = r->leader_state.change != NULL ||
+		            r->leader_state.promotee_id != 0 ||
+		            r->configuration_uncommitted_index != 0;
+	}
+	for (i = 0; i < r->configuration.n && *n < max; i++) {
+		const struct raft_server *sv = &r->configuration.servers[i];
+		struct group_server *o = &out[(*n)++];
+		o->id = sv->id;
+		o->role = sv->role == RAFT_VOTER     ? GROUP_VOTER
+		          : sv->role == RAFT_STANDBY ? GROUP_STANDBY
+		                                     : GROUP_SPARE;
+		o->caught_up = false;
+		if (raft_state(r) == RAFT_LEADER &&
+		    r->leader_state.progress != NULL) {
+			raft_index match =
+			    r->leader_state.progress[i].match_index;
+			o->caught_up =
+			    sv->id == r->id ||
+			    (match > 0 &&
+			     match + CAUGHT_UP_ENTRIES >= r->commit_index);
+		}
+	}
+	return 0;
+}
+
+struct change {
+	struct raft_change req;
+	struct group_mgr *m;
+	uint32_t id;
+	group_change_cb cb;
+	void *data;
+};
+
+static void change_cb(struct raft_change *req, int status)
+{
+	struct change *c = req->data;
+	if (c->cb != NULL) {
+		c->cb(c->data, c->id,
+		      status == 0 ? 0 : replica_from_raft(status));
+	}
+	free(c);
+}
+
+int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
+                 const char *address, int role, group_change_cb cb, void *data)
+{
+	int rv;
+	struct group *g = live(m, id, &rv);
+	struct change *c;
+	int raft_role = role == GROUP_VOTER     ? RAFT_VOTER
+	                : role == GROUP_STANDBY ? RAFT_STANDBY
+	                                        : RAFT_SPARE;
+
+	if (g == NULL) {
+		return set_err(m, rv, "group %u is not running", id);
+	}
+	c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		return set_err(m, REPLICA_ENOMEM, "out of memory");
+	}
+	c->req.data = c;
+	c->m = m;
+	c->id = id;
+	c->cb = cb;
+	c->data = data;
+	switch (op) {
+	case GROUP_CHANGE_ADD:
+		rv = raft_add(&g->raft, &c->req, node, address, change_cb);
+		break;
+	case GROUP_CHANGE_ASSIGN:
+		rv = raft_assign(&g->raft, &c->req, node, raft_role, change_cb);
+		break;
+	case GROUP_CHANGE_REMOVE:
+		rv = raft_remove(&g->raft, &c->req, node, change_cb);
+		break;
+	default:
+		rv = RAFT_INVALID;
+		break;
+	}
+	if (rv != 0) {
+		/* libraft 0.15's raft_assign records the request as the
+		 * pending change before appending the new configuration, and
+		 * leaves it there when the append fails: it would call back a
+		 * freed request when leadership is lost, and refuse every
+		 * later change. The request was never taken: undo that. */
+		if (raft_state(&g->raft) == RAFT_LEADER &&
+		    g->raft.leader_state.change == &c->req) {
+			g->raft.leader_state.change = NULL;
+		}
+		free(c);
+		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
+		               raft_errmsg(&g->raft));
+	}
+	mark_dirty(g);
 	return 0;
 }
 

@@ -178,6 +178,33 @@ int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
 
 int group_status(struct group_mgr *m, uint32_t id, struct group_status *st);
 
+/* One server of a group's current configuration (the latest appended,
+ * committed or not). */
+struct group_server {
+	uint64_t id;
+	int role;       /* GROUP_SPARE, GROUP_STANDBY or GROUP_VOTER */
+	bool caught_up; /* on the leader: its log is within 256 entries of
+	                   the commit index */
+};
+
+enum { GROUP_SPARE = 0, GROUP_STANDBY, GROUP_VOTER };
+
+/* Writes up to `max` servers of group `id`'s configuration into `out` and
+ * their count into `*n`; `*changing` tells whether a configuration change
+ * is still in flight (not yet committed) on this leader. */
+int group_config(struct group_mgr *m, uint32_t id, struct group_server *out,
+                 unsigned max, unsigned *n, bool *changing);
+
+enum { GROUP_CHANGE_ADD = 1, GROUP_CHANGE_ASSIGN, GROUP_CHANGE_REMOVE };
+
+/* On the leader of `id`: adds `node` (at `address`) as a spare, assigns
+ * it `role`, or removes it (raft_add, raft_assign, raft_remove). One
+ * change at a time per group; `cb` (may be NULL) runs once the change
+ * committed (status 0) or failed. */
+typedef void (*group_change_cb)(void *data, uint32_t id, int status);
+int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
+                 const char *address, int role, group_change_cb cb, void *data);
+
 /* Writes up to `max` group ids in ascending order; returns the count of
  * groups (which may exceed `max`). */
 size_t group_ids(const struct group_mgr *m, uint32_t *ids, size_t max);

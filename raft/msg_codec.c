@@ -178,6 +178,86 @@ int msg_hello_decode(const uint8_t *p, size_t len, struct msg_hello *h)
 	return 0;
 }
 
+size_t msg_join_size(const struct msg_join *j)
+{
+	return 4 + 2 + 8 + 2 + j->cluster_len + 4 + j->record_len;
+}
+
+void msg_join_write(uint8_t *p, const struct msg_join *j)
+{
+	p = wbytes(p, MSG_MAGIC, 4);
+	p = w16(p, j->version);
+	p = w64(p, j->from);
+	p = w16(p, (uint16_t)j->cluster_len);
+	p = wbytes(p, j->cluster, j->cluster_len);
+	p = w32(p, (uint32_t)j->record_len);
+	wbytes(p, j->record, j->record_len);
+}
+
+int msg_join_decode(const uint8_t *p, size_t len, struct msg_join *j)
+{
+	struct rd r;
+	const uint8_t *magic;
+
+	memset(j, 0, sizeof *j);
+	rd_init(&r, p, len);
+	magic = take(&r, 4);
+	if (magic == NULL || memcmp(magic, MSG_MAGIC, 4) != 0) {
+		return MSG_EMALFORMED;
+	}
+	j->version = r16(&r);
+	j->from = r64(&r);
+	if (r.bad) {
+		return MSG_EMALFORMED;
+	}
+	if (j->version != MSG_VERSION) {
+		return MSG_EVERSION;
+	}
+	j->cluster_len = r16(&r);
+	j->cluster = (const char *)take(&r, j->cluster_len);
+	j->record_len = r32(&r);
+	j->record = (const char *)take(&r, j->record_len);
+	if (!done(&r) || j->cluster_len > MSG_CLUSTER_MAX ||
+	    j->record_len > MSG_JOIN_TEXT_MAX || j->from == 0) {
+		return MSG_EMALFORMED;
+	}
+	return 0;
+}
+
+size_t msg_join_resp_size(const struct msg_join_resp *j)
+{
+	return 4 + 1 + 4 + j->text_len;
+}
+
+void msg_join_resp_write(uint8_t *p, const struct msg_join_resp *j)
+{
+	p = wbytes(p, MSG_MAGIC, 4);
+	p = w8(p, j->status);
+	p = w32(p, (uint32_t)j->text_len);
+	wbytes(p, j->text, j->text_len);
+}
+
+int msg_join_resp_decode(const uint8_t *p, size_t len, struct msg_join_resp *j)
+{
+	struct rd r;
+	const uint8_t *magic;
+
+	memset(j, 0, sizeof *j);
+	rd_init(&r, p, len);
+	magic = take(&r, 4);
+	if (magic == NULL || memcmp(magic, MSG_MAGIC, 4) != 0) {
+		return MSG_EMALFORMED;
+	}
+	j->status = r8(&r);
+	j->text_len = r32(&r);
+	j->text = (const char *)take(&r, j->text_len);
+	if (!done(&r) || j->status > MSG_HS_MAX ||
+	    j->text_len > MSG_JOIN_TEXT_MAX) {
+		return MSG_EMALFORMED;
+	}
+	return 0;
+}
+
 size_t msg_welcome_size(const struct msg_welcome *w)
 {
 	return 4 + 2 + 1 + 8 + 2 + w->reason_len;

@@ -79,7 +79,9 @@ enum msg_kind {
 	MSG_XFER_DATA = 11,
 	MSG_XFER_END = 12,
 	MSG_READ_CHECK = 13,
-	MSG_KIND_MAX = 13
+	MSG_JOIN = 14,      /* a node asks to join, instead of HELLO */
+	MSG_JOIN_RESP = 15, /* the answer; the connection then closes */
+	MSG_KIND_MAX = 15
 };
 
 /* Handshake outcome. */
@@ -126,6 +128,26 @@ struct msg_welcome {
 	uint64_t from;
 	const char *reason; /* not NUL-terminated when decoded */
 	size_t reason_len;
+};
+
+/* A node asking to join the cluster: its id and its record (its internal
+ * and client addresses, "internal=H:P felix=H:P ..."). The answer's status
+ * is a MSG_HS_* code; its text the members "ID=HOST:PORT,..." when
+ * accepted, else the reason. */
+#define MSG_JOIN_TEXT_MAX 16384
+struct msg_join {
+	uint16_t version;
+	uint64_t from;
+	const char *cluster; /* not NUL-terminated when decoded */
+	size_t cluster_len;
+	const char *record;
+	size_t record_len;
+};
+
+struct msg_join_resp {
+	uint8_t status;
+	const char *text; /* not NUL-terminated when decoded */
+	size_t text_len;
 };
 
 struct msg_route {
@@ -216,6 +238,13 @@ size_t msg_hello_size(const struct msg_hello *h);
 void msg_hello_write(uint8_t *p, const struct msg_hello *h);
 /* MSG_EVERSION (with h->version and h->from set) for another version. */
 int msg_hello_decode(const uint8_t *p, size_t len, struct msg_hello *h);
+
+size_t msg_join_size(const struct msg_join *j);
+void msg_join_write(uint8_t *p, const struct msg_join *j);
+int msg_join_decode(const uint8_t *p, size_t len, struct msg_join *j);
+size_t msg_join_resp_size(const struct msg_join_resp *j);
+void msg_join_resp_write(uint8_t *p, const struct msg_join_resp *j);
+int msg_join_resp_decode(const uint8_t *p, size_t len, struct msg_join_resp *j);
 
 size_t msg_welcome_size(const struct msg_welcome *w);
 void msg_welcome_write(uint8_t *p, const struct msg_welcome *w);

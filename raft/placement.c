@@ -14,6 +14,14 @@ static uint64_t mix(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+size_t placement_meta_voters(size_t n)
+{
+	if (n >= PLACEMENT_META_VOTERS) {
+		return PLACEMENT_META_VOTERS;
+	}
+	return n >= 3 ? 3 : n;
+}
+
 uint64_t placement_score(uint64_t node, uint32_t group)
 {
 	return mix(mix(node) ^ ((uint64_t)group * 0xD6E8FEB86659FD93ull));
@@ -52,7 +60,7 @@ size_t placement_replicas(const uint64_t *nodes, size_t n, uint32_t group,
 	if (group == 0) {
 		memcpy(out, nodes, n * sizeof *out);
 		qsort(out, n, sizeof *out, by_id);
-		return n < PLACEMENT_META_VOTERS ? n : PLACEMENT_META_VOTERS;
+		return placement_meta_voters(n);
 	}
 	if (n > STACK_NODES) {
 		v = malloc(n * sizeof *v);

@@ -1,8 +1,10 @@
-/* Static placement of Raft groups on nodes: pure and deterministic, so that
- * every node computes the same answer from the same member list.
+/* Placement of Raft groups on nodes: pure and deterministic, so that every
+ * node computes the same answer from the same member list (the nodes that
+ * hold replicas: the bootstrap list, later the joining and active nodes of
+ * the meta group's membership).
  *
- *  - The meta group (group 0) has up to PLACEMENT_META_VOTERS voters: the
- *    lowest node ids.
+ *  - The meta group (group 0) has 3 voters with 3 or 4 nodes, 5 with 5 or
+ *    more (every node below 3): the lowest node ids.
  *  - Data group g (g >= 1) lives on R nodes chosen by rendezvous hashing:
  *    every node gets the score mix(node id, g) and the R highest scores
  *    win. The winners sorted by id and rotated left by g are the group's
@@ -20,13 +22,16 @@
 
 #define PLACEMENT_META_VOTERS 5
 
+/* The meta group's voter count for `n` nodes. */
+size_t placement_meta_voters(size_t n);
+
 /* The score of `node` for `group` (higher ranks first). */
 uint64_t placement_score(uint64_t node, uint32_t group);
 
 /* Writes the replicas of `group` among the `n` distinct node ids `nodes`
  * into out[0 .. k-1] in preference order and returns k: min(r, n) for a
- * data group, min(PLACEMENT_META_VOTERS, n) lowest ids (ascending) for
- * the meta group. `out` must hold n ids. */
+ * data group, placement_meta_voters(n) lowest ids (ascending) for the
+ * meta group. `out` must hold n ids. */
 size_t placement_replicas(const uint64_t *nodes, size_t n, uint32_t group,
                           unsigned r, uint64_t *out);
 

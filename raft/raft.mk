@@ -12,8 +12,10 @@ raft_liblsraft_a_SOURCES = \
 	raft/forward.c raft/forward.h \
 	raft/group.c raft/group.h \
 	raft/io.c raft/io.h \
+	raft/join.c raft/join.h \
 	raft/msg_codec.c raft/msg_codec.h \
 	raft/placement.c raft/placement.h \
+	raft/rebalance.c raft/rebalance.h \
 	raft/replica.c raft/replica.h \
 	raft/transport.c raft/transport.h \
 	raft/wal.c raft/wal.h \
@@ -59,6 +61,10 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_entry
 UNIT_TESTS += tests/unit/test_raft_msg
 tests_unit_test_raft_msg_SOURCES = tests/unit/test_raft_msg.c
 tests_unit_test_raft_msg_LDADD = $(RAFT_TEST_LIBS)
+
+UNIT_TESTS += tests/unit/test_raft_rebalance
+tests_unit_test_raft_rebalance_SOURCES = tests/unit/test_raft_rebalance.c
+tests_unit_test_raft_rebalance_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_raft_transport
 tests_unit_test_raft_transport_SOURCES = tests/unit/test_raft_transport.c \

@@ -717,8 +717,62 @@ static void deliver_raft(struct conn *c, const uint8_t *b, size_t len)
 	m.server_id = c->peer->id;
 	m.server_address = c->peer->address;
 	if (t->store == NULL || rio_store_deliver(t->store, group, &m) != 0) {
+		int type = m.type;
 		msg_raft_free(&m);
+		if (t->store != NULL && t->o.on_unknown != NULL) {
+			t->o.on_unknown(t->o.data, c->peer->id, group, type);
+		}
 	}
+}
+
+/* MSG_JOIN on an accepted connection: the owner admits the node (or not);
+ * the answer is the only frame sent back before the connection closes. */
+static void on_join(struct conn *c, const uint8_t *b, size_t len)
+{
+	struct transport *t = c->t;
+	struct msg_join j;
+	struct msg_join_resp r = {0};
+	char reply[MSG_JOIN_TEXT_MAX];
+	char record[MSG_JOIN_TEXT_MAX + 1];
+	uint8_t *p;
+	int rv;
+
+	reply[0] = '\0';
+	rv = msg_join_decode(b, len, &j);
+	if (rv != 0) {
+		r.status =
+		    rv == MSG_EVERSION ? MSG_HS_VERSION : MSG_HS_STRANGER;
+		snprintf(reply, sizeof reply, "%s",
+		         rv == MSG_EVERSION ? "protocol version not supported"
+		                            : "malformed join request");
+	} else if (j.cluster_len != strlen(t->cluster) ||
+	           memcmp(j.cluster, t->cluster, j.cluster_len) != 0) {
+		r.status = MSG_HS_CLUSTER;
+		snprintf(reply, sizeof reply, "this is cluster '%s'",
+		         t->cluster);
+	} else if (t->o.on_join == NULL) {
+		r.status = MSG_HS_STRANGER;
+		snprintf(reply, sizeof reply, "this node takes no joins");
+	} else {
+		memcpy(record, j.record, j.record_len);
+		record[j.record_len] = '\0';
+		r.status =
+		    (uint8_t)t->o.on_join(t->o.data, j.from, record,
+		                          j.record_len, reply, sizeof reply);
+	}
+	if (r.status != MSG_HS_OK) {
+		logf_(t, TRANSPORT_WARN,
+		      "refused the join of node %llu from %s: %s",
+		      (unsigned long long)j.from, c->remote, reply);
+	}
+	r.text = reply;
+	r.text_len = strlen(reply);
+	p = queue_frame(c, MSG_JOIN_RESP, msg_join_resp_size(&r), &rv);
+	if (p != NULL) {
+		msg_join_resp_write(p, &r);
+	}
+	c->state = C_REFUSING;
+	uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
 static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
@@ -728,6 +782,10 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 
 	switch (c->state) {
 	case C_HS_WAIT:
+		if (kind == MSG_JOIN) {
+			on_join(c, b, len);
+			return;
+		}
 		if (kind != MSG_HELLO) {
 			logf_(t, TRANSPORT_WARN,
 			      "refused connection from %s: no handshake",
@@ -822,8 +880,10 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	while (c->rbuf.len - off >= MSG_FRAME_HEADER) {
 		uint8_t kind;
 		uint32_t plen;
-		uint32_t max =
-		    c->state == C_ACTIVE ? MSG_MAX_PAYLOAD : MSG_HELLO_MAX;
+		uint32_t max = c->state == C_ACTIVE ? MSG_MAX_PAYLOAD
+		               : c->state == C_HS_WAIT
+		                   ? MSG_HELLO_MAX + MSG_JOIN_TEXT_MAX
+		                   : MSG_HELLO_MAX;
 		if (msg_frame_parse(c->rbuf.p + off, max, &kind, &plen) != 0) {
 			if (c->state == C_HS_WAIT) {
 				logf_(t, TRANSPORT_WARN,

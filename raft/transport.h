@@ -67,18 +67,33 @@ typedef void (*transport_peer_fn)(void *data, uint64_t peer, bool up,
 
 typedef void (*transport_close_cb)(struct transport *t, void *data);
 
+/* A node asks to join (MSG_JOIN, on a connection of its own instead of a
+ * handshake): `record` is its record (its addresses). Return MSG_HS_OK and
+ * the members ("ID=HOST:PORT,...") in `reply`, or a refusal status and
+ * the reason; the answer is sent and the connection closed. */
+typedef int (*transport_join_fn)(void *data, uint64_t id, const char *record,
+                                 size_t len, char *reply, size_t cap);
+
+/* A raft message (libraft type `type`) from `peer` for a group that has no
+ * started instance here: dropped; the owner may start the group (the
+ * sender retries). */
+typedef void (*transport_unknown_fn)(void *data, uint64_t peer, uint32_t group,
+                                     int type);
+
 struct transport_options {
 	uint64_t node_id;          /* > 0 */
 	const char *cluster_id;    /* copied; at most MSG_CLUSTER_MAX bytes */
 	size_t max_queue_bytes;    /* per connection; 0 = 64 MiB */
 	unsigned reconnect_min_ms; /* 0 = 50 */
 	unsigned reconnect_max_ms; /* 0 = 2000 */
-	unsigned handshake_timeout_ms; /* 0 = 3000 */
-	unsigned ping_ms;              /* 0 = 500 */
-	unsigned dead_ms;              /* 0 = 5000 */
-	transport_log_fn log;          /* may be NULL */
-	transport_frame_fn on_frame;   /* may be NULL */
-	transport_peer_fn on_peer;     /* may be NULL */
+	unsigned handshake_timeout_ms;   /* 0 = 3000 */
+	unsigned ping_ms;                /* 0 = 500 */
+	unsigned dead_ms;                /* 0 = 5000 */
+	transport_log_fn log;            /* may be NULL */
+	transport_frame_fn on_frame;     /* may be NULL */
+	transport_peer_fn on_peer;       /* may be NULL */
+	transport_join_fn on_join;       /* may be NULL: joins refused */
+	transport_unknown_fn on_unknown; /* may be NULL */
 	void *data;
 };
 
@@ -99,7 +114,8 @@ struct transport_peer_info {
 int transport_init(struct transport **out, uv_loop_t *loop,
                    const struct transport_options *o);
 
-/* Adds a peer (not this node) to dial and accept. */
+/* Adds a peer (not this node) to dial and accept; also once started (it
+ * is dialed at the next tick). */
 int transport_add_peer(struct transport *t, uint64_t id, const char *host,
                        uint16_t port);
 

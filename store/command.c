@@ -78,6 +78,19 @@ static const struct op_desc ops[] = {
         {STORE_OP_NODE_SET, false, true, "NODE_SET", {F_KEY, F_VALUE}},
     [STORE_OP_NODE_LIST] =
         {STORE_OP_NODE_LIST, true, true, "NODE_LIST", {F_END}},
+    [STORE_OP_NODE_JOIN] = {STORE_OP_NODE_JOIN,
+                            false,
+                            true,
+                            "NODE_JOIN",
+                            {F_KEY, F_VALUE, F_KIND}},
+    [STORE_OP_NODE_STATE] = {STORE_OP_NODE_STATE,
+                             false,
+                             true,
+                             "NODE_STATE",
+                             {F_KEY, F_KIND, F_MAX, F_OFFSET}},
+    [STORE_OP_CONF_INIT] =
+        {STORE_OP_CONF_INIT, false, true, "CONF_INIT", {F_KEY, F_VALUE}},
+    [STORE_OP_CONF_GET] = {STORE_OP_CONF_GET, true, true, "CONF_GET", {F_KEY}},
     [STORE_OP_STREAM_APPEND] =
         {STORE_OP_STREAM_APPEND, false, false, "STREAM_APPEND", {SS, F_ITEMS}},
     [STORE_OP_STREAM_APPEND_IDEM] = {STORE_OP_STREAM_APPEND_IDEM,

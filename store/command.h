@@ -31,6 +31,15 @@
 /* Largest list a command may carry. */
 #define STORE_CMD_MAX_ITEMS (1u << 20)
 
+/* Membership states of a node record (STORE_OP_NODE_*). */
+enum {
+	STORE_NODE_JOINING = 0,
+	STORE_NODE_ACTIVE = 1,
+	STORE_NODE_DRAINING = 2,
+	STORE_NODE_REMOVED = 3,
+};
+#define STORE_NODE_RECORD_VERSION 2
+
 enum store_op {
 	/* Meta group (group 0): registered scopes. kind = STORE_SCOPE_*. */
 	/* kind tenant ns name shards retention_bytes retention_ms durability
@@ -47,12 +56,30 @@ enum store_op {
 	 * next cursor | nil]. Empty tenant = all tenants; empty ns = all
 	 * namespaces of the tenant. */
 	STORE_OP_SCOPE_LIST = 0x04,
-	/* Meta group: one record per cluster node (its client addresses),
-	 * opaque to the store. key=node id (8 bytes, BE) value=record ->
-	 * i64 1 created, 0 replaced */
+	/* Meta group: one record per cluster node, its membership state,
+	 * its placement slot and its addresses (text, opaque to the store).
+	 * Stored as u8 version (2) | u8 state (STORE_NODE_*) | u64 slot |
+	 * addresses. The slot is the id placement ranks the node by: its own
+	 * id, or the id of the dead node it replaced. A record of format 1
+	 * (addresses alone, written before membership states) reads as
+	 * active, slot = its id. key=node id (8 bytes, BE) value=addresses ->
+	 * i64 1 created (active), 0 updated (the state is kept) */
 	STORE_OP_NODE_SET = 0x05,
-	/* (read) -> [[key, value]...] in key order */
+	/* (read) -> [[key, record]...] in key order */
 	STORE_OP_NODE_LIST = 0x06,
+	/* key=node id value=addresses kind=state of a new record -> i64 1
+	 * created, 0 exists (unchanged); EXISTS when the node was removed */
+	STORE_OP_NODE_JOIN = 0x07,
+	/* key=node id kind=new state max=mask of the states it may leave
+	 * (bit 1 << STORE_NODE_*) offset=new slot (0 = kept) -> i64 1
+	 * changed, 0 already so; NOT_FOUND, or ERR when the current state is
+	 * not in the mask */
+	STORE_OP_NODE_STATE = 0x08,
+	/* Cluster settings (the replication factor "replicas"): key=name
+	 * value -> i64 1 set, 0 already set (unchanged) */
+	STORE_OP_CONF_INIT = 0x09,
+	/* (read) key=name -> bytes | nil */
+	STORE_OP_CONF_GET = 0x0A,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

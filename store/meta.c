@@ -1,6 +1,7 @@
 /* The meta group's records: registered scopes (streams and caches) by
  * tenant / namespace / name with shard count, retention and durability,
- * and one opaque record per cluster node (its client addresses). */
+ * one record per cluster node (its membership state and its addresses,
+ * opaque here) and the cluster's settings (the replication factor). */
 #include <string.h>
 
 #include "store/internal.h"
@@ -295,34 +296,204 @@ fail:
 #define NODE_RECORD_MAX 4096
 #define NODES_MAX 1024
 
-/* key = node id, value = the node's record (opaque here). */
-static int node_set(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+/* A record: u8 version | u8 state | u64 placement slot | addresses. */
+#define NODE_HEADER 10
+
+struct node_rec {
+	uint8_t state;
+	uint64_t slot;
+	const char *addr; /* borrowed from the value read */
+	size_t addr_len;
+};
+
+static uint64_t be64(const uint8_t *p)
 {
-	struct sbuf k;
-	struct val old;
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
+/* The record of node `key` into `r` (its addresses borrowed from `v`):
+ * 1 found, 0 absent, -1 failure. */
+static int node_get(struct tx *tx, const struct store_slice *key,
+                    struct sbuf *k, struct val *v, struct node_rec *r)
+{
 	int found;
 
+	sbuf_init(k);
+	key_start(k, 0, K_NODE);
+	sbuf_add(k, key->p, key->len);
+	found = tx_get(tx, k, v);
+	if (found <= 0) {
+		return found;
+	}
+	if (v->len >= NODE_HEADER &&
+	    (uint8_t)v->p[0] == STORE_NODE_RECORD_VERSION) {
+		r->state = (uint8_t)v->p[1];
+		r->slot = be64((const uint8_t *)v->p + 2);
+		r->addr = v->p + NODE_HEADER;
+		r->addr_len = v->len - NODE_HEADER;
+	} else {
+		/* Format 1: the addresses alone, an active node. */
+		r->state = STORE_NODE_ACTIVE;
+		r->slot = be64(key->p);
+		r->addr = v->p;
+		r->addr_len = v->len;
+	}
+	return 1;
+}
+
+static void node_put(struct tx *tx, struct sbuf *k, const struct node_rec *r)
+{
+	struct sbuf b;
+	sbuf_init(&b);
+	sbuf_u8(&b, STORE_NODE_RECORD_VERSION);
+	sbuf_u8(&b, r->state);
+	sbuf_u64(&b, r->slot);
+	sbuf_add(&b, r->addr, r->addr_len);
+	tx_put(tx, k, b.p, b.len);
+	sbuf_free(&b);
+}
+
+static bool node_args(const struct store_cmd *c, struct sbuf *res)
+{
 	if (c->key.len != NODE_ID_LEN || c->value.len > NODE_RECORD_MAX) {
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR a node record needs an 8-byte id and at most "
 		          "4096 bytes");
+		return false;
+	}
+	return true;
+}
+
+/* NODE_SET (a node publishing its addresses) and NODE_JOIN (a member
+ * admitting a node): the addresses change, the state stays. */
+static int node_set(struct tx *tx, const struct store_cmd *c, struct sbuf *res,
+                    bool join)
+{
+	struct sbuf k;
+	struct val old = {0};
+	struct node_rec r = {0};
+	int found;
+
+	if (!node_args(c, res)) {
+		return 0;
+	}
+	if (join && c->kind > STORE_NODE_REMOVED) {
+		res_error(res, STORE_BAD_COMMAND, "ERR unknown node state");
+		return 0;
+	}
+	found = node_get(tx, &c->key, &k, &old, &r);
+	if (found < 0) {
+		sbuf_free(&k);
+		return -1;
+	}
+	if (join && found && r.state == STORE_NODE_REMOVED) {
+		res_error(res, STORE_EXISTS,
+		          "ERR this node id was removed from the cluster; join "
+		          "with a new id");
+	} else if (join && found) {
+		res_begin(res, STORE_OK);
+		res_i64(res, 0);
+	} else {
+		if (!found) {
+			r.state = join ? c->kind : STORE_NODE_ACTIVE;
+			r.slot = be64(c->key.p);
+		}
+		r.addr = (const char *)c->value.p;
+		r.addr_len = c->value.len;
+		node_put(tx, &k, &r);
+		res_begin(res, STORE_OK);
+		res_i64(res, found ? 0 : 1);
+	}
+	val_free(&old);
+	sbuf_free(&k);
+	return 0;
+}
+
+static int node_state(struct tx *tx, const struct store_cmd *c,
+                      struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old = {0};
+	struct node_rec r = {0};
+	int found;
+
+	if (c->key.len != NODE_ID_LEN || c->kind > STORE_NODE_REMOVED) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR NODE_STATE needs an 8-byte id and a state");
+		return 0;
+	}
+	found = node_get(tx, &c->key, &k, &old, &r);
+	if (found < 0) {
+		sbuf_free(&k);
+		return -1;
+	}
+	if (!found) {
+		res_error(res, STORE_NOT_FOUND, "ERR no such node");
+	} else if (r.state != c->kind && !((c->max >> r.state) & 1)) {
+		res_error(
+		    res, STORE_ERR,
+		    r.state == STORE_NODE_REMOVED ? "ERR the node was removed"
+		    : r.state == STORE_NODE_DRAINING
+		        ? "ERR the node is draining"
+		    : r.state == STORE_NODE_JOINING ? "ERR the node is joining"
+		                                    : "ERR the node is active");
+	} else if (r.state == c->kind &&
+	           (c->offset == 0 || c->offset == r.slot)) {
+		res_begin(res, STORE_OK);
+		res_i64(res, 0);
+	} else {
+		r.state = c->kind;
+		if (c->offset != 0) {
+			r.slot = c->offset;
+		}
+		node_put(tx, &k, &r);
+		res_begin(res, STORE_OK);
+		res_i64(res, 1);
+	}
+	val_free(&old);
+	sbuf_free(&k);
+	return 0;
+}
+
+#define CONF_NAME_MAX 64
+
+static int conf(struct tx *tx, const struct store_cmd *c, struct sbuf *res,
+                bool set)
+{
+	struct sbuf k;
+	struct val v = {0};
+	int found;
+
+	if (c->key.len == 0 || c->key.len > CONF_NAME_MAX ||
+	    c->value.len > NODE_RECORD_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR a setting needs a name of 1 to 64 bytes");
 		return 0;
 	}
 	sbuf_init(&k);
-	key_start(&k, 0, K_NODE);
+	key_start(&k, 0, K_CONF);
 	sbuf_add(&k, c->key.p, c->key.len);
-	found = tx_get(tx, &k, &old);
-	val_free(&old);
+	found = tx_get(tx, &k, &v);
 	if (found >= 0) {
-		tx_put(tx, &k, c->value.p, c->value.len);
+		res_begin(res, STORE_OK);
+		if (set) {
+			if (!found) {
+				tx_put(tx, &k, c->value.p, c->value.len);
+			}
+			res_i64(res, found ? 0 : 1);
+		} else if (found) {
+			res_bytes(res, v.p, v.len);
+		} else {
+			res_nil(res);
+		}
 	}
+	val_free(&v);
 	sbuf_free(&k);
-	if (found < 0) {
-		return -1;
-	}
-	res_begin(res, STORE_OK);
-	res_i64(res, found ? 0 : 1);
-	return 0;
+	return found < 0 ? -1 : 0;
 }
 
 static int node_list(struct tx *tx, struct sbuf *res)
@@ -359,7 +530,15 @@ int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	switch (c->op) {
 	case STORE_OP_NODE_SET:
-		return node_set(tx, c, res);
+		return node_set(tx, c, res, false);
+	case STORE_OP_NODE_JOIN:
+		return node_set(tx, c, res, true);
+	case STORE_OP_NODE_STATE:
+		return node_state(tx, c, res);
+	case STORE_OP_CONF_INIT:
+		return conf(tx, c, res, true);
+	case STORE_OP_CONF_GET:
+		return conf(tx, c, res, false);
 	case STORE_OP_NODE_LIST:
 		return node_list(tx, res);
 	case STORE_OP_SCOPE_REGISTER:

@@ -434,6 +434,10 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_SCOPE_LIST:
 	case STORE_OP_NODE_SET:
 	case STORE_OP_NODE_LIST:
+	case STORE_OP_NODE_JOIN:
+	case STORE_OP_NODE_STATE:
+	case STORE_OP_CONF_INIT:
+	case STORE_OP_CONF_GET:
 		return meta_apply(tx, c, res);
 	case STORE_OP_STREAM_APPEND:
 	case STORE_OP_STREAM_APPEND_IDEM:
@@ -1072,6 +1076,9 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	*applied_index = 0;
 	memset(&job, 0, sizeof job);
 	snprintf(prefix, sizeof prefix, "group-%u-", (unsigned)group);
+	if (dir == NULL) {
+		goto replace; /* store_drop: no files */
+	}
 	d = opendir(dir);
 	if (d == NULL) {
 		snprintf(s->err, sizeof s->err, "import: cannot open %s", dir);
@@ -1102,6 +1109,7 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 	if (n > 1) {
 		qsort(files, n, sizeof *files, cmp_str);
 	}
+replace:
 
 	if (group < s->napplied) {
 		s->applied[group].known = false;
@@ -1144,6 +1152,12 @@ out:
 	}
 	free(files);
 	return rv;
+}
+
+int store_drop(struct store *s, uint32_t group)
+{
+	uint64_t applied;
+	return store_import(s, group, NULL, &applied);
 }
 
 static int list_shards_type(struct store *s, uint32_t group, uint8_t type,

@@ -104,6 +104,9 @@ int store_export(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index);
 int store_import(struct store *s, uint32_t group, const char *dir,
                  uint64_t *applied_index);
+/* Deletes the group's whole key range (its state and applied index), as
+ * an import of nothing: for a group this node no longer replicates. */
+int store_drop(struct store *s, uint32_t group);
 
 /* Serves a read command (store_op_is_read) against the group's current
  * state. `out->data` is malloc'd (owned by the caller). Returns 0 (the

@@ -71,6 +71,11 @@ tests_integration_test_fsnp_tls_SOURCES = \
 tests_integration_test_fsnp_tls_LDADD = $(FSNP_ITEST_LDADD)
 
 # The KV surface on 3 nodes, through a follower and through the leader.
+INTEGRATION_TESTS += tests/integration/test_membership
+tests_integration_test_membership_SOURCES = \
+	tests/integration/test_membership.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_membership_LDADD = $(FSNP_ITEST_LDADD) -lpthread
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

@@ -80,13 +80,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0) {
 		return 0;
 	}
-	switch (data[0] % 13) {
+	switch (data[0] % 15) {
 	case 0: {
 		struct msg_hello h;
 		if (msg_hello_decode(p, len, &h) == 0) {
 			again = malloc(msg_hello_size(&h));
 			msg_hello_write(again, &h);
 			same(p, len, again, msg_hello_size(&h));
+		}
+		break;
+	}
+	case 13: {
+		struct msg_join j;
+		if (msg_join_decode(p, len, &j) == 0) {
+			again = malloc(msg_join_size(&j));
+			msg_join_write(again, &j);
+			same(p, len, again, msg_join_size(&j));
+		}
+		break;
+	}
+	case 14: {
+		struct msg_join_resp j;
+		if (msg_join_resp_decode(p, len, &j) == 0) {
+			again = malloc(msg_join_resp_size(&j));
+			msg_join_resp_write(again, &j);
+			same(p, len, again, msg_join_resp_size(&j));
 		}
 		break;
 	}

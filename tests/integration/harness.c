@@ -210,7 +210,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 {
 	struct harness_node *nd = &c->nodes[i];
 	char id[16], felix[32], fsnp[32], tls[32], internal[32], admin[32];
-	char peers[1024];
+	char peers[1024], join[32];
 	size_t pl = 0;
 	const char *argv[64];
 	unsigned a = 0;
@@ -223,10 +223,14 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	snprintf(admin, sizeof admin, "127.0.0.1:%u", nd->admin);
 	peers[0] = '\0';
 	for (unsigned k = 0; k < c->n; k++) {
+		if (c->nodes[k].join != 0) {
+			continue; /* joined later: not a bootstrap member */
+		}
 		pl += (size_t)snprintf(peers + pl, sizeof peers - pl,
-		                       "%s%u=127.0.0.1:%u", k ? "," : "",
+		                       "%s%u=127.0.0.1:%u", pl ? "," : "",
 		                       c->nodes[k].id, c->nodes[k].internal);
 	}
+	snprintf(join, sizeof join, "127.0.0.1:%u", nd->join);
 	argv[a++] = harness_binary();
 	argv[a++] = "--node-id";
 	argv[a++] = id;
@@ -244,7 +248,10 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	argv[a++] = admin;
 	argv[a++] = "--advertise-host";
 	argv[a++] = "127.0.0.1";
-	if (c->n > 1) {
+	if (nd->join != 0) {
+		argv[a++] = "--join";
+		argv[a++] = join;
+	} else if (c->n > 1) {
 		argv[a++] = "--peers";
 		argv[a++] = peers;
 	}
@@ -278,6 +285,33 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	return 0;
 }
 
+static void node_prepare(struct harness_cluster *c, unsigned i)
+{
+	struct harness_node *nd = &c->nodes[i];
+	nd->id = i + 1;
+	snprintf(nd->data_dir, sizeof nd->data_dir, "%s/node%u", c->root,
+	         nd->id);
+	snprintf(nd->log_path, sizeof nd->log_path, "%s/node%u.log", c->root,
+	         nd->id);
+	nd->felix = harness_free_port();
+	nd->fsnp = harness_free_port();
+	nd->fsnp_tls = harness_free_port();
+	nd->internal = harness_free_port();
+	nd->admin = harness_free_port();
+}
+
+int harness_node_join(struct harness_cluster *c, unsigned via)
+{
+	unsigned i = c->n;
+	if (i >= HARNESS_MAX_NODES || via >= c->n) {
+		return -1;
+	}
+	node_prepare(c, i);
+	c->nodes[i].join = c->nodes[via].internal;
+	c->n++;
+	return harness_node_start(c, i) == 0 ? (int)i : -1;
+}
+
 int harness_cluster_start(struct harness_cluster *c, unsigned n,
                           const char *const extra[], bool wait)
 {
@@ -297,17 +331,7 @@ int harness_cluster_start(struct harness_cluster *c, unsigned n,
 		c->extra[c->n_extra++] = extra[k];
 	}
 	for (unsigned i = 0; i < n; i++) {
-		struct harness_node *nd = &c->nodes[i];
-		nd->id = i + 1;
-		snprintf(nd->data_dir, sizeof nd->data_dir, "%s/node%u",
-		         c->root, nd->id);
-		snprintf(nd->log_path, sizeof nd->log_path, "%s/node%u.log",
-		         c->root, nd->id);
-		nd->felix = harness_free_port();
-		nd->fsnp = harness_free_port();
-		nd->fsnp_tls = harness_free_port();
-		nd->internal = harness_free_port();
-		nd->admin = harness_free_port();
+		node_prepare(c, i);
 	}
 	track(c, true);
 	for (unsigned i = 0; i < n; i++) {

@@ -19,6 +19,8 @@ struct harness_node {
 	char data_dir[512];
 	char log_path[512];
 	uint16_t felix, fsnp, fsnp_tls, internal, admin;
+	uint16_t join; /* internal port of the member it joins through
+	                  (0: bootstrapped with --peers) */
 };
 
 struct harness_cluster {
@@ -42,6 +44,11 @@ int harness_cluster_start(struct harness_cluster *c, unsigned n,
 
 /* Starts (or restarts) node i (0-based) with its usual flags. */
 int harness_node_start(struct harness_cluster *c, unsigned i);
+
+/* Adds node c->n (id c->n + 1) with an empty data directory, started with
+ * --join through node `via`'s internal port instead of --peers; returns its
+ * index or -1. */
+int harness_node_join(struct harness_cluster *c, unsigned via);
 
 /* Sends `sig` to node i; for SIGKILL/SIGTERM also waits for it to exit and
  * returns its wait status in *status (may be NULL). */

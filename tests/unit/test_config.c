@@ -40,7 +40,9 @@ static void test_defaults(void **state)
 	assert_string_equal(c.data_dir, "/var/lib/lodestone");
 	assert_string_equal(c.cluster_id, "lodestone");
 	assert_int_equal(c.shards, 8);
-	assert_int_equal(c.replicas, 1);
+	assert_int_equal(c.replicas, 3);
+	assert_int_equal(c.rebalance_concurrency, 2);
+	assert_int_equal(c.join.port, 0);
 	assert_int_equal(c.node_id, 1);
 }
 
@@ -107,9 +109,15 @@ static void test_bad_values(void **state)
 	assert_int_equal(load(&c, a3, env, err), -1);
 	assert_non_null(strstr(err, "--bogus"));
 
-	const char *a4[] = {"lodestone", "--replicas", "3", NULL};
+	const char *a4[] = {"lodestone", "--join", "10.0.0.1:7000", NULL};
 	assert_int_equal(load(&c, a4, env, err), -1);
-	assert_non_null(strstr(err, "'replicas'"));
+	assert_non_null(strstr(err, "--node-id"));
+
+	const char *a4b[] = {"lodestone", "--join", "10.0.0.1:7000",
+	                     "--node-id", "4",      "--peers",
+	                     "4=a:7000",  NULL};
+	assert_int_equal(load(&c, a4b, env, err), -1);
+	assert_non_null(strstr(err, "'join'"));
 
 	const char *a5[] = {"lodestone", "--peers", "1=a:1,1=b:2", NULL};
 	assert_int_equal(load(&c, a5, env, err), -1);
@@ -145,6 +153,20 @@ static void test_peers(void **state)
 	assert_int_equal(c.replicas, 3);
 	assert_string_equal(c.peers[2].addr.host, "::1");
 	assert_int_equal(c.peers[2].addr.port, 7003);
+
+	const char *b[] = {"lodestone",
+	                   "--node-id",
+	                   "4",
+	                   "--join",
+	                   "127.0.0.1:7001",
+	                   "--rebalance-concurrency",
+	                   "3",
+	                   NULL};
+	assert_int_equal(load(&c, b, env, err), 0);
+	assert_string_equal(c.join.host, "127.0.0.1");
+	assert_int_equal(c.join.port, 7001);
+	assert_int_equal(c.rebalance_concurrency, 3);
+	assert_int_equal(c.replicas, 3);
 }
 
 static void test_addr(void **state)

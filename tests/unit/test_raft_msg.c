@@ -510,6 +510,59 @@ static void test_rpc_messages(void **state)
 	}
 }
 
+/* A joining node's request and the answer: round trips, every prefix
+ * refused, another version recognised, bad fields refused. */
+static void test_join(void **state)
+{
+	struct msg_join j = {0}, jd;
+	struct msg_join_resp r = {0}, rd;
+	uint8_t b[600];
+	size_t len;
+	(void)state;
+
+	j.version = MSG_VERSION;
+	j.from = 4;
+	j.cluster = "prod";
+	j.cluster_len = 4;
+	j.record = "internal=10.0.0.4:7000 fsnp=10.0.0.4:6388";
+	j.record_len = strlen(j.record);
+	len = msg_join_size(&j);
+	assert_true(len <= sizeof b);
+	msg_join_write(b, &j);
+	assert_int_equal(msg_join_decode(b, len, &jd), 0);
+	assert_int_equal(jd.from, 4);
+	assert_memory_equal(jd.cluster, "prod", 4);
+	assert_int_equal(jd.record_len, j.record_len);
+	assert_memory_equal(jd.record, j.record, j.record_len);
+	for (size_t k = 0; k < len; k++) {
+		assert_int_not_equal(msg_join_decode(b, k, &jd), 0);
+	}
+	assert_int_not_equal(msg_join_decode(b, len + 1, &jd), 0);
+	j.version = 2;
+	msg_join_write(b, &j);
+	assert_int_equal(msg_join_decode(b, len, &jd), MSG_EVERSION);
+	j.version = MSG_VERSION;
+	j.from = 0; /* no node 0 */
+	msg_join_write(b, &j);
+	assert_int_equal(msg_join_decode(b, len, &jd), MSG_EMALFORMED);
+
+	r.status = MSG_HS_OK;
+	r.text = "1=10.0.0.1:7000,2=10.0.0.2:7000";
+	r.text_len = strlen(r.text);
+	len = msg_join_resp_size(&r);
+	msg_join_resp_write(b, &r);
+	assert_int_equal(msg_join_resp_decode(b, len, &rd), 0);
+	assert_int_equal(rd.status, MSG_HS_OK);
+	assert_int_equal(rd.text_len, r.text_len);
+	assert_memory_equal(rd.text, r.text, r.text_len);
+	for (size_t k = 0; k < len; k++) {
+		assert_int_not_equal(msg_join_resp_decode(b, k, &rd), 0);
+	}
+	r.status = MSG_HS_MAX + 1;
+	msg_join_resp_write(b, &r);
+	assert_int_not_equal(msg_join_resp_decode(b, len, &rd), 0);
+}
+
 static void test_placement(void **state)
 {
 	uint64_t nodes[5] = {5, 1, 4, 2, 3}, out[5], again[5];
@@ -582,6 +635,7 @@ int main(void)
 	    cmocka_unit_test(test_timeout_now),
 	    cmocka_unit_test(test_handshake),
 	    cmocka_unit_test(test_rpc_messages),
+	    cmocka_unit_test(test_join),
 	    cmocka_unit_test(test_placement),
 	};
 	return cmocka_run_group_tests_name("raft_msg", tests, NULL, NULL);

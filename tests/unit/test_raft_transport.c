@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "raft/forward.h"
+#include "raft/join.h"
 #include "raft/msg_codec.h"
 #include "raft/transport.h"
 #include "raft/xfer.h"
@@ -865,6 +866,113 @@ static void test_bounded_queue(void **state)
 	cluster_free(c);
 }
 
+/* Joining: a node's JOIN on a connection of its own is answered by the
+ * owner's hook (the members, or a refusal with its reason), another
+ * cluster id is refused by the transport itself, and the connection then
+ * closes. */
+struct join_result {
+	bool done;
+	int status;
+	char text[256];
+	uint64_t asked;
+};
+
+static int join_hook(void *data, uint64_t id, const char *record, size_t len,
+                     char *reply, size_t cap)
+{
+	struct join_result *r = data;
+	r->asked = id;
+	if (id == 9) {
+		snprintf(reply, cap, "node 9 was removed");
+		return MSG_HS_STRANGER;
+	}
+	assert_int_equal(len, strlen("internal=127.0.0.1:7007"));
+	assert_memory_equal(record, "internal=127.0.0.1:7007", len);
+	snprintf(reply, cap, "1=127.0.0.1:7001,7=127.0.0.1:7007");
+	return MSG_HS_OK;
+}
+
+static void join_done(void *data, int status, const char *text)
+{
+	struct join_result *r = data;
+	r->done = true;
+	r->status = status;
+	snprintf(r->text, sizeof r->text, "%s", text);
+}
+
+static void ask(uv_loop_t *loop, uint16_t port, uint64_t id,
+                const char *cluster, struct join_result *r)
+{
+	struct sockaddr_in sa;
+	struct msg_join req = {0};
+	struct join *j;
+	uint64_t end = mono_ms() + GUARD_MS;
+
+	uv_ip4_addr("127.0.0.1", port, &sa);
+	req.version = MSG_VERSION;
+	req.from = id;
+	req.cluster = cluster;
+	req.cluster_len = strlen(cluster);
+	req.record = "internal=127.0.0.1:7007";
+	req.record_len = strlen(req.record);
+	r->done = false;
+	assert_int_equal(join_start(&j, loop, (struct sockaddr *)&sa, &req,
+	                            5000, join_done, r),
+	                 0);
+	while (!r->done) {
+		uv_run(loop, UV_RUN_ONCE);
+		assert_true(mono_ms() < end);
+	}
+}
+
+static void test_join(void **state)
+{
+	uv_loop_t loop;
+	struct transport *t;
+	struct transport_options to = {0};
+	struct join_result r = {0};
+	char err[256];
+	bool closed = false;
+	(void)state;
+
+	assert_int_equal(uv_loop_init(&loop), 0);
+	to.node_id = 1;
+	to.cluster_id = "test";
+	to.on_join = join_hook;
+	to.data = &r;
+	assert_int_equal(transport_init(&t, &loop, &to), 0);
+	assert_int_equal(transport_start(t, "127.0.0.1", 0, err, sizeof err),
+	                 0);
+
+	ask(&loop, transport_port(t), 7, "test", &r);
+	assert_int_equal(r.status, MSG_HS_OK);
+	assert_int_equal(r.asked, 7);
+	assert_string_equal(r.text, "1=127.0.0.1:7001,7=127.0.0.1:7007");
+
+	ask(&loop, transport_port(t), 9, "test", &r);
+	assert_int_equal(r.status, MSG_HS_STRANGER);
+	assert_string_equal(r.text, "node 9 was removed");
+
+	r.asked = 0;
+	ask(&loop, transport_port(t), 7, "elsewhere", &r);
+	assert_int_equal(r.status, MSG_HS_CLUSTER);
+	assert_int_equal(r.asked, 0); /* the hook never saw it */
+
+	/* Nobody listening: the request fails, once. */
+	{
+		uint16_t port = transport_port(t);
+		transport_close(t, other_closed_cb, &closed);
+		while (!closed) {
+			uv_run(&loop, UV_RUN_ONCE);
+		}
+		transport_free(t);
+		ask(&loop, port, 7, "test", &r);
+		assert_int_equal(r.status, JOIN_EFAILED);
+	}
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -872,6 +980,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_snapshot_catch_up),
 	    cmocka_unit_test(test_bounded_queue),
+	    cmocka_unit_test(test_join),
 	};
 	return cmocka_run_group_tests_name("raft_transport", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* The meta group's node records (NODE_SET / NODE_LIST): set, replace,
- * list in id order, validation, meta-group only, codec round trip. */
+/* The meta group's node records (NODE_SET / NODE_LIST / NODE_JOIN /
+ * NODE_STATE) and settings (CONF_INIT / CONF_GET): set, replace, list in id
+ * order, membership states, validation, meta-group only, codec round trip. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,14 +70,151 @@ static void test_set_replace_list(void **state)
 	assert_int_equal(tres_array(&x), 3);
 	assert_int_equal(tres_array(&x), 2);
 	assert_memory_equal(tres_bytes(&x, &len), k1, 8);
-	assert_string_equal(tres_bytes(&x, NULL), "felix=h1:2");
+	/* Format 2: version, state (active), the addresses. */
+	assert_memory_equal(tres_bytes(&x, &len),
+	                    "\x02\x01\0\0\0\0\0\0\0\x01"
+	                    "felix=h1:2",
+	                    20);
 	assert_int_equal(tres_array(&x), 2);
 	assert_memory_equal(tres_bytes(&x, &len), k2, 8);
-	assert_string_equal(tres_bytes(&x, &len), "");
-	assert_int_equal(len, 0);
+	assert_memory_equal(tres_bytes(&x, &len), "\x02\x01\0\0\0\0\0\0\0\x02",
+	                    10);
+	assert_int_equal(len, 10);
 	assert_int_equal(tres_array(&x), 2);
 	assert_memory_equal(tres_bytes(&x, &len), k3, 8);
-	assert_string_equal(tres_bytes(&x, NULL), "felix=h3:1");
+	assert_memory_equal(tres_bytes(&x, &len),
+	                    "\x02\x01\0\0\0\0\0\0\x01\x2c"
+	                    "felix=h3:1",
+	                    20);
+	tres_free(&x);
+	tdb_close(&t);
+}
+
+/* The record of node 1 as NODE_LIST returns it (one node listed). */
+static void expect_record(struct tdb *t, const char *rec, size_t rlen)
+{
+	struct tres x;
+	struct store_cmd c;
+	size_t len;
+
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_LIST;
+	tread(&x, t, 0, 200, &c);
+	assert_int_equal(tres_array(&x), 1);
+	assert_int_equal(tres_array(&x), 2);
+	tres_bytes(&x, &len);
+	assert_memory_equal(tres_bytes(&x, &len), rec, rlen);
+	assert_int_equal(len, rlen);
+	tres_free(&x);
+}
+
+static void apply_status(struct tdb *t, struct store_cmd *c, uint8_t status,
+                         int64_t v)
+{
+	struct tres x;
+	tapply(&x, t, 0, 100, c);
+	assert_int_equal(tres_status(&x), status);
+	if (status == STORE_OK) {
+		assert_int_equal(tres_i64(&x), v);
+	}
+	tres_free(&x);
+}
+
+/* Membership: a joining record, its states, the addresses kept apart
+ * from the state, a removed id refused. */
+static void test_membership(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	uint8_t k1[8];
+	(void)state;
+
+	tdb_open(&t);
+	node_key(k1, 1);
+	c = node_set(k1, "internal=a:1");
+	c.op = STORE_OP_NODE_JOIN;
+	c.kind = STORE_NODE_JOINING;
+	apply_status(&t, &c, STORE_OK, 1);
+	expect_record(&t, "\x02\x00\0\0\0\0\0\0\0\x01internal=a:1", 22);
+	apply_status(&t, &c, STORE_OK, 0); /* again: unchanged */
+	/* The node's own record changes the addresses, not the state. */
+	c = node_set(k1, "internal=a:1 fsnp=a:2");
+	apply_status(&t, &c, STORE_OK, 0);
+	expect_record(&t, "\x02\x00\0\0\0\0\0\0\0\x01internal=a:1 fsnp=a:2",
+	              31);
+	/* joining -> active -> draining; draining may not become active
+	 * unless the mask lets it. */
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_STATE;
+	c.key.p = k1;
+	c.key.len = 8;
+	c.kind = STORE_NODE_ACTIVE;
+	c.max = 1u << STORE_NODE_JOINING;
+	apply_status(&t, &c, STORE_OK, 1);
+	apply_status(&t, &c, STORE_OK, 0);
+	c.kind = STORE_NODE_DRAINING;
+	c.max = 1u << STORE_NODE_ACTIVE;
+	apply_status(&t, &c, STORE_OK, 1);
+	c.kind = STORE_NODE_ACTIVE;
+	c.max = 1u << STORE_NODE_JOINING;
+	apply_status(&t, &c, STORE_ERR, 0);
+	expect_record(&t, "\x02\x02\0\0\0\0\0\0\0\x01internal=a:1 fsnp=a:2",
+	              31);
+	/* A new placement slot (a replacement takes the dead node's). */
+	c.kind = STORE_NODE_DRAINING;
+	c.offset = 7;
+	apply_status(&t, &c, STORE_OK, 1);
+	apply_status(&t, &c, STORE_OK, 0);
+	expect_record(&t, "\x02\x02\0\0\0\0\0\0\0\x07internal=a:1 fsnp=a:2",
+	              31);
+	c.offset = 0;
+	c.kind = STORE_NODE_REMOVED;
+	c.max = 1u << STORE_NODE_DRAINING;
+	apply_status(&t, &c, STORE_OK, 1);
+	/* A removed id cannot join again. */
+	c = node_set(k1, "internal=a:1");
+	c.op = STORE_OP_NODE_JOIN;
+	apply_status(&t, &c, STORE_EXISTS, 0);
+	/* Unknown node. */
+	node_key(k1, 9);
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_STATE;
+	c.key.p = k1;
+	c.key.len = 8;
+	c.kind = STORE_NODE_ACTIVE;
+	c.max = 0xF;
+	apply_status(&t, &c, STORE_NOT_FOUND, 0);
+	tdb_close(&t);
+}
+
+/* Settings: set once, read back; the second set changes nothing. */
+static void test_conf(void **state)
+{
+	struct tdb t;
+	struct tres x;
+	struct store_cmd c;
+	size_t len;
+	(void)state;
+
+	tdb_open(&t);
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_CONF_GET;
+	c.key.p = (const uint8_t *)"replicas";
+	c.key.len = 8;
+	tread(&x, &t, 0, 100, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_true(tres_is_nil(&x));
+	tres_free(&x);
+	c.op = STORE_OP_CONF_INIT;
+	c.value.p = (const uint8_t *)"3";
+	c.value.len = 1;
+	apply_status(&t, &c, STORE_OK, 1);
+	c.value.p = (const uint8_t *)"5";
+	apply_status(&t, &c, STORE_OK, 0);
+	c.op = STORE_OP_CONF_GET;
+	tread(&x, &t, 0, 100, &c);
+	assert_memory_equal(tres_bytes(&x, &len), "3", 1);
+	assert_int_equal(len, 1);
 	tres_free(&x);
 	tdb_close(&t);
 }
@@ -147,6 +285,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_set_replace_list),
 	    cmocka_unit_test(test_validation),
+	    cmocka_unit_test(test_membership),
+	    cmocka_unit_test(test_conf),
 	    cmocka_unit_test(test_codec),
 	};
 	return cmocka_run_group_tests_name("store_node", tests, NULL, NULL);

@@ -1,9 +1,9 @@
 /* The daemon's lifecycle; see node.h. */
 #include "node/node.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +46,14 @@ static int on_readyz(void *data, const struct admin_request *req,
 		return admin_reply_json(reply, 503,
 		                        "{\"status\":\"not ready\","
 		                        "\"reason\":\"raft groups not "
+		                        "running\"}");
+	}
+	/* This route exists once every listener has started; one that has
+	 * closed since is not ready either. */
+	if (n->cfg.native.enabled && n->fsnp == NULL) {
+		return admin_reply_json(reply, 503,
+		                        "{\"status\":\"not ready\","
+		                        "\"reason\":\"FSNP listener not "
 		                        "running\"}");
 	}
 	unsigned groups = shards_data_groups(n->shards) + 1;

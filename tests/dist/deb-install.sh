@@ -68,6 +68,7 @@ fi
 say "the packaged config starts a node as the lodestone user"
 # Its own ports and a scratch data dir, so nothing on this host is touched.
 data=$tmp/data
+chmod 755 "$tmp"
 install -d -o lodestone -g lodestone "$data"
 base=$(shuf -i 20000-60000 -n 1)
 admin=$base
@@ -84,7 +85,7 @@ for _ in $(seq 1 100); do
 	fi
 	sleep 0.2
 done
-kill -TERM "$pid"
+kill -TERM "$pid" 2>/dev/null || true
 wait "$pid" || { cat "$tmp/node.log"; fail "the node did not exit 0 on SIGTERM"; }
 [ $ready -eq 1 ] || { cat "$tmp/node.log"; fail "/readyz never answered 200"; }
 

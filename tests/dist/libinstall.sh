@@ -60,6 +60,11 @@ int main(void)
 	return strlen(fsnp_client_strerror(0)) > 0 ? 0 : 1;
 }
 C
+# A sanitizer build's library needs its program built the same way.
+san=
+if readelf -d "$libdir/liblodestone.so.0" | grep -q 'libasan'; then
+	san=-fsanitize=address,undefined
+fi
 # Each header compiles on its own (libuv's uv.h needs POSIX: gnu11, not c11).
 for h in fsnp_client.h felix_client.h wire/buf.h wire/fsnp_value.h \
 	wire/felix_msg.h wire/felix_frame.h wire/felix_binary.h; do
@@ -67,7 +72,7 @@ for h in fsnp_client.h felix_client.h wire/buf.h wire/fsnp_value.h \
 	${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $(pkg-config --cflags lodestone) \
 		-c -o "$stage/one.o" "$stage/one.c"
 done
-${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $(pkg-config --cflags lodestone) \
+${CC:-cc} -std=gnu11 -Wall -Wextra -Werror $san $(pkg-config --cflags lodestone) \
 	-o "$stage/use" "$stage/use.c" $(pkg-config --libs lodestone)
 LD_LIBRARY_PATH=$libdir "$stage/use"
 

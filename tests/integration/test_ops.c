@@ -87,8 +87,9 @@ static void notify_expect(int fd, const char *want)
 	ssize_t n = recv(fd, msg, sizeof msg - 1, 0);
 	if (n < 0) {
 		fail_msg("no notification '%s': %s", want, strerror(errno));
+		return;
 	}
-	msg[n] = '\0';
+	msg[(size_t)n] = '\0';
 	if (strstr(msg, want) == NULL) {
 		fail_msg("notification '%s' lacks '%s'", msg, want);
 	}

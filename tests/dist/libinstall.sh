@@ -14,7 +14,8 @@ make -C "$top" -s install DESTDIR="$stage" >"$stage/install.log" 2>&1 || {
 pc=$(find "$stage" -name lodestone.pc)
 [ -n "$pc" ] || { echo "libinstall.sh: lodestone.pc not installed" >&2; exit 1; }
 export PKG_CONFIG_PATH=${pc%/*}
-prefix=$stage$(pkg-config --variable=prefix lodestone)
+prefix_cfg=$(pkg-config --variable=prefix lodestone)
+prefix=$stage$prefix_cfg
 libdir=$stage$(pkg-config --variable=libdir lodestone)
 includedir=$stage$(pkg-config --variable=includedir lodestone)
 for f in "$libdir/liblodestone.so.0" "$includedir/lodestone/fsnp_client.h" \
@@ -31,6 +32,20 @@ grep -q '^ExecStart=/.*/bin/lodestone --config /.*/lodestone/lodestone.conf$' "$
 	echo "libinstall.sh: lodestone.service has no ExecStart with absolute paths" >&2
 	exit 1
 }
+# systemd's own check of both units, run on copies that start the staged
+# binary (the man pages they name are not on this host's MANPATH yet).
+if command -v systemd-analyze >/dev/null 2>&1; then
+	mkdir "$stage/units"
+	for u in lodestone.service lodestone@.service; do
+		sed "s|^ExecStart=$prefix_cfg/bin/lodestone|ExecStart=$prefix/bin/lodestone|" \
+			"${unit%/*}/$u" > "$stage/units/$u"
+	done
+	systemd-analyze verify --man=no "$stage/units/lodestone.service" \
+		"$stage/units/lodestone@.service" || {
+		echo "libinstall.sh: systemd-analyze verify failed" >&2
+		exit 1
+	}
+fi
 if grep -rn '#include "wire/' "$includedir/lodestone"; then
 	echo "libinstall.sh: installed headers include the source tree's paths" >&2
 	exit 1

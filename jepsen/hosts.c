@@ -1166,10 +1166,16 @@ static int prepare_dirs(struct hosts *h, const char *dir)
 		seterr(h, "create run directory %s: %s", dir, strerror(-rc));
 		return rc;
 	}
-	if (realpath(dir, tmp) == NULL ||
-	    copy_str(h->dir, sizeof h->dir - 64, tmp) != 0) {
-		seterr(h, "run directory %s: %s", dir,
-		       errno != 0 ? strerror(errno) : "path too long");
+	/* realpath() into a buffer needs PATH_MAX bytes; let it allocate. */
+	char *abs = realpath(dir, NULL);
+	if (abs == NULL) {
+		seterr(h, "run directory %s: %s", dir, strerror(errno));
+		return -EINVAL;
+	}
+	rc = copy_str(h->dir, sizeof h->dir - 64, abs);
+	free(abs);
+	if (rc != 0) {
+		seterr(h, "run directory %s: path too long", dir);
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < h->n; i++) {

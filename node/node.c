@@ -1,16 +1,21 @@
 /* The daemon's lifecycle; see node.h. */
 #include "node/node.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "node/cluster_api.h"
 #include "node/devcert.h"
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
+#include "raft/group.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
@@ -24,6 +29,82 @@ static int on_healthz(void *data, const struct admin_request *req,
 	         n->stopping ? "draining" : "ok", n->cfg.node_id,
 	         n->cfg.cluster_id, PACKAGE_VERSION);
 	return admin_reply_json(reply, n->stopping ? 503 : 200, body);
+}
+
+/* GET /readyz: 200 once this node's listeners are up and every group it
+ * replicates has a known leader; 503 naming what is missing otherwise. */
+static int on_readyz(void *data, const struct admin_request *req,
+                     struct admin_reply *reply)
+{
+	struct node *n = data;
+	(void)req;
+	if (n->stopping) {
+		return admin_reply_json(reply, 503,
+		                        "{\"status\":\"not ready\","
+		                        "\"reason\":\"draining\"}");
+	}
+	if (n->shards == NULL) {
+		return admin_reply_json(reply, 503,
+		                        "{\"status\":\"not ready\","
+		                        "\"reason\":\"raft groups not "
+		                        "running\"}");
+	}
+	/* This route exists once every listener has started; one that has
+	 * closed since is not ready either. */
+	if (n->cfg.native.enabled && n->fsnp == NULL) {
+		return admin_reply_json(reply, 503,
+		                        "{\"status\":\"not ready\","
+		                        "\"reason\":\"FSNP listener not "
+		                        "running\"}");
+	}
+	unsigned groups = shards_data_groups(n->shards) + 1;
+	size_t cap = 256 + (size_t)groups * 12;
+	char *body = malloc(cap);
+	if (body == NULL) {
+		return -1;
+	}
+	size_t len = 0;
+	unsigned local = 0, missing = 0;
+	for (uint32_t g = 0; g < groups; g++) {
+		struct shards_route r;
+		struct group_status st;
+		if (shards_route(n->shards, g, &r) != SHARDS_OK ||
+		    !r.replicated) {
+			continue;
+		}
+		local++;
+		if (shards_status(n->shards, g, &st) == SHARDS_OK &&
+		    !st.failed && st.leader_id != 0) {
+			continue;
+		}
+		len += (size_t)snprintf(body + len, cap - len, "%s%" PRIu32,
+		                        missing == 0 ? "" : ",", g);
+		missing++;
+	}
+	if (missing == 0) {
+		snprintf(body, cap,
+		         "{\"status\":\"ready\",\"node_id\":%" PRIu64
+		         ",\"groups\":%u}",
+		         n->cfg.node_id, local);
+		reply->status = 200;
+	} else {
+		char *list = strdup(body);
+		if (list == NULL) {
+			free(body);
+			return -1;
+		}
+		snprintf(body, cap,
+		         "{\"status\":\"not ready\",\"node_id\":%" PRIu64
+		         ",\"reason\":\"%u of %u groups without a known "
+		         "leader\",\"groups_without_leader\":[%s]}",
+		         n->cfg.node_id, missing, local, list);
+		free(list);
+		reply->status = 503;
+	}
+	reply->content_type = "application/json";
+	reply->body = body;
+	reply->body_len = strlen(body);
+	return 0;
 }
 
 /* GET /v1/cluster: this node, its peers and every Raft group it hosts. */
@@ -99,6 +180,52 @@ static int on_metrics(void *data, const struct admin_request *req,
 	reply->status = 200;
 	reply->content_type = "text/plain; version=0.0.4";
 	return 0;
+}
+
+/* The service manager's readiness protocol (sd_notify(3)): one datagram
+ * to the AF_UNIX socket named by $NOTIFY_SOCKET, a path or, with a leading
+ * '@', an abstract name. Without the variable there is nobody to tell. */
+static int notify_service_manager(const struct log *log, const char *msg)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa;
+	size_t plen;
+	int fd;
+
+	if (path == NULL || path[0] == '\0') {
+		return 0;
+	}
+	plen = strlen(path);
+	if ((path[0] != '/' && path[0] != '@') || plen >= sizeof sa.sun_path) {
+		log_warn(log, "node", "NOTIFY_SOCKET '%s' is not a socket path",
+		         path);
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, plen);
+	if (path[0] == '@') {
+		sa.sun_path[0] = '\0';
+	}
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		goto err_socket;
+	}
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+	                              plen + (path[0] == '@' ? 0 : 1));
+	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+	           salen) < 0) {
+		goto err_send;
+	}
+	close(fd);
+	return 0;
+
+err_send:
+	close(fd);
+err_socket:
+	log_warn(log, "node", "cannot notify the service manager at '%s': %s",
+	         path, strerror(errno));
+	return -1;
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -310,6 +437,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	}
 	scopes_register_admin(n->scopes, &n->admin); /* felix */
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);
+	admin_http_route(&n->admin, "GET", "/readyz", false, on_readyz, n);
 	admin_http_route(&n->admin, "GET", "/metrics", false, on_metrics, n);
 	admin_http_route(&n->admin, "GET", "/v1/cluster", false, on_cluster, n);
 	admin_http_route(&n->admin, "GET", "/v1/debug/group/", true,
@@ -327,6 +455,8 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	         "shards, %u replicas)",
 	         cfg->node_id, cfg->cluster_id, cfg->data_dir, cfg->shards,
 	         cfg->replicas);
+	/* Every listener is bound: tell systemd (Type=notify) we are up. */
+	notify_service_manager(&n->log, "READY=1\nSTATUS=listening");
 	return 0;
 
 err_fsnp:
@@ -370,7 +500,7 @@ void node_print_endpoints(const struct node *n, int fd)
 	int len = snprintf(
 	    buf, sizeof buf,
 	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
-	    "  admin HTTP   http://%s:%u  (GET /healthz)\n"
+	    "  admin HTTP   http://%s:%u  (GET /healthz, /readyz)\n"
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (%s)\n"
@@ -467,6 +597,7 @@ void node_stop(struct node *n)
 		return;
 	}
 	n->stopping = true;
+	notify_service_manager(&n->log, "STOPPING=1\nSTATUS=draining");
 	/* felix: the Felix listener and scope timers close first */
 	if (n->felix != NULL) {
 		felix_server_close(n->felix, NULL, NULL);

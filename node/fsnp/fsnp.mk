@@ -72,6 +72,11 @@ tests_integration_test_fsnp_tls_SOURCES = \
 tests_integration_test_fsnp_tls_LDADD = $(FSNP_ITEST_LDADD)
 
 # The KV surface on 3 nodes, through a follower and through the leader.
+INTEGRATION_TESTS += tests/integration/test_flow
+tests_integration_test_flow_SOURCES = \
+	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

@@ -1004,6 +1004,78 @@ static void ce_value(struct fsnp_writer *w, const char *k,
 	fsnp_w_val(w, v);
 }
 
+static bool bin_ieq(struct fsnp_bytes b, const char *s)
+{
+	size_t n = strlen(s);
+	return b.len == n && strncasecmp((const char *)b.ptr, s, n) == 0;
+}
+
+/* The ITEMS of a *_MANY command: per item, by opcode (pk only when the
+ * batch has none; "-" and empty lease tokens stand for none):
+ *   CREATE_MANY                    id [pk] payload
+ *   COMPLETE_MANY, RETRY, FAIL     id [pk] lease_token fencing_token
+ *   CANCEL_MANY                    id [pk] fencing_token
+ *   TRANSITION_MANY                id [pk] fencing_token lease_token */
+static int ce_items(struct fsnp_writer *w, uint16_t op, bool mixed,
+                    const struct fsnp_val *a, uint32_t n)
+{
+	static const char *const create[] = {"payload"};
+	static const char *const claimed[] = {"lease_token", "fencing_token"};
+	static const char *const cancel[] = {"fencing_token"};
+	static const char *const trans[] = {"fencing_token", "lease_token"};
+	const char *const *rest;
+	uint32_t n_rest, arity;
+	switch (op) {
+	case FSNP_OP_FLOW_CREATE_MANY:
+		rest = create;
+		n_rest = 1;
+		break;
+	case FSNP_OP_FLOW_CANCEL_MANY:
+		rest = cancel;
+		n_rest = 1;
+		break;
+	case FSNP_OP_FLOW_TRANSITION_MANY:
+		rest = trans;
+		n_rest = 2;
+		break;
+	default:
+		rest = claimed;
+		n_rest = 2;
+		break;
+	}
+	arity = 1 + (mixed ? 1 : 0) + n_rest;
+	if (n == 0 || n % arity != 0) {
+		return -1;
+	}
+	fsnp_w_key(w, "items");
+	fsnp_w_array_begin(w);
+	for (uint32_t k = 0; k < n; k += arity) {
+		uint32_t j = k;
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "id");
+		fsnp_w_val(w, &a[j++]);
+		if (mixed) {
+			if (!(a[j].tag == FSNP_BIN &&
+			      fsnp_bytes_eq(a[j].as.bin, "-"))) {
+				fsnp_w_key(w, "partition_key");
+				fsnp_w_val(w, &a[j]);
+			}
+			j++;
+		}
+		for (uint32_t f = 0; f < n_rest; f++, j++) {
+			if (strcmp(rest[f], "lease_token") == 0 &&
+			    a[j].tag == FSNP_BIN && a[j].as.bin.len == 0) {
+				continue;
+			}
+			fsnp_w_key(w, rest[f]);
+			ce_value(w, rest[f], &a[j]);
+		}
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_array_end(w);
+	return 0;
+}
+
 /* COMMAND_EXEC arguments as the typed body: the first positional
  * argument, then TOKEN value pairs (tokens case-insensitive; STATE and
  * VALUE may repeat; PARTITIONS n p...). 0, or -1 with `msg`. */
@@ -1016,6 +1088,7 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	uint32_t n = args->as.count, i = 0, k = 0;
 	uint32_t n_states = 0, n_values = 0;
 	const char *first = ce_first(op);
+	bool mixed = true;
 	int rv = -1;
 
 	a = calloc(n + 1, sizeof *a);
@@ -1036,6 +1109,23 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 			fsnp_w_val(&w, &a[i]);
 		}
 		fsnp_w_array_end(&w);
+	} else if (is_many(op)) {
+		/* <partition | AUTO | MIXED> [from to] options ITEMS ... */
+		if (n > 0 && a[0].tag == FSNP_BIN &&
+		    !bin_ieq(a[0].as.bin, "AUTO") &&
+		    !bin_ieq(a[0].as.bin, "MIXED")) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &a[0]);
+			mixed = false;
+		}
+		i = n > 0 ? 1 : 0;
+		if (op == FSNP_OP_FLOW_TRANSITION_MANY && n >= 3) {
+			fsnp_w_key(&w, "from_state");
+			fsnp_w_val(&w, &a[1]);
+			fsnp_w_key(&w, "to_state");
+			fsnp_w_val(&w, &a[2]);
+			i = 3;
+		}
 	} else if (first != NULL && n > 0) {
 		fsnp_w_key(&w, first);
 		fsnp_w_val(&w, &a[i++]);
@@ -1071,8 +1161,20 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		for (size_t c = 0; c < sizeof ce_flag / sizeof ce_flag[0];
 		     c++) {
 			if (strcmp(tok, ce_flag[c].token) == 0) {
+				bool v = ce_flag[c].value;
+				/* "INDEPENDENT true": the value may follow. */
+				if (i < n && a[i].tag == FSNP_BIN &&
+				    (bin_ieq(a[i].as.bin, "true") ||
+				     bin_ieq(a[i].as.bin, "false"))) {
+					v = bin_ieq(a[i].as.bin, "true");
+					i++;
+				} else if (i < n && (a[i].tag == FSNP_TRUE ||
+				                     a[i].tag == FSNP_FALSE)) {
+					v = a[i].tag == FSNP_TRUE;
+					i++;
+				}
 				fsnp_w_key(&w, ce_flag[c].field);
-				fsnp_w_bool(&w, ce_flag[c].value);
+				fsnp_w_bool(&w, v);
 				done = true;
 			}
 		}
@@ -1085,6 +1187,14 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		}
 		if (done) {
 			continue;
+		}
+		if (is_many(op) && strcmp(tok, "ITEMS") == 0) {
+			if (ce_items(&w, op, mixed, a + i, n - i) != 0) {
+				snprintf(msg, cap, "ERR syntax error");
+				goto out;
+			}
+			i = n;
+			break;
 		}
 		if (strcmp(tok, "STATE") == 0 && n_states > 1) {
 			fsnp_w_key(&w, "states");

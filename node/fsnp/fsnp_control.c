@@ -16,11 +16,12 @@
 
 #define NAME_MAX_LEN 128
 
-static const char *const events[] = {
-    "GOAWAY", "TOPOLOGY_CHANGED", "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED"};
-static const uint32_t event_bits[] = {FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY,
-                                      FSNP_EV_BACKPRESSURE,
-                                      FSNP_EV_AUTH_INVALIDATED};
+static const char *const events[] = {"GOAWAY", "TOPOLOGY_CHANGED",
+                                     "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED",
+                                     "FLOW_WAKE"};
+static const uint32_t event_bits[] = {
+    FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY, FSNP_EV_BACKPRESSURE,
+    FSNP_EV_AUTH_INVALIDATED, FSNP_EV_FLOW_WAKE};
 #define N_EVENTS (sizeof events / sizeof events[0])
 
 static const char *const codecs[] = {"kv_get_v1", "kv_mget_v1", "ok_list_v1",

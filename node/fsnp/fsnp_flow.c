@@ -71,6 +71,8 @@ struct fsnp_flow {
 
 static uint32_t claim_rotor;
 
+static void flow_woke(struct fsnp_req *r);
+
 void fsnp_flow_free(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -530,7 +532,7 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		reply_result(r, status, r->plan.one.group, result, len);
 		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
 		    wire_load_u16(r->reply.data) == 0) {
-			fsnp_server_flow_kick(r->srv);
+			flow_woke(r);
 		}
 		fsnp_exec_finish(r);
 		return;
@@ -559,12 +561,49 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_mget(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
-		fsnp_server_flow_kick(r->srv);
+		flow_woke(r);
 	} else {
 		merge_all(r);
-		fsnp_server_flow_kick(r->srv);
+		flow_woke(r);
 	}
 	fsnp_exec_finish(r);
+}
+
+/* A Flow write succeeded: parked claims try again now, and subscribers
+ * of FLOW_WAKE on this node get {opcode, [id], [type], [partition_key]}
+ * from the request's body. */
+static void flow_woke(struct fsnp_req *r)
+{
+	static const char *const keys[] = {"id", "type", "partition_key"};
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val body, v;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const char *nm;
+	fsnp_server_flow_kick(r->srv);
+	if (!fsnp_server_has_subscriber(r->srv, FSNP_EV_FLOW_WAKE) ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return;
+	}
+	nm = fsnp_opcode_name(f->opcode);
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "opcode");
+	fsnp_w_str(&w, nm != NULL ? nm : "?");
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		if (fsnp_map_get(&body, keys[i], &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, keys[i]);
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) == 0 && !b.oom) {
+		fsnp_server_broadcast(r->srv, FSNP_EV_FLOW_WAKE, "FLOW_WAKE",
+		                      &b);
+	}
+	wbuf_free(&b);
 }
 
 /* Runs the prepared parts (r->plan.parts, n of them) at once. */

@@ -51,6 +51,7 @@ enum {
 	FSNP_EV_TOPOLOGY = 1u << 1,
 	FSNP_EV_BACKPRESSURE = 1u << 2,
 	FSNP_EV_AUTH_INVALIDATED = 1u << 3,
+	FSNP_EV_FLOW_WAKE = 1u << 4, /* a Flow write through this node */
 };
 
 /* How long a request waits for a shard to elect a leader before it is
@@ -355,6 +356,8 @@ void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
                            uint64_t after_ms);
 /* A Flow write succeeded: poll the parked claims again now. */
 void fsnp_server_flow_kick(struct fsnp_server *s);
+/* Whether any connection subscribed to `ev`. */
+bool fsnp_server_has_subscriber(const struct fsnp_server *s, uint32_t ev);
 
 /* --- fsnp_conn.c ------------------------------------------------------- */
 

@@ -437,6 +437,16 @@ void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
 	}
 }
 
+bool fsnp_server_has_subscriber(const struct fsnp_server *s, uint32_t ev)
+{
+	for (const struct fsnp_conn *c = s->conns; c != NULL; c = c->next) {
+		if ((c->events & ev) && !c->closing) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static void on_sweep(uv_timer_t *t)
 {
 	struct fsnp_server *s = t->data;

@@ -617,6 +617,45 @@ static void test_command_exec(void **state)
 	}
 }
 
+/* FLOW_WAKE events reach the connections subscribed on the node the
+ * write went through. */
+static void test_flow_wake_event(void **state)
+{
+	struct ftc sub, c;
+	(void)state;
+	for (unsigned node = 0; node < n_nodes; node++) {
+		char id[64];
+		const char *ev[] = {"FLOW_WAKE"};
+		struct ftc_msg m;
+		struct fsnp_val payload;
+		bool seen = false;
+		snprintf(id, sizeof id, "%s-wake-%u", prefix, node);
+		assert_int_equal(ftc_connect(&sub, cl.nodes[node].fsnp), 0);
+		assert_int_equal(ftc_connect(&c, cl.nodes[node].fsnp), 0);
+		m = call(&sub, FSNP_OP_SUBSCRIBE_EVENTS, "events=a", ev, 1);
+		ok(&m);
+		ftc_msg_free(&m);
+		create(&c, id, "t-wake", "queued");
+		for (int i = 0; i < 20 && !seen; i++) {
+			if (ftc_recv(&sub, &m, 250) != 0) {
+				continue;
+			}
+			if (m.h.opcode == FSNP_OP_EVENT && m.has_value &&
+			    ftc_map_str(&m.value, "event", "FLOW_WAKE") &&
+			    fsnp_map_map(&m.value, "payload", &payload) == 0 &&
+			    ftc_map_str(&payload, "id", id)) {
+				assert_true(ftc_map_str(&payload, "opcode",
+				                        "FLOW.CREATE"));
+				seen = true;
+			}
+			ftc_msg_free(&m);
+		}
+		assert_true(seen);
+		ftc_close(&sub);
+		ftc_close(&c);
+	}
+}
+
 /* ROUTE answers a flow id or partition key by the flow's hash tag:
  * the reference's known answers. */
 static void test_route(void **state)
@@ -689,6 +728,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),
 	    cmocka_unit_test(test_route),
+	    cmocka_unit_test(test_flow_wake_event),
 	};
 	int rv = cmocka_run_group_tests_name("flow, 1 node", tests, setup1,
 	                                     teardown);

@@ -379,12 +379,17 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_i64(w, FSNP_OP_SET);
 	fsnp_w_i64(w, FSNP_OP_MSET);
 	fsnp_w_array_end(w);
+	/* Sent to connections with compact_flow_responses. */
+	fsnp_w_key(w, "flow_claim_jobs_v1");
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
+	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "supported");
 	w_strs(w,
 	       (const char *const[]){"typed_value", "kv_get_v1", "kv_mget_v1",
-	                             "ok_list_v1"},
-	       4);
+	                             "ok_list_v1", "flow_claim_jobs_v1"},
+	       5);
 	fsnp_w_map_end(w);
 
 	fsnp_w_key(w, "pipeline");

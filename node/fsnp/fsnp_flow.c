@@ -289,6 +289,79 @@ static void claim_reply(struct fsnp_req *r)
 	wbuf_append(&r->reply, f->acc.data, f->acc.len);
 }
 
+/* The claim's items as flow_claim_jobs_v1 (0x80: u32 n, then per job
+ * bin id, obin partition, bin lease_token, i64 fencing_token, and for the
+ * _state returns obin run_state) when the connection asked for compact
+ * Flow replies and every item has that shape; else the reply stays typed. */
+static void claim_compact(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	const struct fsnp_conn *c = r->conn;
+	struct fsnp_iter it, jt;
+	struct fsnp_val list, job, e[5];
+	struct wbuf out;
+	uint32_t width = 0, chunk;
+	if (c == NULL || !c->compact_flow_responses || c->zlib ||
+	    r->parent != NULL || f->n_acc == 0) {
+		return;
+	}
+	if (fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &list,
+	                      NULL) != 0) {
+		return;
+	}
+	fsnp_iter_init(&it, &list);
+	while (fsnp_iter_next(&it, NULL, &job)) {
+		uint32_t k = 0;
+		if (job.tag != FSNP_ARRAY || job.as.count < 4 ||
+		    job.as.count > 5 || (width != 0 && job.as.count != width)) {
+			return;
+		}
+		width = job.as.count;
+		fsnp_iter_init(&jt, &job);
+		while (fsnp_iter_next(&jt, NULL, &e[k])) {
+			k++;
+		}
+		if (e[0].tag != FSNP_BIN ||
+		    (e[1].tag != FSNP_BIN && e[1].tag != FSNP_NIL) ||
+		    e[2].tag != FSNP_BIN || e[3].tag != FSNP_I64 ||
+		    (k == 5 && e[4].tag != FSNP_BIN && e[4].tag != FSNP_NIL)) {
+			return;
+		}
+	}
+	wbuf_init(&out);
+	wbuf_put_u16(&out, FSNP_STATUS_OK);
+	wbuf_put_u8(&out, FSNP_COMPACT_FLOW_CLAIM_JOBS);
+	wbuf_put_u32(&out, list.as.count);
+	fsnp_iter_init(&it, &list);
+	while (fsnp_iter_next(&it, NULL, &job)) {
+		uint32_t k = 0;
+		fsnp_iter_init(&jt, &job);
+		while (fsnp_iter_next(&jt, NULL, &e[k])) {
+			const struct fsnp_val *v = &e[k];
+			if (k == 3) {
+				wbuf_put_u64(&out, (uint64_t)v->as.i);
+			} else if (v->tag == FSNP_NIL) {
+				wbuf_put_u32(&out, UINT32_MAX);
+			} else {
+				wbuf_put_u32(&out, (uint32_t)v->as.bin.len);
+				wbuf_append(&out, v->as.bin.ptr, v->as.bin.len);
+			}
+			k++;
+		}
+	}
+	chunk = fsnp_chunk_size((uint32_t)r->srv->lim.response_chunk_bytes,
+	                        (uint32_t)r->srv->lim.max_frame_bytes);
+	if (out.oom || out.len > chunk) {
+		wbuf_free(&out);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+	r->custom = true;
+	r->srv->stats.flow_compact_replies++;
+	metric_add(r->srv->m_flow_compact_replies, 1);
+}
+
 static void claim_restart(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -367,6 +440,7 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 		return;
 	}
 	claim_reply(r);
+	claim_compact(r);
 	fsnp_exec_finish(r);
 }
 

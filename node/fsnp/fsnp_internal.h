@@ -321,7 +321,7 @@ struct fsnp_server {
 
 	struct fsnp_server_stats stats;
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
-	    *m_bytes_in, *m_bytes_out, *m_flow_compact;
+	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
 };
 
 /* --- fsnp_server.c ----------------------------------------------------- */

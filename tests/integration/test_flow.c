@@ -404,6 +404,47 @@ static void test_batches_and_fanout(void **state)
 		assert_int_equal(m.value.tag, FSNP_ARRAY);
 		assert_int_equal(m.value.as.count, n);
 
+		/* With compact_flow_responses the same claim is answered
+		 * flow_claim_jobs_v1 (0x80) and the typed reply's content. */
+		{
+			struct ftc cc;
+			struct ftc_msg s2, m2;
+			char cid[80];
+			struct wbuf cb;
+			assert_int_equal(ftc_connect(&cc, cl.nodes[node_].fsnp),
+			                 0);
+			s2 = call(&cc, FSNP_OP_STARTUP,
+			          "compact_flow_responses=b", 1);
+			ok(&s2);
+			ftc_msg_free(&s2);
+			snprintf(cid, sizeof cid, "%s-cj", base);
+			wbuf_init(&cb);
+			wbuf_put_u8(&cb, 0x90);
+			put_bin(&cb, type);
+			put_bin(&cb, "queued");
+			wbuf_put_u64(&cb, now_ms());
+			wbuf_put_u64(&cb, now_ms());
+			wbuf_put_u8(&cb, 0);
+			wbuf_put_u8(&cb, 0);
+			wbuf_put_u32(&cb, 1);
+			put_bin(&cb, cid);
+			put_bin(&cb, "p");
+			m2 = callb(&cc, FSNP_OP_FLOW_CREATE_MANY,
+			           FSNP_FLAG_CUSTOM, &cb);
+			ok(&m2);
+			ftc_msg_free(&m2);
+			m2 = compact_claim(&cc, type, 5);
+			assert_int_equal(m2.status, 0);
+			assert_true(m2.flags & FSNP_FLAG_CUSTOM);
+			assert_true(m2.len >= 2 + 5);
+			assert_int_equal(m2.body[2], 0x80);
+			assert_int_equal(m2.body[6], 1); /* one job */
+			assert_int_equal(m2.body[10], strlen(cid));
+			assert_memory_equal(m2.body + 11, cid, strlen(cid));
+			ftc_msg_free(&m2);
+			ftc_close(&cc);
+		}
+
 		/* COMPLETE_MANY (typed, independent) of the claimed jobs:
 		 * [id, partition, lease_token, fencing]. */
 		struct wbuf b;

@@ -4,7 +4,8 @@
 // drives the SDK's Flow calls: the lifecycle create -> claim -> complete,
 // stale fencing refused, retry with a backoff, transition, cancel, history
 // order, signal, values, claim jobs, the *_MANY batches; it then checks on the
-// node's /metrics that the compact request forms were really served. Exit
+// node's /metrics that the compact request forms were served and claimJobs
+// was answered in the compact flow_claim_jobs_v1 codec. Exit
 // status 0 means every check passed.
 import assert from "node:assert/strict";
 
@@ -187,6 +188,10 @@ check("*_MANY: enqueueMany, retryMany, failMany, transitionMany, cancelMany", as
 check("the compact Flow requests were served", async () => {
   const n = await metric("lodestone_fsnp_flow_compact_requests_total");
   assert.ok(n >= 8, `compact Flow requests counted: ${n}`);
+  // claimJobs was answered flow_claim_jobs_v1 (the SDK asks for compact
+  // Flow replies and accepts the codec the server advertises).
+  const replies = await metric("lodestone_fsnp_flow_compact_replies_total");
+  assert.ok(replies >= 2, `compact Flow replies counted: ${replies}`);
 });
 
 let failed = 0;

@@ -17,13 +17,19 @@
  *    crosses shards`, as the reference);
  *  - block_ms: a claim that finds nothing is parked and polled again
  *    (every FLOW_POLL_MS, and at once when a Flow write succeeds through
- *    this node) until it claims something or block_ms passes (0: no end).
- */
+ *    this node) until it claims something or block_ms passes (0: no end);
+ *  - FLOW_WAKE events for the Flow writes through this node;
+ *  - job claims answered flow_claim_jobs_v1 on connections that asked for
+ *    compact Flow replies.
+ * COMMAND_EXEC arguments follow the SDK's grammar: the opcode's first
+ * positional argument (or, for *_MANY, the partition, AUTO or MIXED and
+ * then ITEMS), then TOKEN value pairs named after the body's fields. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "flow/flow.h"

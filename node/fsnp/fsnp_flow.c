@@ -885,16 +885,10 @@ one:
 	submit_one(r);
 }
 
-void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
-                    size_t len)
+int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                      size_t len)
 {
 	struct fsnp_flow *f;
-	struct flow_req *req = NULL;
-	struct flow_err err;
-	char buf[FLOW_AUTO_PARTITION_MAX];
-	const uint8_t *part;
-	size_t plen;
-	uint32_t group;
 	char msg[200];
 
 	if (!flow_opcode_supported(opcode)) {
@@ -905,18 +899,13 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 		         nm != NULL ? nm : "?");
 		fsnp_reply_error(r, FSNP_STATUS_ERROR, "flow_unavailable", msg,
 		                 false, 0);
-		fsnp_exec_finish(r);
-		return;
+		return -1;
 	}
 	f = calloc(1, sizeof *f);
-	req = malloc(sizeof *req);
-	if (f == NULL || req == NULL ||
-	    (len > 0 && (f->body = malloc(len)) == NULL)) {
+	if (f == NULL || (len > 0 && (f->body = malloc(len)) == NULL)) {
 		free(f);
-		free(req);
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
-		fsnp_exec_finish(r);
-		return;
+		return -1;
 	}
 	if (len > 0) {
 		memcpy(f->body, body, len);
@@ -928,7 +917,35 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	r->flow = f;
 	r->plan.opcode = opcode;
 	r->srv->stats.flow_requests++;
+	return 0;
+}
 
+void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                    size_t len)
+{
+	if (fsnp_flow_prepare(r, opcode, body, len) != 0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	fsnp_flow_start(r);
+}
+
+void fsnp_flow_start(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint16_t opcode = f->opcode;
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *part;
+	size_t plen;
+	uint32_t group;
+
+	if (req == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
 	if (flow_body_decode_bytes(opcode, f->body, f->len, req, &err) != 0) {
 		flow_error(r, err.status, err.msg);
 		fsnp_exec_finish(r);
@@ -1419,23 +1436,37 @@ out:
 	return rv;
 }
 
-void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
-                         const struct fsnp_val *args)
+int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
+                           const struct fsnp_val *args)
 {
 	struct wbuf b;
 	char msg[128];
+	int rv;
 	wbuf_init(&b);
 	if (ce_body(opcode, args, &b, msg, sizeof msg) != 0 || b.oom) {
+		if (b.oom) {
+			snprintf(msg, sizeof msg, "BUSY out of memory");
+		}
 		flow_error(r,
 		           strncmp(msg, "BUSY", 4) == 0 ? FSNP_STATUS_BUSY
 		                                        : FSNP_STATUS_ERROR,
 		           msg);
 		wbuf_free(&b);
+		return -1;
+	}
+	rv = fsnp_flow_prepare(r, opcode, b.data, b.len);
+	wbuf_free(&b);
+	return rv;
+}
+
+void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
+                         const struct fsnp_val *args)
+{
+	if (fsnp_flow_prepare_args(r, opcode, args) != 0) {
 		fsnp_exec_finish(r);
 		return;
 	}
-	fsnp_flow_exec(r, opcode, b.data, b.len);
-	wbuf_free(&b);
+	fsnp_flow_start(r);
 }
 
 /* --- Compact requests -------------------------------------------------- */

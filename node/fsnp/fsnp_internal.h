@@ -439,6 +439,14 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 /* COMMAND_EXEC of a Flow command: `args` after the name. */
 void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
                          const struct fsnp_val *args);
+/* The same in two steps, for PIPELINE items: prepare (0, or -1 with the
+ * error in r->reply and nothing started), then start (answered through
+ * fsnp_exec_finish). */
+int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                      size_t len);
+int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
+                           const struct fsnp_val *args);
+void fsnp_flow_start(struct fsnp_req *r);
 /* Whether a flag 0x02 body of `opcode` is a compact Flow request, and
  * running one (r->opcode). */
 bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);

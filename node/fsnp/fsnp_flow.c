@@ -64,6 +64,8 @@ struct fsnp_flow {
 	uint64_t block_until; /* wall ms; 0 = no end */
 	int64_t limit, remaining;
 	uint32_t start, asked;
+	int err_status; /* first group that failed (SHARDS_*), and which */
+	uint32_t err_group;
 	struct wbuf acc; /* claimed items, encoded one after another */
 	uint32_t n_acc;
 
@@ -373,6 +375,7 @@ static void claim_restart(struct fsnp_req *r)
 	struct fsnp_flow *f = r->flow;
 	f->asked = 0;
 	f->remaining = f->limit;
+	f->err_status = SHARDS_OK;
 	f->start = claim_rotor++;
 }
 
@@ -416,7 +419,14 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 	struct fsnp_flow *f = r->flow;
 	struct fsnp_val v, e;
 	struct fsnp_iter it;
-	if (!result_ok(status, res, len, &v) || v.tag != FSNP_ARRAY) {
+	if (status != SHARDS_OK && f->fixed_group == 0) {
+		/* A group that cannot answer now: the others may have work;
+		 * its failure is the reply only if nothing is claimed. */
+		if (f->err_status == SHARDS_OK) {
+			f->err_status = status;
+			f->err_group = r->plan.one.group;
+		}
+	} else if (!result_ok(status, res, len, &v) || v.tag != FSNP_ARRAY) {
 		if (f->n_acc == 0) {
 			reply_result(r, status, r->plan.one.group, res, len);
 			fsnp_exec_finish(r);
@@ -424,14 +434,16 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 		}
 		/* Claimed already: hand those out, the rest stays due. */
 		claim_reply(r);
+		claim_compact(r);
 		fsnp_exec_finish(r);
 		return;
-	}
-	fsnp_iter_init(&it, &v);
-	while (fsnp_iter_next(&it, NULL, &e)) {
-		wbuf_append(&f->acc, e.enc, e.enc_len);
-		f->n_acc++;
-		f->remaining--;
+	} else {
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			wbuf_append(&f->acc, e.enc, e.enc_len);
+			f->n_acc++;
+			f->remaining--;
+		}
 	}
 	f->asked++;
 	if (f->remaining > 0 && f->asked < claim_groups(r) &&
@@ -439,6 +451,11 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 		if (!claim_step(r)) {
 			fsnp_exec_finish(r);
 		}
+		return;
+	}
+	if (f->n_acc == 0 && f->err_status != SHARDS_OK) {
+		fsnp_exec_reply_shards(r, f->err_status, f->err_group);
+		fsnp_exec_finish(r);
 		return;
 	}
 	if (f->n_acc == 0) {

@@ -4,6 +4,7 @@
 node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
+	node/fsnp/fsnp_flow.c \
 	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
 
 EXTRA_DIST += docs/fsnp.md
@@ -62,7 +63,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
-	tests/interop/fsnp_topology.mjs \
+	tests/interop/fsnp_topology.mjs tests/interop/fsnp_flow.mjs \
 	tests/interop/package.json
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_tls
@@ -75,6 +76,11 @@ INTEGRATION_TESTS += tests/integration/test_membership
 tests_integration_test_membership_SOURCES = \
 	tests/integration/test_membership.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_membership_LDADD = $(FSNP_ITEST_LDADD) -lpthread
+
+INTEGRATION_TESTS += tests/integration/test_flow
+tests_integration_test_flow_SOURCES = \
+	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \

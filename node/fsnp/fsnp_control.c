@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "flow/flow_route.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_fqr.h"
 #include "wire/fsnp_opcode.h"
@@ -15,11 +16,12 @@
 
 #define NAME_MAX_LEN 128
 
-static const char *const events[] = {
-    "GOAWAY", "TOPOLOGY_CHANGED", "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED"};
-static const uint32_t event_bits[] = {FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY,
-                                      FSNP_EV_BACKPRESSURE,
-                                      FSNP_EV_AUTH_INVALIDATED};
+static const char *const events[] = {"GOAWAY", "TOPOLOGY_CHANGED",
+                                     "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED",
+                                     "FLOW_WAKE"};
+static const uint32_t event_bits[] = {
+    FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY, FSNP_EV_BACKPRESSURE,
+    FSNP_EV_AUTH_INVALIDATED, FSNP_EV_FLOW_WAKE};
 #define N_EVENTS (sizeof events / sizeof events[0])
 
 static const char *const codecs[] = {"kv_get_v1", "kv_mget_v1", "ok_list_v1",
@@ -377,12 +379,17 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_i64(w, FSNP_OP_SET);
 	fsnp_w_i64(w, FSNP_OP_MSET);
 	fsnp_w_array_end(w);
+	/* Sent to connections with compact_flow_responses. */
+	fsnp_w_key(w, "flow_claim_jobs_v1");
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
+	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "supported");
 	w_strs(w,
 	       (const char *const[]){"typed_value", "kv_get_v1", "kv_mget_v1",
-	                             "ok_list_v1"},
-	       4);
+	                             "ok_list_v1", "flow_claim_jobs_v1"},
+	       5);
 	fsnp_w_map_end(w);
 
 	fsnp_w_key(w, "pipeline");
@@ -446,7 +453,7 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_key(w, "features");
 	fsnp_w_map_begin(w);
 	w_kv_bool(w, "kv", true);
-	w_kv_bool(w, "flow", false);
+	w_kv_bool(w, "flow", true);
 	w_kv_bool(w, "admin", false);
 	w_kv_bool(w, "tls", s->tls_port != 0);
 	w_kv_bool(w, "trace", s->lim.trace);
@@ -562,6 +569,32 @@ void fsnp_control_route(struct fsnp_server *s, const uint8_t *key, size_t len,
 	w_kv_u64(w, "route_epoch", fsnp_server_route_epoch(s));
 	w_target(s, shard + 1, w);
 	fsnp_w_map_end(w);
+}
+
+/* ROUTE {flow_id, [partition_key]} or {partition_key}: the flow's
+ * partition (flow/flow_route.h) answered as the key "{<hash tag>}", whose
+ * slot is the partition's. */
+static void route_flow(struct fsnp_req *r, const struct fsnp_val *b)
+{
+	struct fsnp_bytes id = {NULL, 0}, pk = {NULL, 0};
+	bool has_id = fsnp_map_bin(b, "flow_id", &id) == 0;
+	bool has_pk = fsnp_map_bin(b, "partition_key", &pk) == 0;
+	char buf[FLOW_AUTO_PARTITION_MAX], tag[FLOW_TAG_MAX + 2];
+	const uint8_t *part;
+	size_t plen, tlen;
+	struct fsnp_writer w;
+	if (!has_pk && !has_id) {
+		bad(r, "ERR native flow_id and partition_key must be binary");
+		return;
+	}
+	flow_route_partition(id.ptr, id.len, has_pk ? pk.ptr : NULL, pk.len,
+	                     buf, &part, &plen);
+	tag[0] = '{';
+	tlen = flow_route_tag(part, plen, tag + 1);
+	tag[tlen + 1] = '}';
+	reply_begin(r, &w);
+	fsnp_control_route(r->srv, (const uint8_t *)tag, tlen + 2, &w);
+	reply_end(r, &w);
 }
 
 void fsnp_control_backpressure(struct fsnp_server *s, struct fsnp_writer *w)
@@ -1018,6 +1051,12 @@ void fsnp_control(struct fsnp_req *r, const struct fsnp_val *b)
 		client_info(r);
 		return;
 	case FSNP_OP_ROUTE:
+		if (fsnp_map_get(b, "key", &v) != 0 &&
+		    (fsnp_map_get(b, "flow_id", &v) == 0 ||
+		     fsnp_map_get(b, "partition_key", &v) == 0)) {
+			route_flow(r, b);
+			return;
+		}
 		if (fsnp_map_bin(b, "key", &name) != 0) {
 			bad(r, "ERR native key must be binary");
 			return;

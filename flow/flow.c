@@ -8,7 +8,7 @@
 
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
 #include "store/result.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
 

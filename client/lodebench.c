@@ -14,6 +14,8 @@ struct family {
 static const struct family families[] = {
     {"felix", lodebench_felix_main,
      "Felix publish throughput, latency and fan-out over QUIC"},
+    {"flow", lodebench_flow_main,
+     "FerricFlow create/claim/complete cycles per second, claim latency"},
     {"kv", lodebench_kv_main, "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
 };
 

@@ -4,6 +4,7 @@ noinst_LIBRARIES += jepsen/libjepsen.a
 jepsen_libjepsen_a_SOURCES = \
 	jepsen/anomaly.c jepsen/anomaly.h \
 	jepsen/countercheck.c jepsen/countercheck.h \
+	jepsen/flowcheck.c jepsen/flowcheck.h \
 	jepsen/history.c jepsen/history.h \
 	jepsen/intern.c jepsen/intern.h \
 	jepsen/lincheck.c jepsen/lincheck.h \

@@ -144,6 +144,10 @@ static const struct opt opts[] = {
      100000000, "N", "items in one typed request value (default 100000)"},
     {"fsnp-max-value-depth", OPT_UINT, OFF(native.max_value_depth), 8, 1, 512,
      "N", "nesting of one typed request value (default 64)"},
+    {"flow-client-clock-skew-ms", OPT_UINT, OFF(native.flow_clock_skew_ms), 8,
+     0, 86400000, "MS",
+     "how far a FerricFlow request's now_ms may be from the leader's clock "
+     "(default 60000)"},
     {"fsnp-max-lanes-per-connection", OPT_UINT,
      OFF(native.max_lanes_per_connection), 8, 1, 1000000, "N",
      "lanes one connection may use (default 1024)"},
@@ -608,6 +612,7 @@ static void set_defaults(struct node_config *c)
 	c->native.idle_timeout_ms = 90000;
 	c->native.max_value_items = 100000;
 	c->native.max_value_depth = 64;
+	c->native.flow_clock_skew_ms = 60000;
 	c->native.max_lanes_per_connection = 1024;
 	c->native.lane_max_queue = 1024;
 	c->native.max_pipeline_commands = 1024;

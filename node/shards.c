@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flow/flow.h"
 #include "raft/forward.h"
 #include "raft/group.h"
 #include "raft/io.h"
@@ -1744,6 +1745,11 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	}
 	if (store_open(db->db, db->data, &s->store) != 0) {
 		snprintf(err, errlen, "state machine: cannot open the store");
+		goto err_rio;
+	}
+	if (flow_register(s->store) != 0) {
+		snprintf(err, errlen, "state machine: cannot register FerricFlow");
+		store_close(s->store);
 		goto err_rio;
 	}
 	store_set_row_cache(s->store, cfg->row_cache_bytes);

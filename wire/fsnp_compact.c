@@ -339,3 +339,321 @@ bool fsnp_compact_list_next(struct fsnp_compact_list *l, bool *present,
 	l->left--;
 	return true;
 }
+
+/* --- Flow compact requests ------------------------------------------------ */
+
+/* A bounded reader over a compact Flow body: every read fails once the
+ * body is short (sticky). */
+struct crd {
+	const uint8_t *p, *end;
+	bool bad;
+};
+
+static uint8_t rd_u8(struct crd *r)
+{
+	if (r->bad || r->end - r->p < 1) {
+		r->bad = true;
+		return 0;
+	}
+	return *r->p++;
+}
+
+static uint32_t rd_u32(struct crd *r)
+{
+	uint32_t v;
+	if (r->bad || r->end - r->p < 4) {
+		r->bad = true;
+		return 0;
+	}
+	v = wire_load_u32(r->p);
+	r->p += 4;
+	return v;
+}
+
+static int64_t rd_i64(struct crd *r)
+{
+	int64_t v;
+	if (r->bad || r->end - r->p < 8) {
+		r->bad = true;
+		return 0;
+	}
+	v = (int64_t)wire_load_u64(r->p);
+	r->p += 8;
+	return v;
+}
+
+/* bin (nil false) or obin (u32 0xFFFFFFFF: nil, *nil true). */
+static struct fsnp_bytes rd_bin(struct crd *r, bool optional, bool *nil)
+{
+	struct fsnp_bytes b = {NULL, 0};
+	uint32_t n = rd_u32(r);
+	if (nil != NULL) {
+		*nil = false;
+	}
+	if (r->bad) {
+		return b;
+	}
+	if (optional && n == UINT32_MAX) {
+		if (nil != NULL) {
+			*nil = true;
+		}
+		return b;
+	}
+	if (n > (size_t)(r->end - r->p)) {
+		r->bad = true;
+		return b;
+	}
+	b.ptr = r->p;
+	b.len = n;
+	r->p += n;
+	return b;
+}
+
+static void w_key_bin(struct fsnp_writer *w, const char *key,
+                      struct fsnp_bytes b)
+{
+	fsnp_w_key(w, key);
+	fsnp_w_bin(w, b.ptr, b.len);
+}
+
+static void w_key_i64(struct fsnp_writer *w, const char *key, int64_t v)
+{
+	fsnp_w_key(w, key);
+	fsnp_w_i64(w, v);
+}
+
+/* The optional batch partition (obin). */
+static void w_opt_pk(struct fsnp_writer *w, struct crd *r)
+{
+	bool nil;
+	struct fsnp_bytes pk = rd_bin(r, true, &nil);
+	if (!nil && !r->bad) {
+		w_key_bin(w, "partition_key", pk);
+	}
+}
+
+/* `ind`: 0 unspecified, 1/4 false, 2/3 true. */
+static void w_ind(struct fsnp_writer *w, uint8_t ind)
+{
+	if (ind == 0) {
+		return;
+	}
+	fsnp_w_key(w, "independent");
+	fsnp_w_bool(w, ind == 2 || ind == 3);
+}
+
+bool fsnp_compact_is_flow(uint16_t opcode, uint8_t tag)
+{
+	switch (opcode) {
+	case FSNP_OP_FLOW_CREATE_MANY:
+		return tag == 0x90 || tag == 0x96 || tag == 0x9E;
+	case FSNP_OP_FLOW_CLAIM_DUE:
+		return tag == 0x91;
+	case FSNP_OP_FLOW_COMPLETE_MANY:
+	case FSNP_OP_FLOW_FAIL_MANY:
+		return tag == 0x92 || tag == 0x93;
+	case FSNP_OP_FLOW_RETRY_MANY:
+		return tag == 0x97 || tag == 0x98;
+	case FSNP_OP_FLOW_CANCEL_MANY:
+		return tag == 0x99 || tag == 0x9A;
+	case FSNP_OP_FLOW_TRANSITION_MANY:
+		return tag == 0x9B || tag == 0x9C;
+	case FSNP_OP_FLOW_VALUE_MGET:
+		return tag == 0x9D;
+	default:
+		return false;
+	}
+}
+
+static void w_claim(struct fsnp_writer *w, struct crd *r, uint32_t max_items,
+                    int *err)
+{
+	static const char *const rets[] = {
+	    "records", "jobs_compact", "jobs_compact_state",
+	    "jobs_compact_attrs", "jobs_compact_state_attrs"};
+	bool nil;
+	struct fsnp_bytes b;
+	int64_t v;
+	uint8_t u, pmode;
+
+	w_key_bin(w, "type", rd_bin(r, false, NULL));
+	b = rd_bin(r, true, &nil);
+	if (!nil && !r->bad) {
+		w_key_bin(w, "state", b);
+	}
+	w_key_bin(w, "worker", rd_bin(r, false, NULL));
+	w_key_i64(w, "lease_ms", rd_i64(r));
+	w_key_i64(w, "limit", rd_i64(r));
+	v = rd_i64(r);
+	if (v != INT64_MIN) {
+		w_key_i64(w, "block_ms", v);
+	}
+	u = rd_u8(r);
+	fsnp_w_key(w, "reclaim_expired");
+	fsnp_w_bool(w, u != 0);
+	w_key_i64(w, "reclaim_ratio", rd_i64(r));
+	v = rd_i64(r);
+	if (v != INT64_MIN) {
+		w_key_i64(w, "priority", v);
+	}
+	u = rd_u8(r);
+	if (u > 4 || u == 0) {
+		r->bad = true;
+		return;
+	}
+	fsnp_w_key(w, "return");
+	fsnp_w_str(w, rets[u]);
+	pmode = rd_u8(r);
+	if (pmode == 1) {
+		w_key_bin(w, "partition_key", rd_bin(r, false, NULL));
+	} else if (pmode == 2) {
+		uint32_t n = rd_u32(r);
+		if (n > max_items) {
+			*err = FSNP_ERR_COMPACT_ITEMS;
+			return;
+		}
+		fsnp_w_key(w, "partition_keys");
+		fsnp_w_array_begin(w);
+		for (uint32_t i = 0; i < n && !r->bad; i++) {
+			b = rd_bin(r, false, NULL);
+			fsnp_w_bin(w, b.ptr, b.len);
+		}
+		fsnp_w_array_end(w);
+	} else if (pmode != 0) {
+		r->bad = true;
+	}
+}
+
+int fsnp_compact_flow_body(uint16_t opcode, const uint8_t *body, size_t len,
+                           uint32_t max_items, struct wbuf *out)
+{
+	struct crd r = {body, body + len, false};
+	struct fsnp_writer w;
+	int err = 0;
+	uint8_t tag;
+	uint32_t n;
+	bool ok_on_success = false;
+
+	if (len == 0 || !fsnp_compact_is_flow(opcode, body[0])) {
+		return FSNP_ERR_COMPACT_UNSUPPORTED;
+	}
+	tag = rd_u8(&r);
+	fsnp_w_init(&w, out);
+	fsnp_w_map_begin(&w);
+	switch (tag) {
+	case 0x91:
+		w_claim(&w, &r, max_items, &err);
+		goto end;
+	case 0x9D: {
+		int64_t mb = rd_i64(&r);
+		if (mb != INT64_MIN) {
+			w_key_i64(&w, "max_bytes", mb);
+		}
+		n = rd_u32(&r);
+		if (n > max_items) {
+			return FSNP_ERR_COMPACT_ITEMS;
+		}
+		fsnp_w_key(&w, "refs");
+		fsnp_w_array_begin(&w);
+		for (uint32_t i = 0; i < n && !r.bad; i++) {
+			struct fsnp_bytes b = rd_bin(&r, false, NULL);
+			fsnp_w_bin(&w, b.ptr, b.len);
+		}
+		fsnp_w_array_end(&w);
+		goto end;
+	}
+	case 0x90:
+	case 0x96:
+	case 0x9E:
+		w_key_bin(&w, "type", rd_bin(&r, false, NULL));
+		w_key_bin(&w, "state", rd_bin(&r, false, NULL));
+		if (tag == 0x96) {
+			w_opt_pk(&w, &r);
+		}
+		w_key_i64(&w, "now_ms", rd_i64(&r));
+		w_key_i64(&w, "run_at_ms", rd_i64(&r));
+		w_ind(&w, rd_u8(&r));
+		ok_on_success = rd_u8(&r) == 1;
+		break;
+	case 0x9B:
+	case 0x9C:
+		w_key_bin(&w, "from_state", rd_bin(&r, false, NULL));
+		w_key_bin(&w, "to_state", rd_bin(&r, false, NULL));
+		w_opt_pk(&w, &r);
+		w_key_i64(&w, "now_ms", rd_i64(&r));
+		w_key_i64(&w, "run_at_ms", rd_i64(&r));
+		w_ind(&w, rd_u8(&r));
+		ok_on_success = tag == 0x9C;
+		break;
+	case 0x97:
+	case 0x98:
+		w_opt_pk(&w, &r);
+		w_key_i64(&w, "now_ms", rd_i64(&r));
+		w_key_i64(&w, "run_at_ms", rd_i64(&r));
+		w_ind(&w, rd_u8(&r));
+		ok_on_success = tag == 0x98;
+		break;
+	default: /* 0x92, 0x93, 0x99, 0x9A */
+		w_opt_pk(&w, &r);
+		w_key_i64(&w, "now_ms", rd_i64(&r));
+		w_ind(&w, rd_u8(&r));
+		ok_on_success = tag == 0x93 || tag == 0x9A;
+		break;
+	}
+	if (ok_on_success) {
+		fsnp_w_key(&w, "return");
+		fsnp_w_str(&w, "ok_on_success");
+	}
+	n = rd_u32(&r);
+	if (n > max_items) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	for (uint32_t i = 0; i < n && !r.bad; i++) {
+		bool nil;
+		struct fsnp_bytes b;
+		fsnp_w_map_begin(&w);
+		w_key_bin(&w, "id", rd_bin(&r, false, NULL));
+		switch (tag) {
+		case 0x90:
+		case 0x96:
+			w_key_bin(&w, "payload", rd_bin(&r, false, NULL));
+			break;
+		case 0x9E:
+			w_key_bin(&w, "partition_key", rd_bin(&r, false, NULL));
+			w_key_bin(&w, "payload", rd_bin(&r, false, NULL));
+			break;
+		case 0x99:
+		case 0x9A:
+			w_opt_pk(&w, &r);
+			w_key_i64(&w, "fencing_token", rd_i64(&r));
+			break;
+		case 0x9B:
+		case 0x9C:
+			w_opt_pk(&w, &r);
+			w_key_i64(&w, "fencing_token", rd_i64(&r));
+			b = rd_bin(&r, true, &nil);
+			if (!nil && !r.bad) {
+				w_key_bin(&w, "lease_token", b);
+			}
+			break;
+		default: /* complete, fail, retry */
+			w_opt_pk(&w, &r);
+			w_key_bin(&w, "lease_token", rd_bin(&r, false, NULL));
+			w_key_i64(&w, "fencing_token", rd_i64(&r));
+			break;
+		}
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_array_end(&w);
+end:
+	if (err != 0) {
+		return err;
+	}
+	if (r.bad || r.p != r.end) {
+		return FSNP_ERR_COMPACT_FLOW;
+	}
+	fsnp_w_map_end(&w);
+	return fsnp_w_finish(&w) != 0 ? FSNP_ERR_NOMEM : 0;
+}

@@ -9,6 +9,17 @@
  *   FLOW.VALUE.MGET 0x020C   9D i64:max_bytes (INT64_MIN: none) u32:n
  *                            (u32 len, ref)*n
  *
+ *   Flow batches and claims (reference/flow.md section 7), turned into
+ *   the opcode's typed body by fsnp_compact_flow_body:
+ *     CREATE_MANY 0x020F      90 (auto) / 96 (one partition) / 9E (mixed)
+ *     CLAIM_DUE 0x0203        91
+ *     COMPLETE_MANY 0x0210,
+ *     FAIL_MANY 0x0213        92 / 93 (ok_on_success)
+ *     RETRY_MANY 0x0212       97 / 98
+ *     CANCEL_MANY 0x0214      99 / 9A
+ *     TRANSITION_MANY 0x0211  9B / 9C
+ *     FLOW.VALUE.MGET 0x020C  9D
+ *
  * Responses (the payload after the u16 status; the frame has flag 0x02):
  *   ok_list_v1  81 u32:count
  *   kv_get_v1   82 (00 | 01 u32:len bytes)
@@ -62,6 +73,17 @@ struct fsnp_compact_req {
  * any other opcode, tag or mode FSNP_ERR_COMPACT_UNSUPPORTED. */
 int fsnp_compact_req_decode(uint16_t opcode, const uint8_t *body, size_t len,
                             uint32_t max_items, struct fsnp_compact_req *out);
+
+/* Whether `opcode` with compact tag `tag` is a Flow compact request. */
+bool fsnp_compact_is_flow(uint16_t opcode, uint8_t tag);
+
+/* Rewrites the compact Flow request `body` of `opcode` as the typed body
+ * (a map) the same request has without flag 0x02, appended to `out`.
+ * 0, FSNP_ERR_COMPACT_UNSUPPORTED (another opcode or tag),
+ * FSNP_ERR_COMPACT_ITEMS (more than max_items items),
+ * FSNP_ERR_COMPACT_FLOW (malformed) or FSNP_ERR_NOMEM. */
+int fsnp_compact_flow_body(uint16_t opcode, const uint8_t *body, size_t len,
+                           uint32_t max_items, struct wbuf *out);
 
 struct fsnp_compact_iter {
 	const uint8_t *p;

@@ -55,6 +55,7 @@ static const char *const messages[FSNP_ERR_COUNT_] = {
         "ERR native compact PIPELINE payload is invalid",
     [FSNP_ERR_COMPACT_VALUE_MGET] =
         "ERR native compact FLOW.VALUE.MGET payload is invalid",
+    [FSNP_ERR_COMPACT_FLOW] = "ERR native compact Flow payload is invalid",
     [FSNP_ERR_COMPACT_RESPONSE] =
         "ERR native compact response payload is malformed",
     [FSNP_ERR_FQR_TRUNCATED] = "ERR native compact flow query result is "

@@ -70,6 +70,7 @@ void fsnp_req_free(struct fsnp_req *r)
 	if (r->ops != &r->op1) {
 		free(r->ops);
 	}
+	fsnp_flow_free(r);
 	fsnp_plan_free(&r->plan);
 	for (uint32_t i = 0; i < r->n_items; i++) {
 		if (r->items[i] != NULL) {
@@ -388,7 +389,7 @@ static void reply_store(struct fsnp_req *r, const uint8_t *res, size_t len)
 }
 
 /* Answers a failed store operation (SHARDS_* status). */
-static void reply_shards(struct fsnp_req *r, int status, uint32_t group)
+void fsnp_exec_reply_shards(struct fsnp_req *r, int status, uint32_t group)
 {
 	char msg[256];
 	bool read = r->plan.n_parts > 0 && r->plan.parts[0].read;
@@ -475,7 +476,8 @@ static void merge_sum(struct fsnp_req *r)
 		struct fsnp_val v;
 		int64_t n;
 		if (x->status != SHARDS_OK) {
-			reply_shards(r, x->status, r->plan.parts[i].group);
+			fsnp_exec_reply_shards(r, x->status,
+			                       r->plan.parts[i].group);
 			return;
 		}
 		if (x->len < 3 || x->data[1] != STORE_OK) {
@@ -517,7 +519,7 @@ static void merge_order(struct fsnp_req *r)
 		struct fsnp_iter it;
 		uint32_t k = 0;
 		if (x->status != SHARDS_OK) {
-			reply_shards(r, x->status, p->group);
+			fsnp_exec_reply_shards(r, x->status, p->group);
 			goto out;
 		}
 		if (x->len < 3 || x->data[1] != STORE_OK) {
@@ -637,15 +639,26 @@ static void plan_finish(struct fsnp_req *r)
 	fsnp_req_complete(r);
 }
 
+void fsnp_exec_finish(struct fsnp_req *r)
+{
+	finish_reply(r);
+	fsnp_req_complete(r);
+}
+
 void fsnp_exec_op_done(struct fsnp_op *op, int status, const uint8_t *result,
                        size_t len)
 {
 	struct fsnp_req *r = op->req;
+	if (r->flow != NULL) {
+		fsnp_flow_op_done(op, status, result, len);
+		return;
+	}
 	if (r->plan.merge == FSNP_MERGE_ONE) {
 		if (status == SHARDS_OK) {
 			reply_store(r, result, len);
 		} else {
-			reply_shards(r, status, r->plan.parts[op->part].group);
+			fsnp_exec_reply_shards(r, status,
+			                       r->plan.parts[op->part].group);
 		}
 	} else {
 		struct fsnp_res *x = &r->res[op->part];
@@ -708,6 +721,10 @@ static void run_plan(struct fsnp_req *r)
 
 void fsnp_exec_foc_poll(struct fsnp_req *r)
 {
+	if (r->flow != NULL) {
+		fsnp_flow_poll(r);
+		return;
+	}
 	if (r->slot_lent) {
 		r->slot_lent = false;
 		r->srv->executions++;
@@ -1264,8 +1281,13 @@ static void exec_compact(struct fsnp_req *r, const struct fsnp_message *m)
 	struct fsnp_cmd_ctx ctx;
 	struct fsnp_cmd_err err;
 	char token[33];
-	int e = fsnp_compact_req_decode(r->opcode, m->body, m->len,
-	                                (uint32_t)lim(r)->max_value_items, &cr);
+	int e;
+	if (fsnp_flow_compact(r->opcode, m->body, m->len)) {
+		fsnp_flow_exec_compact(r, m->body, m->len);
+		return;
+	}
+	e = fsnp_compact_req_decode(r->opcode, m->body, m->len,
+	                            (uint32_t)lim(r)->max_value_items, &cr);
 	if (e != 0) {
 		if (r->opcode == FSNP_OP_FLOW_VALUE_MGET ||
 		    (fsnp_opcode_info(r->opcode) != NULL &&
@@ -1301,6 +1323,31 @@ static void exec_compact(struct fsnp_req *r, const struct fsnp_message *m)
 	run_plan(r);
 }
 
+/* COMMAND_EXEC of a Flow command (outside a pipeline): handed to
+ * fsnp_flow.c. False when the body names something else. */
+static bool exec_flow_command(struct fsnp_req *r, const struct fsnp_val *body)
+{
+	static const uint8_t empty_arr[] = {FSNP_ARRAY, 0, 0, 0, 0};
+	const struct fsnp_cmd_info *info;
+	struct fsnp_bytes name;
+	struct fsnp_val args;
+	if (fsnp_map_bin(body, "command", &name) != 0) {
+		return false;
+	}
+	info = fsnp_cmd_by_name(name.ptr, name.len);
+	if (info == NULL || info->kind != FSNP_CMD_FLOW) {
+		return false;
+	}
+	if (fsnp_map_get(body, "args", &args) != 0) {
+		fsnp_value_decode(empty_arr, sizeof empty_arr, NULL, &args,
+		                  NULL);
+	} else if (args.tag != FSNP_ARRAY) {
+		return false; /* parse_kv answers it */
+	}
+	fsnp_flow_exec_args(r, info->opcode, &args);
+	return true;
+}
+
 static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 {
 	const struct fsnp_cmd_info *info;
@@ -1309,6 +1356,9 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 		exec_pipeline_typed(r, body);
 		return;
 	case FSNP_OP_COMMAND_EXEC:
+		if (exec_flow_command(r, body)) {
+			return;
+		}
 		if (parse_kv(r, r->opcode, body)) {
 			prefetch_get(r);
 			run_plan(r);
@@ -1342,8 +1392,7 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 		fsnp_req_complete(r);
 		return;
 	case FSNP_CMD_FLOW:
-		flow_unavailable(r, opname(r->opcode));
-		fsnp_req_complete(r);
+		fsnp_flow_exec(r, r->opcode, body->enc, body->enc_len);
 		return;
 	case FSNP_CMD_ADMIN:
 		admin_unavailable(r, opname(r->opcode));

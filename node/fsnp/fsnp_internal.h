@@ -4,7 +4,9 @@
  *   fsnp_conn.c    one connection: receive loop, chunks, lanes and their
  *                  ordered replies, coalesced writes;
  *   fsnp_exec.c    one request: dispatch, store operations, replies;
- *   fsnp_control.c control opcodes and the capability manifest.
+ *   fsnp_control.c control opcodes and the capability manifest;
+ *   fsnp_flow.c    FerricFlow requests: encoding, routing, fan-out,
+ *                  batches split per group, block_ms waits.
  *
  * Lifetimes. A connection owns its lanes and the requests queued on them.
  * A request lives from its frame until its reply has been queued for
@@ -151,6 +153,9 @@ struct fsnp_req {
 	uint64_t next_poll_ms;
 	uint64_t poll_every_ms;
 	bool polling;
+
+	/* FerricFlow request state (fsnp_flow.c), owned; NULL otherwise. */
+	struct fsnp_flow *flow;
 
 	/* Last: its command storage (plan.one_cmd), at the very end, is
 	 * not cleared when a pooled request is reused. */
@@ -315,7 +320,7 @@ struct fsnp_server {
 
 	struct fsnp_server_stats stats;
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
-	    *m_bytes_in, *m_bytes_out;
+	    *m_bytes_in, *m_bytes_out, *m_flow_compact;
 };
 
 /* --- fsnp_server.c ----------------------------------------------------- */
@@ -342,6 +347,14 @@ void fsnp_server_conn_gone(struct fsnp_server *s, struct fsnp_conn *c);
 /* Sends an EVENT to every subscriber of `ev`. */
 void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
                            const struct wbuf *payload);
+
+/* FerricFlow claims waiting for due work (block_ms): parked with the
+ * fetch-or-compute waiters, polled again (fsnp_flow_poll) after
+ * `after_ms`, or at the next tick once fsnp_server_flow_kick runs. */
+void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
+                           uint64_t after_ms);
+/* A Flow write succeeded: poll the parked claims again now. */
+void fsnp_server_flow_kick(struct fsnp_server *s);
 
 /* --- fsnp_conn.c ------------------------------------------------------- */
 
@@ -407,6 +420,34 @@ void fsnp_exec_foc_poll(struct fsnp_req *r);
 /* Answers a waiter from the owner's outcome. */
 void fsnp_exec_foc_wake(struct fsnp_req *r, bool ok, const uint8_t *value,
                         size_t vlen);
+
+/* Answers a failed store operation (SHARDS_* status) of `group`. */
+void fsnp_exec_reply_shards(struct fsnp_req *r, int status, uint32_t group);
+/* Final touches of a reply (size limit, compact codecs), then
+ * fsnp_req_complete. */
+void fsnp_exec_finish(struct fsnp_req *r);
+
+/* --- fsnp_flow.c ------------------------------------------------------- */
+
+/* A Flow opcode with its typed body (the encoding of a map; len 0 = {}):
+ * answered through fsnp_exec_finish. */
+void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                    size_t len);
+/* COMMAND_EXEC of a Flow command: `args` after the name. */
+void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
+                         const struct fsnp_val *args);
+/* Whether a flag 0x02 body of `opcode` is a compact Flow request, and
+ * running one (r->opcode). */
+bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);
+void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body,
+                            size_t len);
+/* A part of a Flow request finished (from fsnp_exec_op_done). */
+void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
+                       size_t len);
+/* A parked claim's turn to try again. */
+void fsnp_flow_poll(struct fsnp_req *r);
+/* Frees r->flow. */
+void fsnp_flow_free(struct fsnp_req *r);
 
 /* --- fsnp_control.c ---------------------------------------------------- */
 

@@ -234,6 +234,45 @@ void fsnp_server_foc_park(struct fsnp_server *s, struct fsnp_req *r)
 	tick_arm(s);
 }
 
+void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
+                           uint64_t after_ms)
+{
+	if (fsnp_req_orphaned(r) || s->draining) {
+		fsnp_reply_error(r, FSNP_STATUS_REROUTE, "reroute",
+		                 "REROUTE node shutting down", true,
+		                 FSNP_RETRY_AFTER_MS);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (s->blocking >= s->lim.max_global_blocking_requests) {
+		fsnp_reply_error(r, FSNP_STATUS_BUSY, "busy",
+		                 "BUSY too many blocked requests", true,
+		                 FSNP_RETRY_AFTER_MS);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (r->counted && !r->slot_lent) {
+		r->slot_lent = true;
+		s->executions--;
+	}
+	r->waiting = true;
+	r->next_poll_ms = uv_now(s->loop) + after_ms;
+	r->wnext = s->foc;
+	s->foc = r;
+	s->blocking++;
+	tick_arm(s);
+}
+
+void fsnp_server_flow_kick(struct fsnp_server *s)
+{
+	uint64_t now = uv_now(s->loop);
+	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
+		if (r->flow != NULL && r->next_poll_ms > now) {
+			r->next_poll_ms = now;
+		}
+	}
+}
+
 /* Unlinks every waiter matching `pick` into a list of its own. */
 static struct fsnp_req *foc_take(struct fsnp_server *s,
                                  bool (*pick)(struct fsnp_req *, void *),
@@ -265,6 +304,9 @@ static bool pick_key(struct fsnp_req *r, void *arg)
 	struct key_arg *k = arg;
 	struct store_cmd c;
 	const char *emsg;
+	if (r->flow != NULL) {
+		return false;
+	}
 	if (store_cmd_decode(r->plan.parts[0].cmd, r->plan.parts[0].len, &c,
 	                     &emsg) != 0) {
 		return false;
@@ -535,6 +577,9 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	                                "FSNP bytes received", NULL);
 	s->m_bytes_out = metrics_counter(m, "lodestone_fsnp_bytes_out_total",
 	                                 "FSNP bytes sent", NULL);
+	s->m_flow_compact = metrics_counter(
+	    m, "lodestone_fsnp_flow_compact_requests_total",
+	    "FerricFlow requests received in a compact (flag 0x02) form", NULL);
 }
 
 static int bind_listener(struct fsnp_server *s, uv_tcp_t *t, const char *what,

@@ -43,6 +43,8 @@ struct fsnp_server_stats {
 	uint64_t bad_requests; /* status 6 replies */
 	uint64_t bytes_in;
 	uint64_t bytes_out;
+	uint64_t flow_requests;         /* FerricFlow requests */
+	uint64_t flow_compact_requests; /* of them, compact (flag 0x02) */
 };
 
 struct fsnp_server;

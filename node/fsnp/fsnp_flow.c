@@ -1,0 +1,1217 @@
+/* FerricFlow over FSNP: a Flow request (typed body, COMMAND_EXEC arguments
+ * or compact body, all turned into the typed body) is validated and
+ * encoded by flow/ (flow_cmd_encode, with a random seed and the configured
+ * clock skew bound), routed by its partition's slot to a data group and
+ * run there on the group's leader (reads through shards_read_cmd,
+ * everything else proposed). The store result's value is the reply.
+ *
+ * What flow/ leaves to this layer (flow/flow.h):
+ *  - CLAIM_DUE and RECLAIM without a partition ask the data groups one
+ *    after the other (from a rotating start) with the limit still open,
+ *    so nothing is claimed that the reply does not carry;
+ *  - POLICY.SET and RETENTION_CLEANUP run on every group (the reply is
+ *    group 1's); VALUE.MGET asks every group and merges per position;
+ *  - *_MANY batches whose items live in different groups: independent
+ *    ones are split into one command per group and the per-item results
+ *    put back in request order; others are refused (`ERR flow batch
+ *    crosses shards`, as the reference);
+ *  - block_ms: a claim that finds nothing is parked and polled again
+ *    (every FLOW_POLL_MS, and at once when a Flow write succeeds through
+ *    this node) until it claims something or block_ms passes (0: no end).
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "flow/flow.h"
+#include "flow/flow_route.h"
+#include "node/fsnp/fsnp_internal.h"
+#include "store/result.h"
+#include "wire/fsnp_compact.h"
+#include "wire/fsnp_opcode.h"
+
+/* A parked claim is polled again this often at the latest. */
+#define FLOW_POLL_MS 100u
+
+enum flow_kind {
+	FK_ONE,   /* one group */
+	FK_CLAIM, /* a claim: one group, or group after group */
+	FK_ALL,   /* every group; group 1's reply */
+	FK_MGET,  /* every group; values merged per position */
+	FK_SPLIT, /* an independent batch, one command per group */
+};
+
+struct fsnp_flow {
+	uint16_t opcode;
+	enum flow_kind kind;
+	uint8_t *body; /* the typed body (owned) */
+	size_t len;
+	uint64_t seed;
+	bool ok_on_success;
+
+	/* claims */
+	uint32_t fixed_group; /* 0: every group, in turn */
+	bool block;
+	uint64_t block_until; /* wall ms; 0 = no end */
+	int64_t limit, remaining;
+	uint32_t start, asked;
+	struct wbuf acc; /* claimed items, encoded one after another */
+	uint32_t n_acc;
+
+	/* fan-out and split: one result per part */
+	struct fsnp_res *res;
+	uint32_t n_res;
+	uint32_t n_items;
+	uint32_t *item_part; /* split: the part of each item */
+	uint32_t *item_pos;  /* split: its position within the part */
+};
+
+static uint32_t claim_rotor;
+
+void fsnp_flow_free(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	if (f == NULL) {
+		return;
+	}
+	free(f->body);
+	wbuf_free(&f->acc);
+	if (f->res != NULL) {
+		for (uint32_t i = 0; i < f->n_res; i++) {
+			free(f->res[i].data);
+		}
+		free(f->res);
+	}
+	free(f->item_part);
+	free(f->item_pos);
+	free(f);
+	r->flow = NULL;
+}
+
+static uint64_t flow_seed(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+		v = uv_hrtime() * UINT64_C(0x9E3779B97F4A7C15);
+	}
+	return v;
+}
+
+static void flow_error(struct fsnp_req *r, int status, const char *msg)
+{
+	bool busy = status == FSNP_STATUS_BUSY;
+	const char *code = status == FSNP_STATUS_BAD_REQUEST ? "bad_request"
+	                   : busy                            ? "busy"
+	                                                     : "error";
+	fsnp_reply_error(r, (uint16_t)status, code, msg, busy,
+	                 busy ? FSNP_RETRY_AFTER_MS : 0);
+}
+
+/* The error text of a store error result (a binary value). */
+static void result_message(const uint8_t *v, size_t len, char *out,
+                           size_t cap)
+{
+	struct fsnp_val val;
+	if (fsnp_value_decode(v, len, NULL, &val, NULL) == 0 &&
+	    val.tag == FSNP_BIN) {
+		size_t n = val.as.bin.len < cap - 1 ? val.as.bin.len : cap - 1;
+		memcpy(out, val.as.bin.ptr, n);
+		out[n] = '\0';
+	} else {
+		snprintf(out, cap, "ERR flow command failed");
+	}
+}
+
+/* Answers from one part's outcome. */
+static void reply_result(struct fsnp_req *r, int status, uint32_t group,
+                         const uint8_t *res, size_t len)
+{
+	char msg[512];
+	int st;
+	if (status != SHARDS_OK) {
+		fsnp_exec_reply_shards(r, status, group);
+		return;
+	}
+	if (len < 3 || res[0] != STORE_RESULT_VERSION) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR malformed result from the store");
+		return;
+	}
+	if (res[1] == STORE_OK) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_put_u16(&r->reply, FSNP_STATUS_OK);
+		wbuf_append(&r->reply, res + 2, len - 2);
+		return;
+	}
+	result_message(res + 2, len - 2, msg, sizeof msg);
+	st = flow_reply_status(res[1]);
+	if (strncmp(msg, "BUSY", 4) == 0 || strncmp(msg, "OOM", 3) == 0) {
+		st = FSNP_STATUS_BUSY;
+	}
+	flow_error(r, st, msg);
+}
+
+/* Whether a store result is OK; its value in *v. */
+static bool result_ok(int status, const uint8_t *res, size_t len,
+                      struct fsnp_val *v)
+{
+	return status == SHARDS_OK && len >= 3 &&
+	       res[0] == STORE_RESULT_VERSION && res[1] == STORE_OK &&
+	       fsnp_value_decode(res + 2, len - 2, NULL, v, NULL) == 0;
+}
+
+/* A copy of the map `body` without the top-level key `drop`, and with
+ * `extra` (when not NULL) written by `add`. */
+static int body_rewrite(const uint8_t *body, size_t len, const char *drop,
+                        void (*add)(struct fsnp_writer *, void *), void *arg,
+                        struct wbuf *out)
+{
+	struct fsnp_val map, v;
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_writer w;
+	if (fsnp_value_decode_body(body, len, NULL, &map) != 0) {
+		return -1;
+	}
+	fsnp_w_init(&w, out);
+	fsnp_w_map_begin(&w);
+	fsnp_iter_init(&it, &map);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		if (fsnp_bytes_eq(k, drop)) {
+			continue;
+		}
+		fsnp_w_key_bin(&w, k.ptr, k.len);
+		fsnp_w_val(&w, &v);
+	}
+	if (add != NULL) {
+		add(&w, arg);
+	}
+	fsnp_w_map_end(&w);
+	return fsnp_w_finish(&w) != 0 ? -1 : 0;
+}
+
+/* Encodes `body` as the command of part `part` on `group`. */
+static int part_encode(struct fsnp_req *r, struct fsnp_part *part,
+                       uint32_t group, const uint8_t *body, size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	struct flow_err err;
+	uint8_t *cmd = NULL;
+	size_t n = 0;
+	if (flow_cmd_encode(f->opcode, body, len, &meta, &cmd, &n, &err) !=
+	    0) {
+		flow_error(r, err.status, err.msg);
+		return -1;
+	}
+	if (part->cmd != NULL && part->cmd != r->plan.one_cmd) {
+		free(part->cmd);
+	}
+	part->cmd = cmd;
+	part->len = n;
+	part->group = group;
+	part->read = flow_opcode_is_read(f->opcode);
+	return 0;
+}
+
+static void add_limit(struct fsnp_writer *w, void *arg)
+{
+	fsnp_w_key(w, "limit");
+	fsnp_w_i64(w, *(int64_t *)arg);
+}
+
+/* The claim's next group, with the limit still open. */
+static uint32_t claim_group(const struct fsnp_req *r)
+{
+	const struct fsnp_flow *f = r->flow;
+	if (f->fixed_group != 0) {
+		return f->fixed_group;
+	}
+	return 1 + (f->start + f->asked) % r->srv->data_groups;
+}
+
+static uint32_t claim_groups(const struct fsnp_req *r)
+{
+	return r->flow->fixed_group != 0 ? 1 : r->srv->data_groups;
+}
+
+static void submit_one(struct fsnp_req *r)
+{
+	r->ops = &r->op1;
+	r->op1.req = r;
+	r->op1.part = 0;
+	r->pending = 1;
+	fsnp_server_submit(r->srv, &r->op1);
+}
+
+/* Asks the claim's next group. False with the error in the reply. */
+static bool claim_step(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct wbuf b;
+	int rv;
+	wbuf_init(&b);
+	if (f->fixed_group != 0) {
+		rv = part_encode(r, &r->plan.one, f->fixed_group, f->body,
+		                 f->len);
+	} else if (body_rewrite(f->body, f->len, "limit", add_limit,
+	                        &f->remaining, &b) != 0 ||
+	           b.oom) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		rv = -1;
+	} else {
+		rv = part_encode(r, &r->plan.one, claim_group(r), b.data,
+		                 b.len);
+	}
+	wbuf_free(&b);
+	if (rv != 0) {
+		return false;
+	}
+	submit_one(r);
+	return true;
+}
+
+static void claim_reply(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	wbuf_put_u16(&r->reply, FSNP_STATUS_OK);
+	wbuf_put_u8(&r->reply, FSNP_ARRAY);
+	wbuf_put_u32(&r->reply, f->n_acc);
+	wbuf_append(&r->reply, f->acc.data, f->acc.len);
+}
+
+static void claim_restart(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	f->asked = 0;
+	f->remaining = f->limit;
+	f->start = claim_rotor++;
+}
+
+void fsnp_flow_poll(struct fsnp_req *r)
+{
+	if (r->slot_lent) {
+		r->slot_lent = false;
+		r->srv->executions++;
+	}
+	r->waiting = false;
+	wbuf_reset(&r->reply);
+	claim_restart(r);
+	if (!claim_step(r)) {
+		fsnp_exec_finish(r);
+	}
+}
+
+/* A claim round ended with nothing claimed: wait or answer []. */
+static void claim_empty(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint64_t now = fsnp_now_ms(r->srv);
+	uint64_t at;
+	if (!f->block || fsnp_req_orphaned(r) ||
+	    (f->block_until != 0 && now >= f->block_until) ||
+	    (r->deadline_ms != 0 && now >= r->deadline_ms)) {
+		claim_reply(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	at = FLOW_POLL_MS;
+	if (f->block_until != 0 && f->block_until - now < at) {
+		at = f->block_until - now;
+	}
+	fsnp_server_flow_park(r->srv, r, at);
+}
+
+static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
+                       size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v, e;
+	struct fsnp_iter it;
+	if (!result_ok(status, res, len, &v) || v.tag != FSNP_ARRAY) {
+		if (f->n_acc == 0) {
+			reply_result(r, status, r->plan.one.group, res, len);
+			fsnp_exec_finish(r);
+			return;
+		}
+		/* Claimed already: hand those out, the rest stays due. */
+		claim_reply(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	fsnp_iter_init(&it, &v);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		wbuf_append(&f->acc, e.enc, e.enc_len);
+		f->n_acc++;
+		f->remaining--;
+	}
+	f->asked++;
+	if (f->remaining > 0 && f->asked < claim_groups(r) &&
+	    !fsnp_req_orphaned(r)) {
+		if (!claim_step(r)) {
+			fsnp_exec_finish(r);
+		}
+		return;
+	}
+	if (f->n_acc == 0) {
+		claim_empty(r);
+		return;
+	}
+	claim_reply(r);
+	fsnp_exec_finish(r);
+}
+
+/* Every part of a fan-out or split has answered. */
+static void merge_all(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &(struct fsnp_val){0})) {
+			reply_result(r, f->res[i].status, r->plan.parts[i].group,
+			             f->res[i].data, f->res[i].len);
+			return;
+		}
+	}
+	reply_result(r, SHARDS_OK, 1, f->res[0].data, f->res[0].len);
+}
+
+static void merge_mget(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *lists = calloc(f->n_res, sizeof *lists);
+	struct fsnp_iter *its = calloc(f->n_res, sizeof *its);
+	struct fsnp_writer w;
+	uint32_t n = 0;
+	if (lists == NULL || its == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &lists[i]) ||
+		    lists[i].tag != FSNP_ARRAY) {
+			reply_result(r, f->res[i].status, r->plan.parts[i].group,
+			             f->res[i].data, f->res[i].len);
+			goto out;
+		}
+		n = lists[i].as.count;
+		fsnp_iter_init(&its[i], &lists[i]);
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	fsnp_w_array_begin(&w);
+	for (uint32_t k = 0; k < n; k++) {
+		struct fsnp_val pick = {.tag = FSNP_NIL};
+		for (uint32_t i = 0; i < f->n_res; i++) {
+			struct fsnp_val e;
+			if (fsnp_iter_next(&its[i], NULL, &e) &&
+			    e.tag != FSNP_NIL && pick.tag == FSNP_NIL) {
+				pick = e;
+			}
+		}
+		if (pick.tag == FSNP_NIL) {
+			fsnp_w_nil(&w);
+		} else {
+			fsnp_w_val(&w, &pick);
+		}
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_finish(&w);
+out:
+	free(lists);
+	free(its);
+}
+
+/* Split batch: the per-item results back in request order. */
+static void merge_split(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *vals = calloc(f->n_items, sizeof *vals);
+	char(*errs)[320] = calloc(f->n_res, sizeof *errs);
+	bool *failed = calloc(f->n_res, sizeof *failed);
+	struct fsnp_writer w;
+	bool all_ok = true;
+	if (vals == NULL || errs == NULL || failed == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		goto out;
+	}
+	for (uint32_t p = 0; p < f->n_res; p++) {
+		struct fsnp_res *x = &f->res[p];
+		struct fsnp_val v;
+		if (!result_ok(x->status, x->data, x->len, &v)) {
+			failed[p] = true;
+			if (x->status != SHARDS_OK) {
+				snprintf(errs[p], sizeof errs[p], "ERR %s",
+				         shards_strerror(x->status));
+			} else if (x->len >= 3) {
+				result_message(x->data + 2, x->len - 2, errs[p],
+				               sizeof errs[p]);
+			} else {
+				snprintf(errs[p], sizeof errs[p],
+				         "ERR flow command failed");
+			}
+			continue;
+		}
+		if (v.tag != FSNP_ARRAY) {
+			continue; /* "OK": every item of the part */
+		}
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		uint32_t k = 0;
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			for (uint32_t i = 0; i < f->n_items; i++) {
+				if (f->item_part[i] == p && f->item_pos[i] == k) {
+					vals[i] = e;
+				}
+			}
+			k++;
+		}
+	}
+	for (uint32_t i = 0; i < f->n_items; i++) {
+		const struct fsnp_val *e = &vals[i];
+		if (failed[f->item_part[i]] ||
+		    (e->enc != NULL &&
+		     !(e->tag == FSNP_BIN && fsnp_bytes_eq(e->as.bin, "OK")))) {
+			all_ok = false;
+		}
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (all_ok && f->ok_on_success) {
+		fsnp_w_str(&w, "OK");
+	} else {
+		fsnp_w_array_begin(&w);
+		for (uint32_t i = 0; i < f->n_items; i++) {
+			uint32_t p = f->item_part[i];
+			if (failed[p]) {
+				fsnp_w_array_begin(&w);
+				fsnp_w_str(&w, "error");
+				fsnp_w_str(&w, errs[p]);
+				fsnp_w_array_end(&w);
+			} else if (vals[i].enc != NULL) {
+				fsnp_w_val(&w, &vals[i]);
+			} else {
+				fsnp_w_str(&w, "OK");
+			}
+		}
+		fsnp_w_array_end(&w);
+	}
+	fsnp_w_finish(&w);
+out:
+	free(vals);
+	free(errs);
+	free(failed);
+}
+
+void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
+                       size_t len)
+{
+	struct fsnp_req *r = op->req;
+	struct fsnp_flow *f = r->flow;
+	switch (f->kind) {
+	case FK_ONE:
+		r->pending = 0;
+		reply_result(r, status, r->plan.one.group, result, len);
+		if (!flow_opcode_is_read(f->opcode) &&
+		    r->reply.len >= 2 && wire_load_u16(r->reply.data) == 0) {
+			fsnp_server_flow_kick(r->srv);
+		}
+		fsnp_exec_finish(r);
+		return;
+	case FK_CLAIM:
+		r->pending = 0;
+		claim_done(r, status, result, len);
+		return;
+	default:
+		break;
+	}
+	struct fsnp_res *x = &f->res[op->part];
+	x->status = status;
+	if (status == SHARDS_OK && len > 0) {
+		x->data = malloc(len);
+		if (x->data == NULL) {
+			x->status = SHARDS_EBUSY;
+		} else {
+			memcpy(x->data, result, len);
+			x->len = len;
+		}
+	}
+	if (--r->pending > 0) {
+		return;
+	}
+	if (f->kind == FK_MGET) {
+		merge_mget(r);
+	} else if (f->kind == FK_SPLIT) {
+		merge_split(r);
+		fsnp_server_flow_kick(r->srv);
+	} else {
+		merge_all(r);
+		fsnp_server_flow_kick(r->srv);
+	}
+	fsnp_exec_finish(r);
+}
+
+/* Runs the prepared parts (r->plan.parts, n of them) at once. */
+static void run_parts(struct fsnp_req *r, uint32_t n)
+{
+	struct fsnp_flow *f = r->flow;
+	r->ops = calloc(n, sizeof *r->ops);
+	f->res = calloc(n, sizeof *f->res);
+	if (r->ops == NULL || f->res == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->n_res = n;
+	r->pending = n + 1;
+	for (uint32_t i = 0; i < n; i++) {
+		r->ops[i].req = r;
+		r->ops[i].part = i;
+		fsnp_server_submit(r->srv, &r->ops[i]);
+	}
+	if (--r->pending == 0) {
+		/* Every part answered inside submit: merge now. */
+		if (f->kind == FK_MGET) {
+			merge_mget(r);
+		} else if (f->kind == FK_SPLIT) {
+			merge_split(r);
+		} else {
+			merge_all(r);
+		}
+		fsnp_exec_finish(r);
+	}
+}
+
+static int plan_parts(struct fsnp_req *r, uint32_t n)
+{
+	r->plan.parts = calloc(n, sizeof *r->plan.parts);
+	if (r->plan.parts == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		return -1;
+	}
+	r->plan.n_parts = n;
+	return 0;
+}
+
+static void start_all(struct fsnp_req *r)
+{
+	unsigned s = r->srv->data_groups;
+	if (plan_parts(r, s) != 0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	for (uint32_t i = 0; i < s; i++) {
+		if (part_encode(r, &r->plan.parts[i], i + 1, r->flow->body,
+		                r->flow->len) != 0) {
+			fsnp_exec_finish(r);
+			return;
+		}
+	}
+	run_parts(r, s);
+}
+
+static bool is_many(uint16_t op)
+{
+	return op >= FSNP_OP_FLOW_CREATE_MANY &&
+	       op <= FSNP_OP_FLOW_CANCEL_MANY;
+}
+
+struct items_arg {
+	const struct fsnp_val *items;
+	const uint32_t *item_part;
+	uint32_t part;
+};
+
+static void add_items(struct fsnp_writer *w, void *arg)
+{
+	struct items_arg *a = arg;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	uint32_t i = 0;
+	fsnp_w_key(w, "items");
+	fsnp_w_array_begin(w);
+	fsnp_iter_init(&it, a->items);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		if (a->item_part[i++] == a->part) {
+			fsnp_w_val(w, &e);
+		}
+	}
+	fsnp_w_array_end(w);
+}
+
+/* A *_MANY batch: one group, split, or refused. */
+static void start_batch(struct fsnp_req *r, const struct flow_req *req,
+                        uint32_t first_group)
+{
+	struct fsnp_flow *f = r->flow;
+	const struct fsnp_val *items = &req->f[FF_ITEMS].v;
+	uint32_t groups[64];
+	uint32_t n_groups = 0, n = 0, i = 0;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	bool crosses = false;
+
+	if (!req->f[FF_ITEMS].set || items->tag != FSNP_ARRAY ||
+	    items->as.count == 0) {
+		goto one; /* flow/ answers the error */
+	}
+	n = items->as.count;
+	f->item_part = calloc(n, sizeof *f->item_part);
+	f->item_pos = calloc(n, sizeof *f->item_pos);
+	if (f->item_part == NULL || f->item_pos == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	fsnp_iter_init(&it, items);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct flow_req item;
+		struct flow_err err;
+		char buf[FLOW_AUTO_PARTITION_MAX];
+		const uint8_t *part;
+		size_t plen;
+		uint32_t g, p;
+		if (flow_body_decode_item(req, &e, &item, &err) != 0) {
+			goto one; /* flow/ answers the error */
+		}
+		flow_cmd_partition(&item, f->seed, buf, &part, &plen);
+		g = plen == 0 ? first_group
+		              : shards_group_of_slot(
+		                    r->srv->shards,
+		                    flow_route_slot(part, plen));
+		for (p = 0; p < n_groups && groups[p] != g; p++) {
+		}
+		if (p == n_groups) {
+			if (n_groups == sizeof groups / sizeof groups[0]) {
+				goto one;
+			}
+			groups[n_groups++] = g;
+		}
+		if (g != first_group) {
+			crosses = true;
+		}
+		f->item_part[i++] = p;
+	}
+	if (!crosses) {
+		goto one;
+	}
+	if (!(req->f[FF_INDEPENDENT].set && req->f[FF_INDEPENDENT].b)) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR flow batch crosses shards");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->n_items = n;
+	{
+		uint32_t *cnt = calloc(n_groups, sizeof *cnt);
+		if (cnt == NULL) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+			fsnp_exec_finish(r);
+			return;
+		}
+		for (i = 0; i < n; i++) {
+			f->item_pos[i] = cnt[f->item_part[i]]++;
+		}
+		free(cnt);
+	}
+	f->kind = FK_SPLIT;
+	if (plan_parts(r, n_groups) != 0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	for (uint32_t p = 0; p < n_groups; p++) {
+		struct items_arg a = {items, f->item_part, p};
+		struct wbuf b;
+		int rv;
+		wbuf_init(&b);
+		rv = body_rewrite(f->body, f->len, "items", add_items, &a, &b);
+		if (rv == 0 && !b.oom) {
+			rv = part_encode(r, &r->plan.parts[p], groups[p], b.data,
+			                 b.len);
+		} else {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+			rv = -1;
+		}
+		wbuf_free(&b);
+		if (rv != 0) {
+			fsnp_exec_finish(r);
+			return;
+		}
+	}
+	run_parts(r, n_groups);
+	return;
+one:
+	f->kind = FK_ONE;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	if (part_encode(r, &r->plan.one, first_group, f->body, f->len) != 0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	submit_one(r);
+}
+
+void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                    size_t len)
+{
+	struct fsnp_flow *f;
+	struct flow_req *req = NULL;
+	struct flow_err err;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *part;
+	size_t plen;
+	uint32_t group;
+	char msg[200];
+
+	if (!flow_opcode_supported(opcode)) {
+		const char *nm = fsnp_opcode_name(opcode);
+		snprintf(msg, sizeof msg,
+		         "ERR FerricFlow command %s is not available in this "
+		         "build",
+		         nm != NULL ? nm : "?");
+		fsnp_reply_error(r, FSNP_STATUS_ERROR, "flow_unavailable", msg,
+		                 false, 0);
+		fsnp_exec_finish(r);
+		return;
+	}
+	f = calloc(1, sizeof *f);
+	req = malloc(sizeof *req);
+	if (f == NULL || req == NULL || (len > 0 && (f->body = malloc(len)) ==
+	                                                NULL)) {
+		free(f);
+		free(req);
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (len > 0) {
+		memcpy(f->body, body, len);
+	}
+	f->len = len;
+	f->opcode = opcode;
+	f->seed = flow_seed();
+	wbuf_init(&f->acc);
+	r->flow = f;
+	r->plan.opcode = opcode;
+	r->srv->stats.flow_requests++;
+
+	if (flow_body_decode_bytes(opcode, f->body, f->len, req, &err) != 0) {
+		flow_error(r, err.status, err.msg);
+		fsnp_exec_finish(r);
+		goto out;
+	}
+	f->ok_on_success = req->f[FF_RETURN].set &&
+	                   req->f[FF_RETURN].t.len == 13 &&
+	                   strncasecmp((const char *)req->f[FF_RETURN].t.ptr,
+	                               "ok_on_success", 13) == 0;
+	flow_cmd_partition(req, f->seed, buf, &part, &plen);
+	group = plen > 0 ? shards_group_of_slot(r->srv->shards,
+	                                        flow_route_slot(part, plen))
+	                 : 1;
+
+	switch (opcode) {
+	case FSNP_OP_FLOW_CLAIM_DUE:
+	case FSNP_OP_FLOW_RECLAIM:
+		f->kind = FK_CLAIM;
+		f->fixed_group = plen > 0 ? group : 0;
+		f->limit = req->f[FF_LIMIT].set ? req->f[FF_LIMIT].i : 1;
+		if (f->limit < 1) {
+			f->limit = 1;
+		}
+		if (req->f[FF_BLOCK_MS].set) {
+			f->block = true;
+			f->block_until = req->f[FF_BLOCK_MS].i == 0
+			                     ? 0
+			                     : fsnp_now_ms(r->srv) +
+			                           (uint64_t)req->f[FF_BLOCK_MS].i;
+		}
+		r->plan.parts = &r->plan.one;
+		r->plan.n_parts = 1;
+		claim_restart(r);
+		if (!claim_step(r)) {
+			fsnp_exec_finish(r);
+		}
+		goto out;
+	case FSNP_OP_FLOW_VALUE_MGET:
+		if (plen == 0) {
+			f->kind = FK_MGET;
+			start_all(r);
+			goto out;
+		}
+		break;
+	case FSNP_OP_FLOW_POLICY_SET:
+	case FSNP_OP_FLOW_RETENTION_CLEANUP:
+		if (plen == 0) {
+			f->kind = FK_ALL;
+			start_all(r);
+			goto out;
+		}
+		break;
+	default:
+		if (is_many(opcode)) {
+			start_batch(r, req, group);
+			goto out;
+		}
+		break;
+	}
+	f->kind = FK_ONE;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	if (part_encode(r, &r->plan.one, group, f->body, f->len) != 0) {
+		fsnp_exec_finish(r);
+		goto out;
+	}
+	submit_one(r);
+out:
+	free(req);
+}
+
+/* --- COMMAND_EXEC ------------------------------------------------------ */
+
+/* How a COMMAND_EXEC token names a body field. */
+static const struct {
+	const char *token;
+	const char *field;
+} ce_alias[] = {
+    {"NOW", "now_ms"},           {"PARTITION", "partition_key"},
+    {"FENCING", "fencing_token"}, {"LEASE", "lease_token"},
+    {"BLOCK", "block_ms"},       {"MAXBYTES", "payload_max_bytes"},
+    {"RUN_AT", "run_at_ms"},     {"FROM", "from_state"},
+    {"TO", "to_state"},          {"TTL", "ttl_ms"},
+    {"RETENTION", "retention_ttl_ms"},
+};
+
+/* Tokens that stand alone: the field and its value. */
+static const struct {
+	const char *token;
+	const char *field;
+	bool value;
+} ce_flag[] = {
+    {"NOPAYLOAD", "payload", false}, {"IDEMPOTENT", "idempotent", true},
+    {"FULL", "full", true},          {"INDEPENDENT", "independent", true},
+    {"OVERRIDE", "override", true},  {"REPLACE", "replace", true},
+};
+
+static bool int_field(const char *k)
+{
+	static const char *const ints[] = {
+	    "limit",          "priority",         "fencing_token",
+	    "count",          "reclaim_ratio",    "payload_max_bytes",
+	    "value_max_bytes", "max_bytes",       "expected_generation",
+	    "history_max_events", "history_hot_max_events", "from_version",
+	    "to_version",     "from_event",       "to_event",
+	    "rev",            "max_attempts",     "attempt"};
+	size_t n = strlen(k);
+	if (n > 3 && strcmp(k + n - 3, "_ms") == 0) {
+		return true;
+	}
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+		if (strcmp(k, ints[i]) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool bool_field(const char *k)
+{
+	return strcmp(k, "reclaim_expired") == 0 ||
+	       strcmp(k, "idempotent") == 0 || strcmp(k, "full") == 0 ||
+	       strcmp(k, "independent") == 0 || strcmp(k, "override") == 0 ||
+	       strcmp(k, "replace") == 0 || strcmp(k, "payload") == 0;
+}
+
+/* The positional field of the opcode's first argument. */
+static const char *ce_first(uint16_t op)
+{
+	switch (op) {
+	case FSNP_OP_FLOW_CLAIM_DUE:
+	case FSNP_OP_FLOW_RECLAIM:
+	case FSNP_OP_FLOW_POLICY_SET:
+	case FSNP_OP_FLOW_POLICY_GET:
+		return "type";
+	case FSNP_OP_FLOW_VALUE_PUT:
+		return "value";
+	case FSNP_OP_FLOW_INFO:
+	case FSNP_OP_FLOW_RETENTION_CLEANUP:
+		return NULL;
+	default:
+		return "id";
+	}
+}
+
+/* Writes a CE value as the field's type: integers from text or
+ * integers, booleans from true/false/1/0, everything else as given. */
+static void ce_value(struct fsnp_writer *w, const char *k,
+                     const struct fsnp_val *v)
+{
+	char t[32];
+	if (v->tag == FSNP_BIN && v->as.bin.len < sizeof t) {
+		memcpy(t, v->as.bin.ptr, v->as.bin.len);
+		t[v->as.bin.len] = '\0';
+		if (int_field(k)) {
+			char *end;
+			long long x = strtoll(t, &end, 10);
+			if (t[0] != '\0' && *end == '\0') {
+				fsnp_w_i64(w, x);
+				return;
+			}
+		}
+		if (bool_field(k)) {
+			if (strcasecmp(t, "true") == 0 || strcmp(t, "1") == 0) {
+				fsnp_w_bool(w, true);
+				return;
+			}
+			if (strcasecmp(t, "false") == 0 || strcmp(t, "0") == 0) {
+				fsnp_w_bool(w, false);
+				return;
+			}
+		}
+	}
+	fsnp_w_val(w, v);
+}
+
+/* COMMAND_EXEC arguments as the typed body: the first positional
+ * argument, then TOKEN value pairs (tokens case-insensitive; STATE and
+ * VALUE may repeat; PARTITIONS n p...). 0, or -1 with `msg`. */
+static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
+                   char *msg, size_t cap)
+{
+	struct fsnp_val *a = NULL;
+	struct fsnp_iter it;
+	struct fsnp_writer w;
+	uint32_t n = args->as.count, i = 0, k = 0;
+	uint32_t n_states = 0, n_values = 0;
+	const char *first = ce_first(op);
+	int rv = -1;
+
+	a = calloc(n + 1, sizeof *a);
+	if (a == NULL) {
+		snprintf(msg, cap, "BUSY out of memory");
+		return -1;
+	}
+	fsnp_iter_init(&it, args);
+	while (fsnp_iter_next(&it, NULL, &a[k])) {
+		k++;
+	}
+	fsnp_w_init(&w, out);
+	fsnp_w_map_begin(&w);
+	if (first != NULL && op == FSNP_OP_FLOW_VALUE_MGET) {
+		fsnp_w_key(&w, "refs");
+		fsnp_w_array_begin(&w);
+		for (; i < n; i++) {
+			fsnp_w_val(&w, &a[i]);
+		}
+		fsnp_w_array_end(&w);
+	} else if (first != NULL && n > 0) {
+		fsnp_w_key(&w, first);
+		fsnp_w_val(&w, &a[i++]);
+	}
+	for (uint32_t j = i; j < n; j++) {
+		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+		    strncasecmp((const char *)a[j].as.bin.ptr, "STATE", 5) == 0) {
+			n_states++;
+		}
+		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+		    strncasecmp((const char *)a[j].as.bin.ptr, "VALUE", 5) == 0 &&
+		    (op == FSNP_OP_FLOW_CLAIM_DUE || op == FSNP_OP_FLOW_GET)) {
+			n_values++;
+		}
+	}
+	while (i < n) {
+		char tok[64], key[64];
+		size_t tl;
+		bool done = false;
+		if (a[i].tag != FSNP_BIN || a[i].as.bin.len >= sizeof tok) {
+			snprintf(msg, cap, "ERR syntax error");
+			goto out;
+		}
+		tl = a[i].as.bin.len;
+		for (size_t c = 0; c < tl; c++) {
+			tok[c] = (char)toupper(a[i].as.bin.ptr[c]);
+			key[c] = (char)tolower(a[i].as.bin.ptr[c]);
+		}
+		tok[tl] = key[tl] = '\0';
+		i++;
+		for (size_t c = 0; c < sizeof ce_flag / sizeof ce_flag[0]; c++) {
+			if (strcmp(tok, ce_flag[c].token) == 0) {
+				fsnp_w_key(&w, ce_flag[c].field);
+				fsnp_w_bool(&w, ce_flag[c].value);
+				done = true;
+			}
+		}
+		if (!done && strcmp(tok, "PAYLOAD") == 0 &&
+		    (op == FSNP_OP_FLOW_CLAIM_DUE || op == FSNP_OP_FLOW_GET ||
+		     op == FSNP_OP_FLOW_RECLAIM)) {
+			fsnp_w_key(&w, "payload");
+			fsnp_w_bool(&w, true);
+			done = true;
+		}
+		if (done) {
+			continue;
+		}
+		if (strcmp(tok, "STATE") == 0 && n_states > 1) {
+			fsnp_w_key(&w, "states");
+			fsnp_w_array_begin(&w);
+			for (uint32_t j = i - 1; j + 1 < n; j++) {
+				if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+				    strncasecmp((const char *)a[j].as.bin.ptr,
+				                "STATE", 5) == 0) {
+					fsnp_w_val(&w, &a[j + 1]);
+				}
+			}
+			fsnp_w_array_end(&w);
+			n_states = 0; /* written once; later STATEs skip */
+			i++;
+			continue;
+		}
+		if (strcmp(tok, "STATE") == 0 && n_states == 0) {
+			i++; /* already written with the first */
+			continue;
+		}
+		if (strcmp(tok, "VALUE") == 0 && n_values > 0) {
+			fsnp_w_key(&w, "values");
+			fsnp_w_array_begin(&w);
+			for (uint32_t j = i - 1; j + 1 < n; j++) {
+				if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+				    strncasecmp((const char *)a[j].as.bin.ptr,
+				                "VALUE", 5) == 0) {
+					fsnp_w_val(&w, &a[j + 1]);
+				}
+			}
+			fsnp_w_array_end(&w);
+			n_values = 0;
+			i++;
+			continue;
+		}
+		if (strcmp(tok, "VALUE") == 0 &&
+		    (op == FSNP_OP_FLOW_CLAIM_DUE || op == FSNP_OP_FLOW_GET)) {
+			i++;
+			continue;
+		}
+		if (strcmp(tok, "PARTITIONS") == 0) {
+			int64_t cnt;
+			if (i >= n || fsnp_val_i64(&a[i], &cnt) != 0) {
+				char t[24] = "";
+				if (i < n && a[i].tag == FSNP_BIN &&
+				    a[i].as.bin.len < sizeof t) {
+					memcpy(t, a[i].as.bin.ptr, a[i].as.bin.len);
+				}
+				cnt = strtoll(t, NULL, 10);
+			}
+			i++;
+			if (cnt < 0 || (uint64_t)cnt > n - i) {
+				snprintf(msg, cap, "ERR syntax error");
+				goto out;
+			}
+			fsnp_w_key(&w, "partition_keys");
+			fsnp_w_array_begin(&w);
+			for (int64_t c = 0; c < cnt; c++) {
+				fsnp_w_val(&w, &a[i++]);
+			}
+			fsnp_w_array_end(&w);
+			continue;
+		}
+		if (i >= n) {
+			snprintf(msg, cap, "ERR syntax error");
+			goto out;
+		}
+		const char *field = key;
+		for (size_t c = 0; c < sizeof ce_alias / sizeof ce_alias[0];
+		     c++) {
+			if (strcmp(tok, ce_alias[c].token) == 0) {
+				field = ce_alias[c].field;
+			}
+		}
+		if (strcmp(field, "return") == 0 && a[i].tag == FSNP_BIN) {
+			/* RETURN RECORDS / JOBS ...: lower case. */
+			char rv_[48];
+			size_t rl = a[i].as.bin.len < sizeof rv_ - 1
+			                ? a[i].as.bin.len
+			                : sizeof rv_ - 1;
+			for (size_t c = 0; c < rl; c++) {
+				rv_[c] = (char)tolower(a[i].as.bin.ptr[c]);
+			}
+			fsnp_w_key(&w, "return");
+			fsnp_w_bin(&w, rv_, rl);
+			i++;
+			continue;
+		}
+		fsnp_w_key(&w, field);
+		ce_value(&w, field, &a[i++]);
+	}
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0) {
+		snprintf(msg, cap, "BUSY out of memory");
+		goto out;
+	}
+	rv = 0;
+out:
+	free(a);
+	return rv;
+}
+
+void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
+                         const struct fsnp_val *args)
+{
+	struct wbuf b;
+	char msg[128];
+	wbuf_init(&b);
+	if (ce_body(opcode, args, &b, msg, sizeof msg) != 0 || b.oom) {
+		flow_error(r,
+		           strncmp(msg, "BUSY", 4) == 0 ? FSNP_STATUS_BUSY
+		                                        : FSNP_STATUS_ERROR,
+		           msg);
+		wbuf_free(&b);
+		fsnp_exec_finish(r);
+		return;
+	}
+	fsnp_flow_exec(r, opcode, b.data, b.len);
+	wbuf_free(&b);
+}
+
+/* --- Compact requests -------------------------------------------------- */
+
+bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len)
+{
+	return len > 0 && fsnp_compact_is_flow(opcode, body[0]);
+}
+
+void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body,
+                            size_t len)
+{
+	struct wbuf b;
+	int e;
+	wbuf_init(&b);
+	e = fsnp_compact_flow_body(r->opcode, body, len,
+	                           (uint32_t)r->srv->lim.max_value_items, &b);
+	if (e == 0 && b.oom) {
+		e = FSNP_ERR_NOMEM;
+	}
+	if (e != 0) {
+		fsnp_reply_error(r, FSNP_STATUS_BAD_REQUEST, "bad_request",
+		                 fsnp_strerror(e), false, 0);
+		wbuf_free(&b);
+		fsnp_exec_finish(r);
+		return;
+	}
+	r->srv->stats.flow_compact_requests++;
+	metric_add(r->srv->m_flow_compact, 1);
+	fsnp_flow_exec(r, r->opcode, b.data, b.len);
+	wbuf_free(&b);
+}

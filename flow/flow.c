@@ -301,5 +301,8 @@ int flow_register(struct store *s)
 	    .data = NULL,
 	};
 
+#ifdef LS_FAULT_HOOKS
+	flow_op_fault_init();
+#endif
 	return store_register_ext(s, &x);
 }

@@ -7,7 +7,8 @@
  * operations. Flows live in NPARTS partitions ("jp0".."jp7"), so every
  * call is routed by its partition. A process without a lease creates a
  * flow (idempotent creates, so a lost connection replays them) or claims
- * one due flow of a random partition (lease LEASE_MS); with a lease it
+ * due flows of a random partition (lease LEASE_MS, CLAIM_LIMIT at a time:
+ * it works on the first and lets the others expire); with a lease it
  * heartbeats (EXTEND_LEASE), completes or retries. One claim in
  * ZOMBIE_PCT is held past its lease before completing, so that other
  * workers reclaim the flow first and the late complete carries a stale
@@ -38,7 +39,11 @@
 
 #define NPARTS 8
 #define LEASE_MS 1500
-#define ZOMBIE_PCT 15
+/* Claims take two flows: with a limit above one the server takes an
+ * expired lease first (reclaim_ratio), so flows held past their lease are
+ * reclaimed while new work is due; the second flow is left to expire. */
+#define CLAIM_LIMIT 2
+#define ZOMBIE_PCT 25
 #define ZOMBIE_EXTRA_MS 700
 #define THINK_MAX_MS 20
 #define ID_LEN 24
@@ -182,26 +187,34 @@ static enum wl_type error_outcome(const struct fl_proc *p,
 static void on_claim(struct fl_proc *p, const struct fsnp_reply *rep)
 {
 	struct flw *g = p->g;
-	struct flow_record r;
+	struct flow_record r[CLAIM_LIMIT];
+	char id[ID_LEN];
 	size_t n = 0;
 
-	if (flow_client_parse_claims(&rep->value, &r, 1, &n) != 0 || n == 0) {
+	if (flow_client_parse_claims(&rep->value, r, CLAIM_LIMIT, &n) != 0 ||
+	    n == 0) {
 		complete(p, WL_FAIL);
 		return;
 	}
-	snprintf(p->id, ID_LEN, "%.*s", (int)r.id.len, (const char *)r.id.ptr);
-	snprintf(p->token, TOKEN_LEN, "%.*s", (int)r.lease_token.len,
-	         (const char *)r.lease_token.ptr);
-	p->fence = r.fencing_token;
+	/* Every flow claimed is leased: record them all, work on the
+	 * first (a reclaimed one when there was any). */
+	for (size_t i = n; i-- > 0;) {
+		snprintf(id, ID_LEN, "%.*s", (int)r[i].id.len,
+		         (const char *)r[i].id.ptr);
+		wl_hist_eventf(&g->x->hist, p->pid, WL_INVOKE, "claim", id,
+		               "%" PRId64, r[i].fencing_token);
+		wl_hist_eventf(&g->x->hist, p->pid, WL_OK, "claim", id,
+		               "%" PRId64, r[i].fencing_token);
+		g->claims++;
+	}
+	snprintf(p->id, ID_LEN, "%s", id);
+	snprintf(p->token, TOKEN_LEN, "%.*s", (int)r[0].lease_token.len,
+	         (const char *)r[0].lease_token.ptr);
+	p->fence = r[0].fencing_token;
 	p->holding = true;
 	p->extends = 0;
 	p->zombie = wl_rand(g->x, 0, 99) < ZOMBIE_PCT;
-	g->claims++;
 	g->zombies += p->zombie;
-	wl_hist_eventf(&g->x->hist, p->pid, WL_INVOKE, "claim", p->id,
-	               "%" PRId64, p->fence);
-	wl_hist_eventf(&g->x->hist, p->pid, WL_OK, "claim", p->id, "%" PRId64,
-	               p->fence);
 	p->recorded = true;
 	complete(p, WL_OK);
 }
@@ -304,7 +317,7 @@ static void invoke(struct fl_proc *p)
 		snprintf(worker, sizeof worker, "w%u", p->idx);
 		a.worker = worker;
 		a.lease_ms = LEASE_MS;
-		a.limit = 1;
+		a.limit = CLAIM_LIMIT;
 		a.ret = "jobs";
 		break;
 	case F_READ:

@@ -352,9 +352,8 @@ void node_print_endpoints(const struct node *n, int fd)
 	    c->fsnp.host,
 	    n->fsnp != NULL ? fsnp_server_port(n->fsnp) : c->fsnp.port,
 	    n->fsnp == NULL            ? "disabled: fsnp-enabled is false"
-	    : c->native.requirepass[0] ? "KV, AUTH required; Flow not in this "
-	                                 "build"
-	                               : "KV, no AUTH; Flow not in this build",
+	    : c->native.requirepass[0] ? "KV and Flow, AUTH required"
+	                               : "KV and Flow, no AUTH",
 	    c->fsnp_tls.host,
 	    n->fsnp != NULL && fsnp_server_tls_port(n->fsnp) != 0
 	        ? fsnp_server_tls_port(n->fsnp)

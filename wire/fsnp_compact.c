@@ -422,12 +422,13 @@ static void w_key_i64(struct fsnp_writer *w, const char *key, int64_t v)
 	fsnp_w_i64(w, v);
 }
 
-/* The optional batch partition (obin). */
+/* An optional partition (obin; nil, or "-" as the SDK writes for an
+ * item without one, is none). */
 static void w_opt_pk(struct fsnp_writer *w, struct crd *r)
 {
 	bool nil;
 	struct fsnp_bytes pk = rd_bin(r, true, &nil);
-	if (!nil && !r->bad) {
+	if (!nil && !r->bad && !(pk.len == 1 && pk.ptr[0] == '-')) {
 		w_key_bin(w, "partition_key", pk);
 	}
 }

@@ -23,7 +23,7 @@ struct metric {
 };
 
 struct metrics {
-	struct metric *series; /* owned, grows */
+	struct metric **series; /* owned, grows; each series owned */
 	size_t n, cap;
 };
 

@@ -63,7 +63,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
-	tests/interop/fsnp_topology.mjs \
+	tests/interop/fsnp_topology.mjs tests/interop/fsnp_flow.mjs \
 	tests/interop/package.json
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_tls
@@ -72,6 +72,11 @@ tests_integration_test_fsnp_tls_SOURCES = \
 tests_integration_test_fsnp_tls_LDADD = $(FSNP_ITEST_LDADD)
 
 # The KV surface on 3 nodes, through a follower and through the leader.
+INTEGRATION_TESTS += tests/integration/test_flow
+tests_integration_test_flow_SOURCES = \
+	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

@@ -446,7 +446,7 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_key(w, "features");
 	fsnp_w_map_begin(w);
 	w_kv_bool(w, "kv", true);
-	w_kv_bool(w, "flow", false);
+	w_kv_bool(w, "flow", true);
 	w_kv_bool(w, "admin", false);
 	w_kv_bool(w, "tls", s->tls_port != 0);
 	w_kv_bool(w, "trace", s->lim.trace);

@@ -1331,11 +1331,14 @@ static bool exec_flow_command(struct fsnp_req *r, const struct fsnp_val *body)
 	const struct fsnp_cmd_info *info;
 	struct fsnp_bytes name;
 	struct fsnp_val args;
+	uint16_t opcode;
 	if (fsnp_map_bin(body, "command", &name) != 0) {
 		return false;
 	}
 	info = fsnp_cmd_by_name(name.ptr, name.len);
-	if (info == NULL || info->kind != FSNP_CMD_FLOW) {
+	if (info == NULL || info->kind != FSNP_CMD_FLOW ||
+	    fsnp_opcode_by_name((const char *)name.ptr, name.len, &opcode) !=
+	        0) {
 		return false;
 	}
 	if (fsnp_map_get(body, "args", &args) != 0) {
@@ -1344,7 +1347,7 @@ static bool exec_flow_command(struct fsnp_req *r, const struct fsnp_val *body)
 	} else if (args.tag != FSNP_ARRAY) {
 		return false; /* parse_kv answers it */
 	}
-	fsnp_flow_exec_args(r, info->opcode, &args);
+	fsnp_flow_exec_args(r, opcode, &args);
 	return true;
 }
 

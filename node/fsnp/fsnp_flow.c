@@ -111,8 +111,7 @@ static void flow_error(struct fsnp_req *r, int status, const char *msg)
 }
 
 /* The error text of a store error result (a binary value). */
-static void result_message(const uint8_t *v, size_t len, char *out,
-                           size_t cap)
+static void result_message(const uint8_t *v, size_t len, char *out, size_t cap)
 {
 	struct fsnp_val val;
 	if (fsnp_value_decode(v, len, NULL, &val, NULL) == 0 &&
@@ -206,8 +205,7 @@ static int part_encode(struct fsnp_req *r, struct fsnp_part *part,
 	struct flow_err err;
 	uint8_t *cmd = NULL;
 	size_t n = 0;
-	if (flow_cmd_encode(f->opcode, body, len, &meta, &cmd, &n, &err) !=
-	    0) {
+	if (flow_cmd_encode(f->opcode, body, len, &meta, &cmd, &n, &err) != 0) {
 		flow_error(r, err.status, err.msg);
 		return -1;
 	}
@@ -267,8 +265,8 @@ static bool claim_step(struct fsnp_req *r)
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		rv = -1;
 	} else {
-		rv = part_encode(r, &r->plan.one, claim_group(r), b.data,
-		                 b.len);
+		rv =
+		    part_encode(r, &r->plan.one, claim_group(r), b.data, b.len);
 	}
 	wbuf_free(&b);
 	if (rv != 0) {
@@ -377,8 +375,9 @@ static void merge_all(struct fsnp_req *r)
 	for (uint32_t i = 0; i < f->n_res; i++) {
 		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
 		               &(struct fsnp_val){0})) {
-			reply_result(r, f->res[i].status, r->plan.parts[i].group,
-			             f->res[i].data, f->res[i].len);
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
 			return;
 		}
 	}
@@ -400,8 +399,9 @@ static void merge_mget(struct fsnp_req *r)
 		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
 		               &lists[i]) ||
 		    lists[i].tag != FSNP_ARRAY) {
-			reply_result(r, f->res[i].status, r->plan.parts[i].group,
-			             f->res[i].data, f->res[i].len);
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
 			goto out;
 		}
 		n = lists[i].as.count;
@@ -473,7 +473,8 @@ static void merge_split(struct fsnp_req *r)
 		fsnp_iter_init(&it, &v);
 		while (fsnp_iter_next(&it, NULL, &e)) {
 			for (uint32_t i = 0; i < f->n_items; i++) {
-				if (f->item_part[i] == p && f->item_pos[i] == k) {
+				if (f->item_part[i] == p &&
+				    f->item_pos[i] == k) {
 					vals[i] = e;
 				}
 			}
@@ -527,8 +528,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_ONE:
 		r->pending = 0;
 		reply_result(r, status, r->plan.one.group, result, len);
-		if (!flow_opcode_is_read(f->opcode) &&
-		    r->reply.len >= 2 && wire_load_u16(r->reply.data) == 0) {
+		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
+		    wire_load_u16(r->reply.data) == 0) {
 			fsnp_server_flow_kick(r->srv);
 		}
 		fsnp_exec_finish(r);
@@ -627,8 +628,7 @@ static void start_all(struct fsnp_req *r)
 
 static bool is_many(uint16_t op)
 {
-	return op >= FSNP_OP_FLOW_CREATE_MANY &&
-	       op <= FSNP_OP_FLOW_CANCEL_MANY;
+	return op >= FSNP_OP_FLOW_CREATE_MANY && op <= FSNP_OP_FLOW_CANCEL_MANY;
 }
 
 struct items_arg {
@@ -690,10 +690,10 @@ static void start_batch(struct fsnp_req *r, const struct flow_req *req,
 			goto one; /* flow/ answers the error */
 		}
 		flow_cmd_partition(&item, f->seed, buf, &part, &plen);
-		g = plen == 0 ? first_group
-		              : shards_group_of_slot(
-		                    r->srv->shards,
-		                    flow_route_slot(part, plen));
+		g = plen == 0
+		        ? first_group
+		        : shards_group_of_slot(r->srv->shards,
+		                               flow_route_slot(part, plen));
 		for (p = 0; p < n_groups && groups[p] != g; p++) {
 		}
 		if (p == n_groups) {
@@ -741,8 +741,8 @@ static void start_batch(struct fsnp_req *r, const struct flow_req *req,
 		wbuf_init(&b);
 		rv = body_rewrite(f->body, f->len, "items", add_items, &a, &b);
 		if (rv == 0 && !b.oom) {
-			rv = part_encode(r, &r->plan.parts[p], groups[p], b.data,
-			                 b.len);
+			rv = part_encode(r, &r->plan.parts[p], groups[p],
+			                 b.data, b.len);
 		} else {
 			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 			rv = -1;
@@ -791,8 +791,8 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	}
 	f = calloc(1, sizeof *f);
 	req = malloc(sizeof *req);
-	if (f == NULL || req == NULL || (len > 0 && (f->body = malloc(len)) ==
-	                                                NULL)) {
+	if (f == NULL || req == NULL ||
+	    (len > 0 && (f->body = malloc(len)) == NULL)) {
 		free(f);
 		free(req);
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
@@ -835,10 +835,11 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 		}
 		if (req->f[FF_BLOCK_MS].set) {
 			f->block = true;
-			f->block_until = req->f[FF_BLOCK_MS].i == 0
-			                     ? 0
-			                     : fsnp_now_ms(r->srv) +
-			                           (uint64_t)req->f[FF_BLOCK_MS].i;
+			f->block_until =
+			    req->f[FF_BLOCK_MS].i == 0
+			        ? 0
+			        : fsnp_now_ms(r->srv) +
+			              (uint64_t)req->f[FF_BLOCK_MS].i;
 		}
 		r->plan.parts = &r->plan.one;
 		r->plan.n_parts = 1;
@@ -888,11 +889,16 @@ static const struct {
 	const char *token;
 	const char *field;
 } ce_alias[] = {
-    {"NOW", "now_ms"},           {"PARTITION", "partition_key"},
-    {"FENCING", "fencing_token"}, {"LEASE", "lease_token"},
-    {"BLOCK", "block_ms"},       {"MAXBYTES", "payload_max_bytes"},
-    {"RUN_AT", "run_at_ms"},     {"FROM", "from_state"},
-    {"TO", "to_state"},          {"TTL", "ttl_ms"},
+    {"NOW", "now_ms"},
+    {"PARTITION", "partition_key"},
+    {"FENCING", "fencing_token"},
+    {"LEASE", "lease_token"},
+    {"BLOCK", "block_ms"},
+    {"MAXBYTES", "payload_max_bytes"},
+    {"RUN_AT", "run_at_ms"},
+    {"FROM", "from_state"},
+    {"TO", "to_state"},
+    {"TTL", "ttl_ms"},
     {"RETENTION", "retention_ttl_ms"},
 };
 
@@ -909,13 +915,24 @@ static const struct {
 
 static bool int_field(const char *k)
 {
-	static const char *const ints[] = {
-	    "limit",          "priority",         "fencing_token",
-	    "count",          "reclaim_ratio",    "payload_max_bytes",
-	    "value_max_bytes", "max_bytes",       "expected_generation",
-	    "history_max_events", "history_hot_max_events", "from_version",
-	    "to_version",     "from_event",       "to_event",
-	    "rev",            "max_attempts",     "attempt"};
+	static const char *const ints[] = {"limit",
+	                                   "priority",
+	                                   "fencing_token",
+	                                   "count",
+	                                   "reclaim_ratio",
+	                                   "payload_max_bytes",
+	                                   "value_max_bytes",
+	                                   "max_bytes",
+	                                   "expected_generation",
+	                                   "history_max_events",
+	                                   "history_hot_max_events",
+	                                   "from_version",
+	                                   "to_version",
+	                                   "from_event",
+	                                   "to_event",
+	                                   "rev",
+	                                   "max_attempts",
+	                                   "attempt"};
 	size_t n = strlen(k);
 	if (n > 3 && strcmp(k + n - 3, "_ms") == 0) {
 		return true;
@@ -977,13 +994,86 @@ static void ce_value(struct fsnp_writer *w, const char *k,
 				fsnp_w_bool(w, true);
 				return;
 			}
-			if (strcasecmp(t, "false") == 0 || strcmp(t, "0") == 0) {
+			if (strcasecmp(t, "false") == 0 ||
+			    strcmp(t, "0") == 0) {
 				fsnp_w_bool(w, false);
 				return;
 			}
 		}
 	}
 	fsnp_w_val(w, v);
+}
+
+static bool bin_ieq(struct fsnp_bytes b, const char *s)
+{
+	size_t n = strlen(s);
+	return b.len == n && strncasecmp((const char *)b.ptr, s, n) == 0;
+}
+
+/* The ITEMS of a *_MANY command: per item, by opcode (pk only when the
+ * batch has none; "-" and empty lease tokens stand for none):
+ *   CREATE_MANY                    id [pk] payload
+ *   COMPLETE_MANY, RETRY, FAIL     id [pk] lease_token fencing_token
+ *   CANCEL_MANY                    id [pk] fencing_token
+ *   TRANSITION_MANY                id [pk] fencing_token lease_token */
+static int ce_items(struct fsnp_writer *w, uint16_t op, bool mixed,
+                    const struct fsnp_val *a, uint32_t n)
+{
+	static const char *const create[] = {"payload"};
+	static const char *const claimed[] = {"lease_token", "fencing_token"};
+	static const char *const cancel[] = {"fencing_token"};
+	static const char *const trans[] = {"fencing_token", "lease_token"};
+	const char *const *rest;
+	uint32_t n_rest, arity;
+	switch (op) {
+	case FSNP_OP_FLOW_CREATE_MANY:
+		rest = create;
+		n_rest = 1;
+		break;
+	case FSNP_OP_FLOW_CANCEL_MANY:
+		rest = cancel;
+		n_rest = 1;
+		break;
+	case FSNP_OP_FLOW_TRANSITION_MANY:
+		rest = trans;
+		n_rest = 2;
+		break;
+	default:
+		rest = claimed;
+		n_rest = 2;
+		break;
+	}
+	arity = 1 + (mixed ? 1 : 0) + n_rest;
+	if (n == 0 || n % arity != 0) {
+		return -1;
+	}
+	fsnp_w_key(w, "items");
+	fsnp_w_array_begin(w);
+	for (uint32_t k = 0; k < n; k += arity) {
+		uint32_t j = k;
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "id");
+		fsnp_w_val(w, &a[j++]);
+		if (mixed) {
+			if (!(a[j].tag == FSNP_BIN &&
+			      fsnp_bytes_eq(a[j].as.bin, "-"))) {
+				fsnp_w_key(w, "partition_key");
+				fsnp_w_val(w, &a[j]);
+			}
+			j++;
+		}
+		for (uint32_t f = 0; f < n_rest; f++, j++) {
+			if (strcmp(rest[f], "lease_token") == 0 &&
+			    a[j].tag == FSNP_BIN && a[j].as.bin.len == 0) {
+				continue;
+			}
+			fsnp_w_key(w, rest[f]);
+			ce_value(w, rest[f], &a[j]);
+		}
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_array_end(w);
+	return 0;
 }
 
 /* COMMAND_EXEC arguments as the typed body: the first positional
@@ -998,6 +1088,7 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	uint32_t n = args->as.count, i = 0, k = 0;
 	uint32_t n_states = 0, n_values = 0;
 	const char *first = ce_first(op);
+	bool mixed = true;
 	int rv = -1;
 
 	a = calloc(n + 1, sizeof *a);
@@ -1018,17 +1109,36 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 			fsnp_w_val(&w, &a[i]);
 		}
 		fsnp_w_array_end(&w);
+	} else if (is_many(op)) {
+		/* <partition | AUTO | MIXED> [from to] options ITEMS ... */
+		if (n > 0 && a[0].tag == FSNP_BIN &&
+		    !bin_ieq(a[0].as.bin, "AUTO") &&
+		    !bin_ieq(a[0].as.bin, "MIXED")) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &a[0]);
+			mixed = false;
+		}
+		i = n > 0 ? 1 : 0;
+		if (op == FSNP_OP_FLOW_TRANSITION_MANY && n >= 3) {
+			fsnp_w_key(&w, "from_state");
+			fsnp_w_val(&w, &a[1]);
+			fsnp_w_key(&w, "to_state");
+			fsnp_w_val(&w, &a[2]);
+			i = 3;
+		}
 	} else if (first != NULL && n > 0) {
 		fsnp_w_key(&w, first);
 		fsnp_w_val(&w, &a[i++]);
 	}
 	for (uint32_t j = i; j < n; j++) {
 		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
-		    strncasecmp((const char *)a[j].as.bin.ptr, "STATE", 5) == 0) {
+		    strncasecmp((const char *)a[j].as.bin.ptr, "STATE", 5) ==
+		        0) {
 			n_states++;
 		}
 		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
-		    strncasecmp((const char *)a[j].as.bin.ptr, "VALUE", 5) == 0 &&
+		    strncasecmp((const char *)a[j].as.bin.ptr, "VALUE", 5) ==
+		        0 &&
 		    (op == FSNP_OP_FLOW_CLAIM_DUE || op == FSNP_OP_FLOW_GET)) {
 			n_values++;
 		}
@@ -1048,10 +1158,23 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		}
 		tok[tl] = key[tl] = '\0';
 		i++;
-		for (size_t c = 0; c < sizeof ce_flag / sizeof ce_flag[0]; c++) {
+		for (size_t c = 0; c < sizeof ce_flag / sizeof ce_flag[0];
+		     c++) {
 			if (strcmp(tok, ce_flag[c].token) == 0) {
+				bool v = ce_flag[c].value;
+				/* "INDEPENDENT true": the value may follow. */
+				if (i < n && a[i].tag == FSNP_BIN &&
+				    (bin_ieq(a[i].as.bin, "true") ||
+				     bin_ieq(a[i].as.bin, "false"))) {
+					v = bin_ieq(a[i].as.bin, "true");
+					i++;
+				} else if (i < n && (a[i].tag == FSNP_TRUE ||
+				                     a[i].tag == FSNP_FALSE)) {
+					v = a[i].tag == FSNP_TRUE;
+					i++;
+				}
 				fsnp_w_key(&w, ce_flag[c].field);
-				fsnp_w_bool(&w, ce_flag[c].value);
+				fsnp_w_bool(&w, v);
 				done = true;
 			}
 		}
@@ -1065,11 +1188,20 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		if (done) {
 			continue;
 		}
+		if (is_many(op) && strcmp(tok, "ITEMS") == 0) {
+			if (ce_items(&w, op, mixed, a + i, n - i) != 0) {
+				snprintf(msg, cap, "ERR syntax error");
+				goto out;
+			}
+			i = n;
+			break;
+		}
 		if (strcmp(tok, "STATE") == 0 && n_states > 1) {
 			fsnp_w_key(&w, "states");
 			fsnp_w_array_begin(&w);
 			for (uint32_t j = i - 1; j + 1 < n; j++) {
-				if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+				if (a[j].tag == FSNP_BIN &&
+				    a[j].as.bin.len == 5 &&
 				    strncasecmp((const char *)a[j].as.bin.ptr,
 				                "STATE", 5) == 0) {
 					fsnp_w_val(&w, &a[j + 1]);
@@ -1088,7 +1220,8 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 			fsnp_w_key(&w, "values");
 			fsnp_w_array_begin(&w);
 			for (uint32_t j = i - 1; j + 1 < n; j++) {
-				if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
+				if (a[j].tag == FSNP_BIN &&
+				    a[j].as.bin.len == 5 &&
 				    strncasecmp((const char *)a[j].as.bin.ptr,
 				                "VALUE", 5) == 0) {
 					fsnp_w_val(&w, &a[j + 1]);
@@ -1110,7 +1243,8 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 				char t[24] = "";
 				if (i < n && a[i].tag == FSNP_BIN &&
 				    a[i].as.bin.len < sizeof t) {
-					memcpy(t, a[i].as.bin.ptr, a[i].as.bin.len);
+					memcpy(t, a[i].as.bin.ptr,
+					       a[i].as.bin.len);
 				}
 				cnt = strtoll(t, NULL, 10);
 			}
@@ -1192,8 +1326,7 @@ bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len)
 	return len > 0 && fsnp_compact_is_flow(opcode, body[0]);
 }
 
-void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body,
-                            size_t len)
+void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body, size_t len)
 {
 	struct wbuf b;
 	int e;

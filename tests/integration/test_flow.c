@@ -1,0 +1,671 @@
+/* Integration: FerricFlow over FSNP on real processes. On one node (four
+ * shards) and on three nodes (two shards, driven through every node, so
+ * through followers that forward): the lifecycle create -> claim ->
+ * complete, stale fencing refused, retry with a backoff, transition,
+ * cancel, history order, signal, values, the compact claim-jobs and batch
+ * requests, *_MANY batches that span shards, claims without a partition
+ * fanning out over every shard, a block_ms claim woken by a create, and
+ * bad bodies answered status 6 naming the field on a connection that
+ * keeps working. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/fsnp_test_client.h"
+#include "tests/integration/harness.h"
+#include "wire/fsnp_opcode.h"
+
+static struct harness_cluster cl;
+static unsigned n_nodes;
+static char prefix[32];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct ftc_msg callb(struct ftc *c, uint16_t op, uint8_t flags,
+                            struct wbuf *b)
+{
+	struct ftc_msg m;
+	assert_int_equal(ftc_call(c, 1, op, flags, b, &m), 0);
+	wbuf_free(b);
+	return m;
+}
+
+static struct ftc_msg call(struct ftc *c, uint16_t op, const char *fmt, ...)
+{
+	struct wbuf b;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	return callb(c, op, 0, &b);
+}
+
+static void ok_str(struct ftc_msg m, const char *s)
+{
+	if (m.status != 0) {
+		char msg[512];
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("status %u: %s", m.status, msg);
+	}
+	if (!ftc_str_eq(&m.value, s)) {
+		fail_msg("expected '%s'", s);
+	}
+	ftc_msg_free(&m);
+}
+
+/* Fails with the error text unless m is status 0. */
+static void ok(const struct ftc_msg *m)
+{
+	if (m->status != 0) {
+		char msg[512];
+		ftc_error_text(m, msg, sizeof msg);
+		fail_msg("status %u: %s", m->status, msg);
+	}
+}
+
+static void err_has(struct ftc_msg m, unsigned status, const char *text)
+{
+	char msg[512];
+	assert_int_equal(m.status, status);
+	ftc_error_text(&m, msg, sizeof msg);
+	if (strstr(msg, text) == NULL) {
+		fail_msg("error '%s' lacks '%s'", msg, text);
+	}
+	ftc_msg_free(&m);
+}
+
+static void name(char *out, size_t cap, const char *what)
+{
+	snprintf(out, cap, "%s-%s", prefix, what);
+}
+
+static void create(struct ftc *c, const char *id, const char *type,
+                   const char *state)
+{
+	ok_str(call(c, FSNP_OP_FLOW_CREATE, "id=s type=s state=s now_ms=i", id,
+	            type, state, (int64_t)now_ms()),
+	       "OK");
+}
+
+/* The claimed record's lease token and fencing token. */
+struct lease {
+	char id[64];
+	char token[128];
+	int64_t fencing;
+};
+
+static void record_lease(const struct fsnp_val *rec, struct lease *l)
+{
+	struct fsnp_bytes b;
+	assert_int_equal(rec->tag, FSNP_MAP);
+	assert_int_equal(fsnp_map_bin(rec, "lease_token", &b), 0);
+	assert_true(b.len < sizeof l->token);
+	memcpy(l->token, b.ptr, b.len);
+	l->token[b.len] = '\0';
+	assert_int_equal(fsnp_map_bin(rec, "id", &b), 0);
+	assert_true(b.len < sizeof l->id);
+	memcpy(l->id, b.ptr, b.len);
+	l->id[b.len] = '\0';
+	l->fencing = ftc_map_int(rec, "fencing_token");
+}
+
+/* Claims one flow of `type` (in `state`); false when nothing was due. */
+static bool claim1(struct ftc *c, const char *type, const char *state,
+                   struct lease *l)
+{
+	struct ftc_msg m =
+	    call(c, FSNP_OP_FLOW_CLAIM_DUE,
+	         "type=s state=s worker=s lease_ms=i limit=i now_ms=i", type,
+	         state, "w1", (int64_t)30000, (int64_t)1, (int64_t)now_ms());
+	struct fsnp_iter it;
+	struct fsnp_val rec;
+	bool got = false;
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	fsnp_iter_init(&it, &m.value);
+	if (fsnp_iter_next(&it, NULL, &rec)) {
+		record_lease(&rec, l);
+		got = true;
+	}
+	ftc_msg_free(&m);
+	return got;
+}
+
+static void complete(struct ftc *c, const struct lease *l)
+{
+	ok_str(call(c, FSNP_OP_FLOW_COMPLETE,
+	            "id=s lease_token=s fencing_token=i now_ms=i result=s",
+	            l->id, l->token, l->fencing, (int64_t)now_ms(), "done"),
+	       "OK");
+}
+
+static void expect_state(struct ftc *c, const char *id, const char *state)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GET, "id=s", id);
+	assert_int_equal(m.status, 0);
+	if (!ftc_map_str(&m.value, "state", state)) {
+		fail_msg("flow %s is not %s", id, state);
+	}
+	ftc_msg_free(&m);
+}
+
+/* Every test runs through each node in turn (one on a single node). */
+#define EACH_NODE(c)                                                           \
+	for (unsigned node_ = 0; node_ < n_nodes; node_++)                     \
+		for (int once_ =                                               \
+		         (assert_int_equal(                                    \
+		              ftc_connect(&c, cl.nodes[node_].fsnp), 0),       \
+		          1);                                                  \
+		     once_; once_ = 0, ftc_close(&c))
+
+static void test_lifecycle(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], type[64];
+		struct lease l;
+		snprintf(id, sizeof id, "%s-life-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-life-t%u", prefix, node_);
+		create(&c, id, type, "queued");
+		expect_state(&c, id, "queued");
+		assert_true(claim1(&c, type, "queued", &l));
+		assert_string_equal(l.id, id);
+		expect_state(&c, id, "running");
+		/* A stale fencing token is refused, the flow stays leased. */
+		err_has(call(&c, FSNP_OP_FLOW_COMPLETE,
+		             "id=s lease_token=s fencing_token=i now_ms=i",
+		             l.id, l.token, l.fencing + 1, (int64_t)now_ms()),
+		        1, "stale flow lease");
+		complete(&c, &l);
+		expect_state(&c, id, "completed");
+		/* History in order: created, claimed, completed. */
+		struct ftc_msg m = call(&c, FSNP_OP_FLOW_HISTORY, "id=s", id);
+		static const char *const want[] = {"created", "claimed",
+		                                   "completed"};
+		struct fsnp_iter it;
+		struct fsnp_val ev;
+		unsigned k = 0;
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &ev) && k < 3) {
+			struct fsnp_iter e2, f2;
+			struct fsnp_val eid, fields, key, val;
+			fsnp_iter_init(&e2, &ev);
+			assert_true(fsnp_iter_next(&e2, NULL, &eid));
+			assert_true(fsnp_iter_next(&e2, NULL, &fields));
+			fsnp_iter_init(&f2, &fields);
+			assert_true(fsnp_iter_next(&f2, NULL, &key));
+			assert_true(fsnp_iter_next(&f2, NULL, &val));
+			assert_true(ftc_str_eq(&val, want[k]));
+			k++;
+		}
+		assert_int_equal(k, 3);
+		ftc_msg_free(&m);
+	}
+}
+
+static void test_retry_transition_cancel(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], type[64];
+		struct lease l;
+		uint64_t t0;
+
+		/* Retry with a backoff: due again only after run_at_ms; a
+		 * blocking claim picks it up then. */
+		snprintf(id, sizeof id, "%s-retry-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-retry-t%u", prefix, node_);
+		create(&c, id, type, "queued");
+		assert_true(claim1(&c, type, "queued", &l));
+		ok_str(call(&c, FSNP_OP_FLOW_RETRY,
+		            "id=s lease_token=s fencing_token=i now_ms=i "
+		            "error=s run_at_ms=i",
+		            l.id, l.token, l.fencing, (int64_t)now_ms(), "oops",
+		            (int64_t)(now_ms() + 600)),
+		       "OK");
+		assert_false(claim1(&c, type, "queued", &l));
+		t0 = now_ms();
+		struct ftc_msg m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		                        "type=s worker=s limit=i block_ms=i",
+		                        type, "w2", (int64_t)1, (int64_t)5000);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.as.count, 1);
+		assert_true(now_ms() - t0 >= 300);
+		assert_true(now_ms() - t0 < 4000);
+		ftc_msg_free(&m);
+
+		/* Transition (while leased: from running). */
+		snprintf(id, sizeof id, "%s-tr-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-tr-t%u", prefix, node_);
+		create(&c, id, type, "s1");
+		assert_true(claim1(&c, type, "s1", &l));
+		ok_str(call(&c, FSNP_OP_FLOW_TRANSITION,
+		            "id=s from_state=s to_state=s lease_token=s "
+		            "fencing_token=i now_ms=i",
+		            l.id, "running", "s2", l.token, l.fencing,
+		            (int64_t)now_ms()),
+		       "OK");
+		expect_state(&c, id, "s2");
+		err_has(call(&c, FSNP_OP_FLOW_TRANSITION,
+		             "id=s from_state=s to_state=s fencing_token=i "
+		             "now_ms=i",
+		             id, "s1", "s3", l.fencing + 1, (int64_t)now_ms()),
+		        1, "ERR");
+
+		/* Cancel with the current fencing token. */
+		struct ftc_msg g = call(&c, FSNP_OP_FLOW_GET, "id=s", id);
+		int64_t fencing = ftc_map_int(&g.value, "fencing_token");
+		ftc_msg_free(&g);
+		ok_str(call(&c, FSNP_OP_FLOW_CANCEL,
+		            "id=s fencing_token=i now_ms=i reason=s", id,
+		            fencing, (int64_t)now_ms(), "no longer needed"),
+		       "OK");
+		expect_state(&c, id, "cancelled");
+	}
+}
+
+static void test_signal_values(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], type[64];
+		struct fsnp_bytes ref;
+		snprintf(id, sizeof id, "%s-sig-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-sig-t%u", prefix, node_);
+		create(&c, id, type, "waiting");
+		struct ftc_msg m =
+		    call(&c, FSNP_OP_FLOW_SIGNAL,
+		         "id=s signal=s if_state=s transition_to=s now_ms=i",
+		         id, "go", "waiting", "ready", (int64_t)now_ms());
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+		expect_state(&c, id, "ready");
+		err_has(
+		    call(&c, FSNP_OP_FLOW_SIGNAL,
+		         "id=s signal=s if_state=s transition_to=s now_ms=i",
+		         id, "go", "waiting", "other", (int64_t)now_ms()),
+		    1, "flow state mismatch");
+
+		/* Values: put, then read back by ref (an unrouted MGET). */
+		m = call(&c, FSNP_OP_FLOW_VALUE_PUT, "value=s now_ms=i",
+		         "hello value", (int64_t)now_ms());
+		assert_int_equal(m.status, 0);
+		assert_int_equal(fsnp_map_bin(&m.value, "ref", &ref), 0);
+		char refs[256];
+		assert_true(ref.len < sizeof refs);
+		memcpy(refs, ref.ptr, ref.len);
+		refs[ref.len] = '\0';
+		ftc_msg_free(&m);
+		const char *rl[] = {refs, "fv:missing"};
+		m = call(&c, FSNP_OP_FLOW_VALUE_MGET, "refs=a", rl, 2);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.as.count, 2);
+		struct fsnp_iter it;
+		struct fsnp_val v;
+		fsnp_iter_init(&it, &m.value);
+		assert_true(fsnp_iter_next(&it, NULL, &v));
+		assert_true(ftc_str_eq(&v, "hello value"));
+		assert_true(fsnp_iter_next(&it, NULL, &v));
+		assert_true(fsnp_val_is_nil(&v));
+		ftc_msg_free(&m);
+	}
+}
+
+static void put_bin(struct wbuf *b, const char *s)
+{
+	wbuf_put_u32(b, (uint32_t)strlen(s));
+	wbuf_append_str(b, s);
+}
+
+/* Compact CREATE_MANY (0x90) of n auto-partitioned flows, independent. */
+static void compact_create(struct ftc *c, const char *type, const char *base,
+                           unsigned n)
+{
+	struct wbuf b;
+	struct ftc_msg m;
+	char id[64];
+	wbuf_init(&b);
+	wbuf_put_u8(&b, 0x90);
+	put_bin(&b, type);
+	put_bin(&b, "queued");
+	wbuf_put_u64(&b, now_ms());
+	wbuf_put_u64(&b, now_ms());
+	wbuf_put_u8(&b, 2); /* independent */
+	wbuf_put_u8(&b, 1); /* ok_on_success */
+	wbuf_put_u32(&b, n);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(id, sizeof id, "%s-%u", base, i);
+		put_bin(&b, id);
+		put_bin(&b, "payload");
+	}
+	m = callb(c, FSNP_OP_FLOW_CREATE_MANY, FSNP_FLAG_CUSTOM, &b);
+	ok_str(m, "OK");
+}
+
+/* Compact CLAIM_DUE (0x91), return JOBS_COMPACT. */
+static struct ftc_msg compact_claim(struct ftc *c, const char *type,
+                                    int64_t limit)
+{
+	struct wbuf b;
+	wbuf_init(&b);
+	wbuf_put_u8(&b, 0x91);
+	put_bin(&b, type);
+	wbuf_put_u32(&b, UINT32_MAX); /* no state */
+	put_bin(&b, "wc");
+	wbuf_put_u64(&b, 30000);
+	wbuf_put_u64(&b, (uint64_t)limit);
+	wbuf_put_u64(&b, (uint64_t)INT64_MIN); /* no block */
+	wbuf_put_u8(&b, 1);
+	wbuf_put_u64(&b, 25);
+	wbuf_put_u64(&b, (uint64_t)INT64_MIN); /* no priority */
+	wbuf_put_u8(&b, 1);                    /* JOBS_COMPACT */
+	wbuf_put_u8(&b, 0);                    /* no partition */
+	return callb(c, FSNP_OP_FLOW_CLAIM_DUE, FSNP_FLAG_CUSTOM, &b);
+}
+
+static void test_batches_and_fanout(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char type[64], base[64];
+		struct ftc_msg m;
+		struct fsnp_iter it;
+		struct fsnp_val job;
+		const unsigned n = 12;
+		snprintf(type, sizeof type, "%s-many-t%u", prefix, node_);
+		snprintf(base, sizeof base, "%s-many-%u", prefix, node_);
+		/* Twelve auto-partitioned ids land on several shards: the
+		 * batch is split per shard, the claim asks every shard. */
+		compact_create(&c, type, base, n);
+		m = compact_claim(&c, type, 100);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		assert_int_equal(m.value.as.count, n);
+
+		/* COMPLETE_MANY (typed, independent) of the claimed jobs:
+		 * [id, partition, lease_token, fencing]. */
+		struct wbuf b;
+		struct fsnp_writer w;
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "independent");
+		fsnp_w_bool(&w, true);
+		fsnp_w_key(&w, "now_ms");
+		fsnp_w_i64(&w, (int64_t)now_ms());
+		fsnp_w_key(&w, "items");
+		fsnp_w_array_begin(&w);
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &job)) {
+			struct fsnp_iter f;
+			struct fsnp_val id, pk, tok, fen;
+			fsnp_iter_init(&f, &job);
+			assert_true(fsnp_iter_next(&f, NULL, &id));
+			assert_true(fsnp_iter_next(&f, NULL, &pk));
+			assert_true(fsnp_iter_next(&f, NULL, &tok));
+			assert_true(fsnp_iter_next(&f, NULL, &fen));
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "id");
+			fsnp_w_val(&w, &id);
+			fsnp_w_key(&w, "lease_token");
+			fsnp_w_val(&w, &tok);
+			fsnp_w_key(&w, "fencing_token");
+			fsnp_w_val(&w, &fen);
+			fsnp_w_map_end(&w);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		ftc_msg_free(&m);
+		m = callb(&c, FSNP_OP_FLOW_COMPLETE_MANY, 0, &b);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		assert_int_equal(m.value.as.count, n);
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &job)) {
+			assert_true(ftc_str_eq(&job, "OK"));
+		}
+		ftc_msg_free(&m);
+		for (unsigned i = 0; i < n; i++) {
+			char id[80];
+			snprintf(id, sizeof id, "%s-%u", base, i);
+			expect_state(&c, id, "completed");
+		}
+
+		/* Not independent, across shards: refused as a whole. */
+		const char *ids[] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "type");
+		fsnp_w_str(&w, type);
+		fsnp_w_key(&w, "items");
+		fsnp_w_array_begin(&w);
+		for (unsigned i = 0; i < 8; i++) {
+			char id[80];
+			snprintf(id, sizeof id, "%s-x-%s", base, ids[i]);
+			fsnp_w_array_begin(&w);
+			fsnp_w_str(&w, id);
+			fsnp_w_str(&w, "p");
+			fsnp_w_array_end(&w);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		err_has(callb(&c, FSNP_OP_FLOW_CREATE_MANY, 0, &b), 1,
+		        "ERR flow batch crosses shards");
+	}
+}
+
+static void test_block_woken_by_create(void **state)
+{
+	struct ftc a, b;
+	(void)state;
+	for (unsigned node = 0; node < n_nodes; node++) {
+		char id[64], type[64];
+		struct wbuf body;
+		struct ftc_msg m;
+		uint64_t rid, t0;
+		snprintf(id, sizeof id, "%s-block-%u", prefix, node);
+		snprintf(type, sizeof type, "%s-block-t%u", prefix, node);
+		assert_int_equal(ftc_connect(&a, cl.nodes[node].fsnp), 0);
+		assert_int_equal(
+		    ftc_connect(&b, cl.nodes[(node + 1) % n_nodes].fsnp), 0);
+		ftc_body(&body, "type=s worker=s limit=i block_ms=i", type,
+		         "wb", (int64_t)1, (int64_t)8000);
+		rid = ftc_send(&a, 1, FSNP_OP_FLOW_CLAIM_DUE, 0, &body);
+		wbuf_free(&body);
+		assert_true(rid > 0);
+		/* Nothing due yet: no reply within 300 ms. */
+		assert_int_not_equal(ftc_recv(&a, &m, 300), 0);
+		t0 = now_ms();
+		create(&b, id, type, "queued");
+		assert_int_equal(ftc_recv(&a, &m, 5000), 0);
+		assert_int_equal(m.h.request_id, rid);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.as.count, 1);
+		assert_true(now_ms() - t0 < 2000);
+		ftc_msg_free(&m);
+		/* And a block that times out answers []. */
+		m = call(&a, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i block_ms=i", type, "wb",
+		         (int64_t)1, (int64_t)300);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.as.count, 0);
+		ftc_msg_free(&m);
+		ftc_close(&a);
+		ftc_close(&b);
+	}
+}
+
+static void test_bad_bodies(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64];
+		err_has(call(&c, FSNP_OP_FLOW_CREATE, "type=s", "t"), 6,
+		        "field id");
+		err_has(call(&c, FSNP_OP_FLOW_CREATE, "id=i type=s", (int64_t)5,
+		             "t"),
+		        6, "field id");
+		err_has(call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s bogus=i",
+		             "x", "t", (int64_t)1),
+		        6, "unknown flow option bogus");
+		err_has(call(&c, FSNP_OP_FLOW_COMPLETE, "id=s fencing_token=i",
+		             "x", (int64_t)1),
+		        6, "lease_token");
+		struct wbuf b;
+		wbuf_init(&b);
+		wbuf_put_u8(&b, 0x91);
+		wbuf_put_u32(&b, 99);
+		err_has(callb(&c, FSNP_OP_FLOW_CLAIM_DUE, FSNP_FLAG_CUSTOM, &b),
+		        6, "compact");
+		/* The connection still works. */
+		name(id, sizeof id, "bad-after");
+		snprintf(id + strlen(id), sizeof id - strlen(id), "-%u", node_);
+		create(&c, id, "t-bad", "queued");
+		expect_state(&c, id, "queued");
+	}
+}
+
+static void test_command_exec(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], type[64], fen[24], now[24];
+		struct lease l;
+		struct wbuf b;
+		struct fsnp_writer w;
+		struct ftc_msg m;
+		struct fsnp_iter it;
+		struct fsnp_val rec;
+		snprintf(id, sizeof id, "%s-ce-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-ce-t%u", prefix, node_);
+		create(&c, id, type, "queued");
+		/* The SDK's claimDue(): CE FLOW.CLAIM_DUE. */
+		snprintf(now, sizeof now, "%llu", (unsigned long long)now_ms());
+		const char *args[] = {type,     "STATE",    "queued", "WORKER",
+		                      "w9",     "LEASE_MS", "30000",  "LIMIT",
+		                      "5",      "NOW",      now,      "RETURN",
+		                      "RECORDS"};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "command");
+		fsnp_w_str(&w, "FLOW.CLAIM_DUE");
+		fsnp_w_key(&w, "args");
+		fsnp_w_array_begin(&w);
+		for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+			fsnp_w_str(&w, args[i]);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		m = callb(&c, FSNP_OP_COMMAND_EXEC, 0, &b);
+		ok(&m);
+		assert_int_equal(m.value.as.count, 1);
+		fsnp_iter_init(&it, &m.value);
+		assert_true(fsnp_iter_next(&it, NULL, &rec));
+		record_lease(&rec, &l);
+		ftc_msg_free(&m);
+		/* The SDK's cancel(): CE FLOW.CANCEL. */
+		snprintf(fen, sizeof fen, "%lld", (long long)l.fencing);
+		const char *cargs[] = {id,      "FENCING", fen,
+		                       "NOW",   now,       "LEASE_TOKEN",
+		                       l.token, "REASON",  "stop"};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "command");
+		fsnp_w_str(&w, "FLOW.CANCEL");
+		fsnp_w_key(&w, "args");
+		fsnp_w_array_begin(&w);
+		for (size_t i = 0; i < sizeof cargs / sizeof cargs[0]; i++) {
+			fsnp_w_str(&w, cargs[i]);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		ok_str(callb(&c, FSNP_OP_COMMAND_EXEC, 0, &b), "OK");
+		expect_state(&c, id, "cancelled");
+	}
+}
+
+static int start(unsigned n, const char *shards)
+{
+	const char *extra[] = {"--shards", shards, NULL};
+	n_nodes = n;
+	snprintf(prefix, sizeof prefix, "f%u-%ld", n, (long)getpid());
+	if (harness_cluster_start(&cl, n, extra, true) != 0) {
+		return -1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (ftc_wait_ready(cl.nodes[i].fsnp, 30000) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int setup1(void **state)
+{
+	(void)state;
+	return start(1, "4");
+}
+
+static int setup3(void **state)
+{
+	(void)state;
+	return start(3, "2");
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	harness_cluster_stop(&cl);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_lifecycle),
+	    cmocka_unit_test(test_retry_transition_cancel),
+	    cmocka_unit_test(test_signal_values),
+	    cmocka_unit_test(test_batches_and_fanout),
+	    cmocka_unit_test(test_block_woken_by_create),
+	    cmocka_unit_test(test_bad_bodies),
+	    cmocka_unit_test(test_command_exec),
+	};
+	int rv = cmocka_run_group_tests_name("flow, 1 node", tests, setup1,
+	                                     teardown);
+	rv |= cmocka_run_group_tests_name("flow, 3 nodes", tests, setup3,
+	                                  teardown);
+	return rv;
+}

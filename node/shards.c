@@ -1748,7 +1748,8 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		goto err_rio;
 	}
 	if (flow_register(s->store) != 0) {
-		snprintf(err, errlen, "state machine: cannot register FerricFlow");
+		snprintf(err, errlen,
+		         "state machine: cannot register FerricFlow");
 		store_close(s->store);
 		goto err_rio;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "flow/flow_route.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_fqr.h"
 #include "wire/fsnp_opcode.h"
@@ -564,6 +565,32 @@ void fsnp_control_route(struct fsnp_server *s, const uint8_t *key, size_t len,
 	fsnp_w_map_end(w);
 }
 
+/* ROUTE {flow_id, [partition_key]} or {partition_key}: the flow's
+ * partition (flow/flow_route.h) answered as the key "{<hash tag>}", whose
+ * slot is the partition's. */
+static void route_flow(struct fsnp_req *r, const struct fsnp_val *b)
+{
+	struct fsnp_bytes id = {NULL, 0}, pk = {NULL, 0};
+	bool has_id = fsnp_map_bin(b, "flow_id", &id) == 0;
+	bool has_pk = fsnp_map_bin(b, "partition_key", &pk) == 0;
+	char buf[FLOW_AUTO_PARTITION_MAX], tag[FLOW_TAG_MAX + 2];
+	const uint8_t *part;
+	size_t plen, tlen;
+	struct fsnp_writer w;
+	if (!has_pk && !has_id) {
+		bad(r, "ERR native flow_id and partition_key must be binary");
+		return;
+	}
+	flow_route_partition(id.ptr, id.len, has_pk ? pk.ptr : NULL, pk.len,
+	                     buf, &part, &plen);
+	tag[0] = '{';
+	tlen = flow_route_tag(part, plen, tag + 1);
+	tag[tlen + 1] = '}';
+	reply_begin(r, &w);
+	fsnp_control_route(r->srv, (const uint8_t *)tag, tlen + 2, &w);
+	reply_end(r, &w);
+}
+
 void fsnp_control_backpressure(struct fsnp_server *s, struct fsnp_writer *w)
 {
 	bool p = fsnp_server_pressure(s);
@@ -1018,6 +1045,12 @@ void fsnp_control(struct fsnp_req *r, const struct fsnp_val *b)
 		client_info(r);
 		return;
 	case FSNP_OP_ROUTE:
+		if (fsnp_map_get(b, "key", &v) != 0 &&
+		    (fsnp_map_get(b, "flow_id", &v) == 0 ||
+		     fsnp_map_get(b, "partition_key", &v) == 0)) {
+			route_flow(r, b);
+			return;
+		}
 		if (fsnp_map_bin(b, "key", &name) != 0) {
 			bad(r, "ERR native key must be binary");
 			return;

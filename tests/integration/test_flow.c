@@ -6,7 +6,7 @@
  * requests, *_MANY batches that span shards, claims without a partition
  * fanning out over every shard, a block_ms claim woken by a create, and
  * bad bodies answered status 6 naming the field on a connection that
- * keeps working. */
+ * keeps working, the SDK's COMMAND_EXEC forms, and ROUTE by flow id. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -617,6 +617,32 @@ static void test_command_exec(void **state)
 	}
 }
 
+/* ROUTE answers a flow id or partition key by the flow's hash tag:
+ * the reference's known answers. */
+static void test_route(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		struct ftc_msg m =
+		    call(&c, FSNP_OP_ROUTE, "flow_id=s", "order-1");
+		ok(&m);
+		assert_int_equal(ftc_map_int(&m.value, "slot"), 794);
+		assert_true(ftc_map_str(&m.value, "key", "{fa:239}"));
+		ftc_msg_free(&m);
+		m = call(&c, FSNP_OP_ROUTE, "flow_id=s partition_key=s", "x",
+		         "tenant-a");
+		ok(&m);
+		assert_int_equal(ftc_map_int(&m.value, "slot"), 914);
+		ftc_msg_free(&m);
+		m = call(&c, FSNP_OP_ROUTE, "key=s", "{fa:239}");
+		ok(&m);
+		assert_int_equal(ftc_map_int(&m.value, "slot"), 794);
+		ftc_msg_free(&m);
+	}
+}
+
 static int start(unsigned n, const char *shards)
 {
 	const char *extra[] = {"--shards", shards, NULL};
@@ -662,6 +688,7 @@ int main(void)
 	    cmocka_unit_test(test_block_woken_by_create),
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),
+	    cmocka_unit_test(test_route),
 	};
 	int rv = cmocka_run_group_tests_name("flow, 1 node", tests, setup1,
 	                                     teardown);

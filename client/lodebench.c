@@ -16,7 +16,8 @@ static const struct family families[] = {
      "Felix publish throughput, latency and fan-out over QUIC"},
     {"flow", lodebench_flow_main,
      "FerricFlow create/claim/complete cycles per second, claim latency"},
-    {"kv", lodebench_kv_main, "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
+    {"kv", lodebench_kv_main,
+     "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

@@ -175,10 +175,15 @@ static enum wl_type error_outcome(const struct fl_proc *p,
 		return p->f == F_READ || safe ? WL_FAIL : WL_INFO;
 	default:
 		/* The state machine's refusals: it applied the command and
-		 * changed nothing. */
-		return p->f == F_READ ||
-		               strncmp(m, "ERR stale flow lease", 20) == 0 ||
-		               strncmp(m, "ERR flow ", 9) == 0
+		 * changed nothing; but the refusal of a replay (sent again
+		 * after a lost connection) may answer for an earlier send
+		 * that took effect. */
+		if (p->f == F_READ) {
+			return WL_FAIL;
+		}
+		return rep->attempts <= 1 &&
+		               (strncmp(m, "ERR stale flow lease", 20) == 0 ||
+		                strncmp(m, "ERR flow ", 9) == 0)
 		           ? WL_FAIL
 		           : WL_INFO;
 	}

@@ -24,6 +24,9 @@
  *   ok_list_v1  81 u32:count
  *   kv_get_v1   82 (00 | 01 u32:len bytes)
  *   kv_mget_v1  83 u32:n (00 | 01 u32:len bytes)*n
+ *   flow_claim_jobs_v1  80 u32:n (u32 len id, u32 len partition
+ *               (0xFFFFFFFF: nil), u32 len lease_token, i64 fencing_token
+ *               [, u32 len run_state (0xFFFFFFFF: nil)])*n
  *
  * Decoders validate everything first and then hand out views into the
  * body, which must outlive them. Encoders append to a caller-owned wbuf. */
@@ -37,6 +40,7 @@
 #include "wire/buf.h"
 #include "wire/fsnp_value.h"
 
+#define FSNP_COMPACT_FLOW_CLAIM_JOBS 0x80u
 #define FSNP_COMPACT_OK_LIST 0x81u
 #define FSNP_COMPACT_KV_GET 0x82u
 #define FSNP_COMPACT_KV_MGET 0x83u

@@ -16,11 +16,12 @@
 
 #define NAME_MAX_LEN 128
 
-static const char *const events[] = {
-    "GOAWAY", "TOPOLOGY_CHANGED", "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED"};
-static const uint32_t event_bits[] = {FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY,
-                                      FSNP_EV_BACKPRESSURE,
-                                      FSNP_EV_AUTH_INVALIDATED};
+static const char *const events[] = {"GOAWAY", "TOPOLOGY_CHANGED",
+                                     "BACKPRESSURE_CHANGED", "AUTH_INVALIDATED",
+                                     "FLOW_WAKE"};
+static const uint32_t event_bits[] = {
+    FSNP_EV_GOAWAY, FSNP_EV_TOPOLOGY, FSNP_EV_BACKPRESSURE,
+    FSNP_EV_AUTH_INVALIDATED, FSNP_EV_FLOW_WAKE};
 #define N_EVENTS (sizeof events / sizeof events[0])
 
 static const char *const codecs[] = {"kv_get_v1", "kv_mget_v1", "ok_list_v1",
@@ -378,12 +379,17 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_i64(w, FSNP_OP_SET);
 	fsnp_w_i64(w, FSNP_OP_MSET);
 	fsnp_w_array_end(w);
+	/* Sent to connections with compact_flow_responses. */
+	fsnp_w_key(w, "flow_claim_jobs_v1");
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
+	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "supported");
 	w_strs(w,
 	       (const char *const[]){"typed_value", "kv_get_v1", "kv_mget_v1",
-	                             "ok_list_v1"},
-	       4);
+	                             "ok_list_v1", "flow_claim_jobs_v1"},
+	       5);
 	fsnp_w_map_end(w);
 
 	fsnp_w_key(w, "pipeline");

@@ -1040,12 +1040,17 @@ static void pipeline_run(struct fsnp_req *p, bool same_shard)
 		struct fsnp_req *it = p->items[i];
 		if (it->done) {
 			p->pending--;
+		} else if (it->flow != NULL) {
+			fsnp_flow_start(it);
 		} else {
 			run_plan(it);
 		}
 	}
 	pipeline_item_done(p);
 }
+
+static bool flow_command(const struct fsnp_val *body, uint16_t *opcode,
+                         struct fsnp_val *args);
 
 static void exec_pipeline_typed(struct fsnp_req *p, const struct fsnp_val *b)
 {
@@ -1132,14 +1137,24 @@ static void exec_pipeline_typed(struct fsnp_req *p, const struct fsnp_val *b)
 		i++;
 		const struct fsnp_cmd_info *info =
 		    fsnp_cmd_by_opcode((uint16_t)op);
-		if (op == FSNP_OP_COMMAND_EXEC ||
-		    (info != NULL && info->kind == FSNP_CMD_KV)) {
+		uint16_t fop;
+		struct fsnp_val fargs;
+		if (op == FSNP_OP_COMMAND_EXEC &&
+		    flow_command(&body, &fop, &fargs)) {
+			/* Started with the others in pipeline_run. */
+			if (fsnp_flow_prepare_args(it, fop, &fargs) != 0) {
+				it->done = true;
+			}
+		} else if (op == FSNP_OP_COMMAND_EXEC ||
+		           (info != NULL && info->kind == FSNP_CMD_KV)) {
 			if (!parse_kv(it, (uint16_t)op, &body)) {
 				it->done = true;
 			}
 		} else if (info != NULL && info->kind == FSNP_CMD_FLOW) {
-			flow_unavailable(it, opname((uint16_t)op));
-			it->done = true;
+			if (fsnp_flow_prepare(it, (uint16_t)op, body.enc,
+			                      body.enc_len) != 0) {
+				it->done = true;
+			}
 		} else if (info != NULL && info->kind == FSNP_CMD_ADMIN) {
 			admin_unavailable(it, opname((uint16_t)op));
 			it->done = true;
@@ -1323,29 +1338,40 @@ static void exec_compact(struct fsnp_req *r, const struct fsnp_message *m)
 	run_plan(r);
 }
 
-/* COMMAND_EXEC of a Flow command (outside a pipeline): handed to
- * fsnp_flow.c. False when the body names something else. */
-static bool exec_flow_command(struct fsnp_req *r, const struct fsnp_val *body)
+/* Whether a COMMAND_EXEC body names a Flow command with an opcode and a
+ * list of arguments: *opcode and *args. */
+static bool flow_command(const struct fsnp_val *body, uint16_t *opcode,
+                         struct fsnp_val *args)
 {
 	static const uint8_t empty_arr[] = {FSNP_ARRAY, 0, 0, 0, 0};
 	const struct fsnp_cmd_info *info;
 	struct fsnp_bytes name;
-	struct fsnp_val args;
-	uint16_t opcode;
 	if (fsnp_map_bin(body, "command", &name) != 0) {
 		return false;
 	}
 	info = fsnp_cmd_by_name(name.ptr, name.len);
 	if (info == NULL || info->kind != FSNP_CMD_FLOW ||
-	    fsnp_opcode_by_name((const char *)name.ptr, name.len, &opcode) !=
+	    fsnp_opcode_by_name((const char *)name.ptr, name.len, opcode) !=
 	        0) {
 		return false;
 	}
-	if (fsnp_map_get(body, "args", &args) != 0) {
-		fsnp_value_decode(empty_arr, sizeof empty_arr, NULL, &args,
+	if (fsnp_map_get(body, "args", args) != 0) {
+		fsnp_value_decode(empty_arr, sizeof empty_arr, NULL, args,
 		                  NULL);
-	} else if (args.tag != FSNP_ARRAY) {
+	} else if (args->tag != FSNP_ARRAY) {
 		return false; /* parse_kv answers it */
+	}
+	return true;
+}
+
+/* COMMAND_EXEC of a Flow command: handed to fsnp_flow.c. False when the
+ * body names something else. */
+static bool exec_flow_command(struct fsnp_req *r, const struct fsnp_val *body)
+{
+	uint16_t opcode;
+	struct fsnp_val args;
+	if (!flow_command(body, &opcode, &args)) {
+		return false;
 	}
 	fsnp_flow_exec_args(r, opcode, &args);
 	return true;

@@ -17,13 +17,19 @@
  *    crosses shards`, as the reference);
  *  - block_ms: a claim that finds nothing is parked and polled again
  *    (every FLOW_POLL_MS, and at once when a Flow write succeeds through
- *    this node) until it claims something or block_ms passes (0: no end).
- */
+ *    this node) until it claims something or block_ms passes (0: no end);
+ *  - FLOW_WAKE events for the Flow writes through this node;
+ *  - job claims answered flow_claim_jobs_v1 on connections that asked for
+ *    compact Flow replies.
+ * COMMAND_EXEC arguments follow the SDK's grammar: the opcode's first
+ * positional argument (or, for *_MANY, the partition, AUTO or MIXED and
+ * then ITEMS), then TOKEN value pairs named after the body's fields. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "flow/flow.h"
@@ -58,6 +64,8 @@ struct fsnp_flow {
 	uint64_t block_until; /* wall ms; 0 = no end */
 	int64_t limit, remaining;
 	uint32_t start, asked;
+	int err_status; /* first group that failed (SHARDS_*), and which */
+	uint32_t err_group;
 	struct wbuf acc; /* claimed items, encoded one after another */
 	uint32_t n_acc;
 
@@ -70,6 +78,8 @@ struct fsnp_flow {
 };
 
 static uint32_t claim_rotor;
+
+static void flow_woke(struct fsnp_req *r);
 
 void fsnp_flow_free(struct fsnp_req *r)
 {
@@ -287,11 +297,85 @@ static void claim_reply(struct fsnp_req *r)
 	wbuf_append(&r->reply, f->acc.data, f->acc.len);
 }
 
+/* The claim's items as flow_claim_jobs_v1 (0x80: u32 n, then per job
+ * bin id, obin partition, bin lease_token, i64 fencing_token, and for the
+ * _state returns obin run_state) when the connection asked for compact
+ * Flow replies and every item has that shape; else the reply stays typed. */
+static void claim_compact(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	const struct fsnp_conn *c = r->conn;
+	struct fsnp_iter it, jt;
+	struct fsnp_val list, job, e[5];
+	struct wbuf out;
+	uint32_t width = 0, chunk;
+	if (c == NULL || !c->compact_flow_responses || c->zlib ||
+	    r->parent != NULL || f->n_acc == 0) {
+		return;
+	}
+	if (fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &list,
+	                      NULL) != 0) {
+		return;
+	}
+	fsnp_iter_init(&it, &list);
+	while (fsnp_iter_next(&it, NULL, &job)) {
+		uint32_t k = 0;
+		if (job.tag != FSNP_ARRAY || job.as.count < 4 ||
+		    job.as.count > 5 || (width != 0 && job.as.count != width)) {
+			return;
+		}
+		width = job.as.count;
+		fsnp_iter_init(&jt, &job);
+		while (fsnp_iter_next(&jt, NULL, &e[k])) {
+			k++;
+		}
+		if (e[0].tag != FSNP_BIN ||
+		    (e[1].tag != FSNP_BIN && e[1].tag != FSNP_NIL) ||
+		    e[2].tag != FSNP_BIN || e[3].tag != FSNP_I64 ||
+		    (k == 5 && e[4].tag != FSNP_BIN && e[4].tag != FSNP_NIL)) {
+			return;
+		}
+	}
+	wbuf_init(&out);
+	wbuf_put_u16(&out, FSNP_STATUS_OK);
+	wbuf_put_u8(&out, FSNP_COMPACT_FLOW_CLAIM_JOBS);
+	wbuf_put_u32(&out, list.as.count);
+	fsnp_iter_init(&it, &list);
+	while (fsnp_iter_next(&it, NULL, &job)) {
+		uint32_t k = 0;
+		fsnp_iter_init(&jt, &job);
+		while (fsnp_iter_next(&jt, NULL, &e[k])) {
+			const struct fsnp_val *v = &e[k];
+			if (k == 3) {
+				wbuf_put_u64(&out, (uint64_t)v->as.i);
+			} else if (v->tag == FSNP_NIL) {
+				wbuf_put_u32(&out, UINT32_MAX);
+			} else {
+				wbuf_put_u32(&out, (uint32_t)v->as.bin.len);
+				wbuf_append(&out, v->as.bin.ptr, v->as.bin.len);
+			}
+			k++;
+		}
+	}
+	chunk = fsnp_chunk_size((uint32_t)r->srv->lim.response_chunk_bytes,
+	                        (uint32_t)r->srv->lim.max_frame_bytes);
+	if (out.oom || out.len > chunk) {
+		wbuf_free(&out);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+	r->custom = true;
+	r->srv->stats.flow_compact_replies++;
+	metric_add(r->srv->m_flow_compact_replies, 1);
+}
+
 static void claim_restart(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
 	f->asked = 0;
 	f->remaining = f->limit;
+	f->err_status = SHARDS_OK;
 	f->start = claim_rotor++;
 }
 
@@ -335,7 +419,14 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 	struct fsnp_flow *f = r->flow;
 	struct fsnp_val v, e;
 	struct fsnp_iter it;
-	if (!result_ok(status, res, len, &v) || v.tag != FSNP_ARRAY) {
+	if (status != SHARDS_OK && f->fixed_group == 0) {
+		/* A group that cannot answer now: the others may have work;
+		 * its failure is the reply only if nothing is claimed. */
+		if (f->err_status == SHARDS_OK) {
+			f->err_status = status;
+			f->err_group = r->plan.one.group;
+		}
+	} else if (!result_ok(status, res, len, &v) || v.tag != FSNP_ARRAY) {
 		if (f->n_acc == 0) {
 			reply_result(r, status, r->plan.one.group, res, len);
 			fsnp_exec_finish(r);
@@ -343,14 +434,16 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 		}
 		/* Claimed already: hand those out, the rest stays due. */
 		claim_reply(r);
+		claim_compact(r);
 		fsnp_exec_finish(r);
 		return;
-	}
-	fsnp_iter_init(&it, &v);
-	while (fsnp_iter_next(&it, NULL, &e)) {
-		wbuf_append(&f->acc, e.enc, e.enc_len);
-		f->n_acc++;
-		f->remaining--;
+	} else {
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			wbuf_append(&f->acc, e.enc, e.enc_len);
+			f->n_acc++;
+			f->remaining--;
+		}
 	}
 	f->asked++;
 	if (f->remaining > 0 && f->asked < claim_groups(r) &&
@@ -360,11 +453,17 @@ static void claim_done(struct fsnp_req *r, int status, const uint8_t *res,
 		}
 		return;
 	}
+	if (f->n_acc == 0 && f->err_status != SHARDS_OK) {
+		fsnp_exec_reply_shards(r, f->err_status, f->err_group);
+		fsnp_exec_finish(r);
+		return;
+	}
 	if (f->n_acc == 0) {
 		claim_empty(r);
 		return;
 	}
 	claim_reply(r);
+	claim_compact(r);
 	fsnp_exec_finish(r);
 }
 
@@ -530,7 +629,7 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		reply_result(r, status, r->plan.one.group, result, len);
 		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
 		    wire_load_u16(r->reply.data) == 0) {
-			fsnp_server_flow_kick(r->srv);
+			flow_woke(r);
 		}
 		fsnp_exec_finish(r);
 		return;
@@ -559,12 +658,49 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_mget(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
-		fsnp_server_flow_kick(r->srv);
+		flow_woke(r);
 	} else {
 		merge_all(r);
-		fsnp_server_flow_kick(r->srv);
+		flow_woke(r);
 	}
 	fsnp_exec_finish(r);
+}
+
+/* A Flow write succeeded: parked claims try again now, and subscribers
+ * of FLOW_WAKE on this node get {opcode, [id], [type], [partition_key]}
+ * from the request's body. */
+static void flow_woke(struct fsnp_req *r)
+{
+	static const char *const keys[] = {"id", "type", "partition_key"};
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val body, v;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const char *nm;
+	fsnp_server_flow_kick(r->srv);
+	if (!fsnp_server_has_subscriber(r->srv, FSNP_EV_FLOW_WAKE) ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return;
+	}
+	nm = fsnp_opcode_name(f->opcode);
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "opcode");
+	fsnp_w_str(&w, nm != NULL ? nm : "?");
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		if (fsnp_map_get(&body, keys[i], &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, keys[i]);
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) == 0 && !b.oom) {
+		fsnp_server_broadcast(r->srv, FSNP_EV_FLOW_WAKE, "FLOW_WAKE",
+		                      &b);
+	}
+	wbuf_free(&b);
 }
 
 /* Runs the prepared parts (r->plan.parts, n of them) at once. */
@@ -766,16 +902,10 @@ one:
 	submit_one(r);
 }
 
-void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
-                    size_t len)
+int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                      size_t len)
 {
 	struct fsnp_flow *f;
-	struct flow_req *req = NULL;
-	struct flow_err err;
-	char buf[FLOW_AUTO_PARTITION_MAX];
-	const uint8_t *part;
-	size_t plen;
-	uint32_t group;
 	char msg[200];
 
 	if (!flow_opcode_supported(opcode)) {
@@ -786,18 +916,13 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 		         nm != NULL ? nm : "?");
 		fsnp_reply_error(r, FSNP_STATUS_ERROR, "flow_unavailable", msg,
 		                 false, 0);
-		fsnp_exec_finish(r);
-		return;
+		return -1;
 	}
 	f = calloc(1, sizeof *f);
-	req = malloc(sizeof *req);
-	if (f == NULL || req == NULL ||
-	    (len > 0 && (f->body = malloc(len)) == NULL)) {
+	if (f == NULL || (len > 0 && (f->body = malloc(len)) == NULL)) {
 		free(f);
-		free(req);
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
-		fsnp_exec_finish(r);
-		return;
+		return -1;
 	}
 	if (len > 0) {
 		memcpy(f->body, body, len);
@@ -809,7 +934,35 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	r->flow = f;
 	r->plan.opcode = opcode;
 	r->srv->stats.flow_requests++;
+	return 0;
+}
 
+void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                    size_t len)
+{
+	if (fsnp_flow_prepare(r, opcode, body, len) != 0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	fsnp_flow_start(r);
+}
+
+void fsnp_flow_start(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint16_t opcode = f->opcode;
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *part;
+	size_t plen;
+	uint32_t group;
+
+	if (req == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
 	if (flow_body_decode_bytes(opcode, f->body, f->len, req, &err) != 0) {
 		flow_error(r, err.status, err.msg);
 		fsnp_exec_finish(r);
@@ -1300,23 +1453,37 @@ out:
 	return rv;
 }
 
-void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
-                         const struct fsnp_val *args)
+int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
+                           const struct fsnp_val *args)
 {
 	struct wbuf b;
 	char msg[128];
+	int rv;
 	wbuf_init(&b);
 	if (ce_body(opcode, args, &b, msg, sizeof msg) != 0 || b.oom) {
+		if (b.oom) {
+			snprintf(msg, sizeof msg, "BUSY out of memory");
+		}
 		flow_error(r,
 		           strncmp(msg, "BUSY", 4) == 0 ? FSNP_STATUS_BUSY
 		                                        : FSNP_STATUS_ERROR,
 		           msg);
 		wbuf_free(&b);
+		return -1;
+	}
+	rv = fsnp_flow_prepare(r, opcode, b.data, b.len);
+	wbuf_free(&b);
+	return rv;
+}
+
+void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
+                         const struct fsnp_val *args)
+{
+	if (fsnp_flow_prepare_args(r, opcode, args) != 0) {
 		fsnp_exec_finish(r);
 		return;
 	}
-	fsnp_flow_exec(r, opcode, b.data, b.len);
-	wbuf_free(&b);
+	fsnp_flow_start(r);
 }
 
 /* --- Compact requests -------------------------------------------------- */

@@ -51,6 +51,7 @@ enum {
 	FSNP_EV_TOPOLOGY = 1u << 1,
 	FSNP_EV_BACKPRESSURE = 1u << 2,
 	FSNP_EV_AUTH_INVALIDATED = 1u << 3,
+	FSNP_EV_FLOW_WAKE = 1u << 4, /* a Flow write through this node */
 };
 
 /* How long a request waits for a shard to elect a leader before it is
@@ -320,7 +321,7 @@ struct fsnp_server {
 
 	struct fsnp_server_stats stats;
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
-	    *m_bytes_in, *m_bytes_out, *m_flow_compact;
+	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
 };
 
 /* --- fsnp_server.c ----------------------------------------------------- */
@@ -355,6 +356,8 @@ void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
                            uint64_t after_ms);
 /* A Flow write succeeded: poll the parked claims again now. */
 void fsnp_server_flow_kick(struct fsnp_server *s);
+/* Whether any connection subscribed to `ev`. */
+bool fsnp_server_has_subscriber(const struct fsnp_server *s, uint32_t ev);
 
 /* --- fsnp_conn.c ------------------------------------------------------- */
 
@@ -436,6 +439,14 @@ void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 /* COMMAND_EXEC of a Flow command: `args` after the name. */
 void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
                          const struct fsnp_val *args);
+/* The same in two steps, for PIPELINE items: prepare (0, or -1 with the
+ * error in r->reply and nothing started), then start (answered through
+ * fsnp_exec_finish). */
+int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
+                      size_t len);
+int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
+                           const struct fsnp_val *args);
+void fsnp_flow_start(struct fsnp_req *r);
 /* Whether a flag 0x02 body of `opcode` is a compact Flow request, and
  * running one (r->opcode). */
 bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);

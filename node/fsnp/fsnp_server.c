@@ -437,6 +437,16 @@ void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
 	}
 }
 
+bool fsnp_server_has_subscriber(const struct fsnp_server *s, uint32_t ev)
+{
+	for (const struct fsnp_conn *c = s->conns; c != NULL; c = c->next) {
+		if ((c->events & ev) && !c->closing) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static void on_sweep(uv_timer_t *t)
 {
 	struct fsnp_server *s = t->data;
@@ -580,6 +590,10 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	s->m_flow_compact = metrics_counter(
 	    m, "lodestone_fsnp_flow_compact_requests_total",
 	    "FerricFlow requests received in a compact (flag 0x02) form", NULL);
+	s->m_flow_compact_replies = metrics_counter(
+	    m, "lodestone_fsnp_flow_compact_replies_total",
+	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1)",
+	    NULL);
 }
 
 static int bind_listener(struct fsnp_server *s, uv_tcp_t *t, const char *what,

@@ -3,9 +3,10 @@
 // lodestone over FSNP. It starts its own node ($LS_LODESTONE, four shards) and
 // drives the SDK's Flow calls: the lifecycle create -> claim -> complete,
 // stale fencing refused, retry with a backoff, transition, cancel, history
-// order, signal, values, claim jobs, the *_MANY batches; it then checks on the
-// node's /metrics that the compact request forms were really served. Exit
-// status 0 means every check passed.
+// order, signal, values, claim jobs, the *_MANY batches, complete-and-claim
+// in one pipeline; it then checks on the node's /metrics that the compact
+// request forms were served and claimJobs was answered in the compact
+// flow_claim_jobs_v1 codec. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
 
 import { logTail, nodes, startNode } from "./lib/node.mjs";
@@ -184,9 +185,26 @@ check("*_MANY: enqueueMany, retryMany, failMany, transitionMany, cancelMany", as
   for (const j of jobs) assert.equal((await c.get(j.id)).state, "cancelled");
 });
 
+check("completeJobsAndClaimJobs (a pipeline of Flow commands)", async (c) => {
+  const type = `${run}-cjc-t`, pk = `${run}-tenant`;
+  for (let i = 0; i < 4; i++) await c.create(`${run}-cjc-${i}`, { type, partitionKey: pk });
+  const first = await c.claimJobs(type, { worker: "wc", leaseMs: 30000, limit: 2, partitionKey: pk });
+  assert.equal(first.length, 2);
+  const res = await c.completeJobsAndClaimJobs(first, type, { worker: "wc", leaseMs: 30000, limit: 2, partitionKey: pk });
+  assert.equal(res.completionError, undefined, String(res.completionError));
+  assert.equal(res.claimError, undefined, String(res.claimError));
+  assert.equal(res.claimed.length, 2);
+  for (const j of first) assert.equal((await c.get(j.id, { partitionKey: pk })).state, "completed");
+  for (const j of res.claimed) assert.equal((await c.get(j.id, { partitionKey: pk })).state, "running");
+});
+
 check("the compact Flow requests were served", async () => {
   const n = await metric("lodestone_fsnp_flow_compact_requests_total");
   assert.ok(n >= 8, `compact Flow requests counted: ${n}`);
+  // claimJobs was answered flow_claim_jobs_v1 (the SDK asks for compact
+  // Flow replies and accepts the codec the server advertises).
+  const replies = await metric("lodestone_fsnp_flow_compact_replies_total");
+  assert.ok(replies >= 2, `compact Flow replies counted: ${replies}`);
 });
 
 let failed = 0;

@@ -7,14 +7,14 @@
  * operations. Flows live in NPARTS partitions ("jp0".."jp7"), so every
  * call is routed by its partition. A process without a lease creates a
  * flow (idempotent creates, so a lost connection replays them) or claims
- * due flows of a random partition (lease LEASE_MS, CLAIM_LIMIT at a time:
- * it works on the first and lets the others expire); with a lease it
- * heartbeats (EXTEND_LEASE), completes or retries. One claim in
- * ZOMBIE_PCT is held past its lease before completing, so that other
- * workers reclaim the flow first and the late complete carries a stale
- * lease and fencing token, which the server must refuse. After the
- * operations, every flow ever created (acknowledged or not) is read once
- * on the healed cluster (FLOW.GET).
+ * due flows of a random partition (lease LEASE_MS, CLAIM_LIMIT at a time,
+ * worked on one after the other); with a lease it heartbeats
+ * (EXTEND_LEASE), completes or retries, each after up to WORK_MAX_MS of
+ * work. One claim in ZOMBIE_PCT is held past its lease before completing,
+ * so that other workers reclaim the flow first and the late complete
+ * carries a stale lease and fencing token, which the server must refuse. After
+ * the operations, every flow ever created (acknowledged or not) is read once on
+ * the healed cluster (FLOW.GET).
  *
  * Outcomes: an answer is `ok`; an error the server gives before or
  * instead of executing (busy, a reroute it marks safe to retry, a refused
@@ -39,12 +39,13 @@
 
 #define NPARTS 8
 #define LEASE_MS 1500
-/* Claims take two flows: with a limit above one the server takes an
+/* Claims take up to two flows: with a limit above one the server takes an
  * expired lease first (reclaim_ratio), so flows held past their lease are
- * reclaimed while new work is due; the second flow is left to expire. */
+ * reclaimed while new work is due. */
 #define CLAIM_LIMIT 2
 #define ZOMBIE_PCT 25
 #define ZOMBIE_EXTRA_MS 700
+#define WORK_MAX_MS 400
 #define THINK_MAX_MS 20
 #define ID_LEN 24
 #define PK_LEN 8
@@ -62,6 +63,13 @@ struct fl_flow {
 	char pk[PK_LEN];
 };
 
+/* A claimed flow waiting for its worker. */
+struct fl_lease {
+	char id[ID_LEN];
+	char token[TOKEN_LEN];
+	int64_t fence;
+};
+
 struct flw;
 
 struct fl_proc {
@@ -76,12 +84,15 @@ struct fl_proc {
 	bool recorded; /* the reply handler wrote the op's events */
 	char id[ID_LEN];
 	char pk[PK_LEN];
-	/* The lease held, if any. */
+	/* The lease worked on, if any. */
 	bool holding;
 	bool zombie;
 	unsigned extends;
 	char token[TOKEN_LEN];
 	int64_t fence;
+	/* The other flows of its claim, worked on next. */
+	struct fl_lease next[CLAIM_LIMIT - 1];
+	unsigned n_next;
 };
 
 struct flw {
@@ -132,6 +143,16 @@ static void complete(struct fl_proc *p, enum wl_type t)
 	if (p->f == F_COMPLETE || p->f == F_RETRY ||
 	    (p->f == F_EXTEND && t != WL_OK)) {
 		p->holding = false;
+		if (p->n_next > 0 && !g->x->ops_over) {
+			/* The next flow of the claim. */
+			const struct fl_lease *l = &p->next[--p->n_next];
+			snprintf(p->id, ID_LEN, "%s", l->id);
+			snprintf(p->token, TOKEN_LEN, "%s", l->token);
+			p->fence = l->fence;
+			p->holding = true;
+			p->zombie = false;
+			p->extends = 0;
+		}
 	}
 	p->busy = false;
 	g->busy--;
@@ -142,9 +163,10 @@ static void complete(struct fl_proc *p, enum wl_type t)
 		snprintf(g->flows[g->next_final].pk, PK_LEN, "%s", p->pk);
 	}
 	wait = g->x->ops_over ? 0 : wl_rand(g->x, 0, THINK_MAX_MS);
-	if (p->holding && p->zombie && !g->x->ops_over) {
-		/* Hold the lease past its deadline. */
-		wait = LEASE_MS + ZOMBIE_EXTRA_MS;
+	if (p->holding && !g->x->ops_over) {
+		/* Work on the flow for a while; a zombie past its lease. */
+		wait = p->zombie ? LEASE_MS + ZOMBIE_EXTRA_MS
+		                 : wl_rand(g->x, 0, WORK_MAX_MS);
 	}
 	schedule(p, wait);
 }
@@ -202,7 +224,8 @@ static void on_claim(struct fl_proc *p, const struct fsnp_reply *rep)
 		return;
 	}
 	/* Every flow claimed is leased: record them all, work on the
-	 * first (a reclaimed one when there was any). */
+	 * first (a reclaimed one when there was any), then the others. */
+	p->n_next = 0;
 	for (size_t i = n; i-- > 0;) {
 		snprintf(id, ID_LEN, "%.*s", (int)r[i].id.len,
 		         (const char *)r[i].id.ptr);
@@ -211,6 +234,14 @@ static void on_claim(struct fl_proc *p, const struct fsnp_reply *rep)
 		wl_hist_eventf(&g->x->hist, p->pid, WL_OK, "claim", id,
 		               "%" PRId64, r[i].fencing_token);
 		g->claims++;
+		if (i > 0) {
+			struct fl_lease *l = &p->next[p->n_next++];
+			snprintf(l->id, ID_LEN, "%s", id);
+			snprintf(l->token, TOKEN_LEN, "%.*s",
+			         (int)r[i].lease_token.len,
+			         (const char *)r[i].lease_token.ptr);
+			l->fence = r[i].fencing_token;
+		}
 	}
 	snprintf(p->id, ID_LEN, "%s", id);
 	snprintf(p->token, TOKEN_LEN, "%.*s", (int)r[0].lease_token.len,
@@ -446,6 +477,7 @@ static void on_think(uv_timer_t *t)
 	}
 	if (g->x->ops_over) {
 		p->holding = false;
+		p->n_next = 0;
 		if (g->finals) {
 			final_op(p);
 		} else {

@@ -14,7 +14,10 @@ struct family {
 static const struct family families[] = {
     {"felix", lodebench_felix_main,
      "Felix publish throughput, latency and fan-out over QUIC"},
-    {"kv", lodebench_kv_main, "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
+    {"flow", lodebench_flow_main,
+     "FerricFlow create/claim/complete cycles per second, claim latency"},
+    {"kv", lodebench_kv_main,
+     "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

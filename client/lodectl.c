@@ -21,6 +21,8 @@ struct lodectl_family {
 static const struct lodectl_family families[] = {
     {"kv", lodectl_kv_main, "KV data types over FSNP (get, set, hset, ...)"},
     {"ping", lodectl_ping_main, "PING the FSNP listener"},
+    {"flow", lodectl_flow_main,
+     "FerricFlow over FSNP (create, claim, complete, history, ...)"},
     {"felix", lodectl_felix_main,
      "Felix publish, subscribe, caches and counters over QUIC"},
     {"stream", lodectl_stream_main,

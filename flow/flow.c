@@ -8,7 +8,7 @@
 
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
 #include "store/result.h"
@@ -301,5 +301,8 @@ int flow_register(struct store *s)
 	    .data = NULL,
 	};
 
+#ifdef LS_FAULT_HOOKS
+	flow_op_fault_init();
+#endif
 	return store_register_ext(s, &x);
 }

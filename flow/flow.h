@@ -9,7 +9,7 @@
  *      usable, returns a store command. Validation errors come back at
  *      once (err->status 6 "ERR native ...", 1 "ERR flow ..."): nothing
  *      is proposed. flow_cmd_partition() names the partition the command
- *      belongs to, for routing (flow/flow_route.h turns it into a slot
+ *      belongs to, for routing (wire/flow_route.h turns it into a slot
  *      and shard).
  *   2. Reads (flow_opcode_is_read: GET, HISTORY, VALUE.MGET, INFO,
  *      POLICY.GET) go to store_read(); everything else is proposed as one

@@ -6,7 +6,6 @@ NODE_LIBS += flow/libflow.a
 flow_libflow_a_SOURCES = \
 	flow/flow.c flow/flow.h \
 	flow/flow_body.c flow/flow_body.h \
-	flow/flow_route.c flow/flow_route.h \
 	flow/flow_record.c flow/flow_record.h \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_ops.c flow/flow_ops.h

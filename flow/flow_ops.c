@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
 
@@ -1463,11 +1463,45 @@ out:
 
 /* --- Lease-holding mutations ---------------------------------------------- */
 
+#ifdef LS_FAULT_HOOKS
+/* ---- Fault hook (lodestone-faulty only; never in the normal build) ----
+ *
+ * jepsen/'s proof that the flow checker catches a broken guarantee. With
+ * LODESTONE_FAULT=flow-no-fencing the lease-holding mutations (complete,
+ * fail, retry, extend, ...) skip the lease and fencing token check: any
+ * running flow takes them, whoever holds its lease. */
+static bool fault_no_fencing(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("LODESTONE_FAULT");
+		mode = v != NULL && strcmp(v, "flow-no-fencing") == 0;
+		if (mode) {
+			fprintf(stderr, "lodestone: FAULT HOOK flow-no-fencing "
+			                "ACTIVE: this node breaks its "
+			                "guarantees on purpose\n");
+		}
+	}
+	return mode == 1;
+}
+
+void flow_op_fault_init(void)
+{
+	(void)fault_no_fencing();
+}
+#endif /* LS_FAULT_HOOKS */
+
 /* running, same lease token and same fencing token */
 static bool lease_ok(const struct frec *r, const struct flow_req *q)
 {
 	const struct flow_opt *lt = F(q, FF_LEASE_TOKEN);
 
+#ifdef LS_FAULT_HOOKS
+	if (fault_no_fencing()) {
+		return frec_is(r, RS_STATE, "running");
+	}
+#endif
 	return frec_is(r, RS_STATE, "running") && lt != NULL &&
 	       frec_eq(r, RS_LEASE_TOKEN, lt->t) &&
 	       F(q, FF_FENCING_TOKEN) != NULL &&

@@ -17,4 +17,10 @@
 int flow_op_run(struct fctx *c, const struct flow_req *req,
                 struct fsnp_writer *w, struct flow_err *err);
 
+#ifdef LS_FAULT_HOOKS
+/* lodestone-faulty: reads LODESTONE_FAULT and reports an active flow
+ * hook on stderr (flow_register calls it at start). */
+void flow_op_fault_init(void);
+#endif
+
 #endif

@@ -17,6 +17,7 @@
 #include "jepsen/anomaly.h"
 #include "jepsen/countercheck.h"
 #include "jepsen/history.h"
+#include "jepsen/flowcheck.h"
 #include "jepsen/lincheck.h"
 #include "jepsen/oncecheck.h"
 #include "jepsen/queuecheck.h"
@@ -35,6 +36,7 @@ static const struct {
     {"set", jepsen_setcheck_run},           {"stream", jepsen_streamcheck_run},
     {"counter", jepsen_countercheck_run},   {"queue", jepsen_queuecheck_run},
     {"exactly-once", jepsen_oncecheck_run}, {"watch", jepsen_watchcheck_run},
+    {"flow", jepsen_flowcheck_run},
 };
 
 static void usage(FILE *f)
@@ -43,7 +45,7 @@ static void usage(FILE *f)
 	        "usage: check linearizable [--format etcd-log|kv-edn|lines]\n"
 	        "             [--max-ms N] [--max-mb N] [--max-steps N] "
 	        "[--stats] FILE\n"
-	        "       check set|stream|counter|queue|exactly-once|watch "
+	        "       check set|stream|counter|queue|exactly-once|watch|flow "
 	        "[--format lines] FILE\n"
 	        "Prints the verdict on stdout and why on stderr. Exit 0 "
 	        "linearizable/valid,\n"

@@ -52,8 +52,13 @@ enum jepsen_f {
 	JEPSEN_F_CONSUME, /* queue receive */
 	JEPSEN_F_ACK,
 	JEPSEN_F_NACK,
-	JEPSEN_F_SEND, /* exactly-once send */
-	JEPSEN_F_RECV, /* exactly-once receive */
+	JEPSEN_F_SEND,     /* exactly-once send */
+	JEPSEN_F_RECV,     /* exactly-once receive */
+	JEPSEN_F_CREATE,   /* flow create */
+	JEPSEN_F_CLAIM,    /* flow claimed, with its fencing token */
+	JEPSEN_F_COMPLETE, /* flow complete, retry, extend lease */
+	JEPSEN_F_RETRY,
+	JEPSEN_F_EXTEND,
 	JEPSEN_F_COUNT_,
 };
 

@@ -4,6 +4,7 @@ noinst_LIBRARIES += jepsen/libjepsen.a
 jepsen_libjepsen_a_SOURCES = \
 	jepsen/anomaly.c jepsen/anomaly.h \
 	jepsen/countercheck.c jepsen/countercheck.h \
+	jepsen/flowcheck.c jepsen/flowcheck.h \
 	jepsen/history.c jepsen/history.h \
 	jepsen/intern.c jepsen/intern.h \
 	jepsen/lincheck.c jepsen/lincheck.h \
@@ -79,6 +80,7 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_counter.c \
 	jepsen/workload_driver.c jepsen/workload_driver.h \
 	jepsen/workload_felix.c jepsen/workload_felix.h \
+	jepsen/workload_flow.c \
 	jepsen/workload_hist.c jepsen/workload_hist.h \
 	jepsen/workload_idem.c \
 	jepsen/workload_impl.h \
@@ -89,12 +91,13 @@ jepsen_libjwork_a_SOURCES = \
 jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \
 	$(CLIENT_LIBS) $(DEP_LIBS)
 
-# lodestone-faulty: the daemon with the fault hooks of raft/replica.c
-# (LS_FAULT_HOOKS; switched on at run time by LODESTONE_FAULT=
-# ack-before-commit or read-no-barrier) for proving that the checkers catch
-# broken guarantees. The raft sources are compiled again with the define;
-# their objects come before the libraries, so the normal liblsraft.a
-# contributes nothing. Built by `make` with --enable-fault-hooks, and on
+# lodestone-faulty: the daemon with the fault hooks of raft/replica.c and
+# flow/flow_ops.c (LS_FAULT_HOOKS; switched on at run time by
+# LODESTONE_FAULT=ack-before-commit, read-no-barrier or flow-no-fencing)
+# for proving that the checkers catch broken guarantees. The raft and flow
+# sources are compiled again with the define; their objects come before
+# the libraries, so the normal liblsraft.a and libflow.a contribute
+# nothing. Built by `make` with --enable-fault-hooks, and on
 # demand (`make lodestone-faulty`, `make jepsen-quick`) otherwise; the
 # normal build is untouched.
 if FAULT_HOOKS
@@ -102,7 +105,8 @@ noinst_PROGRAMS += lodestone-faulty
 else
 EXTRA_PROGRAMS += lodestone-faulty
 endif
-lodestone_faulty_SOURCES = node/main.c $(raft_liblsraft_a_SOURCES)
+lodestone_faulty_SOURCES = node/main.c $(raft_liblsraft_a_SOURCES) \
+	$(flow_libflow_a_SOURCES)
 lodestone_faulty_CPPFLAGS = $(AM_CPPFLAGS) -DLS_FAULT_HOOKS
 lodestone_faulty_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)
 CLEANFILES += lodestone-faulty

@@ -45,9 +45,10 @@
 /* Final reads may run this long past the end of the schedule. */
 #define FINAL_GRACE_MS 30000
 
-/* The fault hooks of lodestone-faulty (raft/replica.c, LS_FAULT_HOOKS). */
-static const char *const fault_modes[] = {"ack-before-commit",
-                                          "read-no-barrier", NULL};
+/* The fault hooks of lodestone-faulty (raft/replica.c, flow/flow_ops.c,
+ * LS_FAULT_HOOKS). */
+static const char *const fault_modes[] = {
+    "ack-before-commit", "read-no-barrier", "flow-no-fencing", NULL};
 
 struct opts {
 	const char *workload;
@@ -90,7 +91,9 @@ static void usage(FILE *f)
 	        "and subscribers), counter (Felix counters), queue (Felix "
 	        "consumer group),\n"
 	        "idempotent (Felix idempotent producer), watch (Felix cache "
-	        "watches), or none\n"
+	        "watches), flow\n"
+	        "(FerricFlow workers: create, claim, extend, complete, retry), "
+	        "or none\n"
 	        "(the nemesis against the cluster, no client).\n"
 	        "Defaults: --nemesis mixed --time 60 --nodes %d, a time-based "
 	        "seed (printed),\n"
@@ -100,7 +103,8 @@ static void usage(FILE *f)
 	        "its writers),\n"
 	        "op timeout 2000 ms, no bound on the linearizability search "
 	        "(--check-ms).\n"
-	        "--fault ack-before-commit|read-no-barrier runs "
+	        "--fault ack-before-commit|read-no-barrier|flow-no-fencing "
+	        "runs "
 	        "lodestone-faulty (configure\n"
 	        "--enable-fault-hooks, or make lodestone-faulty) with that "
 	        "hook on, to prove\n"

@@ -17,11 +17,12 @@
 #define DEFAULT_TIMEOUT_MS 2000
 
 static const struct wl_workload *const table[] = {
-    &wl_register, &wl_stream, &wl_counter, &wl_queue, &wl_idempotent, &wl_watch,
+    &wl_register,   &wl_stream, &wl_counter, &wl_queue,
+    &wl_idempotent, &wl_watch,  &wl_flow,
 };
 
 const char *const wl_names[] = {"register",   "stream", "counter", "queue",
-                                "idempotent", "watch",  NULL};
+                                "idempotent", "watch",  "flow",    NULL};
 
 const struct wl_workload *wl_find(const char *name)
 {

@@ -13,6 +13,9 @@
  *               checked by queuecheck
  *   idempotent  Felix publish_idempotent with re-sends under the same
  *               sequence, and a final read; checked by oncecheck
+ *   flow        FerricFlow workers over FSNP: create, claim, extend,
+ *               complete, retry, and a final read of every flow;
+ *               checked by flowcheck
  *
  * A workload runs on a thread of its own, which moves into the client
  * namespace and runs a libuv loop with one client per logical process,

@@ -83,6 +83,7 @@ extern const struct wl_workload wl_counter;
 extern const struct wl_workload wl_queue;
 extern const struct wl_workload wl_idempotent;
 extern const struct wl_workload wl_watch;
+extern const struct wl_workload wl_flow;
 
 /* The workload is finished: writes the history, then closes the clients.
  * Idempotent. */

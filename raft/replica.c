@@ -775,7 +775,8 @@ static int check_open(struct replica *rp, uint64_t *leader_id)
  *    a fabricated success, before it is replicated; the command is still
  *    proposed, and is lost if leadership is (partition, crash);
  *  - read-no-barrier: a read is served at once from local state, with no
- *    barrier and on any replica, leader or not (stale reads). */
+ *    barrier and on any replica, leader or not (stale reads).
+ * (flow-no-fencing is flow/flow_ops.c's.) */
 enum { FAULT_NONE, FAULT_ACK_BEFORE_COMMIT, FAULT_READ_NO_BARRIER };
 
 static int fault_mode(uint32_t group)
@@ -789,6 +790,8 @@ static int fault_mode(uint32_t group)
 		mode = FAULT_ACK_BEFORE_COMMIT;
 	} else if (strcmp(v, "read-no-barrier") == 0) {
 		mode = FAULT_READ_NO_BARRIER;
+	} else if (strncmp(v, "flow-", 5) == 0) {
+		return FAULT_NONE; /* flow/flow_ops.c's */
 	}
 	fprintf(stderr,
 	        mode == FAULT_NONE

@@ -9,7 +9,8 @@ wire_libwire_la_SOURCES += \
 	wire/fsnp_compact.c wire/fsnp_compact.h \
 	wire/fsnp_fqr.c wire/fsnp_fqr.h \
 	wire/fsnp_opcode.c wire/fsnp_opcode.h \
-	wire/fsnp_slot.c wire/fsnp_slot.h
+	wire/fsnp_slot.c wire/fsnp_slot.h \
+	wire/flow_route.c wire/flow_route.h
 
 # Unit tests share a few helpers (hex, vector paths, a seeded PRNG).
 FSNP_TEST_HELPERS = tests/unit/fsnp_test_util.c tests/unit/fsnp_test_util.h

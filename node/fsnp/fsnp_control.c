@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "flow/flow_route.h"
 #include "node/fsnp/fsnp_internal.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_fqr.h"
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"

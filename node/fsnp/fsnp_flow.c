@@ -33,9 +33,9 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
-#include "flow/flow_route.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 

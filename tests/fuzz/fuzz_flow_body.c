@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "flow/flow.h"
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
 #define CHECK(x)                                                               \

@@ -8,6 +8,7 @@
 
 #include "jepsen/anomaly.h"
 #include "jepsen/countercheck.h"
+#include "jepsen/flowcheck.h"
 #include "jepsen/history.h"
 #include "jepsen/lincheck.h"
 #include "jepsen/oncecheck.h"
@@ -27,6 +28,7 @@ static void check_all(const struct jepsen_history *h)
 	    jepsen_setcheck_run,     jepsen_streamcheck_run,
 	    jepsen_countercheck_run, jepsen_queuecheck_run,
 	    jepsen_oncecheck_run,    jepsen_watchcheck_run,
+	    jepsen_flowcheck_run,
 	};
 	struct jepsen_lin_limits lim = {.max_memory = 8u << 20,
 	                                .max_steps = 20000};

@@ -215,6 +215,7 @@ static const struct qcase cases[] = {
     {"queue-mixed", "queue", "mixed", NULL, 0, 1104},
     {"idempotent-mixed", "idempotent", "mixed", NULL, 0, 1105},
     {"watch-mixed", "watch", "mixed", NULL, 0, 1106},
+    {"flow-mixed", "flow", "mixed", NULL, 30, 1107},
     /* The proofs: each must be caught. */
     {"proof-register-read-no-barrier", "register", "partition",
      "read-no-barrier", 30, 2101},
@@ -224,6 +225,7 @@ static const struct qcase cases[] = {
      "ack-before-commit", 30, 2103},
     {"proof-counter-read-no-barrier", "counter", "partition", "read-no-barrier",
      30, 2104},
+    {"proof-flow-no-fencing", "flow", "partition", "flow-no-fencing", 20, 2105},
 };
 
 static void test_case(void **state)

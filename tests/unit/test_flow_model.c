@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "flow/flow.h"
-#include "flow/flow_route.h"
 #include "tests/unit/flow_test_util.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
 #define G 1

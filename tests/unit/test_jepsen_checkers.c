@@ -1,5 +1,5 @@
 /* Unit tests for the workload checkers (set, stream, counter, queue,
- * exactly-once): each passes a correct history and reports every anomaly
+ * exactly-once, flow): each passes a correct history and reports every anomaly
  * kind it knows on a history made to show it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +13,7 @@
 
 #include "jepsen/anomaly.h"
 #include "jepsen/countercheck.h"
+#include "jepsen/flowcheck.h"
 #include "jepsen/history.h"
 #include "jepsen/oncecheck.h"
 #include "jepsen/queuecheck.h"
@@ -444,6 +445,132 @@ static void test_exactly_once(void **state)
 	assert_int_equal(run(f, "0 1 invoke ack t a\n", NULL, NULL), -1);
 }
 
+static void test_flow(void **state)
+{
+	jepsen_test_check_fn f = jepsen_flowcheck_run;
+	(void)state;
+	/* Created, claimed, heartbeat, retried, claimed again by another
+	 * worker after the lease lapsed; the first worker's late complete
+	 * was refused; completed once, replayed with the same token. */
+	const char *good = "0 1 invoke create a\n"
+	                   "1 1 ok create a\n"
+	                   "2 2 invoke claim a 1\n"
+	                   "3 2 ok claim a 1\n"
+	                   "4 2 invoke extend a 1\n"
+	                   "5 2 ok extend a 1\n"
+	                   "6 2 invoke retry a 1\n"
+	                   "7 2 ok retry a 1\n"
+	                   "8 2 invoke retry a 1\n"
+	                   "9 2 ok retry a 1\n"
+	                   "10 3 invoke claim a 2\n"
+	                   "11 3 ok claim a 2\n"
+	                   "12 4 invoke claim a 3\n"
+	                   "13 4 ok claim a 3\n"
+	                   "14 3 invoke complete a 2\n"
+	                   "15 3 fail complete a 2\n"
+	                   "16 4 invoke complete a 3\n"
+	                   "17 4 ok complete a 3\n"
+	                   "18 4 invoke complete a 3\n"
+	                   "19 4 ok complete a 3\n"
+	                   /* an indeterminate create, never found */
+	                   "20 5 invoke create b\n"
+	                   "21 5 info create b\n"
+	                   /* waiting for a retry's backoff: claimable */
+	                   "22 6 invoke create c\n"
+	                   "23 6 ok create c\n"
+	                   "30 9 invoke read a\n"
+	                   "31 9 ok read a completed 3 nil nil 1000\n"
+	                   "32 9 invoke read b\n"
+	                   "33 9 ok read b nil\n"
+	                   "34 9 invoke read c\n"
+	                   "35 9 ok read c queued 0 3000 nil 1000\n";
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	/* A stale complete accepted after a newer claim answered: both a
+	 * stale fence and a second complete. */
+	const char *stale = "0 1 invoke create a\n"
+	                    "1 1 ok create a\n"
+	                    "2 2 invoke claim a 1\n"
+	                    "3 2 ok claim a 1\n"
+	                    "4 3 invoke claim a 2\n"
+	                    "5 3 ok claim a 2\n"
+	                    "6 2 invoke complete a 1\n"
+	                    "7 2 ok complete a 1\n"
+	                    "8 3 invoke complete a 2\n"
+	                    "9 3 ok complete a 2\n";
+	assert_int_equal(run(f, stale, "stale-fence",
+	                     "after a claim with "
+	                     "token 2 answered"),
+	                 2);
+	assert_int_equal(run(f, stale, "double-complete",
+	                     "fencing token 2, and again with 1"),
+	                 2);
+	/* Concurrent with the claim: not ordered, so not stale. */
+	assert_int_equal(run(f,
+	                     "2 2 invoke claim a 1\n"
+	                     "3 2 ok claim a 1\n"
+	                     "4 2 invoke extend a 1\n"
+	                     "5 3 invoke claim a 2\n"
+	                     "6 3 ok claim a 2\n"
+	                     "7 2 ok extend a 1\n",
+	                     NULL, NULL),
+	                 0);
+	/* A mutation after its own lease ended. */
+	assert_int_equal(run(f,
+	                     "2 2 invoke claim a 1\n"
+	                     "3 2 ok claim a 1\n"
+	                     "4 2 invoke retry a 1\n"
+	                     "5 2 ok retry a 1\n"
+	                     "6 2 invoke extend a 1\n"
+	                     "7 2 ok extend a 1\n",
+	                     "stale-fence", "after a retry ended that lease"),
+	                 1);
+	/* Lost create, lost complete, stuck flows. */
+	assert_int_equal(run(f,
+	                     "0 1 invoke create a\n"
+	                     "1 1 ok create a\n"
+	                     "2 9 invoke read a\n"
+	                     "3 9 ok read a nil\n",
+	                     "lost", "did not find it"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "2 2 invoke claim a 1\n"
+	                     "3 2 ok claim a 1\n"
+	                     "4 2 invoke complete a 1\n"
+	                     "5 2 ok complete a 1\n"
+	                     "6 9 invoke read a\n"
+	                     "7 9 ok read a failed 1 nil nil 1000\n",
+	                     "lost-complete", "found it failed"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 9 invoke read a\n"
+	                     "1 9 ok read a running 1 nil nil 1000\n",
+	                     "stuck", "running without a lease deadline"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 9 invoke read a\n"
+	                     "1 9 ok read a queued 1 nil nil 1000\n",
+	                     "stuck", "waiting without a next run"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 9 invoke read a\n"
+	                     "1 9 ok read a running 1 5000 999999999 1000\n",
+	                     "stuck", "beyond the horizon"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 9 invoke read a\n"
+	                     "1 9 ok read a running 1 5000 5000 1000\n",
+	                     NULL, NULL),
+	                 0);
+	/* Input errors. */
+	assert_int_equal(
+	    run(f, "0 1 invoke claim a\n1 1 ok claim a\n", NULL, NULL), -1);
+	assert_int_equal(run(f, "0 1 invoke complete a x\n", NULL, NULL), -1);
+	assert_int_equal(
+	    run(f, "0 9 invoke read a\n1 9 ok read a queued\n", NULL, NULL),
+	    -1);
+	assert_int_equal(run(f, "0 1 invoke add a 1\n", NULL, NULL), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +580,7 @@ int main(void)
 	    cmocka_unit_test(test_counter),
 	    cmocka_unit_test(test_queue),
 	    cmocka_unit_test(test_exactly_once),
+	    cmocka_unit_test(test_flow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* FerricFlow routing (reference/flow.md section 3): which partition a flow
  * lives in, that partition's hash tag, and the FSNP slot and shard of the
- * tag. Pure functions.
+ * tag. Pure functions, shared by flow/ and the client library.
  *
  *   no partition key          partition "__flow_auto__:<crc32(id) % 256>",
  *                             tag "fa:<n>"
@@ -12,8 +12,8 @@
  * owning it follows wire/fsnp_slot.h. Known answers: id "order-1" -> tag
  * "fa:239" -> slot 794; pk "tenant-a" -> tag
  * "f:gKcHr33HfuEij5EnGA85ZINeW-tMSrDYEvD-dZNXmzo" -> slot 914. */
-#ifndef LS_FLOW_FLOW_ROUTE_H
-#define LS_FLOW_FLOW_ROUTE_H
+#ifndef WIRE_FLOW_ROUTE_H
+#define WIRE_FLOW_ROUTE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* FerricFlow routing (flow_route.h). */
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 
 #include <openssl/sha.h>
 #include <stdio.h>

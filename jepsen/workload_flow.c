@@ -1,0 +1,627 @@
+/* The flow workload: FerricFlow workers over FSNP (client/flow_client.h)
+ * under faults, checked by jepsen/flowcheck.
+ *
+ * Processes (3 per node by default) each hold one FSNP connection to
+ * their node, without topology (the node forwards to the shard's leader),
+ * and run one operation at a time with a short random pause between
+ * operations. Flows live in NPARTS partitions ("jp0".."jp7"), so every
+ * call is routed by its partition. A process without a lease creates a
+ * flow (idempotent creates, so a lost connection replays them) or claims
+ * due flows of a random partition (lease LEASE_MS, CLAIM_LIMIT at a time,
+ * worked on one after the other); with a lease it heartbeats
+ * (EXTEND_LEASE), completes or retries, each after up to WORK_MAX_MS of
+ * work. One claim in ZOMBIE_PCT is held past its lease before completing,
+ * so that other workers reclaim the flow first and the late complete
+ * carries a stale lease and fencing token, which the server must refuse. After
+ * the operations, every flow ever created (acknowledged or not) is read once on
+ * the healed cluster (FLOW.GET).
+ *
+ * Outcomes: an answer is `ok`; an error the server gives before or
+ * instead of executing (busy, a reroute it marks safe to retry, a refused
+ * argument, a Flow state-machine refusal such as "ERR stale flow lease")
+ * is `fail`; a timeout, a lost connection or any other error is `info`.
+ * A claim is recorded only when it answers with a flow (as `claim ID
+ * FENCE`, invocation and completion together): a claim that failed or
+ * returned nothing changed nothing the checker judges, and one whose
+ * answer was lost only raised a fencing token. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/flow_client.h"
+#include "jepsen/flowcheck.h"
+#include "jepsen/workload_impl.h"
+#include "wire/fsnp_opcode.h"
+#include "wire/fsnp_value.h"
+
+#define NPARTS 8
+#define LEASE_MS 1500
+/* Claims take up to two flows: with a limit above one the server takes an
+ * expired lease first (reclaim_ratio), so flows held past their lease are
+ * reclaimed while new work is due. */
+#define CLAIM_LIMIT 2
+#define ZOMBIE_PCT 25
+#define ZOMBIE_EXTRA_MS 700
+#define WORK_MAX_MS 400
+#define THINK_MAX_MS 20
+#define ID_LEN 24
+#define PK_LEN 8
+#define TOKEN_LEN 160
+#define FLOW_TYPE "jflow"
+
+enum fl_f { F_CREATE, F_CLAIM, F_COMPLETE, F_RETRY, F_EXTEND, F_READ };
+static const char *const f_names[] = {
+    [F_CREATE] = "create", [F_CLAIM] = "claim",   [F_COMPLETE] = "complete",
+    [F_RETRY] = "retry",   [F_EXTEND] = "extend", [F_READ] = "read",
+};
+
+struct fl_flow {
+	char id[ID_LEN];
+	char pk[PK_LEN];
+};
+
+/* A claimed flow waiting for its worker. */
+struct fl_lease {
+	char id[ID_LEN];
+	char token[TOKEN_LEN];
+	int64_t fence;
+};
+
+struct flw;
+
+struct fl_proc {
+	struct flw *g;
+	unsigned idx;
+	unsigned pid; /* logical process; +nprocs after an info */
+	struct fsnp_client *c;
+	uv_timer_t think;
+	bool busy;
+	bool final; /* the op in flight is a final read */
+	enum fl_f f;
+	bool recorded; /* the reply handler wrote the op's events */
+	char id[ID_LEN];
+	char pk[PK_LEN];
+	/* The lease worked on, if any. */
+	bool holding;
+	bool zombie;
+	unsigned extends;
+	char token[TOKEN_LEN];
+	int64_t fence;
+	/* The other flows of its claim, worked on next. */
+	struct fl_lease next[CLAIM_LIMIT - 1];
+	unsigned n_next;
+};
+
+struct flw {
+	struct wl_ctx *x;
+	unsigned nprocs;
+	struct fl_proc *procs;
+	struct fl_flow *flows; /* every flow a create was invoked for */
+	size_t n_flows, cap_flows;
+	size_t next_final;
+	unsigned busy;
+	bool finals;
+	uint64_t claims, stale_refused, zombies;
+};
+
+static int64_t wall_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void schedule(struct fl_proc *p, uint64_t ms);
+static void maybe_finish(struct flw *g);
+
+static void record(struct fl_proc *p, enum wl_type t)
+{
+	struct wl_hist *hi = &p->g->x->hist;
+	if (p->f == F_CREATE || p->f == F_READ) {
+		wl_hist_event(hi, p->pid, t, f_names[p->f], p->id, NULL);
+	} else {
+		wl_hist_eventf(hi, p->pid, t, f_names[p->f], p->id, "%" PRId64,
+		               p->fence);
+	}
+}
+
+/* Ends the op in flight with outcome t. */
+static void complete(struct fl_proc *p, enum wl_type t)
+{
+	struct flw *g = p->g;
+	uint64_t wait;
+
+	if (p->f != F_CLAIM && p->f != F_READ && !p->recorded) {
+		record(p, t);
+	}
+	if (t == WL_INFO && !p->recorded) {
+		p->pid += g->nprocs;
+	}
+	if (p->f == F_COMPLETE || p->f == F_RETRY ||
+	    (p->f == F_EXTEND && t != WL_OK)) {
+		p->holding = false;
+		if (p->n_next > 0 && !g->x->ops_over) {
+			/* The next flow of the claim. */
+			const struct fl_lease *l = &p->next[--p->n_next];
+			snprintf(p->id, ID_LEN, "%s", l->id);
+			snprintf(p->token, TOKEN_LEN, "%s", l->token);
+			p->fence = l->fence;
+			p->holding = true;
+			p->zombie = false;
+			p->extends = 0;
+		}
+	}
+	p->busy = false;
+	g->busy--;
+	if (p->final && t != WL_OK && !g->x->deadline) {
+		/* A final read must succeed: read the flow again. */
+		g->next_final--;
+		snprintf(g->flows[g->next_final].id, ID_LEN, "%s", p->id);
+		snprintf(g->flows[g->next_final].pk, PK_LEN, "%s", p->pk);
+	}
+	wait = g->x->ops_over ? 0 : wl_rand(g->x, 0, THINK_MAX_MS);
+	if (p->holding && !g->x->ops_over) {
+		/* Work on the flow for a while; a zombie past its lease. */
+		wait = p->zombie ? LEASE_MS + ZOMBIE_EXTRA_MS
+		                 : wl_rand(g->x, 0, WORK_MAX_MS);
+	}
+	schedule(p, wait);
+}
+
+/* The outcome of an error reply. */
+static enum wl_type error_outcome(const struct fl_proc *p,
+                                  const struct fsnp_reply *rep)
+{
+	bool safe = false;
+	const char *m = rep->message ? rep->message : "";
+
+	if (rep->error != FSNP_CLIENT_OK) {
+		return p->f == F_READ || rep->error == FSNP_CLIENT_ENOMEM ||
+		               rep->error == FSNP_CLIENT_EINVAL
+		           ? WL_FAIL
+		           : WL_INFO;
+	}
+	switch (rep->status) {
+	case FSNP_STATUS_BUSY:
+	case FSNP_STATUS_AUTH:
+	case FSNP_STATUS_NOPERM:
+	case FSNP_STATUS_BAD_REQUEST:
+		return WL_FAIL;
+	case FSNP_STATUS_REROUTE:
+		if (rep->value.tag == FSNP_MAP) {
+			fsnp_map_bool(&rep->value, "safe_to_retry", &safe);
+		}
+		return p->f == F_READ || safe ? WL_FAIL : WL_INFO;
+	default:
+		/* The state machine's refusals: it applied the command and
+		 * changed nothing; but the refusal of a replay (sent again
+		 * after a lost connection) may answer for an earlier send
+		 * that took effect. */
+		if (p->f == F_READ) {
+			return WL_FAIL;
+		}
+		return rep->attempts <= 1 &&
+		               (strncmp(m, "ERR stale flow lease", 20) == 0 ||
+		                strncmp(m, "ERR flow ", 9) == 0)
+		           ? WL_FAIL
+		           : WL_INFO;
+	}
+}
+
+static void on_claim(struct fl_proc *p, const struct fsnp_reply *rep)
+{
+	struct flw *g = p->g;
+	struct flow_record r[CLAIM_LIMIT];
+	char id[ID_LEN];
+	size_t n = 0;
+
+	if (flow_client_parse_claims(&rep->value, r, CLAIM_LIMIT, &n) != 0 ||
+	    n == 0) {
+		complete(p, WL_FAIL);
+		return;
+	}
+	/* Every flow claimed is leased: record them all, work on the
+	 * first (a reclaimed one when there was any), then the others. */
+	p->n_next = 0;
+	for (size_t i = n; i-- > 0;) {
+		snprintf(id, ID_LEN, "%.*s", (int)r[i].id.len,
+		         (const char *)r[i].id.ptr);
+		wl_hist_eventf(&g->x->hist, p->pid, WL_INVOKE, "claim", id,
+		               "%" PRId64, r[i].fencing_token);
+		wl_hist_eventf(&g->x->hist, p->pid, WL_OK, "claim", id,
+		               "%" PRId64, r[i].fencing_token);
+		g->claims++;
+		if (i > 0) {
+			struct fl_lease *l = &p->next[p->n_next++];
+			snprintf(l->id, ID_LEN, "%s", id);
+			snprintf(l->token, TOKEN_LEN, "%.*s",
+			         (int)r[i].lease_token.len,
+			         (const char *)r[i].lease_token.ptr);
+			l->fence = r[i].fencing_token;
+		}
+	}
+	snprintf(p->id, ID_LEN, "%s", id);
+	snprintf(p->token, TOKEN_LEN, "%.*s", (int)r[0].lease_token.len,
+	         (const char *)r[0].lease_token.ptr);
+	p->fence = r[0].fencing_token;
+	p->holding = true;
+	p->extends = 0;
+	p->zombie = wl_rand(g->x, 0, 99) < ZOMBIE_PCT;
+	g->zombies += p->zombie;
+	p->recorded = true;
+	complete(p, WL_OK);
+}
+
+static void on_read(struct fl_proc *p, const struct fsnp_reply *rep)
+{
+	struct flow_record r;
+	char v[256];
+	int rv = flow_client_parse_record(&rep->value, &r);
+
+	if (rv == FLOW_CLIENT_ENOTFOUND) {
+		wl_hist_event(&p->g->x->hist, p->pid, WL_INVOKE, "read", p->id,
+		              NULL);
+		wl_hist_event(&p->g->x->hist, p->pid, WL_OK, "read", p->id,
+		              "nil");
+	} else if (rv != 0 || r.state.len == 0 ||
+	           !wl_token_ok((const char *)r.state.ptr, r.state.len)) {
+		complete(p, WL_FAIL);
+		return;
+	} else {
+		char next[24] = "nil", dl[24] = "nil";
+		if (r.has_next_run_at_ms) {
+			snprintf(next, sizeof next, "%" PRId64,
+			         r.next_run_at_ms);
+		}
+		if (r.has_lease_deadline_ms && r.lease_deadline_ms != 0) {
+			snprintf(dl, sizeof dl, "%" PRId64,
+			         r.lease_deadline_ms);
+		}
+		snprintf(v, sizeof v, "%.*s %" PRId64 " %s %s %" PRId64,
+		         (int)r.state.len, (const char *)r.state.ptr,
+		         r.fencing_token, next, dl, wall_ms());
+		wl_hist_event(&p->g->x->hist, p->pid, WL_INVOKE, "read", p->id,
+		              NULL);
+		wl_hist_event(&p->g->x->hist, p->pid, WL_OK, "read", p->id, v);
+	}
+	p->recorded = true; /* above, with its values */
+	complete(p, WL_OK);
+}
+
+static void on_reply(void *data, const struct fsnp_reply *rep)
+{
+	struct fl_proc *p = data;
+
+	if (!p->busy) {
+		return;
+	}
+	if (rep->error != FSNP_CLIENT_OK || rep->status != FSNP_STATUS_OK ||
+	    rep->custom) {
+		enum wl_type t = rep->custom && rep->error == FSNP_CLIENT_OK &&
+		                         rep->status == FSNP_STATUS_OK
+		                     ? WL_INFO
+		                     : error_outcome(p, rep);
+		if (p->f != F_CLAIM && p->f != F_READ && t == WL_FAIL &&
+		    rep->message != NULL &&
+		    strncmp(rep->message, "ERR stale flow lease", 20) == 0) {
+			p->g->stale_refused++;
+		}
+		complete(p, t);
+		return;
+	}
+	switch (p->f) {
+	case F_CLAIM:
+		on_claim(p, rep);
+		return;
+	case F_READ:
+		on_read(p, rep);
+		return;
+	default:
+		complete(p, WL_OK);
+		return;
+	}
+}
+
+static void invoke(struct fl_proc *p)
+{
+	static const uint16_t ops[] = {
+	    [F_CREATE] = FSNP_OP_FLOW_CREATE,
+	    [F_CLAIM] = FSNP_OP_FLOW_CLAIM_DUE,
+	    [F_COMPLETE] = FSNP_OP_FLOW_COMPLETE,
+	    [F_RETRY] = FSNP_OP_FLOW_RETRY,
+	    [F_EXTEND] = FSNP_OP_FLOW_EXTEND_LEASE,
+	    [F_READ] = FSNP_OP_FLOW_GET,
+	};
+	struct flw *g = p->g;
+	struct flow_args a;
+	char worker[16];
+
+	flow_args_init(&a);
+	a.partition_key = p->pk;
+	a.type = FLOW_TYPE;
+	switch (p->f) {
+	case F_CREATE:
+		a.id = p->id;
+		a.idempotent = true;
+		a.data = "p";
+		a.data_len = 1;
+		break;
+	case F_CLAIM:
+		snprintf(worker, sizeof worker, "w%u", p->idx);
+		a.worker = worker;
+		a.lease_ms = LEASE_MS;
+		a.limit = CLAIM_LIMIT;
+		a.ret = "jobs";
+		break;
+	case F_READ:
+		a.id = p->id;
+		break;
+	default:
+		a.id = p->id;
+		a.lease_token = p->token;
+		a.fencing_token = p->fence;
+		if (p->f == F_EXTEND) {
+			a.lease_ms = LEASE_MS;
+		}
+		break;
+	}
+	p->busy = true;
+	p->recorded = false;
+	g->busy++;
+	if (p->f != F_CLAIM && p->f != F_READ) {
+		record(p, WL_INVOKE);
+	}
+	if (flow_client_call(p->c, ops[p->f], &a, 0, on_reply, p) != 0) {
+		/* Never sent. */
+		complete(p, WL_FAIL);
+	}
+}
+
+static int remember(struct flw *g, const char *id, const char *pk)
+{
+	if (g->n_flows == g->cap_flows) {
+		size_t cap = g->cap_flows ? g->cap_flows * 2 : 256;
+		void *q = realloc(g->flows, cap * sizeof *g->flows);
+		if (q == NULL) {
+			return -ENOMEM;
+		}
+		g->flows = q;
+		g->cap_flows = cap;
+	}
+	snprintf(g->flows[g->n_flows].id, ID_LEN, "%s", id);
+	snprintf(g->flows[g->n_flows].pk, PK_LEN, "%s", pk);
+	g->n_flows++;
+	return 0;
+}
+
+static void next_op(struct fl_proc *p)
+{
+	struct flw *g = p->g;
+	uint64_t r = wl_rand(g->x, 0, 99);
+
+	p->final = false;
+	if (p->holding) {
+		if (p->zombie || (p->extends == 0 && r < 30)) {
+			p->f = p->zombie ? F_COMPLETE : F_EXTEND;
+			p->extends++;
+		} else {
+			p->f = r < 75 ? F_COMPLETE : F_RETRY;
+		}
+		invoke(p);
+		return;
+	}
+	if (g->n_flows == 0 || r < 35) {
+		p->f = F_CREATE;
+		snprintf(p->id, ID_LEN, "f%zu", g->n_flows);
+		snprintf(p->pk, PK_LEN, "jp%u",
+		         (unsigned)wl_rand(g->x, 0, NPARTS - 1));
+		if (remember(g, p->id, p->pk) != 0) {
+			return;
+		}
+	} else {
+		p->f = F_CLAIM;
+		p->id[0] = '\0';
+		snprintf(p->pk, PK_LEN, "jp%u",
+		         (unsigned)wl_rand(g->x, 0, NPARTS - 1));
+	}
+	invoke(p);
+}
+
+static void final_op(struct fl_proc *p)
+{
+	struct flw *g = p->g;
+	if (g->next_final >= g->n_flows) {
+		maybe_finish(g);
+		return;
+	}
+	p->final = true;
+	p->f = F_READ;
+	snprintf(p->id, ID_LEN, "%s", g->flows[g->next_final].id);
+	snprintf(p->pk, PK_LEN, "%s", g->flows[g->next_final].pk);
+	g->next_final++;
+	invoke(p);
+}
+
+static void maybe_finish(struct flw *g)
+{
+	if (g->busy == 0 && g->finals && g->next_final >= g->n_flows) {
+		wl_ctx_done(g->x);
+	}
+}
+
+static void start_finals(struct flw *g)
+{
+	if (g->finals || g->busy > 0 || g->x->done) {
+		return;
+	}
+	g->finals = true;
+	wl_hist_comment(&g->x->hist, "final reads of the %zu flows created",
+	                g->n_flows);
+	for (unsigned i = 0; i < g->nprocs; i++) {
+		if (!g->procs[i].busy) {
+			final_op(&g->procs[i]);
+		}
+	}
+	maybe_finish(g);
+}
+
+static void on_think(uv_timer_t *t)
+{
+	struct fl_proc *p = t->data;
+	struct flw *g = p->g;
+	if (g->x->done || p->busy || g->x->deadline) {
+		return;
+	}
+	if (g->x->ops_over) {
+		p->holding = false;
+		p->n_next = 0;
+		if (g->finals) {
+			final_op(p);
+		} else {
+			start_finals(g);
+		}
+		return;
+	}
+	next_op(p);
+}
+
+static void schedule(struct fl_proc *p, uint64_t ms)
+{
+	if (!p->g->x->done) {
+		uv_timer_start(&p->think, on_think, ms, 0);
+	}
+}
+
+static void on_ready(void *data, struct fsnp_client *c, int status,
+                     const char *err)
+{
+	(void)data;
+	(void)c;
+	(void)status;
+	(void)err;
+	/* Requests queue before the handshake and the client reconnects by
+	 * itself: the outcomes of the operations tell the rest. */
+}
+
+static int flw_start(struct wl_ctx *x)
+{
+	const struct wl_config *cfg = x->cfg;
+	struct flw *g = calloc(1, sizeof *g);
+	if (g == NULL) {
+		return -ENOMEM;
+	}
+	x->impl = g;
+	g->x = x;
+	g->nprocs = cfg->procs ? cfg->procs : 3 * cfg->n_nodes;
+	g->procs = calloc(g->nprocs, sizeof *g->procs);
+	if (g->procs == NULL) {
+		return -ENOMEM;
+	}
+	wl_hist_comment(&x->hist,
+	                "lodestone flow workload: %u processes on %u nodes, "
+	                "%u partitions, lease %u ms, FLOW.CREATE/CLAIM_DUE/"
+	                "EXTEND_LEASE/COMPLETE/RETRY, final FLOW.GET",
+	                g->nprocs, cfg->n_nodes, NPARTS, LEASE_MS);
+	for (unsigned i = 0; i < g->nprocs; i++) {
+		struct fl_proc *p = &g->procs[i];
+		const struct wl_node_info *nd =
+		    wl_ctx_node(x, wl_ctx_home(x, i));
+		struct fsnp_client_options o;
+		memset(&o, 0, sizeof o);
+		o.host = nd->addr;
+		o.port = HOSTS_PORT_FSNP;
+		o.client_name = "jepsen-flow";
+		o.timeout_ms = wl_ctx_timeout(x);
+		o.max_attempts = 3;
+		p->g = g;
+		p->idx = i;
+		p->pid = i;
+		uv_timer_init(x->loop, &p->think);
+		p->think.data = p;
+		if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
+			snprintf(x->note, sizeof x->note,
+			         "cannot open an FSNP client to %s", nd->addr);
+			return -EIO;
+		}
+	}
+	for (unsigned i = 0; i < g->nprocs; i++) {
+		schedule(&g->procs[i], wl_rand(x, 0, THINK_MAX_MS));
+	}
+	return 0;
+}
+
+static void flw_phase(struct wl_ctx *x, enum wl_phase ph)
+{
+	if (ph == WL_PHASE_DEADLINE) {
+		wl_ctx_done(x);
+		return;
+	}
+	start_finals(x->impl);
+}
+
+static int flw_write(struct wl_ctx *x)
+{
+	struct flw *g = x->impl;
+	if (g != NULL) {
+		snprintf(x->note, sizeof x->note,
+		         "%u processes on %u nodes, %zu flows, %" PRIu64
+		         " claims (%" PRIu64 " held past the lease), %" PRIu64
+		         " stale mutations refused%s",
+		         g->nprocs, x->cfg->n_nodes, g->n_flows, g->claims,
+		         g->zombies, g->stale_refused,
+		         x->deadline && !x->stopped
+		             ? "; final reads cut short by the deadline"
+		             : "");
+	}
+	return wl_ctx_write(x, &x->hist, "history.txt");
+}
+
+static void on_client_closed(void *data)
+{
+	(void)data;
+}
+
+static void flw_close(struct wl_ctx *x)
+{
+	struct flw *g = x->impl;
+	if (g == NULL || g->procs == NULL) {
+		return;
+	}
+	for (unsigned i = 0; i < g->nprocs; i++) {
+		struct fl_proc *p = &g->procs[i];
+		if (p->g == NULL) {
+			continue;
+		}
+		wl_close_timer(&p->think);
+		if (p->c != NULL) {
+			fsnp_client_close(p->c, on_client_closed, NULL);
+			p->c = NULL;
+		}
+	}
+}
+
+static void flw_destroy(struct wl_ctx *x)
+{
+	struct flw *g = x->impl;
+	if (g == NULL) {
+		return;
+	}
+	free(g->procs);
+	free(g->flows);
+	free(g);
+	x->impl = NULL;
+}
+
+const struct wl_workload wl_flow = {
+    .name = "flow",
+    .checker = "flow",
+    .checks = {{"history.txt", "flow", jepsen_flowcheck_run}},
+    .start = flw_start,
+    .phase = flw_phase,
+    .write = flw_write,
+    .close = flw_close,
+    .destroy = flw_destroy,
+};

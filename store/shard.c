@@ -1248,3 +1248,51 @@ void store_fsm_init(struct fsm *fsm, struct store *s)
 	fsm->import_state = fsm_import;
 	fsm->leader_changed = NULL;
 }
+
+/* --- Sizes and compaction ------------------------------------------------ */
+
+static void range_of_group(uint32_t group, char *lo, char *hi)
+{
+	for (int i = 0; i < 4; i++) {
+		lo[i] = (char)(group >> (24 - 8 * i));
+		hi[i] = (char)((group + 1) >> (24 - 8 * i));
+	}
+}
+
+int store_group_size(struct store *s, uint32_t group, uint64_t *bytes)
+{
+	char lo[4], hi[4];
+	const char *starts[1] = {lo}, *limits[1] = {hi};
+	size_t slen[1] = {4}, llen[1] = {4};
+	uint64_t size = 0;
+	char *err = NULL;
+	if (group == UINT32_MAX) {
+		return -1;
+	}
+	range_of_group(group, lo, hi);
+	rocksdb_approximate_sizes_cf(s->db, s->cf, 1, starts, slen, limits,
+	                             llen, &size, &err);
+	if (err != NULL) {
+		snprintf(s->err, sizeof s->err, "approximate sizes: %s", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	*bytes = size;
+	return 0;
+}
+
+int store_compact(struct store *s)
+{
+	rocksdb_compactoptions_t *o = rocksdb_compactoptions_create();
+	if (o == NULL) {
+		return -1;
+	}
+	/* Rewrite the bottommost level too, so that blob garbage collection
+	 * (enabled on the data CF, store/db.c) relocates live blobs out of
+	 * the oldest files and drops the files left without any. */
+	rocksdb_compactoptions_set_bottommost_level_compaction(o, 2);
+	rocksdb_compactoptions_set_exclusive_manual_compaction(o, 0);
+	rocksdb_compact_range_cf_opt(s->db, s->cf, o, NULL, 0, NULL, 0);
+	rocksdb_compactoptions_destroy(o);
+	return 0;
+}

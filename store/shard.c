@@ -1,6 +1,7 @@
 /* The shard state machine: apply (one WriteBatch per entry, applied index
  * included, idempotent under replay), reads, the fsm glue, and export /
- * import of a group's key range as SST files. */
+ * import of a group's key range as SST files, its approximate size, and
+ * compaction requests. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1281,18 +1282,18 @@ int store_group_size(struct store *s, uint32_t group, uint64_t *bytes)
 	return 0;
 }
 
-int store_compact(struct store *s)
+int store_request_compaction(struct store *s)
 {
-	rocksdb_compactoptions_t *o = rocksdb_compactoptions_create();
-	if (o == NULL) {
+	/* Every key starts with a u32 group id: ["", FF FF FF FF FF) is
+	 * the whole CF. */
+	static const char limit[] = {'\xff', '\xff', '\xff', '\xff', '\xff'};
+	char *err = NULL;
+	rocksdb_suggest_compact_range_cf(s->db, s->cf, "", 0, limit,
+	                                 sizeof limit, &err);
+	if (err != NULL) {
+		snprintf(s->err, sizeof s->err, "suggest compaction: %s", err);
+		rocksdb_free(err);
 		return -1;
 	}
-	/* Rewrite the bottommost level too, so that blob garbage collection
-	 * (enabled on the data CF, store/db.c) relocates live blobs out of
-	 * the oldest files and drops the files left without any. */
-	rocksdb_compactoptions_set_bottommost_level_compaction(o, 2);
-	rocksdb_compactoptions_set_exclusive_manual_compaction(o, 0);
-	rocksdb_compact_range_cf_opt(s->db, s->cf, o, NULL, 0, NULL, 0);
-	rocksdb_compactoptions_destroy(o);
 	return 0;
 }

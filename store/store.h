@@ -110,10 +110,11 @@ int store_drop(struct store *s, uint32_t group);
 /* The approximate on-disk size of the group's key range (SST and blob
  * files). */
 int store_group_size(struct store *s, uint32_t group, uint64_t *bytes);
-/* Compacts the whole data CF down to its bottommost level, which runs
- * the blob garbage collection the CF is configured with. Synchronous: it
- * blocks the caller until RocksDB is done. */
-int store_compact(struct store *s);
+/* Marks every file of the data CF for compaction: RocksDB's background
+ * threads then rewrite them, down to the bottommost level, running the
+ * blob garbage collection the CF is configured with (store/db.c). Returns
+ * at once (0, or -1 with store_last_error()). */
+int store_request_compaction(struct store *s);
 
 /* Serves a read command (store_op_is_read) against the group's current
  * state. `out->data` is malloc'd (owned by the caller). Returns 0 (the

@@ -791,17 +791,17 @@ static void metrics(struct fsnp_req *r)
 static void blobgc(struct fsnp_req *r)
 {
 	struct fsnp_writer w;
-	uint64_t t0 = uv_hrtime(), ms;
-	if (store_compact(shards_store(r->srv->shards)) != 0) {
-		fail(r, "error", "ERR compaction failed");
+	struct store *st = shards_store(r->srv->shards);
+	char msg[300];
+	if (store_request_compaction(st) != 0) {
+		snprintf(msg, sizeof msg, "ERR %s", store_last_error(st));
+		fail(r, "error", msg);
 		return;
 	}
-	ms = (uv_hrtime() - t0) / 1000000;
 	reply_begin(r, &w);
 	fsnp_w_map_begin(&w);
-	w_kv_str(&w, "status", "done");
+	w_kv_str(&w, "status", "scheduled");
 	w_kv_str(&w, "column_family", "data");
-	w_kv_u64(&w, "elapsed_ms", ms);
 	fsnp_w_map_end(&w);
 	reply_end(r, &w);
 }

@@ -432,7 +432,8 @@ void fsnp_control_settings(struct fsnp_server *s, struct fsnp_writer *w);
 
 /* An admin opcode (CLUSTER.*, FERRICSTORE.*) with its body: fills
  * r->reply, synchronously. */
-void fsnp_admin(struct fsnp_req *r, uint16_t opcode, const struct fsnp_val *body);
+void fsnp_admin(struct fsnp_req *r, uint16_t opcode,
+                const struct fsnp_val *body);
 /* The same by COMMAND_EXEC name with its argument list. */
 void fsnp_admin_exec(struct fsnp_req *r, const void *name, size_t len,
                      const struct fsnp_val *args);

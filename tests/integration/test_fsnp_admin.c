@@ -436,7 +436,7 @@ static void test_admin(void **state)
 	ftc_msg_free(&m);
 	m = admin(&a, FSNP_OP_FERRICSTORE_BLOBGC, NULL, NULL, 0);
 	assert_int_equal(m.status, 0);
-	assert_true(ftc_map_str(&m.value, "status", "done"));
+	assert_true(ftc_map_str(&m.value, "status", "scheduled"));
 	ftc_msg_free(&m);
 
 	/* Refusals and bad args. */

@@ -527,7 +527,7 @@ static void cluster_failover(struct fsnp_req *r,
 	if (st != 0) {
 		op_refused(r, st, err);
 	} else {
-		reply_op(r, op, "transfer", "group", group);
+		reply_op(r, op, "transfer-leader", "group", group);
 	}
 }
 

@@ -640,7 +640,7 @@ static void test_command_exec(void **state)
 	             "wrong number of arguments");
 	const char *badset[] = {"k", "v", "EX", "x"};
 	expect_error(exec_cmd(&c, "SET", 4, badset), 1, "invalid expire");
-	/* Flow and admin: not in this build, said clearly. */
+	/* Flow: not in this build, said clearly. */
 	expect_error(exec_cmd(&c, "FLOW.CLAIM_DUE", 1, get), 1,
 	             "FerricFlow is not available");
 	expect_error(CALL(&c, FSNP_OP_FLOW_QUERY, "version=s query=s", "FQL1",
@@ -648,8 +648,22 @@ static void test_command_exec(void **state)
 	             1, "FerricFlow is not available");
 	expect_error(CALL(&c, FSNP_OP_FLOW_CREATE, "id=s", "f"), 1,
 	             "FLOW.CREATE");
-	expect_error(CALL(&c, FSNP_OP_CLUSTER_HEALTH, ""), 1,
-	             "not available in this build");
+	/* Admin: served (test_fsnp_admin covers them on three nodes). */
+	struct ftc_msg hm = CALL(&c, FSNP_OP_CLUSTER_HEALTH, "");
+	assert_int_equal(hm.status, 0);
+	assert_true(ftc_map_str(&hm.value, "status", "ok"));
+	ftc_msg_free(&hm);
+	const char *ks[] = {"k"};
+	hm = exec_cmd(&c, "CLUSTER.KEYSLOT", 1, ks);
+	assert_int_equal(hm.status, 0);
+	int64_t slot = -1;
+	assert_int_equal(fsnp_val_i64(&hm.value, &slot), 0);
+	assert_true(slot >= 0 && slot < 1024);
+	ftc_msg_free(&hm);
+	const char *two[] = {"2"};
+	expect_error(exec_cmd(&c, "CLUSTER.PROMOTE", 1, two), 1,
+	             "not supported");
+	expect_error(exec_cmd(&c, "CLUSTER.KEYSLOT", 0, ks), 6, "key");
 	ftc_close(&c);
 }
 

@@ -6,7 +6,8 @@
  *    FERRICSTORE.KEY_INFO, CONFIG GET, METRICS, HOTNESS, BLOBGC answer,
  *    checked against GET /v1/cluster and ROUTE; CONFIG SET, PROMOTE and
  *    DEMOTE are refused; bad args get status 6 naming the field; the
- *    COMMAND_EXEC form answers as the opcode does;
+ *    COMMAND_EXEC form answers as the opcode does, and PIPELINE items
+ *    answer each on its own;
  *  - CLUSTER.FAILOVER on a group's leader moves its leadership;
  *  - CLUSTER.JOIN of node 4 is refused before it asks to join, then node 4
  *    starts with --join, becomes active and JOIN confirms it; SHARDS
@@ -283,6 +284,53 @@ static unsigned check_slots(struct harness_cluster *c, struct ftc *conn,
 	return with;
 }
 
+/* A PIPELINE of admin items {opcode, body: {args: [arg]}} (no arg: {})
+ * and a SET. */
+static struct ftc_msg admin_pipeline(struct ftc *c, const uint16_t *ops,
+                                     const char *const *args, int n)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct ftc_msg m;
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "commands");
+	fsnp_w_array_begin(&w);
+	for (int i = 0; i < n; i++) {
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "opcode");
+		fsnp_w_i64(&w, ops[i]);
+		fsnp_w_key(&w, "body");
+		fsnp_w_map_begin(&w);
+		if (args[i] != NULL) {
+			fsnp_w_key(&w, "args");
+			fsnp_w_array_begin(&w);
+			fsnp_w_str(&w, args[i]);
+			fsnp_w_array_end(&w);
+		}
+		fsnp_w_map_end(&w);
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "opcode");
+	fsnp_w_i64(&w, FSNP_OP_SET);
+	fsnp_w_key(&w, "body");
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "key");
+	fsnp_w_str(&w, "pl:k");
+	fsnp_w_key(&w, "value");
+	fsnp_w_str(&w, "v");
+	fsnp_w_map_end(&w);
+	fsnp_w_map_end(&w);
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	assert_int_equal(ftc_call(c, 1, FSNP_OP_PIPELINE, 0, &b, &m), 0);
+	wbuf_free(&b);
+	return m;
+}
+
 static void test_admin(void **state)
 {
 	static struct harness_cluster cl;
@@ -363,6 +411,29 @@ static void test_admin(void **state)
 		assert_int_equal(fsnp_val_i64(&r.value, &s2), 0);
 		assert_int_equal(s2, slot);
 		ftc_msg_free(&r);
+		/* inside a PIPELINE, each item answered on its own */
+		{
+			const uint16_t ops[] = {FSNP_OP_CLUSTER_KEYSLOT,
+			                        FSNP_OP_CLUSTER_ROLE,
+			                        FSNP_OP_CLUSTER_JOIN};
+			const char *const pa[] = {k[0], NULL, "bad"};
+			struct fsnp_iter pi;
+			struct fsnp_val e;
+			r = admin_pipeline(&a, ops, pa, 3);
+			assert_int_equal(r.status, 0);
+			assert_int_equal(r.value.as.count, 4);
+			fsnp_iter_init(&pi, &r.value);
+			fsnp_iter_next(&pi, NULL, &e);
+			assert_true(ftc_map_str(&e, "status", "ok"));
+			assert_int_equal(ftc_map_int(&e, "value"), slot);
+			fsnp_iter_next(&pi, NULL, &e);
+			assert_true(ftc_map_str(&e, "status", "ok"));
+			fsnp_iter_next(&pi, NULL, &e);
+			assert_true(ftc_map_str(&e, "status", "bad_request"));
+			fsnp_iter_next(&pi, NULL, &e);
+			assert_true(ftc_map_str(&e, "status", "ok"));
+			ftc_msg_free(&r);
+		}
 		/* key in the body only */
 		m = admin(&a, FSNP_OP_CLUSTER_KEYSLOT, k[0], NULL, 0);
 		assert_int_equal(m.status, 0);

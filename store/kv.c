@@ -800,3 +800,32 @@ int store_kv_get(struct store *s, uint32_t group, struct store_slice key,
 	tx_fini(&tx);
 	return rv;
 }
+
+int store_kv_info(struct store *s, uint32_t group, struct store_slice key,
+                  uint64_t now_ms, const char **type, int64_t *ttl_ms,
+                  bool *found)
+{
+	static const char *const names[] = {
+	    "none", "string", "hash", "list", "set", "zset", "ratelimit"};
+	struct tx tx;
+	struct kv_obj o;
+	int rv = 0;
+
+	*type = "none";
+	*ttl_ms = -2;
+	*found = false;
+	tx_init(&tx, s, group, 0, now_ms, false);
+	if (kv_load(&tx, key, &o) != 0) {
+		rv = -1;
+	} else if (o.state == KV_LIVE) {
+		*found = true;
+		*type = o.type < sizeof names / sizeof names[0] ? names[o.type]
+		                                                : "unknown";
+		*ttl_ms = o.expires == 0       ? -1
+		          : o.expires > now_ms ? (int64_t)(o.expires - now_ms)
+		                               : 0;
+	}
+	kv_obj_free(&o);
+	tx_fini(&tx);
+	return rv;
+}

@@ -1,6 +1,7 @@
 /* The shard state machine: apply (one WriteBatch per entry, applied index
  * included, idempotent under replay), reads, the fsm glue, and export /
- * import of a group's key range as SST files. */
+ * import of a group's key range as SST files, its approximate size, and
+ * compaction requests. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1247,4 +1248,52 @@ void store_fsm_init(struct fsm *fsm, struct store *s)
 	fsm->export_state = fsm_export;
 	fsm->import_state = fsm_import;
 	fsm->leader_changed = NULL;
+}
+
+/* --- Sizes and compaction ------------------------------------------------ */
+
+static void range_of_group(uint32_t group, char *lo, char *hi)
+{
+	for (int i = 0; i < 4; i++) {
+		lo[i] = (char)(group >> (24 - 8 * i));
+		hi[i] = (char)((group + 1) >> (24 - 8 * i));
+	}
+}
+
+int store_group_size(struct store *s, uint32_t group, uint64_t *bytes)
+{
+	char lo[4], hi[4];
+	const char *starts[1] = {lo}, *limits[1] = {hi};
+	size_t slen[1] = {4}, llen[1] = {4};
+	uint64_t size = 0;
+	char *err = NULL;
+	if (group == UINT32_MAX) {
+		return -1;
+	}
+	range_of_group(group, lo, hi);
+	rocksdb_approximate_sizes_cf(s->db, s->cf, 1, starts, slen, limits,
+	                             llen, &size, &err);
+	if (err != NULL) {
+		snprintf(s->err, sizeof s->err, "approximate sizes: %s", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	*bytes = size;
+	return 0;
+}
+
+int store_request_compaction(struct store *s)
+{
+	/* Every key starts with a u32 group id: ["", FF FF FF FF FF) is
+	 * the whole CF. */
+	static const char limit[] = {'\xff', '\xff', '\xff', '\xff', '\xff'};
+	char *err = NULL;
+	rocksdb_suggest_compact_range_cf(s->db, s->cf, "", 0, limit,
+	                                 sizeof limit, &err);
+	if (err != NULL) {
+		snprintf(s->err, sizeof s->err, "suggest compaction: %s", err);
+		rocksdb_free(err);
+		return -1;
+	}
+	return 0;
 }

@@ -107,6 +107,14 @@ int store_import(struct store *s, uint32_t group, const char *dir,
 /* Deletes the group's whole key range (its state and applied index), as
  * an import of nothing: for a group this node no longer replicates. */
 int store_drop(struct store *s, uint32_t group);
+/* The approximate on-disk size of the group's key range (SST and blob
+ * files). */
+int store_group_size(struct store *s, uint32_t group, uint64_t *bytes);
+/* Marks every file of the data CF for compaction: RocksDB's background
+ * threads then rewrite them, down to the bottommost level, running the
+ * blob garbage collection the CF is configured with (store/db.c). Returns
+ * at once (0, or -1 with store_last_error()). */
+int store_request_compaction(struct store *s);
 
 /* Serves a read command (store_op_is_read) against the group's current
  * state. `out->data` is malloc'd (owned by the caller). Returns 0 (the
@@ -187,6 +195,12 @@ int store_kv_get(struct store *s, uint32_t group, struct store_slice key,
 /* A hint that `key` of `group` will soon be read: starts loading its row
  * cache slot into the CPU cache (no effect on any result). Reactor only. */
 void store_kv_prefetch(struct store *s, uint32_t group, struct store_slice key);
+/* A key's type ("string", "hash", "list", "set", "zset", "ratelimit";
+ * "none" when absent) and remaining TTL in ms (-1 none, -2 absent) as
+ * this replica holds it at now_ms. Returns 0 or -1. */
+int store_kv_info(struct store *s, uint32_t group, struct store_slice key,
+                  uint64_t now_ms, const char **type, int64_t *ttl_ms,
+                  bool *found);
 
 /* --- Maintenance (leader) ------------------------------------------------- */
 

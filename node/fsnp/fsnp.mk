@@ -5,7 +5,8 @@ node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
 	node/fsnp/fsnp_flow.c \
-	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h \
+	node/fsnp/fsnp_admin.c node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
 
 EXTRA_DIST += docs/fsnp.md
 
@@ -15,6 +16,12 @@ tests_unit_test_fsnp_cmd_SOURCES = tests/unit/test_fsnp_cmd.c \
 	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
 tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
+
+# Unit: admin arguments (args lists, ID@HOST:PORT).
+UNIT_TESTS += tests/unit/test_fsnp_admin
+tests_unit_test_fsnp_admin_SOURCES = tests/unit/test_fsnp_admin.c \
+	node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
+tests_unit_test_fsnp_admin_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
 # Integration: real lodestone processes driven over FSNP.
 FSNP_ITEST_SOURCES = tests/integration/fsnp_test_client.c \
@@ -86,3 +93,10 @@ INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_cluster_LDADD = $(FSNP_ITEST_LDADD)
+
+# Cluster administration over FSNP on real processes: 3 nodes, a 4th
+# joining and leaving.
+INTEGRATION_TESTS += tests/integration/test_fsnp_admin
+tests_integration_test_fsnp_admin_SOURCES = \
+	tests/integration/test_fsnp_admin.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_admin_LDADD = $(FSNP_ITEST_LDADD) -lpthread

@@ -27,7 +27,7 @@ enum fsnp_cmd_kind {
 	FSNP_CMD_KV,      /* a store command (this module plans it) */
 	FSNP_CMD_CONTROL, /* answered by the connection (PING, CLIENT ...) */
 	FSNP_CMD_FLOW,    /* FerricFlow: not in this build */
-	FSNP_CMD_ADMIN,   /* cluster administration: not in this build */
+	FSNP_CMD_ADMIN,   /* cluster administration (fsnp_admin.c) */
 };
 
 struct fsnp_cmd_info {

@@ -262,7 +262,7 @@ static void w_schemas(struct fsnp_writer *w)
 }
 
 /* Every FERRICSTORE_NATIVE_* setting of the seed, as it is in effect. */
-static void w_settings(struct fsnp_server *s, struct fsnp_writer *w)
+void fsnp_control_settings(struct fsnp_server *s, struct fsnp_writer *w)
 {
 	const struct config_native *l = &s->lim;
 	fsnp_w_map_begin(w);
@@ -459,7 +459,7 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	w_kv_bool(w, "trace", s->lim.trace);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "settings");
-	w_settings(s, w);
+	fsnp_control_settings(s, w);
 	fsnp_w_map_end(w);
 }
 

@@ -808,17 +808,6 @@ static void flow_unavailable(struct fsnp_req *r, const char *name)
 	                 0);
 }
 
-static void admin_unavailable(struct fsnp_req *r, const char *name)
-{
-	char msg[256];
-	snprintf(msg, sizeof msg,
-	         "ERR cluster administration over FSNP is not available in "
-	         "this build (%s); use the admin HTTP API",
-	         name);
-	fsnp_reply_error(r, FSNP_STATUS_ERROR, "admin_unavailable", msg, false,
-	                 0);
-}
-
 static const char *opname(uint16_t opcode)
 {
 	const char *n = fsnp_opcode_name(opcode);
@@ -876,7 +865,7 @@ static bool parse_kv(struct fsnp_req *r, uint16_t opcode,
 			flow_unavailable(r, nm);
 			return false;
 		case FSNP_CMD_ADMIN:
-			admin_unavailable(r, nm);
+			fsnp_admin_exec(r, name.ptr, name.len, &args);
 			return false;
 		case FSNP_CMD_CONTROL:
 			if (r->parent != NULL) {
@@ -1156,7 +1145,7 @@ static void exec_pipeline_typed(struct fsnp_req *p, const struct fsnp_val *b)
 				it->done = true;
 			}
 		} else if (info != NULL && info->kind == FSNP_CMD_ADMIN) {
-			admin_unavailable(it, opname((uint16_t)op));
+			fsnp_admin(it, (uint16_t)op, &body);
 			it->done = true;
 		} else {
 			fsnp_reply_error(it, FSNP_STATUS_BAD_REQUEST,
@@ -1424,7 +1413,7 @@ static void dispatch(struct fsnp_req *r, const struct fsnp_val *body)
 		fsnp_flow_exec(r, r->opcode, body->enc, body->enc_len);
 		return;
 	case FSNP_CMD_ADMIN:
-		admin_unavailable(r, opname(r->opcode));
+		fsnp_admin(r, r->opcode, body);
 		fsnp_req_complete(r);
 		return;
 	default:

@@ -320,6 +320,7 @@ struct fsnp_server {
 	uint64_t grace_ms;
 
 	struct fsnp_server_stats stats;
+	struct metrics *metrics; /* the node's series (NULL: none) */
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
 	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
 };
@@ -476,5 +477,17 @@ void fsnp_control_route(struct fsnp_server *s, const uint8_t *key, size_t len,
                         struct fsnp_writer *w);
 /* BACKPRESSURE payload. */
 void fsnp_control_backpressure(struct fsnp_server *s, struct fsnp_writer *w);
+/* Every FERRICSTORE_NATIVE_* setting in effect, as a map. */
+void fsnp_control_settings(struct fsnp_server *s, struct fsnp_writer *w);
+
+/* --- fsnp_admin.c ------------------------------------------------------ */
+
+/* An admin opcode (CLUSTER.*, FERRICSTORE.*) with its body: fills
+ * r->reply, synchronously. */
+void fsnp_admin(struct fsnp_req *r, uint16_t opcode,
+                const struct fsnp_val *body);
+/* The same by COMMAND_EXEC name with its argument list. */
+void fsnp_admin_exec(struct fsnp_req *r, const void *name, size_t len,
+                     const struct fsnp_val *args);
 
 #endif

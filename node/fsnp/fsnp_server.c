@@ -717,6 +717,7 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 		uint64_t t = uv_hrtime();
 		memcpy(s->rng, &t, sizeof t);
 	}
+	s->metrics = metrics;
 	init_metrics(s, metrics);
 	uv_tcp_init(loop, &s->listener);
 	s->listener.data = s;

@@ -641,14 +641,28 @@ static void test_command_exec(void **state)
 	const char *badset[] = {"k", "v", "EX", "x"};
 	expect_error(exec_cmd(&c, "SET", 4, badset), 1, "invalid expire");
 	/* Flow is served (tests/integration/test_flow.c): a claim without
-	 * a worker names the field; FLOW.QUERY and admin are not in this
-	 * build, said clearly. */
+	 * a worker names the field; FLOW.QUERY is not in this build, said
+	 * clearly. */
 	expect_error(exec_cmd(&c, "FLOW.CLAIM_DUE", 1, get), 6, "worker");
 	expect_error(CALL(&c, FSNP_OP_FLOW_QUERY, "version=s query=s", "FQL1",
 	                  "FROM runs"),
 	             1, "FLOW.QUERY is not available");
-	expect_error(CALL(&c, FSNP_OP_CLUSTER_HEALTH, ""), 1,
-	             "not available in this build");
+	/* Admin: served (test_fsnp_admin covers them on three nodes). */
+	struct ftc_msg hm = CALL(&c, FSNP_OP_CLUSTER_HEALTH, "");
+	assert_int_equal(hm.status, 0);
+	assert_true(ftc_map_str(&hm.value, "status", "ok"));
+	ftc_msg_free(&hm);
+	const char *ks[] = {"k"};
+	hm = exec_cmd(&c, "CLUSTER.KEYSLOT", 1, ks);
+	assert_int_equal(hm.status, 0);
+	int64_t slot = -1;
+	assert_int_equal(fsnp_val_i64(&hm.value, &slot), 0);
+	assert_true(slot >= 0 && slot < 1024);
+	ftc_msg_free(&hm);
+	const char *two[] = {"2"};
+	expect_error(exec_cmd(&c, "CLUSTER.PROMOTE", 1, two), 1,
+	             "not supported");
+	expect_error(exec_cmd(&c, "CLUSTER.KEYSLOT", 0, ks), 6, "key");
 	ftc_close(&c);
 }
 

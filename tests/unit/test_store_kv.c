@@ -728,6 +728,49 @@ static void test_expire(void **state)
 	tdb_close(&t);
 }
 
+/* A key's type and TTL (FERRICSTORE.KEY_INFO), the group's size and a
+ * compaction request. */
+static void test_key_info(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice fv[2] = {S("f"), S("v")};
+	const char *type;
+	int64_t ttl;
+	bool found;
+	uint64_t bytes = 1;
+
+	(void)state;
+	tdb_open(&t);
+	set(&t, 100, "s", "1", 0, STORE_EXPIRE_TTL, 1000, "OK");
+	c = kcmd(STORE_OP_KV_HSET, "h");
+	c.items.n = 2;
+	c.items.v = fv;
+	do_int(&t, false, 100, &c, 1);
+	assert_int_equal(
+	    store_kv_info(t.s, G, S("s"), 200, &type, &ttl, &found), 0);
+	assert_true(found);
+	assert_string_equal(type, "string");
+	assert_int_equal(ttl, 900);
+	assert_int_equal(
+	    store_kv_info(t.s, G, S("h"), 200, &type, &ttl, &found), 0);
+	assert_string_equal(type, "hash");
+	assert_int_equal(ttl, -1);
+	assert_int_equal(
+	    store_kv_info(t.s, G, S("none"), 200, &type, &ttl, &found), 0);
+	assert_false(found);
+	assert_string_equal(type, "none");
+	assert_int_equal(ttl, -2);
+	/* lapsed: gone */
+	assert_int_equal(
+	    store_kv_info(t.s, G, S("s"), 5000, &type, &ttl, &found), 0);
+	assert_false(found);
+	assert_int_equal(ttl, -2);
+	assert_int_equal(store_group_size(t.s, G, &bytes), 0);
+	assert_int_equal(store_request_compaction(t.s), 0);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +784,7 @@ int main(void)
 	    cmocka_unit_test(test_sets),
 	    cmocka_unit_test(test_sorted_sets),
 	    cmocka_unit_test(test_expire),
+	    cmocka_unit_test(test_key_info),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

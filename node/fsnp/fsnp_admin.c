@@ -773,7 +773,7 @@ static void metrics(struct fsnp_req *r)
 	reply_begin(r, &w);
 	fsnp_w_map_begin(&w);
 	for (size_t i = 0; m != NULL && i < m->n; i++) {
-		const struct metric *x = &m->series[i];
+		const struct metric *x = m->series[i];
 		char name[sizeof x->name + sizeof x->labels + 2];
 		if (x->labels[0] != '\0') {
 			snprintf(name, sizeof name, "%s{%s}", x->name,

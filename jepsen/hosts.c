@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1176,6 +1177,7 @@ static int prepare_dirs(struct hosts *h, const char *dir)
 		struct hosts_node *nd = &h->nodes[i];
 		struct stat st;
 		snprintf(tmp, sizeof tmp, "%s/n%u", h->dir, nd->id);
+		snprintf(nd->dir, sizeof nd->dir, "%s", tmp);
 		snprintf(nd->data_dir, sizeof nd->data_dir, "%s/data", tmp);
 		snprintf(nd->log_path, sizeof nd->log_path, "%s/lodestone.log",
 		         tmp);
@@ -1439,6 +1441,17 @@ int hosts_node_start(struct hosts *h, unsigned id)
 		}
 		setpgid(0, 0); /* a terminal's ^C is for the harness */
 		child_reset_signals();
+		/* A death leaves a core in n<i>/ (with the default core
+		 * pattern, "core"; the machine's pattern is not ours). */
+		struct rlimit core = {RLIM_INFINITY, RLIM_INFINITY};
+		if (setrlimit(RLIMIT_CORE, &core) != 0 &&
+		    getrlimit(RLIMIT_CORE, &core) == 0) {
+			core.rlim_cur = core.rlim_max;
+			setrlimit(RLIMIT_CORE, &core);
+		}
+		if (chdir(nd->dir) != 0) {
+			goto child_err;
+		}
 		if (setns(nsfd, CLONE_NEWNET) != 0) {
 			goto child_err;
 		}
@@ -1488,6 +1501,24 @@ err_ns:
 	return rc;
 }
 
+/* A core dumped as n<i>/core is renamed core.<pid>, so that the next
+ * death does not overwrite it. */
+static void keep_core(struct hosts_node *nd, int st)
+{
+	char from[HOSTS_PATH_LEN + 8], to[HOSTS_PATH_LEN + 32];
+	if (!WIFSIGNALED(st) || !WCOREDUMP(st)) {
+		return;
+	}
+	snprintf(from, sizeof from, "%s/core", nd->dir);
+	snprintf(to, sizeof to, "%s/core.%d", nd->dir, (int)nd->pid);
+	if (rename(from, to) == 0) {
+		snprintf(nd->core_path, sizeof nd->core_path, "%s", to);
+	} else if (access(to, F_OK) == 0) {
+		/* A pattern with the pid in it (core_uses_pid). */
+		snprintf(nd->core_path, sizeof nd->core_path, "%s", to);
+	}
+}
+
 unsigned hosts_reap(struct hosts *h)
 {
 	unsigned n = 0;
@@ -1495,6 +1526,7 @@ unsigned hosts_reap(struct hosts *h)
 		struct hosts_node *nd = &h->nodes[i];
 		int st;
 		if (nd->pid > 0 && waitpid(nd->pid, &st, WNOHANG) == nd->pid) {
+			keep_core(nd, st);
 			nd->pid = 0;
 			nd->paused = false;
 			nd->last_status = st;

@@ -67,6 +67,7 @@ struct hosts_node {
 	unsigned id; /* 1-based */
 	char ns[HOSTS_NAME_LEN];
 	char addr[HOSTS_ADDR_LEN];
+	char dir[HOSTS_PATH_LEN]; /* n<i>/: its working directory (cores) */
 	char data_dir[HOSTS_PATH_LEN];
 	char log_path[HOSTS_PATH_LEN];
 	char faketime_path[HOSTS_PATH_LEN]; /* its FAKETIME_TIMESTAMP_FILE */
@@ -75,7 +76,8 @@ struct hosts_node {
 	int64_t skew_ms;                    /* offset in its timestamp file */
 	int last_status;                    /* wait status of its last exit */
 	unsigned starts;
-	unsigned unexpected_exits; /* exits the harness did not cause */
+	unsigned unexpected_exits;      /* exits the harness did not cause */
+	char core_path[HOSTS_PATH_LEN]; /* core of its last death, or "" */
 };
 
 struct hosts {

@@ -46,6 +46,7 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_jepsen_history
 # the jepsen/run entry point; see docs/fault-testing.md.
 noinst_LIBRARIES += jepsen/libjhosts.a
 jepsen_libjhosts_a_SOURCES = \
+	jepsen/crashlog.c jepsen/crashlog.h \
 	jepsen/hosts.c jepsen/hosts.h \
 	jepsen/nemesis.c jepsen/nemesis.h \
 	jepsen/selftest.c jepsen/selftest.h

@@ -267,32 +267,55 @@ const char *nemesis_fault_name(enum nemesis_fault f)
 	return (unsigned)f < NEMESIS_N_FAULTS ? fault_names[f] : "?";
 }
 
+static int parse_one_mask(const char *name, size_t len, unsigned parts,
+                          unsigned *mask)
+{
+#define IS(word) (len == sizeof(word) - 1 && memcmp(name, word, len) == 0)
+	if (IS("partition")) {
+		*mask = parts;
+	} else if (IS("kill")) {
+		*mask = NEMESIS_BIT(NEMESIS_KILL);
+	} else if (IS("pause")) {
+		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
+	} else if (IS("skew")) {
+		*mask = NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (IS("mixed")) {
+		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
+		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (IS("none")) {
+		*mask = 0;
+	} else {
+		return -EINVAL;
+	}
+#undef IS
+	return 0;
+}
+
 int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
                        unsigned *mask)
 {
-	unsigned parts = NEMESIS_PARTITIONS;
+	unsigned parts = NEMESIS_PARTITIONS, all = 0, one;
+	const char *p = name;
 	if (nodes < 4) {
 		parts &= ~NEMESIS_BIT(NEMESIS_PARTITION_RING);
 	}
 	if (leader) {
 		parts |= NEMESIS_BIT(NEMESIS_PARTITION_LEADER);
 	}
-	if (strcmp(name, "partition") == 0) {
-		*mask = parts;
-	} else if (strcmp(name, "kill") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_KILL);
-	} else if (strcmp(name, "pause") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
-	} else if (strcmp(name, "skew") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_SKEW);
-	} else if (strcmp(name, "mixed") == 0) {
-		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
-		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
-	} else if (strcmp(name, "none") == 0) {
-		*mask = 0;
-	} else {
-		return -EINVAL;
+	/* A list of classes, e.g. "kill,pause": the union. */
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (parse_one_mask(p, len, parts, &one) != 0) {
+			return -EINVAL;
+		}
+		all |= one;
+		if (comma == NULL) {
+			break;
+		}
+		p = comma + 1;
 	}
+	*mask = all;
 	return 0;
 }
 

@@ -117,7 +117,8 @@ enum nemesis_fault {
 const char *nemesis_fault_name(enum nemesis_fault f);
 
 /* Fault mask of a --nemesis name: partition, kill, pause, skew, mixed
- * (all of them), none. `nodes` drops the ring below 4 nodes, `leader`
+ * (all of them), none, or a comma-separated list of them (the union,
+ * e.g. "kill,pause"). `nodes` drops the ring below 4 nodes, `leader`
  * adds the leader partition (only with a leader oracle). */
 int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
                        unsigned *mask);

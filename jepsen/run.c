@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "jepsen/crashlog.h"
 #include "jepsen/hosts.h"
 #include "jepsen/nemesis.h"
 #include "jepsen/selftest.h"
@@ -74,7 +76,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: jepsen/run WORKLOAD [--nemesis "
-	        "partition|partition-leader|kill|pause|skew|mixed|none]\n"
+	        "partition|partition-leader|kill|pause|skew|mixed|none\n"
+	        "                  or a list of classes, e.g. kill,pause]\n"
 	        "                  [--time S] [--nodes N] [--seed X] [--dir D] "
 	        "[--binary PATH]\n"
 	        "                  [--run-id N] [--prefix A.B] [--procs N] "
@@ -391,6 +394,32 @@ struct summary {
 	char verdict_buf[1400];
 };
 
+/* How a node that exited by itself ended: its last exit status, and the
+ * crash report in its log (node/crash.h) with the top frames named. */
+static void describe_death(FILE *f, const struct hosts_node *nd)
+{
+	char why[2048];
+	int st = nd->last_status;
+	int rc = crashlog_describe_file(nd->log_path, 8, why, sizeof why);
+	if (WIFSIGNALED(st)) {
+		fprintf(f, "           n%u last died of signal %d (%s)%s%s\n",
+		        nd->id, WTERMSIG(st), strsignal(WTERMSIG(st)),
+		        nd->core_path[0] != '\0' ? "; core " : "",
+		        nd->core_path);
+	} else if (WIFEXITED(st)) {
+		fprintf(f, "           n%u last exited with status %d\n",
+		        nd->id, WEXITSTATUS(st));
+	}
+	if (rc > 0) {
+		fprintf(f, "           n%u crash report: %s\n", nd->id, why);
+	} else if (WIFSIGNALED(st)) {
+		fprintf(f,
+		        "           n%u wrote no crash report (a sanitizer "
+		        "build or SIGKILL: see its log)\n",
+		        nd->id);
+	}
+}
+
 static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
                           const struct summary *s)
 {
@@ -429,6 +458,7 @@ static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
 		if (nd->unexpected_exits > 0) {
 			fprintf(f, "           n%u exited %u time(s); see %s\n",
 			        id, nd->unexpected_exits, nd->log_path);
+			describe_death(f, nd);
 		}
 	}
 	if (!s->stopped) {

@@ -3,6 +3,7 @@ noinst_LIBRARIES += node/libnode.a
 node_libnode_a_SOURCES = \
 	node/admin_http.c node/admin_http.h \
 	node/config.c node/config.h \
+	node/crash.c node/crash.h \
 	node/datadir.c node/datadir.h \
 	node/db.c node/db.h \
 	node/devcert.c node/devcert.h \

@@ -1112,6 +1112,15 @@ static int check_config(struct hosts *h, const struct hosts_config *cfg)
 		       cfg->run_id, HOSTS_MAX_RUN_ID);
 		return -EINVAL;
 	}
+	if (cfg->pin_cpu) {
+		cpu_set_t mine;
+		if (sched_getaffinity(0, sizeof mine, &mine) != 0 ||
+		    cfg->cpu >= CPU_SETSIZE || !CPU_ISSET(cfg->cpu, &mine)) {
+			seterr(h, "CPU %u is not available to this process",
+			       cfg->cpu);
+			return -EINVAL;
+		}
+	}
 	if (cfg->binary == NULL || access(cfg->binary, X_OK) != 0) {
 		seterr(h, "lodestone binary %s is not executable",
 		       cfg->binary != NULL ? cfg->binary : "(none)");
@@ -1227,6 +1236,8 @@ int hosts_create(struct hosts *h, const struct hosts_config *cfg)
 		       rc != 0 ? strerror(-rc) : out);
 		return -ENOTSUP;
 	}
+	h->pin_cpu = cfg->pin_cpu;
+	h->cpu = cfg->cpu;
 	rc = prepare_dirs(h, cfg->dir);
 	if (rc != 0) {
 		return rc;
@@ -1451,6 +1462,14 @@ int hosts_node_start(struct hosts *h, unsigned id)
 		}
 		if (chdir(nd->dir) != 0) {
 			goto child_err;
+		}
+		if (h->pin_cpu) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(h->cpu, &set);
+			if (sched_setaffinity(0, sizeof set, &set) != 0) {
+				goto child_err;
+			}
 		}
 		if (setns(nsfd, CLONE_NEWNET) != 0) {
 			goto child_err;

@@ -61,6 +61,9 @@ struct hosts_config {
 	/* Extra flags for every node, NULL-terminated, may be NULL; the
 	 * strings are borrowed and must outlive the hosts. */
 	const char *const *extra_args;
+	/* Pin every node to CPU `cpu` (sched_setaffinity). */
+	bool pin_cpu;
+	unsigned cpu;
 };
 
 struct hosts_node {
@@ -96,6 +99,8 @@ struct hosts {
 	char iptables_restore[48]; /* its -restore companion */
 	bool faketime;
 	const char *extra_args[HOSTS_MAX_EXTRA + 1];
+	bool pin_cpu; /* nodes run on CPU `cpu` only */
+	unsigned cpu;
 	int lock_fd; /* valid while locked */
 	bool locked;
 	bool created[HOSTS_MAX_NODES + 2]; /* namespaces made: br, nodes, c */

@@ -19,10 +19,12 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,6 +72,9 @@ struct opts {
 	unsigned check_ms;
 	const char *fault;
 	bool expect_invalid;
+	bool pin_cpu; /* --node-cpu */
+	unsigned cpu;
+	bool cpu_hog; /* --cpu-hog */
 };
 
 static void usage(FILE *f)
@@ -84,6 +89,7 @@ static void usage(FILE *f)
 	        "[--op-timeout-ms MS]\n"
 	        "                  [--check-ms MS] [--fault MODE] "
 	        "[--expect-invalid] [--dry-run]\n"
+	        "                  [--node-cpu CPU] [--cpu-hog]\n"
 	        "       jepsen/run cleanup [--stale]\n"
 	        "       jepsen/run hosts-selftest [--nodes N] [--dir D] "
 	        "[--binary PATH] [--keep]\n"
@@ -109,7 +115,10 @@ static void usage(FILE *f)
 	        "hook on, to prove\n"
 	        "the checkers catch it; --expect-invalid makes a run that "
 	        "finds no anomaly\n"
-	        "the failure. Needs root (network namespaces, iptables); skew "
+	        "the failure. --node-cpu runs every node on that CPU only; "
+	        "--cpu-hog spins\n"
+	        "a busy loop (on that CPU) while the nemesis runs.\n"
+	        "Needs root (network namespaces, iptables); skew "
 	        "needs\n"
 	        "libfaketime and a build without sanitizers.\n"
 	        "cleanup removes every lsj* namespace, link and process of "
@@ -181,6 +190,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--check-ms") == 0) {
 			rc = parse_uint(val, 86400000, &v);
 			o->check_ms = (unsigned)v;
+		} else if (strcmp(a, "--node-cpu") == 0) {
+			rc = parse_uint(val, CPU_SETSIZE - 1, &v);
+			o->cpu = (unsigned)v;
+			o->pin_cpu = true;
 		} else if (strcmp(a, "--fault") == 0) {
 			o->fault = val;
 			rc = -EINVAL;
@@ -199,6 +212,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->keep = true;
 			} else if (strcmp(a, "--expect-invalid") == 0) {
 				o->expect_invalid = true;
+			} else if (strcmp(a, "--cpu-hog") == 0) {
+				o->cpu_hog = true;
 			} else {
 				fprintf(stderr, "jepsen/run: unknown flag %s\n",
 				        a);
@@ -417,6 +432,41 @@ static void describe_death(FILE *f, const struct hosts_node *nd)
 		        "           n%u wrote no crash report (a sanitizer "
 		        "build or SIGKILL: see its log)\n",
 		        nd->id);
+	}
+}
+
+/* A child that spins on one CPU (or wherever it is let run) until
+ * hog_stop, dying with us if we die. Returns its pid or -errno. */
+static pid_t hog_start(bool pin, unsigned cpu)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		return -errno;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent) {
+			_exit(1);
+		}
+		if (pin) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			if (sched_setaffinity(0, sizeof set, &set) != 0) {
+				_exit(1);
+			}
+		}
+		for (volatile unsigned long n = 0;; n++) {
+		}
+	}
+	return pid;
+}
+
+static void hog_stop(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
 	}
 }
 
@@ -712,6 +762,7 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	char scopes_path[HOSTS_PATH_LEN + 32] = "";
 	const char *extra[HOSTS_MAX_EXTRA + 1];
 	struct wl_run *run = NULL;
+	pid_t hog = 0;
 	int code = 0;
 	memset(&nem, 0, sizeof nem);
 	memset(&cfg, 0, sizeof cfg);
@@ -721,6 +772,8 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	cfg.binary = binary;
 	cfg.dir = oo.dir;
 	cfg.faketime = (mask & NEMESIS_BIT(NEMESIS_SKEW)) != 0;
+	cfg.pin_cpu = oo.pin_cpu;
+	cfg.cpu = oo.cpu;
 	if (!none) {
 		/* Dev mode: the generated Felix certificate, no auth. The
 		 * scopes path is filled in once the run directory exists
@@ -809,6 +862,16 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		}
 	}
 	hosts_reset_clock(h);
+	if (oo.cpu_hog) {
+		hog = hog_start(oo.pin_cpu, oo.cpu);
+		if (hog < 0) {
+			fprintf(stderr,
+			        "jepsen/run: cannot start the CPU hog: %s\n",
+			        strerror(-(int)hog));
+			code = EXIT_HARNESS;
+			goto out;
+		}
+	}
 	if (!none) {
 		struct wl_config wc;
 		workload_config(h, &oo, &sched, &wc);
@@ -819,6 +882,11 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		}
 	}
 	int rc = nemesis_run(&nem, &sched);
+	if (hog > 0) {
+		/* The final reads and the checks run unloaded. */
+		hog_stop(hog);
+		hog = 0;
+	}
 
 	struct summary s = {.o = &oo,
 	                    .command = command,
@@ -889,6 +957,9 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	}
 	write_summary(stdout, h, &nem, &s);
 out:
+	if (hog > 0) {
+		hog_stop(hog);
+	}
 	if (run != NULL) {
 		wl_stop(run);
 		if (wl_join(run, FINAL_GRACE_MS) != -ETIMEDOUT) {

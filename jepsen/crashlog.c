@@ -192,6 +192,59 @@ void crashlog_describe(const struct crashlog_report *r, unsigned max_frames,
 	}
 }
 
+/* A sanitizer build reports on its own: its first report's headline and
+ * top frames ("    #0 0x... in fn file.c:12"), symbolized already. */
+static bool sanitizer_report(const char *text, size_t len, unsigned max_frames,
+                             char *out, size_t cap)
+{
+	static const char *const marks[] = {"ERROR: AddressSanitizer",
+	                                    "ERROR: LeakSanitizer",
+	                                    ": runtime error: "};
+	const char *hit = NULL, *end = text + len, *p;
+	size_t l = 0;
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+		const char *m = memmem(text, len, marks[i], strlen(marks[i]));
+		if (m != NULL && (hit == NULL || m < hit)) {
+			hit = m;
+		}
+	}
+	if (hit == NULL || cap == 0) {
+		return false;
+	}
+	while (hit > text && hit[-1] != '\n') {
+		hit--;
+	}
+	p = memchr(hit, '\n', (size_t)(end - hit));
+	l = (size_t)snprintf(out, cap, "%.*s",
+	                     (int)((p != NULL ? p : end) - hit), hit);
+	while (p != NULL && p < end && n < max_frames && l < cap) {
+		const char *line = p + 1, *eol, *in;
+		p = memchr(line, '\n', (size_t)(end - line));
+		eol = p != NULL ? p : end;
+		while (line < eol && *line == ' ') {
+			line++;
+		}
+		if (line >= eol || *line != '#') {
+			if (n > 0) {
+				break; /* the end of the first stack */
+			}
+			continue;
+		}
+		in = memmem(line, (size_t)(eol - line), " in ", 4);
+		if (in == NULL) {
+			continue;
+		}
+		in += 4;
+		l += (size_t)snprintf(out + l, cap - l, "%s%.*s",
+		                      n == 0 ? ": " : " < ", (int)(eol - in),
+		                      in);
+		n++;
+	}
+	return true;
+}
+
 int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
                            size_t cap)
 {
@@ -236,6 +289,8 @@ int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
 	}
 	if (crashlog_parse(text, got, r, 1) > 0) {
 		crashlog_describe(r, max_frames, out, cap);
+		rc = 1;
+	} else if (sanitizer_report(text, got, max_frames, out, cap)) {
 		rc = 1;
 	}
 err_mem:

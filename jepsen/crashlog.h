@@ -44,8 +44,10 @@ void crashlog_describe(const struct crashlog_report *r, unsigned max_frames,
                        char *out, size_t cap);
 
 /* Reads the log at path and describes its last report (crashlog_describe)
- * into out. Returns 1 when there was one, 0 when there was none (out is
- * then empty), -errno when the log could not be read. */
+ * into out, or else the first AddressSanitizer / UndefinedBehaviorSanitizer
+ * report's headline and top frames. Returns 1 when there was one, 0 when
+ * there was none (out is then empty), -errno when the log could not be
+ * read. */
 int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
                            size_t cap);
 

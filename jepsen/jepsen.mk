@@ -61,6 +61,13 @@ UNIT_TESTS += tests/unit/test_jepsen_nemesis
 tests_unit_test_jepsen_nemesis_SOURCES = tests/unit/test_jepsen_nemesis.c
 tests_unit_test_jepsen_nemesis_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
 
+# node/crash.c's handler in a faulting child, and the harness's reading of
+# its reports (jepsen/crashlog.c).
+UNIT_TESTS += tests/unit/test_jepsen_crashlog
+tests_unit_test_jepsen_crashlog_SOURCES = tests/unit/test_jepsen_crashlog.c \
+	node/crash.c node/crash.h
+tests_unit_test_jepsen_crashlog_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
+
 # Root only: real namespaces, iptables and lodestone processes ($LS_LODESTONE).
 INTEGRATION_TESTS += tests/integration/test_jepsen_hosts
 tests_integration_test_jepsen_hosts_SOURCES = \
@@ -114,11 +121,17 @@ tests_integration_test_jepsen_quick_SOURCES = \
 tests_integration_test_jepsen_quick_LDADD = $(CMOCKA_LIBS)
 CLEANFILES += tests/integration/test_jepsen_quick
 
+# The sanitizer build's lodestone for the register-asan case: by default
+# the one ./dev asan builds beside this build directory (build/asan); the
+# case is skipped when it does not exist.
+JEPSEN_ASAN_LODESTONE ?= $(abs_top_builddir)/../asan/lodestone
+
 .PHONY: jepsen-quick
 jepsen-quick: lodestone lodestone-faulty jepsen/run jepsen/check \
 		tests/integration/test_jepsen_quick
 	LS_JEPSEN_RUN='$(abs_top_builddir)/jepsen/run' \
 	LS_LODESTONE='$(abs_top_builddir)/lodestone' \
 	LS_LODESTONE_FAULTY='$(abs_top_builddir)/lodestone-faulty' \
+	LS_LODESTONE_ASAN='$(JEPSEN_ASAN_LODESTONE)' \
 	LS_JEPSEN_QUICK_DIR='$(abs_top_builddir)/jepsen-runs/quick' \
 	  ./tests/integration/test_jepsen_quick

@@ -429,8 +429,8 @@ static void describe_death(FILE *f, const struct hosts_node *nd)
 		fprintf(f, "           n%u crash report: %s\n", nd->id, why);
 	} else if (WIFSIGNALED(st)) {
 		fprintf(f,
-		        "           n%u wrote no crash report (a sanitizer "
-		        "build or SIGKILL: see its log)\n",
+		        "           n%u wrote no crash report (SIGKILL, or "
+		        "a build without the handler: see its log)\n",
 		        nd->id);
 	}
 }

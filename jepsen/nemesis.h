@@ -167,6 +167,15 @@ int nemesis_schedule_make(struct nemesis_schedule *s,
                           const struct nemesis_plan *p, char *err, size_t cap);
 void nemesis_schedule_free(struct nemesis_schedule *s);
 
+/* A written schedule: one step a line, as nemesis_step_describe writes
+ * them ("START_MS HEAL_MS FAULT TARGETS [nI=+Nms...]"), for kill, pause,
+ * skew and partition-isolate; '#' lines are comments. Steps in order, not
+ * overlapping, healed before the final phase (total_ms - final_ms).
+ * -EINVAL with why in err. */
+int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
+                           unsigned nodes, int64_t total_ms, int64_t final_ms,
+                           char *err, size_t cap);
+
 /* One line describing step i: "<start> <heal> <fault> <targets>". */
 void nemesis_step_describe(const struct nemesis_step *st, char *buf,
                            size_t cap);

@@ -74,7 +74,8 @@ struct opts {
 	bool expect_invalid;
 	bool pin_cpu; /* --node-cpu */
 	unsigned cpu;
-	bool cpu_hog; /* --cpu-hog */
+	bool cpu_hog;         /* --cpu-hog */
+	const char *schedule; /* --schedule FILE: the steps, not seeded */
 };
 
 static void usage(FILE *f)
@@ -89,7 +90,8 @@ static void usage(FILE *f)
 	        "[--op-timeout-ms MS]\n"
 	        "                  [--check-ms MS] [--fault MODE] "
 	        "[--expect-invalid] [--dry-run]\n"
-	        "                  [--node-cpu CPU] [--cpu-hog]\n"
+	        "                  [--node-cpu CPU] [--cpu-hog] "
+	        "[--schedule FILE]\n"
 	        "       jepsen/run cleanup [--stale]\n"
 	        "       jepsen/run hosts-selftest [--nodes N] [--dir D] "
 	        "[--binary PATH] [--keep]\n"
@@ -117,7 +119,11 @@ static void usage(FILE *f)
 	        "finds no anomaly\n"
 	        "the failure. --node-cpu runs every node on that CPU only; "
 	        "--cpu-hog spins\n"
-	        "a busy loop (on that CPU) while the nemesis runs.\n"
+	        "a busy loop (on that CPU) while the nemesis runs. "
+	        "--schedule FILE runs the\n"
+	        "steps written in FILE (the lines --dry-run prints: kill, "
+	        "pause, skew,\n"
+	        "partition-isolate) instead of a seeded schedule.\n"
 	        "Needs root (network namespaces, iptables); skew "
 	        "needs\n"
 	        "libfaketime and a build without sanitizers.\n"
@@ -190,6 +196,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--check-ms") == 0) {
 			rc = parse_uint(val, 86400000, &v);
 			o->check_ms = (unsigned)v;
+		} else if (strcmp(a, "--schedule") == 0) {
+			o->schedule = val;
+			rc = val != NULL ? 0 : -EINVAL;
 		} else if (strcmp(a, "--node-cpu") == 0) {
 			rc = parse_uint(val, CPU_SETSIZE - 1, &v);
 			o->cpu = (unsigned)v;
@@ -545,6 +554,38 @@ static int leader_oracle(void *arg, unsigned shard, unsigned *node)
 	return wl_cluster_leader(arg, shard + 1, node);
 }
 
+/* A whole (small) text file, NUL-terminated; NULL with errno. */
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	if (f == NULL) {
+		return NULL;
+	}
+	for (;;) {
+		if (cap - len < 4096) {
+			char *nb = realloc(buf, cap + 65536);
+			if (nb == NULL) {
+				free(buf);
+				fclose(f);
+				errno = ENOMEM;
+				return NULL;
+			}
+			buf = nb;
+			cap += 65536;
+		}
+		size_t n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0) {
+			break;
+		}
+	}
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
 static int write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "we");
@@ -696,7 +737,27 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	nemesis_plan_defaults(&plan, oo.nodes, oo.seed, mask,
 	                      (int64_t)oo.time_s * 1000);
 	plan.shards = RUN_SHARDS;
-	if (nemesis_schedule_make(&sched, &plan, err, sizeof err) != 0) {
+	if (oo.schedule != NULL) {
+		char *text = read_text(oo.schedule);
+		if (text == NULL) {
+			fprintf(stderr, "jepsen/run: %s: %s\n", oo.schedule,
+			        strerror(errno));
+			return EXIT_USAGE;
+		}
+		int rc = nemesis_schedule_parse(&sched, text, oo.nodes,
+		                                plan.total_ms, plan.final_ms,
+		                                err, sizeof err);
+		free(text);
+		if (rc != 0) {
+			fprintf(stderr, "jepsen/run: %s: %s\n", oo.schedule,
+			        err);
+			return EXIT_USAGE;
+		}
+		sched.seed = oo.seed;
+		for (size_t i = 0; i < sched.n; i++) {
+			mask |= NEMESIS_BIT(sched.steps[i].fault);
+		}
+	} else if (nemesis_schedule_make(&sched, &plan, err, sizeof err) != 0) {
 		fprintf(stderr, "jepsen/run: %s\n", err);
 		return EXIT_USAGE;
 	}

@@ -754,6 +754,7 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 			return EXIT_USAGE;
 		}
 		sched.seed = oo.seed;
+		mask = 0; /* what the steps need (skew: libfaketime) */
 		for (size_t i = 0; i < sched.n; i++) {
 			mask |= NEMESIS_BIT(sched.steps[i].fault);
 		}

@@ -141,7 +141,13 @@ static void symbolize_object(const struct crashlog_report *r, unsigned n,
 		const char *slash = strrchr(loc, '/');
 		const char *file = slash != NULL ? slash + 1 : loc;
 		if (strncmp(file, "??", 2) == 0) {
-			snprintf(names[idx[j]], 160, "%s", fn);
+			/* No debug information: the name is only the nearest
+			 * exported symbol before the address, which a static
+			 * function does not have. */
+			const char *o = strrchr(obj, '/');
+			snprintf(names[idx[j]], 160, "%s+0x%" PRIx64 " (%s?)",
+			         o != NULL ? o + 1 : obj,
+			         r->frames[idx[j]].offset, fn);
 		} else {
 			snprintf(names[idx[j]], 160, "%s (%s)", fn, file);
 		}

@@ -52,6 +52,11 @@ struct group {
 	struct replica *rp; /* NULL once closed */
 	struct raft raft;
 	struct raft_io io;
+	/* The leadership transfer request (one at a time): it lives as long
+	 * as the group because libraft sends its TimeoutNow with the
+	 * request's own send, whose completion the io may run after the
+	 * transfer was closed. */
+	struct raft_transfer transfer;
 	struct fsm *fsm;
 	int state;
 	bool remove; /* drop the group once closed (else keep it, dead) */
@@ -815,25 +820,21 @@ int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
 
 static void transfer_cb(struct raft_transfer *req)
 {
-	free(req);
+	(void)req; /* the group's own: nothing to free */
 }
 
 int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target)
 {
-	struct raft_transfer *req;
 	int rv;
 	struct group *g = live(m, id, &rv);
 
 	if (g == NULL) {
 		return set_err(m, rv, "group %u is not running", id);
 	}
-	req = calloc(1, sizeof *req);
-	if (req == NULL) {
-		return set_err(m, REPLICA_ENOMEM, "out of memory");
-	}
-	rv = raft_transfer(&g->raft, req, target, transfer_cb);
+	/* libraft refuses while a transfer is under way (r->transfer set),
+	 * so the request is free whenever it accepts. */
+	rv = raft_transfer(&g->raft, &g->transfer, target, transfer_cb);
 	if (rv != 0) {
-		free(req);
 		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
 		               raft_errmsg(&g->raft));
 	}

@@ -1643,9 +1643,16 @@ int hosts_node_signal(struct hosts *h, unsigned id, int sig)
 		return rc;
 	}
 	if (sig == SIGKILL) {
-		while (waitpid(nd->pid, &nd->last_status, 0) < 0 &&
-		       errno == EINTR) {
+		int st = 0;
+		while (waitpid(nd->pid, &st, 0) < 0 && errno == EINTR) {
 		}
+		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+			/* It had died by itself before the kill: that is
+			 * still its own exit. */
+			keep_core(nd, st);
+			nd->unexpected_exits++;
+		}
+		nd->last_status = st;
 		nd->pid = 0;
 		nd->paused = false;
 	} else if (sig == SIGSTOP) {

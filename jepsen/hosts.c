@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1111,6 +1112,15 @@ static int check_config(struct hosts *h, const struct hosts_config *cfg)
 		       cfg->run_id, HOSTS_MAX_RUN_ID);
 		return -EINVAL;
 	}
+	if (cfg->pin_cpu) {
+		cpu_set_t mine;
+		if (sched_getaffinity(0, sizeof mine, &mine) != 0 ||
+		    cfg->cpu >= CPU_SETSIZE || !CPU_ISSET(cfg->cpu, &mine)) {
+			seterr(h, "CPU %u is not available to this process",
+			       cfg->cpu);
+			return -EINVAL;
+		}
+	}
 	if (cfg->binary == NULL || access(cfg->binary, X_OK) != 0) {
 		seterr(h, "lodestone binary %s is not executable",
 		       cfg->binary != NULL ? cfg->binary : "(none)");
@@ -1182,6 +1192,7 @@ static int prepare_dirs(struct hosts *h, const char *dir)
 		struct hosts_node *nd = &h->nodes[i];
 		struct stat st;
 		snprintf(tmp, sizeof tmp, "%s/n%u", h->dir, nd->id);
+		snprintf(nd->dir, sizeof nd->dir, "%s", tmp);
 		snprintf(nd->data_dir, sizeof nd->data_dir, "%s/data", tmp);
 		snprintf(nd->log_path, sizeof nd->log_path, "%s/lodestone.log",
 		         tmp);
@@ -1231,6 +1242,8 @@ int hosts_create(struct hosts *h, const struct hosts_config *cfg)
 		       rc != 0 ? strerror(-rc) : out);
 		return -ENOTSUP;
 	}
+	h->pin_cpu = cfg->pin_cpu;
+	h->cpu = cfg->cpu;
 	rc = prepare_dirs(h, cfg->dir);
 	if (rc != 0) {
 		return rc;
@@ -1445,6 +1458,25 @@ int hosts_node_start(struct hosts *h, unsigned id)
 		}
 		setpgid(0, 0); /* a terminal's ^C is for the harness */
 		child_reset_signals();
+		/* A death leaves a core in n<i>/ (with the default core
+		 * pattern, "core"; the machine's pattern is not ours). */
+		struct rlimit core = {RLIM_INFINITY, RLIM_INFINITY};
+		if (setrlimit(RLIMIT_CORE, &core) != 0 &&
+		    getrlimit(RLIMIT_CORE, &core) == 0) {
+			core.rlim_cur = core.rlim_max;
+			setrlimit(RLIMIT_CORE, &core);
+		}
+		if (chdir(nd->dir) != 0) {
+			goto child_err;
+		}
+		if (h->pin_cpu) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(h->cpu, &set);
+			if (sched_setaffinity(0, sizeof set, &set) != 0) {
+				goto child_err;
+			}
+		}
 		if (setns(nsfd, CLONE_NEWNET) != 0) {
 			goto child_err;
 		}
@@ -1494,6 +1526,24 @@ err_ns:
 	return rc;
 }
 
+/* A core dumped as n<i>/core is renamed core.<pid>, so that the next
+ * death does not overwrite it. */
+static void keep_core(struct hosts_node *nd, int st)
+{
+	char from[HOSTS_PATH_LEN + 8], to[HOSTS_PATH_LEN + 32];
+	if (!WIFSIGNALED(st) || !WCOREDUMP(st)) {
+		return;
+	}
+	snprintf(from, sizeof from, "%s/core", nd->dir);
+	snprintf(to, sizeof to, "%s/core.%d", nd->dir, (int)nd->pid);
+	if (rename(from, to) == 0) {
+		snprintf(nd->core_path, sizeof nd->core_path, "%s", to);
+	} else if (access(to, F_OK) == 0) {
+		/* A pattern with the pid in it (core_uses_pid). */
+		snprintf(nd->core_path, sizeof nd->core_path, "%s", to);
+	}
+}
+
 unsigned hosts_reap(struct hosts *h)
 {
 	unsigned n = 0;
@@ -1501,6 +1551,7 @@ unsigned hosts_reap(struct hosts *h)
 		struct hosts_node *nd = &h->nodes[i];
 		int st;
 		if (nd->pid > 0 && waitpid(nd->pid, &st, WNOHANG) == nd->pid) {
+			keep_core(nd, st);
 			nd->pid = 0;
 			nd->paused = false;
 			nd->last_status = st;
@@ -1598,9 +1649,16 @@ int hosts_node_signal(struct hosts *h, unsigned id, int sig)
 		return rc;
 	}
 	if (sig == SIGKILL) {
-		while (waitpid(nd->pid, &nd->last_status, 0) < 0 &&
-		       errno == EINTR) {
+		int st = 0;
+		while (waitpid(nd->pid, &st, 0) < 0 && errno == EINTR) {
 		}
+		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+			/* It had died by itself before the kill: that is
+			 * still its own exit. */
+			keep_core(nd, st);
+			nd->unexpected_exits++;
+		}
+		nd->last_status = st;
 		nd->pid = 0;
 		nd->paused = false;
 	} else if (sig == SIGSTOP) {

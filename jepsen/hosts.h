@@ -61,12 +61,16 @@ struct hosts_config {
 	/* Extra flags for every node, NULL-terminated, may be NULL; the
 	 * strings are borrowed and must outlive the hosts. */
 	const char *const *extra_args;
+	/* Pin every node to CPU `cpu` (sched_setaffinity). */
+	bool pin_cpu;
+	unsigned cpu;
 };
 
 struct hosts_node {
 	unsigned id; /* 1-based */
 	char ns[HOSTS_NAME_LEN];
 	char addr[HOSTS_ADDR_LEN];
+	char dir[HOSTS_PATH_LEN]; /* n<i>/: its working directory (cores) */
 	char data_dir[HOSTS_PATH_LEN];
 	char log_path[HOSTS_PATH_LEN];
 	char faketime_path[HOSTS_PATH_LEN]; /* its FAKETIME_TIMESTAMP_FILE */
@@ -75,7 +79,8 @@ struct hosts_node {
 	int64_t skew_ms;                    /* offset in its timestamp file */
 	int last_status;                    /* wait status of its last exit */
 	unsigned starts;
-	unsigned unexpected_exits; /* exits the harness did not cause */
+	unsigned unexpected_exits;      /* exits the harness did not cause */
+	char core_path[HOSTS_PATH_LEN]; /* core of its last death, or "" */
 };
 
 struct hosts {
@@ -94,6 +99,8 @@ struct hosts {
 	char iptables_restore[48]; /* its -restore companion */
 	bool faketime;
 	const char *extra_args[HOSTS_MAX_EXTRA + 1];
+	bool pin_cpu; /* nodes run on CPU `cpu` only */
+	unsigned cpu;
 	int lock_fd; /* valid while locked */
 	bool locked;
 	bool created[HOSTS_MAX_NODES + 2]; /* namespaces made: br, nodes, c */

@@ -51,6 +51,7 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_jepsen_history
 # the jepsen/run entry point; see docs/fault-testing.md.
 noinst_LIBRARIES += jepsen/libjhosts.a
 jepsen_libjhosts_a_SOURCES = \
+	jepsen/crashlog.c jepsen/crashlog.h \
 	jepsen/hosts.c jepsen/hosts.h \
 	jepsen/nemesis.c jepsen/nemesis.h \
 	jepsen/selftest.c jepsen/selftest.h
@@ -59,11 +60,18 @@ noinst_PROGRAMS += jepsen/run
 jepsen_run_SOURCES = jepsen/run.c
 jepsen_run_LDADD = jepsen/libjhosts.a
 
-EXTRA_DIST += docs/fault-testing.md
+EXTRA_DIST += docs/fault-testing.md jepsen/schedules/kill2-pause1.sched
 
 UNIT_TESTS += tests/unit/test_jepsen_nemesis
 tests_unit_test_jepsen_nemesis_SOURCES = tests/unit/test_jepsen_nemesis.c
 tests_unit_test_jepsen_nemesis_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
+
+# node/crash.c's handler in a faulting child, and the harness's reading of
+# its reports (jepsen/crashlog.c).
+UNIT_TESTS += tests/unit/test_jepsen_crashlog
+tests_unit_test_jepsen_crashlog_SOURCES = tests/unit/test_jepsen_crashlog.c \
+	node/crash.c node/crash.h
+tests_unit_test_jepsen_crashlog_LDADD = jepsen/libjhosts.a $(CMOCKA_LIBS)
 
 # Root only: real namespaces, iptables and lodestone processes ($LS_LODESTONE).
 INTEGRATION_TESTS += tests/integration/test_jepsen_hosts
@@ -121,11 +129,17 @@ tests_integration_test_jepsen_quick_SOURCES = \
 tests_integration_test_jepsen_quick_LDADD = $(CMOCKA_LIBS)
 CLEANFILES += tests/integration/test_jepsen_quick
 
+# The sanitizer build's lodestone for the register-asan case: by default
+# the one ./dev asan builds beside this build directory (build/asan); the
+# case is skipped when it does not exist.
+JEPSEN_ASAN_LODESTONE ?= $(abs_top_builddir)/../asan/lodestone
+
 .PHONY: jepsen-quick
 jepsen-quick: lodestone lodestone-faulty jepsen/run jepsen/check \
 		tests/integration/test_jepsen_quick
 	LS_JEPSEN_RUN='$(abs_top_builddir)/jepsen/run' \
 	LS_LODESTONE='$(abs_top_builddir)/lodestone' \
 	LS_LODESTONE_FAULTY='$(abs_top_builddir)/lodestone-faulty' \
+	LS_LODESTONE_ASAN='$(JEPSEN_ASAN_LODESTONE)' \
 	LS_JEPSEN_QUICK_DIR='$(abs_top_builddir)/jepsen-runs/quick' \
 	  ./tests/integration/test_jepsen_quick

@@ -267,32 +267,55 @@ const char *nemesis_fault_name(enum nemesis_fault f)
 	return (unsigned)f < NEMESIS_N_FAULTS ? fault_names[f] : "?";
 }
 
+static int parse_one_mask(const char *name, size_t len, unsigned parts,
+                          unsigned *mask)
+{
+#define IS(word) (len == sizeof(word) - 1 && memcmp(name, word, len) == 0)
+	if (IS("partition")) {
+		*mask = parts;
+	} else if (IS("kill")) {
+		*mask = NEMESIS_BIT(NEMESIS_KILL);
+	} else if (IS("pause")) {
+		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
+	} else if (IS("skew")) {
+		*mask = NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (IS("mixed")) {
+		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
+		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (IS("none")) {
+		*mask = 0;
+	} else {
+		return -EINVAL;
+	}
+#undef IS
+	return 0;
+}
+
 int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
                        unsigned *mask)
 {
-	unsigned parts = NEMESIS_PARTITIONS;
+	unsigned parts = NEMESIS_PARTITIONS, all = 0, one;
+	const char *p = name;
 	if (nodes < 4) {
 		parts &= ~NEMESIS_BIT(NEMESIS_PARTITION_RING);
 	}
 	if (leader) {
 		parts |= NEMESIS_BIT(NEMESIS_PARTITION_LEADER);
 	}
-	if (strcmp(name, "partition") == 0) {
-		*mask = parts;
-	} else if (strcmp(name, "kill") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_KILL);
-	} else if (strcmp(name, "pause") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
-	} else if (strcmp(name, "skew") == 0) {
-		*mask = NEMESIS_BIT(NEMESIS_SKEW);
-	} else if (strcmp(name, "mixed") == 0) {
-		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
-		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
-	} else if (strcmp(name, "none") == 0) {
-		*mask = 0;
-	} else {
-		return -EINVAL;
+	/* A list of classes, e.g. "kill,pause": the union. */
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		if (parse_one_mask(p, len, parts, &one) != 0) {
+			return -EINVAL;
+		}
+		all |= one;
+		if (comma == NULL) {
+			break;
+		}
+		p = comma + 1;
 	}
+	*mask = all;
 	return 0;
 }
 
@@ -524,6 +547,155 @@ static void targets_text(unsigned targets, char *buf, size_t cap)
 	if (buf[0] == '\0') {
 		snprintf(buf, cap, "-");
 	}
+}
+
+/* "n1,n3" (or "1,3") into a target mask of nodes 1..n. */
+static int parse_targets(const char *t, unsigned n, unsigned *mask)
+{
+	*mask = 0;
+	while (*t != '\0') {
+		char *end;
+		unsigned long id;
+		if (*t == 'n') {
+			t++;
+		}
+		id = strtoul(t, &end, 10);
+		if (end == t || id < 1 || id > n) {
+			return -EINVAL;
+		}
+		*mask |= 1u << id;
+		t = end;
+		if (*t == ',') {
+			t++;
+		} else if (*t != '\0') {
+			return -EINVAL;
+		}
+	}
+	return *mask != 0 ? 0 : -EINVAL;
+}
+
+/* One line of a written schedule into st. */
+static int parse_step(char *line, unsigned n, struct nemesis_step *st,
+                      char *err, size_t cap)
+{
+	char *save = NULL, *tok[3 + HOSTS_MAX_NODES + 1];
+	size_t k = 0;
+	long long a, b;
+
+	memset(st, 0, sizeof *st);
+	for (char *w = strtok_r(line, " \t", &save);
+	     w != NULL && k < sizeof tok / sizeof tok[0];
+	     w = strtok_r(NULL, " \t", &save)) {
+		tok[k++] = w;
+	}
+	if (k < 4 || sscanf(tok[0], "%lld", &a) != 1 ||
+	    sscanf(tok[1], "%lld", &b) != 1 || a < 0 || b <= a) {
+		fmt_err(err, cap, "expected START_MS HEAL_MS FAULT TARGETS");
+		return -EINVAL;
+	}
+	st->start_ms = a;
+	st->heal_ms = b;
+	if (strcmp(tok[2], "kill") == 0 || strcmp(tok[2], "pause") == 0 ||
+	    strcmp(tok[2], "skew") == 0) {
+		st->fault = strcmp(tok[2], "kill") == 0    ? NEMESIS_KILL
+		            : strcmp(tok[2], "pause") == 0 ? NEMESIS_PAUSE
+		                                           : NEMESIS_SKEW;
+		if (parse_targets(tok[3], n, &st->targets) != 0) {
+			fmt_err(err, cap, "bad targets '%s'", tok[3]);
+			return -EINVAL;
+		}
+	} else if (strcmp(tok[2], "partition-isolate") == 0) {
+		unsigned mask;
+		char one[16];
+		snprintf(one, sizeof one, "%s", tok[3]);
+		one[strcspn(one, "|")] = '\0';
+		if (parse_targets(one, n, &mask) != 0 ||
+		    (mask & (mask - 1)) != 0) {
+			fmt_err(err, cap, "bad isolated node '%s'", tok[3]);
+			return -EINVAL;
+		}
+		st->fault = NEMESIS_PARTITION_ISOLATE;
+		st->targets = mask;
+		nemesis_grudge_isolate(&st->grudge, n,
+		                       (unsigned)__builtin_ctz(mask),
+		                       NEMESIS_CLIENT_ALL);
+	} else {
+		fmt_err(err, cap,
+		        "fault '%s': kill, pause, skew or partition-isolate",
+		        tok[2]);
+		return -EINVAL;
+	}
+	if (st->fault == NEMESIS_SKEW) {
+		for (size_t i = 4; i < k; i++) {
+			unsigned id;
+			long long ms;
+			if (sscanf(tok[i], "n%u=%lldms", &id, &ms) != 2 ||
+			    id < 1 || id > n || !(st->targets & (1u << id))) {
+				fmt_err(err, cap, "bad skew '%s'", tok[i]);
+				return -EINVAL;
+			}
+			st->skew_ms[id] = ms;
+		}
+	}
+	return 0;
+}
+
+int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
+                           unsigned nodes, int64_t total_ms, int64_t final_ms,
+                           char *err, size_t cap)
+{
+	char *copy = strdup(text), *save = NULL;
+	size_t room = 0;
+	int64_t last = 0;
+	unsigned lineno = 0;
+
+	memset(s, 0, sizeof *s);
+	if (copy == NULL) {
+		return -ENOMEM;
+	}
+	s->total_ms = total_ms;
+	s->final_ms = total_ms - final_ms;
+	for (char *line = strtok_r(copy, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct nemesis_step st;
+		char why[128];
+		lineno++;
+		line += strspn(line, " \t");
+		if (*line == '#' || *line == '\0') {
+			continue;
+		}
+		if (parse_step(line, nodes, &st, why, sizeof why) != 0 ||
+		    (st.start_ms < last &&
+		     snprintf(why, sizeof why,
+		              "steps overlap or are out of order") > 0) ||
+		    (st.heal_ms > s->final_ms &&
+		     snprintf(why, sizeof why,
+		              "heals after the final phase (%lld ms)",
+		              (long long)s->final_ms) > 0)) {
+			fmt_err(err, cap, "schedule line %u: %s", lineno, why);
+			goto err;
+		}
+		if (s->n == room) {
+			size_t nr = room == 0 ? 16 : room * 2;
+			struct nemesis_step *ns =
+			    realloc(s->steps, nr * sizeof *ns);
+			if (ns == NULL) {
+				fmt_err(err, cap, "out of memory");
+				goto err;
+			}
+			s->steps = ns;
+			room = nr;
+		}
+		s->steps[s->n++] = st;
+		last = st.heal_ms;
+	}
+	free(copy);
+	return 0;
+
+err:
+	free(copy);
+	nemesis_schedule_free(s);
+	return -EINVAL;
 }
 
 void nemesis_step_describe(const struct nemesis_step *st, char *buf, size_t cap)

@@ -117,7 +117,8 @@ enum nemesis_fault {
 const char *nemesis_fault_name(enum nemesis_fault f);
 
 /* Fault mask of a --nemesis name: partition, kill, pause, skew, mixed
- * (all of them), none. `nodes` drops the ring below 4 nodes, `leader`
+ * (all of them), none, or a comma-separated list of them (the union,
+ * e.g. "kill,pause"). `nodes` drops the ring below 4 nodes, `leader`
  * adds the leader partition (only with a leader oracle). */
 int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
                        unsigned *mask);
@@ -165,6 +166,15 @@ struct nemesis_schedule {
 int nemesis_schedule_make(struct nemesis_schedule *s,
                           const struct nemesis_plan *p, char *err, size_t cap);
 void nemesis_schedule_free(struct nemesis_schedule *s);
+
+/* A written schedule: one step a line, as nemesis_step_describe writes
+ * them ("START_MS HEAL_MS FAULT TARGETS [nI=+Nms...]"), for kill, pause,
+ * skew and partition-isolate; '#' lines are comments. Steps in order, not
+ * overlapping, healed before the final phase (total_ms - final_ms).
+ * -EINVAL with why in err. */
+int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
+                           unsigned nodes, int64_t total_ms, int64_t final_ms,
+                           char *err, size_t cap);
 
 /* One line describing step i: "<start> <heal> <fault> <targets>". */
 void nemesis_step_describe(const struct nemesis_step *st, char *buf,

@@ -19,14 +19,18 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "jepsen/crashlog.h"
 #include "jepsen/hosts.h"
 #include "jepsen/nemesis.h"
 #include "jepsen/selftest.h"
@@ -69,19 +73,26 @@ struct opts {
 	unsigned check_ms;
 	const char *fault;
 	bool expect_invalid;
+	bool pin_cpu; /* --node-cpu */
+	unsigned cpu;
+	bool cpu_hog;         /* --cpu-hog */
+	const char *schedule; /* --schedule FILE: the steps, not seeded */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: jepsen/run WORKLOAD [--nemesis "
-	        "partition|partition-leader|kill|pause|skew|mixed|none]\n"
+	        "partition|partition-leader|kill|pause|skew|mixed|none\n"
+	        "                  or a list of classes, e.g. kill,pause]\n"
 	        "                  [--time S] [--nodes N] [--seed X] [--dir D] "
 	        "[--binary PATH]\n"
 	        "                  [--run-id N] [--prefix A.B] [--procs N] "
 	        "[--op-timeout-ms MS]\n"
 	        "                  [--check-ms MS] [--fault MODE] "
 	        "[--expect-invalid] [--dry-run]\n"
+	        "                  [--node-cpu CPU] [--cpu-hog] "
+	        "[--schedule FILE]\n"
 	        "       jepsen/run cleanup [--stale]\n"
 	        "       jepsen/run hosts-selftest [--nodes N] [--dir D] "
 	        "[--binary PATH] [--keep]\n"
@@ -110,7 +121,14 @@ static void usage(FILE *f)
 	        "hook on, to prove\n"
 	        "the checkers catch it; --expect-invalid makes a run that "
 	        "finds no anomaly\n"
-	        "the failure. Needs root (network namespaces, iptables); skew "
+	        "the failure. --node-cpu runs every node on that CPU only; "
+	        "--cpu-hog spins\n"
+	        "a busy loop (on that CPU) while the nemesis runs. "
+	        "--schedule FILE runs the\n"
+	        "steps written in FILE (the lines --dry-run prints: kill, "
+	        "pause, skew,\n"
+	        "partition-isolate) instead of a seeded schedule.\n"
+	        "Needs root (network namespaces, iptables); skew "
 	        "needs\n"
 	        "libfaketime and a build without sanitizers.\n"
 	        "cleanup removes every lsj* namespace, link and process of "
@@ -182,6 +200,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--check-ms") == 0) {
 			rc = parse_uint(val, 86400000, &v);
 			o->check_ms = (unsigned)v;
+		} else if (strcmp(a, "--schedule") == 0) {
+			o->schedule = val;
+			rc = val != NULL ? 0 : -EINVAL;
+		} else if (strcmp(a, "--node-cpu") == 0) {
+			rc = parse_uint(val, CPU_SETSIZE - 1, &v);
+			o->cpu = (unsigned)v;
+			o->pin_cpu = true;
 		} else if (strcmp(a, "--fault") == 0) {
 			o->fault = val;
 			rc = -EINVAL;
@@ -200,6 +225,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->keep = true;
 			} else if (strcmp(a, "--expect-invalid") == 0) {
 				o->expect_invalid = true;
+			} else if (strcmp(a, "--cpu-hog") == 0) {
+				o->cpu_hog = true;
 			} else {
 				fprintf(stderr, "jepsen/run: unknown flag %s\n",
 				        a);
@@ -395,6 +422,67 @@ struct summary {
 	char verdict_buf[1400];
 };
 
+/* How a node that exited by itself ended: its last exit status, and the
+ * crash report in its log (node/crash.h) with the top frames named. */
+static void describe_death(FILE *f, const struct hosts_node *nd)
+{
+	char why[2048];
+	int st = nd->last_status;
+	int rc = crashlog_describe_file(nd->log_path, 8, why, sizeof why);
+	if (WIFSIGNALED(st)) {
+		fprintf(f, "           n%u last died of signal %d (%s)%s%s\n",
+		        nd->id, WTERMSIG(st), strsignal(WTERMSIG(st)),
+		        nd->core_path[0] != '\0' ? "; core " : "",
+		        nd->core_path);
+	} else if (WIFEXITED(st)) {
+		fprintf(f, "           n%u last exited with status %d\n",
+		        nd->id, WEXITSTATUS(st));
+	}
+	if (rc > 0) {
+		fprintf(f, "           n%u crash report: %s\n", nd->id, why);
+	} else if (WIFSIGNALED(st)) {
+		fprintf(f,
+		        "           n%u wrote no crash report (SIGKILL, or "
+		        "a build without the handler: see its log)\n",
+		        nd->id);
+	}
+}
+
+/* A child that spins on one CPU (or wherever it is let run) until
+ * hog_stop, dying with us if we die. Returns its pid or -errno. */
+static pid_t hog_start(bool pin, unsigned cpu)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		return -errno;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent) {
+			_exit(1);
+		}
+		if (pin) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			if (sched_setaffinity(0, sizeof set, &set) != 0) {
+				_exit(1);
+			}
+		}
+		for (volatile unsigned long n = 0;; n++) {
+		}
+	}
+	return pid;
+}
+
+static void hog_stop(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+	}
+}
+
 static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
                           const struct summary *s)
 {
@@ -433,6 +521,7 @@ static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
 		if (nd->unexpected_exits > 0) {
 			fprintf(f, "           n%u exited %u time(s); see %s\n",
 			        id, nd->unexpected_exits, nd->log_path);
+			describe_death(f, nd);
 		}
 	}
 	if (!s->stopped) {
@@ -467,6 +556,38 @@ static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
 static int leader_oracle(void *arg, unsigned shard, unsigned *node)
 {
 	return wl_cluster_leader(arg, shard + 1, node);
+}
+
+/* A whole (small) text file, NUL-terminated; NULL with errno. */
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	if (f == NULL) {
+		return NULL;
+	}
+	for (;;) {
+		if (cap - len < 4096) {
+			char *nb = realloc(buf, cap + 65536);
+			if (nb == NULL) {
+				free(buf);
+				fclose(f);
+				errno = ENOMEM;
+				return NULL;
+			}
+			buf = nb;
+			cap += 65536;
+		}
+		size_t n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0) {
+			break;
+		}
+	}
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
 }
 
 static int write_file(const char *path, const char *text)
@@ -620,7 +741,28 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	nemesis_plan_defaults(&plan, oo.nodes, oo.seed, mask,
 	                      (int64_t)oo.time_s * 1000);
 	plan.shards = RUN_SHARDS;
-	if (nemesis_schedule_make(&sched, &plan, err, sizeof err) != 0) {
+	if (oo.schedule != NULL) {
+		char *text = read_text(oo.schedule);
+		if (text == NULL) {
+			fprintf(stderr, "jepsen/run: %s: %s\n", oo.schedule,
+			        strerror(errno));
+			return EXIT_USAGE;
+		}
+		int rc = nemesis_schedule_parse(&sched, text, oo.nodes,
+		                                plan.total_ms, plan.final_ms,
+		                                err, sizeof err);
+		free(text);
+		if (rc != 0) {
+			fprintf(stderr, "jepsen/run: %s: %s\n", oo.schedule,
+			        err);
+			return EXIT_USAGE;
+		}
+		sched.seed = oo.seed;
+		mask = 0; /* what the steps need (skew: libfaketime) */
+		for (size_t i = 0; i < sched.n; i++) {
+			mask |= NEMESIS_BIT(sched.steps[i].fault);
+		}
+	} else if (nemesis_schedule_make(&sched, &plan, err, sizeof err) != 0) {
 		fprintf(stderr, "jepsen/run: %s\n", err);
 		return EXIT_USAGE;
 	}
@@ -686,6 +828,7 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	char scopes_path[HOSTS_PATH_LEN + 32] = "";
 	const char *extra[HOSTS_MAX_EXTRA + 1];
 	struct wl_run *run = NULL;
+	pid_t hog = 0;
 	int code = 0;
 	memset(&nem, 0, sizeof nem);
 	memset(&cfg, 0, sizeof cfg);
@@ -695,6 +838,8 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	cfg.binary = binary;
 	cfg.dir = oo.dir;
 	cfg.faketime = (mask & NEMESIS_BIT(NEMESIS_SKEW)) != 0;
+	cfg.pin_cpu = oo.pin_cpu;
+	cfg.cpu = oo.cpu;
 	if (!none) {
 		/* Dev mode: the generated Felix certificate, no auth. The
 		 * scopes path is filled in once the run directory exists
@@ -783,6 +928,16 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		}
 	}
 	hosts_reset_clock(h);
+	if (oo.cpu_hog) {
+		hog = hog_start(oo.pin_cpu, oo.cpu);
+		if (hog < 0) {
+			fprintf(stderr,
+			        "jepsen/run: cannot start the CPU hog: %s\n",
+			        strerror(-(int)hog));
+			code = EXIT_HARNESS;
+			goto out;
+		}
+	}
 	if (!none) {
 		struct wl_config wc;
 		workload_config(h, &oo, &sched, &wc);
@@ -793,6 +948,11 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		}
 	}
 	int rc = nemesis_run(&nem, &sched);
+	if (hog > 0) {
+		/* The final reads and the checks run unloaded. */
+		hog_stop(hog);
+		hog = 0;
+	}
 
 	struct summary s = {.o = &oo,
 	                    .command = command,
@@ -863,6 +1023,9 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	}
 	write_summary(stdout, h, &nem, &s);
 out:
+	if (hog > 0) {
+		hog_stop(hog);
+	}
 	if (run != NULL) {
 		wl_stop(run);
 		if (wl_join(run, FINAL_GRACE_MS) != -ETIMEDOUT) {

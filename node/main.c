@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "node/config.h"
+#include "node/crash.h"
 #include "node/node.h"
 
 extern char **environ;
@@ -21,6 +22,8 @@ int main(int argc, char *argv[])
 	 * not the process: libuv writes to TCP streams without MSG_NOSIGNAL.
 	 * (Found by jepsen-quick: a partitioned node died of SIGPIPE.) */
 	signal(SIGPIPE, SIG_IGN);
+	/* A node that dies of a fault says where (node/crash.h). */
+	crash_install();
 	if (config_load(&cfg, argc, argv, environ, &action, err, sizeof err) !=
 	    0) {
 		fprintf(stderr, "lodestone: %s\n", err);

@@ -6,6 +6,7 @@ noinst_LIBRARIES += node/libnode.a
 node_libnode_a_SOURCES = \
 	node/cluster_api.c node/cluster_api.h \
 	node/config.c node/config.h \
+	node/crash.c node/crash.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \
 	node/log.c node/log.h \

@@ -56,6 +56,11 @@ struct group {
 	struct replica *rp; /* NULL once closed */
 	struct raft raft;
 	struct raft_io io;
+	/* The leadership transfer request (one at a time): it lives as long
+	 * as the group because libraft sends its TimeoutNow with the
+	 * request's own send, whose completion the io may run after the
+	 * transfer was closed. */
+	struct raft_transfer transfer;
 	struct fsm *fsm;
 	int state;
 	bool remove; /* drop the group once closed (else keep it, dead) */
@@ -240,6 +245,54 @@ static void break_group(struct group *g, const char *fmt, ...)
 	vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
 	va_end(ap);
 	mark_dirty(g);
+}
+
+/* libraft 0.15 keeps a leadership transfer when its leader steps down
+ * (to a later term), and while it is set grants its vote to the transfer's
+ * target even after voting for another candidate in the same term
+ * (electionVote's is_transferee): two leaders of one term. A transfer
+ * means something only while we lead, so one found on a replica that no
+ * longer leads is closed as libraft closes one that timed out, before the
+ * next message can ask for a vote. */
+static void drop_stale_transfer(struct group *g)
+{
+	struct raft *r = &g->raft;
+	struct raft_transfer *req = r->transfer;
+
+	if (req == NULL || raft_state(r) == RAFT_LEADER) {
+		return;
+	}
+	r->transfer = NULL;
+	if (req->cb != NULL) {
+		req->cb(req);
+	}
+}
+
+/* The io's admit hook: runs before each received message reaches libraft. */
+static bool group_admit(void *data, const struct raft_message *m)
+{
+	struct group *g = data;
+	struct raft *r = &g->raft;
+	raft_term term = 0;
+
+	drop_stale_transfer(g);
+	if (m->type == RAFT_IO_APPEND_ENTRIES) {
+		term = m->append_entries.term;
+	} else if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
+		term = m->install_snapshot.term;
+	}
+	if (term != 0 && term == r->current_term &&
+	    raft_state(r) == RAFT_LEADER) {
+		/* Another leader of our own term: Raft never allows it, and
+		 * libraft (built without assertions) would take the sender
+		 * for our leader while we lead, writing follower fields over
+		 * its leader state. Stop the group with why instead. */
+		break_group(g, "group %u: node %llu leads term %llu too", g->id,
+		            (unsigned long long)m->server_id,
+		            (unsigned long long)term);
+		return false;
+	}
+	return true;
 }
 
 static void install_done(void *data, int status, const char *dir)
@@ -586,6 +639,7 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 	ioh.notify = group_notify;
 	ioh.sync = group_sync;
 	ioh.install = group_install;
+	ioh.admit = group_admit;
 	g->io.data = NULL;
 	rv = rio_init(&g->io, m->store, id, &ioh);
 	if (rv != 0) {
@@ -770,25 +824,21 @@ int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
 
 static void transfer_cb(struct raft_transfer *req)
 {
-	free(req);
+	(void)req; /* the group's own: nothing to free */
 }
 
 int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target)
 {
-	struct raft_transfer *req;
 	int rv;
 	struct group *g = live(m, id, &rv);
 
 	if (g == NULL) {
 		return set_err(m, rv, "group %u is not running", id);
 	}
-	req = calloc(1, sizeof *req);
-	if (req == NULL) {
-		return set_err(m, REPLICA_ENOMEM, "out of memory");
-	}
-	rv = raft_transfer(&g->raft, req, target, transfer_cb);
+	/* libraft refuses while a transfer is under way (r->transfer set),
+	 * so the request is free whenever it accepts. */
+	rv = raft_transfer(&g->raft, &g->transfer, target, transfer_cb);
 	if (rv != 0) {
-		free(req);
 		return set_err(m, replica_from_raft(rv), "group %u: %s", id,
 		               raft_errmsg(&g->raft));
 	}

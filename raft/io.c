@@ -2260,6 +2260,9 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 	if (r == NULL || !r->started || r->closing || r->recv == NULL) {
 		return RAFT_NOTFOUND;
 	}
+	if (r->hooks.admit != NULL && !r->hooks.admit(r->hooks.data, m)) {
+		return RAFT_INVALID;
+	}
 	if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
 		r->install_from = m->server_id;
 	}

@@ -81,6 +81,10 @@ struct rio_hooks {
 	void (*install)(void *data, uint64_t from,
 	                const struct raft_snapshot *snap,
 	                struct rio_install *req);
+	/* Runs on the loop before a received message is handed to libraft;
+	 * false refuses it (rio_store_deliver then answers RAFT_INVALID and
+	 * the message stays the caller's to free). NULL: all are handed on. */
+	bool (*admit)(void *data, const struct raft_message *m);
 };
 
 /* Counters, for tests, metrics and benchmarks. */
@@ -125,7 +129,8 @@ void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data);
  * must be set: one raft_malloc'd block holding the payloads), the
  * InstallSnapshot data and configuration. `server_address` is only read
  * during the call. Returns RAFT_NOTFOUND when no started instance serves
- * `group`: the message stays the caller's to free. */
+ * `group`, RAFT_INVALID when the owner's admit hook refused the message:
+ * it then stays the caller's to free. */
 int rio_store_deliver(struct rio_store *s, uint32_t group,
                       struct raft_message *m);
 

@@ -11,11 +11,17 @@
  * $LS_JEPSEN_QUICK_DIR/<case>/ (node data removed afterwards, logs and
  * histories kept).
  *
+ * Two cases change the nodes: register-asan runs the sanitizer build's
+ * lodestone (LS_LODESTONE_ASAN; skipped when it does not exist) under
+ * every fault but clock skew, register-loaded pins the nodes to one CPU
+ * beside a busy loop (jepsen/run --node-cpu --cpu-hog).
+ *
  * Environment: LS_JEPSEN_RUN, LS_LODESTONE, LS_LODESTONE_FAULTY,
- * LS_JEPSEN_QUICK_DIR (set by the make target); LS_JEPSEN_QUICK_TIME
- * (seconds per workload run, default 60), LS_JEPSEN_QUICK_NODES (default
- * 3), LS_JEPSEN_QUICK_SEED (default fixed seeds), LS_JEPSEN_QUICK_ONLY (run
- * only the cases whose name contains it). Without root it FAILS. */
+ * LS_LODESTONE_ASAN, LS_JEPSEN_QUICK_DIR (set by the make target);
+ * LS_JEPSEN_QUICK_TIME (seconds per workload run, default 60),
+ * LS_JEPSEN_QUICK_NODES (default 3), LS_JEPSEN_QUICK_SEED (default fixed
+ * seeds), LS_JEPSEN_QUICK_ONLY (run only the cases whose name contains it).
+ * Without root it FAILS. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +29,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,8 @@
 
 #define OUT_CAP 65536
 
+enum { Q_PLAIN = 0, Q_ASAN = 1, Q_LOADED = 2 };
+
 struct qcase {
 	const char *name;
 	const char *workload;
@@ -44,6 +53,10 @@ struct qcase {
 	const char *fault; /* NULL: a normal run */
 	unsigned time_s;   /* 0: LS_JEPSEN_QUICK_TIME */
 	unsigned seed;
+	/* Q_ASAN: the nodes are the ASan + UBSan build's lodestone
+	 * (LS_LODESTONE_ASAN; skipped when there is none); Q_LOADED: the
+	 * nodes share one CPU with a busy loop while the nemesis runs. */
+	int mode;
 };
 
 static const char *env_or(const char *name, const char *dflt)
@@ -128,6 +141,27 @@ static int run_child(char *const argv[], char *out, size_t cap,
 	return status;
 }
 
+/* The last CPU this process may run on (the first is where most other
+ * work lands), as text. */
+static int pick_cpu(char *out, size_t cap)
+{
+	cpu_set_t set;
+	int last = -1;
+	if (sched_getaffinity(0, sizeof set, &set) != 0) {
+		return -1;
+	}
+	for (int i = 0; i < CPU_SETSIZE; i++) {
+		if (CPU_ISSET(i, &set)) {
+			last = i;
+		}
+	}
+	if (last < 0) {
+		return -1;
+	}
+	snprintf(out, cap, "%d", last);
+	return 0;
+}
+
 static void run_case(const struct qcase *c)
 {
 	const char *only = getenv("LS_JEPSEN_QUICK_ONLY");
@@ -141,8 +175,22 @@ static void run_case(const struct qcase *c)
 	              : (unsigned)atoi(env_or("LS_JEPSEN_QUICK_TIME", "60"));
 	const char *nodes = env_or("LS_JEPSEN_QUICK_NODES", "3");
 	const char *seed_env = getenv("LS_JEPSEN_QUICK_SEED");
-	char dir[1024], tbuf[16], sbuf[32], path[1100];
-	char *out = malloc(OUT_CAP);
+	const char *asan = getenv("LS_LODESTONE_ASAN");
+	char dir[1024], tbuf[16], sbuf[32], path[1100], cpu[16];
+	char *out;
+
+	if (c->mode == Q_ASAN &&
+	    (asan == NULL || asan[0] == '\0' || access(asan, X_OK) != 0)) {
+		printf("== %s: skipped: no sanitizer build (LS_LODESTONE_ASAN "
+		       "'%s'; ./dev asan makes one)\n",
+		       c->name, asan != NULL ? asan : "");
+		skip();
+	}
+	if (c->mode == Q_LOADED && pick_cpu(cpu, sizeof cpu) != 0) {
+		printf("== %s: skipped: no CPU to pin to\n", c->name);
+		skip();
+	}
+	out = malloc(OUT_CAP);
 	assert_non_null(out);
 
 	snprintf(dir, sizeof dir, "%s/%s", top, c->name);
@@ -176,12 +224,22 @@ static void run_case(const struct qcase *c)
 		argv[a++] = (char *)c->fault;
 		argv[a++] = "--expect-invalid";
 	}
+	if (c->mode == Q_ASAN) {
+		argv[a++] = "--binary";
+		argv[a++] = (char *)asan;
+	}
+	if (c->mode == Q_LOADED) {
+		argv[a++] = "--node-cpu";
+		argv[a++] = cpu;
+		argv[a++] = "--cpu-hog";
+	}
 	argv[a] = NULL;
 
-	printf("== %s: %s %s --nemesis %s --time %s --nodes %s --seed %s%s%s\n",
-	       c->name, run, c->workload, c->nemesis, tbuf, nodes, sbuf,
-	       c->fault != NULL ? " --fault " : "",
-	       c->fault != NULL ? c->fault : "");
+	printf("== %s:", c->name);
+	for (size_t k = 0; k < a; k++) {
+		printf(" %s", argv[k]);
+	}
+	printf("\n");
 	fflush(stdout);
 	int st = run_child(argv, out, OUT_CAP, time_s + 240);
 	/* Node data is large and of no use once checked; logs and
@@ -209,23 +267,31 @@ static void run_case(const struct qcase *c)
 }
 
 static const struct qcase cases[] = {
-    {"register-mixed", "register", "mixed", NULL, 0, 1101},
-    {"stream-mixed", "stream", "mixed", NULL, 0, 1102},
-    {"counter-mixed", "counter", "mixed", NULL, 0, 1103},
-    {"queue-mixed", "queue", "mixed", NULL, 0, 1104},
-    {"idempotent-mixed", "idempotent", "mixed", NULL, 0, 1105},
-    {"watch-mixed", "watch", "mixed", NULL, 0, 1106},
-    {"flow-mixed", "flow", "mixed", NULL, 30, 1107},
+    {"register-mixed", "register", "mixed", NULL, 0, 1101, Q_PLAIN},
+    {"stream-mixed", "stream", "mixed", NULL, 0, 1102, Q_PLAIN},
+    {"counter-mixed", "counter", "mixed", NULL, 0, 1103, Q_PLAIN},
+    {"queue-mixed", "queue", "mixed", NULL, 0, 1104, Q_PLAIN},
+    {"idempotent-mixed", "idempotent", "mixed", NULL, 0, 1105, Q_PLAIN},
+    {"watch-mixed", "watch", "mixed", NULL, 0, 1106, Q_PLAIN},
+    /* The nodes built with ASan + UBSan: every fault but clock skew
+     * (libfaketime does not mix with ASan). */
+    {"register-asan", "register", "partition,kill,pause", NULL, 0, 1107,
+     Q_ASAN},
+    /* The nodes on one CPU beside a busy loop: timings of a loaded
+     * machine (slow fsyncs, late timers, long turns). */
+    {"register-loaded", "register", "mixed", NULL, 0, 1108, Q_LOADED},
+    {"flow-mixed", "flow", "mixed", NULL, 30, 1109, Q_PLAIN},
     /* The proofs: each must be caught. */
     {"proof-register-read-no-barrier", "register", "partition",
-     "read-no-barrier", 30, 2101},
+     "read-no-barrier", 30, 2101, Q_PLAIN},
     {"proof-register-ack-before-commit", "register", "partition-leader",
-     "ack-before-commit", 30, 2102},
+     "ack-before-commit", 30, 2102, Q_PLAIN},
     {"proof-stream-ack-before-commit", "stream", "partition-leader",
-     "ack-before-commit", 30, 2103},
+     "ack-before-commit", 30, 2103, Q_PLAIN},
     {"proof-counter-read-no-barrier", "counter", "partition", "read-no-barrier",
-     30, 2104},
-    {"proof-flow-no-fencing", "flow", "partition", "flow-no-fencing", 20, 2105},
+     30, 2104, Q_PLAIN},
+    {"proof-flow-no-fencing", "flow", "partition", "flow-no-fencing", 20, 2105,
+     Q_PLAIN},
 };
 
 static void test_case(void **state)

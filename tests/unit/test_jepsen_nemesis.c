@@ -241,6 +241,18 @@ static void test_parse_mask(void **state)
 	assert_int_equal(nemesis_parse_mask("none", 5, false, &m), 0);
 	assert_int_equal(m, 0);
 	assert_int_equal(nemesis_parse_mask("chaos", 5, false, &m), -EINVAL);
+	/* Lists: the union. */
+	assert_int_equal(nemesis_parse_mask("kill,pause", 5, false, &m), 0);
+	assert_int_equal(m, NEMESIS_BIT(NEMESIS_KILL) |
+	                        NEMESIS_BIT(NEMESIS_PAUSE));
+	assert_int_equal(
+	    nemesis_parse_mask("partition,kill,pause", 3, false, &m), 0);
+	assert_int_equal(
+	    m, (NEMESIS_PARTITIONS & ~NEMESIS_BIT(NEMESIS_PARTITION_RING)) |
+	           NEMESIS_BIT(NEMESIS_KILL) | NEMESIS_BIT(NEMESIS_PAUSE));
+	assert_int_equal(nemesis_parse_mask("kill,", 5, false, &m), -EINVAL);
+	assert_int_equal(nemesis_parse_mask("kill,chaos", 5, false, &m),
+	                 -EINVAL);
 	assert_string_equal(nemesis_fault_name(NEMESIS_PARTITION_RING),
 	                    "partition-ring");
 	assert_string_equal(nemesis_fault_name(NEMESIS_SKEW), "skew");
@@ -256,6 +268,63 @@ static void describe_all(const struct nemesis_schedule *s, char *out,
 		size_t l = strlen(out);
 		snprintf(out + l, cap - l, "%s\n", line);
 	}
+}
+
+/* A written schedule (jepsen/run --schedule) reads back as --dry-run
+ * prints it; bad ones are refused with the line. */
+static void test_schedule_parse(void **state)
+{
+	static const char text[] =
+	    "# the fault run of the SIGSEGV finding\n"
+	    "2420 5919 partition-isolate 1|2,3 client=all\n"
+	    "8305 12720 skew n2,n3 n2=-40378ms n3=+33696ms\n"
+	    "\n"
+	    "26297 29801 kill n1,n2\n"
+	    "32325 35508 pause n3\n";
+	static const char want[] = "2420 5919 partition-isolate 1|2,3 "
+	                           "client=all\n"
+	                           "8305 12720 skew n2,n3 n2=-40378ms "
+	                           "n3=+33696ms\n"
+	                           "26297 29801 kill n1,n2\n"
+	                           "32325 35508 pause n3\n";
+	struct nemesis_schedule s;
+	char out[2048], err[256];
+	(void)state;
+
+	assert_int_equal(
+	    nemesis_schedule_parse(&s, text, 3, 60000, 12000, err, sizeof err),
+	    0);
+	assert_int_equal(s.n, 4);
+	assert_int_equal(s.total_ms, 60000);
+	assert_int_equal(s.final_ms, 48000);
+	assert_int_equal(s.steps[3].targets, 1u << 3);
+	assert_true(nemesis_grudge_sees(&s.steps[0].grudge, 2, 3));
+	assert_false(nemesis_grudge_sees(&s.steps[0].grudge, 1, 2));
+	describe_all(&s, out, sizeof out);
+	assert_string_equal(out, want);
+	nemesis_schedule_free(&s);
+
+	assert_int_equal(nemesis_schedule_parse(&s, "5 9 kill n4\n", 3, 60000,
+	                                        12000, err, sizeof err),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "line 1"));
+	assert_int_equal(nemesis_schedule_parse(&s,
+	                                        "5 90 kill n1\n"
+	                                        "50 60 pause n2\n",
+	                                        3, 60000, 12000, err,
+	                                        sizeof err),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "overlap"));
+	assert_int_equal(nemesis_schedule_parse(&s, "47000 49000 pause n2\n", 3,
+	                                        60000, 12000, err, sizeof err),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "final phase"));
+	assert_int_equal(nemesis_schedule_parse(&s, "1 2 flood n1\n", 3, 60000,
+	                                        12000, err, sizeof err),
+	                 -EINVAL);
+	assert_int_equal(nemesis_schedule_parse(&s, "1 2 skew n1 n2=+5ms\n", 3,
+	                                        60000, 12000, err, sizeof err),
+	                 -EINVAL);
 }
 
 static void test_schedule_deterministic(void **state)
@@ -461,6 +530,7 @@ int main(void)
 	    cmocka_unit_test(test_ring),
 	    cmocka_unit_test(test_rules),
 	    cmocka_unit_test(test_parse_mask),
+	    cmocka_unit_test(test_schedule_parse),
 	    cmocka_unit_test(test_schedule_deterministic),
 	    cmocka_unit_test(test_schedule_well_formed),
 	    cmocka_unit_test(test_schedule_errors),

@@ -53,6 +53,14 @@ enum store_op {
 	STORE_OP_NODE_SET = 0x05,
 	/* (read) -> [[key, value]...] in key order */
 	STORE_OP_NODE_LIST = 0x06,
+	/* Meta group: FSNP ACL users. key=user name value=the user's rules
+	 * as text (node/auth/acl.h; passwords only as SHA-256), opaque to
+	 * the store -> i64 1 created, 0 replaced */
+	STORE_OP_ACL_SETUSER = 0x07,
+	/* key=user name -> i64 1 deleted, 0 absent */
+	STORE_OP_ACL_DELUSER = 0x08,
+	/* (read) -> [[name, rules]...] in name order */
+	STORE_OP_ACL_LIST = 0x09,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

@@ -434,6 +434,9 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_SCOPE_LIST:
 	case STORE_OP_NODE_SET:
 	case STORE_OP_NODE_LIST:
+	case STORE_OP_ACL_SETUSER:
+	case STORE_OP_ACL_DELUSER:
+	case STORE_OP_ACL_LIST:
 		return meta_apply(tx, c, res);
 	case STORE_OP_STREAM_APPEND:
 	case STORE_OP_STREAM_APPEND_IDEM:

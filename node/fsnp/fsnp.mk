@@ -4,7 +4,7 @@
 node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
-	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/fsnp/fsnp_acl.c
 
 EXTRA_DIST += docs/fsnp.md
 
@@ -35,6 +35,12 @@ INTEGRATION_TESTS += tests/integration/test_fsnp_limits
 tests_integration_test_fsnp_limits_SOURCES = \
 	tests/integration/test_fsnp_limits.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_limits_LDADD = $(FSNP_ITEST_LDADD)
+
+# ACL users: commands and key patterns on every path, invalidation.
+INTEGRATION_TESTS += tests/integration/test_fsnp_acl
+tests_integration_test_fsnp_acl_SOURCES = \
+	tests/integration/test_fsnp_acl.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_acl_LDADD = $(FSNP_ITEST_LDADD)
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_drain
 tests_integration_test_fsnp_drain_SOURCES = \

@@ -44,7 +44,10 @@ struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct tls_ctx *tls)
 	c->id = ++s->next_client_id;
 	c->created_ms = fsnp_now_ms(s);
 	c->last_rx_ms = uv_now(s->loop);
-	c->authenticated = s->lim.requirepass[0] == '\0';
+	c->authenticated = fsnp_acl_default_open(s);
+	if (c->authenticated) {
+		snprintf(c->user, sizeof c->user, "default");
+	}
 	c->max_frame =
 	    (uint32_t)(c->authenticated ? s->lim.max_frame_bytes
 	                                : s->lim.unauth_max_frame_bytes);
@@ -1062,6 +1065,17 @@ static void maybe_finish(struct fsnp_conn *c)
 		}
 	}
 	fsnp_conn_close(c);
+}
+
+void fsnp_conn_quit(struct fsnp_conn *c)
+{
+	if (c->closing) {
+		return;
+	}
+	c->quit = true;
+	fsnp_conn_update_reading(c);
+	fsnp_server_mark_dirty(c->srv, c);
+	maybe_finish(c);
 }
 
 void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)

@@ -4,7 +4,9 @@
  *   fsnp_conn.c    one connection: receive loop, chunks, lanes and their
  *                  ordered replies, coalesced writes;
  *   fsnp_exec.c    one request: dispatch, store operations, replies;
- *   fsnp_control.c control opcodes and the capability manifest.
+ *   fsnp_control.c control opcodes and the capability manifest;
+ *   fsnp_acl.c     ACL users: AUTH, the check before a command runs, the
+ *                  ACL command, invalidated sessions.
  *
  * Lifetimes. A connection owns its lanes and the requests queued on them.
  * A request lives from its frame until its reply has been queued for
@@ -20,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "node/auth/auth.h"
 #include "node/config.h"
 #include "node/fsnp/fsnp_cmd.h"
 #include "node/fsnp/fsnp_server.h"
@@ -183,6 +186,7 @@ struct fsnp_conn {
 	uint64_t id;
 	char peer[80];
 	char name[129];
+	char user[ACL_NAME_MAX + 1]; /* authenticated as ("" before) */
 	uint64_t created_ms;
 	uint64_t last_rx_ms;
 
@@ -313,6 +317,14 @@ struct fsnp_server {
 	void *close_data;
 	uint64_t grace_ms;
 
+	/* ACL users: this node's copy of the meta group's (fsnp_acl.c). */
+	struct acl_table acl;
+	bool acl_loaded;
+	bool acl_reading; /* an ACL_LIST read in flight */
+	bool acl_again;   /* read again when it answers */
+	uint64_t acl_next_ms;
+	uint64_t acl_denied_logged_ms;
+
 	struct fsnp_server_stats stats;
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
 	    *m_bytes_in, *m_bytes_out;
@@ -339,6 +351,8 @@ uint64_t fsnp_server_route_epoch(struct fsnp_server *s);
 bool fsnp_server_pressure(const struct fsnp_server *s);
 /* A connection closed: drop it from the list. */
 void fsnp_server_conn_gone(struct fsnp_server *s, struct fsnp_conn *c);
+/* Frees the server once closed with nothing outstanding. */
+void fsnp_server_release(struct fsnp_server *s);
 /* Sends an EVENT to every subscriber of `ev`. */
 void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
                            const struct wbuf *payload);
@@ -375,6 +389,38 @@ void fsnp_conn_event(struct fsnp_conn *c, const char *name,
 /* Emits the done requests at the head of a lane. */
 void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l);
 struct fsnp_lane *fsnp_conn_lane(struct fsnp_conn *c, uint32_t id, bool create);
+
+/* Stops reading and closes once queued replies and events are written. */
+void fsnp_conn_quit(struct fsnp_conn *c);
+
+/* --- fsnp_acl.c -------------------------------------------------------- */
+
+void fsnp_acl_init(struct fsnp_server *s);
+void fsnp_acl_free(struct fsnp_server *s);
+/* Reads the users from the meta group (again). */
+void fsnp_acl_refresh(struct fsnp_server *s);
+/* From the sweep timer: refreshes every ACL_REFRESH_MS. */
+void fsnp_acl_sweep(struct fsnp_server *s, uint64_t now);
+/* Whether a new connection is the default user without AUTH. */
+bool fsnp_acl_default_open(const struct fsnp_server *s);
+/* Whether some user needs a password (requirepass counts). */
+bool fsnp_acl_has_password(const struct fsnp_server *s);
+/* AUTH: true (and c->user set) when the pair authenticates. */
+bool fsnp_acl_auth(struct fsnp_conn *c, struct fsnp_bytes user,
+                   struct fsnp_bytes pass);
+/* The checks: true when allowed; false with the NOPERM reply in r. */
+bool fsnp_acl_check_cmd(struct fsnp_req *r, const char *name, size_t len,
+                        uint32_t cats);
+bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
+                        uint8_t need);
+/* A planned command: its name and categories, then every key. */
+bool fsnp_acl_check_plan(struct fsnp_req *r);
+/* COMMAND_EXEC ACL ...: 0 planned (a meta group command in r->plan), 1
+ * answered (r's reply written), -1 error in err. */
+int fsnp_acl_exec(struct fsnp_req *r, const struct fsnp_val *args,
+                  struct fsnp_cmd_err *err);
+/* Shapes an answered ACL plan's reply (from plan_finish). */
+void fsnp_acl_shape(struct fsnp_req *r);
 
 /* --- fsnp_exec.c ------------------------------------------------------- */
 

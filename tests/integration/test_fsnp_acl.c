@@ -1,0 +1,379 @@
+/* Integration: FSNP ACL users on real lodestone processes. Users made
+ * with COMMAND_EXEC ACL SETUSER (replicated through the meta group) are
+ * limited to their commands and key patterns on every path (typed
+ * opcodes, COMMAND_EXEC, PIPELINE items, compact requests); passwords
+ * never show; a changed or deleted user's sessions get AUTH_INVALIDATED
+ * and are closed, on every node of a cluster. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/fsnp_test_client.h"
+#include "tests/integration/harness.h"
+#include "wire/fsnp_opcode.h"
+
+#define ADMIN_PW "adm1n-Secret"
+#define APP_PW "app-Secret-9"
+
+static struct harness_cluster cluster;
+static uint16_t port;
+
+static int setup(void **state)
+{
+	(void)state;
+	if (harness_cluster_start(&cluster, 1, NULL, true) != 0) {
+		return -1;
+	}
+	port = cluster.nodes[0].fsnp;
+	return ftc_wait_ready(port, 20000);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	harness_cluster_stop(&cluster);
+	return 0;
+}
+
+static struct ftc_msg CALL(struct ftc *c, uint16_t op, const char *fmt, ...) {
+	struct wbuf b;
+	struct ftc_msg m;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	assert_int_equal(ftc_call(c, 1, op, 0, &b, &m), 0);
+	wbuf_free(&b);
+	return m;
+}
+
+static struct ftc_msg
+EXEC(struct ftc *c, const char *cmd, const char **args, int n) {
+	return CALL(c, FSNP_OP_COMMAND_EXEC, "command=s args=a", cmd, args, n);
+}
+
+static void
+expect_error(struct ftc_msg m, uint16_t status, const char *text)
+{
+	char msg[512];
+	if (m.status != status) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("status %u, not %u (%s)", m.status, status, msg);
+	}
+	ftc_error_text(&m, msg, sizeof msg);
+	if (strstr(msg, text) == NULL) {
+		fail_msg("error '%s' lacks '%s'", msg, text);
+	}
+	ftc_msg_free(&m);
+}
+
+static void expect_ok(struct ftc_msg m)
+{
+	char msg[512];
+	if (m.status != 0) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("status %u: %s", m.status, msg);
+	}
+	ftc_msg_free(&m);
+}
+
+static void login(struct ftc *c, uint16_t p, const char *user, const char *pw)
+{
+	assert_int_equal(ftc_connect(c, p), 0);
+	expect_ok(CALL(c, FSNP_OP_AUTH, "username=s password=s", user, pw));
+}
+
+/* The administrator: the default user, which has no password here (the
+ * requirepass-compatible default; the official SDK sends AUTH anyway). */
+static void login_admin(struct ftc *c, uint16_t p)
+{
+	login(c, p, "default", ADMIN_PW);
+}
+
+/* AUTH as `user` until it works (users reach a node's copy within a
+ * refresh of the meta group). */
+static int login_eventually(struct ftc *c, uint16_t p, const char *user,
+                            const char *pw)
+{
+	uint64_t end = harness_mono_ms() + 10000;
+	for (;;) {
+		struct ftc_msg m;
+		assert_int_equal(ftc_connect(c, p), 0);
+		m = CALL(c, FSNP_OP_AUTH, "username=s password=s", user, pw);
+		if (m.status == 0) {
+			ftc_msg_free(&m);
+			return 0;
+		}
+		ftc_msg_free(&m);
+		ftc_close(c);
+		if (harness_mono_ms() > end) {
+			return -1;
+		}
+		harness_nap(100);
+	}
+}
+
+static void setuser(struct ftc *admin, const char *name, const char **rules,
+                    int n)
+{
+	const char *args[16] = {"SETUSER", name};
+	for (int i = 0; i < n; i++) {
+		args[i + 2] = rules[i];
+	}
+	struct ftc_msg m = EXEC(admin, "ACL", args, n + 2);
+	if (m.status != 0) {
+		char msg[512];
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("ACL SETUSER: %s", msg);
+	}
+	assert_true(m.has_value && ftc_str_eq(&m.value, "OK"));
+	ftc_msg_free(&m);
+}
+
+static void test_users_and_rules(void **state)
+{
+	struct ftc admin, app;
+	struct ftc_msg m;
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"on",      ">" APP_PW, "~app:*",
+	                       "%R~ro:*", "+@read",   "+set"};
+	setuser(&admin, "app", rules, 6);
+	expect_ok(CALL(&admin, FSNP_OP_SET, "key=s value=s", "ro:1", "x"));
+
+	/* Bad rules and wrong passwords. */
+	const char *bad[] = {"SETUSER", "app", "+@nonsense"};
+	expect_error(EXEC(&admin, "ACL", bad, 3), 1,
+	             "Unknown command category");
+	const char *bare[] = {"SETUSER", "app", "hunter2-bare"};
+	m = EXEC(&admin, "ACL", bare, 3);
+	char msg[512];
+	ftc_error_text(&m, msg, sizeof msg);
+	assert_null(strstr(msg, "hunter2"));
+	ftc_msg_free(&m);
+
+	assert_int_equal(ftc_connect(&app, port), 0);
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", "wrong"),
+	    2, "WRONGPASS");
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "nobody", APP_PW),
+	    2, "WRONGPASS");
+	expect_ok(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", APP_PW));
+
+	/* Commands and keys, by opcode. */
+	expect_ok(CALL(&app, FSNP_OP_SET, "key=s value=s", "app:1", "v"));
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "app:1"));
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "ro:1"));
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "ro:1", "v"), 3,
+	             "NOPERM User app has no permissions to access the 'ro:1' "
+	             "key");
+	expect_error(CALL(&app, FSNP_OP_GET, "key=s", "other"), 3,
+	             "NOPERM User app has no permissions to access the "
+	             "'other' key");
+	const char *dk[] = {"app:1"};
+	expect_error(CALL(&app, FSNP_OP_DEL, "keys=a", dk, 1), 3,
+	             "NOPERM User app has no permissions to run the 'del' "
+	             "command");
+	const char *mk[] = {"app:1", "other"};
+	expect_error(CALL(&app, FSNP_OP_MGET, "keys=a", mk, 2), 3,
+	             "'other' key");
+
+	/* The same through COMMAND_EXEC. */
+	const char *setx[] = {"other", "v"};
+	expect_error(EXEC(&app, "SET", setx, 2), 3, "'other' key");
+	const char *hs[] = {"app:h", "f", "v"};
+	expect_error(EXEC(&app, "HSET", hs, 3), 3, "'hset' command");
+	const char *ls[] = {"LIST"};
+	expect_error(EXEC(&app, "ACL", ls, 1), 3, "'acl' command");
+	const char *up[] = {"SETUSER", "app", "+@all", "allkeys"};
+	expect_error(EXEC(&app, "ACL", up, 4), 3, "'acl' command");
+	const char *who[] = {"WHOAMI"};
+	m = EXEC(&app, "ACL", who, 1);
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_str_eq(&m.value, "app"));
+	ftc_msg_free(&m);
+
+	/* A PIPELINE cannot smuggle a denied command or key. */
+	{
+		struct wbuf b;
+		struct fsnp_writer w;
+		struct wbuf items[3];
+		const char *del_args[] = {"app:1"};
+		ftc_body(&items[0], "key=s", "app:1");
+		ftc_body(&items[1], "command=s args=a", "DEL", del_args, 1);
+		ftc_body(&items[2], "key=s value=s", "other", "v");
+		uint16_t ops[3] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
+		                   FSNP_OP_SET};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "commands");
+		fsnp_w_array_begin(&w);
+		for (int i = 0; i < 3; i++) {
+			struct fsnp_val v;
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "opcode");
+			fsnp_w_i64(&w, ops[i]);
+			fsnp_w_key(&w, "body");
+			assert_int_equal(fsnp_value_decode(items[i].data,
+			                                   items[i].len, NULL,
+			                                   &v, NULL),
+			                 0);
+			fsnp_w_val(&w, &v);
+			fsnp_w_map_end(&w);
+			wbuf_free(&items[i]);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		assert_int_equal(ftc_call(&app, 1, FSNP_OP_PIPELINE, 0, &b, &m),
+		                 0);
+		wbuf_free(&b);
+		assert_int_equal(m.status, 0);
+		char text[4096];
+		size_t n = m.len < sizeof text - 1 ? m.len : sizeof text - 1;
+		for (size_t i = 0; i < n; i++) {
+			text[i] = m.body[i] ? (char)m.body[i] : ' ';
+		}
+		text[n] = '\0';
+		assert_non_null(strstr(text, "'del' command"));
+		assert_non_null(strstr(text, "'other' key"));
+		ftc_msg_free(&m);
+	}
+	/* Nothing of the pipeline's denied items ran. */
+	expect_ok(CALL(&admin, FSNP_OP_GET, "key=s", "app:1"));
+	m = CALL(&admin, FSNP_OP_GET, "key=s", "other");
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+
+	/* The administrator's view: hashes, never passwords. */
+	m = EXEC(&admin, "ACL", ls, 1);
+	assert_int_equal(m.status, 0);
+	assert_true(memmem(m.body, m.len, "user app on #", 13) != NULL);
+	assert_null(memmem(m.body, m.len, APP_PW, strlen(APP_PW)));
+	assert_null(memmem(m.body, m.len, ADMIN_PW, strlen(ADMIN_PW)));
+	assert_non_null(memmem(m.body, m.len, "user default on", 15));
+	ftc_msg_free(&m);
+	const char *gu[] = {"GETUSER", "app"};
+	m = EXEC(&admin, "ACL", gu, 2);
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_map_str(&m.value, "keys", "~app:* %R~ro:*"));
+	assert_true(ftc_map_str(&m.value, "commands", "+@read +set"));
+	ftc_msg_free(&m);
+	const char *gn[] = {"GETUSER", "nobody"};
+	m = EXEC(&admin, "ACL", gn, 2);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	const char *dd[] = {"DELUSER", "default"};
+	expect_error(EXEC(&admin, "ACL", dd, 2), 1, "cannot be removed");
+
+	ftc_close(&app);
+	ftc_close(&admin);
+}
+
+/* Waits for an AUTH_INVALIDATED event, then for the close. */
+static void expect_invalidated(struct ftc *c)
+{
+	struct ftc_msg m;
+	bool event = false;
+	uint64_t end = harness_mono_ms() + 10000;
+	while (!event && harness_mono_ms() < end) {
+		if (ftc_recv(c, &m, 500) != 0) {
+			continue;
+		}
+		event = m.h.opcode == FSNP_OP_EVENT &&
+		        memmem(m.body, m.len, "AUTH_INVALIDATED", 16) != NULL;
+		ftc_msg_free(&m);
+	}
+	assert_true(event);
+	assert_true(ftc_wait_closed(c, 5000));
+}
+
+static void test_invalidated_on_change(void **state)
+{
+	struct ftc admin, app, quiet;
+	const char *ev[] = {"AUTH_INVALIDATED"};
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"reset", "on", ">" APP_PW, "~inv:*", "+@all"};
+	setuser(&admin, "app", rules, 5);
+	login(&app, port, "app", APP_PW);
+	expect_ok(CALL(&app, FSNP_OP_STARTUP, "events=a", ev, 1));
+	login(&quiet, port, "app", APP_PW);
+	expect_ok(CALL(&app, FSNP_OP_SET, "key=s value=s", "inv:1", "v"));
+	const char *less[] = {"-set"};
+	setuser(&admin, "app", less, 1);
+	expect_invalidated(&app);
+	/* Without the subscription: closed all the same. */
+	assert_true(ftc_wait_closed(&quiet, 5000));
+	ftc_close(&app);
+	ftc_close(&quiet);
+	/* The changed user authenticates again and has its new rules. */
+	login(&app, port, "app", APP_PW);
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "inv:1", "v"), 3,
+	             "'set' command");
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "inv:1"));
+	/* Deleted: closed, and AUTH fails. */
+	const char *del[] = {"DELUSER", "app"};
+	struct ftc_msg m = EXEC(&admin, "ACL", del, 2);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_I64);
+	assert_int_equal(m.value.as.i, 1);
+	ftc_msg_free(&m);
+	assert_true(ftc_wait_closed(&app, 5000));
+	ftc_close(&app);
+	assert_int_equal(ftc_connect(&app, port), 0);
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", APP_PW), 2,
+	    "WRONGPASS");
+	ftc_close(&app);
+	ftc_close(&admin);
+}
+
+/* Users replicate: made on one node, they authenticate on another, and
+ * deleting them there closes the sessions everywhere. */
+static void test_cluster(void **state)
+{
+	struct harness_cluster cc;
+	struct ftc admin, far;
+	(void)state;
+	assert_int_equal(harness_cluster_start(&cc, 3, NULL, true), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(ftc_wait_ready(cc.nodes[i].fsnp, 20000), 0);
+	}
+	login_admin(&admin, cc.nodes[0].fsnp);
+	const char *rules[] = {"on", ">" APP_PW, "~c:*", "+@all"};
+	setuser(&admin, "app", rules, 4);
+	assert_int_equal(
+	    login_eventually(&far, cc.nodes[2].fsnp, "app", APP_PW), 0);
+	expect_ok(CALL(&far, FSNP_OP_SET, "key=s value=s", "c:1", "v"));
+	expect_error(CALL(&far, FSNP_OP_SET, "key=s value=s", "d:1", "v"), 3,
+	             "'d:1' key");
+	const char *del[] = {"DELUSER", "app"};
+	expect_ok(EXEC(&admin, "ACL", del, 2));
+	assert_true(ftc_wait_closed(&far, 10000));
+	ftc_close(&far);
+	ftc_close(&admin);
+	harness_cluster_stop(&cc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_users_and_rules),
+	    cmocka_unit_test(test_invalidated_on_change),
+	    cmocka_unit_test(test_cluster),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

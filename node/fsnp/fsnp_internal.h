@@ -188,7 +188,9 @@ struct fsnp_conn {
 	char name[129];
 	char user[ACL_NAME_MAX + 1]; /* authenticated as ("" before) */
 	uint64_t created_ms;
+	uint64_t opened_ms; /* loop clock at accept (the auth deadline) */
 	uint64_t last_rx_ms;
+	bool remote; /* the peer is not on a loopback address */
 
 	/* receive */
 	uint8_t *rbuf; /* owned */

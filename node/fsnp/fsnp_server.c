@@ -696,8 +696,9 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	/* Timeouts are checked a few times per shortest timeout. */
 	uint64_t every = 1000;
 	uint64_t shortest[] = {s->lim.idle_timeout_ms, s->lim.send_timeout_ms,
-	                       s->lim.frame_assembly_timeout_ms};
-	for (size_t i = 0; i < 3; i++) {
+	                       s->lim.frame_assembly_timeout_ms,
+	                       s->lim.auth_timeout_ms};
+	for (size_t i = 0; i < 4; i++) {
 		if (shortest[i] > 0 && shortest[i] / 4 < every) {
 			every = shortest[i] / 4;
 		}

@@ -1,9 +1,12 @@
 /* Integration: FSNP ACL users on real lodestone processes. Users made
  * with COMMAND_EXEC ACL SETUSER (replicated through the meta group) are
  * limited to their commands and key patterns on every path (typed
- * opcodes, COMMAND_EXEC, PIPELINE items, compact requests); passwords
- * never show; a changed or deleted user's sessions get AUTH_INVALIDATED
- * and are closed, on every node of a cluster. */
+ * opcodes, COMMAND_EXEC, PIPELINE items); passwords never show, in
+ * replies or logs; a changed or deleted user's sessions get
+ * AUTH_INVALIDATED and are closed, on every node of a cluster. Also the
+ * auth deadline, a flood of unauthenticated oversized frames beside an
+ * authenticated client, maxclients, lodectl acl, and the admin API's
+ * bearer token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +35,8 @@ static int setup(void **state)
 		return -1;
 	}
 	port = cluster.nodes[0].fsnp;
+	harness_secret(&cluster, APP_PW);
+	harness_secret(&cluster, ADMIN_PW);
 	return ftc_wait_ready(port, 20000);
 }
 
@@ -368,12 +373,186 @@ static void test_cluster(void **state)
 	harness_cluster_stop(&cc);
 }
 
+static int lodectl(char *out, size_t cap, const char *const args[])
+{
+	const char *argv[24] = {LS_ABS_BUILDDIR "/lodectl"};
+	int n = 1;
+	for (; args[n - 1] != NULL && n < 23; n++) {
+		argv[n] = args[n - 1];
+	}
+	argv[n] = NULL;
+	return harness_run(argv, out, cap);
+}
+
+/* lodectl acl: each rule its own argument, the user's password from the
+ * options. */
+static void test_lodectl_acl(void **state)
+{
+	char fsnp[64], out[4096];
+	(void)state;
+	snprintf(fsnp, sizeof fsnp, "127.0.0.1:%u", port);
+	const char *set[] = {"--fsnp", fsnp,       "acl",    "setuser", "ctl",
+	                     "on",     ">" APP_PW, "~ctl:*", "+@read",  NULL};
+	assert_int_equal(lodectl(out, sizeof out, set), 0);
+	const char *who[] = {"--fsnp", fsnp,  "--user", "ctl", "--password",
+	                     APP_PW,   "acl", "whoami", NULL};
+	assert_int_equal(lodectl(out, sizeof out, who), 0);
+	assert_non_null(strstr(out, "ctl"));
+	const char *get[] = {"--fsnp",     fsnp,   "--user", "ctl",
+	                     "--password", APP_PW, "kv",     "set",
+	                     "ctl:1",      "v",    NULL};
+	assert_int_not_equal(lodectl(out, sizeof out, get), 0);
+	assert_non_null(strstr(out, "NOPERM"));
+	const char *list[] = {"--fsnp", fsnp, "acl", "list", NULL};
+	assert_int_equal(lodectl(out, sizeof out, list), 0);
+	assert_non_null(strstr(out, "user ctl on #"));
+	assert_null(strstr(out, APP_PW));
+	const char *del[] = {"--fsnp", fsnp, "acl", "deluser", "ctl", NULL};
+	assert_int_equal(lodectl(out, sizeof out, del), 0);
+}
+
+/* With a password required: unauthenticated connections are closed at
+ * the auth deadline, a flood of them sending frames above the
+ * unauthenticated limit is cut off while an authenticated client keeps
+ * being served, and maxclients bounds them all. */
+static void test_unauthenticated_limits(void **state)
+{
+	static const char *const extra[] = {
+	    "--requirepass",
+	    ADMIN_PW,
+	    "--fsnp-auth-timeout-ms",
+	    "800",
+	    "--fsnp-unauthenticated-max-frame-bytes",
+	    "2048",
+	    "--maxclients",
+	    "40",
+	    NULL};
+	enum { FLOOD = 30 };
+	struct harness_cluster pc;
+	struct ftc ok, idle, flood[FLOOD], extra_c[20];
+	(void)state;
+	assert_int_equal(harness_cluster_start(&pc, 1, extra, true), 0);
+	harness_secret(&pc, ADMIN_PW);
+	uint16_t p = pc.nodes[0].fsnp;
+	login(&ok, p, "default", ADMIN_PW);
+	expect_ok(CALL(&ok, FSNP_OP_SET, "key=s value=s", "k", "v"));
+
+	/* The deadline: closed unless authenticated. */
+	assert_int_equal(ftc_connect(&idle, p), 0);
+	uint64_t t0 = harness_mono_ms();
+	assert_true(ftc_wait_closed(&idle, 5000));
+	assert_true(harness_mono_ms() - t0 >= 500);
+	ftc_close(&idle);
+
+	/* The flood: every oversized unauthenticated frame closes its
+	 * connection; the authenticated client is served meanwhile. */
+	char *big = malloc(8192);
+	assert_non_null(big);
+	memset(big, 'x', 8191);
+	big[8191] = '\0';
+	for (int i = 0; i < FLOOD; i++) {
+		struct wbuf b;
+		assert_int_equal(ftc_connect(&flood[i], p), 0);
+		ftc_body(&b, "key=s value=s", "k", big);
+		ftc_send_frame(&flood[i], 1, FSNP_OP_SET, 0, 1, b.data, b.len);
+		wbuf_free(&b);
+		if (i % 5 == 0) {
+			expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+		}
+	}
+	for (int i = 0; i < FLOOD; i++) {
+		assert_true(ftc_wait_closed(&flood[i], 5000));
+		ftc_close(&flood[i]);
+	}
+	free(big);
+	expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+
+	/* maxclients (40, `ok` included): the 41st connection is closed
+	 * at once, the others wait for their deadline. */
+	int refused = 0;
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(ftc_connect(&extra_c[i], p), 0);
+	}
+	struct ftc more[25];
+	for (int i = 0; i < 25; i++) {
+		assert_int_equal(ftc_connect(&more[i], p), 0);
+	}
+	for (int i = 0; i < 25; i++) {
+		if (ftc_wait_closed(&more[i], 300)) {
+			refused++;
+		}
+		ftc_close(&more[i]);
+	}
+	/* 1 + 20 + 25 = 46 attempts against 40: at least 6 refused (the
+	 * deadline may close a few more). */
+	assert_true(refused >= 6);
+	for (int i = 0; i < 20; i++) {
+		ftc_close(&extra_c[i]);
+	}
+	expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+	ftc_close(&ok);
+	harness_cluster_stop(&pc);
+}
+
+/* --admin-token-file: every /v1/... request needs the bearer token;
+ * /healthz and /metrics stay open; lodectl sends it. */
+static void test_admin_token(void **state)
+{
+	static const char token[] = "tok-3f9a1c0d5e7b";
+	char path[256], extra_path[300], out[8192], addr[64];
+	int st;
+	struct harness_cluster ac;
+	(void)state;
+	snprintf(path, sizeof path, "/tmp/ls-admin-token-%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%s\n", token);
+	fclose(f);
+	snprintf(extra_path, sizeof extra_path, "%s", path);
+	const char *const extra[] = {"--admin-token-file", extra_path, NULL};
+	assert_int_equal(harness_cluster_start(&ac, 1, extra, true), 0);
+	harness_secret(&ac, token);
+	uint16_t ap = ac.nodes[0].admin;
+	assert_int_equal(
+	    harness_http(ap, "GET", "/v1/cluster", NULL, &st, out, sizeof out),
+	    0);
+	assert_int_equal(st, 401);
+	assert_null(strstr(out, token));
+	assert_int_equal(
+	    harness_http(ap, "POST", "/v1/streams", "{}", &st, out, sizeof out),
+	    0);
+	assert_int_equal(st, 401);
+	assert_int_equal(
+	    harness_http(ap, "GET", "/healthz", NULL, &st, out, sizeof out), 0);
+	assert_int_equal(st, 200);
+	assert_int_equal(
+	    harness_http(ap, "GET", "/metrics", NULL, &st, out, sizeof out), 0);
+	assert_int_equal(st, 200);
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", ap);
+	const char *with[] = {"--admin", addr,     "--admin-token-file",
+	                      path,      "stream", "list",
+	                      NULL};
+	assert_int_equal(lodectl(out, sizeof out, with), 0);
+	const char *without[] = {"--admin", addr, "stream", "list", NULL};
+	assert_int_not_equal(lodectl(out, sizeof out, without), 0);
+	setenv("LODESTONE_ADMIN_TOKEN", token, 1);
+	assert_int_equal(lodectl(out, sizeof out, without), 0);
+	setenv("LODESTONE_ADMIN_TOKEN", "wrong-token", 1);
+	assert_int_not_equal(lodectl(out, sizeof out, without), 0);
+	unsetenv("LODESTONE_ADMIN_TOKEN");
+	harness_cluster_stop(&ac);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_users_and_rules),
 	    cmocka_unit_test(test_invalidated_on_change),
+	    cmocka_unit_test(test_lodectl_acl),
 	    cmocka_unit_test(test_cluster),
+	    cmocka_unit_test(test_unauthenticated_limits),
+	    cmocka_unit_test(test_admin_token),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -336,6 +336,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	    .conn = conn,
 	    .server = a,
 	    .upload = up,
+	    .operator= a->token_len> 0 && needs_token(url),
 	};
 	int rv = r->cb(r->data, &req, &reply);
 	if (rv == 0 && up->d != NULL && reply.status == 0) {

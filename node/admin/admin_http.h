@@ -28,6 +28,10 @@ struct admin_request {
 	void *conn;                /* for admin_request_arg() */
 	struct admin_http *server; /* for admin_http_defer() */
 	void *upload;
+	/* The request carried the admin API's bearer token
+	 * (admin_http_set_token): an operator, whom the rooms' own checks
+	 * (Felix JWT scope changes) let through. */
+	bool operator;
 };
 
 struct admin_reply {

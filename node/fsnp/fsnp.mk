@@ -42,6 +42,12 @@ tests_integration_test_fsnp_acl_SOURCES = \
 	tests/integration/test_fsnp_acl.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_acl_LDADD = $(FSNP_ITEST_LDADD)
 
+# Protected mode from a non-loopback client (a namespace of its own; root).
+INTEGRATION_TESTS += tests/integration/test_fsnp_protected
+tests_integration_test_fsnp_protected_SOURCES = \
+	tests/integration/test_fsnp_protected.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_protected_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_drain
 tests_integration_test_fsnp_drain_SOURCES = \
 	tests/integration/test_fsnp_drain.c $(FSNP_ITEST_SOURCES)
@@ -68,6 +74,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
+	tests/interop/fsnp_acl.mjs \
 	tests/interop/fsnp_topology.mjs \
 	tests/interop/package.json
 

@@ -19,6 +19,7 @@
 
 #include <uv.h>
 
+#include "flow/flow_route.h"
 #include "node/auth/auth.h"
 #include "node/fsnp/fsnp_cmd.h"
 #include "node/fsnp/fsnp_internal.h"
@@ -26,6 +27,7 @@
 #include "node/shards.h"
 #include "store/command.h"
 #include "store/result.h"
+#include "store/store.h"
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_value.h"
 
@@ -67,7 +69,46 @@ void fsnp_acl_free(struct fsnp_server *s)
 	acl_table_free(&s->acl);
 }
 
-/* Closes the sessions of users that are gone or whose rules changed. */
+/* Closes the sessions of user `name`, with the event to those that asked
+ * for it. */
+static void close_sessions(struct fsnp_server *s, const char *name,
+                           bool deleted)
+{
+	for (struct fsnp_conn *c = s->conns; c != NULL; c = c->next) {
+		if (c->closing || !c->authenticated ||
+		    strcmp(c->user, name) != 0) {
+			continue;
+		}
+		log_info(s->log, "fsnp",
+		         "closing session %" PRIu64 " of %s: user %s", c->id,
+		         c->peer, deleted ? "deleted" : "changed");
+		if (c->events & FSNP_EV_AUTH_INVALIDATED) {
+			struct wbuf p;
+			struct fsnp_writer w;
+			wbuf_init(&p);
+			fsnp_w_init(&w, &p);
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "username");
+			fsnp_w_str(&w, name);
+			fsnp_w_key(&w, "reason");
+			fsnp_w_str(&w,
+			           deleted ? "user_deleted" : "user_changed");
+			fsnp_w_map_end(&w);
+			if (fsnp_w_finish(&w) == 0) {
+				fsnp_conn_event(c, "AUTH_INVALIDATED", &p);
+			}
+			wbuf_free(&p);
+		}
+		/* Fail closed: nothing more runs as this user. */
+		c->authenticated = false;
+		c->user[0] = '\0';
+		fsnp_conn_quit(c);
+	}
+}
+
+/* Closes the sessions of users that are gone or whose rules changed,
+ * `default` included when its first ACL user replaces the implicit one
+ * (or goes back to it). */
 static void invalidate(struct fsnp_server *s, const struct acl_table *old)
 {
 	static char a[ACL_DESCRIBE_MAX], b[ACL_DESCRIBE_MAX];
@@ -80,37 +121,12 @@ static void invalidate(struct fsnp_server *s, const struct acl_table *old)
 		    strcmp(a, b) == 0) {
 			continue;
 		}
-		for (struct fsnp_conn *c = s->conns; c != NULL; c = c->next) {
-			if (c->closing || !c->authenticated ||
-			    strcmp(c->user, o->name) != 0) {
-				continue;
-			}
-			log_info(s->log, "fsnp",
-			         "closing session %" PRIu64 " of %s: user %s",
-			         c->id, c->peer,
-			         n == NULL ? "deleted" : "changed");
-			if (c->events & FSNP_EV_AUTH_INVALIDATED) {
-				struct wbuf p;
-				struct fsnp_writer w;
-				wbuf_init(&p);
-				fsnp_w_init(&w, &p);
-				fsnp_w_map_begin(&w);
-				fsnp_w_key(&w, "username");
-				fsnp_w_str(&w, o->name);
-				fsnp_w_key(&w, "reason");
-				fsnp_w_str(&w, n == NULL ? "user_deleted"
-				                         : "user_changed");
-				fsnp_w_map_end(&w);
-				if (fsnp_w_finish(&w) == 0) {
-					fsnp_conn_event(c, "AUTH_INVALIDATED",
-					                &p);
-				}
-				wbuf_free(&p);
-			}
-			/* Fail closed: nothing more runs as this user. */
-			c->authenticated = false;
-			c->user[0] = '\0';
-			fsnp_conn_quit(c);
+		close_sessions(s, o->name, n == NULL);
+	}
+	for (size_t i = 0; i < s->acl.n; i++) {
+		const char *name = s->acl.u[i]->name;
+		if (acl_table_find(old, name, strlen(name)) == NULL) {
+			close_sessions(s, name, false);
 		}
 	}
 }
@@ -272,6 +288,29 @@ void fsnp_acl_refresh(struct fsnp_server *s)
 		s->acl_reading = false;
 		s->ops_outstanding--;
 	}
+}
+
+void fsnp_acl_load_local(struct fsnp_server *s)
+{
+	struct store_cmd c;
+	struct fsm_result res = {NULL, 0};
+	uint8_t buf[64];
+	size_t n;
+	const char *msg;
+
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_ACL_LIST;
+	if (store_cmd_size(&c, &n, &msg) != 0 || n > sizeof buf) {
+		return;
+	}
+	store_cmd_encode_to(&c, buf, n);
+	if (store_read(shards_store(s->shards), 0, fsnp_now_ms(s), buf, n,
+	               &res) == 0 &&
+	    load(s, res.data, res.len) != 0) {
+		log_warn(s->log, "fsnp",
+		         "ACL users: unreadable list in the local meta group");
+	}
+	free(res.data);
 }
 
 void fsnp_acl_sweep(struct fsnp_server *s, uint64_t now)
@@ -461,6 +500,26 @@ bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
 	               c != NULL && c->user[0] ? c->user : "default", key, len);
 	deny(r, msg);
 	return false;
+}
+
+bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
+                         bool read, const uint8_t *id, size_t idlen,
+                         const uint8_t *pk, size_t pklen)
+{
+	char key[16];
+	uint32_t cats = ACL_CAT_FLOW | (read ? ACL_CAT_READ : ACL_CAT_WRITE);
+	if (!fsnp_acl_check_cmd(r, name, len, cats)) {
+		return false;
+	}
+	if (pk == NULL) {
+		/* The auto partition the flow routes by. */
+		int n = snprintf(key, sizeof key, "fa:%u",
+		                 flow_route_bucket(id, idlen));
+		pk = (const uint8_t *)key;
+		pklen = (size_t)n;
+	}
+	return fsnp_acl_check_key(r, pk, pklen,
+	                          read ? ACL_KEY_READ : ACL_KEY_WRITE);
 }
 
 /* The keys of one planned store command, and the access each needs. */

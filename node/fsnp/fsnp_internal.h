@@ -399,6 +399,10 @@ void fsnp_conn_quit(struct fsnp_conn *c);
 
 void fsnp_acl_init(struct fsnp_server *s);
 void fsnp_acl_free(struct fsnp_server *s);
+/* The users as this node's replica of the meta group last applied them,
+ * read synchronously at start (before the first connection), so that a
+ * restarted node never serves with an empty copy. */
+void fsnp_acl_load_local(struct fsnp_server *s);
 /* Reads the users from the meta group (again). */
 void fsnp_acl_refresh(struct fsnp_server *s);
 /* From the sweep timer: refreshes every ACL_REFRESH_MS. */
@@ -415,6 +419,12 @@ bool fsnp_acl_check_cmd(struct fsnp_req *r, const char *name, size_t len,
                         uint32_t cats);
 bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
                         uint8_t need);
+/* A Flow command (@flow, and @read or @write): its key is the partition
+ * key pk, or without one (pk NULL) the auto partition "fa:<n>" of the
+ * flow id (flow/flow_route.h). */
+bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
+                         bool read, const uint8_t *id, size_t idlen,
+                         const uint8_t *pk, size_t pklen);
 /* A planned command: its name and categories, then every key. */
 bool fsnp_acl_check_plan(struct fsnp_req *r);
 /* COMMAND_EXEC ACL ...: 0 planned (a meta group command in r->plan), 1

@@ -641,6 +641,7 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	s->shards = shards;
 	s->log = log;
 	fsnp_acl_init(s);
+	fsnp_acl_load_local(s);
 	s->lim = cfg->limits;
 	s->node_id = cfg->node_id;
 	s->data_groups = shards_data_groups(shards);

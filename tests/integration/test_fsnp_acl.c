@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -373,6 +374,24 @@ static void test_cluster(void **state)
 	harness_cluster_stop(&cc);
 }
 
+/* A restarted node has its users from its first connection on. */
+static void test_restart_keeps_users(void **state)
+{
+	struct ftc admin, app;
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"reset", "on", ">" APP_PW, "~r:*", "+@all"};
+	setuser(&admin, "keeper", rules, 5);
+	ftc_close(&admin);
+	assert_int_equal(harness_node_signal(&cluster, 0, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(&cluster, 0), 0);
+	login(&app, port, "keeper", APP_PW);
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "x:1", "v"), 3,
+	             "'x:1' key");
+	ftc_close(&app);
+	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+}
+
 static int lodectl(char *out, size_t cap, const char *const args[])
 {
 	const char *argv[24] = {LS_ABS_BUILDDIR "/lodectl"};
@@ -550,6 +569,7 @@ int main(void)
 	    cmocka_unit_test(test_users_and_rules),
 	    cmocka_unit_test(test_invalidated_on_change),
 	    cmocka_unit_test(test_lodectl_acl),
+	    cmocka_unit_test(test_restart_keeps_users),
 	    cmocka_unit_test(test_cluster),
 	    cmocka_unit_test(test_unauthenticated_limits),
 	    cmocka_unit_test(test_admin_token),

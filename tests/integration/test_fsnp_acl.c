@@ -445,6 +445,8 @@ static void test_unauthenticated_limits(void **state)
 	    "2048",
 	    "--maxclients",
 	    "40",
+	    "--fsnp-trusted-request-context-users",
+	    "svc-a,svc-b",
 	    NULL};
 	enum { FLOOD = 30 };
 	struct harness_cluster pc;
@@ -455,6 +457,24 @@ static void test_unauthenticated_limits(void **state)
 	uint16_t p = pc.nodes[0].fsnp;
 	login(&ok, p, "default", ADMIN_PW);
 	expect_ok(CALL(&ok, FSNP_OP_SET, "key=s value=s", "k", "v"));
+	/* The options as the server reports them: the trusted users, never
+	 * the password. */
+	{
+		struct fsnp_val st;
+		struct ftc_msg m = CALL(&ok, FSNP_OP_OPTIONS, "");
+		assert_int_equal(m.status, 0);
+		assert_int_equal(fsnp_map_map(&m.value, "settings", &st), 0);
+		assert_true(ftc_map_str(
+		    &st, "FERRICSTORE_NATIVE_TRUSTED_REQUEST_CONTEXT_USERS",
+		    "svc-a,svc-b"));
+		assert_int_equal(
+		    ftc_map_int(
+		        &st,
+		        "FERRICSTORE_NATIVE_UNAUTHENTICATED_MAX_FRAME_BYTES"),
+		    2048);
+		assert_null(memmem(m.body, m.len, ADMIN_PW, strlen(ADMIN_PW)));
+		ftc_msg_free(&m);
+	}
 
 	/* The deadline: closed unless authenticated. */
 	assert_int_equal(ftc_connect(&idle, p), 0);

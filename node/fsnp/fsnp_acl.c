@@ -189,41 +189,47 @@ err_oom:
 	return -1;
 }
 
-/* This node's own ACL command committed: the same change to the copy at
- * once (`rules` NULL: deleted), ahead of the next read. */
-static void apply_local(struct fsnp_server *s, const struct fsnp_req *r)
+/* A deep copy of `src` into `t`. 0 or -1 (nothing to free). */
+static int copy_table(struct acl_table *t, const struct acl_table *src)
 {
-	struct store_cmd sc;
+	acl_table_init(t);
+	for (size_t i = 0; i < src->n; i++) {
+		struct acl_user *c = malloc(sizeof *c);
+		if (c == NULL || acl_user_copy(c, src->u[i]) != 0) {
+			free(c);
+			acl_table_free(t);
+			return -1;
+		}
+		if (acl_table_put(t, c) != 0) {
+			acl_table_free(t);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One user's change (`rules` NULL: deleted) into the copy at once. */
+static void apply_change(struct fsnp_server *s, struct store_slice name,
+                         const struct store_slice *rules)
+{
 	struct acl_table t, old;
-	struct acl_user *u = NULL;
-	const char *msg;
+	struct acl_user *u;
 	char err[256];
 
-	if (r->plan.n_parts != 1 ||
-	    store_cmd_decode(r->plan.parts[0].cmd, r->plan.parts[0].len, &sc,
-	                     &msg) != 0) {
+	if (s->closed || copy_table(&t, &s->acl) != 0) {
 		return;
 	}
-	acl_table_init(&t);
-	for (size_t i = 0; i < s->acl.n; i++) {
-		struct acl_user *c = malloc(sizeof *c);
-		if (c == NULL || acl_user_copy(c, s->acl.u[i]) != 0) {
-			free(c);
-			goto err_free;
-		}
-		if (acl_table_put(&t, c) != 0) {
-			goto err_free;
-		}
-	}
-	if (sc.op == STORE_OP_ACL_SETUSER) {
+	if (rules == NULL) {
+		acl_table_del(&t, (const char *)name.p, name.len);
+	} else {
 		u = malloc(sizeof *u);
 		if (u == NULL) {
 			goto err_free;
 		}
-		if (acl_user_init(u, (const char *)sc.key.p, sc.key.len, err,
+		if (acl_user_init(u, (const char *)name.p, name.len, err,
 		                  sizeof err) != 0 ||
-		    acl_rules_apply_text(u, (const char *)sc.value.p,
-		                         sc.value.len, err, sizeof err) != 0) {
+		    acl_rules_apply_text(u, (const char *)rules->p, rules->len,
+		                         err, sizeof err) != 0) {
 			acl_user_free(u);
 			free(u);
 			goto err_free;
@@ -231,8 +237,6 @@ static void apply_local(struct fsnp_server *s, const struct fsnp_req *r)
 		if (acl_table_put(&t, u) != 0) {
 			goto err_free;
 		}
-	} else {
-		acl_table_del(&t, (const char *)sc.key.p, sc.key.len);
 	}
 	old = s->acl;
 	s->acl = t;
@@ -241,6 +245,40 @@ static void apply_local(struct fsnp_server *s, const struct fsnp_req *r)
 	return;
 err_free:
 	acl_table_free(&t);
+}
+
+/* The store's ACL observer: a user change this node's replica of the
+ * meta group applied. */
+static void on_applied(void *data, struct store_slice name,
+                       const struct store_slice *rules)
+{
+	apply_change(data, name, rules);
+}
+
+/* This node's own ACL command committed (it may not replicate the meta
+ * group, so may see no apply): the same change at once, ahead of the
+ * next read. */
+static void apply_local(struct fsnp_server *s, const struct fsnp_req *r)
+{
+	struct store_cmd sc;
+	const char *msg;
+
+	if (r->plan.n_parts != 1 ||
+	    store_cmd_decode(r->plan.parts[0].cmd, r->plan.parts[0].len, &sc,
+	                     &msg) != 0) {
+		return;
+	}
+	if (sc.op == STORE_OP_ACL_SETUSER) {
+		apply_change(s, sc.key, &sc.value);
+	} else if (sc.op == STORE_OP_ACL_DELUSER) {
+		apply_change(s, sc.key, NULL);
+	}
+}
+
+void fsnp_acl_observe(struct fsnp_server *s, bool on)
+{
+	store_set_acl_observer(shards_store(s->shards), on ? on_applied : NULL,
+	                       on ? s : NULL);
 }
 
 static void on_list(void *data, int status, const uint8_t *res, size_t len)

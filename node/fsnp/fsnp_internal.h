@@ -403,6 +403,9 @@ void fsnp_acl_free(struct fsnp_server *s);
  * read synchronously at start (before the first connection), so that a
  * restarted node never serves with an empty copy. */
 void fsnp_acl_load_local(struct fsnp_server *s);
+/* Installs (on) or removes the store's ACL observer: user changes this
+ * node's replica of the meta group applies reach the copy at once. */
+void fsnp_acl_observe(struct fsnp_server *s, bool on);
 /* Reads the users from the meta group (again). */
 void fsnp_acl_refresh(struct fsnp_server *s);
 /* From the sweep timer: refreshes every ACL_REFRESH_MS. */

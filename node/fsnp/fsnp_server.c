@@ -709,6 +709,7 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	}
 	s->route_epoch = fsnp_server_route_epoch(s);
 	uv_timer_start(&s->sweep, on_sweep, every, every);
+	fsnp_acl_observe(s, true);
 	fsnp_acl_refresh(s);
 	*out = s;
 	return 0;
@@ -775,6 +776,7 @@ static void finish_close(struct fsnp_server *s)
 		return;
 	}
 	s->closed = true;
+	fsnp_acl_observe(s, false);
 	/* Nothing can wait any more: fail leader waits and waiters. */
 	for (uint32_t g = 0; g <= s->data_groups; g++) {
 		while (s->gwait[g].head != NULL) {

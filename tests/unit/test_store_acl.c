@@ -1,6 +1,6 @@
 /* The meta group's FSNP ACL users (ACL_SETUSER / ACL_DELUSER / ACL_LIST):
  * set, replace, delete, list in name order, validation, meta-group only,
- * codec round trip. The rules are opaque to the store. */
+ * codec round trip, the ACL observer. The rules are opaque to the store. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,8 @@
 
 #include <cmocka.h>
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,12 +128,68 @@ static void test_codec(void **state)
 	free(buf);
 }
 
+struct seen {
+	int n;
+	char name[16];
+	char rules[64];
+	bool deleted;
+};
+
+static void on_acl(void *data, struct store_slice name,
+                   const struct store_slice *rules)
+{
+	struct seen *x = data;
+	x->n++;
+	snprintf(x->name, sizeof x->name, "%.*s", (int)name.len,
+	         (const char *)name.p);
+	x->deleted = rules == NULL;
+	snprintf(x->rules, sizeof x->rules, "%.*s", rules ? (int)rules->len : 0,
+	         rules ? (const char *)rules->p : "");
+}
+
+static void test_observer(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct seen x = {0};
+	(void)state;
+
+	tdb_open(&t);
+	store_set_acl_observer(t.s, on_acl, &x);
+	c = acl_cmd(STORE_OP_ACL_SETUSER, "alice", "on nopass");
+	expect_i64(&t, 0, &c, 1);
+	assert_int_equal(x.n, 1);
+	assert_string_equal(x.name, "alice");
+	assert_string_equal(x.rules, "on nopass");
+	assert_false(x.deleted);
+	/* Deleting nobody is no change. */
+	c = acl_cmd(STORE_OP_ACL_DELUSER, "bob", NULL);
+	expect_i64(&t, 0, &c, 0);
+	assert_int_equal(x.n, 1);
+	c = acl_cmd(STORE_OP_ACL_DELUSER, "alice", NULL);
+	expect_i64(&t, 0, &c, 1);
+	assert_int_equal(x.n, 2);
+	assert_true(x.deleted);
+	/* Refused commands are no change either. */
+	c = acl_cmd(STORE_OP_ACL_SETUSER, "", "on");
+	struct tres r;
+	tapply(&r, &t, 0, 100, &c);
+	tres_free(&r);
+	assert_int_equal(x.n, 2);
+	store_set_acl_observer(t.s, NULL, NULL);
+	c = acl_cmd(STORE_OP_ACL_SETUSER, "carol", "on");
+	expect_i64(&t, 0, &c, 1);
+	assert_int_equal(x.n, 2);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_set_replace_delete_list),
 	    cmocka_unit_test(test_validation),
 	    cmocka_unit_test(test_codec),
+	    cmocka_unit_test(test_observer),
 	};
 	return cmocka_run_group_tests_name("store_acl", tests, NULL, NULL);
 }

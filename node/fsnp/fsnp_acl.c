@@ -422,6 +422,10 @@ bool fsnp_acl_auth(struct fsnp_conn *c, struct fsnp_bytes user,
 /* The command a KV store op is, and its categories. */
 static const char *op_name(uint8_t op)
 {
+	if (op == STORE_OP_ACL_SETUSER || op == STORE_OP_ACL_DELUSER ||
+	    op == STORE_OP_ACL_LIST) {
+		return "ACL";
+	}
 	for (size_t i = 0; i < fsnp_cmd_count(); i++) {
 		const struct fsnp_cmd_info *ci = fsnp_cmd_at(i);
 		if (ci->kind == FSNP_CMD_KV && ci->store_op == op) {

@@ -281,6 +281,19 @@ static void test_users_and_rules(void **state)
 	assert_int_equal(m.status, 0);
 	assert_int_equal(m.value.tag, FSNP_NIL);
 	ftc_msg_free(&m);
+	/* A user granted the acl command by name (not @admin) manages
+	 * users; GET stays denied to it. */
+	const char *ops_rules[] = {"on", ">" APP_PW, "+acl"};
+	setuser(&admin, "aclop", ops_rules, 3);
+	{
+		struct ftc op;
+		login(&op, port, "aclop", APP_PW);
+		const char *us[] = {"USERS"};
+		expect_ok(EXEC(&op, "ACL", us, 1));
+		expect_error(CALL(&op, FSNP_OP_GET, "key=s", "app:1"), 3,
+		             "'get' command");
+		ftc_close(&op);
+	}
 	const char *dd[] = {"DELUSER", "default"};
 	expect_error(EXEC(&admin, "ACL", dd, 2), 1, "cannot be removed");
 

@@ -67,6 +67,8 @@ void fsnp_acl_init(struct fsnp_server *s)
 void fsnp_acl_free(struct fsnp_server *s)
 {
 	acl_table_free(&s->acl);
+	free(s->acl_last);
+	s->acl_last = NULL;
 }
 
 /* Closes the sessions of user `name`, with the event to those that asked
@@ -240,6 +242,11 @@ static void apply_change(struct fsnp_server *s, struct store_slice name,
 	}
 	old = s->acl;
 	s->acl = t;
+	/* The copy moved past the last list read: take the next one
+	 * whatever it holds. */
+	free(s->acl_last);
+	s->acl_last = NULL;
+	s->acl_last_len = 0;
 	invalidate(s, &old);
 	acl_table_free(&old);
 	return;
@@ -286,7 +293,18 @@ static void on_list(void *data, int status, const uint8_t *res, size_t len)
 	struct fsnp_server *s = data;
 	s->ops_outstanding--;
 	s->acl_reading = false;
-	if (status == SHARDS_OK && !s->closed) {
+	if (status == SHARDS_OK && !s->closed &&
+	    (len != s->acl_last_len || s->acl_last == NULL ||
+	     memcmp(res, s->acl_last, len) != 0)) {
+		/* Only when it changed: the same list every 250 ms costs a
+		 * compare. */
+		uint8_t *copy = malloc(len);
+		if (copy != NULL) {
+			memcpy(copy, res, len);
+			free(s->acl_last);
+			s->acl_last = copy;
+			s->acl_last_len = len;
+		}
 		if (load(s, res, len) != 0) {
 			log_warn(s->log, "fsnp",
 			         "ACL users: unreadable list from the meta "

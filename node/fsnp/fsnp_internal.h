@@ -325,6 +325,8 @@ struct fsnp_server {
 	bool acl_reading; /* an ACL_LIST read in flight */
 	bool acl_again;   /* read again when it answers */
 	uint64_t acl_next_ms;
+	uint8_t *acl_last; /* the last ACL_LIST result loaded (owned) */
+	size_t acl_last_len;
 	uint64_t acl_denied_logged_ms;
 
 	struct fsnp_server_stats stats;

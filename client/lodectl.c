@@ -25,6 +25,8 @@ static const struct lodectl_family families[] = {
      "FerricFlow over FSNP (create, claim, complete, history, ...)"},
     {"felix", lodectl_felix_main,
      "Felix publish, subscribe, caches and counters over QUIC"},
+    {"acl", lodectl_acl_main,
+     "FSNP ACL users: setuser, deluser, getuser, list, users, whoami"},
     {"stream", lodectl_stream_main,
      "register, list, describe and delete Felix streams"},
     {"cache", lodectl_cache_main,
@@ -57,6 +59,9 @@ static void usage(FILE *f)
 	        "                       (default: the system's)\n"
 	        "  --tls-cert FILE      client certificate (PEM), with "
 	        "--tls-key FILE\n"
+	        "  --admin-token-file FILE  bearer token for the admin API "
+	        "(or\n"
+	        "                       $LODESTONE_ADMIN_TOKEN)\n"
 	        "  --json               machine-readable output\n\n"
 	        "families:\n");
 	for (size_t i = 0; i < N_FAMILIES; i++) {
@@ -87,6 +92,39 @@ static int split_addr(const char *s, char *host, size_t cap, uint16_t *port)
 		snprintf(host, cap, "%.*s", (int)(colon - s), s);
 	}
 	*port = (uint16_t)p;
+	return 0;
+}
+
+/* --admin-token-file: its first line becomes LODESTONE_ADMIN_TOKEN, the
+ * bearer token lodectl_http sends. */
+static int read_token_file(const char *path)
+{
+	char tok[8200];
+	size_t n;
+	FILE *f = fopen(path, "r");
+	if (f == NULL) {
+		fprintf(stderr, "lodectl: --admin-token-file %s: %s\n", path,
+		        strerror(errno));
+		return -1;
+	}
+	if (fgets(tok, sizeof tok, f) == NULL) {
+		tok[0] = '\0';
+	}
+	fclose(f);
+	n = strlen(tok);
+	while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r' ||
+	                 tok[n - 1] == ' ' || tok[n - 1] == '\t')) {
+		tok[--n] = '\0';
+	}
+	if (n == 0 || n > 8192) {
+		fprintf(stderr,
+		        "lodectl: --admin-token-file %s: no token on its first "
+		        "line\n",
+		        path);
+		return -1;
+	}
+	setenv("LODESTONE_ADMIN_TOKEN", tok, 1);
+	explicit_bzero(tok, sizeof tok);
 	return 0;
 }
 
@@ -415,6 +453,11 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--admin") == 0) {
 			snprintf(o.admin, sizeof o.admin, "%s", val);
+			i++;
+		} else if (strcmp(a, "--admin-token-file") == 0) {
+			if (read_token_file(val) != 0) {
+				return LODECTL_EXIT_USAGE;
+			}
 			i++;
 		} else if (strcmp(a, "--password") == 0) {
 			o.password = val;

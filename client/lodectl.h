@@ -47,6 +47,7 @@ typedef int (*lodectl_family_fn)(const struct lodectl_global *g, int argc,
 
 /* Families, each in its own file. */
 int lodectl_kv_main(const struct lodectl_global *g, int argc, char **argv);
+int lodectl_acl_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);

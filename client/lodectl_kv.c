@@ -1,7 +1,8 @@
 /* lodectl kv and lodectl ping: FSNP KV commands. get/set/del/mget/mset/cas
  * use their typed opcodes; every other KV command (hset, lpush, zadd, lock,
  * ratelimit, ...) goes through COMMAND_EXEC with its arguments as given;
- * options/shards/route/info/backpressure use the control opcodes. */
+ * options/shards/route/info/backpressure use the control opcodes.
+ * lodectl acl: COMMAND_EXEC ACL ..., each rule its own argument. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,9 +211,9 @@ static int cmd_cas(const struct lodectl_global *g, int argc, char **argv)
 	return finish_call(g, FSNP_OP_CAS, argv[1], &w, &b);
 }
 
-/* COMMAND_EXEC {command, args}; the first argument routes it. */
-static int cmd_exec(const struct lodectl_global *g, const char *name, int argc,
-                    char **argv)
+/* COMMAND_EXEC {command, args}; `route` (may be NULL) routes it. */
+static int exec_routed(const struct lodectl_global *g, const char *name,
+                       const char *route, int argc, char **argv)
 {
 	struct wbuf b;
 	struct fsnp_writer w;
@@ -228,8 +229,21 @@ static int cmd_exec(const struct lodectl_global *g, const char *name, int argc,
 	}
 	fsnp_w_array_end(&w);
 	fsnp_w_map_end(&w);
-	return finish_call(g, FSNP_OP_COMMAND_EXEC, argc > 0 ? argv[0] : NULL,
-	                   &w, &b);
+	return finish_call(g, FSNP_OP_COMMAND_EXEC, route, &w, &b);
+}
+
+/* COMMAND_EXEC routed by its first argument (a key). */
+static int cmd_exec(const struct lodectl_global *g, const char *name, int argc,
+                    char **argv)
+{
+	return exec_routed(g, name, argc > 0 ? argv[0] : NULL, argc, argv);
+}
+
+/* COMMAND_EXEC of a command without a key. */
+static int cmd_exec_args(const struct lodectl_global *g, const char *name,
+                         int argc, char **argv)
+{
+	return exec_routed(g, name, NULL, argc, argv);
 }
 
 static int cmd_control(const struct lodectl_global *g, uint16_t opcode,
@@ -356,4 +370,44 @@ int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv)
 	}
 	fsnp_w_map_end(&w);
 	return finish_call(g, FSNP_OP_PING, NULL, &w, &b);
+}
+
+static void acl_usage(FILE *f)
+{
+	fprintf(f, "usage: lodectl [--fsnp HOST:PORT] [--user NAME --password "
+	           "PASSWORD] acl SUBCOMMAND ARGS...\n\n"
+	           "  setuser NAME [RULE...]   e.g. on '>secret' '~app:*' "
+	           "+@read\n"
+	           "  deluser NAME\n"
+	           "  getuser NAME\n"
+	           "  list  users  whoami\n");
+}
+
+int lodectl_acl_main(const struct lodectl_global *g, int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int min, max; /* arguments after the subcommand */
+	} subs[] = {
+	    {"setuser", 1, 1000}, {"deluser", 1, 1}, {"getuser", 1, 1},
+	    {"list", 0, 0},       {"users", 0, 0},   {"whoami", 0, 0},
+	};
+	if (argc < 2 || strcmp(argv[1], "help") == 0 ||
+	    strcmp(argv[1], "--help") == 0) {
+		acl_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? LODECTL_EXIT_USAGE : LODECTL_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+		if (strcasecmp(argv[1], subs[i].name) == 0) {
+			int n = argc - 2;
+			if (n < subs[i].min || n > subs[i].max) {
+				acl_usage(stderr);
+				return LODECTL_EXIT_USAGE;
+			}
+			/* ACL's arguments: the subcommand first. */
+			return cmd_exec_args(g, "ACL", argc - 1, argv + 1);
+		}
+	}
+	acl_usage(stderr);
+	return LODECTL_EXIT_USAGE;
 }

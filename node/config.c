@@ -226,6 +226,17 @@ static const struct opt opts[] = {
     {"fsnp-trace", OPT_BOOL, OFF(native.trace), 0, 0, 0, NULL,
      "accept the FSNP trace flag 0x01: traced requests are logged and "
      "their replies flagged"},
+    {"protected-mode", OPT_BOOL, OFF(native.protected_mode), 0, 0, 0, NULL,
+     "refuse FSNP clients from non-loopback addresses while no user has a "
+     "password (default yes; --dev: no)"},
+    {"fsnp-auth-timeout-ms", OPT_UINT, OFF(native.auth_timeout_ms), 8, 0,
+     3600000, "MS",
+     "close an FSNP connection not authenticated after this long, when "
+     "AUTH is required (default 10000; 0 never)"},
+    {"admin-token-file", OPT_STRING, OFF(admin_token_file),
+     SZ(admin_token_file), 0, 0, "FILE",
+     "file holding the bearer token every /v1/* admin request needs "
+     "(default: none)"},
     {"fsnp-trusted-request-context-users", OPT_STRING,
      OFF(native.trusted_request_context_users),
      SZ(native.trusted_request_context_users), 0, 0, "USER,...",
@@ -624,6 +635,8 @@ static void set_defaults(struct node_config *c)
 	 * execution and lane caps (see docs/fsnp.md). */
 	c->native.enabled = true;
 	c->native.maxclients = 10000;
+	c->native.protected_mode = true;
+	c->native.auth_timeout_ms = 10000;
 	c->native.max_frame_bytes = 16u << 20;
 	c->native.unauth_max_frame_bytes = 64u << 10;
 	c->native.frame_assembly_timeout_ms = 15000;
@@ -735,6 +748,9 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		dev_loopback(&c->fsnp, is_set(c, "fsnp"));
 		dev_loopback(&c->fsnp_tls, is_set(c, "fsnp-tls"));
 		dev_loopback(&c->admin, is_set(c, "admin"));
+		if (!is_set(c, "protected-mode")) {
+			c->native.protected_mode = false;
+		}
 	}
 	if (!is_set(c, "data")) {
 		strcpy(c->data_dir,
@@ -885,7 +901,12 @@ int config_load(struct node_config *c, int argc, char *const argv[],
 		if (eq != NULL) {
 			value = eq + 1;
 		} else if (opts[idx].kind == OPT_BOOL) {
+			/* `--flag`, or `--flag yes|no` (Redis style). */
+			bool b;
 			value = "true";
+			if (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) {
+				value = argv[++i];
+			}
 		} else if (i + 1 < argc) {
 			value = argv[++i];
 		} else {

@@ -35,6 +35,12 @@ struct config_native {
 	bool enabled;     /* serve FSNP at all */
 	bool compression; /* zlib may be negotiated */
 	char requirepass[256];
+	/* Refuse clients from non-loopback addresses while no user has a
+	 * password (docs/security.md). */
+	bool protected_mode;
+	/* Close a connection still unauthenticated after this long, when
+	 * AUTH is required; 0 never. */
+	uint64_t auth_timeout_ms;
 	unsigned maxclients;
 	uint64_t max_frame_bytes;
 	uint64_t unauth_max_frame_bytes;
@@ -100,6 +106,9 @@ struct node_config {
 	uint64_t row_cache_bytes; /* store/rowcache.h bound; 0 = off */
 	unsigned auto_create_shards;
 	bool dev;
+	/* The bearer token every /v1/... admin request needs: the file's first
+	 * line; "" = none (docs/security.md). */
+	char admin_token_file[CONFIG_PATH_MAX];
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
 	/* Felix broker (node/felix/felix_server.c) and scopes

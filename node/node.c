@@ -431,9 +431,23 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		}
 	}
 	/* fsnp: end */
+	char token[ADMIN_TOKEN_MAX + 3] = "";
+	if (cfg->admin_token_file[0] != '\0' &&
+	    admin_token_file_read(cfg->admin_token_file, token, sizeof token,
+	                          err, errlen) != 0) {
+		goto err_fsnp;
+	}
 	if (admin_http_start(&n->admin, &n->loop, &n->log, cfg->admin.host,
 	                     cfg->admin.port, err, errlen) != 0) {
+		explicit_bzero(token, sizeof token);
 		goto err_fsnp;
+	}
+	if (token[0] != '\0') {
+		admin_http_set_token(&n->admin, token, strlen(token));
+		explicit_bzero(token, sizeof token);
+		log_info(&n->log, "node",
+		         "admin API: /v1/... needs the bearer token of %s",
+		         cfg->admin_token_file);
 	}
 	scopes_register_admin(n->scopes, &n->admin); /* felix */
 	admin_http_route(&n->admin, "GET", "/healthz", false, on_healthz, n);

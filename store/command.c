@@ -91,6 +91,11 @@ static const struct op_desc ops[] = {
     [STORE_OP_CONF_INIT] =
         {STORE_OP_CONF_INIT, false, true, "CONF_INIT", {F_KEY, F_VALUE}},
     [STORE_OP_CONF_GET] = {STORE_OP_CONF_GET, true, true, "CONF_GET", {F_KEY}},
+    [STORE_OP_ACL_SETUSER] =
+        {STORE_OP_ACL_SETUSER, false, true, "ACL_SETUSER", {F_KEY, F_VALUE}},
+    [STORE_OP_ACL_DELUSER] =
+        {STORE_OP_ACL_DELUSER, false, true, "ACL_DELUSER", {F_KEY}},
+    [STORE_OP_ACL_LIST] = {STORE_OP_ACL_LIST, true, true, "ACL_LIST", {F_END}},
     [STORE_OP_STREAM_APPEND] =
         {STORE_OP_STREAM_APPEND, false, false, "STREAM_APPEND", {SS, F_ITEMS}},
     [STORE_OP_STREAM_APPEND_IDEM] = {STORE_OP_STREAM_APPEND_IDEM,

@@ -80,6 +80,14 @@ enum store_op {
 	STORE_OP_CONF_INIT = 0x09,
 	/* (read) key=name -> bytes | nil */
 	STORE_OP_CONF_GET = 0x0A,
+	/* Meta group: FSNP ACL users. key=user name value=the user's rules
+	 * as text (node/auth/acl.h; passwords only as SHA-256), opaque to
+	 * the store -> i64 1 created, 0 replaced */
+	STORE_OP_ACL_SETUSER = 0x0B,
+	/* key=user name -> i64 1 deleted, 0 absent */
+	STORE_OP_ACL_DELUSER = 0x0C,
+	/* (read) -> [[name, rules]...] in name order */
+	STORE_OP_ACL_LIST = 0x0D,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

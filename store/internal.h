@@ -29,7 +29,9 @@ struct store {
 	char err[256];
 	char export_err[256];
 	char sync_err[256];
-	struct store_observer observer; /* all NULL when none */
+	struct store_observer observer;   /* all NULL when none */
+	store_acl_change_cb acl_observer; /* NULL when none */
+	void *acl_observer_data;
 	/* Registered extensions (store/ext.h), reactor only. */
 	struct store_ext ext[STORE_EXT_MAX];
 	unsigned next;

@@ -23,6 +23,7 @@ enum key_type {
 	K_SCOPE = 0x02,    /* meta group: kind + 3 x (u16 len + name) */
 	K_NODE = 0x03,     /* meta group: node id (8 bytes): record */
 	K_CONF = 0x04,     /* meta group: setting name: value */
+	K_ACL = 0x05,      /* meta group: ACL user name: rules */
 	K_STREAM = 0x10,   /* shard id: head, tail, bytes, producers */
 	K_REC = 0x11,      /* shard id + last offset: run (stream.h) */
 	K_PROD = 0x12,     /* shard id + producer id: sequences */

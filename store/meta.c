@@ -526,9 +526,118 @@ static int node_list(struct tx *tx, struct sbuf *res)
 	return 0;
 }
 
+/* --- ACL users ----------------------------------------------------------- */
+
+#define ACL_NAME_LEN_MAX 64
+#define ACL_RULES_MAX 65536
+#define ACL_USERS_LIST_MAX 1024
+
+static bool acl_args_ok(const struct store_cmd *c, struct sbuf *res)
+{
+	if (c->key.len == 0 || c->key.len > ACL_NAME_LEN_MAX ||
+	    c->value.len > ACL_RULES_MAX) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR an ACL user needs a name of 1 to 64 bytes and "
+		          "at most 64 KiB of rules");
+		return false;
+	}
+	return true;
+}
+
+/* key = user name, value = its rules (opaque here). */
+static int acl_setuser(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old;
+	int found;
+
+	if (!acl_args_ok(c, res)) {
+		return 0;
+	}
+	sbuf_init(&k);
+	key_start(&k, 0, K_ACL);
+	sbuf_add(&k, c->key.p, c->key.len);
+	found = tx_get(tx, &k, &old);
+	val_free(&old);
+	if (found >= 0) {
+		tx_put(tx, &k, c->value.p, c->value.len);
+	}
+	sbuf_free(&k);
+	if (found < 0) {
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, found ? 0 : 1);
+	return 0;
+}
+
+static int acl_deluser(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old;
+	int found;
+
+	if (!acl_args_ok(c, res)) {
+		return 0;
+	}
+	sbuf_init(&k);
+	key_start(&k, 0, K_ACL);
+	sbuf_add(&k, c->key.p, c->key.len);
+	found = tx_get(tx, &k, &old);
+	val_free(&old);
+	if (found > 0) {
+		tx_del(tx, &k);
+	}
+	sbuf_free(&k);
+	if (found < 0) {
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, found ? 1 : 0);
+	return 0;
+}
+
+static int acl_list(struct tx *tx, struct sbuf *res)
+{
+	struct sbuf prefix;
+	struct titer it;
+	uint32_t n = 0;
+	size_t mark;
+
+	sbuf_init(&prefix);
+	key_start(&prefix, 0, K_ACL);
+	res_begin(res, STORE_OK);
+	mark = res_array_open(res);
+	titer_open(&it, tx, &prefix);
+	for (titer_seek(&it, NULL); titer_valid(&it) && n < ACL_USERS_LIST_MAX;
+	     titer_next(&it)) {
+		size_t kl, vl;
+		const uint8_t *kp = titer_key(&it, &kl);
+		const uint8_t *vp = titer_value(&it, &vl);
+		res_array(res, 2);
+		res_bytes(res, kp + prefix.len, kl - prefix.len);
+		res_bytes(res, vp, vl);
+		n++;
+	}
+	sbuf_free(&prefix);
+	if (titer_close(&it) != 0) {
+		return -1;
+	}
+	res_array_close(res, mark, n);
+	return 0;
+}
+
 int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	switch (c->op) {
+	case STORE_OP_ACL_SETUSER:
+		return acl_setuser(tx, c, res);
+	case STORE_OP_ACL_DELUSER:
+		return acl_deluser(tx, c, res);
+	case STORE_OP_ACL_LIST:
+		return acl_list(tx, res);
 	case STORE_OP_NODE_SET:
 		return node_set(tx, c, res, false);
 	case STORE_OP_NODE_JOIN:

@@ -439,6 +439,9 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_NODE_STATE:
 	case STORE_OP_CONF_INIT:
 	case STORE_OP_CONF_GET:
+	case STORE_OP_ACL_SETUSER:
+	case STORE_OP_ACL_DELUSER:
+	case STORE_OP_ACL_LIST:
 		return meta_apply(tx, c, res);
 	case STORE_OP_STREAM_APPEND:
 	case STORE_OP_STREAM_APPEND_IDEM:
@@ -650,6 +653,41 @@ static int result_pair(const struct fsm_result *r, bool nil_ok,
 	return 0;
 }
 
+void store_set_acl_observer(struct store *s, store_acl_change_cb cb, void *data)
+{
+	s->acl_observer = cb;
+	s->acl_observer_data = data;
+}
+
+/* Tells the ACL observer which users the entry's commands changed. */
+static void notify_acl(struct store *s, const struct fsm_entry *e,
+                       const struct fsm_result *results)
+{
+	for (unsigned i = 0; i < e->n_cmds; i++) {
+		struct store_cmd c;
+		const char *msg;
+		uint8_t op = e->cmds[i].len >= 2 ? e->cmds[i].data[1] : 0;
+
+		if ((op != STORE_OP_ACL_SETUSER &&
+		     op != STORE_OP_ACL_DELUSER) ||
+		    store_cmd_decode(e->cmds[i].data, e->cmds[i].len, &c,
+		                     &msg) != 0) {
+			continue;
+		}
+		/* i64: 1 created / deleted, 0 replaced / absent */
+		if (results[i].len < 3 || results[i].data[1] != STORE_OK) {
+			continue;
+		}
+		if (op == STORE_OP_ACL_SETUSER) {
+			s->acl_observer(s->acl_observer_data, c.key, &c.value);
+		} else if (results[i].len >= 11 &&
+		           results[i].data[2] == STORE_T_I64 &&
+		           results[i].data[10] == 1) {
+			s->acl_observer(s->acl_observer_data, c.key, NULL);
+		}
+	}
+}
+
 /* Tells the observer what the entry's commands appended, from each command
  * and its result (the entry is written: nothing here can fail it). */
 static void notify(struct store *s, const struct fsm_entry *e,
@@ -798,6 +836,9 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 	rocksdb_writebatch_wi_clear(s->wb);
 	tx_fini(&tx);
 	notify(s, e, results);
+	if (e->group == 0 && s->acl_observer != NULL) {
+		notify_acl(s, e, results);
+	}
 	return 0;
 
 err:

@@ -254,4 +254,13 @@ struct store_observer {
  * must not apply. Replayed entries notify nothing. */
 void store_set_observer(struct store *s, const struct store_observer *o);
 
+/* A second observer, of its own, for the meta group's FSNP ACL users:
+ * called the same way once per ACL_SETUSER (`rules` its value) or
+ * ACL_DELUSER that removed a user (`rules` NULL) that applied. Installed
+ * or removed (NULL) independently of store_set_observer's. */
+typedef void (*store_acl_change_cb)(void *data, struct store_slice name,
+                                    const struct store_slice *rules);
+void store_set_acl_observer(struct store *s, store_acl_change_cb cb,
+                            void *data);
+
 #endif

@@ -26,6 +26,12 @@ UNIT_TESTS += tests/unit/test_store_command
 tests_unit_test_store_command_SOURCES = tests/unit/test_store_command.c
 tests_unit_test_store_command_LDADD = $(STORE_TEST_LDADD)
 
+UNIT_TESTS += tests/unit/test_store_acl
+tests_unit_test_store_acl_SOURCES = tests/unit/test_store_acl.c \
+	tests/unit/store_test_util.c tests/unit/store_test_util.h
+tests_unit_test_store_acl_LDADD = store/libstore.a $(DEP_LIBS) \
+	$(CMOCKA_LIBS)
+
 UNIT_TESTS += tests/unit/test_store_dwrite
 tests_unit_test_store_dwrite_SOURCES = tests/unit/test_store_dwrite.c \
 	$(STORE_TEST_UTIL)

@@ -2,12 +2,14 @@
 #include "node/admin/admin_http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 /* Per-connection upload state (MHD's con_cls). */
@@ -192,6 +194,75 @@ void admin_http_finish(struct admin_deferred *d, struct admin_reply *reply)
 	free(d);
 }
 
+/* Everything under /v1 needs the token; /healthz, /readyz, /metrics and /
+ * do not. */
+static bool needs_token(const char *url)
+{
+	return strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/v1") == 0;
+}
+
+/* Constant time in the presented value's bytes; its length may leak. */
+static bool token_ok(const struct admin_http *a, const char *hdr)
+{
+	static const char bearer[] = "Bearer ";
+	size_t n;
+	unsigned char d;
+	if (hdr == NULL || strncasecmp(hdr, bearer, sizeof bearer - 1) != 0) {
+		return false;
+	}
+	hdr += sizeof bearer - 1;
+	n = strlen(hdr);
+	d = n != a->token_len;
+	for (size_t i = 0; i < n; i++) {
+		d |= (unsigned char)(hdr[i] ^ a->token[i % a->token_len]);
+	}
+	return d == 0;
+}
+
+int admin_http_set_token(struct admin_http *a, const char *token, size_t len)
+{
+	if (len == 0 || len > ADMIN_TOKEN_MAX) {
+		return -1;
+	}
+	memcpy(a->token, token, len);
+	a->token[len] = '\0';
+	a->token_len = len;
+	return 0;
+}
+
+int admin_token_file_read(const char *path, char *buf, size_t cap, char *err,
+                          size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	size_t n, s = 0;
+	if (f == NULL) {
+		snprintf(err, errlen, "admin-token-file %s: %s", path,
+		         strerror(errno));
+		return -1;
+	}
+	if (fgets(buf, (int)cap, f) == NULL) {
+		buf[0] = '\0';
+	}
+	fclose(f);
+	n = strlen(buf);
+	while (n > 0 && isspace((unsigned char)buf[n - 1])) {
+		buf[--n] = '\0';
+	}
+	while (s < n && isspace((unsigned char)buf[s])) {
+		s++;
+	}
+	memmove(buf, buf + s, n - s + 1);
+	n -= s;
+	if (n == 0 || n > ADMIN_TOKEN_MAX || n + 1 >= cap) {
+		snprintf(err, errlen,
+		         "admin-token-file %s: the first line must hold a "
+		         "token of 1 to %d bytes",
+		         path, ADMIN_TOKEN_MAX);
+		return -1;
+	}
+	return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -238,6 +309,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		    "{\"error\":\"request body larger than 1 MiB\"}");
 		return send_reply(conn, &reply);
 	}
+	if (a->token_len > 0 && needs_token(url) &&
+	    !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                             "Authorization"))) {
+		admin_reply_json(&reply, 401,
+		                 "{\"error\":\"this admin API needs a bearer "
+		                 "token (Authorization: Bearer ...; lodectl: "
+		                 "--admin-token-file or "
+		                 "LODESTONE_ADMIN_TOKEN)\"}");
+		return send_reply(conn, &reply);
+	}
 	bool known;
 	const struct admin_route *r = find_route(a, method, url, &known);
 	if (r == NULL) {
@@ -255,6 +336,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	    .conn = conn,
 	    .server = a,
 	    .upload = up,
+	    .operator= a->token_len> 0 && needs_token(url),
 	};
 	int rv = r->cb(r->data, &req, &reply);
 	if (rv == 0 && up->d != NULL && reply.status == 0) {

@@ -28,6 +28,10 @@ struct admin_request {
 	void *conn;                /* for admin_request_arg() */
 	struct admin_http *server; /* for admin_http_defer() */
 	void *upload;
+	/* The request carried the admin API's bearer token
+	 * (admin_http_set_token): an operator, whom the rooms' own checks
+	 * (Felix JWT scope changes) let through. */
+	bool operator;
 };
 
 struct admin_reply {
@@ -54,6 +58,8 @@ struct admin_route {
 	void *data;
 };
 
+#define ADMIN_TOKEN_MAX 4096
+
 struct admin_http {
 	uv_loop_t *loop;
 	const struct log *log;
@@ -67,12 +73,26 @@ struct admin_http {
 	void *close_data;
 	struct admin_deferred *deferred; /* suspended requests */
 	bool closing;
+	/* The bearer token every /v1/... request needs ("" = none). */
+	char token[ADMIN_TOKEN_MAX + 1];
+	size_t token_len;
 };
 
 /* Binds host:port and starts serving on `loop`. */
 int admin_http_start(struct admin_http *a, uv_loop_t *loop,
                      const struct log *log, const char *host, unsigned port,
                      char *err, size_t errlen);
+
+/* Requires `Authorization: Bearer TOKEN` on every /v1/... request from
+ * now on (/healthz, /readyz, /metrics and / stay open); compared in
+ * constant time. 0, or -1 when the token is empty or longer than
+ * ADMIN_TOKEN_MAX. */
+int admin_http_set_token(struct admin_http *a, const char *token, size_t len);
+
+/* Reads a token file's first line (surrounding white space trimmed) into
+ * buf. 0, or -1 with a message naming the file, never its contents. */
+int admin_token_file_read(const char *path, char *buf, size_t cap, char *err,
+                          size_t errlen);
 
 /* Registers a route; later registrations of the same path win. */
 int admin_http_route(struct admin_http *a, const char *method, const char *path,

@@ -22,6 +22,7 @@
 
 #include "node/auth/jwks.h"
 #include "node/auth/jwt.h"
+#include "node/auth/acl.h"
 #include "node/auth/perm.h"
 
 #define AUTH_DEFAULT_ISSUER "felix-auth"

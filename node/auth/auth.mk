@@ -4,8 +4,20 @@
 # the Felix listener uses it today. See docs/security.md.
 node_libnode_a_SOURCES += node/auth/auth.h node/auth/auth.c \
 	node/auth/jwt.c node/auth/jwt.h node/auth/jwks.c node/auth/jwks.h \
-	node/auth/perm.c node/auth/perm.h
+	node/auth/perm.c node/auth/perm.h node/auth/acl.c node/auth/acl.h \
+	node/auth/acl_rule.c
 EXTRA_DIST += docs/security.md tests/interop/felix_jwt.mjs
+
+# ACL users for FSNP: rules, globs, checks, the user table.
+UNIT_TESTS += tests/unit/test_auth_acl
+tests_unit_test_auth_acl_SOURCES = tests/unit/test_auth_acl.c
+tests_unit_test_auth_acl_LDADD = node/libnode.a $(DEP_LIBS) $(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_auth_acl
+tests_fuzz_fuzz_auth_acl_SOURCES = tests/fuzz/fuzz_auth_acl.c
+tests_fuzz_fuzz_auth_acl_LDADD = node/libnode.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_auth_acl_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_auth_acl
 
 # Unit tests: permissions; tokens end to end (minted with the client's
 # issuing side, client/felix_token.c).

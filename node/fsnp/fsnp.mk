@@ -5,7 +5,7 @@ node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
 	node/fsnp/fsnp_flow.c \
-	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h \
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/fsnp/fsnp_acl.c \
 	node/fsnp/fsnp_admin.c node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
 
 EXTRA_DIST += docs/fsnp.md
@@ -44,6 +44,18 @@ tests_integration_test_fsnp_limits_SOURCES = \
 	tests/integration/test_fsnp_limits.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_limits_LDADD = $(FSNP_ITEST_LDADD)
 
+# ACL users: commands and key patterns on every path, invalidation.
+INTEGRATION_TESTS += tests/integration/test_fsnp_acl
+tests_integration_test_fsnp_acl_SOURCES = \
+	tests/integration/test_fsnp_acl.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_acl_LDADD = $(FSNP_ITEST_LDADD)
+
+# Protected mode from a non-loopback client (a namespace of its own; root).
+INTEGRATION_TESTS += tests/integration/test_fsnp_protected
+tests_integration_test_fsnp_protected_SOURCES = \
+	tests/integration/test_fsnp_protected.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_fsnp_protected_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_drain
 tests_integration_test_fsnp_drain_SOURCES = \
 	tests/integration/test_fsnp_drain.c $(FSNP_ITEST_SOURCES)
@@ -70,6 +82,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
+	tests/interop/fsnp_acl.mjs \
 	tests/interop/fsnp_topology.mjs tests/interop/fsnp_flow.mjs \
 	tests/interop/package.json
 

@@ -58,6 +58,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("ZREM", FSNP_OP_ZREM, STORE_OP_KV_ZREM),
     KV("ZRANGE", FSNP_OP_ZRANGE, STORE_OP_KV_ZRANGE),
     KV("ZSCORE", FSNP_OP_ZSCORE, STORE_OP_KV_ZSCORE),
+    KV("ACL", 0, STORE_OP_ACL_LIST),
     CTL("HELLO", FSNP_OP_HELLO),
     CTL("AUTH", FSNP_OP_AUTH),
     CTL("PING", FSNP_OP_PING),

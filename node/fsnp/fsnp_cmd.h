@@ -93,6 +93,9 @@ struct fsnp_plan {
 	 * for the caller to act on right after parsing (prefetching). */
 	const uint8_t *key;
 	size_t key_len;
+	/* COMMAND_EXEC ACL: the subcommand and user name (fsnp_acl.c). */
+	uint8_t acl_sub;
+	char acl_name[65];
 	/* `one`'s encoded command when it fits: no allocation either (the
 	 * same rule: no copy while one.cmd points here). Last, so that
 	 * resetting a plan leaves these bytes alone. */

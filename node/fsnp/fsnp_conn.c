@@ -44,7 +44,11 @@ struct fsnp_conn *fsnp_conn_new(struct fsnp_server *s, struct tls_ctx *tls)
 	c->id = ++s->next_client_id;
 	c->created_ms = fsnp_now_ms(s);
 	c->last_rx_ms = uv_now(s->loop);
-	c->authenticated = s->lim.requirepass[0] == '\0';
+	c->opened_ms = c->last_rx_ms;
+	c->authenticated = fsnp_acl_default_open(s);
+	if (c->authenticated) {
+		snprintf(c->user, sizeof c->user, "default");
+	}
 	c->max_frame =
 	    (uint32_t)(c->authenticated ? s->lim.max_frame_bytes
 	                                : s->lim.unauth_max_frame_bytes);
@@ -680,6 +684,31 @@ static void refuse_plaintext(struct fsnp_conn *c, const struct fsnp_header *h)
 	maybe_finish(c);
 }
 
+/* Protected mode: a client from another host, while no user has a
+ * password, is answered with why, then the connection closes. */
+static void refuse_protected(struct fsnp_conn *c, const struct fsnp_header *h)
+{
+	struct fsnp_server *s = c->srv;
+	uint64_t now = now_loop(c);
+	if (now - s->refusal_logged_ms >= 1000) {
+		s->refusal_logged_ms = now;
+		log_warn(s->log, "fsnp",
+		         "refusing FSNP from %s: protected mode, and no user "
+		         "has a password",
+		         c->peer);
+	}
+	fsnp_exec_reject(
+	    c, h, FSNP_STATUS_NOPERM, "protected_mode",
+	    "DENIED Lodestone is running in protected mode because protected "
+	    "mode is enabled and no password is set for the default user. In "
+	    "this mode connections are only accepted from the loopback "
+	    "interface. To connect from outside, set a password "
+	    "(--requirepass, or ACL SETUSER with a password from a loopback "
+	    "client) or disable protected mode with --protected-mode no.");
+	c->quit = true;
+	maybe_finish(c);
+}
+
 static void handle_frame(struct fsnp_conn *c, const struct fsnp_frame *f)
 {
 	struct fsnp_server *s = c->srv;
@@ -696,6 +725,10 @@ static void handle_frame(struct fsnp_conn *c, const struct fsnp_frame *f)
 	}
 	if (c->tls == NULL && s->lim.require_tls) {
 		refuse_plaintext(c, &f->h);
+		return;
+	}
+	if (c->remote && s->lim.protected_mode && !fsnp_acl_has_password(s)) {
+		refuse_protected(c, &f->h);
 		return;
 	}
 	e = fsnp_frame_check_request(&f->h, &pol);
@@ -957,6 +990,26 @@ void fsnp_conn_resume(struct fsnp_conn *c)
 	}
 }
 
+/* 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8. */
+static bool loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+		                                   0, 0, 0, 0, 0xff, 0xff};
+		if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) {
+			return true;
+		}
+		return memcmp(a->sin6_addr.s6_addr, mapped, 12) == 0 &&
+		       a->sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
 int fsnp_conn_start(struct fsnp_conn *c)
 {
 	struct sockaddr_storage ss;
@@ -978,6 +1031,7 @@ int fsnp_conn_start(struct fsnp_conn *c)
 		}
 	}
 	snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+	c->remote = !loopback(&ss);
 	if (fsnp_conn_lane(c, 0, true) == NULL) {
 		return -1;
 	}
@@ -1064,6 +1118,17 @@ static void maybe_finish(struct fsnp_conn *c)
 	fsnp_conn_close(c);
 }
 
+void fsnp_conn_quit(struct fsnp_conn *c)
+{
+	if (c->closing) {
+		return;
+	}
+	c->quit = true;
+	fsnp_conn_update_reading(c);
+	fsnp_server_mark_dirty(c->srv, c);
+	maybe_finish(c);
+}
+
 void fsnp_conn_drain(struct fsnp_conn *c, uint64_t grace_ms)
 {
 	struct wbuf b;
@@ -1113,6 +1178,9 @@ void fsnp_conn_check_timeouts(struct fsnp_conn *c, uint64_t now)
 	} else if (fsnp_chunk_deadline(&c->chunks, &deadline) &&
 	           now >= deadline) {
 		why = "chunked request not completed in time";
+	} else if (!c->authenticated && !c->quit && l->auth_timeout_ms > 0 &&
+	           now - c->opened_ms >= l->auth_timeout_ms) {
+		why = "not authenticated in time";
 	}
 	if (why != NULL) {
 		log_debug(c->srv->log, "fsnp",

@@ -412,7 +412,7 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 		w_strs(w, (const char *const[]){"none"}, 1);
 	}
 	fsnp_w_key(w, "auth");
-	if (s->lim.requirepass[0] != '\0') {
+	if (fsnp_acl_has_password(s)) {
 		w_strs(w, (const char *const[]){"password"}, 1);
 	} else {
 		w_strs(w, NULL, 0);
@@ -835,34 +835,17 @@ static void startup(struct fsnp_req *r, const struct fsnp_val *b)
 	reply_end(r, &w);
 }
 
-/* Constant-time comparison: the password's length may leak, its bytes
- * not. */
-static bool secret_eq(struct fsnp_bytes a, const char *b)
-{
-	size_t n = strlen(b);
-	unsigned char d = a.len != n;
-	for (size_t i = 0; i < a.len; i++) {
-		d |= (unsigned char)(a.ptr[i] ^
-		                     (unsigned char)b[i % (n ? n : 1)]);
-	}
-	return d == 0 && n > 0;
-}
-
 static void auth(struct fsnp_req *r, struct fsnp_bytes user,
                  struct fsnp_bytes pass)
 {
 	struct fsnp_conn *c = r->conn;
-	const char *want = c->srv->lim.requirepass;
-	if (want[0] != '\0' &&
-	    (!fsnp_bytes_eq(user, "default") || !secret_eq(pass, want))) {
+	if (!fsnp_acl_auth(c, user, pass)) {
 		fsnp_reply_error(r, FSNP_STATUS_AUTH, "auth",
 		                 "WRONGPASS invalid username-password pair or "
 		                 "user is disabled.",
 		                 false, 0);
 		return;
 	}
-	/* Without requirepass every client is the default user already; the
-	 * official SDK sends AUTH whenever it has a password, so accept. */
 	c->authenticated = true;
 	c->max_frame = (uint32_t)c->srv->lim.max_frame_bytes;
 	c->chunks.lim.max_message_bytes = c->max_frame;
@@ -904,7 +887,7 @@ static void client_info(struct fsnp_req *r)
 	} else {
 		fsnp_w_nil(&w);
 	}
-	w_kv_str(&w, "username", "default");
+	w_kv_str(&w, "username", c->user[0] ? c->user : "default");
 	w_kv_bool(&w, "authenticated", c->authenticated);
 	w_kv_str(&w, "peer", c->peer);
 	w_kv_u64(&w, "created_at_ms", c->created_ms);

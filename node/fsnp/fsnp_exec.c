@@ -635,6 +635,7 @@ static void plan_finish(struct fsnp_req *r)
 	if (r->plan.op == STORE_OP_KV_HGETALL) {
 		hgetall_shape(r);
 	}
+	fsnp_acl_shape(r);
 	finish_reply(r);
 	fsnp_req_complete(r);
 }
@@ -682,6 +683,10 @@ void fsnp_exec_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 static void run_plan(struct fsnp_req *r)
 {
 	uint32_t n = r->plan.n_parts;
+	if (!fsnp_acl_check_plan(r)) {
+		fsnp_req_complete(r);
+		return;
+	}
 	if (n == 0) {
 		r->pending = 0;
 		if (r->plan.merge == FSNP_MERGE_SUM) {
@@ -881,7 +886,13 @@ static bool parse_kv(struct fsnp_req *r, uint16_t opcode,
 		default:
 			break;
 		}
-		rv = fsnp_cmd_parse_args(info, &args, &ctx, &r->plan, &err);
+		rv = info->store_op == STORE_OP_ACL_LIST
+		         ? fsnp_acl_exec(r, &args, &err)
+		         : fsnp_cmd_parse_args(info, &args, &ctx, &r->plan,
+		                               &err);
+		if (rv > 0) {
+			return false;
+		}
 	} else {
 		rv = fsnp_cmd_parse_body(opcode, body, &ctx, &r->plan, &err);
 	}

@@ -7,6 +7,8 @@
  *   fsnp_control.c control opcodes and the capability manifest;
  *   fsnp_flow.c    FerricFlow requests: encoding, routing, fan-out,
  *                  batches split per group, block_ms waits.
+ *   fsnp_acl.c     ACL users: AUTH, the check before a command runs, the
+ *                  ACL command, invalidated sessions.
  *
  * Lifetimes. A connection owns its lanes and the requests queued on them.
  * A request lives from its frame until its reply has been queued for
@@ -22,6 +24,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "node/auth/auth.h"
 #include "node/config.h"
 #include "node/fsnp/fsnp_cmd.h"
 #include "node/fsnp/fsnp_server.h"
@@ -189,8 +192,11 @@ struct fsnp_conn {
 	uint64_t id;
 	char peer[80];
 	char name[129];
+	char user[ACL_NAME_MAX + 1]; /* authenticated as ("" before) */
 	uint64_t created_ms;
+	uint64_t opened_ms; /* loop clock at accept (the auth deadline) */
 	uint64_t last_rx_ms;
+	bool remote; /* the peer is not on a loopback address */
 
 	/* receive */
 	uint8_t *rbuf; /* owned */
@@ -319,6 +325,16 @@ struct fsnp_server {
 	void *close_data;
 	uint64_t grace_ms;
 
+	/* ACL users: this node's copy of the meta group's (fsnp_acl.c). */
+	struct acl_table acl;
+	bool acl_loaded;
+	bool acl_reading; /* an ACL_LIST read in flight */
+	bool acl_again;   /* read again when it answers */
+	uint64_t acl_next_ms;
+	uint8_t *acl_last; /* the last ACL_LIST result loaded (owned) */
+	size_t acl_last_len;
+	uint64_t acl_denied_logged_ms;
+
 	struct fsnp_server_stats stats;
 	struct metrics *metrics; /* the node's series (NULL: none) */
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
@@ -346,6 +362,8 @@ uint64_t fsnp_server_route_epoch(struct fsnp_server *s);
 bool fsnp_server_pressure(const struct fsnp_server *s);
 /* A connection closed: drop it from the list. */
 void fsnp_server_conn_gone(struct fsnp_server *s, struct fsnp_conn *c);
+/* Frees the server once closed with nothing outstanding. */
+void fsnp_server_release(struct fsnp_server *s);
 /* Sends an EVENT to every subscriber of `ev`. */
 void fsnp_server_broadcast(struct fsnp_server *s, uint32_t ev, const char *name,
                            const struct wbuf *payload);
@@ -392,6 +410,51 @@ void fsnp_conn_event(struct fsnp_conn *c, const char *name,
 /* Emits the done requests at the head of a lane. */
 void fsnp_conn_lane_flush(struct fsnp_conn *c, struct fsnp_lane *l);
 struct fsnp_lane *fsnp_conn_lane(struct fsnp_conn *c, uint32_t id, bool create);
+
+/* Stops reading and closes once queued replies and events are written. */
+void fsnp_conn_quit(struct fsnp_conn *c);
+
+/* --- fsnp_acl.c -------------------------------------------------------- */
+
+void fsnp_acl_init(struct fsnp_server *s);
+void fsnp_acl_free(struct fsnp_server *s);
+/* The users as this node's replica of the meta group last applied them,
+ * read synchronously at start (before the first connection), so that a
+ * restarted node never serves with an empty copy. */
+void fsnp_acl_load_local(struct fsnp_server *s);
+/* Installs (on) or removes the store's ACL observer: user changes this
+ * node's replica of the meta group applies reach the copy at once. */
+void fsnp_acl_observe(struct fsnp_server *s, bool on);
+/* Reads the users from the meta group (again). */
+void fsnp_acl_refresh(struct fsnp_server *s);
+/* From the sweep timer: refreshes every ACL_REFRESH_MS. */
+void fsnp_acl_sweep(struct fsnp_server *s, uint64_t now);
+/* Whether a new connection is the default user without AUTH. */
+bool fsnp_acl_default_open(const struct fsnp_server *s);
+/* Whether some user needs a password (requirepass counts). */
+bool fsnp_acl_has_password(const struct fsnp_server *s);
+/* AUTH: true (and c->user set) when the pair authenticates. */
+bool fsnp_acl_auth(struct fsnp_conn *c, struct fsnp_bytes user,
+                   struct fsnp_bytes pass);
+/* The checks: true when allowed; false with the NOPERM reply in r. */
+bool fsnp_acl_check_cmd(struct fsnp_req *r, const char *name, size_t len,
+                        uint32_t cats);
+bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
+                        uint8_t need);
+/* A Flow command (@flow, and @read or @write): its key is the partition
+ * key pk, or without one (pk NULL) the auto partition "fa:<n>" of the
+ * flow id (flow/flow_route.h). */
+bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
+                         bool read, const uint8_t *id, size_t idlen,
+                         const uint8_t *pk, size_t pklen);
+/* A planned command: its name and categories, then every key. */
+bool fsnp_acl_check_plan(struct fsnp_req *r);
+/* COMMAND_EXEC ACL ...: 0 planned (a meta group command in r->plan), 1
+ * answered (r's reply written), -1 error in err. */
+int fsnp_acl_exec(struct fsnp_req *r, const struct fsnp_val *args,
+                  struct fsnp_cmd_err *err);
+/* Shapes an answered ACL plan's reply (from plan_finish). */
+void fsnp_acl_shape(struct fsnp_req *r);
 
 /* --- fsnp_exec.c ------------------------------------------------------- */
 

@@ -134,7 +134,9 @@ void fsnp_server_submit(struct fsnp_server *s, struct fsnp_op *op)
 {
 	uint32_t g = op->req->plan.parts[op->part].group;
 	int rv;
-	if (g == 0 || g > s->data_groups) {
+	/* Group 0 only for the meta commands FSNP plans (ACL users). */
+	if ((g == 0 && !store_op_is_meta(op->req->plan.op)) ||
+	    g > s->data_groups) {
 		fsnp_exec_op_done(op, SHARDS_ENOGROUP, NULL, 0);
 		return;
 	}
@@ -161,7 +163,7 @@ void fsnp_server_submit(struct fsnp_server *s, struct fsnp_op *op)
 static void tick_waits(struct fsnp_server *s, uint64_t now)
 {
 	uint64_t wall = fsnp_now_ms(s);
-	for (uint32_t g = 1; g <= s->data_groups && s->n_waiting > 0; g++) {
+	for (uint32_t g = 0; g <= s->data_groups && s->n_waiting > 0; g++) {
 		struct fsnp_gwait *q = &s->gwait[g];
 		while (q->head != NULL) {
 			struct fsnp_op *op = q->head;
@@ -459,6 +461,7 @@ static void on_sweep(uv_timer_t *t)
 			fsnp_conn_update_reading(c);
 		}
 	}
+	fsnp_acl_sweep(s, now);
 	uint64_t epoch = fsnp_server_route_epoch(s);
 	if (epoch != s->route_epoch) {
 		struct wbuf b;
@@ -696,6 +699,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	s->loop = loop;
 	s->shards = shards;
 	s->log = log;
+	fsnp_acl_init(s);
+	fsnp_acl_load_local(s);
 	s->lim = cfg->limits;
 	s->node_id = cfg->node_id;
 	s->data_groups = shards_data_groups(shards);
@@ -752,8 +757,9 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	/* Timeouts are checked a few times per shortest timeout. */
 	uint64_t every = 1000;
 	uint64_t shortest[] = {s->lim.idle_timeout_ms, s->lim.send_timeout_ms,
-	                       s->lim.frame_assembly_timeout_ms};
-	for (size_t i = 0; i < 3; i++) {
+	                       s->lim.frame_assembly_timeout_ms,
+	                       s->lim.auth_timeout_ms};
+	for (size_t i = 0; i < 4; i++) {
 		if (shortest[i] > 0 && shortest[i] / 4 < every) {
 			every = shortest[i] / 4;
 		}
@@ -763,6 +769,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	}
 	s->route_epoch = fsnp_server_route_epoch(s);
 	uv_timer_start(&s->sweep, on_sweep, every, every);
+	fsnp_acl_observe(s, true);
+	fsnp_acl_refresh(s);
 	*out = s;
 	return 0;
 }
@@ -791,10 +799,16 @@ void fsnp_server_get_stats(const struct fsnp_server *s,
 /* --- Close ------------------------------------------------------------------
  */
 
+void fsnp_server_release(struct fsnp_server *s)
+{
+	maybe_free(s);
+}
+
 static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
 	    s->close_cb == NULL) {
+		fsnp_acl_free(s);
 		tls_ctx_free(s->tls_ctx);
 		fsnp_req_pool_drain(s);
 		free(s->gwait);
@@ -822,8 +836,9 @@ static void finish_close(struct fsnp_server *s)
 		return;
 	}
 	s->closed = true;
+	fsnp_acl_observe(s, false);
 	/* Nothing can wait any more: fail leader waits and waiters. */
-	for (uint32_t g = 1; g <= s->data_groups; g++) {
+	for (uint32_t g = 0; g <= s->data_groups; g++) {
 		while (s->gwait[g].head != NULL) {
 			fsnp_exec_op_done(gwait_pop(s, &s->gwait[g]),
 			                  SHARDS_ESHUTDOWN, NULL, 0);

@@ -23,6 +23,11 @@
 
 int ftc_connect(struct ftc *c, uint16_t port)
 {
+	return ftc_connect_ip(c, "127.0.0.1", port);
+}
+
+int ftc_connect_ip(struct ftc *c, const char *ipv4, uint16_t port)
+{
 	struct sockaddr_in a;
 	uint64_t deadline = harness_mono_ms() + 10000;
 	memset(c, 0, sizeof *c);
@@ -30,7 +35,9 @@ int ftc_connect(struct ftc *c, uint16_t port)
 	memset(&a, 0, sizeof a);
 	a.sin_family = AF_INET;
 	a.sin_port = htons(port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (inet_pton(AF_INET, ipv4, &a.sin_addr) != 1) {
+		return -1;
+	}
 	for (;;) {
 		c->fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (c->fd < 0) {

@@ -41,6 +41,9 @@ struct ftc_msg {
 
 /* Connects to 127.0.0.1:port (retrying for up to 10 s). */
 int ftc_connect(struct ftc *c, uint16_t port);
+/* The same to another IPv4 address (a namespace's, in the tests that made
+ * it). */
+int ftc_connect_ip(struct ftc *c, const char *ipv4, uint16_t port);
 void ftc_close(struct ftc *c);
 /* Connects to 127.0.0.1:port and completes a TLS handshake (blocking),
  * verifying the server against `ca_file` (PEM; NULL: no verification) and

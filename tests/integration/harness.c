@@ -461,14 +461,76 @@ int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
 	return -1;
 }
 
+void harness_secret(struct harness_cluster *c, const char *secret)
+{
+	if (c->n_secrets < HARNESS_MAX_SECRETS && secret[0] != '\0') {
+		snprintf(c->secrets[c->n_secrets++], sizeof c->secrets[0], "%s",
+		         secret);
+	}
+}
+
+/* Whether the file holds `s`. */
+static bool file_holds(const char *path, const char *s)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = strlen(s), have = 0;
+	char buf[65536 + 128];
+	bool found = false;
+	if (f == NULL) {
+		return false;
+	}
+	for (;;) {
+		size_t r = fread(buf + have, 1, sizeof buf - have - 1, f);
+		if (r == 0) {
+			break;
+		}
+		have += r;
+		buf[have] = '\0';
+		if (memmem(buf, have, s, n) != NULL) {
+			found = true;
+			break;
+		}
+		/* Keep a tail that may start a match across reads. */
+		if (have >= n) {
+			memmove(buf, buf + have - (n - 1), n - 1);
+			have = n - 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Every registered secret against every node's log. */
+static bool secrets_leaked(const struct harness_cluster *c)
+{
+	bool leaked = false;
+	for (unsigned i = 0; i < c->n; i++) {
+		for (unsigned k = 0; k < c->n_secrets; k++) {
+			if (file_holds(c->nodes[i].log_path, c->secrets[k])) {
+				fprintf(stderr,
+				        "harness: %s holds secret #%u the test "
+				        "registered\n",
+				        c->nodes[i].log_path, k + 1);
+				leaked = true;
+			}
+		}
+	}
+	return leaked;
+}
+
 void harness_cluster_stop(struct harness_cluster *c)
 {
+	bool leaked;
 	for (unsigned i = 0; i < c->n; i++) {
 		if (c->nodes[i].pid > 0) {
 			harness_node_signal(c, i, SIGTERM, NULL);
 		}
 	}
 	track(c, false);
+	leaked = secrets_leaked(c);
+	if (leaked) {
+		exit(1);
+	}
 	if (getenv("LS_KEEP_TMP") == NULL && c->root[0] != '\0') {
 		rm_rf(c->root);
 	}

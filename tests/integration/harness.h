@@ -23,16 +23,27 @@ struct harness_node {
 	                  (0: bootstrapped with --peers) */
 };
 
+#define HARNESS_MAX_SECRETS 8
+
 struct harness_cluster {
 	unsigned n;
 	char root[256]; /* temp dir holding every node's data and log */
 	struct harness_node nodes[HARNESS_MAX_NODES];
 	const char *extra[HARNESS_MAX_ARGS]; /* extra flags for every node */
 	unsigned n_extra;
+	/* Secrets the test gave the nodes (harness_secret), searched for in
+	 * every node's log at harness_cluster_stop. */
+	char secrets[HARNESS_MAX_SECRETS][128];
+	unsigned n_secrets;
 };
 
 /* Path of the lodestone binary under test ($LS_LODESTONE). */
 const char *harness_binary(void);
+
+/* Registers a secret (a password, a token) that no node may log: at
+ * harness_cluster_stop, a log holding it fails the test program (exit 1,
+ * naming the log, not the secret). Call after harness_cluster_start. */
+void harness_secret(struct harness_cluster *c, const char *secret);
 
 /* Picks a port free for both TCP and UDP on 127.0.0.1. */
 uint16_t harness_free_port(void);

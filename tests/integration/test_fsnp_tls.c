@@ -497,6 +497,52 @@ static void test_lodectl_tls(void **state)
 	}
 }
 
+/* --maxclients counts the TCP and TLS listeners' connections together. */
+static void test_maxclients_both_listeners(void **state)
+{
+	static const char *const extra[] = {"--dev", "--maxclients", "6", NULL};
+	struct harness_cluster mc;
+	struct ftc tcp[4], tls[3], over;
+	char cert[600];
+	(void)state;
+	assert_int_equal(harness_cluster_start(&mc, 1, extra, true), 0);
+	snprintf(cert, sizeof cert, "%s/tls/dev-cert.pem",
+	         mc.nodes[0].data_dir);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ftc_connect(&tcp[i], mc.nodes[0].fsnp), 0);
+		struct ftc_msg m = call(&tcp[i], FSNP_OP_PING, 0, "");
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+		assert_int_equal(ftc_connect_tls(&tls[i], mc.nodes[0].fsnp_tls,
+		                                 cert, NULL, NULL),
+		                 0);
+		m = call(&tls[i], FSNP_OP_PING, 0, "");
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+	}
+	/* Six in all: a seventh is closed, on either listener. */
+	assert_int_equal(ftc_connect(&tcp[3], mc.nodes[0].fsnp), 0);
+	assert_true(ftc_wait_closed(&tcp[3], 3000));
+	ftc_close(&tcp[3]);
+	assert_int_not_equal(
+	    ftc_connect_tls(&over, mc.nodes[0].fsnp_tls, cert, NULL, NULL), 0);
+	ftc_close(&over);
+	/* One closes: one more fits. */
+	ftc_close(&tls[2]);
+	harness_nap(300);
+	assert_int_equal(
+	    ftc_connect_tls(&tls[2], mc.nodes[0].fsnp_tls, cert, NULL, NULL),
+	    0);
+	struct ftc_msg m = call(&tls[2], FSNP_OP_PING, 0, "");
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	for (int i = 0; i < 3; i++) {
+		ftc_close(&tcp[i]);
+		ftc_close(&tls[i]);
+	}
+	harness_cluster_stop(&mc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest dev_tests[] = {
@@ -510,6 +556,7 @@ int main(void)
 	};
 	const struct CMUnitTest ca_tests[] = {
 	    cmocka_unit_test(test_require_tls_and_client_certs),
+	    cmocka_unit_test(test_maxclients_both_listeners),
 	};
 	int rv = cmocka_run_group_tests_name("dev", dev_tests, setup, teardown);
 	return rv | cmocka_run_group_tests_name("mtls", ca_tests, NULL, NULL);

@@ -60,6 +60,47 @@ static void test_dev_defaults(void **state)
 	assert_string_equal(c.advertise_host, "127.0.0.1");
 }
 
+/* The security options: protected mode (on, off under --dev unless
+ * given; `--flag yes|no` as Redis spells it), the auth deadline, the
+ * admin token file. */
+static void test_security_options(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *plain[] = {"lodestone", NULL};
+	assert_int_equal(load(&c, plain, env, err), 0);
+	assert_true(c.native.protected_mode);
+	assert_int_equal(c.native.auth_timeout_ms, 10000);
+	assert_string_equal(c.admin_token_file, "");
+	const char *dev[] = {"lodestone", "--dev", NULL};
+	assert_int_equal(load(&c, dev, env, err), 0);
+	assert_false(c.native.protected_mode);
+	const char *dev_on[] = {"lodestone", "--dev", "--protected-mode", "yes",
+	                        NULL};
+	assert_int_equal(load(&c, dev_on, env, err), 0);
+	assert_true(c.native.protected_mode);
+	const char *off[] = {"lodestone", "--protected-mode",
+	                     "no",        "--fsnp-auth-timeout-ms",
+	                     "250",       "--admin-token-file",
+	                     "/etc/t",    NULL};
+	assert_int_equal(load(&c, off, env, err), 0);
+	assert_false(c.native.protected_mode);
+	assert_int_equal(c.native.auth_timeout_ms, 250);
+	assert_string_equal(c.admin_token_file, "/etc/t");
+	const char *eq[] = {"lodestone", "--protected-mode=off", NULL};
+	assert_int_equal(load(&c, eq, env, err), 0);
+	assert_false(c.native.protected_mode);
+	const char *envs[] = {"LODESTONE_PROTECTED_MODE=false",
+	                      "LODESTONE_FSNP_AUTH_TIMEOUT_MS=0", NULL};
+	assert_int_equal(load(&c, plain, envs, err), 0);
+	assert_false(c.native.protected_mode);
+	assert_int_equal(c.native.auth_timeout_ms, 0);
+	const char *bad[] = {"lodestone", "--fsnp-auth-timeout-ms", "-1", NULL};
+	assert_int_not_equal(load(&c, bad, env, err), 0);
+}
+
 static void test_precedence(void **state)
 {
 	struct node_config c;
@@ -190,6 +231,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_dev_defaults),
+	    cmocka_unit_test(test_security_options),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_peers),

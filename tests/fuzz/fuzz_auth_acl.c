@@ -1,0 +1,54 @@
+/* Fuzz the ACL rule parser and glob matcher (node/auth/acl_rule.c,
+ * acl.c). An input starting with 'G' is "PATTERN\nVALUE" for the glob
+ * matcher; any other input is rule tokens separated by spaces, applied to
+ * a new user whose description must parse again into the same
+ * description, and whose checks run on a few commands and keys. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/auth/acl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(int ok)
+{
+	if (!ok) {
+		abort();
+	}
+}
+
+static char desc1[ACL_DESCRIBE_MAX], desc2[ACL_DESCRIBE_MAX];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct acl_user u, v;
+	char err[256];
+	if (size > 0 && data[0] == 'G') {
+		const uint8_t *nl = memchr(data, '\n', size);
+		size_t plen = nl != NULL ? (size_t)(nl - data) - 1 : size - 1;
+		const char *val = nl != NULL ? (const char *)nl + 1 : "";
+		size_t vlen = nl != NULL ? size - (size_t)(nl - data) - 1 : 0;
+		(void)acl_glob_match((const char *)data + 1, plen, val, vlen);
+		return 0;
+	}
+	check(acl_user_init(&u, "fuzz", 4, err, sizeof err) == 0);
+	(void)acl_rules_apply_text(&u, (const char *)data, size, err,
+	                           sizeof err);
+	(void)acl_user_allows_cmd(&u, "get", 3, ACL_CAT_READ | ACL_CAT_STRING);
+	(void)acl_user_allows_cmd(&u, "SET", 3, ACL_CAT_WRITE);
+	(void)acl_user_allows_key(&u, (const uint8_t *)"app:1", 5,
+	                          ACL_KEY_READ);
+	(void)acl_user_allows_key(&u, data, size, ACL_KEY_WRITE);
+	(void)acl_user_password_ok(&u, data, size);
+	if (acl_user_describe(&u, desc1, sizeof desc1) >= 0) {
+		check(acl_user_init(&v, "fuzz", 4, err, sizeof err) == 0);
+		check(acl_rules_apply_text(&v, desc1, strlen(desc1), err,
+		                           sizeof err) == 0);
+		check(acl_user_describe(&v, desc2, sizeof desc2) >= 0);
+		check(strcmp(desc1, desc2) == 0);
+		acl_user_free(&v);
+	}
+	acl_user_free(&u);
+	return 0;
+}

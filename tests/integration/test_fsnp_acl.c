@@ -1,0 +1,611 @@
+/* Integration: FSNP ACL users on real lodestone processes. Users made
+ * with COMMAND_EXEC ACL SETUSER (replicated through the meta group) are
+ * limited to their commands and key patterns on every path (typed
+ * opcodes, COMMAND_EXEC, PIPELINE items); passwords never show, in
+ * replies or logs; a changed or deleted user's sessions get
+ * AUTH_INVALIDATED and are closed, on every node of a cluster. Also the
+ * auth deadline, a flood of unauthenticated oversized frames beside an
+ * authenticated client, maxclients, lodectl acl, and the admin API's
+ * bearer token. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/fsnp_test_client.h"
+#include "tests/integration/harness.h"
+#include "wire/fsnp_opcode.h"
+
+#define ADMIN_PW "adm1n-Secret"
+#define APP_PW "app-Secret-9"
+
+static struct harness_cluster cluster;
+static uint16_t port;
+
+static int setup(void **state)
+{
+	(void)state;
+	if (harness_cluster_start(&cluster, 1, NULL, true) != 0) {
+		return -1;
+	}
+	port = cluster.nodes[0].fsnp;
+	harness_secret(&cluster, APP_PW);
+	harness_secret(&cluster, ADMIN_PW);
+	return ftc_wait_ready(port, 20000);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	harness_cluster_stop(&cluster);
+	return 0;
+}
+
+static struct ftc_msg CALL(struct ftc *c, uint16_t op, const char *fmt, ...) {
+	struct wbuf b;
+	struct ftc_msg m;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	assert_int_equal(ftc_call(c, 1, op, 0, &b, &m), 0);
+	wbuf_free(&b);
+	return m;
+}
+
+static struct ftc_msg
+EXEC(struct ftc *c, const char *cmd, const char **args, int n) {
+	return CALL(c, FSNP_OP_COMMAND_EXEC, "command=s args=a", cmd, args, n);
+}
+
+static void
+expect_error(struct ftc_msg m, uint16_t status, const char *text)
+{
+	char msg[512];
+	if (m.status != status) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("status %u, not %u (%s)", m.status, status, msg);
+	}
+	ftc_error_text(&m, msg, sizeof msg);
+	if (strstr(msg, text) == NULL) {
+		fail_msg("error '%s' lacks '%s'", msg, text);
+	}
+	ftc_msg_free(&m);
+}
+
+static void expect_ok(struct ftc_msg m)
+{
+	char msg[512];
+	if (m.status != 0) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("status %u: %s", m.status, msg);
+	}
+	ftc_msg_free(&m);
+}
+
+static void login(struct ftc *c, uint16_t p, const char *user, const char *pw)
+{
+	assert_int_equal(ftc_connect(c, p), 0);
+	expect_ok(CALL(c, FSNP_OP_AUTH, "username=s password=s", user, pw));
+}
+
+/* The administrator: the default user, which has no password here (the
+ * requirepass-compatible default; the official SDK sends AUTH anyway). */
+static void login_admin(struct ftc *c, uint16_t p)
+{
+	login(c, p, "default", ADMIN_PW);
+}
+
+/* AUTH as `user` until it works (users reach a node's copy within a
+ * refresh of the meta group). */
+static int login_eventually(struct ftc *c, uint16_t p, const char *user,
+                            const char *pw)
+{
+	uint64_t end = harness_mono_ms() + 10000;
+	for (;;) {
+		struct ftc_msg m;
+		assert_int_equal(ftc_connect(c, p), 0);
+		m = CALL(c, FSNP_OP_AUTH, "username=s password=s", user, pw);
+		if (m.status == 0) {
+			ftc_msg_free(&m);
+			return 0;
+		}
+		ftc_msg_free(&m);
+		ftc_close(c);
+		if (harness_mono_ms() > end) {
+			return -1;
+		}
+		harness_nap(100);
+	}
+}
+
+static void setuser(struct ftc *admin, const char *name, const char **rules,
+                    int n)
+{
+	const char *args[16] = {"SETUSER", name};
+	for (int i = 0; i < n; i++) {
+		args[i + 2] = rules[i];
+	}
+	struct ftc_msg m = EXEC(admin, "ACL", args, n + 2);
+	if (m.status != 0) {
+		char msg[512];
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("ACL SETUSER: %s", msg);
+	}
+	assert_true(m.has_value && ftc_str_eq(&m.value, "OK"));
+	ftc_msg_free(&m);
+}
+
+static void test_users_and_rules(void **state)
+{
+	struct ftc admin, app;
+	struct ftc_msg m;
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"on",      ">" APP_PW, "~app:*",
+	                       "%R~ro:*", "+@read",   "+set"};
+	setuser(&admin, "app", rules, 6);
+	expect_ok(CALL(&admin, FSNP_OP_SET, "key=s value=s", "ro:1", "x"));
+
+	/* Bad rules and wrong passwords. */
+	const char *bad[] = {"SETUSER", "app", "+@nonsense"};
+	expect_error(EXEC(&admin, "ACL", bad, 3), 1,
+	             "Unknown command category");
+	const char *bare[] = {"SETUSER", "app", "hunter2-bare"};
+	m = EXEC(&admin, "ACL", bare, 3);
+	char msg[512];
+	ftc_error_text(&m, msg, sizeof msg);
+	assert_null(strstr(msg, "hunter2"));
+	ftc_msg_free(&m);
+
+	assert_int_equal(ftc_connect(&app, port), 0);
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", "wrong"),
+	    2, "WRONGPASS");
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "nobody", APP_PW),
+	    2, "WRONGPASS");
+	expect_ok(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", APP_PW));
+
+	/* Commands and keys, by opcode. */
+	expect_ok(CALL(&app, FSNP_OP_SET, "key=s value=s", "app:1", "v"));
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "app:1"));
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "ro:1"));
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "ro:1", "v"), 3,
+	             "NOPERM User app has no permissions to access the 'ro:1' "
+	             "key");
+	expect_error(CALL(&app, FSNP_OP_GET, "key=s", "other"), 3,
+	             "NOPERM User app has no permissions to access the "
+	             "'other' key");
+	const char *dk[] = {"app:1"};
+	expect_error(CALL(&app, FSNP_OP_DEL, "keys=a", dk, 1), 3,
+	             "NOPERM User app has no permissions to run the 'del' "
+	             "command");
+	const char *mk[] = {"app:1", "other"};
+	expect_error(CALL(&app, FSNP_OP_MGET, "keys=a", mk, 2), 3,
+	             "'other' key");
+
+	/* The same through COMMAND_EXEC. */
+	const char *setx[] = {"other", "v"};
+	expect_error(EXEC(&app, "SET", setx, 2), 3, "'other' key");
+	const char *hs[] = {"app:h", "f", "v"};
+	expect_error(EXEC(&app, "HSET", hs, 3), 3, "'hset' command");
+	const char *ls[] = {"LIST"};
+	expect_error(EXEC(&app, "ACL", ls, 1), 3, "'acl' command");
+	const char *up[] = {"SETUSER", "app", "+@all", "allkeys"};
+	expect_error(EXEC(&app, "ACL", up, 4), 3, "'acl' command");
+	const char *who[] = {"WHOAMI"};
+	m = EXEC(&app, "ACL", who, 1);
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_str_eq(&m.value, "app"));
+	ftc_msg_free(&m);
+
+	/* A PIPELINE cannot smuggle a denied command or key. */
+	{
+		struct wbuf b;
+		struct fsnp_writer w;
+		struct wbuf items[3];
+		const char *del_args[] = {"app:1"};
+		ftc_body(&items[0], "key=s", "app:1");
+		ftc_body(&items[1], "command=s args=a", "DEL", del_args, 1);
+		ftc_body(&items[2], "key=s value=s", "other", "v");
+		uint16_t ops[3] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
+		                   FSNP_OP_SET};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "commands");
+		fsnp_w_array_begin(&w);
+		for (int i = 0; i < 3; i++) {
+			struct fsnp_val v;
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "opcode");
+			fsnp_w_i64(&w, ops[i]);
+			fsnp_w_key(&w, "body");
+			assert_int_equal(fsnp_value_decode(items[i].data,
+			                                   items[i].len, NULL,
+			                                   &v, NULL),
+			                 0);
+			fsnp_w_val(&w, &v);
+			fsnp_w_map_end(&w);
+			wbuf_free(&items[i]);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		assert_int_equal(ftc_call(&app, 1, FSNP_OP_PIPELINE, 0, &b, &m),
+		                 0);
+		wbuf_free(&b);
+		assert_int_equal(m.status, 0);
+		char text[4096];
+		size_t n = m.len < sizeof text - 1 ? m.len : sizeof text - 1;
+		for (size_t i = 0; i < n; i++) {
+			text[i] = m.body[i] ? (char)m.body[i] : ' ';
+		}
+		text[n] = '\0';
+		assert_non_null(strstr(text, "'del' command"));
+		assert_non_null(strstr(text, "'other' key"));
+		ftc_msg_free(&m);
+	}
+	/* Nothing of the pipeline's denied items ran. */
+	expect_ok(CALL(&admin, FSNP_OP_GET, "key=s", "app:1"));
+	m = CALL(&admin, FSNP_OP_GET, "key=s", "other");
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+
+	/* The administrator's view: hashes, never passwords. */
+	m = EXEC(&admin, "ACL", ls, 1);
+	assert_int_equal(m.status, 0);
+	assert_true(memmem(m.body, m.len, "user app on #", 13) != NULL);
+	assert_null(memmem(m.body, m.len, APP_PW, strlen(APP_PW)));
+	assert_null(memmem(m.body, m.len, ADMIN_PW, strlen(ADMIN_PW)));
+	assert_non_null(memmem(m.body, m.len, "user default on", 15));
+	ftc_msg_free(&m);
+	const char *gu[] = {"GETUSER", "app"};
+	m = EXEC(&admin, "ACL", gu, 2);
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_map_str(&m.value, "keys", "~app:* %R~ro:*"));
+	assert_true(ftc_map_str(&m.value, "commands", "+@read +set"));
+	ftc_msg_free(&m);
+	const char *gn[] = {"GETUSER", "nobody"};
+	m = EXEC(&admin, "ACL", gn, 2);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	/* A user granted the acl command by name (not @admin) manages
+	 * users; GET stays denied to it. */
+	const char *ops_rules[] = {"on", ">" APP_PW, "+acl"};
+	setuser(&admin, "aclop", ops_rules, 3);
+	{
+		struct ftc op;
+		login(&op, port, "aclop", APP_PW);
+		const char *us[] = {"USERS"};
+		expect_ok(EXEC(&op, "ACL", us, 1));
+		expect_error(CALL(&op, FSNP_OP_GET, "key=s", "app:1"), 3,
+		             "'get' command");
+		ftc_close(&op);
+	}
+	const char *dd[] = {"DELUSER", "default"};
+	expect_error(EXEC(&admin, "ACL", dd, 2), 1, "cannot be removed");
+
+	ftc_close(&app);
+	ftc_close(&admin);
+}
+
+/* Waits for an AUTH_INVALIDATED event, then for the close. */
+static void expect_invalidated(struct ftc *c)
+{
+	struct ftc_msg m;
+	bool event = false;
+	uint64_t end = harness_mono_ms() + 10000;
+	while (!event && harness_mono_ms() < end) {
+		if (ftc_recv(c, &m, 500) != 0) {
+			continue;
+		}
+		event = m.h.opcode == FSNP_OP_EVENT &&
+		        memmem(m.body, m.len, "AUTH_INVALIDATED", 16) != NULL;
+		ftc_msg_free(&m);
+	}
+	assert_true(event);
+	assert_true(ftc_wait_closed(c, 5000));
+}
+
+static void test_invalidated_on_change(void **state)
+{
+	struct ftc admin, app, quiet;
+	const char *ev[] = {"AUTH_INVALIDATED"};
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"reset", "on", ">" APP_PW, "~inv:*", "+@all"};
+	setuser(&admin, "app", rules, 5);
+	login(&app, port, "app", APP_PW);
+	expect_ok(CALL(&app, FSNP_OP_STARTUP, "events=a", ev, 1));
+	login(&quiet, port, "app", APP_PW);
+	expect_ok(CALL(&app, FSNP_OP_SET, "key=s value=s", "inv:1", "v"));
+	const char *less[] = {"-set"};
+	setuser(&admin, "app", less, 1);
+	expect_invalidated(&app);
+	/* Without the subscription: closed all the same. */
+	assert_true(ftc_wait_closed(&quiet, 5000));
+	ftc_close(&app);
+	ftc_close(&quiet);
+	/* The changed user authenticates again and has its new rules. */
+	login(&app, port, "app", APP_PW);
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "inv:1", "v"), 3,
+	             "'set' command");
+	expect_ok(CALL(&app, FSNP_OP_GET, "key=s", "inv:1"));
+	/* Deleted: closed, and AUTH fails. */
+	const char *del[] = {"DELUSER", "app"};
+	struct ftc_msg m = EXEC(&admin, "ACL", del, 2);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_I64);
+	assert_int_equal(m.value.as.i, 1);
+	ftc_msg_free(&m);
+	assert_true(ftc_wait_closed(&app, 5000));
+	ftc_close(&app);
+	assert_int_equal(ftc_connect(&app, port), 0);
+	expect_error(
+	    CALL(&app, FSNP_OP_AUTH, "username=s password=s", "app", APP_PW), 2,
+	    "WRONGPASS");
+	ftc_close(&app);
+	ftc_close(&admin);
+}
+
+/* Users replicate: made on one node, they authenticate on another, and
+ * deleting them there closes the sessions everywhere. */
+static void test_cluster(void **state)
+{
+	struct harness_cluster cc;
+	struct ftc admin, far;
+	(void)state;
+	assert_int_equal(harness_cluster_start(&cc, 3, NULL, true), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(ftc_wait_ready(cc.nodes[i].fsnp, 20000), 0);
+	}
+	login_admin(&admin, cc.nodes[0].fsnp);
+	const char *rules[] = {"on", ">" APP_PW, "~c:*", "+@all"};
+	setuser(&admin, "app", rules, 4);
+	assert_int_equal(
+	    login_eventually(&far, cc.nodes[2].fsnp, "app", APP_PW), 0);
+	expect_ok(CALL(&far, FSNP_OP_SET, "key=s value=s", "c:1", "v"));
+	expect_error(CALL(&far, FSNP_OP_SET, "key=s value=s", "d:1", "v"), 3,
+	             "'d:1' key");
+	const char *del[] = {"DELUSER", "app"};
+	expect_ok(EXEC(&admin, "ACL", del, 2));
+	assert_true(ftc_wait_closed(&far, 10000));
+	ftc_close(&far);
+	ftc_close(&admin);
+	harness_cluster_stop(&cc);
+}
+
+/* A restarted node has its users from its first connection on. */
+static void test_restart_keeps_users(void **state)
+{
+	struct ftc admin, app;
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"reset", "on", ">" APP_PW, "~r:*", "+@all"};
+	setuser(&admin, "keeper", rules, 5);
+	ftc_close(&admin);
+	assert_int_equal(harness_node_signal(&cluster, 0, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(&cluster, 0), 0);
+	login(&app, port, "keeper", APP_PW);
+	expect_error(CALL(&app, FSNP_OP_SET, "key=s value=s", "x:1", "v"), 3,
+	             "'x:1' key");
+	ftc_close(&app);
+	assert_int_equal(ftc_wait_ready(port, 20000), 0);
+}
+
+static int lodectl(char *out, size_t cap, const char *const args[])
+{
+	const char *argv[24] = {LS_ABS_BUILDDIR "/lodectl"};
+	int n = 1;
+	for (; args[n - 1] != NULL && n < 23; n++) {
+		argv[n] = args[n - 1];
+	}
+	argv[n] = NULL;
+	return harness_run(argv, out, cap);
+}
+
+/* lodectl acl: each rule its own argument, the user's password from the
+ * options. */
+static void test_lodectl_acl(void **state)
+{
+	char fsnp[64], out[4096];
+	(void)state;
+	snprintf(fsnp, sizeof fsnp, "127.0.0.1:%u", port);
+	const char *set[] = {"--fsnp", fsnp,       "acl",    "setuser", "ctl",
+	                     "on",     ">" APP_PW, "~ctl:*", "+@read",  NULL};
+	assert_int_equal(lodectl(out, sizeof out, set), 0);
+	const char *who[] = {"--fsnp", fsnp,  "--user", "ctl", "--password",
+	                     APP_PW,   "acl", "whoami", NULL};
+	assert_int_equal(lodectl(out, sizeof out, who), 0);
+	assert_non_null(strstr(out, "ctl"));
+	const char *get[] = {"--fsnp",     fsnp,   "--user", "ctl",
+	                     "--password", APP_PW, "kv",     "set",
+	                     "ctl:1",      "v",    NULL};
+	assert_int_not_equal(lodectl(out, sizeof out, get), 0);
+	assert_non_null(strstr(out, "NOPERM"));
+	const char *list[] = {"--fsnp", fsnp, "acl", "list", NULL};
+	assert_int_equal(lodectl(out, sizeof out, list), 0);
+	assert_non_null(strstr(out, "user ctl on #"));
+	assert_null(strstr(out, APP_PW));
+	const char *del[] = {"--fsnp", fsnp, "acl", "deluser", "ctl", NULL};
+	assert_int_equal(lodectl(out, sizeof out, del), 0);
+}
+
+/* With a password required: unauthenticated connections are closed at
+ * the auth deadline, a flood of them sending frames above the
+ * unauthenticated limit is cut off while an authenticated client keeps
+ * being served, and maxclients bounds them all. */
+static void test_unauthenticated_limits(void **state)
+{
+	static const char *const extra[] = {
+	    "--requirepass",
+	    ADMIN_PW,
+	    "--fsnp-auth-timeout-ms",
+	    "800",
+	    "--fsnp-unauthenticated-max-frame-bytes",
+	    "2048",
+	    "--maxclients",
+	    "40",
+	    "--fsnp-trusted-request-context-users",
+	    "svc-a,svc-b",
+	    NULL};
+	enum { FLOOD = 30 };
+	struct harness_cluster pc;
+	struct ftc ok, idle, flood[FLOOD], extra_c[20];
+	(void)state;
+	assert_int_equal(harness_cluster_start(&pc, 1, extra, true), 0);
+	harness_secret(&pc, ADMIN_PW);
+	uint16_t p = pc.nodes[0].fsnp;
+	login(&ok, p, "default", ADMIN_PW);
+	expect_ok(CALL(&ok, FSNP_OP_SET, "key=s value=s", "k", "v"));
+	/* The options as the server reports them: the trusted users, never
+	 * the password. */
+	{
+		struct fsnp_val st;
+		struct ftc_msg m = CALL(&ok, FSNP_OP_OPTIONS, "");
+		assert_int_equal(m.status, 0);
+		assert_int_equal(fsnp_map_map(&m.value, "settings", &st), 0);
+		assert_true(ftc_map_str(
+		    &st, "FERRICSTORE_NATIVE_TRUSTED_REQUEST_CONTEXT_USERS",
+		    "svc-a,svc-b"));
+		assert_int_equal(
+		    ftc_map_int(
+		        &st,
+		        "FERRICSTORE_NATIVE_UNAUTHENTICATED_MAX_FRAME_BYTES"),
+		    2048);
+		assert_null(memmem(m.body, m.len, ADMIN_PW, strlen(ADMIN_PW)));
+		ftc_msg_free(&m);
+	}
+
+	/* The deadline: closed unless authenticated. */
+	assert_int_equal(ftc_connect(&idle, p), 0);
+	uint64_t t0 = harness_mono_ms();
+	assert_true(ftc_wait_closed(&idle, 5000));
+	assert_true(harness_mono_ms() - t0 >= 500);
+	ftc_close(&idle);
+
+	/* The flood: every oversized unauthenticated frame closes its
+	 * connection; the authenticated client is served meanwhile. */
+	char *big = malloc(8192);
+	assert_non_null(big);
+	memset(big, 'x', 8191);
+	big[8191] = '\0';
+	for (int i = 0; i < FLOOD; i++) {
+		struct wbuf b;
+		assert_int_equal(ftc_connect(&flood[i], p), 0);
+		ftc_body(&b, "key=s value=s", "k", big);
+		ftc_send_frame(&flood[i], 1, FSNP_OP_SET, 0, 1, b.data, b.len);
+		wbuf_free(&b);
+		if (i % 5 == 0) {
+			expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+		}
+	}
+	for (int i = 0; i < FLOOD; i++) {
+		assert_true(ftc_wait_closed(&flood[i], 5000));
+		ftc_close(&flood[i]);
+	}
+	free(big);
+	expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+
+	/* maxclients (40, `ok` included): the 41st connection is closed
+	 * at once, the others wait for their deadline. */
+	int refused = 0;
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(ftc_connect(&extra_c[i], p), 0);
+	}
+	struct ftc more[25];
+	for (int i = 0; i < 25; i++) {
+		assert_int_equal(ftc_connect(&more[i], p), 0);
+	}
+	for (int i = 0; i < 25; i++) {
+		if (ftc_wait_closed(&more[i], 300)) {
+			refused++;
+		}
+		ftc_close(&more[i]);
+	}
+	/* 1 + 20 + 25 = 46 attempts against 40: at least 6 refused (the
+	 * deadline may close a few more). */
+	assert_true(refused >= 6);
+	for (int i = 0; i < 20; i++) {
+		ftc_close(&extra_c[i]);
+	}
+	expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
+	ftc_close(&ok);
+	harness_cluster_stop(&pc);
+}
+
+/* --admin-token-file: every /v1/... request needs the bearer token;
+ * /healthz and /metrics stay open; lodectl sends it. */
+static void test_admin_token(void **state)
+{
+	static const char token[] = "tok-3f9a1c0d5e7b";
+	char path[256], extra_path[300], out[8192], addr[64];
+	int st;
+	struct harness_cluster ac;
+	(void)state;
+	snprintf(path, sizeof path, "/tmp/ls-admin-token-%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%s\n", token);
+	fclose(f);
+	snprintf(extra_path, sizeof extra_path, "%s", path);
+	const char *const extra[] = {"--admin-token-file", extra_path, NULL};
+	assert_int_equal(harness_cluster_start(&ac, 1, extra, true), 0);
+	harness_secret(&ac, token);
+	uint16_t ap = ac.nodes[0].admin;
+	assert_int_equal(
+	    harness_http(ap, "GET", "/v1/cluster", NULL, &st, out, sizeof out),
+	    0);
+	assert_int_equal(st, 401);
+	assert_null(strstr(out, token));
+	assert_int_equal(
+	    harness_http(ap, "POST", "/v1/streams", "{}", &st, out, sizeof out),
+	    0);
+	assert_int_equal(st, 401);
+	assert_int_equal(
+	    harness_http(ap, "GET", "/healthz", NULL, &st, out, sizeof out), 0);
+	assert_int_equal(st, 200);
+	assert_int_equal(
+	    harness_http(ap, "GET", "/metrics", NULL, &st, out, sizeof out), 0);
+	assert_int_equal(st, 200);
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", ap);
+	const char *with[] = {"--admin", addr,     "--admin-token-file",
+	                      path,      "stream", "list",
+	                      NULL};
+	assert_int_equal(lodectl(out, sizeof out, with), 0);
+	const char *without[] = {"--admin", addr, "stream", "list", NULL};
+	assert_int_not_equal(lodectl(out, sizeof out, without), 0);
+	setenv("LODESTONE_ADMIN_TOKEN", token, 1);
+	assert_int_equal(lodectl(out, sizeof out, without), 0);
+	setenv("LODESTONE_ADMIN_TOKEN", "wrong-token", 1);
+	assert_int_not_equal(lodectl(out, sizeof out, without), 0);
+	unsetenv("LODESTONE_ADMIN_TOKEN");
+	harness_cluster_stop(&ac);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_users_and_rules),
+	    cmocka_unit_test(test_invalidated_on_change),
+	    cmocka_unit_test(test_lodectl_acl),
+	    cmocka_unit_test(test_restart_keeps_users),
+	    cmocka_unit_test(test_cluster),
+	    cmocka_unit_test(test_unauthenticated_limits),
+	    cmocka_unit_test(test_admin_token),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

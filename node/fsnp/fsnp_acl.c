@@ -19,7 +19,7 @@
 
 #include <uv.h>
 
-#include "flow/flow_route.h"
+#include "wire/flow_route.h"
 #include "node/auth/auth.h"
 #include "node/fsnp/fsnp_cmd.h"
 #include "node/fsnp/fsnp_internal.h"

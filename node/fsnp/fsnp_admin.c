@@ -816,6 +816,10 @@ static void run(struct fsnp_req *r, uint16_t op,
 	if (name == NULL) {
 		name = "?";
 	}
+	/* Cluster administration is @admin and names no key. */
+	if (!fsnp_acl_check_cmd(r, name, strlen(name), ACL_CAT_ADMIN)) {
+		return;
+	}
 	switch (op) {
 	case FSNP_OP_CLUSTER_HEALTH:
 		if (no_args(r, a, name)) {

@@ -302,6 +302,88 @@ static void test_users_and_rules(void **state)
 }
 
 /* Waits for an AUTH_INVALIDATED event, then for the close. */
+/* Flow is @flow with @read or @write and checked against the flow's
+ * partition key (or its id's auto partition "fa:<n>"); a request that spans
+ * partitions needs every key. Cluster administration is @admin. */
+static void test_flow_and_admin(void **state)
+{
+	struct ftc admin, fl;
+	(void)state;
+	login_admin(&admin, port);
+	const char *rules[] = {"on", ">" APP_PW, "+@flow", "~tenant-a*"};
+	setuser(&admin, "flowapp", rules, 4);
+	assert_int_equal(login_eventually(&fl, port, "flowapp", APP_PW), 0);
+
+	expect_ok(CALL(&fl, FSNP_OP_FLOW_CREATE,
+	               "id=s type=s state=s partition_key=s", "acl-f1", "t",
+	               "queued", "tenant-a1"));
+	expect_ok(CALL(&fl, FSNP_OP_FLOW_GET, "id=s partition_key=s", "acl-f1",
+	               "tenant-a1"));
+	expect_error(CALL(&fl, FSNP_OP_FLOW_CREATE,
+	                  "id=s type=s state=s partition_key=s", "acl-f2", "t",
+	                  "queued", "tenant-b"),
+	             3, "'tenant-b' key");
+	/* No partition key: the id's auto partition is the key. */
+	expect_error(CALL(&fl, FSNP_OP_FLOW_CREATE, "id=s type=s state=s",
+	                  "acl-f3", "t", "queued"),
+	             3, "'fa:");
+	/* A claim across partitions needs every key. */
+	expect_error(CALL(&fl, FSNP_OP_FLOW_CLAIM_DUE,
+	                  "type=s worker=s limit=i", "t", "w", (int64_t)1),
+	             3, "'*' key");
+	expect_ok(CALL(&fl, FSNP_OP_FLOW_CLAIM_DUE,
+	               "type=s worker=s limit=i partition_key=s", "t", "w",
+	               (int64_t)1, "tenant-a1"));
+	/* Batch items are checked one by one: one item outside the
+	 * patterns refuses the batch. */
+	{
+		struct wbuf b;
+		struct fsnp_writer w;
+		struct ftc_msg m;
+		const char *pks[] = {"tenant-a2", "tenant-b"};
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "type");
+		fsnp_w_str(&w, "t");
+		fsnp_w_key(&w, "items");
+		fsnp_w_array_begin(&w);
+		for (unsigned i = 0; i < 2; i++) {
+			char id[32];
+			snprintf(id, sizeof id, "acl-m%u", i);
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "id");
+			fsnp_w_str(&w, id);
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_str(&w, pks[i]);
+			fsnp_w_map_end(&w);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		assert_int_equal(
+		    ftc_call(&fl, 1, FSNP_OP_FLOW_CREATE_MANY, 0, &b, &m), 0);
+		wbuf_free(&b);
+		expect_error(m, 3, "'tenant-b' key");
+	}
+	/* Not @admin: no cluster administration; the admin has it. */
+	expect_error(CALL(&fl, FSNP_OP_CLUSTER_HEALTH, ""), 3,
+	             "'cluster.health' command");
+	expect_ok(CALL(&admin, FSNP_OP_CLUSTER_HEALTH, ""));
+	/* A user of single KV commands has no Flow (a read Flow command is
+	 * @read too, as in Redis: +@read would allow it). */
+	const char *kvonly[] = {"on", ">" APP_PW, "+get", "+set", "allkeys"};
+	setuser(&admin, "kvapp", kvonly, 5);
+	struct ftc kv;
+	assert_int_equal(login_eventually(&kv, port, "kvapp", APP_PW), 0);
+	expect_error(CALL(&kv, FSNP_OP_FLOW_GET, "id=s partition_key=s",
+	                  "acl-f1", "tenant-a1"),
+	             3, "command");
+	ftc_close(&kv);
+	ftc_close(&fl);
+	ftc_close(&admin);
+}
+
 static void expect_invalidated(struct ftc *c)
 {
 	struct ftc_msg m;
@@ -600,6 +682,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_users_and_rules),
+	    cmocka_unit_test(test_flow_and_admin),
 	    cmocka_unit_test(test_invalidated_on_change),
 	    cmocka_unit_test(test_lodectl_acl),
 	    cmocka_unit_test(test_restart_keeps_users),

@@ -917,7 +917,7 @@ static void ask(uv_loop_t *loop, uint16_t port, uint64_t id,
 	req.record_len = strlen(req.record);
 	r->done = false;
 	assert_int_equal(join_start(&j, loop, (struct sockaddr *)&sa, &req,
-	                            5000, join_done, r),
+	                            NULL, 5000, join_done, r),
 	                 0);
 	while (!r->done) {
 		uv_run(loop, UV_RUN_ONCE);

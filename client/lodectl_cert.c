@@ -36,8 +36,7 @@ static void cert_usage(FILE *f)
 	           "[--host H ...] [--days N]\n");
 }
 
-int lodectl_cert_san(const char *const *hosts, size_t n, char *out,
-                     size_t cap)
+int lodectl_cert_san(const char *const *hosts, size_t n, char *out, size_t cap)
 {
 	size_t len = 0;
 	unsigned char ip[16];
@@ -59,8 +58,8 @@ int lodectl_cert_san(const char *const *hosts, size_t n, char *out,
 		                        "0123456789.-*") != strlen(h)) {
 			return -1;
 		}
-		w = snprintf(out + len, cap - len, "%s%s:%s",
-		             i == 0 ? "" : ",", is_ip ? "IP" : "DNS", h);
+		w = snprintf(out + len, cap - len, "%s%s:%s", i == 0 ? "" : ",",
+		             is_ip ? "IP" : "DNS", h);
 		if (w < 0 || (size_t)w >= cap - len) {
 			return -1;
 		}
@@ -205,8 +204,8 @@ static int cert_ca(int argc, char **argv)
 	    X509_set_issuer_name(cert, X509_get_subject_name(cert)) != 1 ||
 	    add_ext(cert, cert, NID_basic_constraints, "critical,CA:TRUE") !=
 	        0 ||
-	    add_ext(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign") !=
-	        0 ||
+	    add_ext(cert, cert, NID_key_usage,
+	            "critical,keyCertSign,cRLSign") != 0 ||
 	    add_ext(cert, cert, NID_subject_key_identifier, "hash") != 0 ||
 	    X509_sign(cert, key, EVP_sha256()) == 0) {
 		fprintf(stderr, "lodectl: cannot make the CA certificate\n");
@@ -241,8 +240,8 @@ static int load_ca(const char *dir, X509 **cert, EVP_PKEY **key)
 		fclose(f);
 	}
 	if (*cert == NULL) {
-		fprintf(stderr, "lodectl: cannot read the CA certificate '%s'\n",
-		        path);
+		fprintf(stderr,
+		        "lodectl: cannot read the CA certificate '%s'\n", path);
 		return -1;
 	}
 	snprintf(path, sizeof path, "%s/ca.key", dir);
@@ -252,8 +251,9 @@ static int load_ca(const char *dir, X509 **cert, EVP_PKEY **key)
 		fclose(f);
 	}
 	if (*key == NULL || X509_check_private_key(*cert, *key) != 1) {
-		fprintf(stderr, "lodectl: cannot read the CA key '%s' (or it "
-		                "does not match ca.crt)\n",
+		fprintf(stderr,
+		        "lodectl: cannot read the CA key '%s' (or it "
+		        "does not match ca.crt)\n",
 		        path);
 		X509_free(*cert);
 		EVP_PKEY_free(*key);
@@ -325,9 +325,12 @@ static int cert_node(int argc, char **argv)
 	cert = key != NULL ? new_cert(key, cn, days) : NULL;
 	if (cert == NULL ||
 	    X509_set_issuer_name(cert, X509_get_subject_name(ca)) != 1 ||
-	    add_ext(cert, ca, NID_basic_constraints, "critical,CA:FALSE") != 0 ||
-	    add_ext(cert, ca, NID_key_usage, "critical,digitalSignature") != 0 ||
-	    add_ext(cert, ca, NID_ext_key_usage, "serverAuth,clientAuth") != 0 ||
+	    add_ext(cert, ca, NID_basic_constraints, "critical,CA:FALSE") !=
+	        0 ||
+	    add_ext(cert, ca, NID_key_usage, "critical,digitalSignature") !=
+	        0 ||
+	    add_ext(cert, ca, NID_ext_key_usage, "serverAuth,clientAuth") !=
+	        0 ||
 	    add_ext(cert, ca, NID_subject_key_identifier, "hash") != 0 ||
 	    add_ext(cert, ca, NID_authority_key_identifier, "keyid:always") !=
 	        0 ||

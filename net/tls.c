@@ -432,7 +432,8 @@ int tls_peer_cn(const struct tls_session *t, char *out, size_t cap)
 		data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
 		int n = ASN1_STRING_length(data);
 		const unsigned char *d = ASN1_STRING_get0_data(data);
-		if (n >= 0 && (size_t)n < cap && memchr(d, 0, (size_t)n) == NULL &&
+		if (n >= 0 && (size_t)n < cap &&
+		    memchr(d, 0, (size_t)n) == NULL &&
 		    SSL_get_verify_result(t->ssl) == X509_V_OK) {
 			memcpy(out, d, (size_t)n);
 			out[n] = '\0';

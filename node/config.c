@@ -99,7 +99,8 @@ static const struct opt opts[] = {
     {"internal-tls-key", OPT_STRING, OFF(internal_tls_key),
      SZ(internal_tls_key), 0, 0, "FILE", "the key of internal-tls-cert (PEM)"},
     {"internal-tls-ca", OPT_STRING, OFF(internal_tls_ca), SZ(internal_tls_ca),
-     0, 0, "FILE", "the cluster CA (PEM) every node's certificate must chain to"},
+     0, 0, "FILE",
+     "the cluster CA (PEM) every node's certificate must chain to"},
     {"felix-tokens", OPT_STRING, OFF(felix_tokens), SZ(felix_tokens), 0, 0,
      "FILE",
      "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
@@ -799,15 +800,16 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		            (c->internal_tls_key[0] != '\0') +
 		            (c->internal_tls_ca[0] != '\0');
 		if (given != 0 && given != 3) {
-			snprintf(err, errlen,
-			         "invalid value for '%s': 'internal-tls-cert', "
-			         "'internal-tls-key' and 'internal-tls-ca' must "
-			         "be given together",
-			         c->internal_tls_cert[0] == '\0'
-			             ? "internal-tls-cert"
-			         : c->internal_tls_key[0] == '\0'
-			             ? "internal-tls-key"
-			             : "internal-tls-ca");
+			snprintf(
+			    err, errlen,
+			    "invalid value for '%s': 'internal-tls-cert', "
+			    "'internal-tls-key' and 'internal-tls-ca' must "
+			    "be given together",
+			    c->internal_tls_cert[0] == '\0'
+			        ? "internal-tls-cert"
+			    : c->internal_tls_key[0] == '\0'
+			        ? "internal-tls-key"
+			        : "internal-tls-ca");
 			return -1;
 		}
 	}

@@ -553,9 +553,10 @@ static void activate(struct conn *c)
 	p->st.connected = true;
 	p->st.gen = c->gen;
 	p->st.connects++;
-	logf_(t, p->was_up ? TRANSPORT_INFO : TRANSPORT_INFO,
-	      "connected to node %llu (%s, %s)", (unsigned long long)p->id,
-	      p->address, c->outbound ? "dialed" : "accepted");
+	logf_(t, TRANSPORT_INFO, "connected to node %llu (%s, %s%s%s)",
+	      (unsigned long long)p->id, p->address,
+	      c->outbound ? "dialed" : "accepted", c->tls != NULL ? ", " : "",
+	      c->tls != NULL ? tls_version(c->tls) : "");
 	p->was_up = true;
 	if (p->dialing != NULL && p->dialing != c && dialed_by_lower(c)) {
 		/* Ours cannot win any more. */
@@ -986,10 +987,10 @@ static int tls_up(struct conn *c)
 		return 0;
 	}
 	if (id != c->peer->id) {
-		snprintf(why, sizeof why,
-		         "the peer's certificate names node %llu, not node %llu",
-		         (unsigned long long)id,
-		         (unsigned long long)c->peer->id);
+		snprintf(
+		    why, sizeof why,
+		    "the peer's certificate names node %llu, not node %llu",
+		    (unsigned long long)id, (unsigned long long)c->peer->id);
 		tls_fail(c, why);
 		return -1;
 	}
@@ -1057,11 +1058,9 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	if (n < 0) {
 		if (c->tls != NULL && c->state != C_ACTIVE &&
 		    c->state != C_REFUSING) {
-			tls_fail(c, n == UV_EOF
-			                ? "closed by the peer during the TLS "
-			                  "handshake (no internal TLS there, or "
-			                  "our certificate refused)"
-			                : uv_strerror((int)n));
+			tls_fail(c, n == UV_EOF ? "closed by the peer during "
+			                          "the TLS handshake"
+			                        : uv_strerror((int)n));
 			return;
 		}
 		conn_close(c, TRANSPORT_INFO,
@@ -1147,8 +1146,7 @@ static void on_connect(uv_connect_t *req, int status)
 	/* The server's certificate is checked against the cluster CA by the
 	 * session and against the peer's id once it is up (tls_up). */
 	c->tls = tls_session_new_client(t->o.tls_client, NULL);
-	if (c->tls == NULL ||
-	    tls_feed(c->tls, NULL, 0, why, sizeof why) != 0) {
+	if (c->tls == NULL || tls_feed(c->tls, NULL, 0, why, sizeof why) != 0) {
 		conn_close(c, TRANSPORT_WARN, "cannot start TLS");
 		return;
 	}

@@ -528,9 +528,8 @@ static void test_node_cn(void **state)
 	assert_int_equal(msg_node_cn_parse("Node-2", &id), MSG_EMALFORMED);
 	assert_int_equal(msg_node_cn_parse("node-2 ", &id), MSG_EMALFORMED);
 	assert_int_equal(msg_node_cn_parse("", &id), MSG_EMALFORMED);
-	assert_int_equal(
-	    msg_node_cn_parse("node-99999999999999999999999", &id),
-	    MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-99999999999999999999999", &id),
+	                 MSG_EMALFORMED);
 	assert_int_equal(id, 18446744u);
 }
 

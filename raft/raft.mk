@@ -68,7 +68,7 @@ tests_unit_test_raft_rebalance_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_raft_transport
 tests_unit_test_raft_transport_SOURCES = tests/unit/test_raft_transport.c \
-	$(RAFT_TEST_FSM)
+	client/lodectl_cert.c $(RAFT_TEST_FSM)
 tests_unit_test_raft_transport_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_store_node

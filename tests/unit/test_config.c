@@ -139,8 +139,9 @@ static void test_internal_tls(void **state)
 	char err[512];
 	const char *env[] = {NULL};
 	(void)state;
-	const char *a1[] = {"lodestone", "--internal-tls-cert", "n.crt",
-	                    "--internal-tls-key", "n.key", NULL};
+	const char *a1[] = {"lodestone", "--internal-tls-cert",
+	                    "n.crt",     "--internal-tls-key",
+	                    "n.key",     NULL};
 	assert_int_equal(load(&c, a1, env, err), -1);
 	assert_non_null(strstr(err, "'internal-tls-ca'"));
 	assert_non_null(strstr(err, "together"));
@@ -150,8 +151,9 @@ static void test_internal_tls(void **state)
 	assert_non_null(strstr(err, "'internal-tls-cert'"));
 
 	const char *env3[] = {"LODESTONE_INTERNAL_TLS_KEY=n.key", NULL};
-	const char *a3[] = {"lodestone", "--internal-tls-cert", "n.crt",
-	                    "--internal-tls-ca", "ca.crt", NULL};
+	const char *a3[] = {"lodestone", "--internal-tls-cert",
+	                    "n.crt",     "--internal-tls-ca",
+	                    "ca.crt",    NULL};
 	assert_int_equal(load(&c, a3, env3, err), 0);
 	assert_string_equal(c.internal_tls_key, "n.key");
 	assert_string_equal(c.internal_tls_cert, "n.crt");

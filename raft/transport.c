@@ -26,6 +26,7 @@
 #define REFUSAL_LOG_MS 60000
 /* Refusal status of a failed TLS handshake, for log throttling only. */
 #define REFUSED_TLS 200
+#define REFUSED_LOST 201 /* a dialed peer hung up before WELCOME */
 
 enum {
 	C_CONNECTING = 1, /* dialing */
@@ -80,7 +81,8 @@ struct peer {
 	bool resolving;
 	uint64_t next_dial_ms;
 	unsigned backoff_ms;
-	int last_refusal; /* -1 none; else the last MSG_HS_* logged */
+	int last_refusal;  /* -1 none; else the last MSG_HS_* logged */
+	uint64_t last_tls; /* with REFUSED_TLS: which reason (its hash) */
 	bool was_up;
 	struct transport_peer_info st;
 };
@@ -944,9 +946,12 @@ static void tls_fail(struct conn *c, const char *reason)
 		return;
 	}
 	if (c->outbound) {
-		level = p->last_refusal == REFUSED_TLS ? TRANSPORT_DEBUG
-		                                       : TRANSPORT_WARN;
+		uint64_t h = fnv1a(reason);
+		level = p->last_refusal == REFUSED_TLS && p->last_tls == h
+		            ? TRANSPORT_DEBUG
+		            : TRANSPORT_WARN;
 		p->last_refusal = REFUSED_TLS;
+		p->last_tls = h;
 		logf_(t, level, "TLS with node %llu (%s) refused: %s",
 		      (unsigned long long)p->id, p->address, reason);
 	} else {
@@ -1046,6 +1051,20 @@ static int tls_in(struct conn *c, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* A peer we dialed went away or answered garbage before WELCOME: said at
+ * warn once per peer until a handshake succeeds (a node whose internal
+ * TLS setting differs from ours does this at every dial). */
+static void hs_lost(struct conn *c, const char *what)
+{
+	struct peer *p = c->peer;
+	int level =
+	    p->last_refusal == REFUSED_LOST ? TRANSPORT_DEBUG : TRANSPORT_WARN;
+	p->last_refusal = REFUSED_LOST;
+	logf_(c->t, level, "node %llu (%s) %s%s", (unsigned long long)p->id,
+	      p->address, what,
+	      c->tls == NULL ? " (does it run internal TLS?)" : "");
+}
+
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
 	struct conn *c = s->data;
@@ -1062,6 +1081,10 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 			                          "the TLS handshake"
 			                        : uv_strerror((int)n));
 			return;
+		}
+		if (c->state == C_HS_SENT) {
+			hs_lost(c,
+			        "closed the connection during the handshake");
 		}
 		conn_close(c, TRANSPORT_INFO,
 		           n == UV_EOF ? "closed by the peer"
@@ -1095,6 +1118,10 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 				      "refused connection from %s: not a "
 				      "lodestone node handshake",
 				      c->remote);
+			}
+			if (c->state == C_HS_SENT) {
+				hs_lost(c, "answered with something else than "
+				           "a lodestone node handshake");
 			}
 			conn_close(c, TRANSPORT_WARN, "malformed frame");
 			return;

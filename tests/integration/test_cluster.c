@@ -18,9 +18,9 @@
  *  - with internal mutual TLS (certificates made by `lodectl cert`) the
  *    cluster elects, replicates appends sent through every node and
  *    survives a restart; a node with a certificate from another CA, a
- *    plaintext node and a node presenting another node's certificate are
- *    refused, with the reason logged on both sides, and the cluster keeps
- *    working.
+ *    plaintext node (joining, and a member restarted without TLS) and a
+ *    node presenting another node's certificate are refused, with the
+ *    reason logged on both sides, and the cluster keeps working.
  * Outcomes are checked; times only bound the waits (and the 5 s leader
  * recovery the brief asks for). */
 #include <setjmp.h>
@@ -1117,12 +1117,20 @@ static void test_mtls(void **state)
 	assert_int_equal(harness_node_signal(&c, 3, SIGKILL, NULL), 0);
 	c.n = NODES;
 
+	/* Node 3 restarted without internal TLS: refused both ways. */
+	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(&c, 2), 0);
+	wait_log(&c, 2, "does it run internal TLS?");
+	wait_log(&c, 2, "not a lodestone node handshake");
+	wait_log(&c, 0, "TLS with node 3");
+	assert_false(peer_connected(&c, 0, 3));
+	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
+
 	/* Node 3 presenting node 2's certificate. */
 	c.n_extra = 8;
 	c.extra[3] = cert;
 	c.extra[5] = key;
 	c.extra[7] = cafile;
-	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
 	snprintf(cert2, sizeof cert2, "%s/node-2.crt", certs);
 	snprintf(key2, sizeof key2, "%s/node-2.key", certs);
 	c.extra[3] = cert2;

@@ -1,7 +1,7 @@
 # The benchmark scripts behind docs/benchmarks.md (run by hand, not by make).
 EXTRA_DIST += bench/common.sh bench/all.sh bench/kv-table.sh \
 	bench/redis-table.sh bench/kv-set-vs-redis.sh bench/kv-get-vs-redis.sh \
-	bench/felix-1node.sh bench/flow-1node.sh bench/bench.mk
+	bench/felix-1node.sh bench/flow-1node.sh bench/kv-mtls.sh bench/bench.mk
 
 # The benchmark programs, each beside the library it measures (not run by
 # make check; docs/benchmarks.md has their commands).
@@ -9,11 +9,11 @@ BENCH_FSM = bench/bench_fsm.c bench/bench_fsm.h
 # One node's raft groups: throughput, commit latency, fsyncs per second.
 noinst_PROGRAMS += bench/bench_raft
 bench_bench_raft_SOURCES = bench/bench_raft.c $(BENCH_FSM)
-bench_bench_raft_LDADD = raft/liblsraft.a store/libstore.a $(DEP_LIBS)
+bench_bench_raft_LDADD = raft/liblsraft.a store/libstore.a net/libnet.la $(DEP_LIBS)
 # Three raft stores over loopback TCP (docs/cluster.md).
 noinst_PROGRAMS += bench/bench_cluster
 bench_bench_cluster_SOURCES = bench/bench_cluster.c $(BENCH_FSM)
-bench_bench_cluster_LDADD = raft/liblsraft.a store/libstore.a $(DEP_LIBS)
+bench_bench_cluster_LDADD = raft/liblsraft.a store/libstore.a net/libnet.la $(DEP_LIBS)
 # Apply throughput (stream appends, cache puts, KV sets).
 noinst_PROGRAMS += bench/bench_store
 bench_bench_store_SOURCES = bench/bench_store.c

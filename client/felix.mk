@@ -8,7 +8,8 @@ client_liblodestone_la_SOURCES += \
 # family); other families append their files to lodectl_SOURCES.
 bin_PROGRAMS += lodectl
 lodectl_SOURCES = client/lodectl.c client/lodectl.h \
-	client/lodectl_scopes.c client/lodectl_felix.c client/lodectl_token.c
+	client/lodectl_scopes.c client/lodectl_felix.c client/lodectl_token.c \
+	client/lodectl_cert.c
 lodectl_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
 
 # lodebench: the dispatch table lives in client/lodebench.c (one line per
@@ -17,3 +18,9 @@ bin_PROGRAMS += lodebench
 lodebench_SOURCES = client/lodebench.c client/lodebench.h \
 	client/lodebench_felix.c
 lodebench_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
+
+# lodectl cert's subjectAltName builder.
+UNIT_TESTS += tests/unit/test_lodectl_cert
+tests_unit_test_lodectl_cert_SOURCES = tests/unit/test_lodectl_cert.c \
+	client/lodectl_cert.c
+tests_unit_test_lodectl_cert_LDADD = $(DEP_LIBS) $(CMOCKA_LIBS)

@@ -33,6 +33,8 @@ static const struct lodectl_family families[] = {
      "register, list, describe and delete Felix caches"},
     {"cluster", lodectl_cluster_main,
      "membership: status, drain, remove, replace, transfer-leader"},
+    {"cert", lodectl_cert_main,
+     "internal mutual TLS: a cluster CA and node certificates (offline)"},
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

@@ -54,6 +54,12 @@ int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cluster_main(const struct lodectl_global *g, int argc, char **argv);
+/* `lodectl cert ca|node` (client/lodectl_cert.c), offline. */
+int lodectl_cert_main(const struct lodectl_global *g, int argc, char **argv);
+/* The subjectAltName value for `hosts` ("DNS:a,IP:127.0.0.1"; "" for
+ * none). Returns 0, or -1 for a host that is neither a DNS name nor an IP
+ * address, or when `cap` is too small. */
+int lodectl_cert_san(const char *const *hosts, size_t n, char *out, size_t cap);
 /* `lodectl felix keygen|token` (client/lodectl_token.c), offline; argv[0]
  * is the subcommand, `tenant` the one given before it (or NULL). */
 int lodectl_felix_token_main(int argc, char **argv, const char *tenant);

@@ -154,6 +154,11 @@ void tls_ctx_free(struct tls_ctx *x)
 	free(x);
 }
 
+void tls_ctx_require_tls13(struct tls_ctx *x)
+{
+	SSL_CTX_set_min_proto_version(x->ctx, TLS1_3_VERSION);
+}
+
 bool tls_ctx_verifies_clients(const struct tls_ctx *x)
 {
 	return x->verify_clients;
@@ -239,6 +244,10 @@ struct tls_session *tls_session_new_client(struct tls_ctx *x, const char *host)
 		return NULL;
 	}
 	t->client = true;
+	if (host == NULL) {
+		SSL_set_connect_state(t->ssl);
+		return t;
+	}
 	is_ip = inet_pton(AF_INET, host, ip) == 1 ||
 	        inet_pton(AF_INET6, host, ip) == 1;
 	/* The certificate must name the host we dialled (a SAN, DNS or IP);
@@ -392,6 +401,47 @@ int tls_take(struct tls_session *t, uint8_t **out, size_t *len)
 	*out = p;
 	*len = n;
 	return 0;
+}
+
+int tls_drain(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got)
+{
+	*got = 0;
+	if (cap == 0 || BIO_ctrl_pending(t->wbio) == 0) {
+		return 0;
+	}
+	if (BIO_read_ex(t->wbio, dst, cap, got) != 1) {
+		ERR_clear_error();
+		return -1;
+	}
+	return 0;
+}
+
+int tls_peer_cn(const struct tls_session *t, char *out, size_t cap)
+{
+	X509 *cert = SSL_get1_peer_certificate(t->ssl);
+	X509_NAME *name;
+	ASN1_STRING *data;
+	int i, rv = -1;
+
+	if (cert == NULL) {
+		return -1;
+	}
+	name = X509_get_subject_name(cert);
+	i = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+	if (i >= 0) {
+		data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+		int n = ASN1_STRING_length(data);
+		const unsigned char *d = ASN1_STRING_get0_data(data);
+		if (n >= 0 && (size_t)n < cap &&
+		    memchr(d, 0, (size_t)n) == NULL &&
+		    SSL_get_verify_result(t->ssl) == X509_V_OK) {
+			memcpy(out, d, (size_t)n);
+			out[n] = '\0';
+			rv = 0;
+		}
+	}
+	X509_free(cert);
+	return rv;
 }
 
 const char *tls_version(const struct tls_session *t)

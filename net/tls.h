@@ -51,12 +51,17 @@ int tls_ctx_new_client(struct tls_ctx **out, const char *ca_file,
                             const char *cert_file, const char *key_file,
                             char *err, size_t errlen);
 
+/* Refuses every protocol version below TLS 1.3 on `x`. */
+void tls_ctx_require_tls13(struct tls_ctx *x);
+
 /* A server-side session; NULL when out of memory. */
 struct tls_session *tls_session_new(struct tls_ctx *x);
 /* A client-side session for a client context; the server's certificate
- * must name `host` (a DNS or IP SAN; names are also sent as SNI). Feeding
- * it no bytes (tls_feed with n 0) queues the ClientHello. NULL when
- * out of memory or `host` is unusable. */
+ * must name `host` (a DNS or IP SAN; names are also sent as SNI). With
+ * `host` NULL only the certificate's chain is verified (the caller checks
+ * the identity itself, tls_peer_cn). Feeding it no bytes (tls_feed with
+ * n 0) queues the ClientHello. NULL when out of memory or `host` is
+ * unusable. */
 struct tls_session *tls_session_new_client(struct tls_ctx *x, const char *host);
 void tls_session_free(struct tls_session *t);
 
@@ -82,6 +87,13 @@ size_t tls_pending(const struct tls_session *t);
 /* Moves the pending ciphertext into a new buffer the caller owns (free()).
  * Returns 0 (with *len 0 and *out NULL when nothing is pending) or -1. */
 int tls_take(struct tls_session *t, uint8_t **out, size_t *len);
+/* Moves up to `cap` bytes of pending ciphertext into `dst` (a buffer the
+ * caller keeps). Returns 0 with the count in *got, or -1. */
+int tls_drain(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got);
+/* The common name of the peer's verified certificate, NUL-terminated, in
+ * `out`. Returns 0, or -1 when there is no certificate, no common name or
+ * it does not fit (or holds a NUL). */
+int tls_peer_cn(const struct tls_session *t, char *out, size_t cap);
 /* Negotiated protocol version and cipher, for logs ("TLSv1.3", ...). */
 const char *tls_version(const struct tls_session *t);
 const char *tls_cipher(const struct tls_session *t);

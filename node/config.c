@@ -92,6 +92,15 @@ static const struct opt opts[] = {
      "TLS certificate chain (PEM) for Felix and FSNP TLS"},
     {"tls-key", OPT_STRING, OFF(tls_key), SZ(tls_key), 0, 0, "FILE",
      "TLS private key (PEM)"},
+    {"internal-tls-cert", OPT_STRING, OFF(internal_tls_cert),
+     SZ(internal_tls_cert), 0, 0, "FILE",
+     "this node's certificate (PEM, CN=node-<id>): mutual TLS between "
+     "nodes"},
+    {"internal-tls-key", OPT_STRING, OFF(internal_tls_key),
+     SZ(internal_tls_key), 0, 0, "FILE", "the key of internal-tls-cert (PEM)"},
+    {"internal-tls-ca", OPT_STRING, OFF(internal_tls_ca), SZ(internal_tls_ca),
+     0, 0, "FILE",
+     "the cluster CA (PEM) every node's certificate must chain to"},
     {"felix-tokens", OPT_STRING, OFF(felix_tokens), SZ(felix_tokens), 0, 0,
      "FILE",
      "Felix auth tokens: 'TENANT TOKEN' lines (default: dev accepts "
@@ -806,6 +815,24 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 		         "must be given together",
 		         c->tls_cert[0] ? "tls-key" : "tls-cert");
 		return -1;
+	}
+	{
+		int given = (c->internal_tls_cert[0] != '\0') +
+		            (c->internal_tls_key[0] != '\0') +
+		            (c->internal_tls_ca[0] != '\0');
+		if (given != 0 && given != 3) {
+			snprintf(
+			    err, errlen,
+			    "invalid value for '%s': 'internal-tls-cert', "
+			    "'internal-tls-key' and 'internal-tls-ca' must "
+			    "be given together",
+			    c->internal_tls_cert[0] == '\0'
+			        ? "internal-tls-cert"
+			    : c->internal_tls_key[0] == '\0'
+			        ? "internal-tls-key"
+			        : "internal-tls-ca");
+			return -1;
+		}
 	}
 	/* The FSNP TLS listener is served only when asked for: a default
 	 * port would collide between nodes sharing a host. */

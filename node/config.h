@@ -111,6 +111,11 @@ struct node_config {
 	char admin_token_file[CONFIG_PATH_MAX];
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
+	/* Mutual TLS on the internal listener (all three or none; --dev
+	 * does not turn it on). */
+	char internal_tls_cert[CONFIG_PATH_MAX];
+	char internal_tls_key[CONFIG_PATH_MAX];
+	char internal_tls_ca[CONFIG_PATH_MAX];
 	/* Felix broker (node/felix/felix_server.c) and scopes
 	 * (node/felix/scopes.c). */
 	char felix_tokens[CONFIG_PATH_MAX]; /* "" = none */

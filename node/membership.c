@@ -684,7 +684,7 @@ static void join_step(struct shards *s)
 	req.record_len = strlen(s->record);
 	s->join_ms = now;
 	if (join_start(&s->join, s->loop, (struct sockaddr *)&s->join_addr,
-	               &req, 3000, on_join_answer, s) == 0) {
+	               &req, s->tls_client, 3000, on_join_answer, s) == 0) {
 		s->join_sent = true;
 	}
 }

@@ -10,6 +10,7 @@
 
 #include "flow/flow.h"
 #include "node/membership.h"
+#include "net/tls.h"
 #include "node/shards_internal.h"
 #include "raft/forward.h"
 #include "raft/group.h"
@@ -1323,10 +1324,48 @@ static void handle_closed(uv_handle_t *h)
 	s->handles_open--;
 }
 
+/* The internal TLS contexts, when configured: TLS 1.3 only, the node's
+ * certificate on both sides, peers verified against the cluster CA. */
+static int open_tls(struct shards *s, char *err, size_t errlen)
+{
+	const struct shards_config *c = &s->cfg;
+
+	if (c->internal_tls_cert == NULL || c->internal_tls_cert[0] == '\0') {
+		return 0;
+	}
+	if (tls_ctx_new(&s->tls_server, c->internal_tls_cert,
+	                c->internal_tls_key, c->internal_tls_ca, err,
+	                errlen) != 0 ||
+	    tls_ctx_new_client(&s->tls_client, c->internal_tls_ca,
+	                       c->internal_tls_cert, c->internal_tls_key, err,
+	                       errlen) != 0) {
+		return -1;
+	}
+	tls_ctx_require_tls13(s->tls_server);
+	tls_ctx_require_tls13(s->tls_client);
+	return 0;
+}
+
+static void close_tls(struct shards *s)
+{
+	tls_ctx_free(s->tls_server);
+	tls_ctx_free(s->tls_client);
+	s->tls_server = s->tls_client = NULL;
+}
+
 static int start_transport(struct shards *s, char *err, size_t errlen)
 {
 	struct transport_options to = {0};
 	int rv;
+
+	if (open_tls(s, err, errlen) != 0) {
+		char why[600];
+		snprintf(why, sizeof why, "internal TLS: %s", err);
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	to.tls_server = s->tls_server;
+	to.tls_client = s->tls_client;
 
 	to.node_id = s->cfg.node_id;
 	to.cluster_id = s->cluster_id;
@@ -1642,6 +1681,7 @@ err_rio:
 err_transport:
 	close_transport_now(s);
 err_free:
+	close_tls(s);
 	free(local_groups);
 	free(s->routes);
 	for (size_t i = 0; i < s->n_members; i++) {
@@ -1700,6 +1740,7 @@ static void finish_close(struct shards *s)
 	void *data = s->close_data;
 	forward_free(s->f);
 	store_close(s->store);
+	close_tls(s);
 	free(s->routes);
 	for (size_t i = 0; i < s->n_members; i++) {
 		free(s->members[i].held);

@@ -99,6 +99,11 @@ struct shards_config {
 	bool read_barriers;          /* reads append a barrier entry instead of
 	                                confirming leadership (raft/replica.c) */
 	size_t row_cache_bytes;      /* store_set_row_cache() */
+	/* Mutual TLS between nodes (docs/cluster.md): all three PEM files,
+	 * or NULL. */
+	const char *internal_tls_cert;
+	const char *internal_tls_key;
+	const char *internal_tls_ca;
 
 	/* This node's client addresses, published to the others through the
 	 * meta group (ports 0 = not served). */

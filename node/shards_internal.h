@@ -90,8 +90,14 @@ struct op {
 	struct shards *s;
 };
 
+struct tls_ctx;
+
 struct shards {
 	uv_loop_t *loop;
+	/* Internal mutual TLS (NULL: plaintext): the transport's accepting
+	 * and dialing contexts; joins dial with the client one. */
+	struct tls_ctx *tls_server;
+	struct tls_ctx *tls_client;
 	const struct log *log;
 	struct db *db;
 	struct shards_config cfg;

@@ -969,3 +969,23 @@ int msg_xfer_end_decode(const uint8_t *p, size_t len, uint64_t *id)
 	*id = r64(&d);
 	return done(&d) ? 0 : MSG_EMALFORMED;
 }
+
+int msg_node_cn_parse(const char *cn, uint64_t *id)
+{
+	static const char prefix[] = "node-";
+	const char *d = cn + sizeof prefix - 1;
+	uint64_t v = 0;
+
+	if (strncmp(cn, prefix, sizeof prefix - 1) != 0 || *d < '1' ||
+	    *d > '9') {
+		return MSG_EMALFORMED;
+	}
+	for (; *d != '\0'; d++) {
+		if (*d < '0' || *d > '9' || v > (UINT64_MAX - 9) / 10) {
+			return MSG_EMALFORMED;
+		}
+		v = v * 10 + (uint64_t)(*d - '0');
+	}
+	*id = v;
+	return 0;
+}

@@ -92,7 +92,8 @@ enum {
 	MSG_HS_VERSION = 3,   /* unsupported protocol version */
 	MSG_HS_WRONG_ID = 4,  /* the dialer expected another node id */
 	MSG_HS_DUPLICATE = 5, /* a preferred connection already exists */
-	MSG_HS_MAX = 5
+	MSG_HS_IDENTITY = 6,  /* the TLS certificate names another node */
+	MSG_HS_MAX = 6
 };
 
 /* Forwarded operations. */
@@ -231,6 +232,13 @@ void msg_frame_header(uint8_t *p, uint8_t kind, uint32_t payload_len);
  * payload above `max`. */
 int msg_frame_parse(const uint8_t *p, uint32_t max, uint8_t *kind,
                     uint32_t *payload_len);
+
+/* ---- node certificates ---- */
+
+/* The node id a certificate's common name gives: "node-<id>", the id in
+ * decimal without leading zeros, above 0. Returns 0 with *id, or
+ * MSG_EMALFORMED. */
+int msg_node_cn_parse(const char *cn, uint64_t *id);
 
 /* ---- every message: size, then write exactly that many bytes ---- */
 

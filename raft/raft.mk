@@ -2,7 +2,7 @@
 # the state machine (replica.c, entry.c), the multi-group manager
 # (group.c), and the cluster layer: node transport (transport.c,
 # msg_codec.c), placement, forwarding RPC and snapshot state transfer
-# (forward.c, xfer.c). See docs/architecture.md and docs/cluster.md.
+# (forward.c, xfer.c); the transport's TLS comes from net/. See docs/architecture.md and docs/cluster.md.
 noinst_LIBRARIES += raft/liblsraft.a
 NODE_LIBS += raft/liblsraft.a
 raft_liblsraft_a_SOURCES = \
@@ -24,7 +24,7 @@ raft_liblsraft_a_SOURCES = \
 
 # Tests: a temporary RocksDB (testdb) and a small state machine on it
 # (testfsm).
-RAFT_TEST_LIBS = raft/liblsraft.a $(DEP_LIBS) $(CMOCKA_LIBS)
+RAFT_TEST_LIBS = raft/liblsraft.a net/libnet.la $(DEP_LIBS) $(CMOCKA_LIBS)
 RAFT_TEST_DB = tests/unit/testdb.c tests/unit/testdb.h
 RAFT_TEST_FSM = tests/unit/testfsm.c tests/unit/testfsm.h $(RAFT_TEST_DB)
 
@@ -68,7 +68,7 @@ tests_unit_test_raft_rebalance_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_raft_transport
 tests_unit_test_raft_transport_SOURCES = tests/unit/test_raft_transport.c \
-	$(RAFT_TEST_FSM)
+	client/lodectl_cert.c $(RAFT_TEST_FSM)
 tests_unit_test_raft_transport_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_store_node
@@ -79,7 +79,7 @@ tests_unit_test_store_node_LDADD = store/libstore.a $(DEP_LIBS) \
 
 FUZZ_TARGETS += tests/fuzz/fuzz_raft_msg
 tests_fuzz_fuzz_raft_msg_SOURCES = tests/fuzz/fuzz_raft_msg.c
-tests_fuzz_fuzz_raft_msg_LDADD = raft/liblsraft.a $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_raft_msg_LDADD = raft/liblsraft.a net/libnet.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_raft_msg_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_msg
 

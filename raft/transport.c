@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/tls.h"
 #include "raft/msg_codec.h"
 
 #define DEFAULT_QUEUE (64u << 20)
@@ -23,6 +24,9 @@
 #define KEEP_BUF (4u << 20)
 #define REFUSALS 16 /* refused nodes remembered for log throttling */
 #define REFUSAL_LOG_MS 60000
+/* Refusal status of a failed TLS handshake, for log throttling only. */
+#define REFUSED_TLS 200
+#define REFUSED_LOST 201 /* a dialed peer hung up before WELCOME */
 
 enum {
 	C_CONNECTING = 1, /* dialing */
@@ -47,6 +51,8 @@ struct conn {
 	uv_connect_t connect;
 	uv_write_t wreq;
 	struct peer *peer; /* dialer: from the start; acceptor: on HELLO */
+	struct tls_session *tls; /* NULL without internal TLS */
+	uint64_t cert_id;        /* the node the peer's certificate names */
 	bool outbound;
 	int state;
 	uint64_t gen;
@@ -75,7 +81,8 @@ struct peer {
 	bool resolving;
 	uint64_t next_dial_ms;
 	unsigned backoff_ms;
-	int last_refusal; /* -1 none; else the last MSG_HS_* logged */
+	int last_refusal;  /* -1 none; else the last MSG_HS_* logged */
+	uint64_t last_tls; /* with REFUSED_TLS: which reason (its hash) */
 	bool was_up;
 	struct transport_peer_info st;
 };
@@ -306,6 +313,7 @@ static void on_conn_closed(uv_handle_t *h)
 	buf_free(&c->rbuf);
 	buf_free(&c->fill);
 	buf_free(&c->out);
+	tls_session_free(c->tls);
 	free(c);
 	t->open_handles--;
 	maybe_finish_close(t);
@@ -434,9 +442,38 @@ static void write_cb(uv_write_t *w, int status)
 		conn_close(c, TRANSPORT_DEBUG, "refused");
 		return;
 	}
-	if (c->fill.len > 0) {
+	if (c->fill.len > 0 || (c->tls != NULL && tls_pending(c->tls) > 0)) {
 		start_write(c);
 	}
+}
+
+/* Encrypts what the turn queued (one TLS write for all of it) and moves
+ * the session's ciphertext into the output buffer. 0, or -1 when the
+ * connection was closed. */
+static int seal(struct conn *c)
+{
+	size_t n, got = 0;
+
+	if (c->fill.len > 0 && tls_established(c->tls)) {
+		if (tls_write(c->tls, c->fill.p, c->fill.len) != 0) {
+			conn_close(c, TRANSPORT_WARN, "TLS write failed");
+			return -1;
+		}
+		c->fill.len = 0;
+		buf_release_if_big(&c->fill);
+	}
+	c->out.len = 0;
+	n = tls_pending(c->tls);
+	if (n == 0) {
+		return 0;
+	}
+	if (buf_reserve(&c->out, n) != 0 ||
+	    tls_drain(c->tls, c->out.p, n, &got) != 0) {
+		conn_close(c, TRANSPORT_WARN, "out of memory");
+		return -1;
+	}
+	c->out.len = got;
+	return 0;
 }
 
 static void start_write(struct conn *c)
@@ -445,14 +482,22 @@ static void start_write(struct conn *c)
 	uv_buf_t b;
 	int rv;
 
-	if (c->writing || c->fill.len == 0 || c->state == C_CLOSING ||
-	    c->state == C_CONNECTING) {
+	if (c->writing || c->state == C_CLOSING || c->state == C_CONNECTING) {
 		return;
 	}
-	tmp = c->out;
-	c->out = c->fill;
-	c->fill = tmp;
-	c->fill.len = 0;
+	if (c->tls != NULL) {
+		if (seal(c) != 0 || c->out.len == 0) {
+			return;
+		}
+	} else {
+		if (c->fill.len == 0) {
+			return;
+		}
+		tmp = c->out;
+		c->out = c->fill;
+		c->fill = tmp;
+		c->fill.len = 0;
+	}
 	b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
 	c->wreq.data = c;
 	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
@@ -510,9 +555,10 @@ static void activate(struct conn *c)
 	p->st.connected = true;
 	p->st.gen = c->gen;
 	p->st.connects++;
-	logf_(t, p->was_up ? TRANSPORT_INFO : TRANSPORT_INFO,
-	      "connected to node %llu (%s, %s)", (unsigned long long)p->id,
-	      p->address, c->outbound ? "dialed" : "accepted");
+	logf_(t, TRANSPORT_INFO, "connected to node %llu (%s, %s%s%s)",
+	      (unsigned long long)p->id, p->address,
+	      c->outbound ? "dialed" : "accepted", c->tls != NULL ? ", " : "",
+	      c->tls != NULL ? tls_version(c->tls) : "");
 	p->was_up = true;
 	if (p->dialing != NULL && p->dialing != c && dialed_by_lower(c)) {
 		/* Ours cannot win any more. */
@@ -605,6 +651,15 @@ static void on_hello(struct conn *c, const uint8_t *b, size_t len)
 		      "refused connection from %s: malformed handshake",
 		      c->remote);
 		conn_close(c, TRANSPORT_DEBUG, "malformed handshake");
+		return;
+	}
+	if (c->tls != NULL && h.from != c->cert_id) {
+		snprintf(why, sizeof why,
+		         "the peer claims to be node %llu but its certificate "
+		         "names node %llu",
+		         (unsigned long long)h.from,
+		         (unsigned long long)c->cert_id);
+		refuse(c, MSG_HS_IDENTITY, h.from, why);
 		return;
 	}
 	if (h.cluster_len != strlen(t->cluster) ||
@@ -745,6 +800,13 @@ static void on_join(struct conn *c, const uint8_t *b, size_t len)
 		snprintf(reply, sizeof reply, "%s",
 		         rv == MSG_EVERSION ? "protocol version not supported"
 		                            : "malformed join request");
+	} else if (c->tls != NULL && j.from != c->cert_id) {
+		r.status = MSG_HS_IDENTITY;
+		snprintf(reply, sizeof reply,
+		         "the joining node claims to be node %llu but its "
+		         "certificate names node %llu",
+		         (unsigned long long)j.from,
+		         (unsigned long long)c->cert_id);
 	} else if (j.cluster_len != strlen(t->cluster) ||
 	           memcmp(j.cluster, t->cluster, j.cluster_len) != 0) {
 		r.status = MSG_HS_CLUSTER;
@@ -834,6 +896,13 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 	size_t want = READ_CHUNK;
 
 	(void)suggested;
+	if (c->tls != NULL) {
+		/* Ciphertext lands in the shared buffer and is consumed at
+		 * once (read_cb). */
+		*out = uv_buf_init((char *)tls_ctx_read_buf(c->t->o.tls_server),
+		                   TLS_READ_BUF);
+		return;
+	}
 	if (c->rbuf.len >= MSG_FRAME_HEADER) {
 		/* Room for the whole frame under way. */
 		const uint8_t *p = c->rbuf.p;
@@ -853,17 +922,170 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 	                   (unsigned)(c->rbuf.cap - c->rbuf.len));
 }
 
+static void send_hello(struct conn *c);
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s != '\0'; s++) {
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	}
+	return h;
+}
+
+/* The TLS session failed (or the peer closed before it was up): logs the
+ * reason (throttled) and closes, after sending the alert if any. */
+static void tls_fail(struct conn *c, const char *reason)
+{
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+	int level;
+
+	if (c->state == C_ACTIVE) {
+		conn_close(c, TRANSPORT_WARN, reason);
+		return;
+	}
+	if (c->outbound) {
+		uint64_t h = fnv1a(reason);
+		level = p->last_refusal == REFUSED_TLS && p->last_tls == h
+		            ? TRANSPORT_DEBUG
+		            : TRANSPORT_WARN;
+		p->last_refusal = REFUSED_TLS;
+		p->last_tls = h;
+		logf_(t, level, "TLS with node %llu (%s) refused: %s",
+		      (unsigned long long)p->id, p->address, reason);
+	} else {
+		level = refusal_news(t, fnv1a(reason), REFUSED_TLS)
+		            ? TRANSPORT_WARN
+		            : TRANSPORT_DEBUG;
+		logf_(t, level, "refused connection from %s: %s", c->remote,
+		      reason);
+	}
+	if (tls_pending(c->tls) == 0) {
+		conn_close(c, TRANSPORT_DEBUG, "TLS refused");
+		return;
+	}
+	c->fill.len = 0;
+	c->state = C_REFUSING;
+	uv_read_stop((uv_stream_t *)&c->tcp);
+	mark_dirty(c);
+}
+
+/* The TLS handshake completed: the certificate must name a node, and the
+ * one we dialed. 0, or -1 when the connection was refused. */
+static int tls_up(struct conn *c)
+{
+	struct transport *t = c->t;
+	char cn[128], why[300];
+	uint64_t id;
+
+	if (tls_peer_cn(c->tls, cn, sizeof cn) != 0 ||
+	    msg_node_cn_parse(cn, &id) != 0) {
+		tls_fail(c, "the peer's certificate does not name a node "
+		            "(CN=node-<id>)");
+		return -1;
+	}
+	c->cert_id = id;
+	logf_(t, TRANSPORT_DEBUG, "TLS with %s up (%s, %s, %s)", c->remote,
+	      tls_version(c->tls), tls_cipher(c->tls), cn);
+	if (!c->outbound) {
+		return 0;
+	}
+	if (id != c->peer->id) {
+		snprintf(
+		    why, sizeof why,
+		    "the peer's certificate names node %llu, not node %llu",
+		    (unsigned long long)id, (unsigned long long)c->peer->id);
+		tls_fail(c, why);
+		return -1;
+	}
+	send_hello(c);
+	return c->state == C_CLOSING ? -1 : 0;
+}
+
+/* Ciphertext read: feeds the session and decrypts everything it holds
+ * into the read buffer. 0, or -1 when the connection was closed. */
+static int tls_in(struct conn *c, const uint8_t *p, size_t n)
+{
+	bool was_up = tls_established(c->tls);
+	char err[300];
+	size_t got;
+	int rv;
+
+	if (tls_feed(c->tls, p, n, err, sizeof err) != 0) {
+		tls_fail(c, err);
+		return -1;
+	}
+	if (tls_pending(c->tls) > 0) {
+		mark_dirty(c);
+	}
+	if (!tls_established(c->tls)) {
+		return 0;
+	}
+	if (!was_up && tls_up(c) != 0) {
+		return -1;
+	}
+	for (;;) {
+		if (buf_reserve(&c->rbuf, READ_CHUNK) != 0) {
+			conn_close(c, TRANSPORT_WARN, "out of memory");
+			return -1;
+		}
+		rv = tls_read(c->tls, c->rbuf.p + c->rbuf.len,
+		              c->rbuf.cap - c->rbuf.len, &got, err, sizeof err);
+		if (rv == 1) {
+			conn_close(c, TRANSPORT_INFO, "closed by the peer");
+			return -1;
+		}
+		if (rv < 0) {
+			tls_fail(c, err);
+			return -1;
+		}
+		if (got == 0) {
+			break;
+		}
+		c->rbuf.len += got;
+	}
+	if (tls_pending(c->tls) > 0) {
+		mark_dirty(c);
+	}
+	return 0;
+}
+
+/* A peer we dialed went away or answered garbage before WELCOME: said at
+ * warn once per peer until a handshake succeeds (a node whose internal
+ * TLS setting differs from ours does this at every dial). */
+static void hs_lost(struct conn *c, const char *what)
+{
+	struct peer *p = c->peer;
+	int level =
+	    p->last_refusal == REFUSED_LOST ? TRANSPORT_DEBUG : TRANSPORT_WARN;
+	p->last_refusal = REFUSED_LOST;
+	logf_(c->t, level, "node %llu (%s) %s%s", (unsigned long long)p->id,
+	      p->address, what,
+	      c->tls == NULL ? " (does it run internal TLS?)" : "");
+}
+
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
 	struct conn *c = s->data;
 	struct transport *t = c->t;
 	size_t off = 0;
 
-	(void)b;
 	if (c->state == C_CLOSING) {
 		return;
 	}
 	if (n < 0) {
+		if (c->tls != NULL && c->state != C_ACTIVE &&
+		    c->state != C_REFUSING) {
+			tls_fail(c, n == UV_EOF ? "closed by the peer during "
+			                          "the TLS handshake"
+			                        : uv_strerror((int)n));
+			return;
+		}
+		if (c->state == C_HS_SENT) {
+			hs_lost(c,
+			        "closed the connection during the handshake");
+		}
 		conn_close(c, TRANSPORT_INFO,
 		           n == UV_EOF ? "closed by the peer"
 		                       : uv_strerror((int)n));
@@ -872,8 +1094,14 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	if (n == 0) {
 		return;
 	}
-	c->rbuf.len += (size_t)n;
 	c->last_read_ms = now_ms(t);
+	if (c->tls != NULL) {
+		if (tls_in(c, (const uint8_t *)b->base, (size_t)n) != 0) {
+			return;
+		}
+	} else {
+		c->rbuf.len += (size_t)n;
+	}
 	if (c->peer != NULL && c->state == C_ACTIVE) {
 		c->peer->st.bytes_received += (size_t)n;
 	}
@@ -890,6 +1118,10 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 				      "refused connection from %s: not a "
 				      "lodestone node handshake",
 				      c->remote);
+			}
+			if (c->state == C_HS_SENT) {
+				hs_lost(c, "answered with something else than "
+				           "a lodestone node handshake");
 			}
 			conn_close(c, TRANSPORT_WARN, "malformed frame");
 			return;
@@ -916,9 +1148,7 @@ static void on_connect(uv_connect_t *req, int status)
 {
 	struct conn *c = req->data;
 	struct transport *t = c->t;
-	struct peer *p = c->peer;
-	struct msg_hello h = {0};
-	uint8_t *b;
+	char why[300];
 	int rv;
 
 	if (c->state == C_CLOSING) {
@@ -936,6 +1166,28 @@ static void on_connect(uv_connect_t *req, int status)
 	}
 	c->state = C_HS_SENT;
 	c->opened_ms = now_ms(t);
+	if (t->o.tls_client == NULL) {
+		send_hello(c);
+		return;
+	}
+	/* The server's certificate is checked against the cluster CA by the
+	 * session and against the peer's id once it is up (tls_up). */
+	c->tls = tls_session_new_client(t->o.tls_client, NULL);
+	if (c->tls == NULL || tls_feed(c->tls, NULL, 0, why, sizeof why) != 0) {
+		conn_close(c, TRANSPORT_WARN, "cannot start TLS");
+		return;
+	}
+	mark_dirty(c);
+}
+
+static void send_hello(struct conn *c)
+{
+	struct transport *t = c->t;
+	struct peer *p = c->peer;
+	struct msg_hello h = {0};
+	uint8_t *b;
+	int rv;
+
 	h.version = MSG_VERSION;
 	h.from = t->o.node_id;
 	h.to = p->id;
@@ -1058,6 +1310,13 @@ static void on_accept(uv_stream_t *server, int status)
 		return;
 	}
 	c->state = C_HS_WAIT;
+	if (t->o.tls_server != NULL) {
+		c->tls = tls_session_new(t->o.tls_server);
+		if (c->tls == NULL) {
+			conn_close(c, TRANSPORT_WARN, "cannot start TLS");
+			return;
+		}
+	}
 	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
 		conn_close(c, TRANSPORT_DEBUG, "accept failed");
 		return;
@@ -1138,7 +1397,8 @@ int transport_init(struct transport **out, uv_loop_t *loop,
 
 	*out = NULL;
 	if (o == NULL || o->node_id == 0 || o->cluster_id == NULL ||
-	    strlen(o->cluster_id) > MSG_CLUSTER_MAX) {
+	    strlen(o->cluster_id) > MSG_CLUSTER_MAX ||
+	    (o->tls_server == NULL) != (o->tls_client == NULL)) {
 		return TRANSPORT_EINVAL;
 	}
 	t = calloc(1, sizeof *t);

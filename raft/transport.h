@@ -24,6 +24,15 @@
  * a message that cannot be queued returns RAFT_NOCONNECTION, which the
  * store reports to libraft through the send callback.
  *
+ * With TLS (tls_server and tls_client set) every connection, accepted or
+ * dialed, runs TLS before the first frame: the frames queued in a turn are
+ * encrypted together when the turn's write leaves, and what is read is
+ * decrypted before it is cut into frames. A peer whose certificate the
+ * cluster CA does not verify, or that speaks plaintext, fails the TLS
+ * handshake and never has a frame read; a certificate's common name must
+ * be node-<id>, and the id the peer gives in HELLO (or JOIN), or the id
+ * the dialer expects, must be that one.
+ *
  * Everything runs on the loop thread. Memory of connections is freed in
  * their close callbacks. */
 #ifndef LS_RAFT_TRANSPORT_H
@@ -38,6 +47,7 @@
 #include "raft/io.h"
 
 struct transport;
+struct tls_ctx;
 
 enum { TRANSPORT_DEBUG = 0, TRANSPORT_INFO, TRANSPORT_WARN, TRANSPORT_ERROR };
 
@@ -94,6 +104,13 @@ struct transport_options {
 	transport_peer_fn on_peer;       /* may be NULL */
 	transport_join_fn on_join;       /* may be NULL: joins refused */
 	transport_unknown_fn on_unknown; /* may be NULL */
+	/* Internal TLS: both or neither (not owned, outlive the transport).
+	 * The server context verifies client certificates against the
+	 * cluster CA, the client context the servers'; both TLS 1.3 only.
+	 * Every peer's certificate must have CN=node-<id> for the id it
+	 * claims in the handshake. */
+	struct tls_ctx *tls_server;
+	struct tls_ctx *tls_client;
 	void *data;
 };
 

@@ -211,6 +211,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	struct harness_node *nd = &c->nodes[i];
 	char id[16], felix[32], fsnp[32], tls[32], internal[32], admin[32];
 	char peers[1024], join[32];
+	char subst[HARNESS_MAX_ARGS][600];
 	size_t pl = 0;
 	const char *argv[64];
 	unsigned a = 0;
@@ -256,7 +257,14 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 		argv[a++] = peers;
 	}
 	for (unsigned k = 0; k < c->n_extra && a < 62; k++) {
-		argv[a++] = c->extra[k];
+		const char *at = strstr(c->extra[k], "{id}");
+		if (at == NULL) {
+			argv[a++] = c->extra[k];
+			continue;
+		}
+		snprintf(subst[k], sizeof subst[k], "%.*s%u%s",
+		         (int)(at - c->extra[k]), c->extra[k], nd->id, at + 4);
+		argv[a++] = subst[k];
 	}
 	argv[a] = NULL;
 

@@ -29,7 +29,9 @@ struct harness_cluster {
 	unsigned n;
 	char root[256]; /* temp dir holding every node's data and log */
 	struct harness_node nodes[HARNESS_MAX_NODES];
-	const char *extra[HARNESS_MAX_ARGS]; /* extra flags for every node */
+	/* Extra flags for every node; "{id}" in one stands for the node's
+	 * id (the first occurrence). */
+	const char *extra[HARNESS_MAX_ARGS];
 	unsigned n_extra;
 	/* Secrets the test gave the nodes (harness_secret), searched for in
 	 * every node's log at harness_cluster_stop. */

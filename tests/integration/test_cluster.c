@@ -14,7 +14,13 @@
  *    through a snapshot and a state transfer;
  *  - a node started with another cluster id is refused (with the reason in
  *    the logs), and a peer that vanishes in the middle of a handshake
- *    wedges nobody.
+ *    wedges nobody;
+ *  - with internal mutual TLS (certificates made by `lodectl cert`) the
+ *    cluster elects, replicates appends sent through every node and
+ *    survives a restart; a node with a certificate from another CA, a
+ *    plaintext node (joining, and a member restarted without TLS) and a
+ *    node presenting another node's certificate are refused, with the
+ *    reason logged on both sides, and the cluster keeps working.
  * Outcomes are checked; times only bound the waits (and the 5 s leader
  * recovery the brief asks for). */
 #include <setjmp.h>
@@ -36,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -864,17 +871,31 @@ static void test_snapshot_catch_up(void **state)
 
 static bool log_has(struct harness_cluster *c, unsigned i, const char *s)
 {
-	char buf[1 << 16];
 	FILE *f = fopen(c->nodes[i].log_path, "r");
-	size_t n;
+	char *buf;
+	size_t n = 0, cap = 1 << 16;
 	bool found;
 	if (f == NULL) {
 		return false;
 	}
-	n = fread(buf, 1, sizeof buf - 1, f);
+	buf = malloc(cap);
+	assert_non_null(buf);
+	for (;;) {
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0) {
+			break;
+		}
+		if (cap - n < 4096) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+	}
 	buf[n] = '\0';
 	fclose(f);
 	found = strstr(buf, s) != NULL;
+	free(buf);
 	return found;
 }
 
@@ -956,14 +977,207 @@ static void test_refusals(void **state)
 	harness_cluster_stop(&c);
 }
 
-int main(void)
+/* Whether node i knows node `id` as a member (joining or not). */
+static bool has_member(struct harness_cluster *c, unsigned i, unsigned id)
+{
+	json_t *v = cluster_view(c, i), *p;
+	size_t k;
+	bool found = false;
+	assert_non_null(v);
+	json_array_foreach(json_object_get(v, "peers"), k, p)
+	{
+		if (json_integer_value(json_object_get(p, "id")) ==
+		    (json_int_t)id) {
+			found = true;
+		}
+	}
+	json_decref(v);
+	return found;
+}
+
+/* Runs lodectl with `args` (NULL-terminated); its exit status. */
+static int lodectl(const char *const args[])
+{
+	const char *argv[16];
+	char out[4096];
+	unsigned a = 0;
+	argv[a++] = LS_ABS_BUILDDIR "/lodectl";
+	for (unsigned k = 0; args[k] != NULL && a < 15; k++) {
+		argv[a++] = args[k];
+	}
+	argv[a] = NULL;
+	return harness_run(argv, out, sizeof out);
+}
+
+/* Waits up to 20 s for `s` in node i's log. */
+static void wait_log(struct harness_cluster *c, unsigned i, const char *s)
+{
+	uint64_t end = harness_mono_ms() + 20000;
+	while (!log_has(c, i, s)) {
+		if (harness_mono_ms() >= end) {
+			harness_node_dump_log(c, i);
+			fail_msg("node %u never logged '%s'", i + 1, s);
+		}
+		harness_nap(100);
+	}
+}
+
+static void test_mtls(void **state)
+{
+	static char dir[256], ca[300], ca2[300], certs[300], certs2[300];
+	static char cert[400], key[400], cafile[400];
+	static char cert2[400], key2[400], cafile2[400];
+	struct harness_cluster c;
+	struct load l;
+	const char *tmp = getenv("TMPDIR");
+	unsigned i4;
+	(void)state;
+
+	snprintf(dir, sizeof dir, "%s/lodestone-mtls-XXXXXX",
+	         tmp != NULL ? tmp : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(ca, sizeof ca, "%s/ca", dir);
+	snprintf(ca2, sizeof ca2, "%s/ca2", dir);
+	snprintf(certs, sizeof certs, "%s/certs", dir);
+	snprintf(certs2, sizeof certs2, "%s/certs2", dir);
+	assert_int_equal(mkdir(ca, 0700), 0);
+	assert_int_equal(mkdir(ca2, 0700), 0);
+	assert_int_equal(mkdir(certs, 0700), 0);
+	assert_int_equal(mkdir(certs2, 0700), 0);
+	assert_int_equal(
+	    lodectl((const char *[]){"cert", "ca", "--out-dir", ca, NULL}), 0);
+	assert_int_equal(
+	    lodectl((const char *[]){"cert", "ca", "--out-dir", ca2, NULL}), 0);
+	for (unsigned id = 1; id <= NODES; id++) {
+		char n[8];
+		snprintf(n, sizeof n, "%u", id);
+		assert_int_equal(
+		    lodectl((const char *[]){"cert", "node", n, "--ca-dir", ca,
+		                             "--out-dir", certs, "--host",
+		                             "127.0.0.1", NULL}),
+		    0);
+	}
+	/* Node 4's certificate comes from another CA. */
+	assert_int_equal(
+	    lodectl((const char *[]){"cert", "node", "4", "--ca-dir", ca2,
+	                             "--out-dir", certs2, NULL}),
+	    0);
+	snprintf(cert, sizeof cert, "%s/node-{id}.crt", certs);
+	snprintf(key, sizeof key, "%s/node-{id}.key", certs);
+	snprintf(cafile, sizeof cafile, "%s/ca.crt", ca);
+	{
+		const char *args[] = {"--shards",
+		                      "8",
+		                      "--internal-tls-cert",
+		                      cert,
+		                      "--internal-tls-key",
+		                      key,
+		                      "--internal-tls-ca",
+		                      cafile,
+		                      NULL};
+		start3(&c, args);
+	}
+	assert_true(log_has(&c, 0, "TLSv1.3)"));
+
+	/* Appends through every node (followers forward them). */
+	load_init(&l, &c, 5);
+	run_load(&l);
+	assert_int_equal(l.acked, load_total(&l));
+	/* A restart: node 2 comes back over TLS and catches up. */
+	assert_int_equal(harness_node_signal(&c, 1, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(&c, 1), 0);
+	assert_int_equal(harness_node_wait_healthy(&c, 1, 15000), 0);
+	wait_all_led(&c, 30000);
+	converge(&c, NULL);
+	for (unsigned i = 0; i < NODES; i++) {
+		check_lists(&l, i);
+	}
+	load_free(&l);
+
+	/* A node whose certificate (and CA) are another CA's, joining
+	 * through node 1: both sides say why, it never joins. */
+	snprintf(cert2, sizeof cert2, "%s/node-4.crt", certs2);
+	snprintf(key2, sizeof key2, "%s/node-4.key", certs2);
+	snprintf(cafile2, sizeof cafile2, "%s/ca.crt", ca2);
+	c.extra[3] = cert2;
+	c.extra[5] = key2;
+	c.extra[7] = cafile2;
+	i4 = (unsigned)harness_node_join(&c, 0);
+	assert_int_equal(i4, 3);
+	wait_log(&c, 0, "refused connection from 127.0.0.1");
+	wait_log(&c, 3, "server certificate not verified");
+	assert_int_equal(harness_node_signal(&c, 3, SIGKILL, NULL), 0);
+	assert_false(has_member(&c, 0, 4));
+
+	/* A plaintext node (no internal TLS) is refused too. */
+	c.n_extra = 2;
+	assert_int_equal(harness_node_start(&c, 3), 0);
+	wait_log(&c, 0, "wrong version number");
+	wait_log(&c, 3, "join through");
+	assert_int_equal(harness_node_signal(&c, 3, SIGKILL, NULL), 0);
+	c.n = NODES;
+
+	/* Node 3 restarted without internal TLS: refused both ways. */
+	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(&c, 2), 0);
+	wait_log(&c, 2, "does it run internal TLS?");
+	wait_log(&c, 2, "not a lodestone node handshake");
+	wait_log(&c, 0, "TLS with node 3");
+	assert_false(peer_connected(&c, 0, 3));
+	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
+
+	/* Node 3 presenting node 2's certificate. */
+	c.n_extra = 8;
+	c.extra[3] = cert;
+	c.extra[5] = key;
+	c.extra[7] = cafile;
+	snprintf(cert2, sizeof cert2, "%s/node-2.crt", certs);
+	snprintf(key2, sizeof key2, "%s/node-2.key", certs);
+	c.extra[3] = cert2;
+	c.extra[5] = key2;
+	assert_int_equal(harness_node_start(&c, 2), 0);
+	wait_log(&c, 0,
+	         "claims to be node 3 but its certificate names "
+	         "node 2");
+	wait_log(&c, 0, "certificate names node 2, not node 3");
+	wait_log(&c, 2, "refused our connection");
+	assert_false(peer_connected(&c, 0, 3));
+	assert_false(peer_connected(&c, 1, 3));
+	assert_int_equal(harness_node_signal(&c, 2, SIGTERM, NULL), 0);
+
+	/* Nodes 1 and 2 keep serving every shard; node 3 with its own
+	 * certificate is back. */
+	wait_all_led(&c, 30000);
+	load_init(&l, &c, 2);
+	run_load(&l);
+	assert_int_equal(l.acked, load_total(&l));
+	load_free(&l);
+	c.extra[3] = cert;
+	c.extra[5] = key;
+	assert_int_equal(harness_node_start(&c, 2), 0);
+	assert_int_equal(harness_node_wait_healthy(&c, 2, 15000), 0);
+	wait_all_led(&c, 30000);
+	converge(&c, NULL);
+	harness_cluster_stop(&c);
+	{
+		char rm[400];
+		snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+		assert_int_equal(system(rm), 0);
+	}
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_placement_and_leaders),
 	    cmocka_unit_test(test_writes_with_kills),
 	    cmocka_unit_test(test_snapshot_catch_up),
 	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_mtls),
 	};
 	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1) {
+		cmocka_set_test_filter(argv[1]); /* one test by name */
+	}
 	return cmocka_run_group_tests_name("cluster", tests, NULL, NULL);
 }

@@ -174,6 +174,39 @@ static void test_bad_values(void **state)
 	assert_non_null(strstr(err, "needs a value"));
 }
 
+static void test_internal_tls(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *a1[] = {"lodestone", "--internal-tls-cert",
+	                    "n.crt",     "--internal-tls-key",
+	                    "n.key",     NULL};
+	assert_int_equal(load(&c, a1, env, err), -1);
+	assert_non_null(strstr(err, "'internal-tls-ca'"));
+	assert_non_null(strstr(err, "together"));
+
+	const char *a2[] = {"lodestone", "--internal-tls-ca", "ca.crt", NULL};
+	assert_int_equal(load(&c, a2, env, err), -1);
+	assert_non_null(strstr(err, "'internal-tls-cert'"));
+
+	const char *env3[] = {"LODESTONE_INTERNAL_TLS_KEY=n.key", NULL};
+	const char *a3[] = {"lodestone", "--internal-tls-cert",
+	                    "n.crt",     "--internal-tls-ca",
+	                    "ca.crt",    NULL};
+	assert_int_equal(load(&c, a3, env3, err), 0);
+	assert_string_equal(c.internal_tls_key, "n.key");
+	assert_string_equal(c.internal_tls_cert, "n.crt");
+	assert_string_equal(c.internal_tls_ca, "ca.crt");
+
+	/* --dev does not turn it on. */
+	const char *a4[] = {"lodestone", "--dev", NULL};
+	assert_int_equal(load(&c, a4, env, err), 0);
+	assert_string_equal(c.internal_tls_cert, "");
+	assert_string_equal(c.internal_tls_ca, "");
+}
+
 static void test_peers(void **state)
 {
 	struct node_config c;
@@ -235,6 +268,7 @@ int main(void)
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_peers),
+	    cmocka_unit_test(test_internal_tls),
 	    cmocka_unit_test(test_addr),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -512,6 +512,27 @@ static void test_rpc_messages(void **state)
 
 /* A joining node's request and the answer: round trips, every prefix
  * refused, another version recognised, bad fields refused. */
+static void test_node_cn(void **state)
+{
+	uint64_t id = 0;
+	(void)state;
+	assert_int_equal(msg_node_cn_parse("node-1", &id), 0);
+	assert_int_equal(id, 1);
+	assert_int_equal(msg_node_cn_parse("node-18446744", &id), 0);
+	assert_int_equal(id, 18446744u);
+	assert_int_equal(msg_node_cn_parse("node-0", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-01", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-2x", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-+2", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("Node-2", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-2 ", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("", &id), MSG_EMALFORMED);
+	assert_int_equal(msg_node_cn_parse("node-99999999999999999999999", &id),
+	                 MSG_EMALFORMED);
+	assert_int_equal(id, 18446744u);
+}
+
 static void test_join(void **state)
 {
 	struct msg_join j = {0}, jd;
@@ -636,6 +657,7 @@ int main(void)
 	    cmocka_unit_test(test_handshake),
 	    cmocka_unit_test(test_rpc_messages),
 	    cmocka_unit_test(test_join),
+	    cmocka_unit_test(test_node_cn),
 	    cmocka_unit_test(test_placement),
 	};
 	return cmocka_run_group_tests_name("raft_msg", tests, NULL, NULL);

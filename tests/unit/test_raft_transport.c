@@ -6,7 +6,10 @@
  *    reason, and a peer vanishing in the middle of a frame;
  *  - a node kept down while the log is compacted catches up through a
  *    snapshot and a state transfer;
- *  - a peer that stops reading gets a bounded queue, then refusals.
+ *  - a peer that stops reading gets a bounded queue, then refusals;
+ *  - mutual TLS (certificates from lodectl cert): frames of every size
+ *    both ways, TLS joins, and refusals of another CA's certificate and of
+ *    a certificate naming another node.
  * Outcomes are checked, never timings (waits are bounded by a guard). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,14 +19,18 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "client/lodectl.h"
+#include "net/tls.h"
 #include "raft/forward.h"
 #include "raft/join.h"
 #include "raft/msg_codec.h"
@@ -917,7 +924,7 @@ static void ask(uv_loop_t *loop, uint16_t port, uint64_t id,
 	req.record_len = strlen(req.record);
 	r->done = false;
 	assert_int_equal(join_start(&j, loop, (struct sockaddr *)&sa, &req,
-	                            5000, join_done, r),
+	                            NULL, 5000, join_done, r),
 	                 0);
 	while (!r->done) {
 		uv_run(loop, UV_RUN_ONCE);
@@ -973,6 +980,264 @@ static void test_join(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ---- mutual TLS ---- */
+
+struct tnode {
+	struct transport *t;
+	struct tls_ctx *server;
+	struct tls_ctx *client;
+	char log[8192];
+	size_t got;     /* frames of kind MSG_READ_CHECK received */
+	size_t got_big; /* bytes of the big frame received, when intact */
+	struct join_result join;
+};
+
+static void tnode_log(void *data, int level, const char *msg)
+{
+	struct tnode *n = data;
+	size_t l = strlen(n->log);
+	if (level >= TRANSPORT_WARN && l + strlen(msg) + 2 < sizeof n->log) {
+		snprintf(n->log + l, sizeof n->log - l, "%s\n", msg);
+	}
+}
+
+#define BIG (3u << 20)
+
+static void tnode_frame(void *data, uint64_t peer, uint8_t kind,
+                        const uint8_t *p, size_t len)
+{
+	struct tnode *n = data;
+	(void)peer;
+	if (kind == MSG_READ_CHECK && len == BIG) {
+		bool ok = true;
+		for (size_t i = 0; i < len && ok; i++) {
+			ok = p[i] == (uint8_t)(i * 7);
+		}
+		n->got_big = ok ? len : 0;
+	} else if (kind == MSG_READ_CHECK) {
+		n->got++;
+	}
+}
+
+static int tnode_join(void *data, uint64_t id, const char *record, size_t len,
+                      char *reply, size_t cap)
+{
+	(void)data;
+	(void)id;
+	(void)record;
+	(void)len;
+	snprintf(reply, cap, "1=127.0.0.1:7001");
+	return MSG_HS_OK;
+}
+
+static void certs_make(const char *dir, const char *ca, unsigned id)
+{
+	char n[16], out[600];
+	snprintf(n, sizeof n, "%u", id);
+	snprintf(out, sizeof out, "%s/%s", dir, ca);
+	char *argv[] = {"cert", "node",      n,   "--ca-dir",
+	                out,    "--out-dir", out, NULL};
+	assert_int_equal(lodectl_cert_main(NULL, 7, argv), 0);
+}
+
+static void tnode_ctx(struct tnode *n, const char *dir, const char *ca,
+                      unsigned id)
+{
+	char cert[600], key[600], cafile[600], err[512];
+	snprintf(cert, sizeof cert, "%s/%s/node-%u.crt", dir, ca, id);
+	snprintf(key, sizeof key, "%s/%s/node-%u.key", dir, ca, id);
+	snprintf(cafile, sizeof cafile, "%s/%s/ca.crt", dir, ca);
+	assert_int_equal(
+	    tls_ctx_new(&n->server, cert, key, cafile, err, sizeof err), 0);
+	assert_int_equal(
+	    tls_ctx_new_client(&n->client, cafile, cert, key, err, sizeof err),
+	    0);
+	tls_ctx_require_tls13(n->server);
+	tls_ctx_require_tls13(n->client);
+}
+
+static void tnode_start(struct tnode *n, uv_loop_t *loop, uint64_t id)
+{
+	struct transport_options to = {0};
+	char err[256];
+	to.node_id = id;
+	to.cluster_id = "test";
+	to.log = tnode_log;
+	to.on_frame = tnode_frame;
+	to.on_join = tnode_join;
+	to.tls_server = n->server;
+	to.tls_client = n->client;
+	to.reconnect_max_ms = 200;
+	to.data = n;
+	assert_int_equal(transport_init(&n->t, loop, &to), 0);
+	assert_int_equal(transport_start(n->t, "127.0.0.1", 0, err, sizeof err),
+	                 0);
+}
+
+static void tnode_stop(struct tnode *n, uv_loop_t *loop)
+{
+	bool closed = false;
+	transport_close(n->t, other_closed_cb, &closed);
+	while (!closed) {
+		uv_run(loop, UV_RUN_ONCE);
+	}
+	transport_free(n->t);
+	tls_ctx_free(n->server);
+	tls_ctx_free(n->client);
+	memset(n, 0, sizeof *n);
+}
+
+/* Runs the loop until `s` is in the log of `n`. */
+static void spin_for(uv_loop_t *loop, struct tnode *n, const char *s)
+{
+	uint64_t end = mono_ms() + GUARD_MS;
+	while (strstr(n->log, s) == NULL) {
+		uv_run(loop, UV_RUN_NOWAIT);
+		assert_true(mono_ms() < end);
+		usleep(1000);
+	}
+}
+
+static void tls_ask(uv_loop_t *loop, struct tnode *n, uint16_t port,
+                    uint64_t id)
+{
+	struct sockaddr_in sa;
+	struct msg_join req = {0};
+	struct join *j;
+	uint64_t end = mono_ms() + GUARD_MS;
+
+	uv_ip4_addr("127.0.0.1", port, &sa);
+	req.version = MSG_VERSION;
+	req.from = id;
+	req.cluster = "test";
+	req.cluster_len = 4;
+	req.record = "internal=127.0.0.1:7007";
+	req.record_len = strlen(req.record);
+	n->join.done = false;
+	assert_int_equal(join_start(&j, loop, (struct sockaddr *)&sa, &req,
+	                            n->client, 5000, join_done, &n->join),
+	                 0);
+	while (!n->join.done) {
+		uv_run(loop, UV_RUN_ONCE);
+		assert_true(mono_ms() < end);
+	}
+}
+
+static void test_tls(void **state)
+{
+	static struct tnode a, b, x;
+	char dir[] = "/tmp/lodestone-tls-XXXXXX", path[600];
+	uv_loop_t loop;
+	uint8_t *big;
+	uint64_t end;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof path, "%s/%s", dir,
+		         k == 0 ? "ca" : "ca2");
+		char *argv[] = {"cert", "ca", "--out-dir", path, NULL};
+		assert_int_equal(mkdir(path, 0700), 0);
+		assert_int_equal(lodectl_cert_main(NULL, 4, argv), 0);
+	}
+	certs_make(dir, "ca", 1);
+	certs_make(dir, "ca", 2);
+	certs_make(dir, "ca", 7);
+	certs_make(dir, "ca2", 2);
+	assert_int_equal(uv_loop_init(&loop), 0);
+
+	/* Nodes 1 and 2: connected over TLS, frames both ways. */
+	tnode_ctx(&a, dir, "ca", 1);
+	tnode_ctx(&b, dir, "ca", 2);
+	tnode_start(&a, &loop, 1);
+	tnode_start(&b, &loop, 2);
+	assert_int_equal(
+	    transport_add_peer(a.t, 2, "127.0.0.1", transport_port(b.t)), 0);
+	assert_int_equal(
+	    transport_add_peer(b.t, 1, "127.0.0.1", transport_port(a.t)), 0);
+	end = mono_ms() + GUARD_MS;
+	while (!transport_connected(a.t, 2) || !transport_connected(b.t, 1)) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		assert_true(mono_ms() < end);
+		usleep(1000);
+	}
+	/* Both dialed: let the lower id's connection win before sending
+	 * (a frame never moves to another connection). */
+	for (uint64_t settle = mono_ms() + 500; mono_ms() < settle;) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	assert_true(transport_connected(a.t, 2) && transport_connected(b.t, 1));
+	big = malloc(BIG);
+	assert_non_null(big);
+	for (size_t i = 0; i < BIG; i++) {
+		big[i] = (uint8_t)(i * 7);
+	}
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(transport_send(a.t, 2, MSG_READ_CHECK, "x", 1),
+		                 0);
+		assert_int_equal(transport_send(b.t, 1, MSG_READ_CHECK, "y", 1),
+		                 0);
+	}
+	assert_int_equal(transport_send(a.t, 2, MSG_READ_CHECK, big, BIG), 0);
+	free(big);
+	while (a.got < 1000 || b.got < 1000 || b.got_big != BIG) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		assert_true(mono_ms() < end);
+		usleep(100);
+	}
+
+	/* A TLS join: node 7's certificate, as node 7 and as node 8. */
+	tnode_ctx(&x, dir, "ca", 7);
+	tls_ask(&loop, &x, transport_port(a.t), 7);
+	assert_int_equal(x.join.status, MSG_HS_OK);
+	assert_string_equal(x.join.text, "1=127.0.0.1:7001");
+	tls_ask(&loop, &x, transport_port(a.t), 8);
+	assert_int_equal(x.join.status, MSG_HS_IDENTITY);
+	assert_non_null(strstr(x.join.text, "certificate names node 7"));
+	tls_ctx_free(x.server);
+	tls_ctx_free(x.client);
+	memset(&x, 0, sizeof x);
+
+	/* Node 2 again, with another CA's certificate: refused both ways,
+	 * the reason on both sides. */
+	tnode_stop(&b, &loop);
+	a.log[0] = '\0';
+	tnode_ctx(&b, dir, "ca2", 2);
+	tnode_start(&b, &loop, 2);
+	assert_int_equal(
+	    transport_add_peer(a.t, 9, "127.0.0.1", transport_port(b.t)), 0);
+	assert_int_equal(
+	    transport_add_peer(b.t, 1, "127.0.0.1", transport_port(a.t)), 0);
+	spin_for(&loop, &b, "server certificate not verified");
+	spin_for(&loop, &a, "refused connection from 127.0.0.1");
+	spin_for(&loop, &a, "TLS with node 9");
+	assert_false(transport_connected(b.t, 1));
+	assert_false(transport_connected(a.t, 9));
+	tnode_stop(&b, &loop);
+
+	/* Node 10, presenting node 2's certificate. */
+	a.log[0] = '\0';
+	tnode_ctx(&b, dir, "ca", 2);
+	tnode_start(&b, &loop, 10);
+	assert_int_equal(
+	    transport_add_peer(a.t, 10, "127.0.0.1", transport_port(b.t)), 0);
+	assert_int_equal(
+	    transport_add_peer(b.t, 1, "127.0.0.1", transport_port(a.t)), 0);
+	spin_for(&loop, &a, "the peer's certificate names node 2, not node 10");
+	spin_for(&loop, &a,
+	         "claims to be node 10 but its certificate names "
+	         "node 2");
+	spin_for(&loop, &b, "refused our connection");
+	assert_false(transport_connected(a.t, 10));
+	tnode_stop(&b, &loop);
+	tnode_stop(&a, &loop);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+	snprintf(path, sizeof path, "rm -rf '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -981,6 +1246,8 @@ int main(void)
 	    cmocka_unit_test(test_snapshot_catch_up),
 	    cmocka_unit_test(test_bounded_queue),
 	    cmocka_unit_test(test_join),
+	    cmocka_unit_test(test_tls),
 	};
+	signal(SIGPIPE, SIG_IGN); /* as the node does */
 	return cmocka_run_group_tests_name("raft_transport", tests, NULL, NULL);
 }

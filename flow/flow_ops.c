@@ -656,10 +656,17 @@ static void lease_token(struct fctx *c, struct frec *r,
 	int n = snprintf(tail, sizeof tail, ":%llu:%lld",
 	                 (unsigned long long)c->now,
 	                 (long long)r->i[RI_FENCING_TOKEN]);
-	uint8_t *p = (uint8_t *)fctx_dup(c, worker.ptr, worker.len + n);
-	struct fsnp_bytes t = {p, worker.len + (size_t)n};
+	size_t len = worker.len + (size_t)n;
+	/* worker then tail, put together before the context keeps a copy:
+	 * the copy is of len bytes, more than the worker view holds. */
+	uint8_t *buf = store_xmalloc(len);
+	struct fsnp_bytes t;
 
-	memcpy(p + worker.len, tail, (size_t)n);
+	memcpy(buf, worker.ptr, worker.len);
+	memcpy(buf + worker.len, tail, (size_t)n);
+	t.ptr = fctx_dup(c, buf, len);
+	t.len = len;
+	free(buf);
 	frec_set_str(r, RS_LEASE_TOKEN, t);
 	frec_set_str(r, RS_LEASE_OWNER, worker);
 }

@@ -1076,7 +1076,12 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 				break;
 			}
 			cands_add(c, out, k[d->prefix.len - 1], next, part, id);
-			taken++;
+			/* A full group stops here: stepping on would walk the
+			 * deleted due rows after it (the running group's, most
+			 * often) only to stop at the limit. */
+			if (++taken >= s->per_group) {
+				break;
+			}
 		}
 	}
 	rv = store_tx_iter_close(it);

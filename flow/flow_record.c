@@ -290,31 +290,73 @@ bool fkey_part(const uint8_t *k, size_t len, size_t *off,
 
 /* --- Load and save -------------------------------------------------------- */
 
+static bool name_is(struct fsnp_bytes k, const char *name)
+{
+	size_t i = 0;
+
+	for (; i < k.len; i++) {
+		if (name[i] == '\0' || (uint8_t)name[i] != k.ptr[i]) {
+			return false;
+		}
+	}
+	return name[i] == '\0';
+}
+
+/* The field of `names` called `k`, or -1. */
+static int name_index(const char *const *names, int n, struct fsnp_bytes k)
+{
+	for (int f = 0; f < n; f++) {
+		if (name_is(k, names[f])) {
+			return f;
+		}
+	}
+	return -1;
+}
+
+/* One pass over the record's map: each field takes the value of the last
+ * entry of its name, as a lookup per field would. */
 static int decode_rec(const uint8_t *p, size_t len, struct frec *r)
 {
-	struct fsnp_val m, v;
+	struct fsnp_val m, v, sv[RS_N], iv[RI_N], vv[RV_N];
+	bool sf[RS_N] = {false}, inf[RI_N] = {false}, vf[RV_N] = {false};
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	int f;
 
 	memset(r, 0, sizeof *r);
 	if (fsnp_value_decode_body(p, len, NULL, &m) != 0 ||
 	    m.tag != FSNP_MAP) {
 		return -1;
 	}
-	for (int f = 0; f < RS_N; f++) {
-		if (fsnp_map_get(&m, str_names[f], &v) == 0 &&
-		    v.tag == FSNP_BIN) {
-			frec_set_str(r, f, v.as.bin);
+	fsnp_iter_init(&it, &m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		if ((f = name_index(str_names, RS_N, k)) >= 0) {
+			sv[f] = v;
+			sf[f] = true;
+		}
+		if ((f = name_index(int_names, RI_N, k)) >= 0) {
+			iv[f] = v;
+			inf[f] = true;
+		}
+		if ((f = name_index(val_names, RV_N, k)) >= 0) {
+			vv[f] = v;
+			vf[f] = true;
 		}
 	}
-	for (int f = 0; f < RI_N; f++) {
+	for (f = 0; f < RS_N; f++) {
+		if (sf[f] && sv[f].tag == FSNP_BIN) {
+			frec_set_str(r, f, sv[f].as.bin);
+		}
+	}
+	for (f = 0; f < RI_N; f++) {
 		int64_t i;
-		if (fsnp_map_get(&m, int_names[f], &v) == 0 &&
-		    fsnp_val_i64(&v, &i) == 0) {
+		if (inf[f] && fsnp_val_i64(&iv[f], &i) == 0) {
 			frec_set_int(r, f, i);
 		}
 	}
-	for (int f = 0; f < RV_N; f++) {
-		if (fsnp_map_get(&m, val_names[f], &v) == 0) {
-			frec_set_val(r, f, &v);
+	for (f = 0; f < RV_N; f++) {
+		if (vf[f]) {
+			frec_set_val(r, f, &vv[f]);
 		}
 	}
 	return r->s_set[RS_ID] && r->s_set[RS_TYPE] && r->s_set[RS_STATE] &&

@@ -986,8 +986,16 @@ static int find_groups(struct fctx *c, const struct claim_args *a,
 	bool valid;
 
 	sbuf_init(&pfx);
-	sbuf_u32(&pfx, c->group);
-	sbuf_u8(&pfx, K_FLOW_FLOOR);
+	if (a->pmode == 2 && a->plist == NULL) {
+		/* One partition: only its floors of the type can match, and
+		 * they sort together; the others (and their deleted versions)
+		 * are not walked. */
+		fkey_due_prefix(&pfx, c->group, a->pone, a->type);
+		pfx.p[4] = K_FLOW_FLOOR;
+	} else {
+		sbuf_u32(&pfx, c->group);
+		sbuf_u8(&pfx, K_FLOW_FLOOR);
+	}
 	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
 	valid = store_tx_iter_seek(it, NULL, 0);
 	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {

@@ -497,18 +497,48 @@ static int parse_field(unsigned f, bool pos, struct flow_opt *o,
 	}
 }
 
+static bool name_is(struct fsnp_bytes k, const char *name)
+{
+	size_t i = 0;
+
+	for (; i < k.len; i++) {
+		if (name[i] == '\0' || (uint8_t)name[i] != k.ptr[i]) {
+			return false;
+		}
+	}
+	return name[i] == '\0';
+}
+
 /* Fills the fields from `m` (the top level, or `opts`): `m` wins over
- * what is already set only when `top`. */
+ * what is already set only when `top`. One pass over `m`; a field takes
+ * the value of the last entry of its name, as a lookup per field would. */
 static void collect(const struct fsnp_val *m, bool top, struct flow_req *req)
 {
+	struct fsnp_val vals[FF_COUNT_FIELDS];
+	bool found[FF_COUNT_FIELDS] = {false};
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+
+	if (m->tag != FSNP_MAP) {
+		return;
+	}
+	fsnp_iter_init(&it, m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
+			if (name_is(k, fields[f].name)) {
+				vals[f] = v;
+				found[f] = true;
+			}
+		}
+	}
 	for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
-		struct fsnp_val v;
 		if (req->f[f].set && !top) {
 			continue;
 		}
-		if (fsnp_map_get(m, fields[f].name, &v) == 0) {
+		if (found[f]) {
 			req->f[f].set = true;
-			req->f[f].v = v;
+			req->f[f].v = vals[f];
 		}
 	}
 }

@@ -302,12 +302,29 @@ static bool name_is(struct fsnp_bytes k, const char *name)
 	return name[i] == '\0';
 }
 
-/* The field of `names` called `k`, or -1. */
-static int name_index(const char *const *names, int n, struct fsnp_bytes k)
+enum { REC_FIELDS = RS_N + RI_N + RV_N };
+
+/* Field g of the record, counting the string, integer and value fields
+ * one after the other. */
+static const char *rec_name(int g)
 {
-	for (int f = 0; f < n; f++) {
-		if (name_is(k, names[f])) {
-			return f;
+	return g < RS_N          ? str_names[g]
+	       : g < RS_N + RI_N ? int_names[g - RS_N]
+	                         : val_names[g - RS_N - RI_N];
+}
+
+/* The field called `k` (as counted by rec_name), or -1. The search starts
+ * at *from, where the field after the last one found is (records are
+ * written in field order), and wraps; the names are distinct. */
+static int rec_field(struct fsnp_bytes k, int *from)
+{
+	for (int n = 0, g = *from; n < REC_FIELDS; n++, g++) {
+		if (g == REC_FIELDS) {
+			g = 0;
+		}
+		if (name_is(k, rec_name(g))) {
+			*from = g + 1 == REC_FIELDS ? 0 : g + 1;
+			return g;
 		}
 	}
 	return -1;
@@ -321,7 +338,7 @@ static int decode_rec(const uint8_t *p, size_t len, struct frec *r)
 	bool sf[RS_N] = {false}, inf[RI_N] = {false}, vf[RV_N] = {false};
 	struct fsnp_iter it;
 	struct fsnp_bytes k;
-	int f;
+	int f, from = 0;
 
 	memset(r, 0, sizeof *r);
 	if (fsnp_value_decode_body(p, len, NULL, &m) != 0 ||
@@ -330,17 +347,18 @@ static int decode_rec(const uint8_t *p, size_t len, struct frec *r)
 	}
 	fsnp_iter_init(&it, &m);
 	while (fsnp_iter_next(&it, &k, &v)) {
-		if ((f = name_index(str_names, RS_N, k)) >= 0) {
+		if ((f = rec_field(k, &from)) < 0) {
+			continue;
+		}
+		if (f < RS_N) {
 			sv[f] = v;
 			sf[f] = true;
-		}
-		if ((f = name_index(int_names, RI_N, k)) >= 0) {
-			iv[f] = v;
-			inf[f] = true;
-		}
-		if ((f = name_index(val_names, RV_N, k)) >= 0) {
-			vv[f] = v;
-			vf[f] = true;
+		} else if (f < RS_N + RI_N) {
+			iv[f - RS_N] = v;
+			inf[f - RS_N] = true;
+		} else {
+			vv[f - RS_N - RI_N] = v;
+			vf[f - RS_N - RI_N] = true;
 		}
 	}
 	for (f = 0; f < RS_N; f++) {

@@ -395,17 +395,6 @@ static const struct positional *positional_of(uint16_t opcode)
 	return NULL;
 }
 
-static bool is_positional(const struct positional *p, unsigned f)
-{
-	for (unsigned i = 0; p != NULL && i < 5 && p->f[i] != FF_COUNT_FIELDS;
-	     i++) {
-		if (p->f[i] == f) {
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Checks and converts one present field. */
 static int parse_field(unsigned f, bool pos, struct flow_opt *o,
                        struct flow_err *err)
@@ -549,8 +538,16 @@ static bool positional_key(const struct positional *p, struct fsnp_bytes k)
 static int finish(const struct positional *pos, struct flow_req *req,
                   struct flow_err *err)
 {
+	bool posf[FF_COUNT_FIELDS] = {false};
+
+	for (unsigned i = 0;
+	     pos != NULL && i < 5 && pos->f[i] != FF_COUNT_FIELDS; i++) {
+		if (pos->f[i] < FF_COUNT_FIELDS) {
+			posf[pos->f[i]] = true;
+		}
+	}
 	for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
-		bool p = is_positional(pos, f);
+		bool p = posf[f];
 		if (!req->f[f].set) {
 			if (!p) {
 				continue;

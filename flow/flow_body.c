@@ -21,89 +21,90 @@ enum ftype {
 
 static const struct {
 	const char *name;
+	uint8_t len; /* strlen(name) */
 	uint8_t type;
 } fields[FF_COUNT_FIELDS] = {
-    [FF_ID] = {"id", FT_TEXT},
-    [FF_TYPE] = {"type", FT_TEXT},
-    [FF_STATE] = {"state", FT_TEXT},
-    [FF_STATES] = {"states", FT_LIST},
-    [FF_PARTITION_KEY] = {"partition_key", FT_TEXT},
-    [FF_PARTITION_KEYS] = {"partition_keys", FT_LIST},
-    [FF_PAYLOAD] = {"payload", FT_ANY},
-    [FF_RESULT] = {"result", FT_ANY},
-    [FF_ERROR] = {"error", FT_ANY},
-    [FF_REASON] = {"reason", FT_ANY},
-    [FF_VALUE] = {"value", FT_ANY},
-    [FF_VALUES] = {"values", FT_ANY},
-    [FF_ATTRIBUTES] = {"attributes", FT_MAP},
-    [FF_ATTRIBUTES_MERGE] = {"attributes_merge", FT_MAP},
-    [FF_ATTRIBUTES_DELETE] = {"attributes_delete", FT_LIST},
-    [FF_STATE_META] = {"state_meta", FT_MAP},
-    [FF_PARENT_FLOW_ID] = {"parent_flow_id", FT_TEXT},
-    [FF_ROOT_FLOW_ID] = {"root_flow_id", FT_TEXT},
-    [FF_CORRELATION_ID] = {"correlation_id", FT_TEXT},
-    [FF_RUN_AT_MS] = {"run_at_ms", FT_INT},
-    [FF_NOW_MS] = {"now_ms", FT_INT},
-    [FF_PRIORITY] = {"priority", FT_INT},
-    [FF_IDEMPOTENT] = {"idempotent", FT_BOOL},
-    [FF_RETENTION_TTL_MS] = {"retention_ttl_ms", FT_INT},
-    [FF_TTL_MS] = {"ttl_ms", FT_INT},
-    [FF_MAX_ACTIVE_MS] = {"max_active_ms", FT_IINF},
-    [FF_HISTORY_HOT_MAX_EVENTS] = {"history_hot_max_events", FT_INT},
-    [FF_HISTORY_MAX_EVENTS] = {"history_max_events", FT_INT},
-    [FF_FULL] = {"full", FT_BOOL},
-    [FF_PAYLOAD_MAX_BYTES] = {"payload_max_bytes", FT_INT},
-    [FF_RETURN] = {"return", FT_TEXT},
-    [FF_WORKER] = {"worker", FT_TEXT},
-    [FF_LEASE_MS] = {"lease_ms", FT_INT},
-    [FF_LIMIT] = {"limit", FT_INT},
-    [FF_RECLAIM_EXPIRED] = {"reclaim_expired", FT_BOOL},
-    [FF_RECLAIM_RATIO] = {"reclaim_ratio", FT_INT},
-    [FF_BLOCK_MS] = {"block_ms", FT_INT},
-    [FF_LEASE_TOKEN] = {"lease_token", FT_TEXT},
-    [FF_FENCING_TOKEN] = {"fencing_token", FT_INT},
-    [FF_FROM_STATE] = {"from_state", FT_TEXT},
-    [FF_TO_STATE] = {"to_state", FT_TEXT},
-    [FF_RETRY] = {"retry", FT_MAP},
-    [FF_COUNT] = {"count", FT_INT},
-    [FF_FROM_VERSION] = {"from_version", FT_INT},
-    [FF_TO_VERSION] = {"to_version", FT_INT},
-    [FF_FROM_MS] = {"from_ms", FT_INT},
-    [FF_TO_MS] = {"to_ms", FT_INT},
-    [FF_FROM_EVENT] = {"from_event", FT_TEXT},
-    [FF_TO_EVENT] = {"to_event", FT_TEXT},
-    [FF_REV] = {"rev", FT_BOOL},
-    [FF_EVENT] = {"event", FT_TEXT},
-    [FF_OWNER_FLOW_ID] = {"owner_flow_id", FT_TEXT},
-    [FF_NAME] = {"name", FT_TEXT},
-    [FF_OVERRIDE] = {"override", FT_BOOL},
-    [FF_REFS] = {"refs", FT_LIST},
-    [FF_MAX_BYTES] = {"max_bytes", FT_INT},
-    [FF_VALUE_MAX_BYTES] = {"value_max_bytes", FT_INT},
-    [FF_SIGNAL] = {"signal", FT_TEXT},
-    [FF_IF_STATE] = {"if_state", FT_TLIST},
-    [FF_TRANSITION_TO] = {"transition_to", FT_TEXT},
-    [FF_IDEMPOTENCY_KEY] = {"idempotency_key", FT_TEXT},
-    [FF_ITEMS] = {"items", FT_LIST},
-    [FF_INDEPENDENT] = {"independent", FT_BOOL},
-    [FF_INITIAL_STATE] = {"initial_state", FT_TEXT},
-    [FF_EXPECTED_GENERATION] = {"expected_generation", FT_INT},
-    [FF_REPLACE] = {"replace", FT_BOOL},
-    [FF_EXHAUSTED_TO] = {"exhausted_to", FT_TEXT},
-    [FF_RESULT_REF] = {"result_ref", FT_ANY},
-    [FF_ERROR_REF] = {"error_ref", FT_ANY},
-    [FF_REASON_REF] = {"reason_ref", FT_ANY},
-    [FF_PAYLOAD_REF] = {"payload_ref", FT_TEXT},
-    [FF_EXPECT_STATE] = {"expect_state", FT_TEXT},
-    [FF_STEPS] = {"steps", FT_INT},
-    [FF_CHILDREN] = {"children", FT_LIST},
-    [FF_GROUP_ID] = {"group_id", FT_TEXT},
-    [FF_WAIT] = {"wait", FT_TEXT},
-    [FF_WAIT_STATE] = {"wait_state", FT_TEXT},
-    [FF_SUCCESS] = {"success", FT_TEXT},
-    [FF_FAILURE] = {"failure", FT_TEXT},
-    [FF_ON_CHILD_FAILED] = {"on_child_failed", FT_TEXT},
-    [FF_ON_PARENT_CLOSED] = {"on_parent_closed", FT_TEXT},
+    [FF_ID] = {"id", 2, FT_TEXT},
+    [FF_TYPE] = {"type", 4, FT_TEXT},
+    [FF_STATE] = {"state", 5, FT_TEXT},
+    [FF_STATES] = {"states", 6, FT_LIST},
+    [FF_PARTITION_KEY] = {"partition_key", 13, FT_TEXT},
+    [FF_PARTITION_KEYS] = {"partition_keys", 14, FT_LIST},
+    [FF_PAYLOAD] = {"payload", 7, FT_ANY},
+    [FF_RESULT] = {"result", 6, FT_ANY},
+    [FF_ERROR] = {"error", 5, FT_ANY},
+    [FF_REASON] = {"reason", 6, FT_ANY},
+    [FF_VALUE] = {"value", 5, FT_ANY},
+    [FF_VALUES] = {"values", 6, FT_ANY},
+    [FF_ATTRIBUTES] = {"attributes", 10, FT_MAP},
+    [FF_ATTRIBUTES_MERGE] = {"attributes_merge", 16, FT_MAP},
+    [FF_ATTRIBUTES_DELETE] = {"attributes_delete", 17, FT_LIST},
+    [FF_STATE_META] = {"state_meta", 10, FT_MAP},
+    [FF_PARENT_FLOW_ID] = {"parent_flow_id", 14, FT_TEXT},
+    [FF_ROOT_FLOW_ID] = {"root_flow_id", 12, FT_TEXT},
+    [FF_CORRELATION_ID] = {"correlation_id", 14, FT_TEXT},
+    [FF_RUN_AT_MS] = {"run_at_ms", 9, FT_INT},
+    [FF_NOW_MS] = {"now_ms", 6, FT_INT},
+    [FF_PRIORITY] = {"priority", 8, FT_INT},
+    [FF_IDEMPOTENT] = {"idempotent", 10, FT_BOOL},
+    [FF_RETENTION_TTL_MS] = {"retention_ttl_ms", 16, FT_INT},
+    [FF_TTL_MS] = {"ttl_ms", 6, FT_INT},
+    [FF_MAX_ACTIVE_MS] = {"max_active_ms", 13, FT_IINF},
+    [FF_HISTORY_HOT_MAX_EVENTS] = {"history_hot_max_events", 22, FT_INT},
+    [FF_HISTORY_MAX_EVENTS] = {"history_max_events", 18, FT_INT},
+    [FF_FULL] = {"full", 4, FT_BOOL},
+    [FF_PAYLOAD_MAX_BYTES] = {"payload_max_bytes", 17, FT_INT},
+    [FF_RETURN] = {"return", 6, FT_TEXT},
+    [FF_WORKER] = {"worker", 6, FT_TEXT},
+    [FF_LEASE_MS] = {"lease_ms", 8, FT_INT},
+    [FF_LIMIT] = {"limit", 5, FT_INT},
+    [FF_RECLAIM_EXPIRED] = {"reclaim_expired", 15, FT_BOOL},
+    [FF_RECLAIM_RATIO] = {"reclaim_ratio", 13, FT_INT},
+    [FF_BLOCK_MS] = {"block_ms", 8, FT_INT},
+    [FF_LEASE_TOKEN] = {"lease_token", 11, FT_TEXT},
+    [FF_FENCING_TOKEN] = {"fencing_token", 13, FT_INT},
+    [FF_FROM_STATE] = {"from_state", 10, FT_TEXT},
+    [FF_TO_STATE] = {"to_state", 8, FT_TEXT},
+    [FF_RETRY] = {"retry", 5, FT_MAP},
+    [FF_COUNT] = {"count", 5, FT_INT},
+    [FF_FROM_VERSION] = {"from_version", 12, FT_INT},
+    [FF_TO_VERSION] = {"to_version", 10, FT_INT},
+    [FF_FROM_MS] = {"from_ms", 7, FT_INT},
+    [FF_TO_MS] = {"to_ms", 5, FT_INT},
+    [FF_FROM_EVENT] = {"from_event", 10, FT_TEXT},
+    [FF_TO_EVENT] = {"to_event", 8, FT_TEXT},
+    [FF_REV] = {"rev", 3, FT_BOOL},
+    [FF_EVENT] = {"event", 5, FT_TEXT},
+    [FF_OWNER_FLOW_ID] = {"owner_flow_id", 13, FT_TEXT},
+    [FF_NAME] = {"name", 4, FT_TEXT},
+    [FF_OVERRIDE] = {"override", 8, FT_BOOL},
+    [FF_REFS] = {"refs", 4, FT_LIST},
+    [FF_MAX_BYTES] = {"max_bytes", 9, FT_INT},
+    [FF_VALUE_MAX_BYTES] = {"value_max_bytes", 15, FT_INT},
+    [FF_SIGNAL] = {"signal", 6, FT_TEXT},
+    [FF_IF_STATE] = {"if_state", 8, FT_TLIST},
+    [FF_TRANSITION_TO] = {"transition_to", 13, FT_TEXT},
+    [FF_IDEMPOTENCY_KEY] = {"idempotency_key", 15, FT_TEXT},
+    [FF_ITEMS] = {"items", 5, FT_LIST},
+    [FF_INDEPENDENT] = {"independent", 11, FT_BOOL},
+    [FF_INITIAL_STATE] = {"initial_state", 13, FT_TEXT},
+    [FF_EXPECTED_GENERATION] = {"expected_generation", 19, FT_INT},
+    [FF_REPLACE] = {"replace", 7, FT_BOOL},
+    [FF_EXHAUSTED_TO] = {"exhausted_to", 12, FT_TEXT},
+    [FF_RESULT_REF] = {"result_ref", 10, FT_ANY},
+    [FF_ERROR_REF] = {"error_ref", 9, FT_ANY},
+    [FF_REASON_REF] = {"reason_ref", 10, FT_ANY},
+    [FF_PAYLOAD_REF] = {"payload_ref", 11, FT_TEXT},
+    [FF_EXPECT_STATE] = {"expect_state", 12, FT_TEXT},
+    [FF_STEPS] = {"steps", 5, FT_INT},
+    [FF_CHILDREN] = {"children", 8, FT_LIST},
+    [FF_GROUP_ID] = {"group_id", 8, FT_TEXT},
+    [FF_WAIT] = {"wait", 4, FT_TEXT},
+    [FF_WAIT_STATE] = {"wait_state", 10, FT_TEXT},
+    [FF_SUCCESS] = {"success", 7, FT_TEXT},
+    [FF_FAILURE] = {"failure", 7, FT_TEXT},
+    [FF_ON_CHILD_FAILED] = {"on_child_failed", 15, FT_TEXT},
+    [FF_ON_PARENT_CLOSED] = {"on_parent_closed", 16, FT_TEXT},
 };
 
 /* The reference's option allow-list (sorted). */
@@ -394,17 +395,6 @@ static const struct positional *positional_of(uint16_t opcode)
 	return NULL;
 }
 
-static bool is_positional(const struct positional *p, unsigned f)
-{
-	for (unsigned i = 0; p != NULL && i < 5 && p->f[i] != FF_COUNT_FIELDS;
-	     i++) {
-		if (p->f[i] == f) {
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Checks and converts one present field. */
 static int parse_field(unsigned f, bool pos, struct flow_opt *o,
                        struct flow_err *err)
@@ -498,17 +488,38 @@ static int parse_field(unsigned f, bool pos, struct flow_opt *o,
 }
 
 /* Fills the fields from `m` (the top level, or `opts`): `m` wins over
- * what is already set only when `top`. */
+ * what is already set only when `top`. One pass over `m`; a field takes
+ * the value of the last entry of its name, as a lookup per field would. */
 static void collect(const struct fsnp_val *m, bool top, struct flow_req *req)
 {
+	struct fsnp_val vals[FF_COUNT_FIELDS];
+	bool found[FF_COUNT_FIELDS] = {false};
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+
+	if (m->tag != FSNP_MAP) {
+		return;
+	}
+	fsnp_iter_init(&it, m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
+			/* The names differ: the first match is the only one. */
+			if (fields[f].len == k.len &&
+			    memcmp(fields[f].name, k.ptr, k.len) == 0) {
+				vals[f] = v;
+				found[f] = true;
+				break;
+			}
+		}
+	}
 	for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
-		struct fsnp_val v;
 		if (req->f[f].set && !top) {
 			continue;
 		}
-		if (fsnp_map_get(m, fields[f].name, &v) == 0) {
+		if (found[f]) {
 			req->f[f].set = true;
-			req->f[f].v = v;
+			req->f[f].v = vals[f];
 		}
 	}
 }
@@ -527,8 +538,16 @@ static bool positional_key(const struct positional *p, struct fsnp_bytes k)
 static int finish(const struct positional *pos, struct flow_req *req,
                   struct flow_err *err)
 {
+	bool posf[FF_COUNT_FIELDS] = {false};
+
+	for (unsigned i = 0;
+	     pos != NULL && i < 5 && pos->f[i] != FF_COUNT_FIELDS; i++) {
+		if (pos->f[i] < FF_COUNT_FIELDS) {
+			posf[pos->f[i]] = true;
+		}
+	}
 	for (unsigned f = 0; f < FF_COUNT_FIELDS; f++) {
-		bool p = is_positional(pos, f);
+		bool p = posf[f];
 		if (!req->f[f].set) {
 			if (!p) {
 				continue;

@@ -983,18 +983,28 @@ static bool part_ok(const struct claim_args *a, struct fsnp_bytes part)
 	}
 }
 
-/* The due groups the claim scans, from the floors (every group with a due
- * entry has one). */
+/* The due groups each of the `n` scans of a claim looks at (into out[i]
+ * for ss[i]), from the floors (every group with a due entry has one), in
+ * one walk. */
 static int find_groups(struct fctx *c, const struct claim_args *a,
-                       const struct scan *s, struct dgroups *out)
+                       const struct scan *const *ss, struct dgroups *out,
+                       size_t n)
 {
 	struct store_tx_iter *it;
 	struct sbuf pfx;
 	bool valid;
 
 	sbuf_init(&pfx);
-	sbuf_u32(&pfx, c->group);
-	sbuf_u8(&pfx, K_FLOW_FLOOR);
+	if (a->pmode == 2 && a->plist == NULL) {
+		/* One partition: only its floors of the type can match, and
+		 * they sort together; the others (and their deleted versions)
+		 * are not walked. */
+		fkey_due_prefix(&pfx, c->group, a->pone, a->type);
+		pfx.p[4] = K_FLOW_FLOOR;
+	} else {
+		sbuf_u32(&pfx, c->group);
+		sbuf_u8(&pfx, K_FLOW_FLOOR);
+	}
 	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
 	valid = store_tx_iter_seek(it, NULL, 0);
 	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
@@ -1010,22 +1020,29 @@ static int find_groups(struct fctx *c, const struct claim_args *a,
 			continue;
 		}
 		if (bytes_cmp(ty, a->type) != 0 || !part_ok(a, part) ||
-		    !scan_state_ok(s, st) ||
-		    (s->priority >= 0 && k[off] != 255 - s->priority) ||
 		    be_get64(v) > c->now) {
 			continue;
 		}
-		if (out->n == out->cap) {
-			out->cap = out->cap ? out->cap * 2 : 16;
-			out->v =
-			    store_xrealloc(out->v, out->cap * sizeof *out->v);
+		for (size_t i = 0; i < n; i++) {
+			const struct scan *s = ss[i];
+			struct dgroups *o = &out[i];
+
+			if (!scan_state_ok(s, st) ||
+			    (s->priority >= 0 && k[off] != 255 - s->priority)) {
+				continue;
+			}
+			if (o->n == o->cap) {
+				o->cap = o->cap ? o->cap * 2 : 16;
+				o->v =
+				    store_xrealloc(o->v, o->cap * sizeof *o->v);
+			}
+			p = (uint8_t *)fctx_dup(c, k, kl);
+			p[4] = K_FLOW_DUE;
+			o->v[o->n].prefix.ptr = p;
+			o->v[o->n].prefix.len = kl;
+			o->v[o->n].floor = be_get64(v);
+			o->n++;
 		}
-		p = (uint8_t *)fctx_dup(c, k, kl);
-		p[4] = K_FLOW_DUE;
-		out->v[out->n].prefix.ptr = p;
-		out->v[out->n].prefix.len = kl;
-		out->v[out->n].floor = be_get64(v);
-		out->n++;
 	}
 	sbuf_free(&pfx);
 	return store_tx_iter_close(it);
@@ -1083,7 +1100,12 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 				break;
 			}
 			cands_add(c, out, k[d->prefix.len - 1], next, part, id);
-			taken++;
+			/* A full group stops here: stepping on would walk the
+			 * deleted due rows after it (the running group's, most
+			 * often) only to stop at the limit. */
+			if (++taken >= s->per_group) {
+				break;
+			}
 		}
 	}
 	rv = store_tx_iter_close(it);
@@ -1108,16 +1130,12 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 	return rv;
 }
 
-static int collect(struct fctx *c, const struct claim_args *a,
+/* The candidates of scan `s` in groups `gs`, in claim order. */
+static int collect(struct fctx *c, const struct dgroups *gs,
                    const struct scan *s, struct cands *out)
 {
-	struct dgroups gs = {0};
-	int rv = find_groups(c, a, s, &gs);
+	int rv = scan_groups(c, gs, s, out);
 
-	if (rv == 0) {
-		rv = scan_groups(c, &gs, s, out);
-	}
-	free(gs.v);
 	if (rv == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof *out->v, cand_cmp);
 	}
@@ -1421,34 +1439,46 @@ static int op_claim(struct fctx *c, const struct flow_req *q,
 {
 	struct claim_args a;
 	struct cands norm = {0}, rec = {0};
-	struct scan s;
-	size_t got = 0, pn = 0, pr = 0, quota = 0;
+	struct scan sn, sr;
+	const struct scan *ss[2];
+	struct dgroups gs[2] = {{0}, {0}};
+	size_t got = 0, pn = 0, pr = 0, quota = 0, ns = 0, in = 0, ir = 0;
 	int rv = -1;
 
 	if (parse_claim(c, q, &a, err) != 0) {
 		return 1;
 	}
-	memset(&s, 0, sizeof s);
-	s.priority = a.priority;
-	s.per_group = a.limit;
+	memset(&sn, 0, sizeof sn);
+	sn.priority = a.priority;
+	sn.per_group = a.limit;
+	sn.states = a.states;
+	sn.one_state = a.one_state;
+	sn.has_one = a.has_one;
+	memset(&sr, 0, sizeof sr);
+	sr.priority = a.priority;
+	sr.running = true;
+	/* Reclaims are filtered by run state when claimed: allow a few more
+	 * than the limit in the scan. */
+	sr.per_group = a.limit * 2;
 	if (!a.only_reclaim) {
-		s.states = a.states;
-		s.one_state = a.one_state;
-		s.has_one = a.has_one;
-		if (collect(c, &a, &s, &norm) != 0) {
-			goto out;
-		}
+		in = ns;
+		ss[ns++] = &sn;
 	}
 	if (a.reclaim || a.only_reclaim) {
-		s.states = NULL;
-		s.has_one = false;
-		s.running = true;
-		/* Reclaims are filtered by run state when claimed: allow a
-		 * few more than the limit in the scan. */
-		s.per_group = a.limit * 2;
-		if (collect(c, &a, &s, &rec) != 0) {
-			goto out;
-		}
+		ir = ns;
+		ss[ns++] = &sr;
+	}
+	/* The scans' groups differ (running or not), so those found before
+	 * the first scan raises its floors are those it would leave. */
+	if (ns > 0 && find_groups(c, &a, ss, gs, ns) != 0) {
+		goto out;
+	}
+	if (!a.only_reclaim && collect(c, &gs[in], &sn, &norm) != 0) {
+		goto out;
+	}
+	if ((a.reclaim || a.only_reclaim) &&
+	    collect(c, &gs[ir], &sr, &rec) != 0) {
+		goto out;
 	}
 	if (a.reclaim && a.limit > 1) {
 		quota = (a.limit * (size_t)a.ratio + 99) / 100;
@@ -1463,6 +1493,8 @@ static int op_claim(struct fctx *c, const struct flow_req *q,
 	fsnp_w_array_end(w);
 	rv = 0;
 out:
+	free(gs[0].v);
+	free(gs[1].v);
 	free(norm.v);
 	free(rec.v);
 	return rv;

@@ -290,31 +290,91 @@ bool fkey_part(const uint8_t *k, size_t len, size_t *off,
 
 /* --- Load and save -------------------------------------------------------- */
 
+static bool name_is(struct fsnp_bytes k, const char *name)
+{
+	size_t i = 0;
+
+	for (; i < k.len; i++) {
+		if (name[i] == '\0' || (uint8_t)name[i] != k.ptr[i]) {
+			return false;
+		}
+	}
+	return name[i] == '\0';
+}
+
+enum { REC_FIELDS = RS_N + RI_N + RV_N };
+
+/* Field g of the record, counting the string, integer and value fields
+ * one after the other. */
+static const char *rec_name(int g)
+{
+	return g < RS_N          ? str_names[g]
+	       : g < RS_N + RI_N ? int_names[g - RS_N]
+	                         : val_names[g - RS_N - RI_N];
+}
+
+/* The field called `k` (as counted by rec_name), or -1. The search starts
+ * at *from, where the field after the last one found is (records are
+ * written in field order), and wraps; the names are distinct. */
+static int rec_field(struct fsnp_bytes k, int *from)
+{
+	for (int n = 0, g = *from; n < REC_FIELDS; n++, g++) {
+		if (g == REC_FIELDS) {
+			g = 0;
+		}
+		if (name_is(k, rec_name(g))) {
+			*from = g + 1 == REC_FIELDS ? 0 : g + 1;
+			return g;
+		}
+	}
+	return -1;
+}
+
+/* One pass over the record's map: each field takes the value of the last
+ * entry of its name, as a lookup per field would. */
 static int decode_rec(const uint8_t *p, size_t len, struct frec *r)
 {
-	struct fsnp_val m, v;
+	struct fsnp_val m, v, sv[RS_N], iv[RI_N], vv[RV_N];
+	bool sf[RS_N] = {false}, inf[RI_N] = {false}, vf[RV_N] = {false};
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	int f, from = 0;
 
 	memset(r, 0, sizeof *r);
 	if (fsnp_value_decode_body(p, len, NULL, &m) != 0 ||
 	    m.tag != FSNP_MAP) {
 		return -1;
 	}
-	for (int f = 0; f < RS_N; f++) {
-		if (fsnp_map_get(&m, str_names[f], &v) == 0 &&
-		    v.tag == FSNP_BIN) {
-			frec_set_str(r, f, v.as.bin);
+	fsnp_iter_init(&it, &m);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		if ((f = rec_field(k, &from)) < 0) {
+			continue;
+		}
+		if (f < RS_N) {
+			sv[f] = v;
+			sf[f] = true;
+		} else if (f < RS_N + RI_N) {
+			iv[f - RS_N] = v;
+			inf[f - RS_N] = true;
+		} else {
+			vv[f - RS_N - RI_N] = v;
+			vf[f - RS_N - RI_N] = true;
 		}
 	}
-	for (int f = 0; f < RI_N; f++) {
+	for (f = 0; f < RS_N; f++) {
+		if (sf[f] && sv[f].tag == FSNP_BIN) {
+			frec_set_str(r, f, sv[f].as.bin);
+		}
+	}
+	for (f = 0; f < RI_N; f++) {
 		int64_t i;
-		if (fsnp_map_get(&m, int_names[f], &v) == 0 &&
-		    fsnp_val_i64(&v, &i) == 0) {
+		if (inf[f] && fsnp_val_i64(&iv[f], &i) == 0) {
 			frec_set_int(r, f, i);
 		}
 	}
-	for (int f = 0; f < RV_N; f++) {
-		if (fsnp_map_get(&m, val_names[f], &v) == 0) {
-			frec_set_val(r, f, &v);
+	for (f = 0; f < RV_N; f++) {
+		if (vf[f]) {
+			frec_set_val(r, f, &vv[f]);
 		}
 	}
 	return r->s_set[RS_ID] && r->s_set[RS_TYPE] && r->s_set[RS_STATE] &&

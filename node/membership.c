@@ -222,7 +222,7 @@ void membership_recompute(struct shards *s)
 		    memcmp(out, r->replicas, k * sizeof out[0]) != 0) {
 			memcpy(r->replicas, out, k * sizeof out[0]);
 			r->n_replicas = (unsigned)k;
-			shards_bump_generation(s, g);
+			s->generation++;
 		}
 	}
 }

@@ -380,7 +380,7 @@ static bool track_generation(struct shards *s, struct route *r)
 
 static uint64_t group_generation(const struct route *r)
 {
-	return (r->placement_epoch << SHARDS_GEN_TERM_BITS) + r->gen_term;
+	return r->gen_term;
 }
 
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self)
@@ -451,14 +451,6 @@ uint64_t shards_generation(const struct shards *s)
 uint64_t shards_group_generation(const struct shards *s, uint32_t group)
 {
 	return valid_group(s, group) ? group_generation(&s->routes[group]) : 0;
-}
-
-void shards_bump_generation(struct shards *s, uint32_t group)
-{
-	if (valid_group(s, group)) {
-		s->routes[group].placement_epoch++;
-		s->generation++;
-	}
 }
 
 size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max)

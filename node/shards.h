@@ -202,18 +202,13 @@ int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
 uint64_t shards_generation(const struct shards *s);
 
 /* A group's ownership generation (the Felix seed's "generation" of
- * not_leader and of forwarded publish acks): placement epoch << 40 plus
- * the Raft term of the newest leader this node knows for the group. It
- * grows with every leader change and every shards_bump_generation(), never
- * goes back, and is the same on every node that knows the same leader
- * (given the same placement changes). 0 before any leader is known. */
-#define SHARDS_GEN_TERM_BITS 40
+ * not_leader and of forwarded publish acks): the Raft term of the newest
+ * leader this node knows for the group. It grows with every leader change,
+ * never goes back, and is the same on every node that knows the same
+ * leader. A placement change that keeps the leader leaves it as is (who
+ * serves the group did not change); one that moves the leader raises the
+ * term. 0 before any leader is known. */
 uint64_t shards_group_generation(const struct shards *s, uint32_t group);
-
-/* A placement change of `group` (its replicas moved): bumps its generation
- * past every answer given so far. Call it on every node as the change
- * applies. */
-void shards_bump_generation(struct shards *s, uint32_t group);
 
 /* The cluster's members as this node sees them: id, whether it is this
  * node, whether it is reachable (this node, or a peer connected over the

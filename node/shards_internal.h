@@ -62,9 +62,8 @@ struct route {
 	uint64_t leader_since_ms;
 	uint64_t transfer_ms;
 	/* Ownership generation: the newest term this node saw a leader in,
-	 * plus placement changes (shards_bump_generation). */
+	 * (shards_group_generation). */
 	uint64_t gen_term;
-	uint64_t placement_epoch;
 	bool change_pending; /* a configuration change of ours in flight */
 	bool start_wanted;   /* a leader sent entries: start a replica */
 	bool deleting;       /* stopped; its state goes once it closed */

@@ -448,6 +448,9 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	                  &n->admin) == 0) {
 		dashboard_register(&n->dash, &n->admin, n->history,
 		                   cfg->node_id, cfg->cluster_id);
+	} else {
+		log_warn(&n->log, "admin",
+		         "dashboard not served: out of memory for its history");
 	}
 
 	uv_signal_init(&n->loop, &n->sigint);

@@ -17,6 +17,7 @@ import path from "node:path";
 
 import { dir, nodePorts, nodes, startNode } from "./lib/node.mjs";
 import { freeTcpPort } from "./lib/ports.mjs";
+import { FerricStoreClient } from "@ferricstore/ferricstore";
 
 const SHARDS = 4;
 const outDir = process.env.LS_BUILDDIR || process.cwd();
@@ -95,6 +96,17 @@ await waitFor("the stream registered", 20000, async () => {
   return r.status === 200 || r.status === 201 || r.status === 409;
 });
 
+// FSNP traffic on node 1 while the page loads, for its FSNP chart.
+const kv = await waitFor("an FSNP client on node 1", 20000, () => FerricStoreClient.fromUrl(`ferric://127.0.0.1:${nodes[0].ports.fsnp}`));
+let traffic = true;
+const writes = (async () => {
+  const until = Date.now() + 60000;
+  for (let i = 0; traffic && Date.now() < until; i++) {
+    await kv.kv.set(`dash:${i % 64}`, String(i));
+    if (i % 20 === 0) await sleep(50);
+  }
+})();
+
 // The browser.
 const driverPort = await freeTcpPort();
 const driverLog = fs.openSync(path.join(dir, "chromedriver.log"), "w");
@@ -164,7 +176,7 @@ try {
       nodes: q("[data-node-id]").filter((e) => e.tagName === "TR").map((e) => ({ id: e.getAttribute("data-node-id"), state: e.getAttribute("data-node-state") })),
       groups: q("tr[data-group-id]").map((e) => ({ id: e.getAttribute("data-group-id"), leader: e.getAttribute("data-leader") })),
       charts: q("svg[data-chart]").map((s) => ({ name: s.getAttribute("data-chart"), points: Number(s.getAttribute("data-points")),
-        series: [...s.querySelectorAll("polyline")].map((p) => ({ key: p.getAttribute("data-series"), count: Number(p.getAttribute("data-count")), last: p.getAttribute("data-last") })) })),
+        series: [...s.querySelectorAll("polyline")].map((p) => ({ key: p.getAttribute("data-series"), count: Number(p.getAttribute("data-count")), last: p.getAttribute("data-last"), max: Number(p.getAttribute("data-max")) })) })),
       problems: q("tr[data-problem]").map((e) => ({ kind: e.getAttribute("data-problem"), subject: e.getAttribute("data-subject") })),
       scopes: q("tr[data-scope]").map((e) => ({ scope: e.getAttribute("data-scope"), text: e.cells[0].textContent })),
       images: q("main img").length,
@@ -175,7 +187,8 @@ try {
     const ok = v.updates >= 2 && v.nodes.length === 3 && v.nodes.every((n) => n.state === "up") &&
       v.groups.length === SHARDS + 1 && v.groups.every((g) => g.leader !== "none") &&
       v.charts.some((c) => c.name === "nodes-up" && c.series[0].count >= 2 && c.series[0].last === "3") &&
-      v.charts.some((c) => c.name === "raft" && c.series[0].count >= 2) &&
+      v.charts.some((c) => c.name === "raft" && c.series[0].count >= 2 && c.series[0].max > 0) &&
+      v.charts.some((c) => c.name === "fsnp" && c.series[0].key === "fsnp.requests_per_s" && c.series[0].max > 0) &&
       v.scopes.length === 1;
     return ok ? v : false;
   });
@@ -191,6 +204,9 @@ try {
   assert.equal(d.series["nodes.up"].at(-1), 3);
   assert.equal(live.problems.length, 0, JSON.stringify(live.problems));
   await screenshot("dashboard.png");
+  traffic = false;
+  await writes;
+  await kv.close();
 
   // Node 3 dies: the page marks it down within a bounded time.
   nodes[2].killed = true;

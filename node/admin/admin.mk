@@ -10,7 +10,7 @@ node_libnode_a_SOURCES += node/admin/admin.h \
 nodist_node_libnode_a_SOURCES = node/admin/dashboard_page.c
 
 # The page stays an editable file: it is compiled in as a byte array.
-EXTRA_DIST += node/admin/dashboard.html
+EXTRA_DIST += node/admin/dashboard.html tests/interop/dashboard.mjs
 CLEANFILES += node/admin/dashboard_page.c
 node/admin/dashboard_page.c: $(srcdir)/node/admin/dashboard.html
 	@$(MKDIR_P) node/admin

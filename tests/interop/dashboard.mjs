@@ -147,7 +147,7 @@ const session = await cmd("POST", "/session", {
       browserName: "chrome",
       "goog:chromeOptions": {
         binary: browser,
-        args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1300", `--user-data-dir=${profile}`, "--no-first-run"],
+        args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1700", `--user-data-dir=${profile}`, "--no-first-run"],
       },
     },
   },

@@ -88,8 +88,8 @@ static uint64_t metric_sum(const struct metrics *m, const char *name)
 {
 	int64_t v = 0;
 	for (size_t i = 0; m != NULL && i < m->n; i++) {
-		if (strcmp(m->series[i].name, name) == 0) {
-			v += m->series[i].value;
+		if (strcmp(m->series[i]->name, name) == 0) {
+			v += m->series[i]->value;
 		}
 	}
 	return v > 0 ? (uint64_t)v : 0;

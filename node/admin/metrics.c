@@ -13,6 +13,9 @@ void metrics_init(struct metrics *m)
 
 void metrics_free(struct metrics *m)
 {
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->series[i]);
+	}
 	free(m->series);
 	memset(m, 0, sizeof *m);
 }
@@ -23,27 +26,30 @@ static struct metric *get(struct metrics *m, enum metric_type type,
 {
 	labels = labels ? labels : "";
 	for (size_t i = 0; i < m->n; i++) {
-		struct metric *s = &m->series[i];
+		struct metric *s = m->series[i];
 		if (strcmp(s->name, name) == 0 &&
 		    strcmp(s->labels, labels) == 0) {
 			return s;
 		}
 	}
-	if (strlen(name) >= sizeof m->series[0].name ||
-	    strlen(labels) >= sizeof m->series[0].labels) {
+	if (strlen(name) >= sizeof m->series[0]->name ||
+	    strlen(labels) >= sizeof m->series[0]->labels) {
 		return NULL;
 	}
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 32;
-		struct metric *ns = realloc(m->series, cap * sizeof *ns);
+		struct metric **ns = realloc(m->series, cap * sizeof *ns);
 		if (ns == NULL) {
 			return NULL;
 		}
 		m->series = ns;
 		m->cap = cap;
 	}
-	struct metric *s = &m->series[m->n++];
-	memset(s, 0, sizeof *s);
+	struct metric *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		return NULL;
+	}
+	m->series[m->n++] = s;
 	strcpy(s->name, name);
 	strcpy(s->labels, labels);
 	s->help = help;
@@ -72,11 +78,11 @@ int metrics_render(const struct metrics *m, char **out, size_t *len)
 	}
 	buf[0] = '\0';
 	for (size_t i = 0; i < m->n; i++) {
-		const struct metric *s = &m->series[i];
+		const struct metric *s = m->series[i];
 		bool first = true;
 		/* HELP/TYPE once per name: at its first series. */
 		for (size_t j = 0; j < i; j++) {
-			if (strcmp(m->series[j].name, s->name) == 0) {
+			if (strcmp(m->series[j]->name, s->name) == 0) {
 				first = false;
 				break;
 			}

@@ -460,6 +460,15 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	admin_http_route(&n->admin, "GET", "/v1/debug/group/", true,
 	                 on_group_hash, n); /* cluster */
 	cluster_api_register(&n->admin, n->shards);
+	/* admin: the dashboard (GET /, /v1/dashboard) and its history */
+	if (history_start(&n->history, &n->loop, n->shards, &n->metrics,
+	                  &n->admin) == 0) {
+		dashboard_register(&n->dash, &n->admin, n->history,
+		                   cfg->node_id, cfg->cluster_id);
+	} else {
+		log_warn(&n->log, "admin",
+		         "dashboard not served: out of memory for its history");
+	}
 
 	uv_signal_init(&n->loop, &n->sigint);
 	uv_signal_init(&n->loop, &n->sigterm);
@@ -582,6 +591,8 @@ static void on_admin_closed(void *data)
 {
 	struct node *n = data;
 	log_info(&n->log, "node", "admin HTTP closed");
+	history_close(n->history, NULL, NULL); /* admin: no route uses it now */
+	n->history = NULL;
 	/* fsnp: FSNP clients still draining keep the groups open */
 	if (n->fsnp != NULL) {
 		n->fsnp_holds_groups = true;

@@ -36,6 +36,8 @@ struct node {
 	bool fsnp_holds_groups; /* raft groups close once FSNP drained */
 	/* fsnp: end */
 	struct admin_http admin;
+	struct history *history; /* the dashboard's samples (owned) */
+	struct dashboard dash;
 	struct metrics metrics;
 	struct metric *m_uptime;
 	uv_signal_t sigint;  /* sigint.data = this */

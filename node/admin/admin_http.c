@@ -21,6 +21,7 @@ struct upload {
 	struct admin_deferred *d; /* when the answer is deferred */
 	struct admin_reply ready; /* deferred answer, sent on resumption */
 	bool has_ready;
+	uint64_t start_ns; /* arrival, for the request time */
 };
 
 struct admin_deferred {
@@ -76,6 +77,9 @@ int admin_reply_json(struct admin_reply *reply, unsigned status,
 
 const char *admin_request_arg(const struct admin_request *req, const char *key)
 {
+	if (req->conn == NULL) {
+		return NULL;
+	}
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
 	                                   key);
 }
@@ -83,6 +87,9 @@ const char *admin_request_arg(const struct admin_request *req, const char *key)
 const char *admin_request_header(const struct admin_request *req,
                                  const char *name)
 {
+	if (req->conn == NULL) {
+		return NULL;
+	}
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
@@ -107,9 +114,12 @@ static const struct admin_route *find_route(struct admin_http *a,
 	return NULL;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn,
-                                  struct admin_reply *reply)
+static enum MHD_Result send_reply(struct admin_http *a,
+                                  struct MHD_Connection *conn,
+                                  struct upload *up, struct admin_reply *reply)
 {
+	a->n_requests++;
+	a->busy_us += (uv_hrtime() - up->start_ns) / 1000;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 	    reply->body_len, reply->body, MHD_RESPMEM_MUST_FREE);
 	if (resp == NULL) {
@@ -147,7 +157,7 @@ struct admin_deferred *admin_http_defer(const struct admin_request *req)
 	struct admin_http *a = req->server;
 	struct upload *up = req->upload;
 	struct admin_deferred *d;
-	if (a->closing) {
+	if (a == NULL || up == NULL || a->closing) {
 		return NULL;
 	}
 	d = calloc(1, sizeof *d);
@@ -278,13 +288,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		if (up == NULL) {
 			return MHD_NO;
 		}
+		up->start_ns = uv_hrtime();
 		*con_cls = up;
 		return MHD_YES;
 	}
 	if (up->has_ready) {
 		/* Resumed after a deferred answer. */
 		up->has_ready = false;
-		return send_reply(conn, &up->ready);
+		return send_reply(a, conn, up, &up->ready);
 	}
 	if (*upload_size != 0) {
 		if (!up->too_big && up->len + *upload_size <= ADMIN_MAX_BODY) {
@@ -307,7 +318,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		admin_reply_json(
 		    &reply, 413,
 		    "{\"error\":\"request body larger than 1 MiB\"}");
-		return send_reply(conn, &reply);
+		return send_reply(a, conn, up, &reply);
 	}
 	if (a->token_len > 0 && needs_token(url) &&
 	    !token_ok(a, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -326,7 +337,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		snprintf(msg, sizeof msg, "{\"error\":\"%s\"}",
 		         known ? "method not allowed" : "not found");
 		admin_reply_json(&reply, known ? 405 : 404, msg);
-		return send_reply(conn, &reply);
+		return send_reply(a, conn, up, &reply);
 	}
 	struct admin_request req = {
 	    .method = method,
@@ -349,7 +360,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		/* Deferred and answered within the handler. */
 		up->has_ready = false;
 		free(reply.body);
-		return send_reply(conn, &up->ready);
+		return send_reply(a, conn, up, &up->ready);
 	}
 	if (rv != 0 || reply.status == 0) {
 		free(reply.body);
@@ -357,7 +368,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		admin_reply_json(&reply, 500,
 		                 "{\"error\":\"internal error in handler\"}");
 	}
-	return send_reply(conn, &reply);
+	return send_reply(a, conn, up, &reply);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -440,6 +451,28 @@ int admin_http_start(struct admin_http *a, uv_loop_t *loop,
 	a->open_handles = 2;
 	uv_poll_start(&a->poll, UV_READABLE, on_poll);
 	schedule(a);
+	return 0;
+}
+
+int admin_http_call(struct admin_http *a, const char *path,
+                    struct admin_reply *reply)
+{
+	bool known;
+	const struct admin_route *r = find_route(a, "GET", path, &known);
+	struct admin_request req = {
+	    .method = "GET",
+	    .path = path,
+	    .body = "",
+	};
+	memset(reply, 0, sizeof *reply);
+	if (r == NULL) {
+		return -1;
+	}
+	if (r->cb(r->data, &req, reply) != 0 || reply->status == 0) {
+		free(reply->body);
+		memset(reply, 0, sizeof *reply);
+		return -1;
+	}
 	return 0;
 }
 

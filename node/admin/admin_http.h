@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "node/log.h"
@@ -76,6 +77,8 @@ struct admin_http {
 	/* The bearer token every /v1/... request needs ("" = none). */
 	char token[ADMIN_TOKEN_MAX + 1];
 	size_t token_len;
+	uint64_t n_requests; /* answered, for the dashboard's history */
+	uint64_t busy_us;    /* their summed time from arrival to answer */
 };
 
 /* Binds host:port and starts serving on `loop`. */
@@ -118,6 +121,14 @@ const char *admin_request_header(const struct admin_request *req,
 /* Fills `reply` with a copy of `json` and `status`. */
 int admin_reply_json(struct admin_reply *reply, unsigned status,
                      const char *json);
+
+/* Runs the GET route for `path` in-process, as if a client asked with no
+ * query string and no headers: for handlers that answer at once (a
+ * deferring handler gets NULL from admin_http_defer()). Returns 0 with
+ * `reply` filled (its body is the caller's), or -1 when no route
+ * matches or the handler failed. */
+int admin_http_call(struct admin_http *a, const char *path,
+                    struct admin_reply *reply);
 
 /* Stops listening; `cb` runs once every handle is closed. */
 void admin_http_close(struct admin_http *a, admin_close_cb cb, void *data);

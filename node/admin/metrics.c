@@ -32,8 +32,8 @@ static struct metric *get(struct metrics *m, enum metric_type type,
 			return s;
 		}
 	}
-	if (strlen(name) >= sizeof((struct metric *)0)->name ||
-	    strlen(labels) >= sizeof((struct metric *)0)->labels) {
+	if (strlen(name) >= sizeof m->series[0]->name ||
+	    strlen(labels) >= sizeof m->series[0]->labels) {
 		return NULL;
 	}
 	if (m->n == m->cap) {

@@ -23,7 +23,9 @@ struct metric {
 };
 
 struct metrics {
-	struct metric **series; /* owned, grows; each series owned */
+	/* Owned; each series has its own allocation so that handles stay
+	 * put when the table grows. */
+	struct metric **series;
 	size_t n, cap;
 };
 

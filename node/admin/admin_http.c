@@ -328,7 +328,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		                 "token (Authorization: Bearer ...; lodectl: "
 		                 "--admin-token-file or "
 		                 "LODESTONE_ADMIN_TOKEN)\"}");
-		return send_reply(conn, &reply);
+		return send_reply(a, conn, up, &reply);
 	}
 	bool known;
 	const struct admin_route *r = find_route(a, method, url, &known);

@@ -228,6 +228,27 @@ try {
     return v.charts.some((c) => c.name === "nodes-up" && c.series[0].last === "2");
   });
   await screenshot("dashboard-node-down.png");
+
+  // A node whose admin API needs a token: the page asks for it once (a
+  // prompt), keeps it in the tab's sessionStorage and renders.
+  const token = "dash-t0ken-4f1c";
+  const tokenFile = path.join(dir, "admin.token");
+  fs.writeFileSync(tokenFile, `${token}\n`);
+  const guarded = await startNode("guarded", ["--admin-token-file", tokenFile, "--log-level", "warn"]);
+  await waitFor("the guarded node's /healthz", 20000, async () => (await http(guarded.ports.admin, "GET", "/healthz")).status === 200);
+  assert.equal((await http(guarded.ports.admin, "GET", "/v1/dashboard")).status, 401);
+  await cmd("POST", `${S}/url`, { url: `http://127.0.0.1:${guarded.ports.admin}/` });
+  const ask = await waitFor("the page asking for the admin token", 20000, async () => {
+    try { return await cmd("GET", `${S}/alert/text`); } catch { return false; }
+  });
+  assert.match(ask, /admin token/);
+  await cmd("POST", `${S}/alert/text`, { text: token });
+  await cmd("POST", `${S}/alert/accept`, {});
+  await waitFor("the guarded node's dashboard rendering", 20000, async () => {
+    const v = await view();
+    return v.updates >= 2 && v.nodes.length === 1 && v.nodes[0].state === "up";
+  });
+  assert.equal(await js(`return sessionStorage.getItem("lodestone-admin-token");`), token);
   console.log("dashboard.mjs: ok");
 } finally {
   try { await cmd("DELETE", S); } catch { /* the kill below ends it */ }

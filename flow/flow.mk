@@ -38,7 +38,8 @@ tests_unit_test_flow_body_SOURCES = tests/unit/test_flow_body.c \
 tests_unit_test_flow_body_LDADD = $(FLOW_TEST_LDADD)
 
 FUZZ_TARGETS += tests/fuzz/fuzz_flow_apply
-tests_fuzz_fuzz_flow_apply_SOURCES = tests/fuzz/fuzz_flow_apply.c
+tests_fuzz_fuzz_flow_apply_SOURCES = tests/fuzz/fuzz_flow_apply.c \
+	tests/fuzz/fuzz_store_db.c tests/fuzz/fuzz_store_db.h
 tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)

@@ -70,7 +70,8 @@ tests_fuzz_fuzz_store_command_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_store_command
 
 FUZZ_TARGETS += tests/fuzz/fuzz_store_apply
-tests_fuzz_fuzz_store_apply_SOURCES = tests/fuzz/fuzz_store_apply.c
+tests_fuzz_fuzz_store_apply_SOURCES = tests/fuzz/fuzz_store_apply.c \
+	tests/fuzz/fuzz_store_db.c tests/fuzz/fuzz_store_db.h
 tests_fuzz_fuzz_store_apply_LDADD = store/libstore.a $(FUZZ_DRIVER) \
 	$(DEP_LIBS)
 tests_fuzz_fuzz_store_apply_LDFLAGS = $(FUZZER_LINKFLAGS)

@@ -16,15 +16,12 @@
 
 #include "flow/flow.h"
 #include "store/store.h"
+#include "tests/fuzz/fuzz_store_db.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct fuzz_db {
-	char dir[512];
-	rocksdb_t *db;
-	rocksdb_options_t *opts;
-	rocksdb_column_family_handle_t *cf[4];
-	struct store *s;
+	struct fuzz_store_db base;
 	uint64_t index;
 	uint64_t now;
 };
@@ -35,47 +32,18 @@ static struct fuzz_db *fdb;
 
 static void fuzz_db_close(void)
 {
-	char cmd[600];
-
-	store_close(fdb->s);
-	for (int i = 0; i < 4; i++) {
-		rocksdb_column_family_handle_destroy(fdb->cf[i]);
-	}
-	rocksdb_close(fdb->db);
-	rocksdb_options_destroy(fdb->opts);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", fdb->dir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "could not remove %s\n", fdb->dir);
-	}
+	fuzz_store_db_close(&fdb->base);
 	free(fdb);
 }
 
 static void fuzz_db_open(void)
 {
-	const char *names[4] = {"default", "raft_log", "raft_state", "data"};
-	const rocksdb_options_t *cfo[4];
-	const char *tmp = getenv("TMPDIR");
-	char *err = NULL;
-
 	fdb = calloc(1, sizeof *fdb);
 	if (fdb == NULL) {
 		abort();
 	}
-	snprintf(fdb->dir, sizeof fdb->dir, "%s/fuzz-flow-XXXXXX",
-	         tmp ? tmp : "/tmp");
-	if (mkdtemp(fdb->dir) == NULL) {
-		abort();
-	}
-	fdb->opts = rocksdb_options_create();
-	rocksdb_options_set_create_if_missing(fdb->opts, 1);
-	rocksdb_options_set_create_missing_column_families(fdb->opts, 1);
-	for (int i = 0; i < 4; i++) {
-		cfo[i] = fdb->opts;
-	}
-	fdb->db = rocksdb_open_column_families(fdb->opts, fdb->dir, 4, names,
-	                                       cfo, fdb->cf, &err);
-	if (err != NULL || store_open(fdb->db, fdb->cf[3], &fdb->s) != 0 ||
-	    flow_register(fdb->s) != 0) {
+	fuzz_store_db_open(&fdb->base, "fuzz-flow");
+	if (flow_register(fdb->base.s) != 0) {
 		abort();
 	}
 	fdb->now = 1000;
@@ -132,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (flow_opcode_is_read(op)) {
-		if (store_read(fdb->s, 1, fdb->now, cmd, len, &res[0]) != 0) {
+		if (store_read(fdb->base.s, 1, fdb->now, cmd, len, &res[0]) !=
+		    0) {
 			abort();
 		}
 		check_result(&res[0]);
@@ -150,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	e.n_cmds = 2;
 	e.cmds = cmds;
 	memset(res, 0, sizeof res);
-	if (store_apply(fdb->s, &e, res) != 0) {
+	if (store_apply(fdb->base.s, &e, res) != 0) {
 		abort();
 	}
 	for (int i = 0; i < 2; i++) {
@@ -158,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(res[i].data);
 	}
 	memset(res, 0, sizeof res);
-	if (store_apply(fdb->s, &e, res) != 0 || res[0].data != NULL ||
+	if (store_apply(fdb->base.s, &e, res) != 0 || res[0].data != NULL ||
 	    res[1].data != NULL) {
 		abort();
 	}

@@ -12,15 +12,12 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "tests/fuzz/fuzz_store_db.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct fuzz_db {
-	char dir[512];
-	rocksdb_t *db;
-	rocksdb_options_t *opts;
-	rocksdb_column_family_handle_t *cf[4];
-	struct store *s;
+	struct fuzz_store_db base;
 	uint64_t index[3];
 	uint64_t now;
 };
@@ -31,48 +28,17 @@ static struct fuzz_db *fdb;
 
 static void fuzz_db_close(void)
 {
-	char cmd[600];
-
-	store_close(fdb->s);
-	for (int i = 0; i < 4; i++) {
-		rocksdb_column_family_handle_destroy(fdb->cf[i]);
-	}
-	rocksdb_close(fdb->db);
-	rocksdb_options_destroy(fdb->opts);
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", fdb->dir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "could not remove %s\n", fdb->dir);
-	}
+	fuzz_store_db_close(&fdb->base);
 	free(fdb);
 }
 
 static void fuzz_db_open(void)
 {
-	const char *names[4] = {"default", "raft_log", "raft_state", "data"};
-	const rocksdb_options_t *cfo[4];
-	const char *tmp = getenv("TMPDIR");
-	char *err = NULL;
-
 	fdb = calloc(1, sizeof *fdb);
 	if (fdb == NULL) {
 		abort();
 	}
-	snprintf(fdb->dir, sizeof fdb->dir, "%s/fuzz-store-XXXXXX",
-	         tmp ? tmp : "/tmp");
-	if (mkdtemp(fdb->dir) == NULL) {
-		abort();
-	}
-	fdb->opts = rocksdb_options_create();
-	rocksdb_options_set_create_if_missing(fdb->opts, 1);
-	rocksdb_options_set_create_missing_column_families(fdb->opts, 1);
-	for (int i = 0; i < 4; i++) {
-		cfo[i] = fdb->opts;
-	}
-	fdb->db = rocksdb_open_column_families(fdb->opts, fdb->dir, 4, names,
-	                                       cfo, fdb->cf, &err);
-	if (err != NULL || store_open(fdb->db, fdb->cf[3], &fdb->s) != 0) {
-		abort();
-	}
+	fuzz_store_db_open(&fdb->base, "fuzz-store");
 	fdb->now = 1000;
 	atexit(fuzz_db_close);
 }
@@ -110,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	e.n_cmds = 2;
 	e.cmds = cmds;
 	memset(res, 0, sizeof res);
-	if (store_apply(fdb->s, &e, res) != 0) {
+	if (store_apply(fdb->base.s, &e, res) != 0) {
 		abort();
 	}
 	for (int i = 0; i < 2; i++) {
@@ -119,12 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* Replay: nothing. */
 	memset(res, 0, sizeof res);
-	if (store_apply(fdb->s, &e, res) != 0 || res[0].data != NULL ||
+	if (store_apply(fdb->base.s, &e, res) != 0 || res[0].data != NULL ||
 	    res[1].data != NULL) {
 		abort();
 	}
-	if (store_read(fdb->s, group, fdb->now, data + 1, size - 1, &res[0]) !=
-	    0) {
+	if (store_read(fdb->base.s, group, fdb->now, data + 1, size - 1,
+	               &res[0]) != 0) {
 		abort();
 	}
 	check_result(&res[0]);

@@ -173,43 +173,6 @@ static void test_standalone(void **state)
 	harness_cluster_stop(&cl);
 }
 
-/* Every group led by its preferred replica (the first voter), as node i
- * sees it: the cluster moves leaderships there after a start. */
-static void wait_settled(struct harness_cluster *cl, unsigned i)
-{
-	static char out[1 << 18];
-	uint64_t t0 = harness_mono_ms();
-	for (;;) {
-		int st = 0;
-		bool settled = false;
-		if (harness_http(cl->nodes[i].admin, "GET", "/v1/cluster", NULL,
-		                 &st, out, sizeof out) == 0 &&
-		    st == 200) {
-			json_t *o = json_loads(out, 0, NULL), *g;
-			size_t k;
-			settled = o != NULL;
-			json_array_foreach(json_object_get(o, "groups"), k, g)
-			{
-				json_t *l = json_object_get(g, "leader");
-				json_t *v0 = json_array_get(
-				    json_object_get(g, "voters"), 0);
-				settled = settled && json_is_integer(l) &&
-				          json_is_integer(v0) &&
-				          json_integer_value(l) ==
-				              json_integer_value(v0);
-			}
-			json_decref(o);
-		}
-		if (settled) {
-			return;
-		}
-		if (harness_mono_ms() - t0 > 40000) {
-			fail_msg("leaderships did not settle: %s", out);
-		}
-		harness_nap(100);
-	}
-}
-
 /* The generation node i names for shard 0's group of t1/default/NAME
  * (/v1/streams or /v1/caches, then /v1/cluster). */
 static uint64_t scope_generation(struct harness_cluster *cl, unsigned i,
@@ -332,7 +295,7 @@ static void test_cluster(void **state)
 	    fx_create_scope(&cl, 0, "streams", "rs", "{\"shards\":1}"), 0);
 	assert_int_equal(
 	    fx_create_scope(&cl, 0, "caches", "rc", "{\"shards\":1}"), 0);
-	wait_settled(&cl, 0);
+	fx_wait_settled(&cl, 0);
 	unsigned L = fx_wait_scope_leader(&cl, 0, "streams", "rs", 0);
 	unsigned Lc = fx_wait_scope_leader(&cl, 0, "caches", "rc", 0);
 	assert_true(L != 0 && Lc != 0);

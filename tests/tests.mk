@@ -14,5 +14,5 @@ tests_integration_test_daemon_SOURCES = tests/integration/test_daemon.c
 tests_integration_test_daemon_LDADD = tests/integration/libharness.a \
 	$(CMOCKA_LIBS) $(DEP_LIBS)
 
-EXTRA_DIST += tests/interop/run.sh tests/interop/lib/node.mjs \
+EXTRA_DIST += tests/interop/run.sh tests/interop/lib/node.mjs tests/interop/lib/checks.mjs \
 	tests/interop/lib/felix.mjs tests/interop/lib/values.mjs

@@ -9,7 +9,8 @@
 // flow_claim_jobs_v1 codec. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
 
-import { logTail, nodes, startNode } from "./lib/node.mjs";
+import { startNode } from "./lib/node.mjs";
+import { check, runChecks } from "./lib/checks.mjs";
 import { norm, text } from "./lib/values.mjs";
 import { FerricStoreClient } from "@ferricstore/ferricstore";
 
@@ -39,10 +40,6 @@ async function metric(name) {
   return line ? Number(line.split(/\s+/).pop()) : NaN;
 }
 
-const checks = [];
-function check(name, fn) {
-  checks.push([name, fn]);
-}
 
 // Every per-item result of a *_MANY reply (or the whole "OK") is OK.
 function allOk(res, what) {
@@ -207,38 +204,4 @@ check("the compact Flow requests were served", async () => {
   assert.ok(replies >= 2, `compact Flow replies counted: ${replies}`);
 });
 
-let failed = 0;
-let client;
-try {
-  client = await connect();
-  for (const [name, fn] of checks) {
-    try {
-      await fn(client);
-      console.log(`ok   ${name}`);
-    } catch (error) {
-      failed++;
-      console.log(`FAIL ${name}: ${error && error.stack ? error.stack : error}`);
-    }
-  }
-} catch (error) {
-  failed++;
-  console.log(`FAIL connect: ${error && error.stack ? error.stack : error}`);
-} finally {
-  if (client) await client.close().catch(() => {});
-}
-if (failed > 0) {
-  for (const n of nodes) {
-    console.log(`--- ${n.name} log ---`);
-    console.log(logTail(n));
-  }
-}
-for (const n of nodes) {
-  if (n.exited) continue;
-  n.child.kill("SIGTERM");
-  await new Promise((r) => {
-    const t = setTimeout(r, 10000);
-    n.child.on("exit", () => { clearTimeout(t); r(); });
-    if (n.exited) { clearTimeout(t); r(); }
-  });
-}
-process.exit(failed > 0 ? 1 : 0);
+await runChecks(connect);

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 
-import { logTail, nodes, startNode } from "./lib/node.mjs";
+import { startNode } from "./lib/node.mjs";
+import { check, runChecks } from "./lib/checks.mjs";
 import { freeTcpPort } from "./lib/ports.mjs";
 import { norm, text } from "./lib/values.mjs";
 import { FerricStoreClient } from "@ferricstore/ferricstore";
@@ -29,10 +30,6 @@ async function connect(url = `ferric://127.0.0.1:${ports.fsnp}`, node = main) {
   }
 }
 
-const checks = [];
-function check(name, fn) {
-  checks.push([name, fn]);
-}
 
 check("ping", async (c) => {
   assert.equal(text(await c.ping()), "PONG");
@@ -297,38 +294,4 @@ check("TLS (ferrics://, dev certificate); require_tls refuses plaintext", async 
   secure.child.kill("SIGTERM");
 });
 
-let failed = 0;
-let client;
-try {
-  client = await connect();
-  for (const [name, fn] of checks) {
-    try {
-      await fn(client);
-      console.log(`ok   ${name}`);
-    } catch (error) {
-      failed++;
-      console.log(`FAIL ${name}: ${error && error.stack ? error.stack : error}`);
-    }
-  }
-} catch (error) {
-  failed++;
-  console.log(`FAIL connect: ${error && error.stack ? error.stack : error}`);
-} finally {
-  if (client) await client.close().catch(() => {});
-}
-if (failed > 0) {
-  for (const n of nodes) {
-    console.log(`--- ${n.name} log ---`);
-    console.log(logTail(n));
-  }
-}
-for (const n of nodes) {
-  if (n.exited) continue;
-  n.child.kill("SIGTERM");
-  await new Promise((r) => {
-    const t = setTimeout(r, 10000);
-    n.child.on("exit", () => { clearTimeout(t); r(); });
-    if (n.exited) { clearTimeout(t); r(); }
-  });
-}
-process.exit(failed > 0 ? 1 : 0);
+await runChecks(connect);

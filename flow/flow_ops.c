@@ -31,6 +31,23 @@ static const struct flow_opt *F(const struct flow_req *q, enum flow_field f)
 	return q->f[f].set ? &q->f[f] : NULL;
 }
 
+/* The request's lease_ms into *lease_ms when it has one (a positive
+ * integer, else the error and -1); *lease_ms is left as it is otherwise. */
+static int opt_lease_ms(const struct flow_req *q, int64_t *lease_ms,
+                        struct flow_err *err)
+{
+	const struct flow_opt *o = F(q, FF_LEASE_MS);
+	if (o == NULL) {
+		return 0;
+	}
+	if (o->i <= 0) {
+		E1("ERR flow lease_ms must be a positive integer");
+		return -1;
+	}
+	*lease_ms = o->i;
+	return 0;
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += UINT64_C(0x9E3779B97F4A7C15);
@@ -701,12 +718,8 @@ static int op_start_and_claim(struct fctx *c, const struct flow_req *q,
 		E1("ERR flow initial_state cannot be running or terminal");
 		return 1;
 	}
-	if ((o = F(q, FF_LEASE_MS)) != NULL) {
-		if (o->i <= 0) {
-			E1("ERR flow lease_ms must be a positive integer");
-			return 1;
-		}
-		lease_ms = o->i;
+	if (opt_lease_ms(q, &lease_ms, err) != 0) {
+		return 1;
 	}
 	if ((o = F(q, FF_RETURN)) != NULL) {
 		if (fsnp_bytes_eq(o->t, "jobs_compact") ||
@@ -1638,12 +1651,8 @@ static int op_extend(struct fctx *c, const struct flow_req *q,
 	bool ok_reply = false;
 	int rv;
 
-	if ((o = F(q, FF_LEASE_MS)) != NULL) {
-		if (o->i <= 0) {
-			E1("ERR flow lease_ms must be a positive integer");
-			return 1;
-		}
-		lease_ms = o->i;
+	if (opt_lease_ms(q, &lease_ms, err) != 0) {
+		return 1;
 	}
 	if ((o = F(q, FF_RETURN)) != NULL) {
 		if (fsnp_bytes_eq(o->t, "ok_on_success") ||
@@ -2875,12 +2884,8 @@ static int op_step_continue(struct fctx *c, const struct flow_req *q,
 	    updates(c, q, NULL, to, false, err) != 0) {
 		return 1;
 	}
-	if ((o = F(q, FF_LEASE_MS)) != NULL) {
-		if (o->i <= 0) {
-			E1("ERR flow lease_ms must be a positive integer");
-			return 1;
-		}
-		lease_ms = o->i;
+	if (opt_lease_ms(q, &lease_ms, err) != 0) {
+		return 1;
 	}
 	if ((o = F(q, FF_RETURN)) != NULL) {
 		if (fsnp_bytes_eq(o->t, "jobs_compact") ||

@@ -526,7 +526,7 @@ void node_print_endpoints(const struct node *n, int fd)
 	int len = snprintf(
 	    buf, sizeof buf,
 	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
-	    "  admin HTTP   http://%s:%u  (GET /healthz, /readyz)\n"
+	    "  admin HTTP   http://%s:%u  (dashboard at /; GET /healthz, /readyz)\n"
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (%s)\n"

@@ -242,6 +242,10 @@ static const struct opt opts[] = {
      3600000, "MS",
      "close an FSNP connection not authenticated after this long, when "
      "AUTH is required (default 10000; 0 never)"},
+    {"auth-max-failures", OPT_UINT, OFF(native.auth_max_failures), 4, 0,
+     1000000, "N",
+     "close an FSNP or Felix connection after N failed authentications "
+     "(default 10; 0 no limit)"},
     {"admin-token-file", OPT_STRING, OFF(admin_token_file),
      SZ(admin_token_file), 0, 0, "FILE",
      "file holding the bearer token every /v1/* admin request needs "
@@ -646,6 +650,7 @@ static void set_defaults(struct node_config *c)
 	c->native.maxclients = 10000;
 	c->native.protected_mode = true;
 	c->native.auth_timeout_ms = 10000;
+	c->native.auth_max_failures = 10;
 	c->native.max_frame_bytes = 16u << 20;
 	c->native.unauth_max_frame_bytes = 64u << 10;
 	c->native.frame_assembly_timeout_ms = 15000;

@@ -41,6 +41,9 @@ struct config_native {
 	/* Close a connection still unauthenticated after this long, when
 	 * AUTH is required; 0 never. */
 	uint64_t auth_timeout_ms;
+	/* Failed authentications one connection may make before it is
+	 * closed (FSNP AUTH, Felix auth streams); 0 no limit. */
+	unsigned auth_max_failures;
 	unsigned maxclients;
 	uint64_t max_frame_bytes;
 	uint64_t unauth_max_frame_bytes;

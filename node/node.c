@@ -403,6 +403,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		                        ? cfg->felix_jwt_audience
 		                        : NULL,
 		    .jwt_skew_s = cfg->felix_jwt_skew_s,
+		    .auth_max_failures = cfg->native.auth_max_failures,
 		    .sub_queue_bytes = (size_t)cfg->felix_sub_queue_bytes,
 		    .group_max_wait_ms = cfg->felix_group_max_wait_ms,
 		    .group_visibility_ms = cfg->felix_group_visibility_ms,
@@ -526,7 +527,8 @@ void node_print_endpoints(const struct node *n, int fd)
 	int len = snprintf(
 	    buf, sizeof buf,
 	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
-	    "  admin HTTP   http://%s:%u  (dashboard at /; GET /healthz, /readyz)\n"
+	    "  admin HTTP   http://%s:%u  (dashboard at /; GET /healthz, "
+	    "/readyz)\n"
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (%s)\n"

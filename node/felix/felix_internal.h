@@ -95,6 +95,7 @@ struct fconn {
 	struct fconn *prev, *next;
 	struct fstream *streams; /* client-opened bidi streams */
 	struct fsub *subs;       /* subscriptions and watches on this conn */
+	uint32_t auth_failures;  /* auth refused on its streams */
 	bool closing;
 };
 

@@ -1221,6 +1221,26 @@ static void handle_topology(struct fstream *st)
 
 /* ---- sessions ----------------------------------------------------------- */
 
+/* A refused auth ends its stream; the connection's `auth_max_failures`th
+ * ends the connection too, so guessing tokens costs a QUIC handshake every
+ * few tries rather than one stream each. */
+static void auth_refused(struct fstream *st, const char *msg)
+{
+	struct fconn *fc = st->conn;
+	struct felix_server *s = fc->srv;
+	unsigned max = s->cfg.auth_max_failures;
+	metric_add(s->m.auth_failures, 1);
+	stream_kill(st, msg);
+	if (max > 0 && ++fc->auth_failures >= max) {
+		log_info(s->log, "felix",
+		         "closing a connection after %u refused auths",
+		         fc->auth_failures);
+		conn_kill(fc, FELIX_APP_AUTH_FAILURES,
+		          "unauthorized: too many failed auth attempts on this "
+		          "connection");
+	}
+}
+
 static void handle_auth(struct fstream *st, struct felix_msg *m)
 {
 	struct felix_server *s = st->conn->srv;
@@ -1228,17 +1248,15 @@ static void handle_auth(struct fstream *st, struct felix_msg *m)
 	char msg[300];
 	if (strlen(a->tenant_id) >= sizeof st->tenant ||
 	    a->tenant_id[0] == '\0') {
-		metric_add(s->m.auth_failures, 1);
-		stream_kill(st, "unauthorized: tenant_id must be 1 to 255 "
-		                "bytes");
+		auth_refused(st, "unauthorized: tenant_id must be 1 to 255 "
+		                 "bytes");
 		return;
 	}
 	if (felix_auth_check(&s->auth, a->tenant_id, a->token, &st->grants, msg,
 	                     sizeof msg) != 0) {
-		metric_add(s->m.auth_failures, 1);
 		log_info(s->log, "felix", "auth refused for tenant '%.100s'",
 		         a->tenant_id);
-		stream_kill(st, msg);
+		auth_refused(st, msg);
 		return;
 	}
 	strcpy(st->tenant, a->tenant_id);

@@ -839,11 +839,24 @@ static void auth(struct fsnp_req *r, struct fsnp_bytes user,
                  struct fsnp_bytes pass)
 {
 	struct fsnp_conn *c = r->conn;
+	unsigned max = c->srv->lim.auth_max_failures;
 	if (!fsnp_acl_auth(c, user, pass)) {
 		fsnp_reply_error(r, FSNP_STATUS_AUTH, "auth",
 		                 "WRONGPASS invalid username-password pair or "
 		                 "user is disabled.",
 		                 false, 0);
+		/* Guessing costs a connection every `max` tries: the last
+		 * answer is written, then the connection closes. Counted
+		 * whatever happens in between, so a good AUTH on an account
+		 * of its own does not buy a guesser more tries. */
+		if (max > 0 && ++c->auth_failures >= max) {
+			r->close_after = true;
+			log_info(
+			    c->srv->log, "fsnp",
+			    "closing the connection from %s after %u failed "
+			    "AUTH attempts",
+			    c->peer, c->auth_failures);
+		}
 		return;
 	}
 	c->authenticated = true;

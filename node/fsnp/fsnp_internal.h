@@ -233,6 +233,7 @@ struct fsnp_conn {
 
 	/* session */
 	bool authenticated;
+	uint32_t auth_failures; /* AUTH answered WRONGPASS, never reset */
 	bool zlib;
 	bool compact_flow_responses;
 	uint32_t codecs; /* FSNP_CODEC_* */
@@ -447,6 +448,11 @@ bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
 bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
                          bool read, const uint8_t *id, size_t idlen,
                          const uint8_t *pk, size_t pklen);
+/* A Flow query (FLOW.QUERY) bound to partition key pk (NULL: across
+ * partitions), a plain query, EXPLAIN or EXPLAIN ANALYZE
+ * (acl_check_flow_query in node/auth/acl.h). */
+bool fsnp_acl_check_flow_query(struct fsnp_req *r, const uint8_t *pk,
+                               size_t pklen, bool explain, bool analyze);
 /* A planned command: its name and categories, then every key. */
 bool fsnp_acl_check_plan(struct fsnp_req *r);
 /* COMMAND_EXEC ACL ...: 0 planned (a meta group command in r->plan), 1

@@ -168,6 +168,92 @@ static void test_categories_and_commands(void **state)
 	acl_user_free(&u);
 }
 
+/* Runs acl_check_flow_query; the message into msg. */
+static int fq(const struct acl_user *u, const char *pk, bool explain,
+              bool analyze, char *msg, size_t cap)
+{
+	msg[0] = '\0';
+	return acl_check_flow_query(u, "u", (const uint8_t *)pk,
+	                            pk != NULL ? strlen(pk) : 0, explain,
+	                            analyze, msg, cap);
+}
+
+/* FLOW.QUERY is @flow @read; FLOW.QUERY.EXPLAIN is in no category but
+ * @all; EXPLAIN ANALYZE needs both; each needs read access to the
+ * partition (every key when the query spans partitions). */
+static void test_flow_query(void **state)
+{
+	struct acl_user u;
+	char msg[256];
+	(void)state;
+
+	user(&u, "on +@read allkeys");
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, NULL, false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to run "
+	                         "the 'flow.query.explain' command");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'flow.query.explain'"));
+	/* analyze alone is a plain query. */
+	assert_int_equal(fq(&u, "p1", false, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+
+	user(&u, "on +@flow allkeys");
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	acl_user_free(&u);
+
+	/* Explain by name: plans, but not rows; ANALYZE runs the query. */
+	user(&u, "on +flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to run "
+	                         "the 'flow.query' command");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'flow.query' command"));
+	acl_user_free(&u);
+
+	user(&u, "on +@read +flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+
+	/* +@all grants both; a -flow.query.explain after it takes it
+	 * back, and categories never do. */
+	user(&u, "on +@all allkeys");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+	user(&u, "on +@all -flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	acl_user_free(&u);
+	user(&u, "on +@all -@read -@flow allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), -1);
+	acl_user_free(&u);
+	user(&u, "on +flow.query +flow.query.explain allkeys -flow.query");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	acl_user_free(&u);
+
+	/* The partition: read access, and every key without one. */
+	user(&u, "on +@all %R~tenant-a* %W~w:*");
+	assert_int_equal(fq(&u, "tenant-a1", true, true, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "tenant-b", false, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to access "
+	                         "the 'tenant-b' key");
+	assert_int_equal(fq(&u, "tenant-b", true, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, "w:1", false, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, NULL, false, false, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'*' key"));
+	acl_user_free(&u);
+
+	/* The catalogue's categories. */
+	assert_true((ACL_CATS_FLOW_QUERY & ACL_CAT_FLOW) != 0);
+	assert_true((ACL_CATS_FLOW_QUERY & ACL_CAT_READ) != 0);
+	assert_int_equal(
+	    ACL_CATS_FLOW_QUERY_EXPLAIN & (ACL_CAT_FLOW | ACL_CAT_READ), 0);
+}
+
 static void test_keys(void **state)
 {
 	struct acl_user u;
@@ -359,6 +445,7 @@ int main(void)
 	    cmocka_unit_test(test_new_user_has_nothing),
 	    cmocka_unit_test(test_passwords),
 	    cmocka_unit_test(test_categories_and_commands),
+	    cmocka_unit_test(test_flow_query),
 	    cmocka_unit_test(test_keys),
 	    cmocka_unit_test(test_reset),
 	    cmocka_unit_test(test_bad_tokens),

@@ -73,6 +73,7 @@ static void test_security_options(void **state)
 	assert_int_equal(load(&c, plain, env, err), 0);
 	assert_true(c.native.protected_mode);
 	assert_int_equal(c.native.auth_timeout_ms, 10000);
+	assert_int_equal(c.native.auth_max_failures, 10);
 	assert_string_equal(c.admin_token_file, "");
 	const char *dev[] = {"lodestone", "--dev", NULL};
 	assert_int_equal(load(&c, dev, env, err), 0);
@@ -99,6 +100,14 @@ static void test_security_options(void **state)
 	assert_int_equal(c.native.auth_timeout_ms, 0);
 	const char *bad[] = {"lodestone", "--fsnp-auth-timeout-ms", "-1", NULL};
 	assert_int_not_equal(load(&c, bad, env, err), 0);
+	const char *fails[] = {"lodestone", "--auth-max-failures", "3", NULL};
+	assert_int_equal(load(&c, fails, env, err), 0);
+	assert_int_equal(c.native.auth_max_failures, 3);
+	const char *unlimited[] = {"lodestone", "--auth-max-failures=0", NULL};
+	assert_int_equal(load(&c, unlimited, env, err), 0);
+	assert_int_equal(c.native.auth_max_failures, 0);
+	const char *badf[] = {"lodestone", "--auth-max-failures", "x", NULL};
+	assert_int_not_equal(load(&c, badf, env, err), 0);
 }
 
 static void test_precedence(void **state)

@@ -254,6 +254,70 @@ static void test_flow_query(void **state)
 	    ACL_CATS_FLOW_QUERY_EXPLAIN & (ACL_CAT_FLOW | ACL_CAT_READ), 0);
 }
 
+/* What ACL_APPLY runs: tokens on top of the stored rules; the hashed
+ * form of a password token is the same rule. */
+static void test_merge(void **state)
+{
+	char out[1024], err[256], h[ACL_TOKEN_MAX + 1];
+	struct acl_token t[3];
+	struct acl_user u;
+	(void)state;
+
+	t[0] = (struct acl_token){"on", 2};
+	t[1] = (struct acl_token){"+@read", 6};
+	assert_int_equal(acl_rules_merge("app", 3, NULL, 0, t, 2, out,
+	                                 sizeof out, err, sizeof err),
+	                 (int)strlen("on +@read"));
+	assert_string_equal(out, "on +@read");
+	t[0] = (struct acl_token){"~k:*", 4};
+	const char *cur = "on +@read";
+	assert_true(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                            sizeof out, err, sizeof err) > 0);
+	assert_string_equal(out, "on ~k:* +@read");
+	/* A token that does not apply: -1, its message, never the token. */
+	t[0] = (struct acl_token){"+@nonsense", 10};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 sizeof out, err, sizeof err),
+	                 -1);
+	assert_non_null(strstr(err, "category"));
+	t[0] = (struct acl_token){"hunter2", 7};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 sizeof out, err, sizeof err),
+	                 -1);
+	assert_null(strstr(err, "hunter2"));
+	assert_int_equal(acl_rules_merge("", 0, NULL, 0, t, 0, out, sizeof out,
+	                                 err, sizeof err),
+	                 -1);
+	/* Too long for out. */
+	t[0] = (struct acl_token){"on", 2};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 4, err, sizeof err),
+	                 -1);
+
+	/* Hashed tokens. */
+	assert_int_equal(acl_token_hashed(">password", 9, h, sizeof h), 65);
+	assert_string_equal(h, "#5e884898da28047151d0e56f8dc6292773603d0d6aabb"
+	                       "dd62a11ef721d1542d8");
+	assert_int_equal(acl_token_hashed("<password", 9, h, sizeof h), 65);
+	assert_int_equal(h[0], '!');
+	assert_int_equal(acl_token_hashed("~a:*", 4, h, sizeof h), 4);
+	assert_string_equal(h, "~a:*");
+	assert_int_equal(acl_token_hashed("~a:*", 4, h, 4), -1);
+	user(&u, "on >password");
+	t[0] = (struct acl_token){h, 0};
+	assert_int_equal(acl_token_hashed("<password", 9, h, sizeof h), 65);
+	t[0].len = 65;
+	assert_true(acl_rules_merge("app", 3,
+	                            "on #5e884898da28047151d0e56f8dc6"
+	                            "292773603d0d6aabbdd62a11ef721d15"
+	                            "42d8",
+	                            68, t, 1, out, sizeof out, err,
+	                            sizeof err) > 0);
+	assert_string_equal(out, "on -@all");
+	assert_true(pass(&u, "password"));
+	acl_user_free(&u);
+}
+
 static void test_keys(void **state)
 {
 	struct acl_user u;
@@ -446,6 +510,7 @@ int main(void)
 	    cmocka_unit_test(test_passwords),
 	    cmocka_unit_test(test_categories_and_commands),
 	    cmocka_unit_test(test_flow_query),
+	    cmocka_unit_test(test_merge),
 	    cmocka_unit_test(test_keys),
 	    cmocka_unit_test(test_reset),
 	    cmocka_unit_test(test_bad_tokens),

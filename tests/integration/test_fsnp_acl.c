@@ -213,19 +213,22 @@ static void test_users_and_rules(void **state)
 	{
 		struct wbuf b;
 		struct fsnp_writer w;
-		struct wbuf items[3];
+		struct wbuf items[4];
 		const char *del_args[] = {"app:1"};
+		const char *esc_args[] = {"SETUSER", "app", "+@all", "allkeys"};
 		ftc_body(&items[0], "key=s", "app:1");
 		ftc_body(&items[1], "command=s args=a", "DEL", del_args, 1);
 		ftc_body(&items[2], "key=s value=s", "other", "v");
-		uint16_t ops[3] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
-		                   FSNP_OP_SET};
+		/* An escalation of its own rules through a member. */
+		ftc_body(&items[3], "command=s args=a", "ACL", esc_args, 4);
+		uint16_t ops[4] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
+		                   FSNP_OP_SET, FSNP_OP_COMMAND_EXEC};
 		wbuf_init(&b);
 		fsnp_w_init(&w, &b);
 		fsnp_w_map_begin(&w);
 		fsnp_w_key(&w, "commands");
 		fsnp_w_array_begin(&w);
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < 4; i++) {
 			struct fsnp_val v;
 			fsnp_w_map_begin(&w);
 			fsnp_w_key(&w, "opcode");
@@ -254,6 +257,7 @@ static void test_users_and_rules(void **state)
 		text[n] = '\0';
 		assert_non_null(strstr(text, "'del' command"));
 		assert_non_null(strstr(text, "'other' key"));
+		assert_non_null(strstr(text, "'acl' command"));
 		ftc_msg_free(&m);
 	}
 	/* Nothing of the pipeline's denied items ran. */
@@ -263,7 +267,9 @@ static void test_users_and_rules(void **state)
 	assert_int_equal(m.value.tag, FSNP_NIL);
 	ftc_msg_free(&m);
 
-	/* The administrator's view: hashes, never passwords. */
+	/* The administrator's view: hashes, never passwords (and app's
+	 * rules as it was given them: the pipeline's ACL member did
+	 * nothing). */
 	m = EXEC(&admin, "ACL", ls, 1);
 	assert_int_equal(m.status, 0);
 	assert_true(memmem(m.body, m.len, "user app on #", 13) != NULL);

@@ -850,12 +850,17 @@ static void auth(struct fsnp_req *r, struct fsnp_bytes user,
 		 * whatever happens in between, so a good AUTH on an account
 		 * of its own does not buy a guesser more tries. */
 		if (max > 0 && ++c->auth_failures >= max) {
+			uint64_t now = fsnp_now_ms(c->srv);
 			r->close_after = true;
-			log_info(
-			    c->srv->log, "fsnp",
-			    "closing the connection from %s after %u failed "
-			    "AUTH attempts",
-			    c->peer, c->auth_failures);
+			/* At most one line a second: guessers may be many. */
+			if (now >= c->srv->auth_closed_logged_ms + 1000) {
+				c->srv->auth_closed_logged_ms = now;
+				log_info(
+				    c->srv->log, "fsnp",
+				    "closing the connection from %s after %u "
+				    "failed AUTH attempts",
+				    c->peer, c->auth_failures);
+			}
 		}
 		return;
 	}

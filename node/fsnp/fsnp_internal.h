@@ -335,6 +335,7 @@ struct fsnp_server {
 	uint8_t *acl_last; /* the last ACL_LIST result loaded (owned) */
 	size_t acl_last_len;
 	uint64_t acl_denied_logged_ms;
+	uint64_t auth_closed_logged_ms; /* last close for failed AUTHs */
 
 	struct fsnp_server_stats stats;
 	struct metrics *metrics; /* the node's series (NULL: none) */

@@ -715,6 +715,9 @@ static void test_tenant_isolation_cluster(void **state)
 	                 0);
 	cache_put_ready(&fb[0], "c1", "k", "bv");
 	assert_int_equal(fx_counter_add(&fb[0], "c1", "k2", 5, &sum), 0);
+	/* Leaderships move to their preferred replicas after a start:
+	 * pick the leaders once they have. */
+	fx_wait_settled(&cl, 0);
 	unsigned ls = tb_leader(&cl, "streams", "orders");
 	unsigned lc = tb_leader(&cl, "caches", "c1");
 
@@ -774,6 +777,18 @@ static void test_tenant_isolation_cluster(void **state)
 	                               0, recs, 8, &nr),
 	                 0);
 	assert_int_equal(nr, 3);
+	/* A watch on the cache's leader sees a follower's forwarded
+	 * write. */
+	static struct fx_watch w;
+	struct felix_watch_request wr;
+	memset(&w, 0, sizeof w);
+	memset(&wr, 0, sizeof wr);
+	wr.key = "k4";
+	assert_int_equal(fx_watch(&fb[lc], &w, "c1", &wr), 0);
+	assert_int_equal(fx_cache_put(&fb[cf], "c1", "k4", "v4", false, 0), 0);
+	assert_int_equal(fx_watch_wait(&w, 1), 0);
+	assert_string_equal(w.keys[0], "k4");
+	fx_watch_free(&w);
 
 	for (unsigned i = 0; i < 3; i++) {
 		fx_close(&fb[i]);

@@ -1484,6 +1484,12 @@ static int acl_rules(void *data, struct store_slice name,
 	int rv;
 
 	(void)data;
+	if (tokens->n > ACL_SETUSER_TOKENS_MAX) {
+		snprintf(err, errlen,
+		         "ERR at most %d ACL rules in one ACL SETUSER",
+		         ACL_SETUSER_TOKENS_MAX);
+		return -1;
+	}
 	tok = malloc((tokens->n > 0 ? tokens->n : 1) * sizeof *tok);
 	if (tok == NULL) {
 		snprintf(err, errlen, "ERR out of memory");

@@ -29,13 +29,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ACL_NAME_MAX 64        /* bytes of a user name */
-#define ACL_PASSWORDS_MAX 16   /* passwords of one user */
-#define ACL_PATTERNS_MAX 64    /* key patterns of one user */
-#define ACL_CMD_RULES_MAX 128  /* command rules of one user */
-#define ACL_TOKEN_MAX 512      /* bytes of one rule token */
-#define ACL_USERS_MAX 1024     /* users in one table */
-#define ACL_DESCRIBE_MAX 65536 /* bytes of one user's description */
+#define ACL_NAME_MAX 64             /* bytes of a user name */
+#define ACL_PASSWORDS_MAX 16        /* passwords of one user */
+#define ACL_PATTERNS_MAX 64         /* key patterns of one user */
+#define ACL_CMD_RULES_MAX 128       /* command rules of one user */
+#define ACL_TOKEN_MAX 512           /* bytes of one rule token */
+#define ACL_USERS_MAX 1024          /* users in one table */
+#define ACL_DESCRIBE_MAX 65536      /* bytes of one user's description */
+#define ACL_SETUSER_TOKENS_MAX 1024 /* rule tokens of one ACL SETUSER */
 
 enum acl_cat {
 	ACL_CAT_READ = 1u << 0,
@@ -124,7 +125,8 @@ struct acl_token {
  * it: user `name`'s rules (`rules` NULL: a new user) with the `n` tokens
  * applied in order, described into out (NUL-ended). The length, or -1
  * with a message (never a token) when the name is bad, a token does not
- * apply or the result does not fit. Deterministic. */
+ * apply, there are more than ACL_SETUSER_TOKENS_MAX or the result does not
+ * fit. Deterministic. */
 int acl_rules_merge(const char *name, size_t nlen, const char *rules,
                     size_t rlen, const struct acl_token *tok, size_t n,
                     char *out, size_t cap, char *err, size_t errlen);

@@ -533,6 +533,12 @@ int acl_rules_merge(const char *name, size_t nlen, const char *rules,
 	struct acl_user u;
 	int rv = -1;
 
+	if (n > ACL_SETUSER_TOKENS_MAX) {
+		snprintf(err, errlen,
+		         "ERR at most %d ACL rules in one ACL SETUSER",
+		         ACL_SETUSER_TOKENS_MAX);
+		return -1;
+	}
 	if (acl_user_init(&u, name, nlen, err, errlen) != 0) {
 		return -1;
 	}

@@ -819,7 +819,13 @@ static int setuser(struct fsnp_req *r, struct fsnp_iter *it,
 			                   ? msg
 			                   : "ERR ACL rules must be binaries");
 		}
-		n++;
+		if (++n > ACL_SETUSER_TOKENS_MAX) {
+			acl_user_free(&u);
+			snprintf(msg, sizeof msg,
+			         "ERR at most %d ACL rules in one ACL SETUSER",
+			         ACL_SETUSER_TOKENS_MAX);
+			return acl_err(err, FSNP_STATUS_ERROR, msg);
+		}
 	}
 	rv = acl_user_describe(&u, desc, sizeof desc);
 	acl_user_free(&u);

@@ -288,6 +288,22 @@ static void test_merge(void **state)
 	assert_int_equal(acl_rules_merge("", 0, NULL, 0, t, 0, out, sizeof out,
 	                                 err, sizeof err),
 	                 -1);
+	/* At most ACL_SETUSER_TOKENS_MAX tokens. */
+	{
+		static struct acl_token many[ACL_SETUSER_TOKENS_MAX + 1];
+		for (size_t i = 0; i <= ACL_SETUSER_TOKENS_MAX; i++) {
+			many[i] = (struct acl_token){"on", 2};
+		}
+		assert_true(acl_rules_merge("app", 3, NULL, 0, many,
+		                            ACL_SETUSER_TOKENS_MAX, out,
+		                            sizeof out, err, sizeof err) > 0);
+		assert_int_equal(acl_rules_merge("app", 3, NULL, 0, many,
+		                                 ACL_SETUSER_TOKENS_MAX + 1,
+		                                 out, sizeof out, err,
+		                                 sizeof err),
+		                 -1);
+		assert_non_null(strstr(err, "at most"));
+	}
 	/* Too long for out. */
 	t[0] = (struct acl_token){"on", 2};
 	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,

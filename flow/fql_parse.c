@@ -583,10 +583,12 @@ static int check_shape(struct parser *p, uint32_t at_return, uint32_t at_order,
 		    "EXPLAIN plans a fresh query and takes no CURSOR.", NULL);
 	}
 	if (q->source == FQL_EVENTS) {
-		if (q->ret != FQL_RET_RECORDS) {
+		/* the seed fixes RECORD for point reads and RECORDS for
+		 * collections of runs only; history takes either */
+		if (q->ret == FQL_RET_COUNT) {
 			return fail_at(p, FQL_UNSUPPORTED_QUERY_SHAPE,
 			               at_return,
-			               "Event history returns RECORDS.", NULL);
+			               "Event history returns records.", NULL);
 		}
 		if (eq_run != 1 || run_ids != 1 ||
 		    q->npreds != 1 + partitions || eq_partition != partitions) {

@@ -6,7 +6,7 @@
  * A struct fql_query is self-contained after fql_parse (it copies the text
  * and unescaped strings into its own storage); after fql_bind its bound
  * values are views into the params map's encoding, which must outlive it.
- * It is large (about 40 KiB): allocate it, or keep it off small stacks. */
+ * It is large (about 53 KiB): allocate it, or keep it off small stacks. */
 #ifndef FLOW_FQL_PARSE_H
 #define FLOW_FQL_PARSE_H
 

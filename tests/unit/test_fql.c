@@ -96,6 +96,9 @@ static const struct {
      "FROM events WHERE partition_key = @p AND run_id = @id ORDER BY "
      "event_id ASC LIMIT 20 RETURN RECORDS (event_id, fields.status, "
      "fields['a b'])"},
+    {"FROM events WHERE run_id = 'r' ORDER BY event_id DESC LIMIT 1 "
+     "RETURN RECORD (fields)",
+     NULL},
     {"EXPLAIN FROM runs WHERE partition_key = @p ORDER BY updated_at_ms "
      "DESC LIMIT 10 RETURN RECORDS",
      NULL},
@@ -288,7 +291,7 @@ static const struct {
      "5 RETURN RECORDS",
      FQL_UNSUPPORTED_FIELD, 36, 1, 36},
     {"FROM events WHERE run_id = @id ORDER BY event_id LIMIT 5 RETURN "
-     "RECORD",
+     "COUNT",
      FQL_UNSUPPORTED_QUERY_SHAPE, 58, 1, 58},
     {"FROM events WHERE run_id = @id LIMIT 5 RETURN RECORDS",
      FQL_UNSUPPORTED_QUERY_SHAPE, 40, 1, 40},

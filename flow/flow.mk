@@ -12,7 +12,8 @@ flow_libflow_a_SOURCES = \
 	flow/fql_error.c flow/fql_error.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \
-	flow/fql_print.c flow/fql_print.h
+	flow/fql_print.c flow/fql_print.h \
+	flow/fql_shape.c flow/fql_shape.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)

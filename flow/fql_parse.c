@@ -1107,7 +1107,7 @@ int fql_bind(struct fql_query *q, const struct fsnp_val *params,
 	return 0;
 }
 
-/* ---- equality and shape ---- */
+/* ---- equality ---- */
 
 bool fql_query_equal(const struct fql_query *a, const struct fql_query *b)
 {
@@ -1147,77 +1147,4 @@ bool fql_query_equal(const struct fql_query *a, const struct fql_query *b)
 		}
 	}
 	return true;
-}
-
-static int field_cmp(const struct fql_field *a, const struct fql_field *b)
-{
-	if (a->id != b->id) {
-		return a->id < b->id ? -1 : 1;
-	}
-	uint32_t n = a->alen < b->alen ? a->alen : b->alen;
-	int c = n ? memcmp(a->a, b->a, n) : 0;
-	if (c != 0 || a->alen != b->alen) {
-		return c ? c : (a->alen < b->alen ? -1 : 1);
-	}
-	n = a->blen < b->blen ? a->blen : b->blen;
-	c = n ? memcmp(a->b, b->b, n) : 0;
-	if (c != 0 || a->blen != b->blen) {
-		return c ? c : (a->blen < b->blen ? -1 : 1);
-	}
-	return 0;
-}
-
-void fql_shape(const struct fql_query *q, struct fql_shape *s)
-{
-	memset(s, 0, sizeof *s);
-	s->mode = q->mode;
-	s->source = q->source;
-	s->kind = q->kind;
-	s->ret = q->ret;
-	for (uint32_t i = 0; i < q->npreds; i++) {
-		const struct fql_pred *pr = &q->preds[i];
-		if (pr->field.id == FQL_F_PARTITION_KEY &&
-		    pr->op == FQL_OP_EQ) {
-			s->partition = &pr->v[0];
-		} else if (pr->field.id == FQL_F_RUN_ID &&
-		           pr->op == FQL_OP_EQ && q->kind != FQL_K_COLLECTION &&
-		           q->kind != FQL_K_COUNT) {
-			s->run_id = &pr->v[0];
-		} else if (pr->op == FQL_OP_EQ || pr->op == FQL_OP_IN) {
-			/* insertion sort by field */
-			uint32_t j = s->neq++;
-			while (j > 0 && field_cmp(&s->eq[j - 1]->field,
-			                          &pr->field) > 0) {
-				s->eq[j] = s->eq[j - 1];
-				j--;
-			}
-			s->eq[j] = pr;
-		} else if (pr->op == FQL_OP_BETWEEN ||
-		           pr->op == FQL_OP_WINDOW) {
-			if (s->nranges++ == 0) {
-				s->range = pr;
-			} else {
-				s->range = NULL;
-			}
-		} else {
-			s->null[s->nnull++] = pr;
-		}
-	}
-	s->norder = q->norder;
-	s->order = q->order;
-	s->nproj = q->nproj;
-	s->proj = q->proj;
-	if (q->has_projection) {
-		for (uint32_t i = 0; i < q->nproj; i++) {
-			s->proj_bits |= 1u << fql_field_fqr_bit(q->proj[i].id);
-		}
-	} else if (q->ret != FQL_RET_COUNT) {
-		s->proj_bits = q->source == FQL_EVENTS
-		                   ? (1u << FSNP_FQR_F_EVENT_ID) |
-		                         (1u << FSNP_FQR_F_FIELDS)
-		                   : (1u << (FSNP_FQR_F_STATE_META + 1)) - 1;
-	}
-	s->has_limit = q->has_limit;
-	s->limit = q->limit;
-	s->has_cursor = q->has_cursor;
 }

@@ -194,36 +194,4 @@ const char *fql_field_name(enum fql_fid id);
 unsigned fql_field_fqr_bit(enum fql_fid id);
 bool fql_field_equal(const struct fql_field *a, const struct fql_field *b);
 
-/* What a planner matches against index shapes: no values, only where they
- * are. Pointers refer into the query. */
-struct fql_shape {
-	enum fql_mode mode;
-	enum fql_source source;
-	enum fql_kind kind;
-	enum fql_return ret;
-	const struct fql_value *partition; /* NULL when not given */
-	const struct fql_value *run_id;    /* point reads and history */
-	/* equality (= and IN) predicates other than partition_key and run_id,
-	 * sorted by field (id, then names) */
-	uint32_t neq;
-	const struct fql_pred *eq[FQL_MAX_PREDICATES];
-	/* the range (BETWEEN or FROM..TO) predicate, if exactly one */
-	const struct fql_pred *range;
-	uint32_t nranges;
-	/* IS NULL / IS MISSING predicates */
-	uint32_t nnull;
-	const struct fql_pred *null[FQL_MAX_PREDICATES];
-	uint32_t norder;
-	const struct fql_order *order;
-	uint32_t nproj;
-	const struct fql_field *proj;
-	uint32_t proj_bits; /* 0xA0 bitmap bits the projection fills; all
-	                     * run (0..17) or event (18, 19) bits without one */
-	bool has_limit;
-	uint32_t limit;
-	bool has_cursor;
-};
-
-void fql_shape(const struct fql_query *q, struct fql_shape *s);
-
 #endif /* FLOW_FQL_PARSE_H */

@@ -1,7 +1,7 @@
 /* Fuzz target: FQL1 query text. Whatever parses must print to canonical
  * text that parses back to the same query, print redacted,
- * summarize its shape, and bind against no parameters and against a map
- * naming every parameter; whatever fails must carry a known code and, for
+ * summarize and classify its shape, and bind against no parameters and against
+ * a map naming every parameter; whatever fails must carry a known code and, for
  * parse errors, a position inside the text (or just past its end). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "flow/fql_parse.h"
 #include "flow/fql_print.h"
+#include "flow/fql_shape.h"
 #include "wire/fsnp_value.h"
 
 #define CHECK(x)                                                               \
@@ -117,6 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fql_bind(&q1, NULL, &d) != 0) {
 		check_diag(&d, size, false);
 		CHECK(q1.nparams > 0);
+	} else {
+		CHECK(fql_shape_name(fql_shape_classify(&q1)) != NULL);
 	}
 	for (int text_params = 0; text_params < 2; text_params++) {
 		struct wbuf pb;
@@ -128,6 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_diag(&d, size, false);
 			CHECK(d.code != FQL_MISSING_PARAMETER &&
 			      d.code != FQL_UNEXPECTED_PARAMETER);
+		} else {
+			CHECK(fql_shape_name(fql_shape_classify(&q1)) != NULL);
 		}
 		wbuf_free(&pb);
 	}

@@ -14,6 +14,7 @@
 #include "flow/fql_error.h"
 #include "flow/fql_parse.h"
 #include "flow/fql_print.h"
+#include "flow/fql_shape.h"
 #include "wire/fsnp_fqr.h"
 #include "wire/fsnp_value.h"
 
@@ -934,6 +935,93 @@ static void test_shape(void **state)
 	assert_int_equal(s.proj_bits, 0);
 }
 
+/* Bound queries (literals only) and the shape they are advertised as. */
+static const struct {
+	const char *in;
+	enum fql_shape_id shape;
+} shapes[] = {
+    {"FROM runs WHERE run_id = 'r' RETURN RECORD", FQL_SHAPE_RUN_ID_RECORD},
+    {"FROM runs WHERE run_id = 'r' AND partition_key = 'p' RETURN RECORD",
+     FQL_SHAPE_PARTITION_RUN_ID_RECORD},
+    {"FROM events WHERE run_id = 'r' ORDER BY event_id LIMIT 5 RETURN "
+     "RECORDS",
+     FQL_SHAPE_EVENTS_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND state = 'queued' RETURN COUNT",
+     FQL_SHAPE_PREDICATES_COUNT},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state = "
+     "'queued' ORDER BY updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_TYPE_STATE_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state IN "
+     "('failed', 'completed') AND updated_at_ms FROM 0 TO 100 ORDER BY "
+     "updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_TYPE_TERMINALS_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state IN "
+     "('failed', 'queued') ORDER BY updated_at_ms DESC LIMIT 5 RETURN "
+     "RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' ORDER BY "
+     "updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND attribute.region = 'eu' ORDER "
+     "BY updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_METADATA_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND "
+     "state_meta.review.risk = 3 ORDER BY updated_at_ms DESC LIMIT 5 RETURN "
+     "RECORDS",
+     FQL_SHAPE_METADATA_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND state_meta.review.risk = 3 "
+     "ORDER BY updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state = "
+     "'running' AND lease_deadline_ms BETWEEN 0 AND 1000 ORDER BY "
+     "lease_deadline_ms ASC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_TYPE_RUNNING_LEASE_DEADLINE_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state = "
+     "'queued' AND lease_deadline_ms BETWEEN 0 AND 1000 ORDER BY "
+     "lease_deadline_ms ASC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND parent_flow_id = 'x' ORDER BY "
+     "updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PARENT_ORDERED},
+    {"FROM runs WHERE root_flow_id = 'x' AND partition_key = 'p' ORDER BY "
+     "updated_at_ms ASC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_ROOT_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND correlation_id = 'x' ORDER BY "
+     "updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_CORRELATION_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND correlation_id = 'x' ORDER BY "
+     "created_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state = 'q' "
+     "ORDER BY updated_at_ms DESC, priority DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+    {"FROM runs WHERE partition_key = 'p' AND type = 't' AND state = 'q' "
+     "AND updated_at_ms BETWEEN 10 AND 9007199254740992 ORDER BY "
+     "updated_at_ms DESC LIMIT 5 RETURN RECORDS",
+     FQL_SHAPE_PREDICATES_ORDERED},
+};
+
+static void test_shape_classify(void **state)
+{
+	(void)state;
+	struct fql_diag d;
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		assert_int_equal(parse(shapes[i].in, &d), 0);
+		assert_int_equal(fql_bind(&q, NULL, &d), 0);
+		enum fql_shape_id got = fql_shape_classify(&q);
+		if (got != shapes[i].shape) {
+			fail_msg("case %zu: %s, wanted %s", i,
+			         fql_shape_name(got),
+			         fql_shape_name(shapes[i].shape));
+		}
+	}
+	assert_string_equal(fql_shape_name(FQL_SHAPE_RUN_ID_RECORD),
+	                    "runs_by_run_id_record");
+	assert_string_equal(fql_shape_name(FQL_SHAPE_EVENTS_ORDERED),
+	                    "events_by_run_id_ordered_records");
+	assert_null(fql_shape_name(FQL_SHAPES));
+}
+
 static void test_field_bits(void **state)
 {
 	(void)state;
@@ -1060,6 +1148,7 @@ int main(void)
 	    cmocka_unit_test(test_version),
 	    cmocka_unit_test(test_redacted),
 	    cmocka_unit_test(test_shape),
+	    cmocka_unit_test(test_shape_classify),
 	    cmocka_unit_test(test_field_bits),
 	    cmocka_unit_test(test_error_table),
 	    cmocka_unit_test(test_error_map),

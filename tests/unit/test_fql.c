@@ -344,6 +344,76 @@ static void test_invalid(void **state)
 	assert_int_equal(bad, 0);
 }
 
+static void test_positions(void **state)
+{
+	(void)state;
+	struct fql_diag d;
+	/* a NUL byte outside a string */
+	static const char nul[] =
+	    "FROM runs WHERE run_id = @id\0 RETURN RECORD";
+	assert_int_equal(fql_parse(nul, sizeof nul - 1, &q, &d),
+	                 FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, 29);
+	/* inside a string it is a byte like any other */
+	static const char nul_str[] = "FROM runs WHERE run_id = 'a\0b' RETURN "
+	                              "RECORD";
+	assert_int_equal(fql_parse(nul_str, sizeof nul_str - 1, &q, &d), 0);
+	assert_int_equal(q.preds[0].v[0].len, 3);
+	/* CRLF lines; a 4-byte character is one column */
+	const char *crlf = "FROM runs\r\nWHERE run_id = '\xf0\x9f\x98\x80' "
+	                   "?";
+	assert_int_equal(parse(crlf, &d), FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, strlen(crlf));
+	assert_int_equal(d.line, 2);
+	assert_int_equal(d.column, 20);
+	/* the end of an incomplete query on a later line */
+	const char *end = "FROM runs\nWHERE\n";
+	assert_int_equal(parse(end, &d), FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, strlen(end) + 1);
+	assert_int_equal(d.line, 3);
+	assert_int_equal(d.column, 1);
+	/* overlong and surrogate encodings are not UTF-8 */
+	assert_int_equal(parse("FROM runs WHERE run_id = '\xc0\xaf' RETURN "
+	                       "RECORD",
+	                       &d),
+	                 FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, 27);
+	assert_int_equal(parse("FROM runs WHERE run_id = '\xed\xa0\x80' "
+	                       "RETURN RECORD",
+	                       &d),
+	                 FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, 27);
+	/* the widest integers */
+	assert_int_equal(parse("FROM runs WHERE partition_key = 'p' AND "
+	                       "priority BETWEEN -9223372036854775808 AND "
+	                       "9223372036854775807 RETURN COUNT",
+	                       &d),
+	                 0);
+	assert_true(q.preds[1].v[0].i == INT64_MIN);
+	assert_true(q.preds[1].v[1].i == INT64_MAX);
+	assert_int_equal(parse("FROM runs WHERE partition_key = 'p' AND "
+	                       "priority = 9223372036854775808 RETURN COUNT",
+	                       &d),
+	                 FQL_INVALID_PARAMETER_TYPE);
+	assert_int_equal(parse("FROM runs WHERE partition_key = 'p' AND "
+	                       "priority = -9223372036854775809 RETURN COUNT",
+	                       &d),
+	                 FQL_INVALID_PARAMETER_TYPE);
+	/* a 129-byte parameter name */
+	char text[400];
+	char name[130];
+	memset(name, 'n', 129);
+	name[129] = '\0';
+	snprintf(text, sizeof text,
+	         "FROM runs WHERE run_id = @%s RETURN RECORD", name);
+	assert_int_equal(parse(text, &d), FQL_INVALID_SYNTAX);
+	assert_int_equal(d.byte, 26);
+	name[128] = '\0';
+	snprintf(text, sizeof text,
+	         "FROM runs WHERE run_id = @%s RETURN RECORD", name);
+	assert_int_equal(parse(text, &d), 0);
+}
+
 /* ---- limits ---- */
 
 struct sb {
@@ -1134,6 +1204,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_valid),
 	    cmocka_unit_test(test_invalid),
+	    cmocka_unit_test(test_positions),
 	    cmocka_unit_test(test_limit_text),
 	    cmocka_unit_test(test_limit_tokens),
 	    cmocka_unit_test(test_limit_predicates),

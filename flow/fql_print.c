@@ -2,6 +2,7 @@
 #include "flow/fql_print.h"
 
 #include <inttypes.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -178,4 +179,24 @@ int fql_print(const struct fql_query *q, struct wbuf *out)
 int fql_print_redacted(const struct fql_query *q, struct wbuf *out)
 {
 	return print(q, true, out);
+}
+
+int fql_print_fingerprint(const struct fql_query *q, char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	struct wbuf b;
+	uint8_t md[SHA256_DIGEST_LENGTH];
+	wbuf_init(&b);
+	if (print(q, true, &b) != 0) {
+		wbuf_free(&b);
+		return -1;
+	}
+	SHA256(b.data, b.len, md);
+	wbuf_free(&b);
+	for (size_t i = 0; i < sizeof md; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+	return 0;
 }

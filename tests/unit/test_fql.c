@@ -917,6 +917,10 @@ static void test_version(void **state)
 
 /* ---- printer, shape ---- */
 
+/* sha256sum of "FROM runs WHERE run_id = ? RETURN RECORD" */
+#define FINGERPRINT_POINT                                                      \
+	"075437554f734516218fa26d5ca2508c36c7d2ff9bbf5ea3600b92b0f866a400"
+
 static void test_redacted(void **state)
 {
 	(void)state;
@@ -939,6 +943,18 @@ static void test_redacted(void **state)
 	        "50 CURSOR ? RETURN RECORDS (run_id, attribute['x y'])");
 	assert_string_equal(ra, rb);
 	assert_null(strstr(ra, "tenant"));
+	/* the fingerprint is the redacted text's SHA-256 */
+	char fa[65], fb[65];
+	assert_int_equal(parse(a, &d), 0);
+	assert_int_equal(fql_print_fingerprint(&q, fa), 0);
+	assert_int_equal(parse(b, &d), 0);
+	assert_int_equal(fql_print_fingerprint(&q, fb), 0);
+	assert_string_equal(fa, fb);
+	assert_int_equal(strlen(fa), 64);
+	assert_int_equal(
+	    parse("FROM runs WHERE run_id = 'x' RETURN RECORD", &d), 0);
+	assert_int_equal(fql_print_fingerprint(&q, fa), 0);
+	assert_string_equal(fa, FINGERPRINT_POINT);
 	free(ra);
 	free(rb);
 }

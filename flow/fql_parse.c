@@ -151,7 +151,7 @@ static void unescape(struct parser *p, const struct fql_token *t,
 	*len = n;
 }
 
-static bool unquoted_name_ok(const char *s, uint32_t len)
+bool fql_name_is_plain(const char *s, uint32_t len)
 {
 	if (len == 0 || len > FQL_MAX_METADATA_NAME ||
 	    (len >= 2 && s[0] == '_' && s[1] == '_')) {
@@ -284,19 +284,19 @@ static int parse_field(struct parser *p, enum field_use use,
 		uint32_t rlen = wlen - hlen - 1;
 		const char *dot2 = memchr(rest, '.', rlen);
 		if (word_eq_lower(w, hlen, "attribute") && dot2 == NULL &&
-		    unquoted_name_ok(rest, rlen)) {
+		    fql_name_is_plain(rest, rlen)) {
 			f->id = FQL_F_ATTRIBUTE;
 			f->a = rest;
 			f->alen = rlen;
 		} else if (word_eq_lower(w, hlen, "fields") && dot2 == NULL &&
-		           unquoted_name_ok(rest, rlen)) {
+		           fql_name_is_plain(rest, rlen)) {
 			f->id = FQL_F_FIELD;
 			f->a = rest;
 			f->alen = rlen;
 		} else if (word_eq_lower(w, hlen, "state_meta") &&
 		           dot2 != NULL &&
-		           unquoted_name_ok(rest, (uint32_t)(dot2 - rest)) &&
-		           unquoted_name_ok(
+		           fql_name_is_plain(rest, (uint32_t)(dot2 - rest)) &&
+		           fql_name_is_plain(
 		               dot2 + 1, rlen - (uint32_t)(dot2 - rest) - 1)) {
 			f->id = FQL_F_STATE_META_KEY;
 			f->a = rest;

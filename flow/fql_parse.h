@@ -193,5 +193,8 @@ const char *fql_field_name(enum fql_fid id);
  * state_meta, fields[x] fields. */
 unsigned fql_field_fqr_bit(enum fql_fid id);
 bool fql_field_equal(const struct fql_field *a, const struct fql_field *b);
+/* True when a metadata name can be written dotted: 1..64 bytes of
+ * [A-Za-z0-9_-], not starting with "__". */
+bool fql_name_is_plain(const char *s, uint32_t len);
 
 #endif /* FLOW_FQL_PARSE_H */

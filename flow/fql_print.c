@@ -6,22 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool plain_name(const char *s, uint32_t len)
-{
-	if (len == 0 || len > FQL_MAX_METADATA_NAME ||
-	    (len >= 2 && s[0] == '_' && s[1] == '_')) {
-		return false;
-	}
-	for (uint32_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '-')) {
-			return false;
-		}
-	}
-	return true;
-}
-
 static void quoted(struct wbuf *out, const char *s, size_t len)
 {
 	wbuf_put_u8(out, '\'');
@@ -48,7 +32,7 @@ int fql_print_field(const struct fql_field *f, struct wbuf *out)
 	case FQL_F_FIELD:
 		wbuf_append_str(out, f->id == FQL_F_ATTRIBUTE ? "attribute"
 		                                              : "fields");
-		if (plain_name(f->a, f->alen)) {
+		if (fql_name_is_plain(f->a, f->alen)) {
 			wbuf_put_u8(out, '.');
 			wbuf_append(out, f->a, f->alen);
 		} else {
@@ -57,7 +41,8 @@ int fql_print_field(const struct fql_field *f, struct wbuf *out)
 		break;
 	case FQL_F_STATE_META_KEY:
 		wbuf_append_str(out, "state_meta");
-		if (plain_name(f->a, f->alen) && plain_name(f->b, f->blen)) {
+		if (fql_name_is_plain(f->a, f->alen) &&
+		    fql_name_is_plain(f->b, f->blen)) {
 			wbuf_put_u8(out, '.');
 			wbuf_append(out, f->a, f->alen);
 			wbuf_put_u8(out, '.');

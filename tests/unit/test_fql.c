@@ -915,6 +915,104 @@ static void test_version(void **state)
 	                 FQL_UNSUPPORTED_QUERY_VERSION);
 }
 
+/* Queries as the official SDK's query builders and projection helper
+ * write them, with the parameters it sends: they parse, bind and take the
+ * fixed-index shapes. */
+struct sdk_param {
+	const char *name;
+	const char *str; /* NULL: the integer */
+	int64_t i;
+};
+
+static const struct {
+	const char *query;
+	struct sdk_param params[8];
+	enum fql_shape_id shape;
+} sdk[] = {
+    {"FROM runs WHERE partition_key = @partition AND type = @type AND state "
+     "= @state ORDER BY updated_at_ms DESC LIMIT 50 RETURN RECORDS",
+     {{"partition", "tenant-a", 0},
+      {"type", "email", 0},
+      {"state", "failed", 0}},
+     FQL_SHAPE_TYPE_STATE_ORDERED},
+    {"FROM runs WHERE partition_key = @partition_key AND type = @type AND "
+     "state = @state AND attribute['region'] = @attribute_0 AND "
+     "updated_at_ms BETWEEN @from_ms AND @to_ms ORDER BY updated_at_ms DESC "
+     "LIMIT 50 RETURN RECORDS",
+     {{"partition_key", "tenant-a", 0},
+      {"type", "email", 0},
+      {"state", "queued", 0},
+      {"attribute_0", "eu", 0},
+      {"from_ms", NULL, 0},
+      {"to_ms", NULL, 9007199254740991LL}},
+     FQL_SHAPE_METADATA_ORDERED},
+    {"FROM runs WHERE partition_key = @partition_key AND type = @type AND "
+     "state IN (@terminal_0, @terminal_1, @terminal_2) ORDER BY "
+     "updated_at_ms ASC LIMIT 100 RETURN RECORDS",
+     {{"partition_key", "tenant-a", 0},
+      {"type", "email", 0},
+      {"terminal_0", "completed", 0},
+      {"terminal_1", "failed", 0},
+      {"terminal_2", "cancelled", 0}},
+     FQL_SHAPE_TYPE_TERMINALS_ORDERED},
+    {"FROM runs WHERE partition_key = @partition_key AND type = @type AND "
+     "state = @state AND lease_deadline_ms BETWEEN @lease_from_ms AND "
+     "@lease_to_ms ORDER BY lease_deadline_ms ASC LIMIT 10 RETURN RECORDS",
+     {{"partition_key", "tenant-a", 0},
+      {"type", "email", 0},
+      {"state", "running", 0},
+      {"lease_from_ms", NULL, 0},
+      {"lease_to_ms", NULL, 1700000000000LL}},
+     FQL_SHAPE_TYPE_RUNNING_LEASE_DEADLINE_ORDERED},
+    {"FROM runs WHERE partition_key = @partition_key AND parent_flow_id = "
+     "@lineage_id ORDER BY updated_at_ms DESC LIMIT 50 RETURN RECORDS",
+     {{"partition_key", "tenant-a", 0}, {"lineage_id", "parent-1", 0}},
+     FQL_SHAPE_PARENT_ORDERED},
+    {"FROM runs WHERE partition_key = @partition_key AND type = @type AND "
+     "state_meta['review']['risk'] = @state_meta_0 ORDER BY updated_at_ms "
+     "DESC LIMIT 50 RETURN RECORDS",
+     {{"partition_key", "tenant-a", 0},
+      {"type", "email", 0},
+      {"state_meta_0", "high", 0}},
+     FQL_SHAPE_METADATA_ORDERED},
+    {"FROM runs WHERE run_id = @id RETURN RECORD (run_id, attribute['x'], "
+     "state_meta['s']['k'])",
+     {{"id", "run-1", 0}},
+     FQL_SHAPE_RUN_ID_RECORD},
+    {"FROM events WHERE run_id = @id ORDER BY event_id ASC LIMIT 100 RETURN "
+     "RECORDS (event_id, fields['status'])",
+     {{"id", "run-1", 0}},
+     FQL_SHAPE_EVENTS_ORDERED},
+};
+
+static void test_sdk_queries(void **state)
+{
+	(void)state;
+	struct fql_diag d;
+	for (size_t i = 0; i < sizeof sdk / sizeof sdk[0]; i++) {
+		struct params p;
+		if (parse(sdk[i].query, &d) != 0) {
+			fail_msg("case %zu: %s at byte %u", i,
+			         fql_code_name(d.code), d.byte);
+		}
+		params_begin(&p);
+		for (size_t k = 0; k < 8 && sdk[i].params[k].name; k++) {
+			fsnp_w_key(&p.w, sdk[i].params[k].name);
+			if (sdk[i].params[k].str != NULL) {
+				fsnp_w_str(&p.w, sdk[i].params[k].str);
+			} else {
+				fsnp_w_i64(&p.w, sdk[i].params[k].i);
+			}
+		}
+		if (fql_bind(&q, params_end(&p), &d) != 0) {
+			fail_msg("case %zu: bind: %s", i,
+			         fql_code_name(d.code));
+		}
+		assert_int_equal(fql_shape_classify(&q), sdk[i].shape);
+		wbuf_free(&p.b);
+	}
+}
+
 /* ---- printer, shape ---- */
 
 /* sha256sum of "FROM runs WHERE run_id = ? RETURN RECORD" */
@@ -1233,6 +1331,7 @@ int main(void)
 	    cmocka_unit_test(test_bind_values),
 	    cmocka_unit_test(test_bind_cursor),
 	    cmocka_unit_test(test_version),
+	    cmocka_unit_test(test_sdk_queries),
 	    cmocka_unit_test(test_redacted),
 	    cmocka_unit_test(test_shape),
 	    cmocka_unit_test(test_shape_classify),

@@ -8,7 +8,12 @@ flow_libflow_a_SOURCES = \
 	flow/flow_body.c flow/flow_body.h \
 	flow/flow_record.c flow/flow_record.h \
 	flow/flow_children.c flow/flow_children.h \
-	flow/flow_ops.c flow/flow_ops.h
+	flow/flow_ops.c flow/flow_ops.h \
+	flow/fql_error.c flow/fql_error.h \
+	flow/fql_lex.c flow/fql_lex.h \
+	flow/fql_parse.c flow/fql_parse.h \
+	flow/fql_print.c flow/fql_print.h \
+	flow/fql_shape.c flow/fql_shape.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
@@ -44,3 +49,17 @@ tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply
+
+# FQL1: the pure query language modules (lexer, parser and binder, printer,
+# errors); they use wire/ only.
+UNIT_TESTS += tests/unit/test_fql
+tests_unit_test_fql_SOURCES = tests/unit/test_fql.c
+tests_unit_test_fql_LDADD = flow/libflow.a wire/libwire.la $(DEP_LIBS) \
+	$(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_fql_parse
+tests_fuzz_fuzz_fql_parse_SOURCES = tests/fuzz/fuzz_fql_parse.c
+tests_fuzz_fuzz_fql_parse_LDADD = flow/libflow.a wire/libwire.la \
+	$(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fql_parse_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_fql_parse

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "flow/flow_gov_body.h"
 #include "wire/fsnp_opcode.h"
 
 enum ftype {
@@ -105,6 +106,7 @@ static const struct {
     [FF_FAILURE] = {"failure", 7, FT_TEXT},
     [FF_ON_CHILD_FAILED] = {"on_child_failed", 15, FT_TEXT},
     [FF_ON_PARENT_CLOSED] = {"on_parent_closed", 16, FT_TEXT},
+    [FF_SCOPE] = {"scope", 5, FT_TEXT},
 };
 
 /* The reference's option allow-list (sorted). */
@@ -591,6 +593,13 @@ int flow_body_decode(uint16_t opcode, const struct fsnp_val *body,
 
 	memset(req, 0, sizeof *req);
 	req->opcode = opcode;
+	if (flow_gov_opcode(opcode)) {
+		/* Governance fields and their errors come first. */
+		struct gov_req g;
+		if (flow_gov_body_decode(opcode, body, &g, err) != 0) {
+			return -1;
+		}
+	}
 	if (body->tag == FSNP_MAP) {
 		if (check_keys(body, positional_of(opcode), err) != 0) {
 			return -1;

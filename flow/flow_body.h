@@ -117,6 +117,7 @@ enum flow_field {
 	FF_FAILURE,
 	FF_ON_CHILD_FAILED,
 	FF_ON_PARENT_CLOSED,
+	FF_SCOPE, /* governance: budgets, circuits, limits */
 	FF_COUNT_FIELDS
 };
 

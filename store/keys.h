@@ -57,6 +57,8 @@ enum key_type {
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
 	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
 	                       * no due entry of the group is earlier */
+	K_FLOW_GOV = 0x48,    /* u8 kind + parts: governance records
+	                       * (flow/flow_gov_internal.h) */
 };
 
 /* Kinds of expiry index entries. */

@@ -33,6 +33,7 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/flow_route.h"
@@ -48,6 +49,7 @@ enum flow_kind {
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
+	FK_GOV,   /* a governance listing: every group, lists merged */
 };
 
 struct fsnp_flow {
@@ -153,6 +155,14 @@ static void reply_result(struct fsnp_req *r, int status, uint32_t group,
 		wbuf_reset(&r->reply);
 		r->custom = false;
 		wbuf_put_u16(&r->reply, FSNP_STATUS_OK);
+		wbuf_append(&r->reply, res + 2, len - 2);
+		return;
+	}
+	if (len > 2 && res[2] == FSNP_MAP) {
+		/* A governance denial: the map is the error value. */
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_put_u16(&r->reply, FSNP_STATUS_ERROR);
 		wbuf_append(&r->reply, res + 2, len - 2);
 		return;
 	}
@@ -483,6 +493,47 @@ static void merge_all(struct fsnp_req *r)
 	reply_result(r, SHARDS_OK, 1, f->res[0].data, f->res[0].len);
 }
 
+/* A governance listing asked of every group: lists concatenated up to
+ * the request's limit, overview counts summed (flow_gov_merge). */
+static void merge_gov(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *vals = calloc(f->n_res, sizeof *vals);
+	struct fsnp_val body;
+	struct gov_req q;
+	struct flow_err err;
+	struct fsnp_writer w;
+	if (vals == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &vals[i])) {
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
+			goto out;
+		}
+	}
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    flow_gov_body_decode(f->opcode, &body, &q, &err) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR, "ERR flow listing failed");
+		goto out;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_gov_merge(f->opcode, &q, vals, f->n_res, &w) != 0 ||
+	    fsnp_w_finish(&w) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR flow listing could not be merged");
+	}
+out:
+	free(vals);
+}
+
 static void merge_mget(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -656,6 +707,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
+	} else if (f->kind == FK_GOV) {
+		merge_gov(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
 		flow_woke(r);
@@ -725,6 +778,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 		/* Every part answered inside submit: merge now. */
 		if (f->kind == FK_MGET) {
 			merge_mget(r);
+		} else if (f->kind == FK_GOV) {
+			merge_gov(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
 		} else {
@@ -973,6 +1028,12 @@ static bool flow_acl_one(struct fsnp_req *r, const char *name, bool read,
 		return fsnp_acl_check_flow(r, name, strlen(name), read,
 		                           id->t.ptr, id->t.len, NULL, 0);
 	}
+	if (req->f[FF_SCOPE].set && req->f[FF_SCOPE].t.len > 0) {
+		/* Governance scopes route (and are checked) as partitions. */
+		return fsnp_acl_check_flow(
+		    r, name, strlen(name), read, NULL, 0,
+		    req->f[FF_SCOPE].t.ptr, req->f[FF_SCOPE].t.len);
+	}
 	return fsnp_acl_check_flow(r, name, strlen(name), read, NULL, 0,
 	                           (const uint8_t *)"*", 1);
 }
@@ -1085,6 +1146,11 @@ void fsnp_flow_start(struct fsnp_req *r)
 	default:
 		if (is_many(opcode)) {
 			start_batch(r, req, group);
+			goto out;
+		}
+		if (plen == 0 && flow_gov_fans_out(opcode)) {
+			f->kind = FK_GOV;
+			start_all(r);
 			goto out;
 		}
 		break;

@@ -66,3 +66,8 @@ tests_fuzz_fuzz_fql_parse_LDADD = flow/libflow.a wire/libwire.la \
 	$(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fql_parse_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fql_parse
+
+UNIT_TESTS += tests/unit/test_flow_gov
+tests_unit_test_flow_gov_SOURCES = tests/unit/test_flow_gov.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_gov_LDADD = $(FLOW_TEST_LDADD)

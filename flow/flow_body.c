@@ -593,13 +593,6 @@ int flow_body_decode(uint16_t opcode, const struct fsnp_val *body,
 
 	memset(req, 0, sizeof *req);
 	req->opcode = opcode;
-	if (flow_gov_opcode(opcode)) {
-		/* Governance fields and their errors come first. */
-		struct gov_req g;
-		if (flow_gov_body_decode(opcode, body, &g, err) != 0) {
-			return -1;
-		}
-	}
 	if (body->tag == FSNP_MAP) {
 		if (check_keys(body, positional_of(opcode), err) != 0) {
 			return -1;
@@ -616,6 +609,13 @@ int flow_body_decode(uint16_t opcode, const struct fsnp_val *body,
 		}
 	}
 	(void)has_opts;
+	if (flow_gov_opcode(opcode)) {
+		/* After the allow-list: the governance fields and errors. */
+		struct gov_req g;
+		if (flow_gov_body_decode(opcode, body, &g, err) != 0) {
+			return -1;
+		}
+	}
 	return finish(positional_of(opcode), req, err);
 }
 

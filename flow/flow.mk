@@ -40,6 +40,13 @@ tests_fuzz_fuzz_flow_body_LDADD = flow/libflow.a store/libstore.a \
 tests_fuzz_fuzz_flow_body_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_body
 
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_gov_body
+tests_fuzz_fuzz_flow_gov_body_SOURCES = tests/fuzz/fuzz_flow_gov_body.c
+tests_fuzz_fuzz_flow_gov_body_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_gov_body_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_gov_body
+
 UNIT_TESTS += tests/unit/test_flow_body
 tests_unit_test_flow_body_SOURCES = tests/unit/test_flow_body.c \
 	$(FLOW_TEST_UTIL)

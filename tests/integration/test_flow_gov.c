@@ -7,6 +7,8 @@
  *  - the budget's ledger lists every reservation decision in order;
  *  - an effect confirmed twice is applied once (one ledger event);
  *  - a stale fencing token (the flow was reclaimed) cannot confirm;
+ *  - an open circuit refuses reservations naming it, in the flow's shard
+ *    and (two-step protocol) in the other one;
  *  - limits, approvals (listed across shards), circuits and the
  *    overview; denial maps; bad bodies answered status 6. */
 #include <setjmp.h>
@@ -427,6 +429,92 @@ static void test_effects(void **state)
 	ftc_close(&c);
 }
 
+/* The shard of a flow id (pk NULL) or of a partition. */
+static int64_t shard_of(struct ftc *c, const char *id, const char *pk)
+{
+	struct ftc_msg m =
+	    pk != NULL
+	        ? call(c, FSNP_OP_ROUTE, "flow_id=s partition_key=s", id, pk)
+	        : call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+	int64_t s;
+	ok(&m);
+	s = ftc_map_int(&m.value, "shard");
+	ftc_msg_free(&m);
+	return s;
+}
+
+static struct ftc_msg reserve_effect(struct ftc *c, const char *id,
+                                     const char *key, const char *tok,
+                                     int64_t fen, const char *scope)
+{
+	return call(c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	            "id=s effect_key=s effect_type=s lease_token=s "
+	            "fencing_token=i operation_digest=s governance_scope=s",
+	            id, key, "charge", tok, fen, "d", scope);
+}
+
+/* A circuit in the flow's shard is checked in the reservation's apply
+ * (and the denial ledgered); one in the other shard by the two-step
+ * protocol (read first, nothing written on a denial). */
+static void test_circuit_across_shards(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char id[64], type[64], tok[128], same[64] = "", other[64] = "";
+	int64_t fen, fshard;
+	(void)state;
+	name(id, sizeof id, "cflow");
+	name(type, sizeof type, "ctype");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	fshard = shard_of(&c, id, NULL);
+	for (int i = 0; i < 64 && (same[0] == 0 || other[0] == 0); i++) {
+		char s[64], what[16];
+		snprintf(what, sizeof what, "cb%d", i);
+		name(s, sizeof s, what);
+		if (shard_of(&c, "x", s) == fshard) {
+			strcpy(same, s);
+		} else {
+			strcpy(other, s);
+		}
+	}
+	assert_true(same[0] != 0 && other[0] != 0);
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	claim(&c, type, 30000, false, tok, &fen);
+	for (int k = 0; k < 2; k++) {
+		m = call(&c, FSNP_OP_FLOW_CIRCUIT_OPEN, "scope=s open_ms=i",
+		         k ? other : same, (int64_t)600000);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	m = reserve_effect(&c, id, "e1", tok, fen, same);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	ftc_msg_free(&m);
+	m = reserve_effect(&c, id, "e1", tok, fen, other);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	assert_true(ftc_map_str(&m.value, "scope", other));
+	assert_true(ftc_map_int(&m.value, "retry_after_ms") > 0);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id, "e1");
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	/* Closed: the reservation goes through (step 2). */
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_CLOSE, "scope=s", other);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = reserve_effect(&c, id, "e1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "reserved"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER, "id=s", id);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 2);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
 static void test_objects_raw(void **state)
 {
 	struct ftc c;
@@ -582,6 +670,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_objects_raw),
 	    cmocka_unit_test(test_effects),
+	    cmocka_unit_test(test_circuit_across_shards),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};
 	return cmocka_run_group_tests_name("flow governance, 3 nodes", tests,

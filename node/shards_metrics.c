@@ -15,6 +15,7 @@
 #include "raft/io.h"
 #include "raft/transport.h"
 #include "raft/xfer.h"
+#include "store/cfstats.h"
 #include "store/db.h"
 #include "store/dwrite.h"
 #include "store/rowcache.h"
@@ -264,69 +265,6 @@ static void raft_log(struct shards *s, struct metrics_out *o)
 	           rs.snapshots_installed);
 }
 
-/* The sum of the "Comp(cnt)" column of the level table's Sum row and of
- * the "Stalls(count):" line's counts, from the text of
- * rocksdb.cfstats-no-file-histogram (no integer property holds them).
- * Missing parts leave the values at 0. */
-static void parse_cfstats(const char *text, uint64_t *compactions,
-                          uint64_t *stalls)
-{
-	int col = -1;
-	const char *line = text;
-
-	*compactions = *stalls = 0;
-	while (line != NULL && *line != '\0') {
-		const char *end = strchr(line, '\n');
-		size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-		char buf[1024];
-		char *tok, *save = NULL;
-		int i = 0;
-
-		if (len >= sizeof buf) {
-			len = sizeof buf - 1;
-		}
-		memcpy(buf, line, len);
-		buf[len] = '\0';
-		line = end != NULL ? end + 1 : NULL;
-		tok = strtok_r(buf, " \t", &save);
-		if (tok == NULL) {
-			continue;
-		}
-		if (strcmp(tok, "Level") == 0 && col < 0) {
-			/* "Size" is one header token but two in the rows
-			 * ("1.22 GB"). */
-			int extra = 0;
-			for (i = 1; (tok = strtok_r(NULL, " \t", &save)); i++) {
-				if (strcmp(tok, "Size") == 0) {
-					extra = 1;
-				}
-				if (strcmp(tok, "Comp(cnt)") == 0) {
-					col = i + extra;
-					break;
-				}
-			}
-		} else if (strcmp(tok, "Sum") == 0 && col > 0 &&
-		           *compactions == 0) {
-			for (i = 1; (tok = strtok_r(NULL, " \t", &save)); i++) {
-				if (i == col) {
-					*compactions = strtoull(tok, NULL, 10);
-					break;
-				}
-			}
-		} else if (strcmp(tok, "Stalls(count):") == 0) {
-			/* "N reason, N reason, ..., interval N total count" */
-			while ((tok = strtok_r(NULL, " \t,", &save))) {
-				if (strcmp(tok, "interval") == 0) {
-					break;
-				}
-				if (tok[0] >= '0' && tok[0] <= '9') {
-					*stalls += strtoull(tok, NULL, 10);
-				}
-			}
-		}
-	}
-}
-
 static void rocksdb(struct shards *s, struct metrics_out *o)
 {
 	static const struct {
@@ -387,7 +325,10 @@ static void rocksdb(struct shards *s, struct metrics_out *o)
 			              s->db->db, cfs[c].cf,
 			              "rocksdb.cfstats-no-file-histogram");
 			if (text != NULL) {
-				parse_cfstats(text, &comp[c], &stall[c]);
+				struct store_cfstats cs;
+				store_cfstats_parse(text, strlen(text), &cs);
+				comp[c] = cs.compactions;
+				stall[c] = cs.stalls;
 				rocksdb_free(text);
 			}
 		}

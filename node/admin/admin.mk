@@ -43,3 +43,9 @@ tests_integration_test_metrics_SOURCES = tests/integration/test_metrics.c \
 tests_integration_test_metrics_LDADD = tests/integration/libfelixutil.a \
 	tests/integration/libharness.a $(CLIENT_LIBS) wire/libwire.la \
 	$(CMOCKA_LIBS) $(DEP_LIBS)
+
+# Unit: the metrics registry's exposition text.
+UNIT_TESTS += tests/unit/test_admin_metrics
+tests_unit_test_admin_metrics_SOURCES = tests/unit/test_admin_metrics.c \
+	node/admin/metrics.c node/admin/metrics.h
+tests_unit_test_admin_metrics_LDADD = $(CMOCKA_LIBS)

@@ -632,6 +632,7 @@ refuse:
 			publish_reply(e, false, err);
 		}
 	} else {
+		s->m.kind_requests[REQ_PUBLISH]++; /* no request made */
 		metric_add(s->m.publish_errors, 1);
 	}
 	return true;

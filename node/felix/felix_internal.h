@@ -29,6 +29,8 @@ struct freq;
 struct gwait;
 struct scope_info;
 
+/* What a request (struct freq, below) is; also the opcode label of the
+ * per-type metrics (felix_server.c). */
 enum req_kind {
 	REQ_REPLY = 0, /* an answer known at once */
 	REQ_LOOKUP,    /* a scope lookup (not in the reply queue) */

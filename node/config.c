@@ -250,6 +250,10 @@ static const struct opt opts[] = {
      SZ(admin_token_file), 0, 0, "FILE",
      "file holding the bearer token every /v1/* admin request needs "
      "(default: none)"},
+    {"metrics-max-groups", OPT_UINT, OFF(metrics_max_groups), 8, 0, 1u << 20,
+     "N",
+     "/metrics lists per-group Raft series while the node replicates at "
+     "most N groups; above, aggregates only (default 256)"},
     {"fsnp-trusted-request-context-users", OPT_STRING,
      OFF(native.trusted_request_context_users),
      SZ(native.trusted_request_context_users), 0, 0, "USER,...",
@@ -637,6 +641,7 @@ static void set_defaults(struct node_config *c)
 	c->shards = 8;
 	c->auto_create_shards = 4;
 	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;
+	c->metrics_max_groups = 256;
 	c->felix_group_max_wait_ms = 30000;
 	c->felix_group_visibility_ms = 30000;
 	c->felix_group_max_attempts = 5;

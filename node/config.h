@@ -112,6 +112,9 @@ struct node_config {
 	/* The bearer token every /v1/... admin request needs: the file's first
 	 * line; "" = none (docs/security.md). */
 	char admin_token_file[CONFIG_PATH_MAX];
+	/* GET /metrics lists lodestone_raft_group_* series per group up to
+	 * this many local groups; above it only aggregates. */
+	uint64_t metrics_max_groups;
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
 	/* Mutual TLS on the internal listener (all three or none; --dev

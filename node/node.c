@@ -167,6 +167,16 @@ static int on_group_hash(void *data, const struct admin_request *req,
 	return admin_reply_json(reply, 200, body);
 }
 
+/* The core's families at each scrape (the rooms register their own). */
+static void collect_core(void *data, struct metrics_out *o)
+{
+	struct node *n = data;
+	if (n->shards != NULL) {
+		shards_metrics(n->shards, o,
+		               (unsigned)n->cfg.metrics_max_groups);
+	}
+}
+
 static int on_metrics(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
 {
@@ -296,6 +306,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	metrics_init(&n->metrics);
 	n->m_uptime = metrics_gauge(&n->metrics, "lodestone_uptime_seconds",
 	                            "Seconds since the node started", NULL);
+	metrics_add_collector(&n->metrics, collect_core, n);
 	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
 		goto err_loop;
 	}

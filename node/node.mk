@@ -12,7 +12,8 @@ node_libnode_a_SOURCES = \
 	node/log.c node/log.h \
 	node/membership.c node/membership.h \
 	node/node.c node/node.h \
-	node/shards.c node/shards.h node/shards_internal.h
+	node/shards.c node/shards.h node/shards_internal.h \
+	node/shards_metrics.c
 
 bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c

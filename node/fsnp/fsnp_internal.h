@@ -252,6 +252,11 @@ struct fsnp_gwait {
 	struct fsnp_op *head, *tail;
 };
 
+/* Per-opcode metric slots: the opcode table's entries, then one for
+ * unknown opcodes (the table has fewer than FSNP_METRIC_OPS entries). */
+#define FSNP_METRIC_OPS 192
+#define FSNP_METRIC_STATUSES 8
+
 struct fsnp_server {
 	uv_loop_t *loop;
 	struct shards *shards;
@@ -339,9 +344,21 @@ struct fsnp_server {
 
 	struct fsnp_server_stats stats;
 	struct metrics *metrics; /* the node's series (NULL: none) */
-	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
+	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy,
 	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
+	/* lodestone_fsnp_errors_total by status (index: the status; 0, OK,
+	 * unused). */
+	struct metric *m_errors[FSNP_METRIC_STATUSES];
+	/* Per opcode, rendered by a collector (index: the opcode table's,
+	 * fsnp_metric_slot): top-level requests received and their latency
+	 * from arrival to the reply. */
+	uint64_t op_requests[FSNP_METRIC_OPS];
+	struct metric_hist op_latency[FSNP_METRIC_OPS];
 };
+
+/* The per-opcode metrics slot of `opcode`: its index in the opcode table,
+ * or the last slot for unknown opcodes. */
+unsigned fsnp_metric_slot(uint16_t opcode);
 
 /* --- fsnp_server.c ----------------------------------------------------- */
 

@@ -8,7 +8,11 @@ flow_libflow_a_SOURCES = \
 	flow/flow_body.c flow/flow_body.h \
 	flow/flow_record.c flow/flow_record.h \
 	flow/flow_children.c flow/flow_children.h \
-	flow/flow_ops.c flow/flow_ops.h
+	flow/flow_ops.c flow/flow_ops.h \
+	flow/tz.c flow/tz.h \
+	flow/cron.c flow/cron.h \
+	flow/flow_sched_def.c flow/flow_sched_def.h \
+	flow/flow_schedule.c flow/flow_schedule.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
@@ -44,3 +48,8 @@ tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply
+
+UNIT_TESTS += tests/unit/test_flow_cron
+tests_unit_test_flow_cron_SOURCES = tests/unit/test_flow_cron.c \
+	tests/unit/test_flow_cron_table.h
+tests_unit_test_flow_cron_LDADD = flow/libflow.a $(CMOCKA_LIBS)

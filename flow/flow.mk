@@ -51,5 +51,5 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply
 
 UNIT_TESTS += tests/unit/test_flow_cron
 tests_unit_test_flow_cron_SOURCES = tests/unit/test_flow_cron.c \
-	tests/unit/test_flow_cron_table.h
+	tests/unit/flow_cron_table.h
 tests_unit_test_flow_cron_LDADD = flow/libflow.a $(CMOCKA_LIBS)

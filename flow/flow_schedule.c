@@ -1225,22 +1225,24 @@ static void create_body(struct fsnp_writer *w, const struct flow_sched_rec *r,
 	fsnp_w_map_end(w);
 }
 
+/* Writes the outbox entry of a fire; its key (after group and type) and
+ * value are left in `key` and `val` for the reply. */
 static int outbox_put(struct sctx *c, const struct flow_sched_rec *r,
                       int64_t due, struct fsnp_bytes target_id,
-                      struct fsnp_bytes target_part)
+                      struct fsnp_bytes target_part, struct sbuf *key,
+                      struct wbuf *val)
 {
-	struct wbuf body, val;
+	struct wbuf body;
 	struct fsnp_writer w;
 	int rv = 0;
 	wbuf_init(&body);
-	wbuf_init(&val);
 	fsnp_w_init(&w, &body);
 	create_body(&w, r, target_id, c->now);
 	if (fsnp_w_finish(&w) != 0 || body.oom) {
 		rv = -1;
 		goto out;
 	}
-	fsnp_w_init(&w, &val);
+	fsnp_w_init(&w, val);
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "schedule_id");
 	fsnp_w_bin(&w, r->s[SS_ID].ptr, r->s[SS_ID].len);
@@ -1253,22 +1255,24 @@ static int outbox_put(struct sctx *c, const struct flow_sched_rec *r,
 	fsnp_w_key(&w, "body");
 	fsnp_w_bin(&w, body.data, body.len);
 	fsnp_w_map_end(&w);
-	if (fsnp_w_finish(&w) != 0 || val.oom) {
+	if (fsnp_w_finish(&w) != 0 || val->oom) {
 		rv = -1;
 		goto out;
 	}
 	key_out(&c->key, c->group, r->s[SS_PART], r->s[SS_ID], due);
-	store_tx_put(c->tx, c->key.p, c->key.len, val.data, val.len);
+	store_tx_put(c->tx, c->key.p, c->key.len, val->data, val->len);
+	sbuf_reset(key);
+	sbuf_add(key, c->key.p + 5, c->key.len - 5);
 out:
 	wbuf_free(&body);
-	wbuf_free(&val);
 	return rv;
 }
 
 static void item_result(struct fsnp_writer *w, struct fsnp_bytes id,
                         const char *result, struct fsnp_bytes target_id,
                         int64_t coalesced, const char *error,
-                        const char *reason, const struct flow_sched_rec *r)
+                        const char *reason, const struct flow_sched_rec *r,
+                        const struct sbuf *okey, const struct wbuf *oval)
 {
 	fsnp_w_map_begin(w);
 	fsnp_w_key(w, "id");
@@ -1297,6 +1301,21 @@ static void item_result(struct fsnp_writer *w, struct fsnp_bytes id,
 	} else {
 		fsnp_w_nil(w);
 	}
+	if (okey != NULL) {
+		struct fsnp_val v;
+		fsnp_w_key(w, "outbox");
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "key");
+		fsnp_w_bin(w, okey->p, okey->len);
+		fsnp_w_key(w, "entry");
+		if (fsnp_value_decode(oval->data, oval->len, NULL, &v, NULL) ==
+		    0) {
+			fsnp_w_val(w, &v);
+		} else {
+			fsnp_w_nil(w);
+		}
+		fsnp_w_map_end(w);
+	}
 	fsnp_w_map_end(w);
 }
 
@@ -1312,6 +1331,9 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	char reason[FLOW_SCHED_ID_MAX + 64];
 	const char *reason_p = NULL, *err_p = NULL, *result;
 	char errbuf[FLOW_SCHED_ID_MAX + 96];
+	struct sbuf okey;
+	struct wbuf oval;
+	bool fired = false;
 	int found;
 
 	if (fsnp_map_bin(it, "id", &id) != 0 ||
@@ -1323,8 +1345,8 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	    fsnp_map_bin(it, "error", &error) != 0) {
 		item_result(w, (struct fsnp_bytes){NULL, 0}, "stale",
 		            (struct fsnp_bytes){NULL, 0}, 0,
-		            "ERR flow schedule fire item malformed", NULL,
-		            NULL);
+		            "ERR flow schedule fire item malformed", NULL, NULL,
+		            NULL, NULL);
 		return 0;
 	}
 	if (fsnp_map_get(it, "next_run_at_ms", &v) == 0 &&
@@ -1348,24 +1370,27 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	}
 	if (found == 0) {
 		item_result(w, id, "error", (struct fsnp_bytes){NULL, 0}, 0,
-		            "ERR flow schedule not found", NULL, NULL);
+		            "ERR flow schedule not found", NULL, NULL, NULL,
+		            NULL);
 		return 0;
 	}
 	if (!flow_sched_is(&old, SS_STATE, "active")) {
 		item_result(w, id, manual ? "error" : "stale",
 		            (struct fsnp_bytes){NULL, 0}, 0,
 		            manual ? "ERR flow schedule is not active" : NULL,
-		            NULL, &old);
+		            NULL, &old, NULL, NULL);
 		return 0;
 	}
 	if (old.i[SI_VERSION] != version) {
 		/* Planned against an older state: another fire (or a pause,
 		 * resume, overwrite) came first. */
 		item_result(w, id, "stale", (struct fsnp_bytes){NULL, 0}, 0,
-		            NULL, NULL, &old);
+		            NULL, NULL, &old, NULL, NULL);
 		return 0;
 	}
 	r = old;
+	sbuf_init(&okey);
+	wbuf_init(&oval);
 	snprintf(reason, sizeof reason, "previous target still active: %.*s",
 	         (int)old.s[SS_LAST_TARGET_ID].len,
 	         old.s[SS_LAST_TARGET_ID].ptr != NULL
@@ -1379,9 +1404,11 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.s[SS_LAST_TARGET_ID] = target_id;
 		r.s[SS_LAST_TARGET_PART] = target_part;
 		r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] = -1;
-		if (outbox_put(c, &r, due, target_id, target_part) != 0) {
-			return -1;
+		if (outbox_put(c, &r, due, target_id, target_part, &okey,
+		               &oval) != 0) {
+			goto oom;
 		}
+		fired = true;
 	} else if (fsnp_bytes_eq(outcome, "skip")) {
 		result = "skipped";
 		reason_p = reason;
@@ -1456,10 +1483,17 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	r.i[SI_UPDATED_AT_MS] = c->now;
 	r.i[SI_VERSION] = old.i[SI_VERSION] + 1;
 	if (rec_save(c, &old, &r) != 0) {
-		return -1;
+		goto oom;
 	}
-	item_result(w, id, result, target_id, coalesced, err_p, reason_p, &r);
+	item_result(w, id, result, target_id, coalesced, err_p, reason_p, &r,
+	            fired ? &okey : NULL, fired ? &oval : NULL);
+	sbuf_free(&okey);
+	wbuf_free(&oval);
 	return 0;
+oom:
+	sbuf_free(&okey);
+	wbuf_free(&oval);
+	return -1;
 }
 
 static int op_record(struct sctx *c, const struct fsnp_val *body,

@@ -26,7 +26,7 @@ struct next_case {
 
 static const struct next_case next_cases[] = {
 /* The table rows: expression, zone, after (ms), expected (ms). */
-#include "tests/unit/test_flow_cron_table.h"
+#include "tests/unit/flow_cron_table.h"
 };
 
 static void test_next_table(void **state)

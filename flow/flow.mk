@@ -53,3 +53,8 @@ UNIT_TESTS += tests/unit/test_flow_cron
 tests_unit_test_flow_cron_SOURCES = tests/unit/test_flow_cron.c \
 	tests/unit/flow_cron_table.h
 tests_unit_test_flow_cron_LDADD = flow/libflow.a $(CMOCKA_LIBS)
+
+UNIT_TESTS += tests/unit/test_flow_schedule
+tests_unit_test_flow_schedule_SOURCES = tests/unit/test_flow_schedule.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_schedule_LDADD = $(FLOW_TEST_LDADD)

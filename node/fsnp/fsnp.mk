@@ -102,6 +102,13 @@ tests_integration_test_flow_SOURCES = \
 	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
 
+# FerricFlow schedules and the built-in scheduler on 3 nodes (a leader
+# killed under an interval schedule).
+INTEGRATION_TESTS += tests/integration/test_flow_schedule
+tests_integration_test_flow_schedule_SOURCES = \
+	tests/integration/test_flow_schedule.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_schedule_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

@@ -58,3 +58,11 @@ UNIT_TESTS += tests/unit/test_flow_schedule
 tests_unit_test_flow_schedule_SOURCES = tests/unit/test_flow_schedule.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_schedule_LDADD = $(FLOW_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_schedule
+tests_fuzz_fuzz_flow_schedule_SOURCES = tests/fuzz/fuzz_flow_schedule.c \
+	tests/fuzz/fuzz_store_db.c tests/fuzz/fuzz_store_db.h
+tests_fuzz_fuzz_flow_schedule_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_schedule_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_schedule

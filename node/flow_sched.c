@@ -11,6 +11,7 @@
 #include "node/log.h"
 #include "node/shards.h"
 #include "store/result.h"
+#include "store/store.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
@@ -905,6 +906,55 @@ static void on_tick_done(void *data, int status, const uint8_t *value,
 	sched_maybe_free(fs);
 }
 
+/* Whether group g (led here) may have work: a local read of its due
+ * schedules and outbox, without a leadership round. A stale answer is
+ * harmless: the pass itself reads linearizably and records only at the
+ * versions it read. */
+static bool group_has_work(struct flow_scheduler *fs, uint32_t g,
+                           uint64_t now)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct fsm_result out = {NULL, 0};
+	struct fsnp_val v, list;
+	uint8_t *cmd = NULL;
+	size_t n = 0;
+	bool work = true;
+
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "now_ms");
+	fsnp_w_i64(&w, (int64_t)now);
+	fsnp_w_key(&w, "limit");
+	fsnp_w_i64(&w, 1);
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom ||
+	    flow_sched_cmd_wrap(FLOW_SCHED_KIND_SCAN, fs->skew, b.data, b.len,
+	                        &cmd, &n) != 0) {
+		wbuf_free(&b);
+		return true;
+	}
+	wbuf_free(&b);
+	if (store_read(shards_store(fs->s), g, now, cmd, n, &out) == 0 &&
+	    out.len >= 3 && out.data[1] == STORE_OK &&
+	    fsnp_value_decode(out.data + 2, out.len - 2, NULL, &v, NULL) ==
+	        0) {
+		work = false;
+		if (fsnp_map_get(&v, "schedules", &list) == 0 &&
+		    list.tag == FSNP_ARRAY && list.as.count > 0) {
+			work = true;
+		}
+		if (fsnp_map_get(&v, "outbox", &list) == 0 &&
+		    list.tag == FSNP_ARRAY && list.as.count > 0) {
+			work = true;
+		}
+	}
+	free(out.data);
+	free(cmd);
+	return work;
+}
+
 static void on_tick(uv_timer_t *timer)
 {
 	struct flow_scheduler *fs = timer->data;
@@ -924,7 +974,8 @@ static void on_tick(uv_timer_t *timer)
 			continue;
 		}
 		shards_leader(fs->s, g, &self);
-		if (!self || (t = malloc(sizeof *t)) == NULL) {
+		if (!self || !group_has_work(fs, g, shards_now_ms(fs->s)) ||
+		    (t = malloc(sizeof *t)) == NULL) {
 			continue;
 		}
 		t->fs = fs;

@@ -13,6 +13,8 @@
  *    target exists once, the due times strictly increase at least a
  *    period apart (none doubled), and the periods the stop skipped are
  *    reported as coalesced.
+ *  - with --flow-scheduler off (one more node) nothing fires by itself and
+ *    FIRE_DUE fires the schedule, coalescing the periods it missed.
  * Targets are enumerated by claiming their type (FLOW.CLAIM_DUE visits
  * every shard). */
 #include <setjmp.h>
@@ -549,6 +551,49 @@ static void test_interval_across_leader_kill(void **state)
 	              (long long)max_gap);
 }
 
+/* --flow-scheduler off: nothing fires by itself; FIRE_DUE does, with the
+ * elapsed periods coalesced. */
+static void test_scheduler_off(void **state)
+{
+	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
+	                                    "off", NULL};
+	struct harness_cluster one;
+	struct ftc c;
+	struct ftc_msg m;
+	struct wbuf b;
+	(void)state;
+	assert_int_equal(harness_cluster_start(&one, 1, extra, true), 0);
+	assert_int_equal(ftc_wait_ready(one.nodes[0].fsnp, 30000), 0);
+	assert_int_equal(ftc_connect(&c, one.nodes[0].fsnp), 0);
+	sched_body(&b, "off-t", NULL, NULL, "id=s every_ms=i", "off",
+	           (int64_t)300);
+	m = callb(&c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	harness_nap(1000);
+	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_GET, "off");
+	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(&c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 1);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
+	assert_true(ftc_map_int(&m.value, "coalesced") >= 2);
+	{
+		struct fsnp_val t;
+		assert_int_equal(fsnp_map_get(&m.value, "last_target_id", &t),
+		                 0);
+		assert_int_equal(t.tag, FSNP_BIN);
+	}
+	ftc_msg_free(&m);
+	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_GET, "off");
+	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 1);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	harness_cluster_stop(&one);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -556,6 +601,7 @@ int main(void)
 	    cmocka_unit_test(test_paused_fires_nothing),
 	    cmocka_unit_test(test_one_shot_once),
 	    cmocka_unit_test(test_interval_across_leader_kill),
+	    cmocka_unit_test(test_scheduler_off),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

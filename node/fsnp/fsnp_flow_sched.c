@@ -29,6 +29,8 @@ static void on_pass_done(void *data, int status, const uint8_t *value,
                          size_t len, const char *msg)
 {
 	struct fsnp_req *r = data;
+	struct fsnp_server *s = r->srv;
+	s->ops_outstanding--;
 	r->pending = 0;
 	if (status == 0) {
 		wbuf_reset(&r->reply);
@@ -40,6 +42,7 @@ static void on_pass_done(void *data, int status, const uint8_t *value,
 		sched_error(r, status, msg);
 	}
 	fsnp_exec_finish(r);
+	fsnp_server_release(s); /* a closed listener waits for passes too */
 }
 
 void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
@@ -75,8 +78,10 @@ void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
 		a.limit = (uint32_t)q.i[SF_LIMIT];
 	}
 	r->pending = 1;
+	r->srv->ops_outstanding++;
 	if (flow_sched_pass(r->srv->shards, r->srv->log, &a, on_pass_done, r) !=
 	    0) {
+		r->srv->ops_outstanding--;
 		r->pending = 0;
 		sched_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);

@@ -268,6 +268,7 @@ static const char *const si_names[SI_N] = {
     [SI_MAX_FIRES] = "max_fires",
     [SI_END_AT_MS] = "end_at_ms",
     [SI_VERSION] = "_version",
+    [SI_OVERLAP_STREAK] = "_overlap_streak",
 };
 
 /* Counters read 0, never nil. */
@@ -275,7 +276,8 @@ static bool si_counter(enum sched_int f)
 {
 	return f == SI_FIRE_COUNT || f == SI_ATTEMPTS ||
 	       f == SI_SKIPPED_COUNT || f == SI_COALESCED_COUNT ||
-	       f == SI_LAST_COALESCED_COUNT || f == SI_VERSION;
+	       f == SI_LAST_COALESCED_COUNT || f == SI_VERSION ||
+	       f == SI_OVERLAP_STREAK;
 }
 
 /* The public order (reference/flow.md 6.1). 's' string, 'i' integer,
@@ -404,6 +406,8 @@ void flow_sched_rec_write(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		w_str_or_nil(w, r->s[SS_LAST_TARGET_PART]);
 		fsnp_w_key(w, si_names[SI_VERSION]);
 		fsnp_w_i64(w, r->i[SI_VERSION]);
+		fsnp_w_key(w, si_names[SI_OVERLAP_STREAK]);
+		fsnp_w_i64(w, r->i[SI_OVERLAP_STREAK]);
 	}
 	fsnp_w_map_end(w);
 }
@@ -1121,9 +1125,23 @@ void flow_sched_plan(const struct flow_sched_rec *r, int64_t now, bool manual,
 			p->outcome = FSO_SKIP;
 		} else if (flow_sched_is(r, SS_OVERLAP_POLICY,
 		                         "queue_after_previous")) {
-			int64_t retry = r->i[SI_OVERLAP_RETRY_MS] > 0
-			                    ? r->i[SI_OVERLAP_RETRY_MS]
-			                    : FLOW_SCHED_RETRY_DEFAULT_MS;
+			/* The first check after overlap_retry_ms; repeated
+			 * checks of the same target back off, doubling up to
+			 * 30 s (or the configured retry when longer). */
+			int64_t base = r->i[SI_OVERLAP_RETRY_MS] > 0
+			                   ? r->i[SI_OVERLAP_RETRY_MS]
+			                   : FLOW_SCHED_RETRY_DEFAULT_MS;
+			int64_t cap = base > FLOW_SCHED_RETRY_CAP_MS
+			                  ? base
+			                  : FLOW_SCHED_RETRY_CAP_MS;
+			int64_t retry = base;
+			for (int64_t k = 0;
+			     k < r->i[SI_OVERLAP_STREAK] && retry < cap; k++) {
+				retry *= 2;
+			}
+			if (retry > cap) {
+				retry = cap;
+			}
 			p->outcome = FSO_QUEUE;
 			p->coalesced = 0;
 			p->next = now + retry;
@@ -1426,6 +1444,7 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.s[SS_LAST_OVERLAP_TARGET_ID] = old.s[SS_LAST_TARGET_ID];
 		r.s[SS_LAST_OVERLAP_REASON] = cb(reason);
 		r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] = due;
+		r.i[SI_OVERLAP_STREAK]++;
 		target_id.ptr = NULL;
 		coalesced = 0;
 	} else if (fsnp_bytes_eq(outcome, "fail_overlap")) {
@@ -1454,6 +1473,9 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] = -1;
 		target_id.ptr = NULL;
 		coalesced = 0;
+	}
+	if (!fsnp_bytes_eq(outcome, "queue")) {
+		r.i[SI_OVERLAP_STREAK] = 0;
 	}
 	if (coalesced > 0) {
 		r.i[SI_COALESCED_COUNT] += coalesced;

@@ -57,6 +57,7 @@ struct store;
 #define FLOW_SCHED_DEF_MAX (32 * 1024)
 #define FLOW_SCHED_INLINE_MAX (8 * 1024)
 #define FLOW_SCHED_RETRY_DEFAULT_MS 1000
+#define FLOW_SCHED_RETRY_CAP_MS 30000
 #define FLOW_SCHED_FIRE_DUE_MAX 1000
 #define FLOW_SCHED_LIST_DEFAULT 100
 #define FLOW_SCHED_LIST_MAX 1000
@@ -128,7 +129,8 @@ enum sched_int {
 	SI_OVERLAP_QUEUED_DUE_AT_MS,
 	SI_MAX_FIRES,
 	SI_END_AT_MS,
-	SI_VERSION, /* internal: bumped by every change */
+	SI_VERSION,        /* internal: bumped by every change */
+	SI_OVERLAP_STREAK, /* internal: queue checks of one active target */
 	SI_N
 };
 

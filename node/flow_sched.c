@@ -910,8 +910,7 @@ static void on_tick_done(void *data, int status, const uint8_t *value,
  * schedules and outbox, without a leadership round. A stale answer is
  * harmless: the pass itself reads linearizably and records only at the
  * versions it read. */
-static bool group_has_work(struct flow_scheduler *fs, uint32_t g,
-                           uint64_t now)
+static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 {
 	struct wbuf b;
 	struct fsnp_writer w;
@@ -938,8 +937,7 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g,
 	wbuf_free(&b);
 	if (store_read(shards_store(fs->s), g, now, cmd, n, &out) == 0 &&
 	    out.len >= 3 && out.data[1] == STORE_OK &&
-	    fsnp_value_decode(out.data + 2, out.len - 2, NULL, &v, NULL) ==
-	        0) {
+	    fsnp_value_decode(out.data + 2, out.len - 2, NULL, &v, NULL) == 0) {
 		work = false;
 		if (fsnp_map_get(&v, "schedules", &list) == 0 &&
 		    list.tag == FSNP_ARRAY && list.as.count > 0) {

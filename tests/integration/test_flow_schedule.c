@@ -362,18 +362,24 @@ static void test_paused_fires_nothing(void **state)
 	struct ftc_msg m;
 	struct wbuf b;
 	char ids[8][96];
+	int64_t start = now_ms() + 1500;
 	(void)state;
 	connect_any(&c);
 	sched_body(&b, "paused-t", NULL, NULL, "id=s every_ms=i start_at_ms=i",
-	           "paused", (int64_t)500, now_ms() + 400);
+	           "paused", (int64_t)500, start);
 	m = callb(&c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
 	assert_int_equal(m.status, 0);
 	ftc_msg_free(&m);
 	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_PAUSE, "paused");
 	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 0);
+	assert_int_equal(ftc_map_int(&m.value, "next_run_at_ms"), start);
 	ftc_msg_free(&m);
 	ftc_close(&c);
-	harness_nap(1600);
+	/* Well past the first due time and two more periods. */
+	while (now_ms() < start + 1200) {
+		harness_nap(100);
+	}
 	assert_int_equal(sched_int("paused", "fire_count"), 0);
 	assert_int_equal(claim_all("paused-t", ids, 8), 0);
 }

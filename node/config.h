@@ -105,7 +105,8 @@ struct node_config {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;
 	unsigned forward_timeout_ms;
-	bool read_barriers; /* reads take a barrier entry (docs/cluster.md) */
+	bool read_barriers;  /* reads take a barrier entry (docs/cluster.md) */
+	bool flow_scheduler; /* fire FerricFlow schedules (node/flow_sched.h) */
 	uint64_t row_cache_bytes; /* store/rowcache.h bound; 0 = off */
 	unsigned auto_create_shards;
 	bool dev;

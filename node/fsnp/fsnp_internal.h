@@ -538,6 +538,18 @@ void fsnp_flow_start(struct fsnp_req *r);
 /* Whether a flag 0x02 body of `opcode` is a compact Flow request, and
  * running one (r->opcode). */
 bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);
+
+/* --- fsnp_flow_sched.c --------------------------------------------------- */
+
+/* FLOW.SCHEDULE.FIRE or FIRE_DUE: a schedule pass, answered through
+ * fsnp_exec_finish. */
+void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
+                          const uint8_t *body, size_t len);
+/* FLOW.SCHEDULE.LIST's reply from every group's (n results of the n
+ * parts), into r->reply. */
+void fsnp_flow_sched_list_merge(struct fsnp_req *r, const uint8_t *body,
+                                size_t len, const struct fsnp_res *res,
+                                const struct fsnp_part *parts, uint32_t n);
 void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body,
                             size_t len);
 /* A part of a Flow request finished (from fsnp_exec_op_done). */

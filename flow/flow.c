@@ -9,6 +9,7 @@
 #include "flow/flow_gov.h"
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
+#include "flow/flow_schedule.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -50,6 +51,15 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_RUN_STEPS_MANY:
 	case FSNP_OP_FLOW_SPAWN_CHILDREN:
 		return true;
+	case FSNP_OP_FLOW_SCHEDULE_CREATE:
+	case FSNP_OP_FLOW_SCHEDULE_GET:
+	case FSNP_OP_FLOW_SCHEDULE_DELETE:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE:
+	case FSNP_OP_FLOW_SCHEDULE_PAUSE:
+	case FSNP_OP_FLOW_SCHEDULE_RESUME:
+		return true;
 	default:
 		return flow_gov_opcode(opcode);
 	}
@@ -63,6 +73,8 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_VALUE_MGET:
 	case FSNP_OP_FLOW_INFO:
 	case FSNP_OP_FLOW_POLICY_GET:
+	case FSNP_OP_FLOW_SCHEDULE_GET:
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
 		return true;
 	default:
 		return flow_gov_is_read(opcode);
@@ -84,6 +96,12 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	}
 	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
 		return -1;
+	}
+	if (flow_sched_opcode(opcode)) {
+		/* Schedules are their own extension (flow_schedule.h). */
+		return flow_sched_cmd_encode(opcode, body, len,
+		                             meta->max_clock_skew_ms, -1, NULL,
+		                             out, out_len, err);
 	}
 	if (len == 0) {
 		body = empty_map;
@@ -256,7 +274,7 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		res_error(res, STORE_BAD_COMMAND, text);
 		return 0;
 	}
-	if (!flow_opcode_supported(c.opcode)) {
+	if (!flow_opcode_supported(c.opcode) || flow_sched_opcode(c.opcode)) {
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR native unsupported flow opcode");
 		return 0;
@@ -313,5 +331,8 @@ int flow_register(struct store *s)
 #ifdef LS_FAULT_HOOKS
 	flow_op_fault_init();
 #endif
-	return store_register_ext(s, &x);
+	if (store_register_ext(s, &x) != 0) {
+		return -1;
+	}
+	return flow_sched_register(s);
 }

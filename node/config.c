@@ -175,6 +175,9 @@ static const struct opt opts[] = {
      0, 86400000, "MS",
      "how far a FerricFlow request's now_ms may be from the leader's clock "
      "(default 60000)"},
+    {"flow-scheduler", OPT_BOOL, OFF(flow_scheduler), 0, 0, 0, "on|off",
+     "fire due FerricFlow schedules on the shards this node leads "
+     "(default on)"},
     {"fsnp-max-lanes-per-connection", OPT_UINT,
      OFF(native.max_lanes_per_connection), 8, 1, 1000000, "N",
      "lanes one connection may use (default 1024)"},
@@ -250,6 +253,10 @@ static const struct opt opts[] = {
      SZ(admin_token_file), 0, 0, "FILE",
      "file holding the bearer token every /v1/* admin request needs "
      "(default: none)"},
+    {"metrics-max-groups", OPT_UINT, OFF(metrics_max_groups), 8, 0, 1u << 20,
+     "N",
+     "/metrics lists per-group Raft series while the node replicates at "
+     "most N groups; above, aggregates only (default 256)"},
     {"fsnp-trusted-request-context-users", OPT_STRING,
      OFF(native.trusted_request_context_users),
      SZ(native.trusted_request_context_users), 0, 0, "USER,...",
@@ -637,6 +644,7 @@ static void set_defaults(struct node_config *c)
 	c->shards = 8;
 	c->auto_create_shards = 4;
 	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;
+	c->metrics_max_groups = 256;
 	c->felix_group_max_wait_ms = 30000;
 	c->felix_group_visibility_ms = 30000;
 	c->felix_group_max_attempts = 5;
@@ -659,6 +667,7 @@ static void set_defaults(struct node_config *c)
 	c->native.max_value_items = 100000;
 	c->native.max_value_depth = 64;
 	c->native.flow_clock_skew_ms = 60000;
+	c->flow_scheduler = true;
 	c->native.max_lanes_per_connection = 1024;
 	c->native.lane_max_queue = 1024;
 	c->native.max_pipeline_commands = 1024;

@@ -57,8 +57,12 @@ enum key_type {
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
 	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
 	                       * no due entry of the group is earlier */
-	K_FLOW_GOV = 0x48,    /* u8 kind + parts: governance records
-	                       * (flow/flow_gov_internal.h) */
+	/* Flow schedules (flow/flow_schedule.h). */
+	K_FLOW_SCHED = 0x48,     /* part + id: schedule record */
+	K_FLOW_SCHED_DUE = 0x49, /* u64 next run + part + id: empty (active) */
+	K_FLOW_SCHED_OUT = 0x4A, /* part + id + u64 due: target to create */
+	/* Flow governance (flow/flow_gov_internal.h). */
+	K_FLOW_GOV = 0x4B, /* u8 kind + parts: governance records */
 };
 
 /* Kinds of expiry index entries. */

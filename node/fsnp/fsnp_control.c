@@ -229,6 +229,20 @@ static const struct schema schemas[] = {
     {"COMMAND_EXEC", "command", "command,args,deadline_ms"},
     {"PIPELINE", "commands", "commands,atomicity,return,deadline_ms"},
     {"FLOW.QUERY", "version,query", "version,query,params,deadline_ms"},
+    {"FLOW.SCHEDULE.CREATE", "id,target",
+     "id,kind,at_ms,start_at_ms,delay_ms,every_ms,cron,timezone,"
+     "catchup_policy,overlap_policy,overlap_retry_ms,max_fires,end_at_ms,"
+     "target,overwrite,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.GET", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.DELETE", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.FIRE_DUE", "",
+     "worker,limit,lease_ms,block_ms,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.LIST", "",
+     "state,kind,target_type,timezone,from_ms,to_ms,count,rev,now_ms,"
+     "deadline_ms"},
+    {"FLOW.SCHEDULE.FIRE", "id", "id,fire_at_ms,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.PAUSE", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.RESUME", "id", "id,now_ms,deadline_ms"},
 };
 
 static void w_csv(struct fsnp_writer *w, const char *csv)

@@ -49,6 +49,7 @@ enum flow_kind {
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
+	FK_SLIST, /* FLOW.SCHEDULE.LIST: every group, lists merged */
 	/* a governance listing: every group, lists merged */
 	FK_GOV,
 	/* EFFECT.RESERVE step 1: the named circuit's group */
@@ -539,6 +540,13 @@ out:
 	free(vals);
 }
 
+static void merge_slist(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	fsnp_flow_sched_list_merge(r, f->body, f->len, f->res, r->plan.parts,
+	                           f->n_res);
+}
+
 static void merge_mget(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -718,6 +726,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_mget(r);
 	} else if (f->kind == FK_GOV) {
 		merge_gov(r);
+	} else if (f->kind == FK_SLIST) {
+		merge_slist(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
 		flow_woke(r);
@@ -789,6 +799,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 			merge_mget(r);
 		} else if (f->kind == FK_GOV) {
 			merge_gov(r);
+		} else if (f->kind == FK_SLIST) {
+			merge_slist(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
 		} else {
@@ -1277,6 +1289,14 @@ void fsnp_flow_start(struct fsnp_req *r)
 			goto out;
 		}
 		break;
+	case FSNP_OP_FLOW_SCHEDULE_FIRE:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
+		fsnp_flow_sched_fire(r, opcode, f->body, f->len);
+		goto out;
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
+		f->kind = FK_SLIST;
+		start_all(r);
+		goto out;
 	default:
 		if (is_many(opcode)) {
 			start_batch(r, req, group);

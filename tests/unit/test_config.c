@@ -110,6 +110,28 @@ static void test_security_options(void **state)
 	assert_int_not_equal(load(&c, badf, env, err), 0);
 }
 
+static void test_flow_scheduler(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *plain[] = {"lodestone", NULL};
+	assert_int_equal(load(&c, plain, env, err), 0);
+	assert_true(c.flow_scheduler);
+	const char *off[] = {"lodestone", "--flow-scheduler", "off", NULL};
+	assert_int_equal(load(&c, off, env, err), 0);
+	assert_false(c.flow_scheduler);
+	const char *on[] = {"lodestone", "--flow-scheduler", "on", NULL};
+	assert_int_equal(load(&c, on, env, err), 0);
+	assert_true(c.flow_scheduler);
+	const char *envs[] = {"LODESTONE_FLOW_SCHEDULER=off", NULL};
+	assert_int_equal(load(&c, plain, envs, err), 0);
+	assert_false(c.flow_scheduler);
+	const char *bad[] = {"lodestone", "--flow-scheduler=sometimes", NULL};
+	assert_int_not_equal(load(&c, bad, env, err), 0);
+}
+
 static void test_precedence(void **state)
 {
 	struct node_config c;
@@ -274,6 +296,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_dev_defaults),
 	    cmocka_unit_test(test_security_options),
+	    cmocka_unit_test(test_flow_scheduler),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_peers),

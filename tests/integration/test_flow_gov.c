@@ -10,7 +10,8 @@
  *  - an open circuit refuses reservations naming it, in the flow's shard
  *    and (two-step protocol) in the other one;
  *  - limits, approvals (listed across shards), circuits and the
- *    overview; denial maps; bad bodies answered status 6. */
+ *    overview; denial maps; bad bodies answered status 6;
+ *  - `lodectl flow governance` against the cluster. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -515,6 +516,121 @@ static void test_circuit_across_shards(void **state)
 	ftc_close(&c);
 }
 
+/* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
+ * live node; its exit status, output in out. */
+static int lodectl(char *out, size_t cap, const char *const *args)
+{
+	char bin[1024], addr[64];
+	const char *argv[16];
+	size_t n = 0;
+	char *slash;
+	snprintf(bin, sizeof bin, "%s", harness_binary());
+	slash = strrchr(bin, '/');
+	assert_non_null(slash);
+	snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "lodectl");
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl.nodes[live_node()].fsnp);
+	argv[n++] = bin;
+	argv[n++] = "--fsnp";
+	argv[n++] = addr;
+	argv[n++] = "flow";
+	argv[n++] = "governance";
+	while (*args != NULL && n < 15) {
+		argv[n++] = *args++;
+	}
+	argv[n] = NULL;
+	return harness_run(argv, out, cap);
+}
+
+static void test_lodectl(void **state)
+{
+	char out[8192], scope[64], id[64];
+	(void)state;
+	name(scope, sizeof scope, "ctl-budget");
+	name(id, sizeof id, "ctl-approval");
+	{
+		const char *a[] = {"budget",      "reserve", scope,
+		                   "7",           "--limit", "10",
+		                   "--window-ms", "60000",   "--reservation-id",
+		                   "r1",          NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"budget", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "used"));
+		assert_non_null(strstr(out, "7"));
+	}
+	{
+		const char *a[] = {"budget", "reserve", scope, "7", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "GOVERNANCE_BUDGET_EXHAUSTED"));
+	}
+	{
+		const char *a[] = {"budget", "list", "--scope", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, scope));
+	}
+	{
+		const char *a[] = {"approval", "request", id,
+		                   "f1",       scope,     NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"approval", "approve", id, "ann", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "approved"));
+	}
+	{
+		const char *a[] = {"approval", "reject", id, "ann", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "GOVERNANCE_CONFLICT"));
+	}
+	{
+		const char *a[] = {"approval", "list", "--scope", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, id));
+	}
+	{
+		const char *a[] = {"circuit",   "open", scope,
+		                   "--open-ms", "1000", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"circuit", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "open"));
+	}
+	{
+		const char *a[] = {"limit", "lease",   scope, "0", "2",
+		                   "60000", "--limit", "5",   NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"limit", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "free"));
+	}
+	{
+		const char *a[] = {"limit", "list", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"ledger", scope, "--pk", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "budget_reserved"));
+	}
+	{
+		const char *a[] = {"overview", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "counts"));
+	}
+	{
+		const char *a[] = {"budget", "get", "no-such-scope", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "(not found)"));
+	}
+}
+
 static void test_objects_raw(void **state)
 {
 	struct ftc c;
@@ -671,6 +787,7 @@ int main(void)
 	    cmocka_unit_test(test_objects_raw),
 	    cmocka_unit_test(test_effects),
 	    cmocka_unit_test(test_circuit_across_shards),
+	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};
 	return cmocka_run_group_tests_name("flow governance, 3 nodes", tests,

@@ -1018,12 +1018,280 @@ static void test_model(void **state)
 	tdb_close(&t);
 }
 
+/* Body errors: positional fields (status 6), options (status 1), and the
+ * allow-list checked first. */
+static void test_bodies(void **state)
+{
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+
+	(void)state;
+	ftdb_open(&t);
+	fb_begin(&b);
+	fb_str(&b, "amount", "3");
+	fb_str(&b, "scope", "s");
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 6, "ERR native field amount must be a positive integer");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "bogus", "x");
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 6, "ERR native unknown flow option bogus");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "");
+	fb_int(&b, "amount", 1);
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 1, "ERR flow scope must be a non-empty string");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "amount", 1);
+	fb_str(&b, "window_ms", "soon");
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 1, "ERR flow window_ms must be a non-negative integer");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "amount", 1);
+	fb_int(&b, "limit", 5);
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 1, "ERR flow budget window_ms is required");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "amount", 1);
+	fb_int(&b, "limit", 5);
+	fb_int(&b, "window_ms", 100);
+	fb_str(
+	    &b, "reservation_id",
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "x");
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	fr_err(&r, 1,
+	       "ERR flow budget reservation_id too large (max 256 bytes)");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "shard_id", 5000);
+	fb_int(&b, "amount", 1);
+	fb_int(&b, "ttl_ms", 10);
+	fb_int(&b, "limit", 1);
+	run(&t, 1000, FSNP_OP_FLOW_LIMIT_LEASE, &b, &r);
+	fr_err(&r, 1, "ERR flow limit shard_id must be below 1024");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "shard_id", 0);
+	fb_str(&b, "reservation_ids", "x");
+	run(&t, 1000, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
+	fr_err(&r, 6, "ERR native field reservation_ids must be a binary list");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "a");
+	fb_str(&b, "flow_id", "f");
+	fb_str(&b, "scope", "s");
+	fb_int(&b, "timeout_ms", 0);
+	run(&t, 1000, FSNP_OP_FLOW_APPROVAL_REQUEST, &b, &r);
+	fr_err(&r, 1,
+	       "ERR flow approval timeout_ms must be a positive integer");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "a");
+	run(&t, 1000, FSNP_OP_FLOW_APPROVAL_APPROVE, &b, &r);
+	fr_err(&r, 6, "ERR native field approver must be binary");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "f");
+	fb_str(&b, "effect_key", "k");
+	fb_str(&b, "lease_token", "t");
+	run(&t, 1000, FSNP_OP_FLOW_EFFECT_CONFIRM, &b, &r);
+	fr_err(&r, 6,
+	       "ERR native field fencing_token must be a non-negative integer");
+	freply_free(&r);
+	/* Options may come in `opts`; the top level wins. */
+	fb_begin(&b);
+	fb_str(&b, "scope", "o");
+	fb_key(&b, "opts");
+	fsnp_w_map_begin(&b.w);
+	fsnp_w_key(&b.w, "amount");
+	fsnp_w_i64(&b.w, 2);
+	fsnp_w_key(&b.w, "scope");
+	fsnp_w_str(&b.w, "ignored");
+	fsnp_w_key(&b.w, "limit");
+	fsnp_w_i64(&b.w, 5);
+	fsnp_w_key(&b.w, "window_ms");
+	fsnp_w_i64(&b.w, 100);
+	fsnp_w_map_end(&b.w);
+	run(&t, 1000, FSNP_OP_FLOW_BUDGET_RESERVE, &b, &r);
+	assert_int_equal(r.status, 0);
+	{
+		char buf[256];
+		assert_string_equal(fr_str(&r.v, "scope", buf), "o");
+		assert_int_equal(fr_int(&r.v, "used"), 2);
+	}
+	freply_free(&r);
+	tdb_close(&t);
+}
+
+/* Seeded model test of effects and approvals: random reserves and
+ * settlements of a few effect keys, random decisions of approvals at
+ * random times, against a model of their states. */
+static void test_model_effects_approvals(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	char lt[128], buf[256];
+	int64_t ft;
+	int eff[6] = {
+	    0}; /* 0 none, 1 reserved, 2 confirmed, 3 failed, 4 comp */
+	int64_t digest[6] = {0};
+	int appr[6] = {
+	    0}; /* 0 none, 1 pending, 2 approved, 3 rejected, 4 exp */
+	int64_t expires[6] = {0};
+	static const char *const st[] = {"", "reserved", "confirmed", "failed",
+	                                 "compensated"};
+	static const uint16_t ops[] = {0, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	                               FSNP_OP_FLOW_EFFECT_FAIL,
+	                               FSNP_OP_FLOW_EFFECT_COMPENSATE};
+	static const char *const ast[] = {"", "pending", "approved", "rejected",
+	                                  "expired"};
+	uint64_t s = 0xabcdefULL, now = 1000;
+	int events = 0;
+
+	(void)state;
+	ftdb_open(&t);
+	claimed_flow(&t, now, "m1", lt, &ft);
+	for (int step = 0; step < 400; step++) {
+		int k = (int)(rnd(&s) % 6);
+		uint64_t op = rnd(&s) % 4;
+		char key[16], dg[16], id[16];
+		now += rnd(&s) % 20;
+		snprintf(key, sizeof key, "k%d", k);
+		snprintf(id, sizeof id, "a%d", k);
+		if (rnd(&s) % 2 == 0) {
+			/* effects */
+			if (op == 0) {
+				int64_t d = (int64_t)(rnd(&s) % 2);
+				snprintf(dg, sizeof dg, "d%lld", (long long)d);
+				effect(&t, now, FSNP_OP_FLOW_EFFECT_RESERVE,
+				       "m1", key, lt, ft, dg, NULL, &r);
+				if (eff[k] == 0) {
+					assert_int_equal(r.status, 0);
+					eff[k] = 1;
+					digest[k] = d;
+					events++;
+				} else if (digest[k] != d) {
+					denied(&r, "GOVERNANCE_CONFLICT",
+					       "governance_conflict");
+				} else {
+					assert_string_equal(
+					    fr_str(&r.v, "decision", buf),
+					    eff[k] == 1 ? "already_reserved"
+					                : "already_applied");
+				}
+			} else {
+				effect(&t, now, ops[op], "m1", key, lt, ft,
+				       NULL, NULL, &r);
+				if (eff[k] == 0) {
+					fr_err(&r, 1,
+					       "ERR flow effect not found");
+				} else if (eff[k] == 1) {
+					assert_int_equal(r.status, 0);
+					eff[k] = (int)op + 1;
+					events++;
+				} else if (eff[k] == (int)op + 1) {
+					assert_string_equal(
+					    fr_str(&r.v, "decision", buf),
+					    "already_applied");
+				} else {
+					denied(&r, "GOVERNANCE_CONFLICT",
+					       "governance_conflict");
+				}
+			}
+			if (r.status == 0) {
+				assert_string_equal(fr_str(&r.v, "status", buf),
+				                    st[eff[k]]);
+			}
+			freply_free(&r);
+			continue;
+		}
+		/* approvals */
+		if (op == 0) {
+			int64_t to = (int64_t)(rnd(&s) % 100) + 1;
+			approval(&t, now, id, to, &r);
+			if (appr[k] == 0) {
+				assert_int_equal(r.status, 0);
+				appr[k] = 1;
+				expires[k] = (int64_t)now + to;
+			} else {
+				denied(&r, "GOVERNANCE_CONFLICT",
+				       "governance_conflict");
+			}
+		} else {
+			bool yes = op == 1;
+			decide(&t, now, id, yes, &r);
+			if (appr[k] == 0) {
+				fr_err(&r, 1, "ERR flow approval not found");
+			} else if (appr[k] != 1) {
+				denied(&r, "GOVERNANCE_CONFLICT",
+				       "governance_conflict");
+			} else if ((int64_t)now >= expires[k]) {
+				denied(&r, "GOVERNANCE_CONFLICT",
+				       "governance_conflict");
+				appr[k] = 4;
+			} else {
+				assert_int_equal(r.status, 0);
+				appr[k] = yes ? 2 : 3;
+			}
+		}
+		freply_free(&r);
+		{
+			struct fbody b;
+			fb_begin(&b);
+			fb_str(&b, "id", id);
+			run(&t, now, FSNP_OP_FLOW_APPROVAL_GET, &b, &r);
+			if (appr[k] == 0) {
+				assert_int_equal(r.v.tag, FSNP_NIL);
+			} else {
+				int want =
+				    appr[k] == 1 && (int64_t)now >= expires[k]
+				        ? 4
+				        : appr[k];
+				assert_string_equal(fr_str(&r.v, "status", buf),
+				                    ast[want]);
+			}
+			freply_free(&r);
+		}
+	}
+	/* The flow's ledger has one event per effect decision. */
+	{
+		struct fbody b;
+		fb_begin(&b);
+		fb_str(&b, "id", "m1");
+		fb_int(&b, "limit", 1000);
+		run(&t, now, FSNP_OP_FLOW_GOVERNANCE_LEDGER, &b, &r);
+		assert_int_equal(r.v.as.count, events);
+		freply_free(&r);
+	}
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_budget),   cmocka_unit_test(test_limit),
-	    cmocka_unit_test(test_effect),   cmocka_unit_test(test_circuit),
-	    cmocka_unit_test(test_approval), cmocka_unit_test(test_model),
+	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_limit),
+	    cmocka_unit_test(test_effect),
+	    cmocka_unit_test(test_circuit),
+	    cmocka_unit_test(test_approval),
+	    cmocka_unit_test(test_model),
+	    cmocka_unit_test(test_bodies),
+	    cmocka_unit_test(test_model_effects_approvals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,8 @@ flow_libflow_a_SOURCES = \
 	flow/flow_ops.c flow/flow_ops.h \
 	flow/flow_gov.c flow/flow_gov.h flow/flow_gov_internal.h \
 	flow/flow_gov_body.c flow/flow_gov_body.h \
-	flow/flow_gov_budget.c \
+	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \
+	flow/flow_gov_approval.c \
 	flow/fql_error.c flow/fql_error.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \

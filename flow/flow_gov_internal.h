@@ -1,5 +1,7 @@
-/* Shared by the governance modules (flow_gov.c, flow_gov_budget.c): the
- * apply context, record keys, typed-map records and the ledger. */
+/* Shared by the governance modules (flow_gov.c: apply, helpers, ledger,
+ * overview; flow_gov_effect.c; flow_gov_approval.c; flow_gov_budget.c;
+ * flow_gov_limit.c): the apply context, record keys, typed-map records and the
+ * ledger. */
 #ifndef LS_FLOW_FLOW_GOV_INTERNAL_H
 #define LS_FLOW_FLOW_GOV_INTERNAL_H
 
@@ -84,7 +86,62 @@ void gov_gen_id(struct gctx *g, uint64_t n, char out[23]);
 /* The `limit` of a listing request (default 100, at most 1000). */
 int64_t gov_list_limit(const struct gov_req *q);
 
+/* gov_wi with nil when !set. */
+void gov_wi_opt(struct fsnp_writer *w, const char *k, bool set, int64_t v);
+
+/* The partition of flow `id` (the request's partition_key, or the id's
+ * auto bucket), and the auto partition of an id; views kept by the
+ * context. */
+struct fsnp_bytes gov_flow_part(struct gctx *g, struct fsnp_bytes id);
+struct fsnp_bytes gov_auto_part(struct gctx *g, struct fsnp_bytes id);
+
+/* A per-group listing: up to `limit` written, `total` matched, `extra`
+ * counts of the kind (pending approvals; open circuits in the low 32
+ * bits, half-open ones above). */
+struct gov_lister {
+	struct gctx *g;
+	int64_t limit, n, total, extra;
+};
+typedef void (*gov_item_fn)(struct gov_lister *l, const struct fsnp_val *m,
+                            struct fsnp_writer *w);
+/* Calls fn for every record of `kind` in the group (w may be NULL). */
+int gov_walk(struct gctx *g, uint8_t kind, gov_item_fn fn, struct gov_lister *l,
+             struct fsnp_writer *w);
+
+/* The command's time for a record last updated at `updated` (*now): a
+ * client now_ms older than that is refused (`ERR flow <what> now_ms cannot
+ * precede <field>`, GOV_ERR); the leader's clock is raised to it. */
+int gov_time(struct gctx *g, int64_t updated, const char *what,
+             const char *field, uint64_t *now, struct flow_err *err);
+
+/* Scans the records of `kind` in the group: fn per record (true: it
+ * wrote one), until `limit` were written. 0, or -1. */
+typedef bool (*gov_scan_fn)(struct gctx *g, const struct fsnp_val *m,
+                            struct fsnp_writer *w);
+int gov_scan(struct gctx *g, uint8_t kind, gov_scan_fn fn,
+             struct fsnp_writer *w, int64_t limit);
+
+/* Whether `scope` passes a listing's `scope` and `partition_key` filters
+ * (the key itself, or "partition:<pk>"). */
+bool gov_scope_match(const struct gov_req *q, struct fsnp_bytes scope);
+
 /* Objects. */
+int gov_effect_reserve(struct gctx *g, struct flow_err *err);
+/* `to`: "confirmed", "failed" or "compensated". */
+int gov_effect_settle(struct gctx *g, const char *to, struct flow_err *err);
+int gov_effect_get(struct gctx *g, struct flow_err *err);
+int gov_circuit_set(struct gctx *g, bool open, struct flow_err *err);
+int gov_circuit_get(struct gctx *g, struct flow_err *err);
+void gov_circuit_item(struct gov_lister *l, const struct fsnp_val *m,
+                      struct fsnp_writer *w);
+int gov_approval_request(struct gctx *g, struct flow_err *err);
+int gov_approval_decide(struct gctx *g, bool approve, struct flow_err *err);
+int gov_approval_get(struct gctx *g, struct flow_err *err);
+int gov_approval_list(struct gctx *g, struct flow_err *err);
+void gov_approval_item(struct gov_lister *l, const struct fsnp_val *m,
+                       struct fsnp_writer *w);
+/* The listing's `status` filter is one of the four statuses. */
+int gov_check_status(struct gctx *g, struct flow_err *err);
 int gov_budget_reserve(struct gctx *g, struct flow_err *err);
 int gov_budget_settle(struct gctx *g, bool commit, struct flow_err *err);
 int gov_budget_get(struct gctx *g, struct flow_err *err);

@@ -953,6 +953,14 @@ static json_t *group_json(struct shards *s, uint32_t g)
 	              leader ? json_integer((json_int_t)leader) : json_null(),
 	              "generation", (json_int_t)group_generation(r), "voters",
 	              voters, "replica", r->local);
+	if (o != NULL) {
+		json_t *sb = json_array();
+		for (unsigned v = 0; v < r->n_standbys; v++) {
+			json_array_append_new(
+			    sb, json_integer((json_int_t)r->standbys[v]));
+		}
+		json_object_set_new(o, "standbys", sb);
+	}
 	if (o == NULL || !r->local ||
 	    group_status(s->groups, g, &st) != REPLICA_OK) {
 		if (o != NULL) {

@@ -114,6 +114,10 @@ struct shards {
 	struct fsm fsm;   /* one fsm serves every group: entries name theirs */
 	uv_timer_t maint; /* maint.data = this */
 	uv_timer_t tick;  /* tick.data = this */
+	/* SIGHUP: internal TLS files read again (only with internal TLS);
+	 * sighup.data = this */
+	uv_signal_t sighup;
+	bool sighup_on;
 
 	bool cluster;
 	bool joining; /* started with --join: not admitted yet */

@@ -270,8 +270,10 @@ static struct ftc_msg admin_op(struct ftc *conn, uint16_t op, const char *arg)
 	return m;
 }
 
-/* Waits until GET /v1/cluster/ops/ID on node 0 says done. */
-static void wait_op(struct harness_cluster *c, const struct ftc_msg *m)
+/* Waits until GET /v1/cluster/ops/ID on node i (the one that answered)
+ * says done. */
+static void wait_op(struct harness_cluster *c, unsigned i,
+                    const struct ftc_msg *m)
 {
 	uint64_t end = harness_mono_ms() + WAIT_MS;
 	int64_t op = ftc_map_int(&m->value, "op");
@@ -280,7 +282,7 @@ static void wait_op(struct harness_cluster *c, const struct ftc_msg *m)
 	snprintf(path, sizeof path, "/v1/cluster/ops/%" PRId64, op);
 	for (;;) {
 		json_t *o;
-		assert_int_equal(harness_http(c->nodes[0].admin, "GET", path,
+		assert_int_equal(harness_http(c->nodes[i].admin, "GET", path,
 		                              NULL, &st, body, sizeof body),
 		                 0);
 		assert_int_equal(st, 200);
@@ -361,7 +363,7 @@ static void test_demote_promote(void **state)
 	m = admin_op(&a, FSNP_OP_CLUSTER_DEMOTE, "3");
 	assert_int_equal(m.status, 0);
 	assert_true(ftc_map_str(&m.value, "kind", "demote"));
-	wait_op(c, &m);
+	wait_op(c, 1, &m);
 	ftc_msg_free(&m);
 	wait_settled(c, (1u << 4) | (1u << 3));
 	m = admin_op(&a, FSNP_OP_CLUSTER_DEMOTE, "2@127.0.0.1:1");
@@ -379,7 +381,7 @@ static void test_demote_promote(void **state)
 	m = admin_op(&a, FSNP_OP_CLUSTER_PROMOTE, "3");
 	assert_int_equal(m.status, 0);
 	assert_true(ftc_map_str(&m.value, "kind", "promote"));
-	wait_op(c, &m);
+	wait_op(c, 1, &m);
 	ftc_msg_free(&m);
 	ftc_close(&a);
 	{

@@ -11,7 +11,8 @@
  *    replicas hash like the voters';
  *  - FSNP CLUSTER.DEMOTE of node 3 is accepted (two voting nodes remain, a
  *    quorum of 3), of node 2 then refused, naming why; lodectl exits 1
- *    for it with the same reason;
+ *    for it (and for draining node 2) with the same reason;
+ *  - node 4 restarted is still demoted (its record says so);
  *  - CLUSTER.PROMOTE of node 3 and POST /v1/cluster/nodes/4/promote bring
  *    every group back to its 3 voters placed over the four nodes.
  * Every wait is bounded. */
@@ -24,6 +25,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +377,18 @@ static void test_demote_promote(void **state)
 	rc = lodectl(c, out, sizeof out, "demote", "2");
 	assert_int_equal(rc, 1);
 	assert_non_null(strstr(out, "fewer than a quorum"));
+	/* Draining a voting node is refused for the same reason. */
+	rc = lodectl(c, out, sizeof out, "drain", "2");
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(out, "fewer than a quorum"));
 	put_get(c, 2, 20);
+
+	/* The demotion is in node 4's record: a restart keeps it. */
+	assert_int_equal(harness_node_signal(c, 3, SIGTERM, NULL), 0);
+	assert_int_equal(harness_node_start(c, 3), 0);
+	assert_int_equal(harness_node_wait_healthy(c, 3, 15000), 0);
+	harness_nap(3000);
+	wait_settled(c, (1u << 4) | (1u << 3));
 
 	/* Promote both back. */
 	m = admin_op(&a, FSNP_OP_CLUSTER_PROMOTE, "3");

@@ -1554,6 +1554,12 @@ static void ops_step(struct shards *s)
 	}
 }
 
+/* A quorum of the R voters a group wants. */
+static unsigned voter_quorum(const struct shards *s)
+{
+	return membership_replicas(s) / 2 + 1;
+}
+
 int membership_op_start(struct shards *s, int kind, uint64_t node,
                         uint64_t with, uint64_t *op, char *err, size_t errlen)
 {
@@ -1605,33 +1611,24 @@ int membership_op_start(struct shards *s, int kind, uint64_t node,
 			return 409;
 		}
 		nh = holders(s, false, slots, ids);
-		if (kind == MEMBERSHIP_OP_DEMOTE && !m->nonvoter &&
-		    holds_replicas(m) &&
-		    holders(s, true, slots, ids) - 1 <
-		        membership_replicas(s) / 2 + 1) {
-			snprintf(err, errlen,
-			         "demoting node %" PRIu64 " would leave %zu "
-			         "voting nodes, fewer than a quorum (%u) of "
-			         "the %u voters per shard: promote or add a "
-			         "node first",
-			         node, holders(s, true, slots, ids) - 1,
-			         membership_replicas(s) / 2 + 1,
-			         membership_replicas(s));
-			return 409;
-		}
-		if ((kind == MEMBERSHIP_OP_DRAIN ||
+		/* A demotion, a drain or a removal of a voting node keeps a
+		 * voter quorum of R on the others. */
+		if ((kind == MEMBERSHIP_OP_DEMOTE ||
+		     kind == MEMBERSHIP_OP_DRAIN ||
 		     kind == MEMBERSHIP_OP_REMOVE) &&
 		    !m->nonvoter && holds_replicas(m) &&
-		    holders(s, true, slots, ids) - 1 <
-		        membership_replicas(s) / 2 + 1) {
+		    holders(s, true, slots, ids) - 1 < voter_quorum(s)) {
 			snprintf(err, errlen,
-			         "without node %" PRIu64 " %zu voting nodes "
-			         "would remain, fewer than a quorum (%u) of "
-			         "the %u voters per shard: promote a node "
-			         "first",
+			         "%s node %" PRIu64 " would leave %zu voting "
+			         "nodes, fewer than a quorum (%u) of the %u "
+			         "voters per shard: %s",
+			         kind == MEMBERSHIP_OP_DEMOTE ? "demoting"
+			                                      : "removing",
 			         node, holders(s, true, slots, ids) - 1,
-			         membership_replicas(s) / 2 + 1,
-			         membership_replicas(s));
+			         voter_quorum(s), membership_replicas(s),
+			         kind == MEMBERSHIP_OP_DEMOTE
+			             ? "promote or add a node first"
+			             : "promote a node first");
 			return 409;
 		}
 		if (kind == MEMBERSHIP_OP_REPLACE) {

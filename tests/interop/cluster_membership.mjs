@@ -6,7 +6,9 @@
 //   1. grows to 4 then 5 nodes (--join),
 //   2. drains and removes node 1 (DELETE /v1/cluster/nodes/1; it exits 0),
 //   3. loses node 3 to SIGKILL and replaces it with a new node 6
-//      (POST /v1/cluster/nodes/3/replace {"with": 6}).
+//      (POST /v1/cluster/nodes/3/replace {"with": 6}),
+//   4. demotes node 6 (it keeps standby replicas only) and promotes it
+//      back (POST /v1/cluster/nodes/6/demote, /promote).
 // Both clients must make progress in every phase (errors are counted and
 // retried: an error is an unknown outcome, never an acknowledgement).
 // Afterwards every group has R voters, all on active nodes, and a leader
@@ -73,26 +75,30 @@ async function until(what, fn, ms = 45000) {
 }
 
 // Every group: a leader, R voters (the meta group 3 or 5) all on the
-// active nodes `active`, and the leader's configuration exactly those,
-// every one a voter.
-async function converged(active) {
+// active nodes `active` that are not `demoted`, the demoted ones only as
+// standbys, and the leader's configuration exactly that.
+async function converged(active, demoted = []) {
   const via = live()[0];
   const v = await view(via);
   const states = new Map(v.nodes.map((x) => [x.id, x]));
   for (const id of active) {
     if (states.get(id)?.state !== "active") return (why = `node ${id} is ${states.get(id)?.state}`, false);
+    if (states.get(id)?.voter !== !demoted.includes(id)) return (why = `node ${id} voter ${states.get(id)?.voter}`, false);
   }
+  const voting = active.filter((id) => !demoted.includes(id));
   for (const g of v.groups) {
-    const want = g.id === 0 ? (active.length >= 5 ? 5 : 3) : REPLICAS;
+    const want = Math.min(g.id === 0 ? (voting.length >= 5 ? 5 : 3) : REPLICAS, voting.length);
     if (g.leader === null) return (why = `group ${g.id}: no leader`, false);
     if (g.voters.length !== want) return (why = `group ${g.id}: ${g.voters.length} targets`, false);
-    if (!g.voters.every((id) => active.includes(id))) return (why = `group ${g.id}: target ${g.voters}`, false);
+    if (!g.voters.every((id) => voting.includes(id))) return (why = `group ${g.id}: target ${g.voters}`, false);
+    if (!g.standbys.every((id) => demoted.includes(id))) return (why = `group ${g.id}: standbys ${g.standbys}`, false);
     const leader = byId.get(g.leader);
     if (!leader || leader.gone) return (why = `group ${g.id}: leader ${g.leader} gone`, false);
     const lg = (await view(leader)).groups[g.id];
     const conf = lg.config ?? [];
-    if (conf.length !== want || !conf.every((c) => c.role === "voter" && g.voters.includes(c.id))) {
-      return (why = `group ${g.id}: configuration ${JSON.stringify(conf)}, target ${g.voters}`, false);
+    const fits = (c) => (c.role === "voter" && g.voters.includes(c.id)) || (c.role === "standby" && g.standbys.includes(c.id));
+    if (conf.length !== want + g.standbys.length || !conf.every(fits)) {
+      return (why = `group ${g.id}: configuration ${JSON.stringify(conf)}, target ${g.voters} standby ${g.standbys}`, false);
     }
   }
   return true;
@@ -270,6 +276,17 @@ async function main() {
   await opDone(n2, await admin(n2, "POST", "/v1/cluster/nodes/3/replace", { with: 6 }));
   await until("node 3 replaced by node 6", () => converged([2, 4, 5, 6]), 60000);
   await progressed("node 3 replaced", before);
+
+  // Demote node 6 (a voter of some groups, leading some): its groups get
+  // voters elsewhere and keep it as a standby; then promote it back.
+  before = mark("node 6 demoted");
+  await opDone(n2, await admin(n2, "POST", "/v1/cluster/nodes/6/demote"));
+  await until("node 6 demoted", () => converged([2, 4, 5, 6], [6]), 60000);
+  await progressed("node 6 demoted", before);
+  before = mark("node 6 promoted");
+  await opDone(n2, await admin(n2, "POST", "/v1/cluster/nodes/6/promote"));
+  await until("node 6 promoted", () => converged([2, 4, 5, 6]), 60000);
+  await progressed("node 6 promoted", before);
 
   stopping = true;
   await Promise.all(load);

@@ -1611,6 +1611,17 @@ int membership_op_start(struct shards *s, int kind, uint64_t node,
 			return 409;
 		}
 		nh = holders(s, false, slots, ids);
+		/* A node's votes move only while it is up (its standbys and
+		 * its catching up need it); a dead one is replaced instead. */
+		if ((kind == MEMBERSHIP_OP_DEMOTE ||
+		     kind == MEMBERSHIP_OP_PROMOTE) &&
+		    !alive(s, node)) {
+			snprintf(err, errlen,
+			         "node %" PRIu64 " is not connected: start it "
+			         "first, or replace it if it is lost",
+			         node);
+			return 409;
+		}
 		/* A demotion, a drain or a removal of a voting node keeps a
 		 * voter quorum of R on the others. */
 		if ((kind == MEMBERSHIP_OP_DEMOTE ||

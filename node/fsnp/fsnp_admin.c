@@ -572,6 +572,9 @@ static void cluster_role(struct fsnp_req *r)
 	fsnp_w_map_begin(&w);
 	w_kv_id(&w, "node", s->node_id);
 	w_kv_str(&w, "state", m != NULL ? json_str(m, "state") : "active");
+	fsnp_w_key(&w, "voter");
+	fsnp_w_bool(&w,
+	            m == NULL || !json_is_false(json_object_get(m, "voter")));
 	fsnp_w_key(&w, "leader_of");
 	fsnp_w_array_begin(&w);
 	json_array_foreach(json_object_get(j, "groups"), i, g)

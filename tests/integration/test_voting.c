@@ -14,7 +14,8 @@
  *    for it (and for draining node 2) with the same reason;
  *  - node 4 restarted is still demoted (its record says so);
  *  - CLUSTER.PROMOTE of node 3 and POST /v1/cluster/nodes/4/promote bring
- *    every group back to its 3 voters placed over the four nodes.
+ *    every group back to its 3 voters placed over the four nodes;
+ *  - a node that is down cannot be demoted (lodectl exits 1, saying so).
  * Every wait is bounded. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -354,6 +355,26 @@ static void test_demote_promote(void **state)
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, "standby 4"));
 
+	/* CLUSTER.ROLE on node 4 says it does not vote. */
+	{
+		struct ftc r4;
+		struct wbuf b;
+		assert_int_equal(ftc_connect(&r4, c->nodes[3].fsnp), 0);
+		ftc_body(&b, "");
+		assert_int_equal(
+		    ftc_call(&r4, 0x10, FSNP_OP_CLUSTER_ROLE, 0, &b, &m), 0);
+		wbuf_free(&b);
+		assert_int_equal(m.status, 0);
+		{
+			bool voter = true;
+			assert_int_equal(
+			    fsnp_map_bool(&m.value, "voter", &voter), 0);
+			assert_false(voter);
+		}
+		ftc_msg_free(&m);
+		ftc_close(&r4);
+	}
+
 	/* Writes through the demoted node are forwarded; its standbys follow
 	 * the log. */
 	put_get(c, 3, 50);
@@ -408,6 +429,12 @@ static void test_demote_promote(void **state)
 	wait_settled(c, 0);
 	assert_int_equal(standby_groups(c, 4), 0);
 	check_hashes(c);
+
+	/* A node that is down is neither demoted nor promoted. */
+	assert_int_equal(harness_node_signal(c, 3, SIGKILL, NULL), 0);
+	rc = lodectl(c, out, sizeof out, "demote", "4");
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(out, "not connected"));
 	harness_cluster_stop(c);
 }
 

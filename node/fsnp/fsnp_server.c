@@ -807,7 +807,7 @@ void fsnp_server_release(struct fsnp_server *s)
 static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
-	    s->close_cb == NULL) {
+	    s->close_cb == NULL && !s->in_close_cb) {
 		fsnp_acl_free(s);
 		tls_ctx_free(s->tls_ctx);
 		fsnp_req_pool_drain(s);
@@ -825,7 +825,9 @@ static void handle_closed(uv_handle_t *h)
 	if (s->close_cb != NULL) {
 		fsnp_server_close_cb cb = s->close_cb;
 		s->close_cb = NULL;
+		s->in_close_cb = true;
 		cb(s->close_data);
+		s->in_close_cb = false;
 	}
 	maybe_free(s);
 }

@@ -53,8 +53,9 @@ async function view(n, p = "/v1/cluster") {
   return JSON.parse(r.body);
 }
 
-// Polls fn until it returns a truthy value; `why` (set by fn) says what is
-// missing when the time runs out.
+// Polls fn until it returns a truthy value (an error it throws is retried,
+// unless marked fatal); `why` (set by fn) says what is missing when the
+// time runs out.
 let why = "";
 async function until(what, fn, ms = 45000) {
   const deadline = Date.now() + ms;
@@ -67,6 +68,7 @@ async function until(what, fn, ms = 45000) {
       const v = await fn();
       if (v) return v;
     } catch (e) {
+      if (e && e.fatal) throw e;
       why = String(e && e.message ? e.message : e);
     }
     if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms (${why})`);
@@ -220,7 +222,7 @@ async function opDone(n, r) {
   const op = JSON.parse(r.body).op;
   return until(`operation ${op}`, async () => {
     const o = JSON.parse((await admin(n, "GET", `/v1/cluster/ops/${op}`)).body);
-    if (o.state === "failed") throw new Error(`operation ${op} failed: ${o.error}`);
+    if (o.state === "failed") throw Object.assign(new Error(`operation ${op} failed: ${o.error}`), { fatal: true });
     why = `operation ${op}: ${o.done}/${o.total}`;
     return o.state === "done";
   }, 60000);
@@ -375,7 +377,13 @@ async function main() {
       (s.sample.size ? `; errors: ${JSON.stringify(Object.fromEntries(s.sample))}` : ""));
   }
   console.log(`membership changes under load took ${loadS.toFixed(1)} s`);
-  for (const n of live()) n.node.child.kill("SIGTERM");
+  // Every node left stops cleanly (SIGTERM: exit 0, within 10 s).
+  for (const n of live()) {
+    n.gone = true;
+    n.node.child.kill("SIGTERM");
+    await until(`node ${n.id} stops`, () => n.node.exited, 10000);
+    assert(n.node.child.exitCode === 0, `node ${n.id} exited with ${n.node.child.exitCode}`);
+  }
 }
 
 run(async () => {

@@ -1044,10 +1044,12 @@ static void reconcile(struct shards *s)
 			continue;
 		}
 		for (unsigned i = 0; i < n; i++) {
-			/* A demoted node's standby is not on its way in. */
+			/* A demoted node's standby counts while it is being
+			 * built (a spare, or behind), not once it follows. */
 			if (sv[i].role != GROUP_VOTER &&
-			    !membership_has(r->standbys, r->n_standbys,
-			                    sv[i].id)) {
+			    (!membership_has(r->standbys, r->n_standbys,
+			                     sv[i].id) ||
+			     sv[i].role != GROUP_STANDBY || !sv[i].caught_up)) {
 				moving++;
 				break;
 			}

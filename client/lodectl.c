@@ -32,7 +32,8 @@ static const struct lodectl_family families[] = {
     {"cache", lodectl_cache_main,
      "register, list, describe and delete Felix caches"},
     {"cluster", lodectl_cluster_main,
-     "membership: status, drain, remove, replace, transfer-leader"},
+     "membership: status, drain, remove, replace, promote, demote, "
+     "transfer-leader"},
     {"cert", lodectl_cert_main,
      "internal mutual TLS: a cluster CA and node certificates (offline)"},
 };

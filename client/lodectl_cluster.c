@@ -3,6 +3,8 @@
  *
  *     lodectl cluster status
  *     lodectl cluster drain ID
+ *     lodectl cluster promote ID
+ *     lodectl cluster demote ID
  *     lodectl cluster remove ID
  *     lodectl cluster replace DEAD_ID [--with NEW_ID]
  *     lodectl cluster transfer-leader GROUP [--to ID]
@@ -55,6 +57,12 @@ static void usage(FILE *f)
 	        "ID\n"
 	        "  remove ID                       drain node ID (when alive), "
 	        "then remove it\n"
+	        "  demote ID                       node ID keeps standby "
+	        "replicas only\n"
+	        "                                  (it votes nowhere; "
+	        "placement keeps it so)\n"
+	        "  promote ID                      node ID votes again where "
+	        "placement puts it\n"
 	        "  replace DEAD_ID [--with NEW_ID] a dead node's replicas onto "
 	        "NEW_ID\n"
 	        "                                  (a node started with "
@@ -112,17 +120,19 @@ static int status_cmd(const struct lodectl_global *g)
 	printf("cluster '%s', %" JSON_INTEGER_FORMAT " replicas per shard\n\n",
 	       json_string_value(json_object_get(root, "cluster_id")),
 	       json_integer_value(json_object_get(root, "replicas")));
-	printf("%-6s %-9s %-22s %-9s %-6s %s\n", "NODE", "STATE", "INTERNAL",
-	       "CONNECTED", "GROUPS", "ADMIN");
+	printf("%-6s %-9s %-22s %-9s %-5s %-6s %s\n", "NODE", "STATE",
+	       "INTERNAL", "CONNECTED", "VOTER", "GROUPS", "ADMIN");
 	json_array_foreach(json_object_get(root, "nodes"), i, v)
 	{
-		printf("%-6" JSON_INTEGER_FORMAT " %-9s %-22s %-9s "
+		printf("%-6" JSON_INTEGER_FORMAT " %-9s %-22s %-9s %-5s "
 		       "%-6" JSON_INTEGER_FORMAT " %s\n",
 		       json_integer_value(json_object_get(v, "id")),
 		       json_string_value(json_object_get(v, "state")),
 		       json_string_value(json_object_get(v, "internal")),
 		       json_is_true(json_object_get(v, "connected")) ? "yes"
 		                                                     : "no",
+		       json_is_false(json_object_get(v, "voter")) ? "no"
+		                                                  : "yes",
 		       json_integer_value(json_object_get(v, "groups")),
 		       json_string_value(json_object_get(v, "admin")));
 	}
@@ -142,6 +152,11 @@ static int status_cmd(const struct lodectl_global *g)
 		json_array_foreach(json_object_get(v, "voters"), k, x)
 		{
 			printf("%s%" JSON_INTEGER_FORMAT, k ? "," : "",
+			       json_integer_value(x));
+		}
+		json_array_foreach(json_object_get(v, "standbys"), k, x)
+		{
+			printf("%s%" JSON_INTEGER_FORMAT, k ? "," : " standby ",
 			       json_integer_value(x));
 		}
 		printf("\n");
@@ -323,6 +338,14 @@ int lodectl_cluster_main(const struct lodectl_global *g, int argc, char **argv)
 		snprintf(path, sizeof path,
 		         "/v1/cluster/nodes/%" PRIu64 "/drain", id);
 		snprintf(what, sizeof what, "drain node %" PRIu64, id);
+		return start(g, g->admin, "POST", path, req, what, max_wait_s,
+		             false);
+	}
+	if ((strcmp(sub, "promote") == 0 || strcmp(sub, "demote") == 0) &&
+	    !has_other) {
+		snprintf(path, sizeof path, "/v1/cluster/nodes/%" PRIu64 "/%s",
+		         id, sub);
+		snprintf(what, sizeof what, "%s node %" PRIu64, sub, id);
 		return start(g, g->admin, "POST", path, req, what, max_wait_s,
 		             false);
 	}

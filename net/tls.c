@@ -43,7 +43,7 @@ static void ssl_reason(const char *what, char *err, size_t errlen)
 /* A context for `method` with what both sides share; NULL with the
  * reason in `err`. */
 static struct tls_ctx *ctx_alloc(const SSL_METHOD *method, char *err,
-                                      size_t errlen)
+                                 size_t errlen)
 {
 	struct tls_ctx *x = calloc(1, sizeof *x);
 	if (x == NULL) {
@@ -106,8 +106,8 @@ static int load_ca(SSL_CTX *ctx, const char *ca_file, char *err, size_t errlen)
 }
 
 int tls_ctx_new(struct tls_ctx **out, const char *cert_file,
-                     const char *key_file, const char *ca_file, char *err,
-                     size_t errlen)
+                const char *key_file, const char *ca_file, char *err,
+                size_t errlen)
 {
 	static const unsigned char sid_ctx[] = "lodestone-fsnp";
 	struct tls_ctx *x = ctx_alloc(TLS_server_method(), err, errlen);
@@ -154,6 +154,16 @@ void tls_ctx_free(struct tls_ctx *x)
 	free(x);
 }
 
+void tls_ctx_replace(struct tls_ctx *into, struct tls_ctx *from)
+{
+	SSL_CTX *old = into->ctx;
+
+	into->ctx = from->ctx;
+	into->verify_clients = from->verify_clients;
+	from->ctx = old; /* freed below; live sessions hold their own ref */
+	tls_ctx_free(from);
+}
+
 void tls_ctx_require_tls13(struct tls_ctx *x)
 {
 	SSL_CTX_set_min_proto_version(x->ctx, TLS1_3_VERSION);
@@ -170,8 +180,8 @@ uint8_t *tls_ctx_read_buf(struct tls_ctx *x)
 }
 
 int tls_ctx_new_client(struct tls_ctx **out, const char *ca_file,
-                            const char *cert_file, const char *key_file,
-                            char *err, size_t errlen)
+                       const char *cert_file, const char *key_file, char *err,
+                       size_t errlen)
 {
 	struct tls_ctx *x = ctx_alloc(TLS_client_method(), err, errlen);
 
@@ -278,8 +288,8 @@ void tls_session_free(struct tls_session *t)
 }
 
 /* Classifies a failed SSL call: 0 when it only needs more input. */
-static int ssl_failed(struct tls_session *t, int rv, const char *what, char *err,
-                      size_t errlen)
+static int ssl_failed(struct tls_session *t, int rv, const char *what,
+                      char *err, size_t errlen)
 {
 	int e = SSL_get_error(t->ssl, rv);
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
@@ -299,7 +309,7 @@ static int ssl_failed(struct tls_session *t, int rv, const char *what, char *err
 }
 
 int tls_feed(struct tls_session *t, const uint8_t *p, size_t n, char *err,
-                  size_t errlen)
+             size_t errlen)
 {
 	while (n > 0) {
 		size_t w = 0;
@@ -328,7 +338,7 @@ bool tls_established(const struct tls_session *t)
 }
 
 int tls_read(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got,
-                  char *err, size_t errlen)
+             char *err, size_t errlen)
 {
 	*got = 0;
 	if (!t->established || cap == 0) {

@@ -35,8 +35,8 @@ struct tls_session;
  * NULL or "") clients must present a certificate signed by one of its
  * CAs. Returns 0, or -1 with the reason in `err`. */
 int tls_ctx_new(struct tls_ctx **out, const char *cert_file,
-                     const char *key_file, const char *ca_file, char *err,
-                     size_t errlen);
+                const char *key_file, const char *ca_file, char *err,
+                size_t errlen);
 void tls_ctx_free(struct tls_ctx *x);
 /* Whether client certificates are required. */
 bool tls_ctx_verifies_clients(const struct tls_ctx *x);
@@ -48,8 +48,15 @@ uint8_t *tls_ctx_read_buf(struct tls_ctx *x);
  * `cert_file` (and `key_file`, NULL: the same file) a client certificate
  * is offered. Returns 0, or -1 with the reason in `err`. */
 int tls_ctx_new_client(struct tls_ctx **out, const char *ca_file,
-                            const char *cert_file, const char *key_file,
-                            char *err, size_t errlen);
+                       const char *cert_file, const char *key_file, char *err,
+                       size_t errlen);
+
+/* Replaces what `into` presents and trusts by `from`'s (a context loaded
+ * again from renewed files) and frees `from`. Sessions already made keep
+ * the old certificate and trust (each holds a reference to it); sessions
+ * made from now on use the new ones. `into` keeps its address, which its
+ * users hold. */
+void tls_ctx_replace(struct tls_ctx *into, struct tls_ctx *from);
 
 /* Refuses every protocol version below TLS 1.3 on `x`. */
 void tls_ctx_require_tls13(struct tls_ctx *x);
@@ -70,13 +77,13 @@ void tls_session_free(struct tls_session *t);
  * certificate not verified, bad record) with the reason in `err`; any
  * alert to send is then pending. */
 int tls_feed(struct tls_session *t, const uint8_t *p, size_t n, char *err,
-                  size_t errlen);
+             size_t errlen);
 bool tls_established(const struct tls_session *t);
 /* Decrypts up to `cap` bytes into `dst`; *got 0 means more ciphertext is
  * needed. Returns 0, 1 when the peer closed the session (close_notify), or
  * -1 on a failure (reason in `err`). */
 int tls_read(struct tls_session *t, uint8_t *dst, size_t cap, size_t *got,
-                  char *err, size_t errlen);
+             char *err, size_t errlen);
 /* Encrypts `n` bytes (the session must be established). Returns 0 or
  * -1. */
 int tls_write(struct tls_session *t, const uint8_t *p, size_t n);

@@ -102,7 +102,7 @@ static int start(struct shards *s, struct admin_reply *reply, int kind,
 	return admin_reply_json(reply, 202, body);
 }
 
-/* POST /v1/cluster/nodes/{id}/drain | /replace */
+/* POST /v1/cluster/nodes/{id}/drain | /replace | /promote | /demote */
 static int on_node_post(void *data, const struct admin_request *req,
                         struct admin_reply *reply)
 {
@@ -123,9 +123,17 @@ static int on_node_post(void *data, const struct admin_request *req,
 		}
 		return start(s, reply, MEMBERSHIP_OP_REPLACE, id, with);
 	}
+	id = path_id(req->path, "/v1/cluster/nodes/", "/promote");
+	if (id != UINT64_MAX) {
+		return start(s, reply, MEMBERSHIP_OP_PROMOTE, id, 0);
+	}
+	id = path_id(req->path, "/v1/cluster/nodes/", "/demote");
+	if (id != UINT64_MAX) {
+		return start(s, reply, MEMBERSHIP_OP_DEMOTE, id, 0);
+	}
 	return reply_error(reply, 404,
-	                   "use /v1/cluster/nodes/ID/drain or "
-	                   "/v1/cluster/nodes/ID/replace");
+	                   "use /v1/cluster/nodes/ID/drain, /replace, "
+	                   "/promote or /demote");
 }
 
 /* DELETE /v1/cluster/nodes/{id} */

@@ -95,7 +95,7 @@ static const struct opt opts[] = {
     {"internal-tls-cert", OPT_STRING, OFF(internal_tls_cert),
      SZ(internal_tls_cert), 0, 0, "FILE",
      "this node's certificate (PEM, CN=node-<id>): mutual TLS between "
-     "nodes"},
+     "nodes; the three files are read again on SIGHUP"},
     {"internal-tls-key", OPT_STRING, OFF(internal_tls_key),
      SZ(internal_tls_key), 0, 0, "FILE", "the key of internal-tls-cert (PEM)"},
     {"internal-tls-ca", OPT_STRING, OFF(internal_tls_ca), SZ(internal_tls_ca),

@@ -158,14 +158,16 @@ static bool holds_replicas(const struct member *m)
 	return m->state == STORE_NODE_JOINING || m->state == STORE_NODE_ACTIVE;
 }
 
-/* The nodes placement ranks (joining and active, one per slot). */
-static size_t holders(const struct shards *s, uint64_t *slots, uint64_t *ids)
+/* The nodes placement ranks (joining and active, one per slot); only
+ * those that may vote when `voters`. */
+static size_t holders(const struct shards *s, bool voters, uint64_t *slots,
+                      uint64_t *ids)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < s->n_members; i++) {
 		const struct member *m = &s->members[i];
 		bool dup = false;
-		if (!holds_replicas(m)) {
+		if (!holds_replicas(m) || (voters && m->nonvoter)) {
 			continue;
 		}
 		for (size_t j = 0; j < n; j++) {
@@ -180,11 +182,13 @@ static size_t holders(const struct shards *s, uint64_t *slots, uint64_t *ids)
 	return n;
 }
 
-/* The target voters of group g in preference order. */
-static size_t target_of(const struct shards *s, uint32_t g, uint64_t *out)
+/* Placement of group g over the holders (the voting ones when
+ * `voters`), as node ids in preference order. */
+static size_t place(const struct shards *s, uint32_t g, bool voters,
+                    uint64_t *out)
 {
 	uint64_t slots[MAX_NODES], ids[MAX_NODES], res[MAX_NODES];
-	size_t n = holders(s, slots, ids);
+	size_t n = holders(s, voters, slots, ids);
 	size_t k = placement_replicas(slots, n, g, membership_replicas(s), res);
 
 	for (size_t i = 0; i < k; i++) {
@@ -195,6 +199,30 @@ static size_t target_of(const struct shards *s, uint32_t g, uint64_t *out)
 		}
 	}
 	return k;
+}
+
+/* The target voters of group g in preference order: placement over the
+ * nodes that may vote. */
+static size_t target_of(const struct shards *s, uint32_t g, uint64_t *out)
+{
+	return place(s, g, true, out);
+}
+
+/* The target standbys of group g: the demoted nodes that placement over
+ * every holder would give the group. A demotion thus keeps a replica
+ * exactly where the node would vote, and a promotion finds it there. */
+static size_t standbys_of(const struct shards *s, uint32_t g, uint64_t *out)
+{
+	uint64_t all[MAX_NODES];
+	size_t k = place(s, g, false, all), n = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		const struct member *m = member((struct shards *)s, all[i]);
+		if (m != NULL && m->nonvoter) {
+			out[n++] = all[i];
+		}
+	}
+	return n;
 }
 
 bool membership_has(const uint64_t *v, size_t n, uint64_t id)
@@ -223,6 +251,15 @@ void membership_recompute(struct shards *s)
 			memcpy(r->replicas, out, k * sizeof out[0]);
 			r->n_replicas = (unsigned)k;
 			s->generation++;
+		}
+		k = standbys_of(s, g, out);
+		if (k > MAX_REPLICAS) {
+			k = MAX_REPLICAS;
+		}
+		if (k != r->n_standbys ||
+		    memcmp(out, r->standbys, k * sizeof out[0]) != 0) {
+			memcpy(r->standbys, out, k * sizeof out[0]);
+			r->n_standbys = (unsigned)k;
 		}
 	}
 }
@@ -372,11 +409,18 @@ static bool apply_record(struct shards *s, uint64_t id, const uint8_t *p,
 	char held[RECORD_MAX];
 	int state = STORE_NODE_ACTIVE;
 	uint64_t slot = id;
+	uint8_t flags = 0;
 	struct member *m;
 	bool placement = false;
 	const char *rec;
 
-	if (len >= 10 && p[0] == STORE_NODE_RECORD_VERSION) {
+	if (len >= 11 && p[0] == STORE_NODE_RECORD_VERSION_FLAGS) {
+		state = p[1];
+		slot = get_be64(p + 2);
+		flags = p[10];
+		p += 11;
+		len -= 11;
+	} else if (len >= 10 && p[0] == STORE_NODE_RECORD_VERSION) {
 		state = p[1];
 		slot = get_be64(p + 2);
 		p += 10;
@@ -409,6 +453,14 @@ static bool apply_record(struct shards *s, uint64_t id, const uint8_t *p,
 		s->generation++;
 	}
 	m->has_record = true;
+	if (m->nonvoter != ((flags & STORE_NODE_F_NONVOTER) != 0)) {
+		m->nonvoter = (flags & STORE_NODE_F_NONVOTER) != 0;
+		log_info(s->log, "shards", "node %" PRIu64 " %s", m->id,
+		         m->nonvoter ? "was demoted: it holds standbys only"
+		                     : "may vote");
+		placement = true;
+		s->generation++;
+	}
 	if (m->state != state || m->slot != slot) {
 		if (m->state != state) {
 			log_info(s->log, "shards", "node %" PRIu64 " is %s",
@@ -917,6 +969,8 @@ static void groups_step(struct shards *s)
 		if (!r->local || !s->members_known ||
 		    membership_has(r->replicas, r->n_replicas,
 		                   s->cfg.node_id) ||
+		    membership_has(r->standbys, r->n_standbys,
+		                   s->cfg.node_id) ||
 		    !looks_removed(s, g, &empty)) {
 			r->orphan_ms = 0;
 			continue;
@@ -990,7 +1044,12 @@ static void reconcile(struct shards *s)
 			continue;
 		}
 		for (unsigned i = 0; i < n; i++) {
-			if (sv[i].role != GROUP_VOTER) {
+			/* A demoted node's standby counts while it is being
+			 * built (a spare, or behind), not once it follows. */
+			if (sv[i].role != GROUP_VOTER &&
+			    (!membership_has(r->standbys, r->n_standbys,
+			                     sv[i].id) ||
+			     sv[i].role != GROUP_STANDBY || !sv[i].caught_up)) {
 				moving++;
 				break;
 			}
@@ -1029,6 +1088,8 @@ static void reconcile(struct shards *s)
 		rg.n_target = r->n_replicas;
 		rg.alive = al;
 		rg.n_alive = n_alive;
+		rg.standby = r->standbys;
+		rg.n_standby = r->n_standbys;
 		rebalance_next(&rg, &mv);
 		switch (mv.kind) {
 		case REBALANCE_ADD:
@@ -1043,6 +1104,7 @@ static void reconcile(struct shards *s)
 			break;
 		case REBALANCE_STANDBY:
 		case REBALANCE_PROMOTE:
+		case REBALANCE_DEMOTE:
 			rv = group_change(
 			    s->groups, g, GROUP_CHANGE_ASSIGN, mv.node, NULL,
 			    mv.kind == REBALANCE_PROMOTE ? GROUP_VOTER
@@ -1226,6 +1288,10 @@ static const char *op_kind_name(int kind)
 		return "remove";
 	case MEMBERSHIP_OP_REPLACE:
 		return "replace";
+	case MEMBERSHIP_OP_PROMOTE:
+		return "promote";
+	case MEMBERSHIP_OP_DEMOTE:
+		return "demote";
 	default:
 		return "transfer-leader";
 	}
@@ -1298,6 +1364,53 @@ static void op_set_state(struct op *o, uint64_t node, int state, unsigned mask,
 	}
 }
 
+static void op_set_voter(struct op *o, uint64_t node, bool voter)
+{
+	struct store_cmd c;
+	uint8_t key[8];
+
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_VOTER;
+	put_be64(key, node);
+	c.key.p = key;
+	c.key.len = 8;
+	c.kind = voter ? 1 : 0;
+	if (meta_submit(o->s, &c, false, on_op_proposed, o) == 0) {
+		o->waiting = true;
+	} else {
+		op_fail(o, "the meta group is unavailable");
+	}
+}
+
+/* Promote / demote progress from the node's published record: the groups
+ * it votes in. A promotion is done when it votes in every group placement
+ * gives it, a demotion when it votes in none. */
+static void op_voting(struct shards *s, struct op *o, const struct member *m)
+{
+	if (o->kind == MEMBERSHIP_OP_DEMOTE) {
+		if (m->n_held > o->total) {
+			o->total = m->n_held;
+		}
+		o->done = o->total - m->n_held;
+		if (m->nonvoter && m->n_held == 0) {
+			o->state = 1;
+		}
+		return;
+	}
+	o->total = 0;
+	o->done = 0;
+	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+		const struct route *r = &s->routes[g];
+		if (membership_has(r->replicas, r->n_replicas, m->id)) {
+			o->total++;
+			o->done += held_has(m, g);
+		}
+	}
+	if (!m->nonvoter && o->done == o->total) {
+		o->state = 1;
+	}
+}
+
 /* Groups `gone` held whose new replicas are in: every other holder set
  * reaches the target again (and holds `with` when given). */
 static void op_moved(struct shards *s, struct op *o, const struct member *gone,
@@ -1357,7 +1470,8 @@ static void op_step(struct shards *s, struct op *o)
 	/* Steps: drain 0 draining, 1 wait until it holds nothing; remove (of
 	 * a live node) the same, then 5 removed, 6 done; remove of
 	 * a dead node 2 removed, 3 wait until its groups are rebuilt;
-	 * replace 0 removed, 1 the new node takes its slot, 2 wait. A step
+	 * replace 0 removed, 1 the new node takes its slot, 2 wait; promote
+	 * and demote 0 the node's voter flag, 1 wait for its votes. A step
 	 * whose write got no answer runs again. */
 	switch (o->kind * 10 + o->step) {
 	case MEMBERSHIP_OP_DRAIN * 10 + 0:
@@ -1407,6 +1521,14 @@ static void op_step(struct shards *s, struct op *o)
 			o->state = 1;
 		}
 		return;
+	case MEMBERSHIP_OP_PROMOTE * 10 + 0:
+	case MEMBERSHIP_OP_DEMOTE * 10 + 0:
+		op_set_voter(o, o->node, o->kind == MEMBERSHIP_OP_PROMOTE);
+		return;
+	case MEMBERSHIP_OP_PROMOTE * 10 + 1:
+	case MEMBERSHIP_OP_DEMOTE * 10 + 1:
+		op_voting(s, o, m);
+		return;
 	case MEMBERSHIP_OP_REPLACE * 10 + 0:
 		op_moved(s, o, m, w);
 		op_set_state(o, o->node, STORE_NODE_REMOVED, live, 0);
@@ -1432,6 +1554,12 @@ static void ops_step(struct shards *s)
 			op_step(s, &s->ops[i]);
 		}
 	}
+}
+
+/* A quorum of the R voters a group wants. */
+static unsigned voter_quorum(const struct shards *s)
+{
+	return membership_replicas(s) / 2 + 1;
 }
 
 int membership_op_start(struct shards *s, int kind, uint64_t node,
@@ -1484,7 +1612,38 @@ int membership_op_start(struct shards *s, int kind, uint64_t node,
 			         node);
 			return 409;
 		}
-		nh = holders(s, slots, ids);
+		nh = holders(s, false, slots, ids);
+		/* A node's votes move only while it is up (its standbys and
+		 * its catching up need it); a dead one is replaced instead. */
+		if ((kind == MEMBERSHIP_OP_DEMOTE ||
+		     kind == MEMBERSHIP_OP_PROMOTE) &&
+		    !alive(s, node)) {
+			snprintf(err, errlen,
+			         "node %" PRIu64 " is not connected: start it "
+			         "first, or replace it if it is lost",
+			         node);
+			return 409;
+		}
+		/* A demotion, a drain or a removal of a voting node keeps a
+		 * voter quorum of R on the others. */
+		if ((kind == MEMBERSHIP_OP_DEMOTE ||
+		     kind == MEMBERSHIP_OP_DRAIN ||
+		     kind == MEMBERSHIP_OP_REMOVE) &&
+		    !m->nonvoter && holds_replicas(m) &&
+		    holders(s, true, slots, ids) - 1 < voter_quorum(s)) {
+			snprintf(err, errlen,
+			         "%s node %" PRIu64 " would leave %zu voting "
+			         "nodes, fewer than a quorum (%u) of the %u "
+			         "voters per shard: %s",
+			         kind == MEMBERSHIP_OP_DEMOTE ? "demoting"
+			                                      : "removing",
+			         node, holders(s, true, slots, ids) - 1,
+			         voter_quorum(s), membership_replicas(s),
+			         kind == MEMBERSHIP_OP_DEMOTE
+			             ? "promote or add a node first"
+			             : "promote a node first");
+			return 409;
+		}
 		if (kind == MEMBERSHIP_OP_REPLACE) {
 			if (alive(s, node)) {
 				snprintf(err, errlen,
@@ -1514,7 +1673,9 @@ int membership_op_start(struct shards *s, int kind, uint64_t node,
 				}
 			}
 		}
-		if ((kind != MEMBERSHIP_OP_REPLACE || with == 0) &&
+		if ((kind == MEMBERSHIP_OP_DRAIN ||
+		     kind == MEMBERSHIP_OP_REMOVE ||
+		     (kind == MEMBERSHIP_OP_REPLACE && with == 0)) &&
 		    holds_replicas(m) && nh - 1 < membership_replicas(s)) {
 			snprintf(err, errlen,
 			         "without node %" PRIu64 " %zu nodes would "
@@ -1640,6 +1801,7 @@ void membership_status_json(struct shards *s, json_t *root)
 		if (o == NULL) {
 			continue;
 		}
+		json_object_set_new(o, "voter", json_boolean(!m->nonvoter));
 		json_object_set_new(o, "felix", json_string(m->felix));
 		json_object_set_new(o, "fsnp", json_string(m->fsnp));
 		json_object_set_new(o, "fsnp_tls", json_string(m->fsnp_tls));

@@ -26,6 +26,11 @@ enum {
 	MEMBERSHIP_OP_REPLACE,   /* dead node: removed, its replicas onto
 	                            `with` (0 = the others by rendezvous) */
 	MEMBERSHIP_OP_TRANSFER,  /* group leadership to `with` (0 = any) */
+	MEMBERSHIP_OP_PROMOTE,   /* node: votes again in the groups placement
+	                            gives it */
+	MEMBERSHIP_OP_DEMOTE,    /* node: standbys only (its preference is
+	                            kept in its record, honoured by
+	                            placement) */
 };
 
 /* Starts an operation on `node` (a group id for MEMBERSHIP_OP_TRANSFER):

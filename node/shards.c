@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -954,6 +955,14 @@ static json_t *group_json(struct shards *s, uint32_t g)
 	              leader ? json_integer((json_int_t)leader) : json_null(),
 	              "generation", (json_int_t)group_generation(r), "voters",
 	              voters, "replica", r->local);
+	if (o != NULL) {
+		json_t *sb = json_array();
+		for (unsigned v = 0; v < r->n_standbys; v++) {
+			json_array_append_new(
+			    sb, json_integer((json_int_t)r->standbys[v]));
+		}
+		json_object_set_new(o, "standbys", sb);
+	}
 	if (o == NULL || !r->local ||
 	    group_status(s->groups, g, &st) != REPLICA_OK) {
 		if (o != NULL) {
@@ -1319,6 +1328,22 @@ static void handle_closed(uv_handle_t *h)
 
 /* The internal TLS contexts, when configured: TLS 1.3 only, the node's
  * certificate on both sides, peers verified against the cluster CA. */
+static int open_tls_into(struct shards *s, struct tls_ctx **srv,
+                         struct tls_ctx **cli, char *err, size_t errlen)
+{
+	const struct shards_config *c = &s->cfg;
+
+	if (tls_ctx_new(srv, c->internal_tls_cert, c->internal_tls_key,
+	                c->internal_tls_ca, err, errlen) != 0 ||
+	    tls_ctx_new_client(cli, c->internal_tls_ca, c->internal_tls_cert,
+	                       c->internal_tls_key, err, errlen) != 0) {
+		return -1;
+	}
+	tls_ctx_require_tls13(*srv);
+	tls_ctx_require_tls13(*cli);
+	return 0;
+}
+
 static int open_tls(struct shards *s, char *err, size_t errlen)
 {
 	const struct shards_config *c = &s->cfg;
@@ -1326,17 +1351,34 @@ static int open_tls(struct shards *s, char *err, size_t errlen)
 	if (c->internal_tls_cert == NULL || c->internal_tls_cert[0] == '\0') {
 		return 0;
 	}
-	if (tls_ctx_new(&s->tls_server, c->internal_tls_cert,
-	                c->internal_tls_key, c->internal_tls_ca, err,
-	                errlen) != 0 ||
-	    tls_ctx_new_client(&s->tls_client, c->internal_tls_ca,
-	                       c->internal_tls_cert, c->internal_tls_key, err,
-	                       errlen) != 0) {
-		return -1;
+	return open_tls_into(s, &s->tls_server, &s->tls_client, err, errlen);
+}
+
+/* SIGHUP: the internal certificate, key and CA files are read again;
+ * connections made from now on (dialed or accepted) present and check
+ * the new ones, established ones keep theirs. Files that do not load
+ * leave everything as it was. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+	struct shards *s = h->data;
+	struct tls_ctx *srv = NULL, *cli = NULL;
+	char err[600];
+	(void)signum;
+
+	if (open_tls_into(s, &srv, &cli, err, sizeof err) != 0) {
+		tls_ctx_free(srv);
+		log_warn(s->log, "shards",
+		         "SIGHUP: internal TLS not reloaded, the previous "
+		         "certificate stays: %s",
+		         err);
+		return;
 	}
-	tls_ctx_require_tls13(s->tls_server);
-	tls_ctx_require_tls13(s->tls_client);
-	return 0;
+	tls_ctx_replace(s->tls_server, srv);
+	tls_ctx_replace(s->tls_client, cli);
+	log_info(s->log, "shards",
+	         "SIGHUP: internal TLS reloaded from %s (new connections use "
+	         "it)",
+	         s->cfg.internal_tls_cert);
 }
 
 static void close_tls(struct shards *s)
@@ -1690,6 +1732,14 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	s->tick.data = s;
 	uv_timer_start(&s->tick, on_tick, 0, TICK_MS);
 	s->handles_open = 2;
+	if (s->tls_server != NULL) {
+		uv_signal_init(loop, &s->sighup);
+		s->sighup.data = s;
+		uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+		uv_unref((uv_handle_t *)&s->sighup);
+		s->sighup_on = true;
+		s->handles_open++;
+	}
 	if (s->cluster) {
 		log_info(log, "shards",
 		         "node %" PRIu64 " of %zu in cluster '%s': %u replicas "
@@ -1820,6 +1870,9 @@ static void close_step(struct shards *s)
 	}
 	uv_close((uv_handle_t *)&s->maint, handles_closed);
 	uv_close((uv_handle_t *)&s->tick, handles_closed);
+	if (s->sighup_on) {
+		uv_close((uv_handle_t *)&s->sighup, handles_closed);
+	}
 }
 
 /* A node stopping (SIGTERM) first hands the leaderships it holds to other

@@ -44,6 +44,7 @@ struct member {
 	uint64_t slot;  /* placement rank (its id, or the one it replaced) */
 	uint8_t *held;  /* groups it votes in, as published (bitmap) */
 	unsigned n_held;
+	bool nonvoter; /* demoted: placement gives it standbys only */
 };
 
 /* The routing snapshot's entry of one group. */
@@ -59,6 +60,9 @@ struct route {
 	uint64_t ann_stamp;
 	unsigned n_replicas;
 	uint64_t replicas[MAX_REPLICAS]; /* preference order */
+	unsigned n_standbys;
+	uint64_t
+	    standbys[MAX_REPLICAS]; /* demoted nodes' non-voting replicas */
 	uint64_t leader_since_ms;
 	uint64_t transfer_ms;
 	/* Ownership generation: the newest term this node saw a leader in,
@@ -110,6 +114,10 @@ struct shards {
 	struct fsm fsm;   /* one fsm serves every group: entries name theirs */
 	uv_timer_t maint; /* maint.data = this */
 	uv_timer_t tick;  /* tick.data = this */
+	/* SIGHUP: internal TLS files read again (only with internal TLS);
+	 * sighup.data = this */
+	uv_signal_t sighup;
+	bool sighup_on;
 
 	bool cluster;
 	bool joining; /* started with --join: not admitted yet */

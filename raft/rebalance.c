@@ -21,6 +21,12 @@ static bool in_target(const struct rebalance_group *g, uint64_t id)
 	return has(g->target, g->n_target, id);
 }
 
+static bool in_standby(const struct rebalance_group *g, uint64_t id)
+{
+	return g->standby != NULL && has(g->standby, g->n_standby, id) &&
+	       !in_target(g, id);
+}
+
 static const struct rebalance_server *server(const struct rebalance_group *g,
                                              uint64_t id)
 {
@@ -92,18 +98,23 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 	/* 1. Non-voters outside the target go (quorum is not theirs). */
 	for (i = 0; i < g->n_servers; i++) {
 		s = &g->servers[i];
-		if (s->role != REBALANCE_VOTER && !in_target(g, s->id)) {
+		if (s->role != REBALANCE_VOTER && !in_target(g, s->id) &&
+		    !in_standby(g, s->id)) {
 			set(out, REBALANCE_REMOVE, s->id);
 			return;
 		}
 	}
 
-	/* 2. A dead voter outside the target goes when that is safe. */
+	/* 2. A dead voter outside the target goes (or, demoted, stays as a
+	 * standby) when that is safe. */
 	for (i = 0; i < g->n_servers; i++) {
 		s = &g->servers[i];
 		if (s->role == REBALANCE_VOTER && !in_target(g, s->id) &&
 		    !alive(g, s->id) && safe(g, nv, live, nv - 1, live)) {
-			set(out, REBALANCE_REMOVE, s->id);
+			set(out,
+			    in_standby(g, s->id) ? REBALANCE_DEMOTE
+			                         : REBALANCE_REMOVE,
+			    s->id);
 			return;
 		}
 	}
@@ -155,7 +166,10 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 				continue;
 			}
 			if (safe(g, nv, live, nv - 1, live - alive(g, s->id))) {
-				set(out, REBALANCE_REMOVE, s->id);
+				set(out,
+				    in_standby(g, s->id) ? REBALANCE_DEMOTE
+				                         : REBALANCE_REMOVE,
+				    s->id);
 				return;
 			}
 		}
@@ -173,6 +187,25 @@ void rebalance_next(const struct rebalance_group *g, struct rebalance_move *out)
 	}
 	if (in_t < g->n_target || nv > in_t) {
 		set(out, REBALANCE_WAIT, 0);
+		return;
+	}
+
+	/* 7. The standbys, once the voters are the target: a spare is made a
+	 * standby, a missing one added (one at a time). */
+	for (i = 0; g->standby != NULL && i < g->n_standby; i++) {
+		uint64_t id = g->standby[i];
+		if (!in_standby(g, id)) {
+			continue;
+		}
+		s = server(g, id);
+		if (s != NULL && s->role == REBALANCE_SPARE && alive(g, id)) {
+			set(out, REBALANCE_STANDBY, id);
+			return;
+		}
+		if (s == NULL && alive(g, id)) {
+			set(out, REBALANCE_ADD, id);
+			return;
+		}
 	}
 }
 
@@ -193,6 +226,8 @@ const char *rebalance_name(int kind)
 		return "remove";
 	case REBALANCE_TRANSFER:
 		return "transfer";
+	case REBALANCE_DEMOTE:
+		return "demote";
 	default:
 		return "?";
 	}

@@ -17,7 +17,14 @@
  * Safety: a move is returned only when the configuration it makes still
  * has a live majority (alive voters >= half + 1), and, when the group had
  * at least a quorum of its target alive among its voters, keeps at least
- * that many; a group that cannot move safely waits. */
+ * that many; a group that cannot move safely waits.
+ *
+ * Standbys: a node the operator demoted (CLUSTER.DEMOTE) is in the
+ * group's standby target instead of its voters. It keeps a replica that
+ * receives the log but does not vote: a voter of the standby target is
+ * demoted (made a standby) where another would be removed, a non-voter
+ * of it is kept, and one missing from the configuration is added and
+ * made a standby, never promoted. */
 #ifndef LS_RAFT_REBALANCE_H
 #define LS_RAFT_REBALANCE_H
 
@@ -33,6 +40,7 @@ enum {
 	REBALANCE_PROMOTE,  /* make standby `node` a voter */
 	REBALANCE_REMOVE,   /* remove `node` from the configuration */
 	REBALANCE_TRANSFER, /* hand leadership to `node` */
+	REBALANCE_DEMOTE,   /* make voter `node` a standby */
 };
 
 enum {
@@ -56,6 +64,8 @@ struct rebalance_group {
 	size_t n_target;
 	const uint64_t *alive; /* nodes known to be up, the leader included */
 	size_t n_alive;
+	const uint64_t *standby; /* target standbys (none outside target) */
+	size_t n_standby;
 };
 
 struct rebalance_move {

@@ -88,6 +88,8 @@ static const struct op_desc ops[] = {
                              true,
                              "NODE_STATE",
                              {F_KEY, F_KIND, F_MAX, F_OFFSET}},
+    [STORE_OP_NODE_VOTER] =
+        {STORE_OP_NODE_VOTER, false, true, "NODE_VOTER", {F_KEY, F_KIND}},
     [STORE_OP_CONF_INIT] =
         {STORE_OP_CONF_INIT, false, true, "CONF_INIT", {F_KEY, F_VALUE}},
     [STORE_OP_CONF_GET] = {STORE_OP_CONF_GET, true, true, "CONF_GET", {F_KEY}},

@@ -39,6 +39,12 @@ enum {
 	STORE_NODE_REMOVED = 3,
 };
 #define STORE_NODE_RECORD_VERSION 2
+/* A record with flags (STORE_NODE_F_*): version 3 adds a u8 flags after
+ * the slot. Records without flags keep version 2. */
+#define STORE_NODE_RECORD_VERSION_FLAGS 3
+#define STORE_NODE_F_NONVOTER                                                  \
+	0x01 /* the operator demoted it: placement                             \
+	        gives it standbys, never voters */
 
 enum store_op {
 	/* Meta group (group 0): registered scopes. kind = STORE_SCOPE_*. */
@@ -59,6 +65,8 @@ enum store_op {
 	/* Meta group: one record per cluster node, its membership state,
 	 * its placement slot and its addresses (text, opaque to the store).
 	 * Stored as u8 version (2) | u8 state (STORE_NODE_*) | u64 slot |
+	 * addresses, or with flags u8 version (3) | u8 state | u64 slot |
+	 * u8 flags (STORE_NODE_F_*) |
 	 * addresses. The slot is the id placement ranks the node by: its own
 	 * id, or the id of the dead node it replaced. A record of format 1
 	 * (addresses alone, written before membership states) reads as
@@ -95,6 +103,10 @@ enum store_op {
 	 * [i64 1 created / 0 changed, the user's rules]; ERR (nothing
 	 * changes) when a token does not apply or no function is set. */
 	STORE_OP_ACL_APPLY = 0x0E,
+	/* Meta group: whether a node may vote (CLUSTER.PROMOTE / DEMOTE).
+	 * key=node id kind=1 voter, 0 non-voter -> i64 1 changed, 0 already
+	 * so; NOT_FOUND, or ERR when the node was removed */
+	STORE_OP_NODE_VOTER = 0x0F,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

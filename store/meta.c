@@ -305,6 +305,7 @@ fail:
 struct node_rec {
 	uint8_t state;
 	uint64_t slot;
+	uint8_t flags;    /* STORE_NODE_F_* */
 	const char *addr; /* borrowed from the value read */
 	size_t addr_len;
 };
@@ -332,8 +333,15 @@ static int node_get(struct tx *tx, const struct store_slice *key,
 	if (found <= 0) {
 		return found;
 	}
-	if (v->len >= NODE_HEADER &&
-	    (uint8_t)v->p[0] == STORE_NODE_RECORD_VERSION) {
+	if (v->len >= NODE_HEADER + 1 &&
+	    (uint8_t)v->p[0] == STORE_NODE_RECORD_VERSION_FLAGS) {
+		r->state = (uint8_t)v->p[1];
+		r->slot = be64((const uint8_t *)v->p + 2);
+		r->flags = (uint8_t)v->p[NODE_HEADER];
+		r->addr = v->p + NODE_HEADER + 1;
+		r->addr_len = v->len - NODE_HEADER - 1;
+	} else if (v->len >= NODE_HEADER &&
+	           (uint8_t)v->p[0] == STORE_NODE_RECORD_VERSION) {
 		r->state = (uint8_t)v->p[1];
 		r->slot = be64((const uint8_t *)v->p + 2);
 		r->addr = v->p + NODE_HEADER;
@@ -351,10 +359,16 @@ static int node_get(struct tx *tx, const struct store_slice *key,
 static void node_put(struct tx *tx, struct sbuf *k, const struct node_rec *r)
 {
 	struct sbuf b;
+	/* Version 2 while there are no flags: what nodes that predate the
+	 * flags read. */
 	sbuf_init(&b);
-	sbuf_u8(&b, STORE_NODE_RECORD_VERSION);
+	sbuf_u8(&b, r->flags != 0 ? STORE_NODE_RECORD_VERSION_FLAGS
+	                          : STORE_NODE_RECORD_VERSION);
 	sbuf_u8(&b, r->state);
 	sbuf_u64(&b, r->slot);
+	if (r->flags != 0) {
+		sbuf_u8(&b, r->flags);
+	}
 	sbuf_add(&b, r->addr, r->addr_len);
 	tx_put(tx, k, b.p, b.len);
 	sbuf_free(&b);
@@ -693,6 +707,46 @@ static int acl_list(struct tx *tx, struct sbuf *res)
 	return 0;
 }
 
+/* NODE_VOTER: the operator's choice whether the node may vote. */
+static int node_voter(struct tx *tx, const struct store_cmd *c,
+                      struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old = {0};
+	struct node_rec r = {0};
+	uint8_t flags;
+	int found;
+
+	if (c->key.len != NODE_ID_LEN || c->kind > 1) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR NODE_VOTER needs an 8-byte id and 0 or 1");
+		return 0;
+	}
+	found = node_get(tx, &c->key, &k, &old, &r);
+	if (found < 0) {
+		sbuf_free(&k);
+		return -1;
+	}
+	flags = c->kind != 0 ? (uint8_t)(r.flags & ~STORE_NODE_F_NONVOTER)
+	                     : (uint8_t)(r.flags | STORE_NODE_F_NONVOTER);
+	if (!found) {
+		res_error(res, STORE_NOT_FOUND, "ERR no such node");
+	} else if (r.state == STORE_NODE_REMOVED) {
+		res_error(res, STORE_ERR, "ERR the node was removed");
+	} else if (flags == r.flags) {
+		res_begin(res, STORE_OK);
+		res_i64(res, 0);
+	} else {
+		r.flags = flags;
+		node_put(tx, &k, &r);
+		res_begin(res, STORE_OK);
+		res_i64(res, 1);
+	}
+	val_free(&old);
+	sbuf_free(&k);
+	return 0;
+}
+
 int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	switch (c->op) {
@@ -710,6 +764,8 @@ int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return node_set(tx, c, res, true);
 	case STORE_OP_NODE_STATE:
 		return node_state(tx, c, res);
+	case STORE_OP_NODE_VOTER:
+		return node_voter(tx, c, res);
 	case STORE_OP_CONF_INIT:
 		return conf(tx, c, res, true);
 	case STORE_OP_CONF_GET:

@@ -437,6 +437,7 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_NODE_LIST:
 	case STORE_OP_NODE_JOIN:
 	case STORE_OP_NODE_STATE:
+	case STORE_OP_NODE_VOTER:
 	case STORE_OP_CONF_INIT:
 	case STORE_OP_CONF_GET:
 	case STORE_OP_ACL_SETUSER:

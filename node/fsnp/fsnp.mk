@@ -125,3 +125,16 @@ INTEGRATION_TESTS += tests/integration/test_fsnp_admin
 tests_integration_test_fsnp_admin_SOURCES = \
 	tests/integration/test_fsnp_admin.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_admin_LDADD = $(FSNP_ITEST_LDADD) -lpthread
+
+# Demoting and promoting nodes (CLUSTER.DEMOTE / PROMOTE, lodectl, the
+# admin API) on 4 nodes.
+INTEGRATION_TESTS += tests/integration/test_voting
+tests_integration_test_voting_SOURCES = \
+	tests/integration/test_voting.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_voting_LDADD = $(FSNP_ITEST_LDADD)
+
+# Internal mTLS certificates and CA rotated on SIGHUP on 3 nodes.
+INTEGRATION_TESTS += tests/integration/test_tls_reload
+tests_integration_test_tls_reload_SOURCES = \
+	tests/integration/test_tls_reload.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_tls_reload_LDADD = $(FSNP_ITEST_LDADD)

@@ -3,10 +3,10 @@
  * PROMOTE, DEMOTE, ROLE and FERRICSTORE.KEY_INFO, CONFIG, HOTNESS,
  * METRICS, BLOBGC, by opcode or by COMMAND_EXEC name. Answers come from
  * the membership and the routing snapshot (node/shards.h, the /v1/cluster
- * view), this replica's store, the node's metrics; JOIN (REPLACE), LEAVE
- * and FAILOVER start the membership's operations (node/membership.h), the
- * same ones as the admin HTTP API. Every handler runs synchronously and
- * fills r->reply. */
+ * view), this replica's store, the node's metrics; JOIN (REPLACE), LEAVE,
+ * FAILOVER, PROMOTE and DEMOTE start the membership's operations
+ * (node/membership.h), the same ones as the admin HTTP API. Every handler runs
+ * synchronously and fills r->reply. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -532,20 +532,30 @@ static void cluster_failover(struct fsnp_req *r,
 }
 
 static void cluster_voting(struct fsnp_req *r, const struct fsnp_admin_args *a,
-                           const char *name)
+                           const char *name, int kind)
 {
 	struct fsnp_admin_node nd;
-	char msg[400];
+	char err[512], msg[600];
+	uint64_t op;
+	int st;
 	if (!node_arg(r, a, 0, true, &nd)) {
 		return;
 	}
-	snprintf(msg, sizeof msg,
-	         "ERR %s is not supported: every node holding a group votes "
-	         "in it (placement chooses the voters); move replicas with "
-	         "CLUSTER.JOIN / CLUSTER.LEAVE and leadership with "
-	         "CLUSTER.FAILOVER",
-	         name);
-	fail(r, "not_supported", msg);
+	if (a->n > 1) {
+		snprintf(msg, sizeof msg,
+		         "ERR native field args: %s takes one node", name);
+		bad(r, msg);
+		return;
+	}
+	st = membership_op_start(r->srv->shards, kind, nd.id, 0, &op, err,
+	                         sizeof err);
+	if (st != 0) {
+		op_refused(r, st, err);
+	} else {
+		reply_op(r, op,
+		         kind == MEMBERSHIP_OP_PROMOTE ? "promote" : "demote",
+		         "node", nd.id);
+	}
 }
 
 static void cluster_role(struct fsnp_req *r)
@@ -562,6 +572,9 @@ static void cluster_role(struct fsnp_req *r)
 	fsnp_w_map_begin(&w);
 	w_kv_id(&w, "node", s->node_id);
 	w_kv_str(&w, "state", m != NULL ? json_str(m, "state") : "active");
+	fsnp_w_key(&w, "voter");
+	fsnp_w_bool(&w,
+	            m == NULL || !json_is_false(json_object_get(m, "voter")));
 	fsnp_w_key(&w, "leader_of");
 	fsnp_w_array_begin(&w);
 	json_array_foreach(json_object_get(j, "groups"), i, g)
@@ -856,8 +869,10 @@ static void run(struct fsnp_req *r, uint16_t op,
 		cluster_failover(r, a);
 		return;
 	case FSNP_OP_CLUSTER_PROMOTE:
+		cluster_voting(r, a, name, MEMBERSHIP_OP_PROMOTE);
+		return;
 	case FSNP_OP_CLUSTER_DEMOTE:
-		cluster_voting(r, a, name);
+		cluster_voting(r, a, name, MEMBERSHIP_OP_DEMOTE);
 		return;
 	case FSNP_OP_CLUSTER_ROLE:
 		if (no_args(r, a, name)) {

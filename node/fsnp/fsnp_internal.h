@@ -328,6 +328,10 @@ struct fsnp_server {
 	bool draining;
 	bool closed; /* close callback done */
 	fsnp_server_close_cb close_cb;
+	/* The close callback is running: what it closes may complete the
+	 * last outstanding ops, and freeing the server then would pull it
+	 * from under handle_closed. */
+	bool in_close_cb;
 	void *close_data;
 	uint64_t grace_ms;
 

@@ -883,7 +883,7 @@ void fsnp_server_release(struct fsnp_server *s)
 static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
-	    s->close_cb == NULL) {
+	    s->close_cb == NULL && !s->in_close_cb) {
 		if (s->metrics != NULL) {
 			metrics_remove_collector(s->metrics, metrics_collect,
 			                         s);
@@ -905,7 +905,9 @@ static void handle_closed(uv_handle_t *h)
 	if (s->close_cb != NULL) {
 		fsnp_server_close_cb cb = s->close_cb;
 		s->close_cb = NULL;
+		s->in_close_cb = true;
 		cb(s->close_data);
+		s->in_close_cb = false;
 	}
 	maybe_free(s);
 }

@@ -4,8 +4,9 @@
  * Three nodes bootstrapped with --peers, 3 shards:
  *  - CLUSTER.HEALTH, STATUS, SLOTS, KEYSLOT, ROLE, STATS and
  *    FERRICSTORE.KEY_INFO, CONFIG GET, METRICS, HOTNESS, BLOBGC answer,
- *    checked against GET /v1/cluster and ROUTE; CONFIG SET, PROMOTE and
- *    DEMOTE are refused; bad args get status 6 naming the field; the
+ *    checked against GET /v1/cluster and ROUTE; CONFIG SET is refused,
+ *    PROMOTE of a voter starts an operation, DEMOTE of a stranger is
+ *    refused; bad args get status 6 naming the field; the
  *    COMMAND_EXEC form answers as the opcode does, and PIPELINE items
  *    answer each on its own;
  *  - CLUSTER.FAILOVER on a group's leader moves its leadership;
@@ -534,6 +535,8 @@ static void test_admin(void **state)
 		const char *two[] = {"a", "b"};
 		const char *bogus[] = {"BOGUS"};
 		const char *p1[] = {"2@127.0.0.1:1"};
+		const char *nine[] = {"9"};
+		const char *two_nodes[] = {"2", "3"};
 		expect_error(admin(&a, FSNP_OP_CLUSTER_KEYSLOT, NULL, NULL, 0),
 		             6, "key");
 		expect_error(admin(&a, FSNP_OP_CLUSTER_JOIN, NULL, bad_node, 1),
@@ -554,10 +557,17 @@ static void test_admin(void **state)
 		expect_error(
 		    admin(&a, FSNP_OP_FERRICSTORE_CONFIG, NULL, NULL, 0), 6,
 		    "args[0]");
-		expect_error(admin(&a, FSNP_OP_CLUSTER_PROMOTE, NULL, p1, 1), 1,
-		             "not supported");
-		expect_error(admin(&a, FSNP_OP_CLUSTER_DEMOTE, NULL, p1, 1), 1,
-		             "not supported");
+		/* PROMOTE of a voter starts (and soon ends) an operation;
+		 * DEMOTE of a node that is not a member is refused. */
+		m = admin(&a, FSNP_OP_CLUSTER_PROMOTE, NULL, p1, 1);
+		assert_int_equal(m.status, 0);
+		assert_true(ftc_map_str(&m.value, "kind", "promote"));
+		ftc_msg_free(&m);
+		expect_error(admin(&a, FSNP_OP_CLUSTER_DEMOTE, NULL, nine, 1),
+		             1, "no node 9");
+		expect_error(
+		    admin(&a, FSNP_OP_CLUSTER_DEMOTE, NULL, two_nodes, 2), 6,
+		    "takes one node");
 		struct wbuf b;
 		ftc_body(&b, "args=s", "GET");
 		assert_int_equal(

@@ -4,7 +4,9 @@
  * configuration (each node absent, spare, standby or voter), every target
  * of one to five nodes, every set of live nodes and every leader; each
  * state is driven move by move with the invariants checked at every step,
- * and must reach the target when the target's nodes are alive. */
+ * and must reach the target when the target's nodes are alive; the same
+ * with a demoted node (a standby target of at most one node outside the
+ * voters' target), which must end as a standby, never a voter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +26,20 @@ struct sim {
 	bool caught[N + 1];
 	uint64_t leader;
 };
+
+/* The standby target of the runs (demoted nodes), none by default. */
+static uint64_t standby_target[N];
+static size_t n_standby_target;
+
+static bool is_standby_target(int i)
+{
+	for (size_t k = 0; k < n_standby_target; k++) {
+		if (standby_target[k] == (uint64_t)i) {
+			return true;
+		}
+	}
+	return false;
+}
 
 static size_t quorum(size_t n)
 {
@@ -67,10 +83,15 @@ static void next(const struct sim *s, const uint64_t *target, size_t nt,
 	g.n_target = nt;
 	g.alive = al;
 	g.n_alive = na;
+	g.standby = n_standby_target > 0 ? standby_target : NULL;
+	g.n_standby = n_standby_target;
 	rebalance_next(&g, m);
 }
 
-static bool at_target(const struct sim *s, const uint64_t *target, size_t nt)
+/* The voters are the target; a standby target's node is a standby (a dead
+ * one at least votes no more). */
+static bool at_target(const struct sim *s, const uint64_t *target, size_t nt,
+                      unsigned alive)
 {
 	for (int i = 1; i <= N; i++) {
 		bool want = false;
@@ -79,6 +100,14 @@ static bool at_target(const struct sim *s, const uint64_t *target, size_t nt)
 		}
 		if (want != (s->role[i] == REBALANCE_VOTER)) {
 			return false;
+		}
+		if (!want && is_standby_target(i)) {
+			if ((alive >> i) & 1
+			        ? s->role[i] != REBALANCE_STANDBY_ROLE
+			        : s->role[i] == REBALANCE_VOTER) {
+				return false;
+			}
+			continue;
 		}
 		if (!want && s->role[i] != ABSENT) {
 			return false;
@@ -106,7 +135,7 @@ static void drive(struct sim s, const uint64_t *target, size_t nt,
 		next(&s, target, nt, alive, &m);
 		moves_checked++;
 		if (m.kind == REBALANCE_NONE) {
-			assert_true(at_target(&s, target, nt));
+			assert_true(at_target(&s, target, nt, alive));
 			return;
 		}
 		if (m.kind == REBALANCE_WAIT) {
@@ -150,11 +179,19 @@ static void drive(struct sim s, const uint64_t *target, size_t nt,
 		case REBALANCE_PROMOTE:
 			assert_int_equal(*r, REBALANCE_STANDBY_ROLE);
 			assert_true(s.caught[m.node]);
+			assert_false(is_standby_target((int)m.node));
 			*r = REBALANCE_VOTER;
+			break;
+		case REBALANCE_DEMOTE:
+			assert_int_equal(*r, REBALANCE_VOTER);
+			assert_int_not_equal(m.node, s.leader);
+			assert_true(is_standby_target((int)m.node));
+			*r = REBALANCE_STANDBY_ROLE;
 			break;
 		case REBALANCE_REMOVE:
 			assert_int_not_equal(*r, ABSENT);
 			assert_int_not_equal(m.node, s.leader);
+			assert_false(is_standby_target((int)m.node));
 			*r = ABSENT;
 			break;
 		case REBALANCE_TRANSFER:
@@ -179,10 +216,11 @@ static void drive(struct sim s, const uint64_t *target, size_t nt,
 	fail_msg("no end after 40 moves");
 }
 
-static void test_next_move_exhaustive(void **state)
+/* Every configuration, target, live set and leader; with `demoted`,
+ * also every single node outside the target as its standby target. */
+static unsigned long exhaustive(bool demoted)
 {
 	unsigned long states = 0;
-	(void)state;
 
 	for (unsigned code = 0; code < 1024; code++) { /* 4^5 configs */
 		struct sim s;
@@ -202,27 +240,58 @@ static void test_next_move_exhaustive(void **state)
 					target[nt++] = (uint64_t)i;
 				}
 			}
-			for (unsigned am = 0; am < 32; am++) {
-				unsigned alive = am << 1;
-				for (int l = 1; l <= N; l++) {
-					size_t nv, live;
-					if (s.role[l] != REBALANCE_VOTER ||
-					    !((alive >> l) & 1)) {
-						continue;
+			for (int d = demoted ? 1 : 0; d <= (demoted ? N : 0);
+			     d++) {
+				if (d != 0 && ((tm >> (d - 1)) & 1)) {
+					continue; /* a voter of the target */
+				}
+				n_standby_target = d != 0;
+				standby_target[0] = (uint64_t)d;
+				for (unsigned am = 0; am < 32; am++) {
+					unsigned alive = am << 1;
+					for (int l = 1; l <= N; l++) {
+						size_t nv, live;
+						if (s.role[l] !=
+						        REBALANCE_VOTER ||
+						    !((alive >> l) & 1)) {
+							continue;
+						}
+						s.leader = (uint64_t)l;
+						count(&s, alive, &nv, &live);
+						if (live < quorum(nv)) {
+							continue;
+						}
+						drive(s, target, nt, alive);
+						states++;
 					}
-					s.leader = (uint64_t)l;
-					count(&s, alive, &nv, &live);
-					if (live < quorum(nv)) {
-						continue; /* no leader */
-					}
-					drive(s, target, nt, alive);
-					states++;
 				}
 			}
 		}
 	}
+	n_standby_target = 0;
+	return states;
+}
+
+static void test_next_move_exhaustive(void **state)
+{
+	unsigned long states;
+	(void)state;
+
+	states = exhaustive(false);
 	assert_true(states > 100000);
 	print_message("%lu states, %lu decisions\n", states, moves_checked);
+}
+
+static void test_next_move_exhaustive_demoted(void **state)
+{
+	unsigned long states;
+	(void)state;
+
+	moves_checked = 0;
+	states = exhaustive(true);
+	assert_true(states > 100000);
+	print_message("%lu states with a demoted node, %lu decisions\n", states,
+	              moves_checked);
 }
 
 /* Growing, shrinking and replacing with every node alive: the target is
@@ -295,6 +364,67 @@ static void test_next_move_sequences(void **state)
 	}
 }
 
+/* Demoting node 3 of three voters: its leadership goes first, then it
+ * becomes a standby (never removed); promoting it back makes it a voter
+ * again once caught up. */
+static void test_demote_promote(void **state)
+{
+	struct sim s;
+	struct rebalance_move m;
+	uint64_t voters[2] = {1, 2}, all[3] = {1, 2, 3};
+	unsigned alive = (1u << 1) | (1u << 2) | (1u << 3);
+	(void)state;
+
+	memset(&s, 0, sizeof s);
+	for (int i = 1; i <= N; i++) {
+		s.role[i] = ABSENT;
+	}
+	s.role[1] = s.role[2] = s.role[3] = REBALANCE_VOTER;
+	s.leader = 3;
+	standby_target[0] = 3;
+	n_standby_target = 1;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_TRANSFER);
+	assert_int_equal(m.node, 1);
+	s.leader = 1;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_DEMOTE);
+	assert_int_equal(m.node, 3);
+	s.role[3] = REBALANCE_STANDBY_ROLE;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_NONE);
+
+	/* Promoted: a voter again once it has caught up. */
+	n_standby_target = 0;
+	next(&s, all, 3, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_WAIT);
+	s.caught[3] = true;
+	next(&s, all, 3, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_PROMOTE);
+	assert_int_equal(m.node, 3);
+
+	/* A demoted node missing from a group is added and made a standby
+	 * once the voters are in place. */
+	memset(&s, 0, sizeof s);
+	for (int i = 1; i <= N; i++) {
+		s.role[i] = ABSENT;
+	}
+	s.role[1] = s.role[2] = REBALANCE_VOTER;
+	s.leader = 2;
+	standby_target[0] = 3;
+	n_standby_target = 1;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_ADD);
+	assert_int_equal(m.node, 3);
+	s.role[3] = REBALANCE_SPARE;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_STANDBY);
+	s.role[3] = REBALANCE_STANDBY_ROLE;
+	next(&s, voters, 2, alive, &m);
+	assert_int_equal(m.kind, REBALANCE_NONE);
+	n_standby_target = 0;
+}
+
 static void test_meta_voters(void **state)
 {
 	uint64_t nodes[7] = {7, 3, 5, 1, 6, 2, 4}, out[7];
@@ -347,6 +477,8 @@ int main(void)
 	    cmocka_unit_test(test_target_moves),
 	    cmocka_unit_test(test_next_move_sequences),
 	    cmocka_unit_test(test_next_move_exhaustive),
+	    cmocka_unit_test(test_next_move_exhaustive_demoted),
+	    cmocka_unit_test(test_demote_promote),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

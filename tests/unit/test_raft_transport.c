@@ -1231,6 +1231,32 @@ static void test_tls(void **state)
 	spin_for(&loop, &b, "refused our connection");
 	assert_false(transport_connected(a.t, 10));
 	tnode_stop(&b, &loop);
+
+	/* Node 1's certificate and CA replaced in place, as a reload does
+	 * (tls_ctx_replace): a new connection must present and trust CA 2's,
+	 * so node 7 with CA 1's certificate is refused and with CA 2's is
+	 * admitted. */
+	{
+		static struct tnode fresh;
+		certs_make(dir, "ca2", 1);
+		certs_make(dir, "ca2", 7);
+		tnode_ctx(&fresh, dir, "ca2", 1);
+		tls_ctx_replace(a.server, fresh.server);
+		tls_ctx_replace(a.client, fresh.client);
+		tnode_ctx(&x, dir, "ca", 7);
+		tls_ask(&loop, &x, transport_port(a.t), 7);
+		assert_int_not_equal(x.join.status, MSG_HS_OK);
+		assert_non_null(strstr(x.join.text, "not verified"));
+		tls_ctx_free(x.server);
+		tls_ctx_free(x.client);
+		memset(&x, 0, sizeof x);
+		tnode_ctx(&x, dir, "ca2", 7);
+		tls_ask(&loop, &x, transport_port(a.t), 7);
+		assert_int_equal(x.join.status, MSG_HS_OK);
+		tls_ctx_free(x.server);
+		tls_ctx_free(x.client);
+		memset(&x, 0, sizeof x);
+	}
 	tnode_stop(&a, &loop);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&loop), 0);

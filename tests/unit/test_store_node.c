@@ -1,6 +1,7 @@
 /* The meta group's node records (NODE_SET / NODE_LIST / NODE_JOIN /
- * NODE_STATE) and settings (CONF_INIT / CONF_GET): set, replace, list in id
- * order, membership states, validation, meta-group only, codec round trip. */
+ * NODE_STATE / NODE_VOTER) and settings (CONF_INIT / CONF_GET): set, replace,
+ * list in id order, membership states, validation, meta-group only, codec round
+ * trip. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,6 +188,64 @@ static void test_membership(void **state)
 	tdb_close(&t);
 }
 
+/* The voter flag: a demoted node's record carries it (format 3, a flags
+ * byte after the slot) through address and state changes; promoted, the
+ * record is format 2 again; a removed or unknown node is refused. */
+static void test_voter_flag(void **state)
+{
+	struct tdb t;
+	struct store_cmd c, v;
+	uint8_t k1[8];
+	(void)state;
+
+	tdb_open(&t);
+	node_key(k1, 1);
+	c = node_set(k1, "internal=a:1");
+	c.op = STORE_OP_NODE_JOIN;
+	c.kind = STORE_NODE_ACTIVE;
+	apply_status(&t, &c, STORE_OK, 1);
+	memset(&v, 0, sizeof v);
+	v.op = STORE_OP_NODE_VOTER;
+	v.key.p = k1;
+	v.key.len = 8;
+	v.kind = 0;
+	apply_status(&t, &v, STORE_OK, 1);
+	apply_status(&t, &v, STORE_OK, 0); /* already so */
+	expect_record(&t, "\x03\x01\0\0\0\0\0\0\0\x01\x01internal=a:1", 23);
+	/* The node republishing its addresses keeps the flag. */
+	c = node_set(k1, "internal=a:1 fsnp=a:2");
+	apply_status(&t, &c, STORE_OK, 0);
+	expect_record(&t, "\x03\x01\0\0\0\0\0\0\0\x01\x01internal=a:1 fsnp=a:2",
+	              32);
+	/* So does a state change. */
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_NODE_STATE;
+	c.key.p = k1;
+	c.key.len = 8;
+	c.kind = STORE_NODE_DRAINING;
+	c.max = 1u << STORE_NODE_ACTIVE;
+	apply_status(&t, &c, STORE_OK, 1);
+	expect_record(&t, "\x03\x02\0\0\0\0\0\0\0\x01\x01internal=a:1 fsnp=a:2",
+	              32);
+	v.kind = 1;
+	apply_status(&t, &v, STORE_OK, 1);
+	apply_status(&t, &v, STORE_OK, 0);
+	expect_record(&t, "\x02\x02\0\0\0\0\0\0\0\x01internal=a:1 fsnp=a:2",
+	              31);
+	v.kind = 2;
+	apply_status(&t, &v, STORE_BAD_COMMAND, 0);
+	c.kind = STORE_NODE_REMOVED;
+	c.max = 1u << STORE_NODE_DRAINING;
+	apply_status(&t, &c, STORE_OK, 1);
+	v.kind = 0;
+	apply_status(&t, &v, STORE_ERR, 0);
+	node_key(k1, 9);
+	apply_status(&t, &v, STORE_NOT_FOUND, 0);
+	assert_true(store_op_is_meta(STORE_OP_NODE_VOTER));
+	assert_false(store_op_is_read(STORE_OP_NODE_VOTER));
+	tdb_close(&t);
+}
+
 /* Settings: set once, read back; the second set changes nothing. */
 static void test_conf(void **state)
 {
@@ -286,6 +345,7 @@ int main(void)
 	    cmocka_unit_test(test_set_replace_list),
 	    cmocka_unit_test(test_validation),
 	    cmocka_unit_test(test_membership),
+	    cmocka_unit_test(test_voter_flag),
 	    cmocka_unit_test(test_conf),
 	    cmocka_unit_test(test_codec),
 	};

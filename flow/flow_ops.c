@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
+#include "flow/flow_index.h"
+#include "flow/flow_stats.h"
 #include "wire/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
@@ -3261,6 +3263,9 @@ static int op_retention(struct fctx *c, const struct flow_req *q,
 		if (rv < 0) {
 			break;
 		}
+		if (rv == 1) {
+			flow_index_update(c, &r, NULL);
+		}
 		rv = 0;
 		fkey_hist_prefix(&pfx, c->group, part, id);
 		if ((rv = del_prefix(c, &pfx, &hist)) != 0) {
@@ -3728,6 +3733,10 @@ static int run_single(struct fctx *c, const struct flow_req *q,
 		return op_retention(c, q, w, err);
 	case FSNP_OP_FLOW_SPAWN_CHILDREN:
 		return op_spawn(c, q, w, err);
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+		return flow_stats_run(c, q, w, err);
 	default:
 		flow_fail(err, FLOW_STATUS_BAD_REQUEST,
 		          "ERR native unsupported flow opcode 0x%04x",

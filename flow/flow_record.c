@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
+#include "flow/flow_index.h"
 #include "store/keys.h"
 
 static const char *const str_names[RS_N] = {
@@ -466,6 +467,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	fkey_rec(&c->key, c->group, r->s[RS_PARTITION_KEY], r->s[RS_ID]);
 	store_tx_put(c->tx, c->key.p, c->key.len, b.data, b.len);
 	wbuf_free(&b);
+	flow_index_update(c, old, r);
 	flow_children_saved(c, old, r);
 }
 

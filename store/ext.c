@@ -119,6 +119,19 @@ bool store_tx_iter_seek(struct store_tx_iter *it, const uint8_t *key,
 	return titer_seek(&it->it, &it->key);
 }
 
+bool store_tx_iter_seek_prev(struct store_tx_iter *it, const uint8_t *key,
+                             size_t klen)
+{
+	sbuf_reset(&it->key);
+	sbuf_add(&it->key, key, klen);
+	return titer_seek_prev(&it->it, &it->key);
+}
+
+void store_tx_iter_prev(struct store_tx_iter *it)
+{
+	titer_prev(&it->it);
+}
+
 bool store_tx_iter_valid(struct store_tx_iter *it)
 {
 	return titer_valid(&it->it);

@@ -206,6 +206,9 @@ void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix);
 bool titer_seek(struct titer *it, const struct sbuf *key);
 bool titer_valid(struct titer *it);
 void titer_next(struct titer *it);
+/* Positions at the last key <= key; steps back. */
+bool titer_seek_prev(struct titer *it, const struct sbuf *key);
+void titer_prev(struct titer *it);
 const uint8_t *titer_key(struct titer *it, size_t *len);
 const uint8_t *titer_value(struct titer *it, size_t *len);
 /* Closes; returns -1 (and fails the tx) on an iterator error. */

@@ -16,7 +16,7 @@
 #include "store/buf.h"
 #include "store/command.h"
 
-#define STORE_FORMAT_VERSION 4
+#define STORE_FORMAT_VERSION 5
 
 enum key_type {
 	K_GROUP = 0x01,    /* applied index, term, format version */
@@ -57,6 +57,11 @@ enum key_type {
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
 	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
 	                       * no due entry of the group is earlier */
+	K_FLOW_IX = 0x48,     /* part + u8 index kind + ...: secondary
+	                       * indexes (flow/flow_index.h): u64 version */
+	K_FLOW_COUNT = 0x49,  /* type + part + state: u64 flows */
+	K_FLOW_ACOUNT = 0x4A, /* type + part + state + attribute name + u8 0
+	                       * (flows with it) | 1 + value: u64 flows */
 };
 
 /* Kinds of expiry index entries. */

@@ -818,6 +818,17 @@ void titer_next(struct titer *it)
 	rocksdb_iter_next(it->it);
 }
 
+bool titer_seek_prev(struct titer *it, const struct sbuf *key)
+{
+	rocksdb_iter_seek_for_prev(it->it, (const char *)key->p, key->len);
+	return titer_valid(it);
+}
+
+void titer_prev(struct titer *it)
+{
+	rocksdb_iter_prev(it->it);
+}
+
 const uint8_t *titer_key(struct titer *it, size_t *len)
 {
 	return (const uint8_t *)rocksdb_iter_key(it->it, len);

@@ -33,6 +33,7 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
+#include "flow/flow_stats.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/flow_route.h"
@@ -48,6 +49,7 @@ enum flow_kind {
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
+	FK_STATS, /* one group or every group; answers merged by flow/ */
 };
 
 struct fsnp_flow {
@@ -483,6 +485,46 @@ static void merge_all(struct fsnp_req *r)
 	reply_result(r, SHARDS_OK, 1, f->res[0].data, f->res[0].len);
 }
 
+/* STATS / ATTRIBUTES / ATTRIBUTE_VALUES: flow/ combines the answers. */
+static void merge_stats(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *vals = calloc(f->n_res ? f->n_res : 1, sizeof *vals);
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	struct fsnp_writer w;
+	if (vals == NULL || req == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &vals[i])) {
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
+			goto out;
+		}
+	}
+	if (flow_body_decode_bytes(f->opcode, f->body, f->len, req, &err) !=
+	    0) {
+		flow_error(r, err.status, err.msg);
+		goto out;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_stats_merge(req, vals, f->n_res, &w, &err) != 0) {
+		flow_error(r, err.status, err.msg);
+		goto out;
+	}
+	fsnp_w_finish(&w);
+out:
+	free(req);
+	free(vals);
+}
+
 static void merge_mget(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -656,6 +698,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
+	} else if (f->kind == FK_STATS) {
+		merge_stats(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
 		flow_woke(r);
@@ -725,6 +769,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 		/* Every part answered inside submit: merge now. */
 		if (f->kind == FK_MGET) {
 			merge_mget(r);
+		} else if (f->kind == FK_STATS) {
+			merge_stats(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
 		} else {
@@ -1082,6 +1128,20 @@ void fsnp_flow_start(struct fsnp_req *r)
 			goto out;
 		}
 		break;
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+		f->kind = FK_STATS;
+		if (plen == 0) {
+			start_all(r);
+		} else if (plan_parts(r, 1) != 0 ||
+		           part_encode(r, &r->plan.parts[0], group, f->body,
+		                       f->len) != 0) {
+			fsnp_exec_finish(r);
+		} else {
+			run_parts(r, 1);
+		}
+		goto out;
 	default:
 		if (is_many(opcode)) {
 			start_batch(r, req, group);
@@ -1180,6 +1240,9 @@ static const char *ce_first(uint16_t op)
 	case FSNP_OP_FLOW_RECLAIM:
 	case FSNP_OP_FLOW_POLICY_SET:
 	case FSNP_OP_FLOW_POLICY_GET:
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 		return "type";
 	case FSNP_OP_FLOW_VALUE_PUT:
 		return "value";

@@ -107,6 +107,8 @@ static const struct {
     [FF_ON_PARENT_CLOSED] = {"on_parent_closed", 16, FT_TEXT},
     [FF_ATTRIBUTE] = {"attribute", 9, FT_TEXT},
     [FF_CONSISTENT_PROJECTION] = {"consistent_projection", 21, FT_BOOL},
+    [FF_INDEXED_ATTRIBUTES] = {"indexed_attributes", 18, FT_LIST},
+    [FF_INDEXED_STATE_META] = {"indexed_state_meta", 18, FT_TEXT},
 };
 
 /* The reference's option allow-list (sorted). */

@@ -439,6 +439,34 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 	sbuf_free(&ncnt);
 }
 
+int flow_index_check_names(const struct fsnp_val *list, struct flow_err *err)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	unsigned n = 0;
+
+	if (list->tag != FSNP_ARRAY) {
+		return flow_fail(err, FLOW_STATUS_ERROR,
+		                 "ERR flow indexed_attributes must be a list");
+	}
+	fsnp_iter_init(&it, list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		if (++n > 3) {
+			return flow_fail(err, FLOW_STATUS_ERROR,
+			                 "ERR flow indexed_attributes supports "
+			                 "at most 3 keys");
+		}
+		if (e.tag != FSNP_BIN || e.as.bin.len == 0 ||
+		    e.as.bin.len > 64) {
+			return flow_fail(err, FLOW_STATUS_ERROR,
+			                 "ERR flow indexed_attributes entries "
+			                 "must be attribute names of 1 to 64 "
+			                 "bytes");
+		}
+	}
+	return 0;
+}
+
 /* --- Scans ---------------------------------------------------------------- */
 
 void flow_ix_page_init(struct flow_ix_page *p)

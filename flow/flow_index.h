@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flow/flow_body.h"
 #include "flow/flow_record.h"
 #include "store/buf.h"
 #include "wire/fsnp_value.h"
@@ -139,6 +140,13 @@ typedef int (*flow_acount_fn)(void *arg, struct fsnp_bytes part,
 int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                      const struct fsnp_bytes *part, flow_acount_fn fn,
                      void *arg, struct flow_ix_usage *u);
+
+/* Checks a policy's indexed_attributes list: at most 3 names, each a
+ * non-empty text. 0, or -1 with `err`. Every attribute is indexed
+ * physically; the list selects what FLOW.ATTRIBUTES and
+ * FLOW.ATTRIBUTE_VALUES report and what the query layer may plan on, so
+ * changing it needs no backfill. */
+int flow_index_check_names(const struct fsnp_val *list, struct flow_err *err);
 
 /* The typed value of a flow_ix_value_key encoding, written to `w`.
  * -1 when malformed. */

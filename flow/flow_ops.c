@@ -2811,9 +2811,9 @@ static int op_policy_set(struct fctx *c, const struct flow_req *q,
 	static const char *const keep[] = {"retry", "max_active_ms",
 	                                   "indexed_attributes",
 	                                   "indexed_state_meta", "states"};
-	static const enum flow_field from[] = {FF_RETRY, FF_MAX_ACTIVE_MS,
-	                                       FF_COUNT_FIELDS, FF_COUNT_FIELDS,
-	                                       FF_STATES};
+	static const enum flow_field from[] = {
+	    FF_RETRY, FF_MAX_ACTIVE_MS, FF_INDEXED_ATTRIBUTES,
+	    FF_INDEXED_STATE_META, FF_STATES};
 
 	if (nonempty(q, FF_TYPE, err) != 0) {
 		return 1;
@@ -2825,6 +2825,10 @@ static int op_policy_set(struct fctx *c, const struct flow_req *q,
 	    (o->i < 1 || o->i > MAX_ACTIVE_MAX)) {
 		E1("ERR flow max_active_ms must be between 1 and 31536000000 "
 		   "or infinity");
+		return 1;
+	}
+	if ((o = F(q, FF_INDEXED_ATTRIBUTES)) != NULL &&
+	    flow_index_check_names(&o->v, err) != 0) {
 		return 1;
 	}
 	if ((rv = load_policy(c, q->f[FF_TYPE].t, &pm)) < 0) {

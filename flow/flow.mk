@@ -10,6 +10,7 @@ flow_libflow_a_SOURCES = \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_index.c flow/flow_index.h \
 	flow/flow_stats.c flow/flow_stats.h \
+	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
@@ -51,3 +52,14 @@ tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply
+
+UNIT_TESTS += tests/unit/test_flow_cursor
+tests_unit_test_flow_cursor_SOURCES = tests/unit/test_flow_cursor.c
+tests_unit_test_flow_cursor_LDADD = $(FLOW_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_cursor
+tests_fuzz_fuzz_flow_cursor_SOURCES = tests/fuzz/fuzz_flow_cursor.c
+tests_fuzz_fuzz_flow_cursor_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_cursor_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_cursor

@@ -737,3 +737,125 @@ int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 	sbuf_free(&p);
 	return rv;
 }
+
+/* --- Catalog -------------------------------------------------------------- */
+
+#define SH_RUN_ID "runs_by_run_id_record"
+#define SH_PART_RUN_ID "runs_by_partition_and_run_id_record"
+#define SH_PREDICATES "runs_by_partition_predicates_ordered_records"
+#define SH_TYPE_STATE "runs_by_partition_type_state_ordered_records"
+#define SH_TERMINALS "runs_by_partition_type_terminals_ordered_records"
+#define SH_METADATA "runs_by_partition_metadata_ordered_records"
+#define SH_LEASE                                                              \
+	"runs_by_partition_type_running_lease_deadline_ordered_records"
+#define SH_PARENT "runs_by_partition_parent_ordered_records"
+#define SH_ROOT "runs_by_partition_root_ordered_records"
+#define SH_CORRELATION "runs_by_partition_correlation_ordered_records"
+#define SH_COUNT "runs_by_partition_predicates_count"
+#define SH_EVENTS "events_by_run_id_ordered_records"
+
+static const char *const shapes[] = {
+    SH_RUN_ID,   SH_PART_RUN_ID, SH_PREDICATES, SH_TYPE_STATE,
+    SH_TERMINALS, SH_METADATA,   SH_LEASE,      SH_PARENT,
+    SH_ROOT,     SH_CORRELATION, SH_COUNT,      SH_EVENTS,
+};
+
+const char *const *flow_index_shapes(size_t *n)
+{
+	*n = sizeof shapes / sizeof shapes[0];
+	return shapes;
+}
+
+struct ixdef {
+	const char *id;
+	const char *kind;   /* primary, ordered, counter, history */
+	const char *fields; /* equality fields, comma-separated */
+	const char *order;  /* the ordered field ("" none) */
+	const char *source; /* the EXPLAIN source it answers as */
+	const char *shapes; /* comma-separated */
+};
+
+static const struct ixdef catalog[] = {
+    {"flow_runs_primary", "primary", "partition_key,run_id", "",
+     "authoritative_log", SH_RUN_ID "," SH_PART_RUN_ID},
+    {"flow_runs_partition_updated", "ordered", "partition_key",
+     "updated_at_ms", "query_row", SH_PREDICATES},
+    {"flow_runs_partition_type_state_updated", "ordered",
+     "partition_key,type,state", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS},
+    {"flow_runs_partition_type_state_created", "ordered",
+     "partition_key,type,state", "created_at_ms", "query_row",
+     SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS},
+    {"flow_runs_partition_type_state_due", "ordered",
+     "partition_key,type,state,priority",
+     "next_run_at_ms,lease_deadline_ms", "query_row",
+     SH_PREDICATES "," SH_TYPE_STATE "," SH_LEASE},
+    {"flow_runs_partition_attribute_updated", "ordered",
+     "partition_key,attribute", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_METADATA},
+    {"flow_runs_partition_state_meta_updated", "ordered",
+     "partition_key,state_meta", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_METADATA},
+    {"flow_runs_partition_parent_updated", "ordered",
+     "partition_key,parent_flow_id", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_PARENT},
+    {"flow_runs_partition_root_updated", "ordered",
+     "partition_key,root_flow_id", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_ROOT},
+    {"flow_runs_partition_correlation_updated", "ordered",
+     "partition_key,correlation_id", "updated_at_ms", "query_row",
+     SH_PREDICATES "," SH_CORRELATION},
+    {"flow_runs_type_partition_state_count", "counter",
+     "type,partition_key,state", "", "transactional_counter", SH_COUNT},
+    {"flow_runs_type_partition_state_attribute_count", "counter",
+     "type,partition_key,state,attribute", "", "transactional_counter",
+     SH_COUNT},
+    {"flow_events_by_run", "history", "partition_key,run_id", "version",
+     "authoritative_log", SH_EVENTS},
+};
+
+/* A comma-separated list as an array of texts. */
+static void w_list(struct fsnp_writer *w, const char *csv)
+{
+	fsnp_w_array_begin(w);
+	while (*csv != '\0') {
+		size_t l = strcspn(csv, ",");
+		fsnp_w_bin(w, csv, l);
+		csv += l + (csv[l] == ',');
+	}
+	fsnp_w_array_end(w);
+}
+
+void flow_index_status_write(struct fsnp_writer *w)
+{
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "version");
+	fsnp_w_str(w, "ferric.flow.query.indexes/v1");
+	fsnp_w_key(w, "catalog_version");
+	fsnp_w_i64(w, STORE_FORMAT_VERSION);
+	fsnp_w_key(w, "indexes");
+	fsnp_w_array_begin(w);
+	for (size_t i = 0; i < sizeof catalog / sizeof catalog[0]; i++) {
+		const struct ixdef *d = &catalog[i];
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "id");
+		fsnp_w_str(w, d->id);
+		fsnp_w_key(w, "kind");
+		fsnp_w_str(w, d->kind);
+		fsnp_w_key(w, "fields");
+		w_list(w, d->fields);
+		fsnp_w_key(w, "order");
+		w_list(w, d->order);
+		fsnp_w_key(w, "source");
+		fsnp_w_str(w, d->source);
+		fsnp_w_key(w, "phase");
+		fsnp_w_str(w, "active");
+		fsnp_w_key(w, "queryable");
+		fsnp_w_bool(w, true);
+		fsnp_w_key(w, "shapes");
+		w_list(w, d->shapes);
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_map_end(w);
+}

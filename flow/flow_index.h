@@ -148,6 +148,17 @@ int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
  * changing it needs no backfill. */
 int flow_index_check_names(const struct fsnp_val *list, struct flow_err *err);
 
+/* The query shapes (reference names) the indexes serve, each through at
+ * least one catalog entry below: what the capability manifest lists. */
+const char *const *flow_index_shapes(size_t *n);
+
+/* The index catalog as the `ferric.flow.query.indexes/v1` status map:
+ * {version, catalog_version, indexes: [{id, kind, fields, order, source,
+ * phase, queryable, shapes}]}. Every index is maintained in the apply
+ * batch of its record, so each is active and queryable from the first
+ * entry of a group (the format version covers older data). */
+void flow_index_status_write(struct fsnp_writer *w);
+
 /* The typed value of a flow_ix_value_key encoding, written to `w`.
  * -1 when malformed. */
 int flow_ix_value_write(struct fsnp_writer *w, struct fsnp_bytes key);

@@ -504,6 +504,10 @@ static int mitem_cmp(const void *x, const void *y)
 	if (a->n != b->n) {
 		return a->n > b->n ? -1 : 1;
 	}
+	/* Ties: names and text values in byte order, others by encoding. */
+	if (a->key.tag == FSNP_BIN && b->key.tag == FSNP_BIN) {
+		return bcmp_(a->key.as.bin, b->key.as.bin);
+	}
 	return bcmp_((struct fsnp_bytes){a->key.enc, a->key.enc_len},
 	             (struct fsnp_bytes){b->key.enc, b->key.enc_len});
 }

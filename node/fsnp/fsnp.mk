@@ -102,6 +102,11 @@ tests_integration_test_flow_SOURCES = \
 	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
 
+INTEGRATION_TESTS += tests/integration/test_flow_stats
+tests_integration_test_flow_stats_SOURCES = \
+	tests/integration/test_flow_stats.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_stats_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

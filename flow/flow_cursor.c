@@ -81,8 +81,8 @@ int flow_cursor_encode(const uint8_t key[FLOW_CURSOR_KEY_BYTES],
                        uint64_t ttl_ms, const uint8_t *resume,
                        size_t resume_len, struct wbuf *out)
 {
-	uint8_t raw[HEAD_BYTES + PLAIN_FIXED + FLOW_CURSOR_RESUME_MAX +
-	            TAG_BYTES];
+	uint8_t
+	    raw[HEAD_BYTES + PLAIN_FIXED + FLOW_CURSOR_RESUME_MAX + TAG_BYTES];
 	uint8_t plain[PLAIN_FIXED + FLOW_CURSOR_RESUME_MAX];
 	size_t n = PLAIN_FIXED + resume_len;
 	uint64_t exp = now_ms + ttl_ms < now_ms ? UINT64_MAX : now_ms + ttl_ms;
@@ -127,7 +127,8 @@ flow_cursor_decode(const uint8_t key[FLOW_CURSOR_KEY_BYTES], const char *tok,
 	if (len > FLOW_CURSOR_MAX_BYTES) {
 		return FLOW_CURSOR_TOO_LARGE;
 	}
-	if (len < FLOW_CURSOR_MIN_BYTES || memcmp(tok, PREFIX, PREFIX_LEN) != 0 ||
+	if (len < FLOW_CURSOR_MIN_BYTES ||
+	    memcmp(tok, PREFIX, PREFIX_LEN) != 0 ||
 	    base64url_decoded_max(len - PREFIX_LEN) > sizeof raw ||
 	    base64url_decode(tok + PREFIX_LEN, len - PREFIX_LEN, raw, &rl) !=
 	        0 ||

@@ -226,8 +226,8 @@ static void meta_value(struct kgen *g, struct fsnp_bytes state,
 	eq[1] = key;
 	eq[2].ptr = g->v.p;
 	eq[2].len = g->v.len;
-	flow_ix_prefix(&g->k, g->group, g->r->s[RS_PARTITION_KEY],
-	               FLOW_IX_META, eq, 3);
+	flow_ix_prefix(&g->k, g->group, g->r->s[RS_PARTITION_KEY], FLOW_IX_META,
+	               eq, 3);
 	ix_tail(g, g->updated);
 }
 
@@ -409,8 +409,8 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 		}
 	}
 	if (r != NULL) {
-		be_put64(ver, r->i_set[RI_VERSION] ? (uint64_t)r->i[RI_VERSION]
-		                                   : 0);
+		be_put64(ver,
+		         r->i_set[RI_VERSION] ? (uint64_t)r->i[RI_VERSION] : 0);
 		for (i = 0; i < nni; i++) {
 			store_tx_put(c->tx, ni[i].p, ni[i].len, ver, 8);
 		}
@@ -612,8 +612,7 @@ static int get_u64(struct tx *tx, const struct sbuf *k, uint64_t *n)
 }
 
 int flow_count_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
-                   struct fsnp_bytes part, struct fsnp_bytes state,
-                   uint64_t *n)
+                   struct fsnp_bytes part, struct fsnp_bytes state, uint64_t *n)
 {
 	struct sbuf k;
 	int rv;
@@ -652,8 +651,8 @@ int flow_acount_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 }
 
 int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
-                    const struct fsnp_bytes *part, flow_count_fn fn,
-                    void *arg, struct flow_ix_usage *u)
+                    const struct fsnp_bytes *part, flow_count_fn fn, void *arg,
+                    struct flow_ix_usage *u)
 {
 	struct store_tx_iter *it;
 	struct sbuf p;
@@ -746,8 +745,7 @@ int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 #define SH_TYPE_STATE "runs_by_partition_type_state_ordered_records"
 #define SH_TERMINALS "runs_by_partition_type_terminals_ordered_records"
 #define SH_METADATA "runs_by_partition_metadata_ordered_records"
-#define SH_LEASE                                                              \
-	"runs_by_partition_type_running_lease_deadline_ordered_records"
+#define SH_LEASE "runs_by_partition_type_running_lease_deadline_ordered_records"
 #define SH_PARENT "runs_by_partition_parent_ordered_records"
 #define SH_ROOT "runs_by_partition_root_ordered_records"
 #define SH_CORRELATION "runs_by_partition_correlation_ordered_records"
@@ -755,9 +753,9 @@ int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 #define SH_EVENTS "events_by_run_id_ordered_records"
 
 static const char *const shapes[] = {
-    SH_RUN_ID,   SH_PART_RUN_ID, SH_PREDICATES, SH_TYPE_STATE,
-    SH_TERMINALS, SH_METADATA,   SH_LEASE,      SH_PARENT,
-    SH_ROOT,     SH_CORRELATION, SH_COUNT,      SH_EVENTS,
+    SH_RUN_ID,    SH_PART_RUN_ID, SH_PREDICATES, SH_TYPE_STATE,
+    SH_TERMINALS, SH_METADATA,    SH_LEASE,      SH_PARENT,
+    SH_ROOT,      SH_CORRELATION, SH_COUNT,      SH_EVENTS,
 };
 
 const char *const *flow_index_shapes(size_t *n)
@@ -778,8 +776,8 @@ struct ixdef {
 static const struct ixdef catalog[] = {
     {"flow_runs_primary", "primary", "partition_key,run_id", "",
      "authoritative_log", SH_RUN_ID "," SH_PART_RUN_ID},
-    {"flow_runs_partition_updated", "ordered", "partition_key",
-     "updated_at_ms", "query_row", SH_PREDICATES},
+    {"flow_runs_partition_updated", "ordered", "partition_key", "updated_at_ms",
+     "query_row", SH_PREDICATES},
     {"flow_runs_partition_type_state_updated", "ordered",
      "partition_key,type,state", "updated_at_ms", "query_row",
      SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS},
@@ -787,9 +785,8 @@ static const struct ixdef catalog[] = {
      "partition_key,type,state", "created_at_ms", "query_row",
      SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS},
     {"flow_runs_partition_type_state_due", "ordered",
-     "partition_key,type,state,priority",
-     "next_run_at_ms,lease_deadline_ms", "query_row",
-     SH_PREDICATES "," SH_TYPE_STATE "," SH_LEASE},
+     "partition_key,type,state,priority", "next_run_at_ms,lease_deadline_ms",
+     "query_row", SH_PREDICATES "," SH_TYPE_STATE "," SH_LEASE},
     {"flow_runs_partition_attribute_updated", "ordered",
      "partition_key,attribute", "updated_at_ms", "query_row",
      SH_PREDICATES "," SH_METADATA},

@@ -92,14 +92,14 @@ struct flow_ix_range {
 struct flow_ix_hit {
 	struct fsnp_bytes id; /* view into the page's storage */
 	uint64_t order;
-	uint64_t version; /* covering field; UINT64_MAX when not carried */
+	uint64_t version;      /* covering field; UINT64_MAX when not carried */
 	struct fsnp_bytes key; /* the whole index key (a resume key) */
 };
 
 struct flow_ix_page {
 	struct flow_ix_hit *hits;
 	size_t n;
-	bool more; /* entries remain in the range after the last hit */
+	bool more;         /* entries remain in the range after the last hit */
 	struct sbuf store; /* what hits point into */
 };
 
@@ -129,8 +129,8 @@ int flow_acount_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 typedef int (*flow_count_fn)(void *arg, struct fsnp_bytes part,
                              struct fsnp_bytes state, uint64_t n);
 int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
-                    const struct fsnp_bytes *part, flow_count_fn fn,
-                    void *arg, struct flow_ix_usage *u);
+                    const struct fsnp_bytes *part, flow_count_fn fn, void *arg,
+                    struct flow_ix_usage *u);
 
 /* Visits attribute counters of `type` (and `part` when not NULL): name,
  * the value (len 0 for the per-name total) and the count. */

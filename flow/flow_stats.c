@@ -13,7 +13,8 @@
 
 static bool beq(struct fsnp_bytes a, struct fsnp_bytes b)
 {
-	return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
 
 static int bcmp_(struct fsnp_bytes a, struct fsnp_bytes b)
@@ -82,8 +83,8 @@ struct stats_sum {
 	struct sbuf parts;
 };
 
-static int sum_count(void *arg, struct fsnp_bytes part,
-                     struct fsnp_bytes state, uint64_t n)
+static int sum_count(void *arg, struct fsnp_bytes part, struct fsnp_bytes state,
+                     uint64_t n)
 {
 	struct stats_sum *s = arg;
 	if (s->any || beq(state, s->state)) {
@@ -99,8 +100,8 @@ static int sum_acount(void *arg, struct fsnp_bytes part,
 {
 	struct stats_sum *s = arg;
 	(void)part;
-	if (!total && (s->any || beq(state, s->state)) &&
-	    beq(name, s->name) && beq(value, s->value)) {
+	if (!total && (s->any || beq(state, s->state)) && beq(name, s->name) &&
+	    beq(value, s->value)) {
 		s->n += n;
 	}
 	return 0;
@@ -115,8 +116,7 @@ static bool attr_has(const struct frec *r, struct fsnp_bytes name,
 	struct fsnp_iter it;
 
 	if (!r->v_set[RV_ATTRIBUTES] || r->v[RV_ATTRIBUTES].tag != FSNP_MAP ||
-	    fsnp_map_get_n(&r->v[RV_ATTRIBUTES], name.ptr, name.len, &v) !=
-	        0) {
+	    fsnp_map_get_n(&r->v[RV_ATTRIBUTES], name.ptr, name.len, &v) != 0) {
 		return false;
 	}
 	if (v.tag != FSNP_ARRAY) {
@@ -196,16 +196,16 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 			for (size_t h = 0; h < pg.n; h++) {
 				struct frec rec;
 				bool ok;
-				int lr = frec_load(c, part, pg.hits[h].id, &rec);
+				int lr =
+				    frec_load(c, part, pg.hits[h].id, &rec);
 				if (lr < 0) {
 					rv = -1;
 					break;
 				}
 				ok = lr == 1 &&
-				     frec_eq(&rec, RS_TYPE,
-				             q->f[FF_TYPE].t) &&
-				     (s->any || frec_eq(&rec, RS_STATE,
-				                        s->state));
+				     frec_eq(&rec, RS_TYPE, q->f[FF_TYPE].t) &&
+				     (s->any ||
+				      frec_eq(&rec, RS_STATE, s->state));
 				for (size_t a = 1; ok && a < nattr; a++) {
 					ok = attr_has(&rec, names[a], vks[a],
 					              &tmp);
@@ -257,9 +257,10 @@ static int op_stats(struct fctx *c, const struct flow_req *q,
 		fsnp_iter_init(&it, &am->v);
 		while (fsnp_iter_next(&it, &name, &v)) {
 			if (nattr == 16 || flow_ix_value_key(&v, &tmp) != 0) {
-				flow_fail(err, FLOW_STATUS_ERROR,
-				          "ERR flow stats attributes must be at "
-				          "most 16 scalar values");
+				flow_fail(
+				    err, FLOW_STATUS_ERROR,
+				    "ERR flow stats attributes must be at "
+				    "most 16 scalar values");
 				rv = FLOW_OP_ERROR;
 				goto out;
 			}
@@ -271,17 +272,17 @@ static int op_stats(struct fctx *c, const struct flow_req *q,
 		}
 	}
 	if (nattr == 0) {
-		rv = flow_count_each(c->tx, c->group, type,
-		                     pk ? &pk->t : NULL, sum_count, &s, &u);
+		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
+		                     sum_count, &s, &u);
 	} else if (nattr == 1) {
 		s.value.len = be_get32(vkeys.p);
 		s.value.ptr = vkeys.p + 4;
-		rv = flow_acount_each(c->tx, c->group, type,
-		                      pk ? &pk->t : NULL, sum_acount, &s, &u);
+		rv = flow_acount_each(c->tx, c->group, type, pk ? &pk->t : NULL,
+		                      sum_acount, &s, &u);
 	} else {
 		/* The partitions holding flows of the type (and state). */
-		rv = flow_count_each(c->tx, c->group, type,
-		                     pk ? &pk->t : NULL, sum_count, &s, &u);
+		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
+		                     sum_count, &s, &u);
 		if (rv == 0) {
 			rv = stats_scan(c, q, &vkeys, nattr, &s, err);
 			if (rv > 0) {
@@ -338,8 +339,8 @@ struct agg {
 static void agg_add(struct agg *a, struct fsnp_bytes key, uint64_t n)
 {
 	for (size_t i = 0; i < a->n; i++) {
-		struct fsnp_bytes k = {
-		    a->keep.p + (uintptr_t)a->v[i].key.ptr, a->v[i].key.len};
+		struct fsnp_bytes k = {a->keep.p + (uintptr_t)a->v[i].key.ptr,
+		                       a->v[i].key.len};
 		if (beq(k, key)) {
 			a->v[i].n += n;
 			return;
@@ -515,8 +516,8 @@ static int mitem_cmp(const void *x, const void *y)
 int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
                      size_t n, struct fsnp_writer *w, struct flow_err *err)
 {
-	const char *kname = q->opcode == FSNP_OP_FLOW_ATTRIBUTES ? "name"
-	                                                          : "value";
+	const char *kname =
+	    q->opcode == FSNP_OP_FLOW_ATTRIBUTES ? "name" : "value";
 	struct mitem *items = NULL;
 	size_t ni = 0, cap = 0;
 	int64_t limit = 100;
@@ -528,8 +529,9 @@ int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
 			if (parts[i].tag != FSNP_MAP ||
 			    fsnp_map_get(&parts[i], "count", &v) != 0 ||
 			    v.tag != FSNP_I64) {
-				return flow_fail(err, FLOW_STATUS_ERROR,
-				                 "ERR malformed flow stats answer");
+				return flow_fail(
+				    err, FLOW_STATUS_ERROR,
+				    "ERR malformed flow stats answer");
 			}
 			sum += v.as.i;
 		}
@@ -558,8 +560,9 @@ int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
 		struct fsnp_val e, k, c, ap;
 		if (parts[i].tag != FSNP_ARRAY) {
 			free(items);
-			return flow_fail(err, FLOW_STATUS_ERROR,
-			                 "ERR malformed flow attributes answer");
+			return flow_fail(
+			    err, FLOW_STATUS_ERROR,
+			    "ERR malformed flow attributes answer");
 		}
 		fsnp_iter_init(&it, &parts[i]);
 		while (fsnp_iter_next(&it, NULL, &e)) {
@@ -569,9 +572,10 @@ int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
 			    fsnp_map_get(&e, "count", &c) != 0 ||
 			    c.tag != FSNP_I64 || c.as.i < 0) {
 				free(items);
-				return flow_fail(err, FLOW_STATUS_ERROR,
-				                 "ERR malformed flow attributes "
-				                 "answer");
+				return flow_fail(
+				    err, FLOW_STATUS_ERROR,
+				    "ERR malformed flow attributes "
+				    "answer");
 			}
 			for (j = 0; j < ni; j++) {
 				if (items[j].key.enc_len == k.enc_len &&
@@ -583,8 +587,8 @@ int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
 			if (j == ni) {
 				if (ni == cap) {
 					cap = cap ? cap * 2 : 16;
-					items = realloc(items,
-					                cap * sizeof *items);
+					items =
+					    realloc(items, cap * sizeof *items);
 					if (items == NULL) {
 						abort();
 					}

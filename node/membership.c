@@ -613,7 +613,8 @@ static void apply_cursor_key(struct shards *s, const uint8_t *buf, size_t len)
 		return;
 	}
 	for (size_t i = 0; i < 32; i++) {
-		int hi = hexval((char)v.p[2 * i]), lo = hexval((char)v.p[2 * i + 1]);
+		int hi = hexval((char)v.p[2 * i]),
+		    lo = hexval((char)v.p[2 * i + 1]);
 		if (hi < 0 || lo < 0) {
 			return;
 		}
@@ -1739,9 +1740,9 @@ void membership_status_json(struct shards *s, json_t *root)
 {
 	/* Whether this node holds the shared FLOW.QUERY cursor key (never the
 	 * key itself). */
-	json_object_set_new(root, "flow_cursor_key",
-	                    json_string(s->cursor_key_known ? "ready"
-	                                                    : "pending"));
+	json_object_set_new(
+	    root, "flow_cursor_key",
+	    json_string(s->cursor_key_known ? "ready" : "pending"));
 	json_t *nodes = json_array(), *ops = json_array();
 	for (size_t i = 0; i < s->n_members; i++) {
 		const struct member *m = &s->members[i];

@@ -175,8 +175,9 @@ static void test_stats(void **state)
 			    call(&c, FSNP_OP_FLOW_STATS, "type=s", type);
 			ok(&m);
 			assert_true(ftc_map_str(&m.value, "state", "queued"));
-			assert_int_equal(ftc_map_int(&m.value, "count"),
-			                 want("queued", NULL, NULL, 0, running));
+			assert_int_equal(
+			    ftc_map_int(&m.value, "count"),
+			    want("queued", NULL, NULL, 0, running));
 			ftc_msg_free(&m);
 		}
 		/* Refusals keep the connection. */
@@ -254,8 +255,8 @@ static void test_attributes(void **state)
 		ok(&m);
 		entry(&m.value, 0, "name", text, &n);
 		assert_string_equal(text, "region");
-		assert_int_equal(n, want("queued", "tenant-a", NULL, 0,
-		                         running));
+		assert_int_equal(n,
+		                 want("queued", "tenant-a", NULL, 0, running));
 		ftc_msg_free(&m);
 		/* Values: eu 6, us 3, ap 1. */
 		m = call(&c, FSNP_OP_FLOW_ATTRIBUTE_VALUES,
@@ -325,7 +326,8 @@ static void test_manifest_and_cursor_key(void **state)
 	assert_int_equal(fsnp_map_map(&m.value, "capabilities", &caps), 0);
 	assert_int_equal(fsnp_map_map(&caps, "flow_query", &fq), 0);
 	assert_int_equal(fsnp_map_map(&fq, "indexes", &ix), 0);
-	assert_true(ftc_map_str(&ix, "version", "ferric.flow.query.indexes/v1"));
+	assert_true(
+	    ftc_map_str(&ix, "version", "ferric.flow.query.indexes/v1"));
 	assert_int_equal(fsnp_map_array(&ix, "indexes", &list), 0);
 	assert_true(list.as.count >= 10);
 	assert_int_equal(fsnp_map_array(&fq, "shapes", &list), 0);

@@ -14,7 +14,7 @@
 #include "flow/flow_cursor.h"
 #include "wire/base64url.h"
 
-static const uint8_t key[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+static const uint8_t key[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
                                 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
                                 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 static const uint8_t nonce[12] = {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
@@ -69,11 +69,10 @@ static void test_round_trip(void **state)
 		assert_int_equal(dec(key, &b, fp, 1001, NULL), FLOW_CURSOR_OK);
 		wbuf_free(&b);
 		wbuf_init(&b);
-		assert_int_equal(
-		    flow_cursor_encode(key, nonce, fp, 0, 1,
-		                       (const uint8_t *)big,
-		                       FLOW_CURSOR_RESUME_MAX + 1, &b),
-		    -1);
+		assert_int_equal(flow_cursor_encode(
+		                     key, nonce, fp, 0, 1, (const uint8_t *)big,
+		                     FLOW_CURSOR_RESUME_MAX + 1, &b),
+		                 -1);
 		wbuf_free(&b);
 	}
 	wbuf_free(&t);
@@ -150,9 +149,9 @@ static void test_errors(void **state)
 		size_t rl;
 		memset(big, 'A', sizeof big - 1);
 		memcpy(big, "fqc1_", 5);
-		assert_int_equal(flow_cursor_decode(key, big, sizeof big - 1,
-		                                    fp, 0, r, &rl),
-		                 FLOW_CURSOR_TOO_LARGE);
+		assert_int_equal(
+		    flow_cursor_decode(key, big, sizeof big - 1, fp, 0, r, &rl),
+		    FLOW_CURSOR_TOO_LARGE);
 	}
 	/* Distinct, fixed texts. */
 	assert_string_equal(flow_cursor_code(FLOW_CURSOR_EXPIRED),
@@ -175,15 +174,17 @@ static void test_errors(void **state)
 static void test_vector(void **state)
 {
 	static const char tok[] =
-	    "fqc1_AQEAAAAAAAAAAAAAABPQvwt_kMEcikUK7AkEUED_aUlpAMc2ienPLUpaFLQVzuDhoK7vrWwzJoNEHjsWFbi5XCnUGjNJUQ7gp0TmRP0r4XbfSXgvexPXSCs27Gc";
+	    "fqc1_AQEAAAAAAAAAAAAAABPQvwt_kMEcikUK7AkEUED_"
+	    "aUlpAMc2ienPLUpaFLQVzuDhoK7vrWwzJoNEHjsWFbi5XCnUGjNJUQ7gp0TmRP0r4X"
+	    "bfSXgvexPXSCs27Gc";
 	uint8_t k[32] = {7}, fp[32], r[FLOW_CURSOR_RESUME_MAX];
 	size_t rl;
 	(void)state;
 
 	flow_cursor_fingerprint("fuzz", 4, fp);
-	assert_int_equal(flow_cursor_decode(k, tok, strlen(tok), fp, 1000, r,
-	                                    &rl),
-	                 FLOW_CURSOR_OK);
+	assert_int_equal(
+	    flow_cursor_decode(k, tok, strlen(tok), fp, 1000, r, &rl),
+	    FLOW_CURSOR_OK);
 	assert_int_equal(rl, 11);
 	assert_memory_equal(r, "\x00\x00\x00\x01\x48resume", 11);
 }

@@ -289,8 +289,8 @@ static void scan_type(struct tdb *t, uint8_t kt, struct kvs *out)
 
 	assert_int_equal(store_drain(t->s), 0);
 	it = rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
-	for (rocksdb_iter_seek(it, (const char *)pfx, 5); rocksdb_iter_valid(it);
-	     rocksdb_iter_next(it)) {
+	for (rocksdb_iter_seek(it, (const char *)pfx, 5);
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
 		size_t kl, vl;
 		const char *k = rocksdb_iter_key(it, &kl);
 		const char *v = rocksdb_iter_value(it, &vl);
@@ -298,7 +298,8 @@ static void scan_type(struct tdb *t, uint8_t kt, struct kvs *out)
 			break;
 		}
 		assert_int_equal(vl, 8);
-		kvs_add(out, (const uint8_t *)k, kl, be_get64((const uint8_t *)v));
+		kvs_add(out, (const uint8_t *)k, kl,
+		        be_get64((const uint8_t *)v));
 	}
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
@@ -315,8 +316,8 @@ static size_t records(struct tdb *t, struct frec *out, size_t max,
 
 	assert_int_equal(store_drain(t->s), 0);
 	it = rocksdb_create_iterator_cf(t->db, ro, t->cf[3]);
-	for (rocksdb_iter_seek(it, (const char *)pfx, 5); rocksdb_iter_valid(it);
-	     rocksdb_iter_next(it)) {
+	for (rocksdb_iter_seek(it, (const char *)pfx, 5);
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
 		size_t kl, vl;
 		const char *k = rocksdb_iter_key(it, &kl);
 		const char *v = rocksdb_iter_value(it, &vl);
@@ -455,7 +456,8 @@ static int64_t stats(struct w *w, const char *type, const char *state,
 	fsnp_w_init(&wr, &out);
 	assert_int_equal(flow_stats_merge(&q, &r.v, 1, &wr, &err), 0);
 	assert_int_equal(fsnp_w_finish(&wr), 0);
-	assert_int_equal(fsnp_value_decode_body(out.data, out.len, NULL, &v), 0);
+	assert_int_equal(fsnp_value_decode_body(out.data, out.len, NULL, &v),
+	                 0);
 	n = fr_int(&v, "count");
 	assert_int_equal(n, fr_int(&r.v, "count"));
 	wbuf_free(&out);
@@ -491,7 +493,7 @@ static void check_stats(struct w *w)
 {
 	static struct frec recs[NIDS * 2];
 	static const char *const states[] = {"queued", "running", "completed",
-	                                     "failed", "review", "cancelled"};
+	                                     "failed", "review",  "cancelled"};
 	struct kvs keep = {0};
 	size_t n = records(&w->t, recs, NIDS * 2, &keep);
 	uint8_t eu[7] = {FSNP_BIN, 0, 0, 0, 2, 'e', 'u'};
@@ -555,9 +557,9 @@ static void check_scan(struct w *w, const char *state)
 	sbuf_init(&resume);
 	flow_ix_prefix(&pfx, G, fb("p0"), FLOW_IX_UPDATED, eq, 2);
 	for (int pages = 0; pages < 100; pages++) {
-		struct flow_ix_range r = {pfx.p,        pfx.len,    0,
-		                          UINT64_MAX,   true,       resume.p,
-		                          resume.len,   2,          0};
+		struct flow_ix_range r = {pfx.p,      pfx.len, 0,
+		                          UINT64_MAX, true,    resume.p,
+		                          resume.len, 2,       0};
 		const char *msg;
 		assert_int_equal(flow_ix_scan(tx, &r, &pg, &u, &msg), 0);
 		for (size_t h = 0; h < pg.n; h++) {

@@ -689,9 +689,10 @@ int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 	return rv;
 }
 
-int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
-                     const struct fsnp_bytes *part, flow_acount_fn fn,
-                     void *arg, struct flow_ix_usage *u)
+int flow_acount_values(struct tx *tx, uint32_t group, struct fsnp_bytes type,
+                       struct fsnp_bytes part, struct fsnp_bytes state,
+                       struct fsnp_bytes name, flow_value_fn fn, void *arg,
+                       struct flow_ix_usage *u)
 {
 	struct store_tx_iter *it;
 	struct sbuf p;
@@ -701,34 +702,24 @@ int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 	sbuf_init(&p);
 	kstart(&p, group, K_FLOW_ACOUNT);
 	kpart(&p, type);
-	if (part != NULL) {
-		kpart(&p, *part);
-	}
+	kpart(&p, part);
+	kpart(&p, state);
+	kpart(&p, name);
+	sbuf_u8(&p, 1);
 	it = store_tx_iter_open(tx, p.p, p.len);
 	valid = store_tx_iter_seek(it, NULL, 0);
 	u->seeks++;
 	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
-		size_t kl, vl, off = 5;
+		size_t kl, vl, off = p.len;
 		const uint8_t *k = store_tx_iter_key(it, &kl);
 		const uint8_t *v = store_tx_iter_value(it, &vl);
-		struct fsnp_bytes t, pt, st, name, val = {NULL, 0};
-		bool total;
+		struct fsnp_bytes val;
 		u->entries++;
 		u->bytes += kl + vl;
-		if (!fkey_part(k, kl, &off, &t) ||
-		    !fkey_part(k, kl, &off, &pt) ||
-		    !fkey_part(k, kl, &off, &st) ||
-		    !fkey_part(k, kl, &off, &name) || off >= kl || vl != 8) {
+		if (!fkey_part(k, kl, &off, &val) || off != kl || vl != 8) {
 			continue;
 		}
-		total = k[off++] == 0;
-		if (!total && (!fkey_part(k, kl, &off, &val) || off != kl)) {
-			continue;
-		}
-		if (total && off != kl) {
-			continue;
-		}
-		if (fn(arg, pt, st, name, total, val, be_get64(v)) != 0) {
+		if (fn(arg, val, be_get64(v)) != 0) {
 			break;
 		}
 	}

@@ -132,14 +132,13 @@ int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                     const struct fsnp_bytes *part, flow_count_fn fn, void *arg,
                     struct flow_ix_usage *u);
 
-/* Visits attribute counters of `type` (and `part` when not NULL): name,
- * the value (len 0 for the per-name total) and the count. */
-typedef int (*flow_acount_fn)(void *arg, struct fsnp_bytes part,
-                              struct fsnp_bytes state, struct fsnp_bytes name,
-                              bool total, struct fsnp_bytes value, uint64_t n);
-int flow_acount_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
-                     const struct fsnp_bytes *part, flow_acount_fn fn,
-                     void *arg, struct flow_ix_usage *u);
+/* Visits the value counters of attribute `name` in (type, part, state):
+ * each value key and its count. */
+typedef int (*flow_value_fn)(void *arg, struct fsnp_bytes value, uint64_t n);
+int flow_acount_values(struct tx *tx, uint32_t group, struct fsnp_bytes type,
+                       struct fsnp_bytes part, struct fsnp_bytes state,
+                       struct fsnp_bytes name, flow_value_fn fn, void *arg,
+                       struct flow_ix_usage *u);
 
 /* Checks a policy's indexed_attributes list: at most 3 names, each a
  * non-empty text. 0, or -1 with `err`. Every attribute is indexed

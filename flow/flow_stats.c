@@ -44,16 +44,17 @@ static int list_count(const struct flow_req *q, int64_t *n,
 	return 0;
 }
 
-/* Whether `name` is one of the type's indexed_attributes (policy). */
-static int indexed(struct fctx *c, struct fsnp_bytes type,
-                   struct fsnp_bytes name, bool *yes)
+/* The type's indexed_attributes (policy), each u32 len + name in
+ * `names`. */
+static int indexed_names(struct fctx *c, struct fsnp_bytes type,
+                         struct sbuf *names)
 {
 	struct sbuf v;
 	struct fsnp_val m, l, e;
 	struct fsnp_iter it;
 	int rv;
 
-	*yes = false;
+	sbuf_reset(names);
 	sbuf_init(&v);
 	fkey_policy(&c->key, c->group, type);
 	rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
@@ -63,13 +64,25 @@ static int indexed(struct fctx *c, struct fsnp_bytes type,
 	    l.tag == FSNP_ARRAY) {
 		fsnp_iter_init(&it, &l);
 		while (fsnp_iter_next(&it, NULL, &e)) {
-			if (e.tag == FSNP_BIN && beq(e.as.bin, name)) {
-				*yes = true;
+			if (e.tag == FSNP_BIN && e.as.bin.len > 0) {
+				sbuf_lbytes(names, e.as.bin.ptr, e.as.bin.len);
 			}
 		}
 	}
 	sbuf_free(&v);
 	return rv < 0 ? -1 : 0;
+}
+
+/* The i-th entry of a u32 len + bytes list; false past its end. */
+static bool list_at(const struct sbuf *l, size_t *off, struct fsnp_bytes *out)
+{
+	if (*off + 4 > l->len) {
+		return false;
+	}
+	out->len = be_get32(l->p + *off);
+	out->ptr = l->p + *off + 4;
+	*off += 4 + out->len;
+	return true;
 }
 
 /* --- FLOW.STATS ----------------------------------------------------------- */
@@ -79,7 +92,7 @@ struct stats_sum {
 	bool any;
 	struct fsnp_bytes name, value; /* one attribute (name.len > 0) */
 	uint64_t n;
-	/* partitions seen (multi-attribute scans), u32 len + bytes */
+	/* (part, state) pairs with flows that match, u32 len + bytes each */
 	struct sbuf parts;
 };
 
@@ -90,19 +103,7 @@ static int sum_count(void *arg, struct fsnp_bytes part, struct fsnp_bytes state,
 	if (s->any || beq(state, s->state)) {
 		s->n += n;
 		sbuf_lbytes(&s->parts, part.ptr, part.len);
-	}
-	return 0;
-}
-
-static int sum_acount(void *arg, struct fsnp_bytes part,
-                      struct fsnp_bytes state, struct fsnp_bytes name,
-                      bool total, struct fsnp_bytes value, uint64_t n)
-{
-	struct stats_sum *s = arg;
-	(void)part;
-	if (!total && (s->any || beq(state, s->state)) && beq(name, s->name) &&
-	    beq(value, s->value)) {
-		s->n += n;
+		sbuf_lbytes(&s->parts, state.ptr, state.len);
 	}
 	return 0;
 }
@@ -141,6 +142,7 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 {
 	const struct fsnp_val *am = &q->f[FF_ATTRIBUTES].v;
 	struct fsnp_bytes names[16], vks[16], eq[2], last = {NULL, 0};
+	struct fsnp_bytes part, pstate;
 	struct flow_ix_usage u = {0};
 	struct flow_ix_page pg;
 	struct sbuf pfx, tmp, resume;
@@ -161,11 +163,9 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 	sbuf_init(&tmp);
 	sbuf_init(&resume);
 	s->n = 0;
-	while (rv == 0 && poff + 4 <= s->parts.len) {
-		struct fsnp_bytes part = {s->parts.p + poff + 4,
-		                          be_get32(s->parts.p + poff)};
+	while (rv == 0 && list_at(&s->parts, &poff, &part) &&
+	       list_at(&s->parts, &poff, &pstate)) {
 		struct flow_ix_range r = {0};
-		poff += 4 + part.len;
 		if (last.ptr != NULL && beq(part, last)) {
 			continue; /* the same partition, another state */
 		}
@@ -275,10 +275,21 @@ static int op_stats(struct fctx *c, const struct flow_req *q,
 		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
 		                     sum_count, &s, &u);
 	} else if (nattr == 1) {
+		/* Per (part, state) with flows: one value counter. */
+		struct fsnp_bytes part, pstate;
+		size_t off = 0;
 		s.value.len = be_get32(vkeys.p);
 		s.value.ptr = vkeys.p + 4;
-		rv = flow_acount_each(c->tx, c->group, type, pk ? &pk->t : NULL,
-		                      sum_acount, &s, &u);
+		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
+		                     sum_count, &s, &u);
+		s.n = 0;
+		while (rv == 0 && list_at(&s.parts, &off, &part) &&
+		       list_at(&s.parts, &off, &pstate)) {
+			uint64_t n;
+			rv = flow_acount_get(c->tx, c->group, type, part,
+			                     pstate, s.name, &s.value, &n);
+			s.n += n;
+		}
 	} else {
 		/* The partitions holding flows of the type (and state). */
 		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
@@ -325,15 +336,11 @@ struct agg_item {
 struct agg {
 	struct fsnp_bytes state; /* len 0 with all: every state */
 	bool all;
-	bool values; /* ATTRIBUTE_VALUES: per value of `name` */
-	struct fsnp_bytes name;
 	struct agg_item *v;
 	size_t n, cap;
 	bool capped;
-	struct sbuf keep; /* copies of the keys */
-	struct fsnp_bytes type;
-	struct fctx *c;
-	int err;
+	struct sbuf keep;  /* copies of the keys */
+	struct sbuf pairs; /* (part, state) with flows, u32 len + bytes */
 };
 
 static void agg_add(struct agg *a, struct fsnp_bytes key, uint64_t n)
@@ -365,28 +372,21 @@ static void agg_add(struct agg *a, struct fsnp_bytes key, uint64_t n)
 	a->n++;
 }
 
-static int agg_cb(void *arg, struct fsnp_bytes part, struct fsnp_bytes state,
-                  struct fsnp_bytes name, bool total, struct fsnp_bytes value,
-                  uint64_t n)
+static int agg_value(void *arg, struct fsnp_bytes value, uint64_t n)
+{
+	agg_add(arg, value, n);
+	return 0;
+}
+
+/* Collects the (part, state) pairs of the type that match the filter. */
+static int agg_pair(void *arg, struct fsnp_bytes part, struct fsnp_bytes state,
+                    uint64_t n)
 {
 	struct agg *a = arg;
-	(void)part;
-	if (!a->all && !beq(state, a->state)) {
-		return 0;
-	}
-	if (a->values) {
-		if (!total && beq(name, a->name)) {
-			agg_add(a, value, n);
-		}
-	} else if (total) {
-		bool yes;
-		if (indexed(a->c, a->type, name, &yes) != 0) {
-			a->err = -1;
-			return 1;
-		}
-		if (yes) {
-			agg_add(a, name, n);
-		}
+	(void)n;
+	if (a->all || beq(state, a->state)) {
+		sbuf_lbytes(&a->pairs, part.ptr, part.len);
+		sbuf_lbytes(&a->pairs, state.ptr, state.len);
 	}
 	return 0;
 }
@@ -399,17 +399,22 @@ static void agg_resolve(struct agg *a)
 	}
 }
 
+/* Reads only the counters of the partitions and states holding flows of
+ * the type: per pair, one counter per indexed name (ATTRIBUTES) or the
+ * value counters of one name (ATTRIBUTE_VALUES). */
 static int op_attributes(struct fctx *c, const struct flow_req *q,
                          struct fsnp_writer *w, struct flow_err *err,
                          bool values)
 {
 	const struct flow_opt *st = opt(q, FF_STATE);
 	const struct flow_opt *pk = opt(q, FF_PARTITION_KEY);
+	struct fsnp_bytes type = q->f[FF_TYPE].t, part, state, name;
 	struct flow_ix_usage u = {0};
 	struct agg a = {0};
+	struct sbuf names;
+	size_t off = 0;
 	int64_t limit;
-	int rv = 0;
-	bool yes = true;
+	int rv;
 
 	if (list_count(q, &limit, err) != 0) {
 		return FLOW_OP_ERROR;
@@ -418,25 +423,46 @@ static int op_attributes(struct fctx *c, const struct flow_req *q,
 	if (st != NULL) {
 		a.state = st->t;
 	}
-	a.values = values;
-	a.type = q->f[FF_TYPE].t;
-	a.c = c;
 	sbuf_init(&a.keep);
-	if (values) {
-		a.name = q->f[FF_ATTRIBUTE].t;
-		if (indexed(c, a.type, a.name, &yes) != 0) {
-			rv = -1;
-			goto out;
+	sbuf_init(&a.pairs);
+	sbuf_init(&names);
+	rv = indexed_names(c, type, &names);
+	if (rv == 0 && values) {
+		/* Only an indexed attribute's values are reported. */
+		size_t no = 0;
+		bool yes = false;
+		while (list_at(&names, &no, &name)) {
+			yes = yes || beq(name, q->f[FF_ATTRIBUTE].t);
+		}
+		sbuf_reset(&names);
+		if (yes) {
+			name = q->f[FF_ATTRIBUTE].t;
+			sbuf_lbytes(&names, name.ptr, name.len);
 		}
 	}
-	if (yes) {
-		rv = flow_acount_each(c->tx, c->group, a.type,
-		                      pk ? &pk->t : NULL, agg_cb, &a, &u);
-		if (rv == 0 && a.err != 0) {
-			rv = -1;
+	if (rv == 0 && names.len > 0) {
+		rv = flow_count_each(c->tx, c->group, type, pk ? &pk->t : NULL,
+		                     agg_pair, &a, &u);
+	}
+	while (rv == 0 && list_at(&a.pairs, &off, &part) &&
+	       list_at(&a.pairs, &off, &state)) {
+		size_t no = 0;
+		while (rv == 0 && list_at(&names, &no, &name)) {
+			uint64_t n;
+			if (values) {
+				rv = flow_acount_values(c->tx, c->group, type,
+				                        part, state, name,
+				                        agg_value, &a, &u);
+			} else if ((rv = flow_acount_get(c->tx, c->group, type,
+			                                 part, state, name,
+			                                 NULL, &n)) == 0 &&
+			           n > 0) {
+				agg_add(&a, name, n);
+			}
 		}
 	}
 	if (rv != 0) {
+		rv = -1;
 		goto out;
 	}
 	agg_resolve(&a);
@@ -464,6 +490,8 @@ static int op_attributes(struct fctx *c, const struct flow_req *q,
 out:
 	free(a.v);
 	sbuf_free(&a.keep);
+	sbuf_free(&a.pairs);
+	sbuf_free(&names);
 	return rv;
 }
 

@@ -161,6 +161,22 @@ flow_cursor_decode(const uint8_t key[FLOW_CURSOR_KEY_BYTES], const char *tok,
 	return FLOW_CURSOR_OK;
 }
 
+void flow_cursor_key_id(const uint8_t key[FLOW_CURSOR_KEY_BYTES], char out[17])
+{
+	static const char hex[] = "0123456789abcdef";
+	static const char domain[] = "lodestone flow cursor key id";
+	uint8_t buf[sizeof domain - 1 + FLOW_CURSOR_KEY_BYTES], d[32];
+
+	memcpy(buf, domain, sizeof domain - 1);
+	memcpy(buf + sizeof domain - 1, key, FLOW_CURSOR_KEY_BYTES);
+	SHA256(buf, sizeof buf, d);
+	for (int i = 0; i < 8; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[16] = '\0';
+}
+
 const char *flow_cursor_code(enum flow_cursor_status st)
 {
 	switch (st) {

@@ -72,6 +72,11 @@ flow_cursor_decode(const uint8_t key[FLOW_CURSOR_KEY_BYTES], const char *tok,
                    size_t len, const uint8_t fp[FLOW_CURSOR_FP_BYTES],
                    uint64_t now_ms, uint8_t *resume, size_t *resume_len);
 
+/* A public identifier of a key (16 hex characters of a domain-separated
+ * SHA-256 of it, NUL-terminated): lets operators and tests see that nodes
+ * share one key without showing it. */
+void flow_cursor_key_id(const uint8_t key[FLOW_CURSOR_KEY_BYTES], char out[17]);
+
 /* The FLOW.QUERY error code of a status ("query_cursor_invalid",
  * "query_cursor_too_large", "query_cursor_expired") and a fixed detail
  * naming the reason (distinct per status). */

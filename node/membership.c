@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "flow/flow_cursor.h"
 #include "node/shards_internal.h"
 #include "raft/forward.h"
 #include "raft/group.h"
@@ -1743,6 +1744,12 @@ void membership_status_json(struct shards *s, json_t *root)
 	json_object_set_new(
 	    root, "flow_cursor_key",
 	    json_string(s->cursor_key_known ? "ready" : "pending"));
+	if (s->cursor_key_known) {
+		char id[17];
+		flow_cursor_key_id(s->cursor_key, id);
+		json_object_set_new(root, "flow_cursor_key_id",
+		                    json_string(id));
+	}
 	json_t *nodes = json_array(), *ops = json_array();
 	for (size_t i = 0; i < s->n_members; i++) {
 		const struct member *m = &s->members[i];

@@ -335,6 +335,7 @@ static void test_manifest_and_cursor_key(void **state)
 	ftc_msg_free(&m);
 	ftc_close(&c);
 
+	char first_id[17] = "";
 	for (unsigned node = 0; node < n_nodes; node++) {
 		char body[65536];
 		int st = 0;
@@ -357,6 +358,20 @@ static void test_manifest_and_cursor_key(void **state)
 			}
 		}
 		assert_true(ready);
+		/* One key for the whole cluster: the same id everywhere. */
+		{
+			const char *p = strstr(body, "\"flow_cursor_key_id\"");
+			char id[17];
+			assert_non_null(p);
+			p = strchr(p + 20, '"');
+			assert_non_null(p);
+			memcpy(id, p + 1, 16);
+			id[16] = '\0';
+			if (node == 0) {
+				strcpy(first_id, id);
+			}
+			assert_string_equal(id, first_id);
+		}
 	}
 }
 

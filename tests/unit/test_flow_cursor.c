@@ -189,12 +189,31 @@ static void test_vector(void **state)
 	assert_memory_equal(r, "\x00\x00\x00\x01\x48resume", 11);
 }
 
+/* The key id: stable, 16 hex characters, different for another key. */
+static void test_key_id(void **state)
+{
+	uint8_t other[32];
+	char a[17], b[17], c[17];
+	(void)state;
+
+	memcpy(other, key, 32);
+	other[31] ^= 0x80;
+	flow_cursor_key_id(key, a);
+	flow_cursor_key_id(key, b);
+	flow_cursor_key_id(other, c);
+	assert_int_equal(strlen(a), 16);
+	assert_int_equal(strspn(a, "0123456789abcdef"), 16);
+	assert_string_equal(a, b);
+	assert_string_not_equal(a, c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_vector),
+	    cmocka_unit_test(test_key_id),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
 	tests/interop/fsnp_acl.mjs \
 	tests/interop/fsnp_topology.mjs tests/interop/fsnp_flow.mjs \
+	tests/interop/fsnp_flow_stats.mjs \
 	tests/interop/package.json
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_tls

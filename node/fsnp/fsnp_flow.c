@@ -1229,7 +1229,8 @@ static bool bool_field(const char *k)
 	return strcmp(k, "reclaim_expired") == 0 ||
 	       strcmp(k, "idempotent") == 0 || strcmp(k, "full") == 0 ||
 	       strcmp(k, "independent") == 0 || strcmp(k, "override") == 0 ||
-	       strcmp(k, "replace") == 0 || strcmp(k, "payload") == 0;
+	       strcmp(k, "replace") == 0 || strcmp(k, "payload") == 0 ||
+	       strcmp(k, "consistent_projection") == 0;
 }
 
 /* The positional field of the opcode's first argument. */
@@ -1370,7 +1371,7 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	uint32_t n = args->as.count, i = 0, k = 0;
 	uint32_t n_states = 0, n_values = 0;
 	const char *first = ce_first(op);
-	bool mixed = true;
+	bool mixed = true, wrote_attrs = false;
 	int rv = -1;
 
 	a = calloc(n + 1, sizeof *a);
@@ -1411,6 +1412,10 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	} else if (first != NULL && n > 0) {
 		fsnp_w_key(&w, first);
 		fsnp_w_val(&w, &a[i++]);
+		if (op == FSNP_OP_FLOW_ATTRIBUTE_VALUES && i < n) {
+			fsnp_w_key(&w, "attribute");
+			fsnp_w_val(&w, &a[i++]);
+		}
 	}
 	for (uint32_t j = i; j < n; j++) {
 		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
@@ -1496,6 +1501,33 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		}
 		if (strcmp(tok, "STATE") == 0 && n_states == 0) {
 			i++; /* already written with the first */
+			continue;
+		}
+		if (strcmp(tok, "ATTRIBUTE") == 0 && op == FSNP_OP_FLOW_STATS) {
+			/* ATTRIBUTE name value, repeated: one attributes map,
+			 * written at the first. */
+			if (!wrote_attrs) {
+				fsnp_w_key(&w, "attributes");
+				fsnp_w_map_begin(&w);
+				for (uint32_t j = i - 1; j + 2 < n; j++) {
+					if (a[j].tag == FSNP_BIN &&
+					    bin_ieq(a[j].as.bin, "ATTRIBUTE") &&
+					    a[j + 1].tag == FSNP_BIN) {
+						fsnp_w_key_bin(
+						    &w, a[j + 1].as.bin.ptr,
+						    a[j + 1].as.bin.len);
+						fsnp_w_val(&w, &a[j + 2]);
+						j += 2;
+					}
+				}
+				fsnp_w_map_end(&w);
+				wrote_attrs = true;
+			}
+			if (i + 2 > n) {
+				snprintf(msg, cap, "ERR syntax error");
+				goto out;
+			}
+			i += 2;
 			continue;
 		}
 		if (strcmp(tok, "VALUE") == 0 && n_values > 0) {

@@ -501,7 +501,8 @@ int flow_ix_scan(struct tx *tx, const struct flow_ix_range *r,
 	static const uint8_t ff[5] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
 	struct store_tx_iter *it;
 	struct sbuf start;
-	size_t cap = r->page, bytes = 0, *offs = NULL;
+	size_t cap = r->page < FLOW_IX_PAGE_MAX ? r->page : FLOW_IX_PAGE_MAX;
+	size_t bytes = 0, *offs = NULL;
 	bool valid;
 	int rv = 0;
 

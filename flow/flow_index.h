@@ -66,6 +66,9 @@ void flow_ix_due_prefix(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
                         struct fsnp_bytes type, struct fsnp_bytes state,
                         int priority);
 
+/* The largest page a scan returns (a larger request is clamped). */
+#define FLOW_IX_PAGE_MAX 4096
+
 /* Resource usage of scans, counted as they happen. */
 struct flow_ix_usage {
 	uint64_t seeks;   /* iterator positionings */
@@ -85,7 +88,7 @@ struct flow_ix_range {
 	bool desc;
 	const uint8_t *resume;
 	size_t resume_len;
-	size_t page;      /* at most this many hits (1..) */
+	size_t page;      /* at most this many hits (1..FLOW_IX_PAGE_MAX) */
 	size_t max_bytes; /* stop after this many key+value bytes (0: none) */
 };
 

@@ -103,7 +103,7 @@ struct store_tx_iter *store_tx_iter_open(struct tx *tx, const uint8_t *prefix,
 	struct store_tx_iter *it = store_xmalloc(sizeof *it);
 	struct sbuf p = {(uint8_t *)prefix, plen, plen};
 
-	titer_open(&it->it, tx, &p);
+	titer_open_bounded(&it->it, tx, &p);
 	sbuf_init(&it->key);
 	return it;
 }

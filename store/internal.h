@@ -198,9 +198,18 @@ struct titer {
 	struct tx *tx;
 	rocksdb_iterator_t *it;
 	struct sbuf prefix;
+	/* titer_open_bounded: RocksDB's upper bound (the prefix's successor)
+	 * and the read options holding it; NULL / empty otherwise. */
+	rocksdb_readoptions_t *ro;
+	struct sbuf upper;
 };
 
 void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix);
+/* The same, with RocksDB's iterate_upper_bound at the end of the prefix:
+ * a step past the prefix's last live key then stops at the bound instead
+ * of stepping over the deleted keys of whatever range follows. */
+void titer_open_bounded(struct titer *it, struct tx *tx,
+                        const struct sbuf *prefix);
 /* Positions at the first key >= `key` (or the prefix start when NULL).
  * Returns whether a key under the prefix is there. */
 bool titer_seek(struct titer *it, const struct sbuf *key);

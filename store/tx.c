@@ -90,6 +90,8 @@ static bool row_cacheable(const uint8_t *k, size_t len)
 	case K_SET:
 	case K_ZMEMBER:
 	case K_FOC:
+	case K_FLOW_COUNT:  /* read by key at every Flow state change */
+	case K_FLOW_ACOUNT: /* and at every attribute change */
 		return true;
 	default:
 		return false;

@@ -3,6 +3,7 @@
 #include "flow/flow_index.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -815,11 +816,9 @@ static void w_list(struct fsnp_writer *w, const char *csv)
 	fsnp_w_array_end(w);
 }
 
-void flow_index_status_write(struct fsnp_writer *w)
+void flow_index_catalog_write(struct fsnp_writer *w)
 {
 	fsnp_w_map_begin(w);
-	fsnp_w_key(w, "version");
-	fsnp_w_str(w, "ferric.flow.query.indexes/v1");
 	fsnp_w_key(w, "catalog_version");
 	fsnp_w_i64(w, STORE_FORMAT_VERSION);
 	fsnp_w_key(w, "indexes");
@@ -847,4 +846,261 @@ void flow_index_status_write(struct fsnp_writer *w)
 	}
 	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
+}
+
+/* --- ferric.flow.query.indexes/v1 ----------------------------------------- */
+
+/* An index as the status contract names it: fields "name:direction:
+ * encoding" (equality components are "hashed", the contract's name for
+ * them; ordered ones integers), the exact-counter prefix (0 none). Sorted
+ * by id. */
+struct ixstatus {
+	const char *id;
+	const char *fields; /* comma-separated name:dir:enc */
+	unsigned count_prefix;
+	const char *workloads; /* comma-separated shapes */
+	const char *key;       /* format.key */
+	const char *entry;     /* format.entry */
+	const char *counter;   /* format.counter, NULL none */
+};
+
+static const struct ixstatus status_ix[] = {
+    {"flow_runs_partition_correlation_updated",
+     "partition_key:asc:hashed,correlation_id:asc:hashed,"
+     "updated_at_ms:asc:ordered",
+     0, SH_PREDICATES "," SH_CORRELATION,
+     "0x48 kind 7: partition, correlation_id, updated_at_ms, run_id",
+     "u64 record version", NULL},
+    {"flow_runs_partition_parent_updated",
+     "partition_key:asc:hashed,parent_flow_id:asc:hashed,"
+     "updated_at_ms:asc:ordered",
+     0, SH_PREDICATES "," SH_PARENT,
+     "0x48 kind 5: partition, parent_flow_id, updated_at_ms, run_id",
+     "u64 record version", NULL},
+    {"flow_runs_partition_root_updated",
+     "partition_key:asc:hashed,root_flow_id:asc:hashed,"
+     "updated_at_ms:asc:ordered",
+     0, SH_PREDICATES "," SH_ROOT,
+     "0x48 kind 6: partition, root_flow_id, updated_at_ms, run_id",
+     "u64 record version", NULL},
+    {"flow_runs_partition_type_state_created",
+     "partition_key:asc:hashed,type:asc:hashed,state:asc:hashed,"
+     "created_at_ms:asc:ordered",
+     0, SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS,
+     "0x48 kind 2: partition, type, state, created_at_ms, run_id",
+     "u64 record version", NULL},
+    {"flow_runs_partition_type_state_due",
+     "partition_key:asc:hashed,type:asc:hashed,state:asc:hashed,"
+     "priority:desc:ordered,next_run_at_ms:asc:ordered",
+     0, SH_PREDICATES "," SH_TYPE_STATE "," SH_LEASE,
+     "0x41: partition, type, state, 255 - priority, next_run_at_ms, run_id",
+     "empty", NULL},
+    {"flow_runs_partition_type_state_updated",
+     "partition_key:asc:hashed,type:asc:hashed,state:asc:hashed,"
+     "updated_at_ms:asc:ordered",
+     3, SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS "," SH_COUNT,
+     "0x48 kind 1: partition, type, state, updated_at_ms, run_id",
+     "u64 record version", "0x49: type, partition, state: u64 flows"},
+    {"flow_runs_partition_updated",
+     "partition_key:asc:hashed,updated_at_ms:asc:ordered", 0, SH_PREDICATES,
+     "0x48 kind 8: partition, updated_at_ms, run_id", "u64 record version",
+     NULL},
+    {"flow_runs_primary", "partition_key:asc:hashed,run_id:asc:hashed", 0,
+     SH_RUN_ID "," SH_PART_RUN_ID, "0x40: partition, run_id",
+     "the record (typed map)", NULL},
+};
+
+/* Shard progress of a finished phase list: every shard done. */
+static void w_progress(struct fsnp_writer *w, uint32_t shards)
+{
+	fsnp_w_key(w, "scope");
+	fsnp_w_str(w, "catalog_build");
+	fsnp_w_key(w, "phase_counts");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "done");
+	fsnp_w_i64(w, shards);
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "current_phases");
+	w_list(w, "done");
+	fsnp_w_key(w, "completed_shards");
+	fsnp_w_i64(w, shards);
+	fsnp_w_key(w, "total_shards");
+	fsnp_w_i64(w, shards);
+}
+
+static void w_kv_i64(struct fsnp_writer *w, const char *k, int64_t v)
+{
+	fsnp_w_key(w, k);
+	fsnp_w_i64(w, v);
+}
+
+static void w_status_index(struct fsnp_writer *w, const struct ixstatus *x,
+                           uint64_t now_ms, uint32_t shards)
+{
+	const char *f = x->fields;
+	char build[64];
+
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "id");
+	fsnp_w_str(w, x->id);
+	w_kv_i64(w, "version", 1);
+	/* Built by the format's apply, not by a build job. */
+	snprintf(build, sizeof build, "storage-format-%d",
+	         STORE_FORMAT_VERSION);
+	fsnp_w_key(w, "build_id");
+	fsnp_w_str(w, build);
+	fsnp_w_key(w, "source");
+	fsnp_w_str(w, "runs");
+	fsnp_w_key(w, "state");
+	fsnp_w_str(w, "active");
+	fsnp_w_key(w, "queryable");
+	fsnp_w_bool(w, true);
+	fsnp_w_key(w, "fields");
+	fsnp_w_array_begin(w);
+	while (*f != '\0') {
+		size_t l = strcspn(f, ","), a = strcspn(f, ":");
+		size_t b = a + 1 + strcspn(f + a + 1, ":");
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "name");
+		fsnp_w_bin(w, f, a);
+		fsnp_w_key(w, "direction");
+		fsnp_w_bin(w, f + a + 1, b - a - 1);
+		fsnp_w_key(w, "encoding");
+		fsnp_w_bin(w, f + b + 1, l - b - 1);
+		fsnp_w_map_end(w);
+		f += l + (f[l] == ',');
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "workloads");
+	w_list(w, x->workloads);
+	fsnp_w_key(w, "count_prefixes");
+	fsnp_w_array_begin(w);
+	if (x->count_prefix > 0) {
+		fsnp_w_i64(w, x->count_prefix);
+	}
+	fsnp_w_array_end(w);
+	/* The entries carry the version only, not the record's fields. */
+	fsnp_w_key(w, "covering_fields");
+	fsnp_w_array_begin(w);
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "format");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "query_row");
+	fsnp_w_str(w, "0x40 flow record: partition, run_id");
+	fsnp_w_key(w, "key");
+	fsnp_w_str(w, x->key);
+	fsnp_w_key(w, "entry");
+	fsnp_w_str(w, x->entry);
+	fsnp_w_key(w, "reverse");
+	fsnp_w_str(w, "none: the keys derive from the record");
+	fsnp_w_key(w, "counter");
+	if (x->counter != NULL) {
+		fsnp_w_str(w, x->counter);
+	} else {
+		fsnp_w_nil(w);
+	}
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "coverage");
+	fsnp_w_map_begin(w);
+	w_kv_i64(w, "complete_shards", shards);
+	w_kv_i64(w, "total_shards", shards);
+	fsnp_w_key(w, "validation");
+	fsnp_w_str(w, "passed");
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "build");
+	fsnp_w_map_begin(w);
+	w_progress(w, shards);
+	w_kv_i64(w, "scanned_records", 0);
+	w_kv_i64(w, "written_entries", 0);
+	w_kv_i64(w, "written_bytes", 0);
+	fsnp_w_map_end(w);
+	/* Written in the record's apply batch: valid whenever observed. */
+	fsnp_w_key(w, "validation");
+	fsnp_w_map_begin(w);
+	w_progress(w, shards);
+	fsnp_w_key(w, "status");
+	fsnp_w_str(w, "passed");
+	w_kv_i64(w, "checked_records", 0);
+	w_kv_i64(w, "checked_entries", 0);
+	w_kv_i64(w, "mismatches", 0);
+	fsnp_w_key(w, "failure_reason");
+	fsnp_w_nil(w);
+	w_kv_i64(w, "validated_at_ms", (int64_t)now_ms);
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "retirement");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "status");
+	fsnp_w_str(w, "not_applicable");
+	fsnp_w_map_end(w);
+	/* No statistics are kept (plans use exact counters). */
+	fsnp_w_key(w, "statistics");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "status");
+	fsnp_w_str(w, "unavailable");
+	w_kv_i64(w, "samples", 0);
+	w_kv_i64(w, "fresh_samples", 0);
+	w_kv_i64(w, "stale_samples", 0);
+	w_kv_i64(w, "future_samples", 0);
+	fsnp_w_key(w, "oldest_collected_at_ms");
+	fsnp_w_nil(w);
+	fsnp_w_key(w, "newest_collected_at_ms");
+	fsnp_w_nil(w);
+	fsnp_w_key(w, "oldest_age_ms");
+	fsnp_w_nil(w);
+	fsnp_w_key(w, "newest_age_ms");
+	fsnp_w_nil(w);
+	fsnp_w_map_end(w);
+	fsnp_w_map_end(w);
+}
+
+int flow_index_status_v1(struct fsnp_writer *w, uint64_t now_ms,
+                         uint32_t shards, const uint8_t *id, size_t id_len)
+{
+	size_t n = sizeof status_ix / sizeof status_ix[0], found = n;
+
+	if (id_len > 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (strlen(status_ix[i].id) == id_len &&
+			    memcmp(status_ix[i].id, id, id_len) == 0) {
+				found = i;
+			}
+		}
+		if (found == n) {
+			return -1;
+		}
+	}
+	if (shards == 0) {
+		shards = 1;
+	}
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "contract_version");
+	fsnp_w_str(w, "ferric.flow.query.indexes/v1");
+	w_kv_i64(w, "observed_at_ms", (int64_t)now_ms);
+	w_kv_i64(w, "statistics_max_age_ms", 0);
+	fsnp_w_key(w, "registry");
+	fsnp_w_map_begin(w);
+	w_kv_i64(w, "epoch", 0);
+	w_kv_i64(w, "catalog_version", STORE_FORMAT_VERSION);
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "services");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "registry");
+	fsnp_w_str(w, "ready");
+	fsnp_w_key(w, "lifecycle_worker");
+	fsnp_w_str(w, "ready");
+	fsnp_w_key(w, "statistics_store");
+	fsnp_w_str(w, "unavailable");
+	fsnp_w_key(w, "statistics_worker");
+	fsnp_w_str(w, "unavailable");
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "indexes");
+	fsnp_w_array_begin(w);
+	for (size_t i = 0; i < n; i++) {
+		if (id_len == 0 || i == found) {
+			w_status_index(w, &status_ix[i], now_ms, shards);
+		}
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_map_end(w);
+	return 0;
 }

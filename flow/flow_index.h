@@ -154,12 +154,21 @@ int flow_index_check_names(const struct fsnp_val *list, struct flow_err *err);
  * least one catalog entry below: what the capability manifest lists. */
 const char *const *flow_index_shapes(size_t *n);
 
-/* The index catalog as the `ferric.flow.query.indexes/v1` status map:
- * {version, catalog_version, indexes: [{id, kind, fields, order, source,
- * phase, queryable, shapes}]}. Every index is maintained in the apply
- * batch of its record, so each is active and queryable from the first
- * entry of a group (the format version covers older data). */
-void flow_index_status_write(struct fsnp_writer *w);
+/* The index catalog for the capability manifest: {catalog_version,
+ * indexes: [{id, kind, fields, order, source, phase, queryable, shapes}]}.
+ * Every index is maintained in the apply batch of its record, so each is
+ * active and queryable from the first entry of a group (the format version
+ * covers older data). */
+void flow_index_catalog_write(struct fsnp_writer *w);
+
+/* FLOW.QUERY.INDEXES [id]: the `ferric.flow.query.indexes/v1` status map
+ * (contract_version, observed_at_ms, statistics_max_age_ms, registry,
+ * services, indexes sorted by id) of the indexes whose fields the contract
+ * can name (the attribute and state_meta indexes, keyed by any name, are
+ * in the catalog only), on `shards` data groups at `now_ms`. With `id`
+ * (len > 0) only that index; -1 and nothing written when there is none. */
+int flow_index_status_v1(struct fsnp_writer *w, uint64_t now_ms,
+                         uint32_t shards, const uint8_t *id, size_t id_len);
 
 /* The typed value of a flow_ix_value_key encoding, written to `w`.
  * -1 when malformed. */

@@ -149,7 +149,8 @@ static void w_multiplexing(struct fsnp_conn *c, struct fsnp_writer *w)
 
 /* The Flow/FQL manifest the official SDK refuses to connect without. The
  * shapes are those flow/'s indexes serve (flow_index_shapes), and
- * `indexes` is their catalog in the ferric.flow.query.indexes/v1 form.
+ * `indexes` is their catalog (FLOW.QUERY.INDEXES answers the
+ * ferric.flow.query.indexes/v1 status).
  * FLOW.QUERY itself is not executed by this build yet: `available` says
  * so. */
 static void w_flow_query(struct fsnp_writer *w)
@@ -173,7 +174,7 @@ static void w_flow_query(struct fsnp_writer *w)
 	fsnp_w_key(w, "shapes");
 	w_strs(w, shapes, n_shapes);
 	fsnp_w_key(w, "indexes");
-	flow_index_status_write(w);
+	flow_index_catalog_write(w);
 	w_kv_bool(w, "available", false);
 	w_kv_str(w, "reason", "FLOW.QUERY is not executed by this build");
 	fsnp_w_map_end(w);

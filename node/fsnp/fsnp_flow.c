@@ -33,6 +33,7 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
+#include "flow/flow_index.h"
 #include "flow/flow_stats.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
@@ -1675,4 +1676,44 @@ void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body, size_t len)
 	metric_add(r->srv->m_flow_compact, 1);
 	fsnp_flow_exec(r, r->opcode, b.data, b.len);
 	wbuf_free(&b);
+}
+
+/* --- FLOW.QUERY.INDEXES ------------------------------------------------ */
+
+void fsnp_flow_query_indexes(struct fsnp_req *r, const struct fsnp_val *args)
+{
+	struct fsnp_iter it;
+	struct fsnp_val id = {.tag = FSNP_NIL};
+	struct fsnp_writer w;
+	uint32_t n = args->tag == FSNP_ARRAY ? args->as.count : 0;
+
+	if (n > 1) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR wrong number of arguments for "
+		           "'flow.query.indexes' command");
+		return;
+	}
+	if (n == 1) {
+		fsnp_iter_init(&it, args);
+		(void)fsnp_iter_next(&it, NULL, &id);
+		if (id.tag != FSNP_BIN || id.as.bin.len == 0 ||
+		    id.as.bin.len > 64) {
+			flow_error(r, FSNP_STATUS_ERROR,
+			           "ERR Flow query index id must be 1 to 64 "
+			           "bytes");
+			return;
+		}
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_index_status_v1(&w, fsnp_now_ms(r->srv), r->srv->data_groups,
+	                         n == 1 ? id.as.bin.ptr : NULL,
+	                         n == 1 ? id.as.bin.len : 0) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR Flow query index not found");
+		return;
+	}
+	fsnp_w_finish(&w);
 }

@@ -3,9 +3,10 @@
  * (two shards, asked through every node): counts by type and state with
  * and without a partition (one group, or every group merged), by one and
  * by two attributes, attribute names and values of the policy's indexed
- * attributes ordered by count and cut to `count`, the refusals; the query
- * manifest lists the index catalog; every node holds the shared cursor
- * key from the meta group. */
+ * attributes ordered by count and cut to `count`, the refusals; the SDK's
+ * COMMAND_EXEC forms and FLOW.QUERY.INDEXES; the query manifest lists the
+ * index catalog; every node holds the shared cursor key from the meta
+ * group. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -326,8 +327,7 @@ static void test_manifest_and_cursor_key(void **state)
 	assert_int_equal(fsnp_map_map(&m.value, "capabilities", &caps), 0);
 	assert_int_equal(fsnp_map_map(&caps, "flow_query", &fq), 0);
 	assert_int_equal(fsnp_map_map(&fq, "indexes", &ix), 0);
-	assert_true(
-	    ftc_map_str(&ix, "version", "ferric.flow.query.indexes/v1"));
+	assert_true(ftc_map_int(&ix, "catalog_version") > 0);
 	assert_int_equal(fsnp_map_array(&ix, "indexes", &list), 0);
 	assert_true(list.as.count >= 10);
 	assert_int_equal(fsnp_map_array(&fq, "shapes", &list), 0);
@@ -372,6 +372,103 @@ static void test_manifest_and_cursor_key(void **state)
 			}
 			assert_string_equal(id, first_id);
 		}
+	}
+}
+
+/* A COMMAND_EXEC of `name` with text arguments. */
+static struct ftc_msg exec(struct ftc *c, const char *name,
+                           const char *const *args, size_t n)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "command");
+	fsnp_w_str(&w, name);
+	fsnp_w_key(&w, "args");
+	fsnp_w_array_begin(&w);
+	for (size_t i = 0; i < n; i++) {
+		fsnp_w_str(&w, args[i]);
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	return callb(c, FSNP_OP_COMMAND_EXEC, &b);
+}
+
+/* The SDK's COMMAND_EXEC forms: FLOW.STATS with STATE and ATTRIBUTE
+ * pairs, FLOW.ATTRIBUTE_VALUES with its attribute positional, PARTITION
+ * and COUNT, and FLOW.QUERY.INDEXES (the ferric.flow.query.indexes/v1
+ * status, every index active on every shard; one by id; an unknown id
+ * refused). */
+static void test_command_exec(void **state)
+{
+	(void)state;
+	for (unsigned node = 0; node < n_nodes; node++) {
+		struct ftc c;
+		struct ftc_msg m;
+		struct fsnp_val list, e, cov, v;
+		struct fsnp_iter it;
+		char text[64];
+		int64_t n;
+		assert_int_equal(ftc_connect(&c, cl.nodes[node].fsnp), 0);
+		{
+			const char *a[] = {type,        "STATE",  "any",
+			                   "ATTRIBUTE", "region", "eu",
+			                   "ATTRIBUTE", "tier",   "2"};
+			m = exec(&c, "FLOW.STATS", a, 6);
+			ok(&m);
+			assert_int_equal(ftc_map_int(&m.value, "count"),
+			                 want("any", NULL, "eu", 0, running));
+			ftc_msg_free(&m);
+			/* CE values are text: "2" is not the integer 2. */
+			m = exec(&c, "FLOW.STATS", a, 9);
+			ok(&m);
+			assert_int_equal(ftc_map_int(&m.value, "count"), 0);
+			ftc_msg_free(&m);
+		}
+		{
+			const char *a[] = {type,       "region", "PARTITION",
+			                   "tenant-a", "COUNT",  "1"};
+			m = exec(&c, "FLOW.ATTRIBUTE_VALUES", a, 6);
+			ok(&m);
+			assert_int_equal(m.value.as.count, 1);
+			entry(&m.value, 0, "value", text, &n);
+			assert_string_equal(text, "eu");
+			assert_int_equal(n, 2);
+			ftc_msg_free(&m);
+		}
+		m = exec(&c, "FLOW.QUERY.INDEXES", NULL, 0);
+		ok(&m);
+		assert_true(ftc_map_str(&m.value, "contract_version",
+		                        "ferric.flow.query.indexes/v1"));
+		assert_int_equal(fsnp_map_array(&m.value, "indexes", &list), 0);
+		assert_true(list.as.count >= 8);
+		fsnp_iter_init(&it, &list);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			assert_true(ftc_map_str(&e, "state", "active"));
+			assert_int_equal(fsnp_map_get(&e, "queryable", &v), 0);
+			assert_int_equal(v.tag, FSNP_TRUE);
+			assert_int_equal(fsnp_map_map(&e, "coverage", &cov), 0);
+			assert_int_equal(ftc_map_int(&cov, "total_shards"),
+			                 n_nodes == 1 ? 4 : 2);
+		}
+		ftc_msg_free(&m);
+		{
+			const char *a[] = {"flow_runs_primary"};
+			m = exec(&c, "FLOW.QUERY.INDEXES", a, 1);
+			ok(&m);
+			assert_int_equal(
+			    fsnp_map_array(&m.value, "indexes", &list), 0);
+			assert_int_equal(list.as.count, 1);
+			ftc_msg_free(&m);
+			a[0] = "no_such_index";
+			m = exec(&c, "FLOW.QUERY.INDEXES", a, 1);
+			assert_int_equal(m.status, 1);
+			ftc_msg_free(&m);
+		}
+		ftc_close(&c);
 	}
 }
 
@@ -475,6 +572,7 @@ int main(void)
 	    cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_attributes),
 	    cmocka_unit_test(test_manifest_and_cursor_key),
+	    cmocka_unit_test(test_command_exec),
 	};
 	int rv = cmocka_run_group_tests_name("flow stats, 1 node", tests,
 	                                     setup1, teardown);

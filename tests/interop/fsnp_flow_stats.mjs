@@ -5,7 +5,9 @@
 // CONSISTENT_PROJECTION arguments) against a real lodestone over FSNP with
 // four shards: the policy's indexed attributes installed with the SDK,
 // counts by state, partition and attributes, names and values ordered by
-// count. Exit status 0 means every check passed.
+// count; and FLOW.QUERY.INDEXES through the SDK's queryIndexes, which
+// validates the ferric.flow.query.indexes/v1 contract strictly. Exit
+// status 0 means every check passed.
 import assert from "node:assert/strict";
 
 import { startNode } from "./lib/node.mjs";
@@ -76,6 +78,22 @@ check("attributes and attribute values, ordered by count", async (c) => {
   const a = norm(await c.attributeValues(type, "region", { partitionKey: "tenant-a", state: "queued" }));
   assert.deepEqual(a.map((e) => [e.value, Number(e.count)]), [["eu", 2], ["us", 1]]);
   assert.deepEqual(norm(await c.attributeValues(type, "colour")), []);
+});
+
+check("FLOW.QUERY.INDEXES: the SDK's strict ferric.flow.query.indexes/v1 decoder", async (c) => {
+  const all = await c.queryIndexes();
+  assert.equal(all.contractVersion, "ferric.flow.query.indexes/v1");
+  assert.ok(all.indexes.length >= 8);
+  for (const ix of all.indexes) {
+    assert.equal(ix.state, "active");
+    assert.equal(ix.queryable, true);
+    assert.equal(Number(ix.coverage.totalShards), 4);
+  }
+  const counted = all.indexes.find((ix) => ix.id === "flow_runs_partition_type_state_updated");
+  assert.deepEqual([...counted.countPrefixes], [3]);
+  const one = await c.queryIndexes("flow_runs_primary");
+  assert.deepEqual(one.indexes.map((ix) => ix.id), ["flow_runs_primary"]);
+  await assert.rejects(c.queryIndexes("no_such_index"), /not found/);
 });
 
 await runChecks(connect);

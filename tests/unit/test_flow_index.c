@@ -828,11 +828,69 @@ static void test_value_keys(void **state)
 	sbuf_free(&b);
 }
 
+/* FLOW.QUERY.INDEXES: indexes sorted by id, each covering every shard;
+ * one by id; an unknown id writes nothing. The manifest's shapes are each
+ * served by some index. */
+static void test_index_status(void **state)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct fsnp_val m, list, e, cov;
+	struct fsnp_iter it;
+	char prev[128] = "", id[128];
+	size_t n_shapes;
+	const char *const *shapes = flow_index_shapes(&n_shapes);
+	(void)state;
+
+	assert_int_equal(n_shapes, 12);
+	for (size_t i = 0; i < n_shapes; i++) {
+		assert_true(strncmp(shapes[i], "runs_", 5) == 0 ||
+		            strncmp(shapes[i], "events_", 7) == 0);
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	assert_int_equal(flow_index_status_v1(&w, 1234, 3, NULL, 0), 0);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	assert_int_equal(fsnp_value_decode_body(b.data, b.len, NULL, &m), 0);
+	assert_int_equal(fsnp_map_get(&m, "indexes", &list), 0);
+	assert_true(list.as.count >= 8);
+	fsnp_iter_init(&it, &list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		fr_str(&e, "id", id);
+		assert_true(strcmp(prev, id) < 0);
+		strcpy(prev, id);
+		cov = fr_get(&e, "coverage");
+		assert_int_equal(fr_int(&cov, "total_shards"), 3);
+		assert_int_equal(fr_int(&cov, "complete_shards"), 3);
+	}
+	wbuf_free(&b);
+
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	assert_int_equal(
+	    flow_index_status_v1(&w, 1, 1, (const uint8_t *)"flow_runs_primary",
+	                         17),
+	    0);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	assert_int_equal(fsnp_value_decode_body(b.data, b.len, NULL, &m), 0);
+	assert_int_equal(fsnp_map_get(&m, "indexes", &list), 0);
+	assert_int_equal(list.as.count, 1);
+	wbuf_free(&b);
+
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	assert_int_equal(
+	    flow_index_status_v1(&w, 1, 1, (const uint8_t *)"nope", 4), -1);
+	assert_int_equal(b.len, 0);
+	wbuf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_value_keys),
 	    cmocka_unit_test(test_stats_errors),
+	    cmocka_unit_test(test_index_status),
 	    cmocka_unit_test(test_index_seed_1),
 	    cmocka_unit_test(test_index_seed_2),
 	};

@@ -145,7 +145,7 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 	struct fsnp_bytes part, pstate;
 	struct flow_ix_usage u = {0};
 	struct flow_ix_page pg;
-	struct sbuf pfx, tmp, resume;
+	struct sbuf pfx, tmp, resume, recbuf;
 	struct fsnp_iter it;
 	struct fsnp_val v;
 	size_t off = 0, i = 0, poff = 0;
@@ -162,6 +162,7 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 	sbuf_init(&pfx);
 	sbuf_init(&tmp);
 	sbuf_init(&resume);
+	sbuf_init(&recbuf);
 	s->n = 0;
 	while (rv == 0 && list_at(&s->parts, &poff, &part) &&
 	       list_at(&s->parts, &poff, &pstate)) {
@@ -182,9 +183,10 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 		for (;;) {
 			const char *msg;
 			if (u.entries > FLOW_STATS_MAX_SCAN) {
-				rv = E1("ERR flow stats scan limit exceeded; "
-				        "narrow the query with partition_key "
-				        "or state");
+				E1("ERR flow stats scan limit exceeded; "
+				   "narrow the query with partition_key or "
+				   "state");
+				rv = 1;
 				break;
 			}
 			r.resume = resume.len ? resume.p : NULL;
@@ -196,13 +198,20 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 			for (size_t h = 0; h < pg.n; h++) {
 				struct frec rec;
 				bool ok;
-				int lr =
-				    frec_load(c, part, pg.hits[h].id, &rec);
+				/* Read into one reused buffer: frec_load
+				 * would keep every record until the end. */
+				int lr;
+				fkey_rec(&c->key, c->group, part,
+				         pg.hits[h].id);
+				lr = store_tx_get(c->tx, c->key.p, c->key.len,
+				                  &recbuf);
 				if (lr < 0) {
 					rv = -1;
 					break;
 				}
 				ok = lr == 1 &&
+				     frec_decode(recbuf.p, recbuf.len, &rec) ==
+				         0 &&
 				     frec_eq(&rec, RS_TYPE, q->f[FF_TYPE].t) &&
 				     (s->any ||
 				      frec_eq(&rec, RS_STATE, s->state));
@@ -224,6 +233,7 @@ static int stats_scan(struct fctx *c, const struct flow_req *q,
 	sbuf_free(&pfx);
 	sbuf_free(&tmp);
 	sbuf_free(&resume);
+	sbuf_free(&recbuf);
 	return rv;
 }
 

@@ -3,7 +3,7 @@
 # (client/lodebench_flow.c).
 client_liblodestone_la_SOURCES += client/flow_client.c client/flow_client.h
 
-lodectl_SOURCES += client/lodectl_flow.c
+lodectl_SOURCES += client/lodectl_flow.c client/lodectl_flow_sched.c
 lodebench_SOURCES += client/lodebench_flow.c
 
 UNIT_TESTS += tests/unit/test_flow_client

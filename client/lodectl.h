@@ -50,6 +50,10 @@ int lodectl_kv_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_acl_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_ping_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv);
+/* `lodectl flow schedule ...` (client/lodectl_flow_sched.c). */
+int lodectl_flow_schedule_main(const struct lodectl_global *g, int argc,
+                               char **argv);
+void lodectl_flow_schedule_usage(FILE *f);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);

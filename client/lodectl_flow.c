@@ -31,7 +31,8 @@ static void flow_usage(FILE *f)
 	        "T] [--run-at MS]\n"
 	        "  cancel ID FENCING [--lease-token T] [--reason TEXT]\n"
 	        "  extend ID LEASE_TOKEN FENCING [--lease-ms N]\n"
-	        "  history ID [--count N] [--rev]\n\n"
+	        "  history ID [--count N] [--rev]\n"
+	        "  schedule SUBCOMMAND ...  (lodectl flow schedule help)\n\n"
 	        "Every subcommand takes --pk PARTITION_KEY (a flow created "
 	        "with one is\naddressed with it) and --now MS.\n");
 }
@@ -274,6 +275,9 @@ int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv)
 	    strcmp(argv[1], "--help") == 0) {
 		flow_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? LODECTL_EXIT_USAGE : LODECTL_EXIT_OK;
+	}
+	if (strcmp(argv[1], "schedule") == 0) {
+		return lodectl_flow_schedule_main(g, argc - 1, argv + 1);
 	}
 	for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
 		if (strcmp(argv[1], subs[k].name) == 0) {

@@ -1,1 +1,1 @@
-EXTRA_DIST += docs/architecture.md docs/operations.md docs/lodestone.conf.example docs/benchmarks.md docs/flow.md
+EXTRA_DIST += docs/flow.md docs/architecture.md docs/operations.md docs/lodestone.conf.example docs/benchmarks.md

@@ -8,6 +8,7 @@
 
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
+#include "flow/flow_schedule.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -52,6 +53,15 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_ATTRIBUTES:
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 		return true;
+	case FSNP_OP_FLOW_SCHEDULE_CREATE:
+	case FSNP_OP_FLOW_SCHEDULE_GET:
+	case FSNP_OP_FLOW_SCHEDULE_DELETE:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE:
+	case FSNP_OP_FLOW_SCHEDULE_PAUSE:
+	case FSNP_OP_FLOW_SCHEDULE_RESUME:
+		return true;
 	default:
 		return false;
 	}
@@ -68,6 +78,8 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_STATS:
 	case FSNP_OP_FLOW_ATTRIBUTES:
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+	case FSNP_OP_FLOW_SCHEDULE_GET:
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
 		return true;
 	default:
 		return false;
@@ -89,6 +101,12 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	}
 	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
 		return -1;
+	}
+	if (flow_sched_opcode(opcode)) {
+		/* Schedules are their own extension (flow_schedule.h). */
+		return flow_sched_cmd_encode(opcode, body, len,
+		                             meta->max_clock_skew_ms, -1, NULL,
+		                             out, out_len, err);
 	}
 	if (len == 0) {
 		body = empty_map;
@@ -266,7 +284,7 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		res_error(res, STORE_BAD_COMMAND, text);
 		return 0;
 	}
-	if (!flow_opcode_supported(c.opcode)) {
+	if (!flow_opcode_supported(c.opcode) || flow_sched_opcode(c.opcode)) {
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR native unsupported flow opcode");
 		return 0;
@@ -319,5 +337,8 @@ int flow_register(struct store *s)
 #ifdef LS_FAULT_HOOKS
 	flow_op_fault_init();
 #endif
-	return store_register_ext(s, &x);
+	if (store_register_ext(s, &x) != 0) {
+		return -1;
+	}
+	return flow_sched_register(s);
 }

@@ -11,7 +11,16 @@ flow_libflow_a_SOURCES = \
 	flow/flow_index.c flow/flow_index.h \
 	flow/flow_stats.c flow/flow_stats.h \
 	flow/flow_cursor.c flow/flow_cursor.h \
-	flow/flow_ops.c flow/flow_ops.h
+	flow/flow_ops.c flow/flow_ops.h \
+	flow/fql_error.c flow/fql_error.h \
+	flow/fql_lex.c flow/fql_lex.h \
+	flow/fql_parse.c flow/fql_parse.h \
+	flow/fql_print.c flow/fql_print.h \
+	flow/fql_shape.c flow/fql_shape.h \
+	flow/tz.c flow/tz.h \
+	flow/cron.c flow/cron.h \
+	flow/flow_sched_def.c flow/flow_sched_def.h \
+	flow/flow_schedule.c flow/flow_schedule.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
@@ -63,3 +72,34 @@ tests_fuzz_fuzz_flow_cursor_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_cursor_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_cursor
+# FQL1: the pure query language modules (lexer, parser and binder, printer,
+# errors); they use wire/ only.
+UNIT_TESTS += tests/unit/test_fql
+tests_unit_test_fql_SOURCES = tests/unit/test_fql.c
+tests_unit_test_fql_LDADD = flow/libflow.a wire/libwire.la $(DEP_LIBS) \
+	$(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_fql_parse
+tests_fuzz_fuzz_fql_parse_SOURCES = tests/fuzz/fuzz_fql_parse.c
+tests_fuzz_fuzz_fql_parse_LDADD = flow/libflow.a wire/libwire.la \
+	$(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_fql_parse_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_fql_parse
+
+UNIT_TESTS += tests/unit/test_flow_cron
+tests_unit_test_flow_cron_SOURCES = tests/unit/test_flow_cron.c \
+	tests/unit/flow_cron_table.h
+tests_unit_test_flow_cron_LDADD = flow/libflow.a $(CMOCKA_LIBS)
+
+UNIT_TESTS += tests/unit/test_flow_schedule
+tests_unit_test_flow_schedule_SOURCES = tests/unit/test_flow_schedule.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_schedule_LDADD = $(FLOW_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_schedule
+tests_fuzz_fuzz_flow_schedule_SOURCES = tests/fuzz/fuzz_flow_schedule.c \
+	tests/fuzz/fuzz_store_db.c tests/fuzz/fuzz_store_db.h
+tests_fuzz_fuzz_flow_schedule_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_schedule_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_schedule

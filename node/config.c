@@ -179,6 +179,9 @@ static const struct opt opts[] = {
      86400000, "MS",
      "how long a FLOW.QUERY cursor stays valid after it is issued (default "
      "300000)"},
+    {"flow-scheduler", OPT_BOOL, OFF(flow_scheduler), 0, 0, 0, "on|off",
+     "fire due FerricFlow schedules on the shards this node leads "
+     "(default on)"},
     {"fsnp-max-lanes-per-connection", OPT_UINT,
      OFF(native.max_lanes_per_connection), 8, 1, 1000000, "N",
      "lanes one connection may use (default 1024)"},
@@ -246,10 +249,18 @@ static const struct opt opts[] = {
      3600000, "MS",
      "close an FSNP connection not authenticated after this long, when "
      "AUTH is required (default 10000; 0 never)"},
+    {"auth-max-failures", OPT_UINT, OFF(native.auth_max_failures), 4, 0,
+     1000000, "N",
+     "close an FSNP or Felix connection after N failed authentications "
+     "(default 10; 0 no limit)"},
     {"admin-token-file", OPT_STRING, OFF(admin_token_file),
      SZ(admin_token_file), 0, 0, "FILE",
      "file holding the bearer token every /v1/* admin request needs "
      "(default: none)"},
+    {"metrics-max-groups", OPT_UINT, OFF(metrics_max_groups), 8, 0, 1u << 20,
+     "N",
+     "/metrics lists per-group Raft series while the node replicates at "
+     "most N groups; above, aggregates only (default 256)"},
     {"fsnp-trusted-request-context-users", OPT_STRING,
      OFF(native.trusted_request_context_users),
      SZ(native.trusted_request_context_users), 0, 0, "USER,...",
@@ -637,6 +648,7 @@ static void set_defaults(struct node_config *c)
 	c->shards = 8;
 	c->auto_create_shards = 4;
 	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;
+	c->metrics_max_groups = 256;
 	c->felix_group_max_wait_ms = 30000;
 	c->felix_group_visibility_ms = 30000;
 	c->felix_group_max_attempts = 5;
@@ -650,6 +662,7 @@ static void set_defaults(struct node_config *c)
 	c->native.maxclients = 10000;
 	c->native.protected_mode = true;
 	c->native.auth_timeout_ms = 10000;
+	c->native.auth_max_failures = 10;
 	c->native.max_frame_bytes = 16u << 20;
 	c->native.unauth_max_frame_bytes = 64u << 10;
 	c->native.frame_assembly_timeout_ms = 15000;
@@ -659,6 +672,7 @@ static void set_defaults(struct node_config *c)
 	c->native.max_value_depth = 64;
 	c->native.flow_clock_skew_ms = 60000;
 	c->native.flow_cursor_ttl_ms = 300000;
+	c->flow_scheduler = true;
 	c->native.max_lanes_per_connection = 1024;
 	c->native.lane_max_queue = 1024;
 	c->native.max_pipeline_commands = 1024;

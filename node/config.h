@@ -41,6 +41,9 @@ struct config_native {
 	/* Close a connection still unauthenticated after this long, when
 	 * AUTH is required; 0 never. */
 	uint64_t auth_timeout_ms;
+	/* Failed authentications one connection may make before it is
+	 * closed (FSNP AUTH, Felix auth streams); 0 no limit. */
+	unsigned auth_max_failures;
 	unsigned maxclients;
 	uint64_t max_frame_bytes;
 	uint64_t unauth_max_frame_bytes;
@@ -103,13 +106,17 @@ struct node_config {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;
 	unsigned forward_timeout_ms;
-	bool read_barriers; /* reads take a barrier entry (docs/cluster.md) */
+	bool read_barriers;  /* reads take a barrier entry (docs/cluster.md) */
+	bool flow_scheduler; /* fire FerricFlow schedules (node/flow_sched.h) */
 	uint64_t row_cache_bytes; /* store/rowcache.h bound; 0 = off */
 	unsigned auto_create_shards;
 	bool dev;
 	/* The bearer token every /v1/... admin request needs: the file's first
 	 * line; "" = none (docs/security.md). */
 	char admin_token_file[CONFIG_PATH_MAX];
+	/* GET /metrics lists lodestone_raft_group_* series per group up to
+	 * this many local groups; above it only aggregates. */
+	uint64_t metrics_max_groups;
 	char tls_cert[CONFIG_PATH_MAX];
 	char tls_key[CONFIG_PATH_MAX];
 	/* Mutual TLS on the internal listener (all three or none; --dev

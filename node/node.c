@@ -13,6 +13,7 @@
 
 #include "node/cluster_api.h"
 #include "node/devcert.h"
+#include "node/flow_sched.h"
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
 #include "raft/group.h"
@@ -167,6 +168,16 @@ static int on_group_hash(void *data, const struct admin_request *req,
 	return admin_reply_json(reply, 200, body);
 }
 
+/* The core's families at each scrape (the rooms register their own). */
+static void collect_core(void *data, struct metrics_out *o)
+{
+	struct node *n = data;
+	if (n->shards != NULL) {
+		shards_metrics(n->shards, o,
+		               (unsigned)n->cfg.metrics_max_groups);
+	}
+}
+
 static int on_metrics(void *data, const struct admin_request *req,
                       struct admin_reply *reply)
 {
@@ -296,6 +307,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	metrics_init(&n->metrics);
 	n->m_uptime = metrics_gauge(&n->metrics, "lodestone_uptime_seconds",
 	                            "Seconds since the node started", NULL);
+	metrics_add_collector(&n->metrics, collect_core, n);
 	if (datadir_open(&n->dir, cfg->data_dir, err, errlen) != 0) {
 		goto err_loop;
 	}
@@ -403,6 +415,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		                        ? cfg->felix_jwt_audience
 		                        : NULL,
 		    .jwt_skew_s = cfg->felix_jwt_skew_s,
+		    .auth_max_failures = cfg->native.auth_max_failures,
 		    .sub_queue_bytes = (size_t)cfg->felix_sub_queue_bytes,
 		    .group_max_wait_ms = cfg->felix_group_max_wait_ms,
 		    .group_visibility_ms = cfg->felix_group_visibility_ms,
@@ -434,6 +447,13 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		}
 	}
 	/* fsnp: end */
+	if (cfg->flow_scheduler &&
+	    flow_scheduler_start(&n->flow_sched, &n->loop, n->shards, &n->log,
+	                         cfg->native.flow_clock_skew_ms) != 0) {
+		snprintf(err, errlen, "cannot start the FerricFlow scheduler");
+		n->flow_sched = NULL;
+		goto err_fsnp;
+	}
 	char token[ADMIN_TOKEN_MAX + 3] = "";
 	if (cfg->admin_token_file[0] != '\0' &&
 	    admin_token_file_read(cfg->admin_token_file, token, sizeof token,
@@ -486,6 +506,8 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	return 0;
 
 err_fsnp:
+	flow_scheduler_stop(n->flow_sched);
+	n->flow_sched = NULL;
 	/* fsnp: frees itself once closed */
 	if (n->fsnp != NULL) {
 		fsnp_server_close(n->fsnp, 0, NULL, NULL);
@@ -526,7 +548,8 @@ void node_print_endpoints(const struct node *n, int fd)
 	int len = snprintf(
 	    buf, sizeof buf,
 	    "lodestone %s: node %" PRIu64 " of cluster '%s'%s\n"
-	    "  admin HTTP   http://%s:%u  (dashboard at /; GET /healthz, /readyz)\n"
+	    "  admin HTTP   http://%s:%u  (dashboard at /; GET /healthz, "
+	    "/readyz)\n"
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (%s)\n"
@@ -625,6 +648,8 @@ void node_stop(struct node *n)
 	}
 	n->stopping = true;
 	notify_service_manager(&n->log, "STOPPING=1\nSTATUS=draining");
+	flow_scheduler_stop(n->flow_sched);
+	n->flow_sched = NULL;
 	/* felix: the Felix listener and scope timers close first */
 	if (n->felix != NULL) {
 		felix_server_close(n->felix, NULL, NULL);

@@ -35,6 +35,9 @@ struct node {
 	struct fsnp_server *fsnp;
 	bool fsnp_holds_groups; /* raft groups close once FSNP drained */
 	/* fsnp: end */
+	/* The built-in FerricFlow scheduler (owned; frees itself once
+	 * stopped and its passes ended), or NULL. */
+	struct flow_scheduler *flow_sched;
 	struct admin_http admin;
 	struct history *history; /* the dashboard's samples (owned) */
 	struct dashboard dash;

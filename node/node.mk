@@ -9,10 +9,12 @@ node_libnode_a_SOURCES = \
 	node/crash.c node/crash.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \
+	node/flow_sched.c node/flow_sched.h \
 	node/log.c node/log.h \
 	node/membership.c node/membership.h \
 	node/node.c node/node.h \
-	node/shards.c node/shards.h node/shards_internal.h
+	node/shards.c node/shards.h node/shards_internal.h \
+	node/shards_metrics.c
 
 bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "flow/flow.h"
+#include "node/auth/auth.h"
 #include "node/membership.h"
 #include "net/tls.h"
 #include "node/shards_internal.h"
@@ -1469,6 +1470,45 @@ static void close_rio_now(struct shards *s)
 	s->rio = NULL;
 }
 
+/* The store's ACL rules function: ACL_APPLY (ACL SETUSER) applies its
+ * tokens to the stored user inside the replicated apply. */
+static int acl_rules(void *data, struct store_slice name,
+                     const struct store_slice *rules,
+                     const struct store_list *tokens, char *out, size_t cap,
+                     char *err, size_t errlen)
+{
+	struct store_list_iter it;
+	struct store_slice t;
+	struct acl_token *tok;
+	size_t n = 0;
+	int rv;
+
+	(void)data;
+	if (tokens->n > ACL_SETUSER_TOKENS_MAX) {
+		snprintf(err, errlen,
+		         "ERR at most %d ACL rules in one ACL SETUSER",
+		         ACL_SETUSER_TOKENS_MAX);
+		return -1;
+	}
+	tok = malloc((tokens->n > 0 ? tokens->n : 1) * sizeof *tok);
+	if (tok == NULL) {
+		snprintf(err, errlen, "ERR out of memory");
+		return -1;
+	}
+	store_list_iter_init(&it, tokens);
+	while (n < tokens->n && store_list_next(&it, &t)) {
+		tok[n].p = (const char *)t.p;
+		tok[n].len = t.len;
+		n++;
+	}
+	rv = acl_rules_merge((const char *)name.p, name.len,
+	                     rules != NULL ? (const char *)rules->p : NULL,
+	                     rules != NULL ? rules->len : 0, tok, n, out, cap,
+	                     err, errlen);
+	free(tok);
+	return rv;
+}
+
 int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
                 const struct shards_config *cfg, const struct log *log,
                 char *err, size_t errlen)
@@ -1564,6 +1604,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		store_close(s->store);
 		goto err_rio;
 	}
+	store_set_acl_rules(s->store, acl_rules, NULL);
 	store_set_row_cache(s->store, cfg->row_cache_bytes);
 	store_fsm_init(&s->fsm, s->store);
 

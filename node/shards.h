@@ -240,6 +240,14 @@ int shards_status(struct shards *s, uint32_t group, struct group_status *st);
  *  "raft_io":{..}, "forward":{..}, "transfer":{..}}. */
 int shards_status_json(struct shards *s, char **out, size_t *len);
 
+/* Writes the core's metric families at scrape time (shards_metrics.c):
+ * per-group Raft series while the node replicates at most `max_groups`
+ * groups, aggregates always, the Raft log writer, RocksDB, the row cache,
+ * forwarding and the node transport's peers. */
+struct metrics_out;
+void shards_metrics(struct shards *s, struct metrics_out *o,
+                    unsigned max_groups);
+
 /* FNV-1a 64 over the group's data range in key order (keys and values),
  * without the group-state record; a local read for comparing replicas. */
 struct shards_group_hash {

@@ -72,6 +72,12 @@ struct group {
 	unsigned trailing_max;   /* configured snapshot_trailing */
 	uint64_t trailing_bytes; /* target bytes kept after a snapshot */
 	raft_index adapted_at;   /* last index at the last estimate */
+	/* Elections seen from the polls: the latest term this replica was
+	 * candidate or leader in, and the latest it led. */
+	raft_term ran_term;
+	raft_term led_term;
+	uint64_t elections;
+	uint64_t leaderships;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 };
 
@@ -90,6 +96,8 @@ struct group_mgr {
 	struct group *dirty_tail;
 	struct group *round_head; /* dirty groups the running round polls */
 	bool closing;
+	uint64_t elections; /* every group's, removed ones too */
+	uint64_t leaderships;
 	group_mgr_close_cb close_cb;
 	void *close_data;
 	unsigned open_handles;
@@ -486,6 +494,28 @@ static void adapt_trailing(struct group *g)
 	}
 }
 
+/* Counts the elections this replica ran (a term it became candidate in, or
+ * leader without a candidacy seen: a single voter wins at once) and the
+ * terms it led. Polls see every state change: the group is dirty after
+ * each raft event. */
+static void track_elections(struct group *g)
+{
+	struct raft *r = &g->raft;
+	int state = raft_state(r);
+
+	if ((state == RAFT_CANDIDATE || state == RAFT_LEADER) &&
+	    r->current_term > g->ran_term) {
+		g->ran_term = r->current_term;
+		g->elections++;
+		g->m->elections++;
+	}
+	if (state == RAFT_LEADER && r->current_term > g->led_term) {
+		g->led_term = r->current_term;
+		g->leaderships++;
+		g->m->leaderships++;
+	}
+}
+
 static void prepare_cb(uv_prepare_t *p)
 {
 	struct group_mgr *m = p->data;
@@ -508,6 +538,7 @@ static void prepare_cb(uv_prepare_t *p)
 			if (g->broken || replica_poll(g->rp) != 0) {
 				group_failed(g);
 			} else if (g->state == G_STARTED) {
+				track_elections(g);
 				adapt_trailing(g);
 			}
 		}
@@ -935,10 +966,28 @@ int group_status(struct group_mgr *m, uint32_t id, struct group_status *st)
 			         "%s", addr);
 		}
 	}
+	track_elections(g);
+	st->elections = g->elections;
+	st->leaderships = g->leaderships;
+	rio_group_counts(&g->io, &st->snapshots_sent, &st->snapshots_installed);
 	st->commit_index = r->commit_index;
 	st->applied_index = raft_last_applied(r);
 	st->last_index = raft_last_index(r);
 	st->snapshot_index = rio_snapshot_index(&g->io);
+	if (st->role == GROUP_ROLE_LEADER && r->leader_state.progress != NULL) {
+		for (i = 0; i < r->configuration.n &&
+		            st->n_progress < GROUP_MAX_VOTERS;
+		     i++) {
+			if (r->configuration.servers[i].id == r->id) {
+				continue;
+			}
+			st->progress[st->n_progress].id =
+			    r->configuration.servers[i].id;
+			st->progress[st->n_progress].match_index =
+			    r->leader_state.progress[i].match_index;
+			st->n_progress++;
+		}
+	}
 	if (st->role == GROUP_ROLE_FOLLOWER ||
 	    st->role == GROUP_ROLE_CANDIDATE) {
 		uint64_t now = uv_now(m->loop);
@@ -1059,6 +1108,13 @@ int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
 	}
 	mark_dirty(g);
 	return 0;
+}
+
+void group_mgr_counts(const struct group_mgr *m, uint64_t *elections,
+                      uint64_t *leaderships)
+{
+	*elections = m->elections;
+	*leaderships = m->leaderships;
 }
 
 size_t group_ids(const struct group_mgr *m, uint32_t *ids, size_t max)

@@ -118,6 +118,17 @@ struct group_status {
 	                             candidate: since the election started;
 	                             leader: 0 */
 	struct replica_stats stats;
+	uint64_t elections;   /* elections this replica ran (since start) */
+	uint64_t leaderships; /* terms it led */
+	uint64_t snapshots_sent;
+	uint64_t snapshots_installed;
+	/* leader: every other server of the configuration and its match
+	 * index (its lag is last_index - match_index) */
+	unsigned n_progress;
+	struct {
+		uint64_t id;
+		uint64_t match_index;
+	} progress[GROUP_MAX_VOTERS];
 	char message[RAFT_ERRMSG_BUF_SIZE];
 };
 
@@ -204,6 +215,11 @@ enum { GROUP_CHANGE_ADD = 1, GROUP_CHANGE_ASSIGN, GROUP_CHANGE_REMOVE };
 typedef void (*group_change_cb)(void *data, uint32_t id, int status);
 int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
                  const char *address, int role, group_change_cb cb, void *data);
+
+/* Elections run and terms led by every group of the manager, removed
+ * ones included (monotonic). */
+void group_mgr_counts(const struct group_mgr *m, uint64_t *elections,
+                      uint64_t *leaderships);
 
 /* Writes up to `max` group ids in ascending order; returns the count of
  * groups (which may exceed `max`). */

@@ -98,6 +98,11 @@ struct rio_req {
 	char *address;             /* REQ_SEND while held: own copy */
 };
 
+const uint64_t rio_sync_bounds_ns[RIO_SYNC_BUCKETS] = {
+    100000,     250000,     500000,      1000000,     2500000,   5000000,
+    10000000,   25000000,   50000000,    100000000,   250000000, 500000000,
+    1000000000, 2500000000, 5000000000u, 10000000000u};
+
 struct rio_fifo {
 	struct rio_req *head;
 	struct rio_req *tail;
@@ -167,7 +172,9 @@ struct rio {
 	uint64_t install_from; /* sender of the last InstallSnapshot */
 	struct rio_install *install; /* waiting for the state transfer */
 	struct rio_recent recent;
-	raft_index snapshot_index; /* latest snapshot stored (0 = none) */
+	raft_index snapshot_index;    /* latest snapshot stored (0 = none) */
+	uint64_t snapshots_sent;      /* InstallSnapshot messages sent */
+	uint64_t snapshots_installed; /* peers' snapshots stored */
 	bool in_held_list;
 	struct rio *held_next;
 	struct rio *prev;
@@ -819,6 +826,10 @@ static void dispatch_send(struct rio_store *s, struct rio_req *q)
 		q->status = RAFT_NOCONNECTION;
 	} else {
 		q->status = s->send(s->send_data, r->group, &q->msg);
+		if (q->status == 0 && q->msg.type == RAFT_IO_INSTALL_SNAPSHOT) {
+			r->snapshots_sent++;
+			s->stats.snapshots_sent++;
+		}
 	}
 	soon_push(s, q);
 }
@@ -960,9 +971,20 @@ static void complete_batch(struct rio_store *s, struct rio_batch *b)
 {
 	struct rio_req *q;
 
+	s->stats.batches++;
 	s->stats.syncs += b->synced;
 	s->stats.write_ns += b->write_ns;
 	s->stats.sync_ns += b->sync_ns;
+	if (b->synced) {
+		unsigned i = 0;
+		while (i < RIO_SYNC_BUCKETS &&
+		       b->sync_ns > rio_sync_bounds_ns[i]) {
+			i++;
+		}
+		if (i < RIO_SYNC_BUCKETS) {
+			s->stats.sync_hist[i]++;
+		}
+	}
 	s->stats.group_writes += b->n_groups;
 	if (b->n_groups > s->stats.max_groups) {
 		s->stats.max_groups = b->n_groups;
@@ -1784,6 +1806,10 @@ void rio_install_done(struct rio_install *x, int status)
 	}
 	if (rv == 0) {
 		rv = put_snapshot(r, 0, x->req, x->snap, x->cb);
+		if (rv == 0) {
+			r->snapshots_installed++;
+			r->s->stats.snapshots_installed++;
+		}
 	}
 	if (rv != 0 && fail_put(r, x->req, x->cb, rv, x->snap->bufs) != 0) {
 		abort(); /* libraft must hear of its install */
@@ -2234,6 +2260,19 @@ void rio_recent_entry_bytes(const struct raft_io *io, unsigned *n,
 
 	*n = r != NULL ? r->recent.n : 0;
 	*bytes = r != NULL ? r->recent.sum : 0;
+}
+
+void rio_group_counts(const struct raft_io *io, uint64_t *snapshots_sent,
+                      uint64_t *snapshots_installed)
+{
+	const struct rio *r = io->impl;
+
+	*snapshots_sent = *snapshots_installed = 0;
+	if (io->append != io_append || r == NULL) {
+		return;
+	}
+	*snapshots_sent = r->snapshots_sent;
+	*snapshots_installed = r->snapshots_installed;
 }
 
 raft_index rio_snapshot_index(const struct raft_io *io)

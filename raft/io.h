@@ -87,8 +87,14 @@ struct rio_hooks {
 	bool (*admit)(void *data, const struct raft_message *m);
 };
 
+/* The log writer's sync latency histogram: upper bounds (100 us .. 10 s;
+ * slower syncs count in `syncs` only). */
+#define RIO_SYNC_BUCKETS 16
+extern const uint64_t rio_sync_bounds_ns[RIO_SYNC_BUCKETS];
+
 /* Counters, for tests, metrics and benchmarks. */
 struct rio_stats {
+	uint64_t batches;       /* batches written (one per loop turn) */
 	uint64_t syncs;         /* synced writes (fsyncs) done */
 	uint64_t appends;       /* append requests completed */
 	uint64_t entries;       /* entries written */
@@ -101,6 +107,11 @@ struct rio_stats {
 	uint64_t write_ns; /* writer time in the batch writes (RocksDB's write
 	                      queue and memtable inserts included) */
 	uint64_t sync_ns;  /* writer time in the WAL syncs */
+	/* syncs by duration: sync_hist[i] counts those <= bound i and above
+	 * bound i - 1 (not cumulative) */
+	uint64_t sync_hist[RIO_SYNC_BUCKETS];
+	uint64_t snapshots_sent;      /* InstallSnapshot messages sent */
+	uint64_t snapshots_installed; /* peers' snapshots stored */
 	/* Our WAL (zero without one): */
 	uint64_t wal_segments;       /* segment files on disk */
 	uint64_t wal_rotations;      /* segments started since open */
@@ -141,6 +152,10 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 void rio_store_flush(struct rio_store *s);
 
 void rio_store_stats(const struct rio_store *s, struct rio_stats *st);
+
+/* One group's snapshot counts (zero for another raft_io). */
+void rio_group_counts(const struct raft_io *io, uint64_t *snapshots_sent,
+                      uint64_t *snapshots_installed);
 
 /* Deletes every log entry, term, vote and snapshot record of `group`
  * (synchronously, unsynced). The group must not have an instance. */

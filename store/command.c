@@ -96,6 +96,8 @@ static const struct op_desc ops[] = {
     [STORE_OP_ACL_DELUSER] =
         {STORE_OP_ACL_DELUSER, false, true, "ACL_DELUSER", {F_KEY}},
     [STORE_OP_ACL_LIST] = {STORE_OP_ACL_LIST, true, true, "ACL_LIST", {F_END}},
+    [STORE_OP_ACL_APPLY] =
+        {STORE_OP_ACL_APPLY, false, true, "ACL_APPLY", {F_KEY, F_ITEMS}},
     [STORE_OP_STREAM_APPEND] =
         {STORE_OP_STREAM_APPEND, false, false, "STREAM_APPEND", {SS, F_ITEMS}},
     [STORE_OP_STREAM_APPEND_IDEM] = {STORE_OP_STREAM_APPEND_IDEM,

@@ -88,6 +88,13 @@ enum store_op {
 	STORE_OP_ACL_DELUSER = 0x0C,
 	/* (read) -> [[name, rules]...] in name order */
 	STORE_OP_ACL_LIST = 0x0D,
+	/* key=user name items=rule tokens: the tokens applied in order on
+	 * top of the user's current rules (a new user starts from none) by
+	 * the node's ACL rules function (store_set_acl_rules), inside the
+	 * apply: concurrent changes of one user compose in log order ->
+	 * [i64 1 created / 0 changed, the user's rules]; ERR (nothing
+	 * changes) when a token does not apply or no function is set. */
+	STORE_OP_ACL_APPLY = 0x0E,
 
 	/* Streams (data groups). */
 	/* scope shard items=payloads -> [base_offset, count] */

@@ -32,6 +32,8 @@ struct store {
 	struct store_observer observer;   /* all NULL when none */
 	store_acl_change_cb acl_observer; /* NULL when none */
 	void *acl_observer_data;
+	store_acl_rules_fn acl_rules; /* NULL when none */
+	void *acl_rules_data;
 	/* Registered extensions (store/ext.h), reactor only. */
 	struct store_ext ext[STORE_EXT_MAX];
 	unsigned next;

@@ -57,10 +57,14 @@ enum key_type {
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
 	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
 	                       * no due entry of the group is earlier */
-	K_FLOW_IX = 0x48,     /* part + u8 index kind + ...: secondary
+	/* Flow schedules (flow/flow_schedule.h). */
+	K_FLOW_SCHED = 0x48,     /* part + id: schedule record */
+	K_FLOW_SCHED_DUE = 0x49, /* u64 next run + part + id: empty (active) */
+	K_FLOW_SCHED_OUT = 0x4A, /* part + id + u64 due: target to create */
+	K_FLOW_IX = 0x4B,     /* part + u8 index kind + ...: secondary
 	                       * indexes (flow/flow_index.h): u64 version */
-	K_FLOW_COUNT = 0x49,  /* type + part + state: u64 flows */
-	K_FLOW_ACOUNT = 0x4A, /* type + part + state + attribute name + u8 0
+	K_FLOW_COUNT = 0x4C,  /* type + part + state: u64 flows */
+	K_FLOW_ACOUNT = 0x4D, /* type + part + state + attribute name + u8 0
 	                       * (flows with it) | 1 + value: u64 flows */
 };
 

@@ -1,7 +1,10 @@
 /* The meta group's records: registered scopes (streams and caches) by
  * tenant / namespace / name with shard count, retention and durability,
  * one record per cluster node (its membership state and its addresses,
- * opaque here) and the cluster's settings (the replication factor). */
+ * opaque here), the cluster's settings (the replication factor) and the
+ * FSNP ACL users (their rules as text, changed by ACL_APPLY through the
+ * node's rules function). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/internal.h"
@@ -572,6 +575,67 @@ static int acl_setuser(struct tx *tx, const struct store_cmd *c,
 	return 0;
 }
 
+void store_set_acl_rules(struct store *s, store_acl_rules_fn fn, void *data)
+{
+	s->acl_rules = fn;
+	s->acl_rules_data = data;
+}
+
+/* key = user name, items = rule tokens applied on top of its rules by the
+ * node's function: the read, the change and the write are one apply. */
+static int acl_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct sbuf k;
+	struct val old;
+	struct store_slice cur;
+	char err[256];
+	char *out;
+	int found, n;
+
+	if (!acl_args_ok(c, res)) {
+		return 0;
+	}
+	if (tx->s->acl_rules == NULL) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR ACL rules cannot be applied: no rules function");
+		return 0;
+	}
+	out = malloc(ACL_RULES_MAX);
+	if (out == NULL) {
+		return -1;
+	}
+	sbuf_init(&k);
+	key_start(&k, 0, K_ACL);
+	sbuf_add(&k, c->key.p, c->key.len);
+	found = tx_get(tx, &k, &old);
+	if (found < 0) {
+		n = -1;
+		goto out;
+	}
+	cur.p = (const uint8_t *)old.p;
+	cur.len = old.len;
+	err[0] = '\0';
+	n = tx->s->acl_rules(tx->s->acl_rules_data, c->key, found ? &cur : NULL,
+	                     &c->items, out, ACL_RULES_MAX, err, sizeof err);
+	if (n < 0) {
+		res_error(res, STORE_BAD_COMMAND,
+		          err[0] ? err : "ERR the ACL rules do not apply");
+		n = 0;
+		goto out;
+	}
+	tx_put(tx, &k, out, (size_t)n);
+	res_begin(res, STORE_OK);
+	res_array(res, 2);
+	res_i64(res, found ? 0 : 1);
+	res_bytes(res, out, (size_t)n);
+	n = 0;
+out:
+	val_free(&old);
+	sbuf_free(&k);
+	free(out);
+	return n < 0 ? -1 : 0;
+}
+
 static int acl_deluser(struct tx *tx, const struct store_cmd *c,
                        struct sbuf *res)
 {
@@ -638,6 +702,8 @@ int meta_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return acl_deluser(tx, c, res);
 	case STORE_OP_ACL_LIST:
 		return acl_list(tx, res);
+	case STORE_OP_ACL_APPLY:
+		return acl_apply(tx, c, res);
 	case STORE_OP_NODE_SET:
 		return node_set(tx, c, res, false);
 	case STORE_OP_NODE_JOIN:

@@ -442,6 +442,7 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_ACL_SETUSER:
 	case STORE_OP_ACL_DELUSER:
 	case STORE_OP_ACL_LIST:
+	case STORE_OP_ACL_APPLY:
 		return meta_apply(tx, c, res);
 	case STORE_OP_STREAM_APPEND:
 	case STORE_OP_STREAM_APPEND_IDEM:
@@ -659,6 +660,26 @@ void store_set_acl_observer(struct store *s, store_acl_change_cb cb, void *data)
 	s->acl_observer_data = data;
 }
 
+/* An ACL_APPLY's user as it left it: the rules are its result's second
+ * item ([created, rules]). */
+static void notify_acl_apply(struct store *s, struct store_slice name,
+                             const struct fsm_result *res)
+{
+	struct store_result r;
+	struct store_value v;
+	struct store_slice rules;
+
+	if (store_result_open(res->data, res->len, &r) != 0 ||
+	    !store_result_next(&r, &v) || v.tag != STORE_T_ARRAY ||
+	    !store_result_next(&r, &v) || !store_result_next(&r, &v) ||
+	    v.tag != STORE_T_BYTES) {
+		return;
+	}
+	rules.p = v.p;
+	rules.len = v.len;
+	s->acl_observer(s->acl_observer_data, name, &rules);
+}
+
 /* Tells the ACL observer which users the entry's commands changed. */
 static void notify_acl(struct store *s, const struct fsm_entry *e,
                        const struct fsm_result *results)
@@ -668,8 +689,8 @@ static void notify_acl(struct store *s, const struct fsm_entry *e,
 		const char *msg;
 		uint8_t op = e->cmds[i].len >= 2 ? e->cmds[i].data[1] : 0;
 
-		if ((op != STORE_OP_ACL_SETUSER &&
-		     op != STORE_OP_ACL_DELUSER) ||
+		if ((op != STORE_OP_ACL_SETUSER && op != STORE_OP_ACL_DELUSER &&
+		     op != STORE_OP_ACL_APPLY) ||
 		    store_cmd_decode(e->cmds[i].data, e->cmds[i].len, &c,
 		                     &msg) != 0) {
 			continue;
@@ -680,6 +701,8 @@ static void notify_acl(struct store *s, const struct fsm_entry *e,
 		}
 		if (op == STORE_OP_ACL_SETUSER) {
 			s->acl_observer(s->acl_observer_data, c.key, &c.value);
+		} else if (op == STORE_OP_ACL_APPLY) {
+			notify_acl_apply(s, c.key, &results[i]);
 		} else if (results[i].len >= 11 &&
 		           results[i].data[2] == STORE_T_I64 &&
 		           results[i].data[10] == 1) {

@@ -263,4 +263,16 @@ typedef void (*store_acl_change_cb)(void *data, struct store_slice name,
 void store_set_acl_observer(struct store *s, store_acl_change_cb cb,
                             void *data);
 
+/* What ACL_APPLY runs inside the apply: the user `name`'s rules (`rules`
+ * NULL for a new user) with `tokens` applied in order, as text into out
+ * (at most cap bytes). Returns the length, or -1 with a message in err
+ * (never a token: it may be a password). Must be deterministic: every
+ * replica runs it on the same input. Set once per store, before any
+ * apply; without it ACL_APPLY fails on every replica alike. */
+typedef int (*store_acl_rules_fn)(void *data, struct store_slice name,
+                                  const struct store_slice *rules,
+                                  const struct store_list *tokens, char *out,
+                                  size_t cap, char *err, size_t errlen);
+void store_set_acl_rules(struct store *s, store_acl_rules_fn fn, void *data);
+
 #endif

@@ -10,8 +10,21 @@ store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c \
-	store/ext.c store/ext.h
+	store/ext.c store/ext.h store/cfstats.c store/cfstats.h
 EXTRA_DIST += docs/storage.md
+
+# store/cfstats.c alone: RocksDB's statistics text.
+UNIT_TESTS += tests/unit/test_store_cfstats
+tests_unit_test_store_cfstats_SOURCES = tests/unit/test_store_cfstats.c \
+	store/cfstats.c store/cfstats.h
+tests_unit_test_store_cfstats_LDADD = $(CMOCKA_LIBS)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_store_cfstats
+tests_fuzz_fuzz_store_cfstats_SOURCES = tests/fuzz/fuzz_store_cfstats.c \
+	store/cfstats.c store/cfstats.h
+tests_fuzz_fuzz_store_cfstats_LDADD = $(FUZZ_DRIVER)
+tests_fuzz_fuzz_store_cfstats_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_store_cfstats
 
 # store/db.c alone: the node's RocksDB options and column families.
 UNIT_TESTS += tests/unit/test_db

@@ -34,3 +34,18 @@ INTEGRATION_TESTS += tests/integration/test_dashboard
 tests_integration_test_dashboard_SOURCES = tests/integration/test_dashboard.c
 tests_integration_test_dashboard_LDADD = tests/integration/libharness.a \
 	$(CMOCKA_LIBS) $(DEP_LIBS)
+
+# Integration: /metrics after FSNP and Felix traffic on one node and on
+# three, checked by promtool; --metrics-max-groups.
+INTEGRATION_TESTS += tests/integration/test_metrics
+tests_integration_test_metrics_SOURCES = tests/integration/test_metrics.c \
+	tests/integration/fsnp_test_client.c tests/integration/fsnp_test_client.h
+tests_integration_test_metrics_LDADD = tests/integration/libfelixutil.a \
+	tests/integration/libharness.a $(CLIENT_LIBS) wire/libwire.la \
+	$(CMOCKA_LIBS) $(DEP_LIBS)
+
+# Unit: the metrics registry's exposition text.
+UNIT_TESTS += tests/unit/test_admin_metrics
+tests_unit_test_admin_metrics_SOURCES = tests/unit/test_admin_metrics.c \
+	node/admin/metrics.c node/admin/metrics.h
+tests_unit_test_admin_metrics_LDADD = $(CMOCKA_LIBS)

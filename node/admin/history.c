@@ -160,12 +160,13 @@ void history_sample_now(struct history *h)
 
 	c.mono_ms = uv_now(h->loop);
 	c.fsnp_req = metric_sum(h->metrics, "lodestone_fsnp_requests_total");
-	c.fsnp_err = metric_sum(h->metrics, "lodestone_fsnp_errors_total") +
-	             metric_sum(h->metrics, "lodestone_fsnp_busy_total");
-	c.felix_req = metric_sum(h->metrics, "felix_publish_frames_total") +
-	              metric_sum(h->metrics, "felix_requests_total");
-	c.felix_err = metric_sum(h->metrics, "felix_publish_errors_total") +
-	              metric_sum(h->metrics, "felix_protocol_errors_total");
+	/* Every error status, busy included. */
+	c.fsnp_err = metric_sum(h->metrics, "lodestone_fsnp_errors_total");
+	c.felix_req =
+	    metric_sum(h->metrics, "lodestone_felix_publish_frames_total") +
+	    metric_sum(h->metrics, "lodestone_felix_requests_total");
+	/* Every kind: protocol, auth, publish, publish_refused. */
+	c.felix_err = metric_sum(h->metrics, "lodestone_felix_errors_total");
 	if (h->admin != NULL) {
 		c.admin_req = h->admin->n_requests;
 		c.admin_us = h->admin->busy_us;

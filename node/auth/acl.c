@@ -299,3 +299,33 @@ void acl_noperm_key(char *buf, size_t cap, const char *user, const uint8_t *key,
 	         "NOPERM User %s has no permissions to access the '%s' key",
 	         user, q);
 }
+
+int acl_check_flow_query(const struct acl_user *u, const char *user,
+                         const uint8_t *partition, size_t len, bool explain,
+                         bool analyze, char *msg, size_t cap)
+{
+	bool run = !explain || analyze;
+	if (explain && !acl_user_allows_cmd(u, ACL_CMD_FLOW_QUERY_EXPLAIN,
+	                                    strlen(ACL_CMD_FLOW_QUERY_EXPLAIN),
+	                                    ACL_CATS_FLOW_QUERY_EXPLAIN)) {
+		acl_noperm_cmd(msg, cap, user, ACL_CMD_FLOW_QUERY_EXPLAIN,
+		               strlen(ACL_CMD_FLOW_QUERY_EXPLAIN));
+		return -1;
+	}
+	if (run && !acl_user_allows_cmd(u, ACL_CMD_FLOW_QUERY,
+	                                strlen(ACL_CMD_FLOW_QUERY),
+	                                ACL_CATS_FLOW_QUERY)) {
+		acl_noperm_cmd(msg, cap, user, ACL_CMD_FLOW_QUERY,
+		               strlen(ACL_CMD_FLOW_QUERY));
+		return -1;
+	}
+	if (partition == NULL) {
+		partition = (const uint8_t *)"*";
+		len = 1;
+	}
+	if (!acl_user_allows_key(u, partition, len, ACL_KEY_READ)) {
+		acl_noperm_key(msg, cap, user, partition, len);
+		return -1;
+	}
+	return 0;
+}

@@ -29,13 +29,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ACL_NAME_MAX 64        /* bytes of a user name */
-#define ACL_PASSWORDS_MAX 16   /* passwords of one user */
-#define ACL_PATTERNS_MAX 64    /* key patterns of one user */
-#define ACL_CMD_RULES_MAX 128  /* command rules of one user */
-#define ACL_TOKEN_MAX 512      /* bytes of one rule token */
-#define ACL_USERS_MAX 1024     /* users in one table */
-#define ACL_DESCRIBE_MAX 65536 /* bytes of one user's description */
+#define ACL_NAME_MAX 64             /* bytes of a user name */
+#define ACL_PASSWORDS_MAX 16        /* passwords of one user */
+#define ACL_PATTERNS_MAX 64         /* key patterns of one user */
+#define ACL_CMD_RULES_MAX 128       /* command rules of one user */
+#define ACL_TOKEN_MAX 512           /* bytes of one rule token */
+#define ACL_USERS_MAX 1024          /* users in one table */
+#define ACL_DESCRIBE_MAX 65536      /* bytes of one user's description */
+#define ACL_SETUSER_TOKENS_MAX 1024 /* rule tokens of one ACL SETUSER */
 
 enum acl_cat {
 	ACL_CAT_READ = 1u << 0,
@@ -108,6 +109,28 @@ int acl_rule_apply(struct acl_user *u, const char *tok, size_t len, char *err,
 int acl_rules_apply_text(struct acl_user *u, const char *text, size_t len,
                          char *err, size_t errlen);
 
+/* A token as it may be stored or replicated: `>password` and `<password`
+ * become `#<sha256 hex>` and `!<sha256 hex>` (the same rule), any other
+ * token is copied. Into out (cap at least ACL_TOKEN_MAX + 1; NUL-ended);
+ * the length, or -1 when it does not fit. */
+int acl_token_hashed(const char *tok, size_t len, char *out, size_t cap);
+
+/* One rule token, borrowed. */
+struct acl_token {
+	const char *p;
+	size_t len;
+};
+
+/* What ACL SETUSER does to the stored user, as the replicated apply runs
+ * it: user `name`'s rules (`rules` NULL: a new user) with the `n` tokens
+ * applied in order, described into out (NUL-ended). The length, or -1
+ * with a message (never a token) when the name is bad, a token does not
+ * apply, there are more than ACL_SETUSER_TOKENS_MAX or the result does not
+ * fit. Deterministic. */
+int acl_rules_merge(const char *name, size_t nlen, const char *rules,
+                    size_t rlen, const struct acl_token *tok, size_t n,
+                    char *out, size_t cap, char *err, size_t errlen);
+
 /* The user's rules as text into buf (NUL-ended). The length, or -1 when it
  * does not fit. */
 int acl_user_describe(const struct acl_user *u, char *buf, size_t cap);
@@ -149,6 +172,30 @@ int acl_table_put(struct acl_table *t, struct acl_user *u);
 int acl_table_del(struct acl_table *t, const char *name, size_t len);
 /* Whether some user (on) has a password. */
 bool acl_table_has_password(const struct acl_table *t);
+
+/* --- Flow queries (FSNP FLOW.QUERY) --------------------------------------
+ *
+ * Two ACL command names: a query is "flow.query" (@flow @read @slow); a
+ * plan without running it, EXPLAIN, is "flow.query.explain", in no
+ * category but @all, so +@read or +@flow never grants it (a plan shows
+ * indexes and partition sizes a reader of rows need not see): it is given
+ * by name (+flow.query.explain) or +@all. EXPLAIN ANALYZE runs the query
+ * and shows its plan, so it needs both. Each also needs read access to
+ * the partition key the query is bound to; a query across partitions (no
+ * partition key) is checked against the key `*`, like every Flow request
+ * that spans partitions. */
+#define ACL_CMD_FLOW_QUERY "flow.query"
+#define ACL_CMD_FLOW_QUERY_EXPLAIN "flow.query.explain"
+#define ACL_CATS_FLOW_QUERY (ACL_CAT_FLOW | ACL_CAT_READ | ACL_CAT_SLOW)
+#define ACL_CATS_FLOW_QUERY_EXPLAIN 0u
+
+/* Whether `u` may run a Flow query bound to `partition` (NULL: across
+ * partitions), as a plain query, EXPLAIN (`explain`) or EXPLAIN ANALYZE
+ * (`explain` and `analyze`; `analyze` alone is a plain query). 0 allowed,
+ * or -1 with the NOPERM message (naming `user`) in msg. */
+int acl_check_flow_query(const struct acl_user *u, const char *user,
+                         const uint8_t *partition, size_t len, bool explain,
+                         bool analyze, char *msg, size_t cap);
 
 /* The NOPERM messages, Redis's shape. */
 void acl_noperm_cmd(char *buf, size_t cap, const char *user, const char *cmd,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 static const struct {
@@ -523,4 +524,62 @@ int acl_user_describe(const struct acl_user *u, char *buf, size_t cap)
 		put(&o, tmp);
 	}
 	return o.full ? -1 : (int)o.n;
+}
+
+int acl_rules_merge(const char *name, size_t nlen, const char *rules,
+                    size_t rlen, const struct acl_token *tok, size_t n,
+                    char *out, size_t cap, char *err, size_t errlen)
+{
+	struct acl_user u;
+	int rv = -1;
+
+	if (n > ACL_SETUSER_TOKENS_MAX) {
+		snprintf(err, errlen,
+		         "ERR at most %d ACL rules in one ACL SETUSER",
+		         ACL_SETUSER_TOKENS_MAX);
+		return -1;
+	}
+	if (acl_user_init(&u, name, nlen, err, errlen) != 0) {
+		return -1;
+	}
+	if (rules != NULL &&
+	    acl_rules_apply_text(&u, rules, rlen, err, errlen) != 0) {
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (acl_rule_apply(&u, tok[i].p, tok[i].len, err, errlen) !=
+		    0) {
+			goto out;
+		}
+	}
+	rv = acl_user_describe(&u, out, cap);
+	if (rv < 0) {
+		snprintf(err, errlen, "ERR the ACL user's rules are too long");
+	}
+out:
+	acl_user_free(&u);
+	return rv;
+}
+
+int acl_token_hashed(const char *tok, size_t len, char *out, size_t cap)
+{
+	uint8_t h[32];
+	if (len >= 1 && (tok[0] == '>' || tok[0] == '<')) {
+		if (cap < 66) {
+			return -1;
+		}
+		SHA256((const unsigned char *)tok + 1, len - 1, h);
+		out[0] = tok[0] == '>' ? '#' : '!';
+		for (size_t k = 0; k < 32; k++) {
+			snprintf(out + 1 + 2 * k, 3, "%02x", h[k]);
+		}
+		OPENSSL_cleanse(h, sizeof h);
+		return 65;
+	}
+	if (len + 1 > cap) {
+		return -1;
+	}
+	memcpy(out, tok, len);
+	out[len] = '\0';
+	return (int)len;
 }

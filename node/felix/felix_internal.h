@@ -29,6 +29,26 @@ struct freq;
 struct gwait;
 struct scope_info;
 
+/* What a request (struct freq, below) is; also the opcode label of the
+ * per-type metrics (felix_server.c). */
+enum req_kind {
+	REQ_REPLY = 0, /* an answer known at once */
+	REQ_LOOKUP,    /* a scope lookup (not in the reply queue) */
+	REQ_PUBLISH,   /* binary or JSON publish */
+	REQ_CACHE_PUT,
+	REQ_CACHE_GET,
+	REQ_CACHE_DELETE,
+	REQ_COUNTER_ADD,
+	REQ_COUNTER_GET,
+	REQ_SUBSCRIBE,
+	REQ_WATCH,
+	REQ_GROUP_POLL,
+	REQ_GROUP_SETTLE,
+	REQ_GROUP_DEAD,
+	REQ_IDEMPOTENT,
+	REQ_KIND_COUNT
+};
+
 struct felix_metrics {
 	struct metric *json_publish;       /* frame="publish" */
 	struct metric *json_publish_batch; /* frame="publish_batch" */
@@ -54,10 +74,15 @@ struct felix_metrics {
 	struct metric *idem_refused;    /* publish_refused answers */
 	struct metric *redirects;       /* not_leader answers */
 	struct metric *owner_acks;      /* binary acks naming the owner */
+	/* Per request kind, rendered by a collector: requests received and
+	 * their latency from arrival to the reply handed to the stream. */
+	uint64_t kind_requests[REQ_KIND_COUNT];
+	struct metric_hist kind_latency[REQ_KIND_COUNT];
 };
 
 struct felix_server {
 	uv_loop_t *loop;
+	struct metrics *metrics; /* the node's; our collector is in it */
 	struct shards *shards;
 	struct scopes *scopes;
 	const struct log *log;
@@ -95,6 +120,7 @@ struct fconn {
 	struct fconn *prev, *next;
 	struct fstream *streams; /* client-opened bidi streams */
 	struct fsub *subs;       /* subscriptions and watches on this conn */
+	uint32_t auth_failures;  /* auth refused on its streams */
 	bool closing;
 };
 
@@ -127,23 +153,6 @@ struct fstream {
 
 /* ---- requests (felix_server.c) ------------------------------------------ */
 
-enum req_kind {
-	REQ_REPLY = 0, /* an answer known at once */
-	REQ_LOOKUP,    /* a scope lookup (not in the reply queue) */
-	REQ_PUBLISH,   /* binary or JSON publish */
-	REQ_CACHE_PUT,
-	REQ_CACHE_GET,
-	REQ_CACHE_DELETE,
-	REQ_COUNTER_ADD,
-	REQ_COUNTER_GET,
-	REQ_SUBSCRIBE,
-	REQ_WATCH,
-	REQ_GROUP_POLL,
-	REQ_GROUP_SETTLE,
-	REQ_GROUP_DEAD,
-	REQ_IDEMPOTENT,
-};
-
 /* One request of a stream. Owned by the stream's reply queue while the
  * stream lives; when the stream closes first, `st` becomes NULL and the
  * pending callback frees it (or `abandon`, for a request that has no
@@ -154,7 +163,8 @@ struct freq {
 	struct felix_server *srv;
 	enum req_kind kind;
 	bool done;
-	uint8_t *out; /* reply frames, malloc'd */
+	uint64_t t0_ns; /* received at (uv_hrtime), for the latency */
+	uint8_t *out;   /* reply frames, malloc'd */
 	size_t out_len;
 	/* publish */
 	bool binary; /* reply with a binary ack */

@@ -45,6 +45,10 @@ struct freq *freq_new(struct fstream *st, enum req_kind kind)
 	r->st = st;
 	r->srv = st->conn->srv;
 	r->kind = kind;
+	if (kind != REQ_LOOKUP) {
+		r->t0_ns = uv_hrtime();
+		r->srv->m.kind_requests[kind]++;
+	}
 	return r;
 }
 
@@ -73,6 +77,11 @@ void freq_enqueue(struct fstream *st, struct freq *r)
 void freq_complete(struct freq *r, struct wbuf *w)
 {
 	struct fstream *st = r->st;
+	if (r->kind != REQ_LOOKUP && r->t0_ns != 0) {
+		metric_hist_observe(&r->srv->m.kind_latency[r->kind],
+		                    uv_hrtime() - r->t0_ns);
+		r->t0_ns = 0; /* once, whatever completes it again */
+	}
 	if (w != NULL && w->len > 0 && !w->oom) {
 		r->out = w->data;
 		r->out_len = w->len;
@@ -623,6 +632,7 @@ refuse:
 			publish_reply(e, false, err);
 		}
 	} else {
+		s->m.kind_requests[REQ_PUBLISH]++; /* no request made */
 		metric_add(s->m.publish_errors, 1);
 	}
 	return true;
@@ -1221,6 +1231,26 @@ static void handle_topology(struct fstream *st)
 
 /* ---- sessions ----------------------------------------------------------- */
 
+/* A refused auth ends its stream; the connection's `auth_max_failures`th
+ * ends the connection too, so guessing tokens costs a QUIC handshake every
+ * few tries rather than one stream each. */
+static void auth_refused(struct fstream *st, const char *msg)
+{
+	struct fconn *fc = st->conn;
+	struct felix_server *s = fc->srv;
+	unsigned max = s->cfg.auth_max_failures;
+	metric_add(s->m.auth_failures, 1);
+	stream_kill(st, msg);
+	if (max > 0 && ++fc->auth_failures >= max) {
+		log_info(s->log, "felix",
+		         "closing a connection after %u refused auths",
+		         fc->auth_failures);
+		conn_kill(fc, FELIX_APP_AUTH_FAILURES,
+		          "unauthorized: too many failed auth attempts on this "
+		          "connection");
+	}
+}
+
 static void handle_auth(struct fstream *st, struct felix_msg *m)
 {
 	struct felix_server *s = st->conn->srv;
@@ -1228,17 +1258,15 @@ static void handle_auth(struct fstream *st, struct felix_msg *m)
 	char msg[300];
 	if (strlen(a->tenant_id) >= sizeof st->tenant ||
 	    a->tenant_id[0] == '\0') {
-		metric_add(s->m.auth_failures, 1);
-		stream_kill(st, "unauthorized: tenant_id must be 1 to 255 "
-		                "bytes");
+		auth_refused(st, "unauthorized: tenant_id must be 1 to 255 "
+		                 "bytes");
 		return;
 	}
 	if (felix_auth_check(&s->auth, a->tenant_id, a->token, &st->grants, msg,
 	                     sizeof msg) != 0) {
-		metric_add(s->m.auth_failures, 1);
 		log_info(s->log, "felix", "auth refused for tenant '%.100s'",
 		         a->tenant_id);
-		stream_kill(st, msg);
+		auth_refused(st, msg);
 		return;
 	}
 	strcpy(st->tenant, a->tenant_id);
@@ -1695,73 +1723,133 @@ static void on_store_imported(void *data, uint32_t group)
 	pubsub_on_imported(data, group);
 }
 
+#define FELIX_ERRORS_HELP                                                      \
+	"Felix errors by kind: malformed frames and protocol violations, "     \
+	"refused or timed-out auths, publishes answered with an error, "       \
+	"publish_idempotent answered publish_refused"
+
+/* Label values of the per-kind families (enum req_kind). */
+static const char *const kind_names[REQ_KIND_COUNT] = {
+    [REQ_REPLY] = "other",
+    [REQ_LOOKUP] = "lookup",
+    [REQ_PUBLISH] = "publish",
+    [REQ_CACHE_PUT] = "cache_put",
+    [REQ_CACHE_GET] = "cache_get",
+    [REQ_CACHE_DELETE] = "cache_delete",
+    [REQ_COUNTER_ADD] = "counter_add",
+    [REQ_COUNTER_GET] = "counter_get",
+    [REQ_SUBSCRIBE] = "subscribe",
+    [REQ_WATCH] = "cache_watch",
+    [REQ_GROUP_POLL] = "group_poll",
+    [REQ_GROUP_SETTLE] = "group_settle",
+    [REQ_GROUP_DEAD] = "group_dead_letters",
+    [REQ_IDEMPOTENT] = "publish_idempotent",
+};
+
+/* The per-kind tables at scrape time: only kinds that were used. */
+static void metrics_collect(void *data, struct metrics_out *o)
+{
+	const struct felix_metrics *x = &((struct felix_server *)data)->m;
+	char labels[64];
+
+	metrics_out_family(o, "lodestone_felix_opcode_requests_total",
+	                   METRIC_COUNTER,
+	                   "Felix requests received, by request type");
+	for (unsigned k = 0; k < REQ_KIND_COUNT; k++) {
+		if (k != REQ_LOOKUP && x->kind_requests[k] > 0) {
+			snprintf(labels, sizeof labels, "opcode=\"%s\"",
+			         kind_names[k]);
+			metrics_out_uint(
+			    o, "lodestone_felix_opcode_requests_total", labels,
+			    x->kind_requests[k]);
+		}
+	}
+	metrics_out_family(o, "lodestone_felix_request_duration_seconds",
+	                   METRIC_HISTOGRAM,
+	                   "Felix request latency from arrival to the reply "
+	                   "handed to the stream (publishes: after commit), "
+	                   "by request type");
+	for (unsigned k = 0; k < REQ_KIND_COUNT; k++) {
+		const struct metric_hist *h = &x->kind_latency[k];
+		if (k != REQ_LOOKUP && h->count > 0) {
+			snprintf(labels, sizeof labels, "opcode=\"%s\"",
+			         kind_names[k]);
+			metrics_out_hist(
+			    o, "lodestone_felix_request_duration_seconds",
+			    labels, metric_hist_bounds_ns, h->bucket,
+			    METRIC_HIST_BOUNDS, h->count, h->sum_ns);
+		}
+	}
+}
+
 static void metrics_register(struct felix_server *s, struct metrics *m)
 {
 	struct felix_metrics *x = &s->m;
 	x->json_publish =
-	    metrics_counter(m, "felix_broker_json_publishes_total",
+	    metrics_counter(m, "lodestone_felix_json_publishes_total",
 	                    "JSON publish frames received (compatibility path)",
 	                    "frame=\"publish\"");
 	x->json_publish_batch =
-	    metrics_counter(m, "felix_broker_json_publishes_total",
+	    metrics_counter(m, "lodestone_felix_json_publishes_total",
 	                    "JSON publish frames received (compatibility path)",
 	                    "frame=\"publish_batch\"");
-	x->connections = metrics_gauge(m, "felix_connections",
+	x->connections = metrics_gauge(m, "lodestone_felix_connections",
 	                               "Open Felix QUIC connections", NULL);
-	x->streams = metrics_gauge(m, "felix_sessions",
+	x->streams = metrics_gauge(m, "lodestone_felix_sessions",
 	                           "Open client bidirectional streams", NULL);
-	x->subscriptions = metrics_gauge(m, "felix_subscriptions",
+	x->subscriptions = metrics_gauge(m, "lodestone_felix_subscriptions",
 	                                 "Active subscriptions", NULL);
 	x->publish_frames =
-	    metrics_counter(m, "felix_publish_frames_total",
+	    metrics_counter(m, "lodestone_felix_publish_frames_total",
 	                    "Publish frames (binary and JSON) proposed", NULL);
 	x->publish_records =
-	    metrics_counter(m, "felix_publish_records_total",
+	    metrics_counter(m, "lodestone_felix_publish_records_total",
 	                    "Records appended by publishes", NULL);
 	x->publish_errors =
-	    metrics_counter(m, "felix_publish_errors_total",
-	                    "Publishes answered with an error", NULL);
-	x->events_sent = metrics_counter(m, "felix_events_sent_total",
+	    metrics_counter(m, "lodestone_felix_errors_total",
+	                    FELIX_ERRORS_HELP, "kind=\"publish\"");
+	x->auth_failures = metrics_counter(m, "lodestone_felix_errors_total",
+	                                   FELIX_ERRORS_HELP, "kind=\"auth\"");
+	x->protocol_errors =
+	    metrics_counter(m, "lodestone_felix_errors_total",
+	                    FELIX_ERRORS_HELP, "kind=\"protocol\"");
+	x->idem_refused =
+	    metrics_counter(m, "lodestone_felix_errors_total",
+	                    FELIX_ERRORS_HELP, "kind=\"publish_refused\"");
+	x->events_sent = metrics_counter(m, "lodestone_felix_events_sent_total",
 	                                 "Events written to subscribers", NULL);
 	x->events_dropped = metrics_counter(
-	    m, "felix_events_dropped_total",
+	    m, "lodestone_felix_events_dropped_total",
 	    "Events dropped by full subscriber queues (DropNew)", NULL);
 	x->queue_bytes = metrics_gauge(
-	    m, "felix_subscriber_queue_bytes",
+	    m, "lodestone_felix_subscriber_queue_bytes",
 	    "Bytes waiting in subscriber queues (not yet in QUIC)", NULL);
-	x->auth_failures = metrics_counter(m, "felix_auth_failures_total",
-	                                   "Refused or timed-out auths", NULL);
-	x->protocol_errors =
-	    metrics_counter(m, "felix_protocol_errors_total",
-	                    "Malformed frames and protocol violations", NULL);
 	x->requests = metrics_counter(
-	    m, "felix_requests_total",
+	    m, "lodestone_felix_requests_total",
 	    "Cache, counter, subscribe, watch and group requests", NULL);
-	x->watches = metrics_gauge(m, "felix_cache_watches",
+	x->watches = metrics_gauge(m, "lodestone_felix_cache_watches",
 	                           "Active cache watches", NULL);
-	x->watch_events = metrics_counter(m, "felix_cache_events_sent_total",
-	                                  "cache_event frames written", NULL);
+	x->watch_events =
+	    metrics_counter(m, "lodestone_felix_cache_events_sent_total",
+	                    "cache_event frames written", NULL);
 	x->watch_lagged =
-	    metrics_counter(m, "felix_cache_watch_lagged_total",
+	    metrics_counter(m, "lodestone_felix_cache_watch_lagged_total",
 	                    "Watches ended with cache_watch_lagged", NULL);
-	x->group_polls = metrics_counter(m, "felix_group_polls_total",
+	x->group_polls = metrics_counter(m, "lodestone_felix_group_polls_total",
 	                                 "Consumer group polls proposed", NULL);
 	x->group_records =
-	    metrics_counter(m, "felix_group_records_total",
+	    metrics_counter(m, "lodestone_felix_group_records_total",
 	                    "Records handed out by consumer group polls", NULL);
-	x->group_parked = metrics_gauge(m, "felix_group_parked_polls",
+	x->group_parked = metrics_gauge(m, "lodestone_felix_group_parked_polls",
 	                                "Long polls waiting for records", NULL);
 	x->idem_duplicates = metrics_counter(
-	    m, "felix_idempotent_duplicates_total",
+	    m, "lodestone_felix_idempotent_duplicates_total",
 	    "publish_idempotent batches answered as duplicates", NULL);
-	x->idem_refused = metrics_counter(
-	    m, "felix_idempotent_refused_total",
-	    "publish_idempotent answered publish_refused", NULL);
 	x->redirects = metrics_counter(
-	    m, "felix_redirects_total",
+	    m, "lodestone_felix_redirects_total",
 	    "Requests for a shard led elsewhere answered not_leader", NULL);
 	x->owner_acks = metrics_counter(
-	    m, "felix_owner_acks_total",
+	    m, "lodestone_felix_owner_acks_total",
 	    "Binary acks of forwarded publishes naming the owner", NULL);
 }
 
@@ -1855,6 +1943,8 @@ int felix_server_start(struct felix_server **out, uv_loop_t *loop,
 		return -1;
 	}
 	s->qs_started = true;
+	s->metrics = metrics;
+	metrics_add_collector(metrics, metrics_collect, s);
 	uv_timer_init(loop, &s->sweep);
 	uv_idle_init(loop, &s->pump);
 	uv_timer_init(loop, &s->gwake);
@@ -1947,6 +2037,9 @@ void felix_server_free(struct felix_server *s)
 		return;
 	}
 	scopes_set_auth(s->scopes, NULL);
+	if (s->metrics != NULL) {
+		metrics_remove_collector(s->metrics, metrics_collect, s);
+	}
 	group_free(s);
 	pubsub_free(s);
 	felix_auth_free(&s->auth);

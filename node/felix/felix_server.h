@@ -51,6 +51,7 @@ struct felix_server;
 #define FELIX_APP_NO_ERROR 0x0
 #define FELIX_APP_PROTOCOL_ERROR 0x1 /* unknown message type */
 #define FELIX_APP_SHUTDOWN 0x2       /* the node is draining */
+#define FELIX_APP_AUTH_FAILURES 0x3  /* too many refused auths */
 
 /* Defaults. */
 #define FELIX_AUTH_DEADLINE_MS 10000
@@ -81,6 +82,9 @@ struct felix_server_config {
 	const char *jwt_issuer;   /* NULL: felix-auth */
 	const char *jwt_audience; /* NULL: felix-broker */
 	unsigned jwt_skew_s;
+	/* Refused auths one connection may make before it is closed;
+	 * 0 no limit. */
+	unsigned auth_max_failures;
 };
 
 typedef void (*felix_server_close_cb)(void *data);

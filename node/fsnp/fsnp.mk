@@ -4,7 +4,7 @@
 node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
-	node/fsnp/fsnp_flow.c \
+	node/fsnp/fsnp_flow.c node/fsnp/fsnp_flow_sched.c \
 	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/fsnp/fsnp_acl.c \
 	node/fsnp/fsnp_admin.c node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
 
@@ -107,6 +107,13 @@ INTEGRATION_TESTS += tests/integration/test_flow_stats
 tests_integration_test_flow_stats_SOURCES = \
 	tests/integration/test_flow_stats.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_stats_LDADD = $(FSNP_ITEST_LDADD)
+
+# FerricFlow schedules and the built-in scheduler on 3 nodes (a leader
+# killed under an interval schedule).
+INTEGRATION_TESTS += tests/integration/test_flow_schedule
+tests_integration_test_flow_schedule_SOURCES = \
+	tests/integration/test_flow_schedule.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_schedule_LDADD = $(FSNP_ITEST_LDADD)
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \

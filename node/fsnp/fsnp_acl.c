@@ -275,7 +275,27 @@ static void apply_local(struct fsnp_server *s, const struct fsnp_req *r)
 	                     &msg) != 0) {
 		return;
 	}
-	if (sc.op == STORE_OP_ACL_SETUSER) {
+	if (sc.op == STORE_OP_ACL_APPLY) {
+		/* The user as the apply left it: [created, rules]. */
+		struct fsnp_val res, created, rules;
+		struct fsnp_iter it;
+		struct store_slice text;
+		if (r->reply.len < 3 ||
+		    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL,
+		                      &res, NULL) != 0 ||
+		    res.tag != FSNP_ARRAY) {
+			return;
+		}
+		fsnp_iter_init(&it, &res);
+		if (!fsnp_iter_next(&it, NULL, &created) ||
+		    !fsnp_iter_next(&it, NULL, &rules) ||
+		    rules.tag != FSNP_BIN) {
+			return;
+		}
+		text.p = rules.as.bin.ptr;
+		text.len = rules.as.bin.len;
+		apply_change(s, sc.key, &text);
+	} else if (sc.op == STORE_OP_ACL_SETUSER) {
 		apply_change(s, sc.key, &sc.value);
 	} else if (sc.op == STORE_OP_ACL_DELUSER) {
 		apply_change(s, sc.key, NULL);
@@ -440,8 +460,8 @@ bool fsnp_acl_auth(struct fsnp_conn *c, struct fsnp_bytes user,
 /* The command a KV store op is, and its categories. */
 static const char *op_name(uint8_t op)
 {
-	if (op == STORE_OP_ACL_SETUSER || op == STORE_OP_ACL_DELUSER ||
-	    op == STORE_OP_ACL_LIST) {
+	if (op == STORE_OP_ACL_SETUSER || op == STORE_OP_ACL_APPLY ||
+	    op == STORE_OP_ACL_DELUSER || op == STORE_OP_ACL_LIST) {
 		return "ACL";
 	}
 	for (size_t i = 0; i < fsnp_cmd_count(); i++) {
@@ -458,6 +478,7 @@ static uint32_t op_cats(uint8_t op, bool read)
 	uint32_t c = read ? ACL_CAT_READ : ACL_CAT_WRITE;
 	switch (op) {
 	case STORE_OP_ACL_SETUSER:
+	case STORE_OP_ACL_APPLY:
 	case STORE_OP_ACL_DELUSER:
 	case STORE_OP_ACL_LIST:
 		return ACL_CAT_ADMIN | ACL_CAT_DANGEROUS | ACL_CAT_SLOW;
@@ -582,6 +603,39 @@ bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
 	                          read ? ACL_KEY_READ : ACL_KEY_WRITE);
 }
 
+bool fsnp_acl_check_flow_query(struct fsnp_req *r, const uint8_t *pk,
+                               size_t pklen, bool explain, bool analyze)
+{
+	const struct fsnp_conn *c = req_conn(r);
+	const struct acl_user *u;
+	const char *name = c != NULL && c->user[0] ? c->user : "default";
+	bool all;
+	char msg[512];
+
+	if (r->srv->acl.n == 0) {
+		return true;
+	}
+	u = session_user(r->srv, c, &all);
+	if (all) {
+		return true;
+	}
+	if (u == NULL) {
+		acl_noperm_cmd(msg, sizeof msg, name,
+		               explain ? ACL_CMD_FLOW_QUERY_EXPLAIN
+		                       : ACL_CMD_FLOW_QUERY,
+		               strlen(explain ? ACL_CMD_FLOW_QUERY_EXPLAIN
+		                              : ACL_CMD_FLOW_QUERY));
+		deny(r, msg);
+		return false;
+	}
+	if (acl_check_flow_query(u, name, pk, pklen, explain, analyze, msg,
+	                         sizeof msg) != 0) {
+		deny(r, msg);
+		return false;
+	}
+	return true;
+}
+
 /* The keys of one planned store command, and the access each needs. */
 static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
 {
@@ -599,6 +653,7 @@ static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
 	}
 	switch (sc.op) {
 	case STORE_OP_ACL_SETUSER:
+	case STORE_OP_ACL_APPLY:
 	case STORE_OP_ACL_DELUSER:
 	case STORE_OP_ACL_LIST:
 		return true;
@@ -722,6 +777,12 @@ static void reply_whoami(struct fsnp_req *r)
 	r->status = FSNP_STATUS_OK;
 }
 
+/* ACL SETUSER: the tokens are checked here against the node's copy (a
+ * bad one is refused before anything is proposed), then proposed as they
+ * are (passwords as their hashes) in one ACL_APPLY, which applies them to
+ * the stored user inside the replicated apply: two SETUSERs of one user,
+ * from any connections or nodes, compose in log order and never one on
+ * top of a stale copy. */
 static int setuser(struct fsnp_req *r, struct fsnp_iter *it,
                    struct fsnp_bytes name, struct fsnp_cmd_err *err)
 {
@@ -731,7 +792,11 @@ static int setuser(struct fsnp_req *r, struct fsnp_iter *it,
 	struct store_cmd c;
 	struct fsnp_val v;
 	struct fsnp_bytes tok;
+	struct fsnp_iter first = *it;
+	struct store_slice *sl = NULL;
+	char *text = NULL;
 	char msg[FSNP_CMD_MSG_MAX];
+	size_t n = 0, i = 0;
 	int rv;
 
 	cur = acl_table_find(&r->srv->acl, (const char *)name.ptr, name.len);
@@ -754,6 +819,13 @@ static int setuser(struct fsnp_req *r, struct fsnp_iter *it,
 			                   ? msg
 			                   : "ERR ACL rules must be binaries");
 		}
+		if (++n > ACL_SETUSER_TOKENS_MAX) {
+			acl_user_free(&u);
+			snprintf(msg, sizeof msg,
+			         "ERR at most %d ACL rules in one ACL SETUSER",
+			         ACL_SETUSER_TOKENS_MAX);
+			return acl_err(err, FSNP_STATUS_ERROR, msg);
+		}
 	}
 	rv = acl_user_describe(&u, desc, sizeof desc);
 	acl_user_free(&u);
@@ -761,13 +833,41 @@ static int setuser(struct fsnp_req *r, struct fsnp_iter *it,
 		return acl_err(err, FSNP_STATUS_ERROR,
 		               "ERR the ACL user's rules are too long");
 	}
+	if (n > 0) {
+		sl = calloc(n, sizeof *sl);
+		text = malloc(n * (ACL_TOKEN_MAX + 1));
+		if (sl == NULL || text == NULL) {
+			free(sl);
+			free(text);
+			return acl_err(err, FSNP_STATUS_ERROR,
+			               "ERR out of memory");
+		}
+	}
+	*it = first;
+	while (i < n && fsnp_iter_next(it, NULL, &v) && arg_bin(&v, &tok)) {
+		char *t = text + i * (ACL_TOKEN_MAX + 1);
+		int tl = acl_token_hashed((const char *)tok.ptr, tok.len, t,
+		                          ACL_TOKEN_MAX + 1);
+		if (tl < 0) {
+			free(sl);
+			free(text);
+			return acl_err(err, FSNP_STATUS_ERROR,
+			               "ERR an ACL rule is too long");
+		}
+		sl[i].p = (const uint8_t *)t;
+		sl[i].len = (size_t)tl;
+		i++;
+	}
 	memset(&c, 0, sizeof c);
-	c.op = STORE_OP_ACL_SETUSER;
+	c.op = STORE_OP_ACL_APPLY;
 	c.key.p = name.ptr;
 	c.key.len = name.len;
-	c.value.p = (const uint8_t *)desc;
-	c.value.len = (size_t)rv;
-	return plan_meta(r, &c, err);
+	c.items.n = (uint32_t)i;
+	c.items.v = sl;
+	rv = plan_meta(r, &c, err);
+	free(sl);
+	free(text);
+	return rv;
 }
 
 int fsnp_acl_exec(struct fsnp_req *r, const struct fsnp_val *args,

@@ -224,6 +224,20 @@ static const struct schema schemas[] = {
     {"COMMAND_EXEC", "command", "command,args,deadline_ms"},
     {"PIPELINE", "commands", "commands,atomicity,return,deadline_ms"},
     {"FLOW.QUERY", "version,query", "version,query,params,deadline_ms"},
+    {"FLOW.SCHEDULE.CREATE", "id,target",
+     "id,kind,at_ms,start_at_ms,delay_ms,every_ms,cron,timezone,"
+     "catchup_policy,overlap_policy,overlap_retry_ms,max_fires,end_at_ms,"
+     "target,overwrite,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.GET", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.DELETE", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.FIRE_DUE", "",
+     "worker,limit,lease_ms,block_ms,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.LIST", "",
+     "state,kind,target_type,timezone,from_ms,to_ms,count,rev,now_ms,"
+     "deadline_ms"},
+    {"FLOW.SCHEDULE.FIRE", "id", "id,fire_at_ms,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.PAUSE", "id", "id,now_ms,deadline_ms"},
+    {"FLOW.SCHEDULE.RESUME", "id", "id,now_ms,deadline_ms"},
 };
 
 static void w_csv(struct fsnp_writer *w, const char *csv)
@@ -834,11 +848,29 @@ static void auth(struct fsnp_req *r, struct fsnp_bytes user,
                  struct fsnp_bytes pass)
 {
 	struct fsnp_conn *c = r->conn;
+	unsigned max = c->srv->lim.auth_max_failures;
 	if (!fsnp_acl_auth(c, user, pass)) {
 		fsnp_reply_error(r, FSNP_STATUS_AUTH, "auth",
 		                 "WRONGPASS invalid username-password pair or "
 		                 "user is disabled.",
 		                 false, 0);
+		/* Guessing costs a connection every `max` tries: the last
+		 * answer is written, then the connection closes. Counted
+		 * whatever happens in between, so a good AUTH on an account
+		 * of its own does not buy a guesser more tries. */
+		if (max > 0 && ++c->auth_failures >= max) {
+			uint64_t now = fsnp_now_ms(c->srv);
+			r->close_after = true;
+			/* At most one line a second: guessers may be many. */
+			if (now >= c->srv->auth_closed_logged_ms + 1000) {
+				c->srv->auth_closed_logged_ms = now;
+				log_info(
+				    c->srv->log, "fsnp",
+				    "closing the connection from %s after %u "
+				    "failed AUTH attempts",
+				    c->peer, c->auth_failures);
+			}
+		}
 		return;
 	}
 	c->authenticated = true;

@@ -165,8 +165,15 @@ void fsnp_req_complete(struct fsnp_req *r)
 			s->stats.bad_requests++;
 		}
 		if (st != FSNP_STATUS_OK) {
-			metric_add(s->m_errors, 1);
+			metric_add(s->m_errors[st < FSNP_METRIC_STATUSES
+			                           ? st
+			                           : FSNP_STATUS_ERROR],
+			           1);
 		}
+	}
+	if (r->parent == NULL && r->t0_ns != 0) {
+		metric_hist_observe(&s->op_latency[fsnp_metric_slot(r->opcode)],
+		                    uv_hrtime() - r->t0_ns);
 	}
 	if (r->parent != NULL) {
 		pipeline_item_done(r->parent);
@@ -1245,10 +1252,12 @@ void fsnp_exec_reject(struct fsnp_conn *c, const struct fsnp_header *h,
 	struct fsnp_req *r = req_new(s, h->lane_id, h->opcode, h->request_id);
 	s->stats.requests++;
 	metric_add(s->m_requests, 1);
+	s->op_requests[fsnp_metric_slot(h->opcode)]++;
 	if (r == NULL) {
 		fsnp_conn_close(c);
 		return;
 	}
+	r->t0_ns = uv_hrtime();
 	fsnp_reply_error(r, status, code, msg, status == FSNP_STATUS_BUSY,
 	                 status == FSNP_STATUS_BUSY ? FSNP_RETRY_AFTER_MS : 0);
 	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
@@ -1510,12 +1519,12 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 	}
 	s->stats.requests++;
 	metric_add(s->m_requests, 1);
+	s->op_requests[fsnp_metric_slot(h->opcode)]++;
 	r->no_reply = (h->flags & FSNP_FLAG_NO_REPLY) != 0;
 	/* The frame check let 0x01 through only with fsnp-trace on. */
 	r->trace = (h->flags & FSNP_FLAG_TRACE) != 0 && lim(r)->trace;
-	if (r->trace) {
-		r->t0_ns = uv_hrtime();
-	}
+	/* For the latency histogram, and traces. */
+	r->t0_ns = uv_hrtime();
 	lane_push(c, l, r);
 
 	/* Windows and budgets: answered busy, in lane order. */

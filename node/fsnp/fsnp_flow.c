@@ -51,6 +51,7 @@ enum flow_kind {
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
 	FK_STATS, /* one group or every group; answers merged by flow/ */
+	FK_SLIST, /* FLOW.SCHEDULE.LIST: every group, lists merged */
 };
 
 struct fsnp_flow {
@@ -526,6 +527,13 @@ out:
 	free(vals);
 }
 
+static void merge_slist(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	fsnp_flow_sched_list_merge(r, f->body, f->len, f->res, r->plan.parts,
+	                           f->n_res);
+}
+
 static void merge_mget(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -701,6 +709,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_mget(r);
 	} else if (f->kind == FK_STATS) {
 		merge_stats(r);
+	} else if (f->kind == FK_SLIST) {
+		merge_slist(r);
 	} else if (f->kind == FK_SPLIT) {
 		merge_split(r);
 		flow_woke(r);
@@ -772,6 +782,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 			merge_mget(r);
 		} else if (f->kind == FK_STATS) {
 			merge_stats(r);
+		} else if (f->kind == FK_SLIST) {
+			merge_slist(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
 		} else {
@@ -1142,6 +1154,14 @@ void fsnp_flow_start(struct fsnp_req *r)
 		} else {
 			run_parts(r, 1);
 		}
+		goto out;
+	case FSNP_OP_FLOW_SCHEDULE_FIRE:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
+		fsnp_flow_sched_fire(r, opcode, f->body, f->len);
+		goto out;
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
+		f->kind = FK_SLIST;
+		start_all(r);
 		goto out;
 	default:
 		if (is_many(opcode)) {

@@ -233,6 +233,7 @@ struct fsnp_conn {
 
 	/* session */
 	bool authenticated;
+	uint32_t auth_failures; /* AUTH answered WRONGPASS, never reset */
 	bool zlib;
 	bool compact_flow_responses;
 	uint32_t codecs; /* FSNP_CODEC_* */
@@ -250,6 +251,11 @@ struct fsnp_conn {
 struct fsnp_gwait {
 	struct fsnp_op *head, *tail;
 };
+
+/* Per-opcode metric slots: the opcode table's entries, then one for
+ * unknown opcodes (the table has fewer than FSNP_METRIC_OPS entries). */
+#define FSNP_METRIC_OPS 192
+#define FSNP_METRIC_STATUSES 8
 
 struct fsnp_server {
 	uv_loop_t *loop;
@@ -334,12 +340,25 @@ struct fsnp_server {
 	uint8_t *acl_last; /* the last ACL_LIST result loaded (owned) */
 	size_t acl_last_len;
 	uint64_t acl_denied_logged_ms;
+	uint64_t auth_closed_logged_ms; /* last close for failed AUTHs */
 
 	struct fsnp_server_stats stats;
 	struct metrics *metrics; /* the node's series (NULL: none) */
-	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy, *m_errors,
+	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy,
 	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
+	/* lodestone_fsnp_errors_total by status (index: the status; 0, OK,
+	 * unused). */
+	struct metric *m_errors[FSNP_METRIC_STATUSES];
+	/* Per opcode, rendered by a collector (index: the opcode table's,
+	 * fsnp_metric_slot): top-level requests received and their latency
+	 * from arrival to the reply. */
+	uint64_t op_requests[FSNP_METRIC_OPS];
+	struct metric_hist op_latency[FSNP_METRIC_OPS];
 };
+
+/* The per-opcode metrics slot of `opcode`: its index in the opcode table,
+ * or the last slot for unknown opcodes. */
+unsigned fsnp_metric_slot(uint16_t opcode);
 
 /* --- fsnp_server.c ----------------------------------------------------- */
 
@@ -447,6 +466,11 @@ bool fsnp_acl_check_key(struct fsnp_req *r, const uint8_t *key, size_t len,
 bool fsnp_acl_check_flow(struct fsnp_req *r, const char *name, size_t len,
                          bool read, const uint8_t *id, size_t idlen,
                          const uint8_t *pk, size_t pklen);
+/* A Flow query (FLOW.QUERY) bound to partition key pk (NULL: across
+ * partitions), a plain query, EXPLAIN or EXPLAIN ANALYZE
+ * (acl_check_flow_query in node/auth/acl.h). */
+bool fsnp_acl_check_flow_query(struct fsnp_req *r, const uint8_t *pk,
+                               size_t pklen, bool explain, bool analyze);
 /* A planned command: its name and categories, then every key. */
 bool fsnp_acl_check_plan(struct fsnp_req *r);
 /* COMMAND_EXEC ACL ...: 0 planned (a meta group command in r->plan), 1
@@ -517,6 +541,18 @@ void fsnp_flow_start(struct fsnp_req *r);
 /* Whether a flag 0x02 body of `opcode` is a compact Flow request, and
  * running one (r->opcode). */
 bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);
+
+/* --- fsnp_flow_sched.c --------------------------------------------------- */
+
+/* FLOW.SCHEDULE.FIRE or FIRE_DUE: a schedule pass, answered through
+ * fsnp_exec_finish. */
+void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
+                          const uint8_t *body, size_t len);
+/* FLOW.SCHEDULE.LIST's reply from every group's (n results of the n
+ * parts), into r->reply. */
+void fsnp_flow_sched_list_merge(struct fsnp_req *r, const uint8_t *body,
+                                size_t len, const struct fsnp_res *res,
+                                const struct fsnp_part *parts, uint32_t n);
 void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body,
                             size_t len);
 /* A part of a Flow request finished (from fsnp_exec_op_done). */

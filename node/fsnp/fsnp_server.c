@@ -568,6 +568,73 @@ void fsnp_server_conn_gone(struct fsnp_server *s, struct fsnp_conn *c)
 /* --- Start -----------------------------------------------------------------
  */
 
+unsigned fsnp_metric_slot(uint16_t opcode)
+{
+	const struct fsnp_opcode_info *info = fsnp_opcode_info(opcode);
+	size_t i;
+
+	if (info == NULL) {
+		return FSNP_METRIC_OPS - 1;
+	}
+	i = (size_t)(info - fsnp_opcode_at(0));
+	return i < FSNP_METRIC_OPS - 1 ? (unsigned)i : FSNP_METRIC_OPS - 1;
+}
+
+/* Per-opcode families and the execution queue at scrape time; opcodes
+ * never used are left out, so the scrape stays small. */
+static void metrics_collect(void *data, struct metrics_out *o)
+{
+	const struct fsnp_server *s = data;
+	char labels[80];
+
+	metrics_out_family(
+	    o, "lodestone_fsnp_requests_in_flight", METRIC_GAUGE,
+	    "FSNP requests executing (holding an execution slot)");
+	metrics_out_uint(o, "lodestone_fsnp_requests_in_flight", NULL,
+	                 s->executions);
+	metrics_out_family(o, "lodestone_fsnp_session_memory_bytes",
+	                   METRIC_GAUGE,
+	                   "Bytes charged to the FSNP session budget (requests "
+	                   "queued and executing)");
+	metrics_out_uint(o, "lodestone_fsnp_session_memory_bytes", NULL,
+	                 s->session_bytes);
+	metrics_out_family(o, "lodestone_fsnp_outbound_queue_bytes",
+	                   METRIC_GAUGE,
+	                   "FSNP reply bytes queued and not yet written");
+	metrics_out_uint(o, "lodestone_fsnp_outbound_queue_bytes", NULL,
+	                 s->outbound_bytes);
+	metrics_out_family(o, "lodestone_fsnp_opcode_requests_total",
+	                   METRIC_COUNTER, "FSNP requests received, by opcode");
+	for (unsigned i = 0; i < FSNP_METRIC_OPS; i++) {
+		if (s->op_requests[i] == 0) {
+			continue;
+		}
+		const struct fsnp_opcode_info *info = fsnp_opcode_at(i);
+		snprintf(labels, sizeof labels, "opcode=\"%s\"",
+		         i < FSNP_METRIC_OPS - 1 && info != NULL ? info->name
+		                                                 : "unknown");
+		metrics_out_uint(o, "lodestone_fsnp_opcode_requests_total",
+		                 labels, s->op_requests[i]);
+	}
+	metrics_out_family(o, "lodestone_fsnp_request_duration_seconds",
+	                   METRIC_HISTOGRAM,
+	                   "FSNP request latency from arrival to the reply, "
+	                   "by opcode");
+	for (unsigned i = 0; i < FSNP_METRIC_OPS; i++) {
+		const struct metric_hist *h = &s->op_latency[i];
+		if (h->count == 0) {
+			continue;
+		}
+		const struct fsnp_opcode_info *info = fsnp_opcode_at(i);
+		snprintf(labels, sizeof labels, "opcode=\"%s\"",
+		         i < FSNP_METRIC_OPS - 1 && info != NULL ? info->name
+		                                                 : "unknown");
+		metrics_out_hist(o, "lodestone_fsnp_request_duration_seconds",
+		                 labels, metric_hist_bounds_ns, h->bucket,
+		                 METRIC_HIST_BOUNDS, h->count, h->sum_ns);
+	}
+}
+
 static void init_metrics(struct fsnp_server *s, struct metrics *m)
 {
 	if (m == NULL) {
@@ -582,10 +649,18 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	                                "FSNP requests received", NULL);
 	s->m_busy = metrics_counter(m, "lodestone_fsnp_busy_total",
 	                            "FSNP requests answered busy", NULL);
-	s->m_errors = metrics_counter(m, "lodestone_fsnp_errors_total",
-	                              "FSNP requests answered with an error "
-	                              "status",
-	                              NULL);
+	for (unsigned st = 1; st < FSNP_METRIC_STATUSES; st++) {
+		char labels[48];
+		const char *name = fsnp_status_name(st);
+		if (name == NULL) {
+			continue;
+		}
+		snprintf(labels, sizeof labels, "status=\"%s\"", name);
+		s->m_errors[st] = metrics_counter(
+		    m, "lodestone_fsnp_errors_total",
+		    "FSNP requests answered with an error status, by status",
+		    labels);
+	}
 	s->m_bytes_in = metrics_counter(m, "lodestone_fsnp_bytes_in_total",
 	                                "FSNP bytes received", NULL);
 	s->m_bytes_out = metrics_counter(m, "lodestone_fsnp_bytes_out_total",
@@ -597,6 +672,7 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	    m, "lodestone_fsnp_flow_compact_replies_total",
 	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1)",
 	    NULL);
+	metrics_add_collector(m, metrics_collect, s);
 }
 
 static int bind_listener(struct fsnp_server *s, uv_tcp_t *t, const char *what,
@@ -808,6 +884,10 @@ static void maybe_free(struct fsnp_server *s)
 {
 	if (s->closed && s->handles == 0 && s->ops_outstanding == 0 &&
 	    s->close_cb == NULL) {
+		if (s->metrics != NULL) {
+			metrics_remove_collector(s->metrics, metrics_collect,
+			                         s);
+		}
 		fsnp_acl_free(s);
 		tls_ctx_free(s->tls_ctx);
 		fsnp_req_pool_drain(s);

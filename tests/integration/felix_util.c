@@ -870,6 +870,13 @@ int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
 unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
                          const char *kind, const char *name)
 {
+	return fx_tenant_scope_leader(cl, i, "t1", kind, name);
+}
+
+unsigned fx_tenant_scope_leader(struct harness_cluster *cl, unsigned i,
+                                const char *tenant, const char *kind,
+                                const char *name)
+{
 	char path[256];
 	char *out;
 	size_t cap = 1 << 16;
@@ -881,7 +888,7 @@ unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
 	if (out == NULL) {
 		return 0;
 	}
-	snprintf(path, sizeof path, "/v1/%s/t1/default/%s", kind, name);
+	snprintf(path, sizeof path, "/v1/%s/%s/default/%s", kind, tenant, name);
 	if (harness_http(cl->nodes[i].admin, "GET", path, NULL, &st, out,
 	                 cap) != 0 ||
 	    st != 200) {

@@ -185,6 +185,10 @@ int fx_create_scope(struct harness_cluster *cl, unsigned i, const char *kind,
  * sees it, or 0. */
 unsigned fx_scope_leader(struct harness_cluster *cl, unsigned i,
                          const char *kind, const char *name);
+/* The same for tenant/default/NAME. */
+unsigned fx_tenant_scope_leader(struct harness_cluster *cl, unsigned i,
+                                const char *tenant, const char *kind,
+                                const char *name);
 /* Waits up to 30 s until node i names a leader for shard 0 other than
  * `not`: the leader, or 0. */
 unsigned fx_wait_scope_leader(struct harness_cluster *cl, unsigned i,

@@ -471,10 +471,21 @@ int harness_node_wait_healthy(struct harness_cluster *c, unsigned i,
 
 void harness_secret(struct harness_cluster *c, const char *secret)
 {
-	if (c->n_secrets < HARNESS_MAX_SECRETS && secret[0] != '\0') {
-		snprintf(c->secrets[c->n_secrets++], sizeof c->secrets[0], "%s",
-		         secret);
+	if (secret[0] == '\0') {
+		return;
 	}
+	/* A secret that could not be registered would go unchecked. */
+	if (c->n_secrets >= HARNESS_MAX_SECRETS ||
+	    strlen(secret) >= sizeof c->secrets[0]) {
+		fprintf(stderr,
+		        "harness: secret #%u cannot be registered (at "
+		        "most %d of at most %zu bytes)\n",
+		        c->n_secrets + 1, HARNESS_MAX_SECRETS,
+		        sizeof c->secrets[0] - 1);
+		exit(1);
+	}
+	snprintf(c->secrets[c->n_secrets++], sizeof c->secrets[0], "%s",
+	         secret);
 }
 
 /* Whether the file holds `s`. */

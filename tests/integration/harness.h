@@ -23,7 +23,7 @@ struct harness_node {
 	                  (0: bootstrapped with --peers) */
 };
 
-#define HARNESS_MAX_SECRETS 8
+#define HARNESS_MAX_SECRETS 16
 
 struct harness_cluster {
 	unsigned n;
@@ -35,7 +35,7 @@ struct harness_cluster {
 	unsigned n_extra;
 	/* Secrets the test gave the nodes (harness_secret), searched for in
 	 * every node's log at harness_cluster_stop. */
-	char secrets[HARNESS_MAX_SECRETS][128];
+	char secrets[HARNESS_MAX_SECRETS][1024]; /* a JWT fits */
 	unsigned n_secrets;
 };
 

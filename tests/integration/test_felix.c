@@ -332,11 +332,10 @@ static void test_cache_counters_json(void **state)
 	                 0);
 	assert_int_equal(fx_sub_wait(&s, 3), 0);
 	assert_string_equal(s.payloads[1], "j2");
-	assert_int_equal(
-	    fx_metric(
-	        &cl, 0,
-	        "felix_broker_json_publishes_total{frame=\"publish_batch\"}"),
-	    1);
+	assert_int_equal(fx_metric(&cl, 0,
+	                           "lodestone_felix_json_publishes_total{frame="
+	                           "\"publish_batch\"}"),
+	                 1);
 	fx_sub_free(&s);
 	fx_close(&f);
 	uv_loop_close(&loop);
@@ -415,8 +414,10 @@ static void test_slow_subscriber_bounded(void **state)
 		assert_int_equal(
 		    fx_publish(&f, "default", "flood", NULL, p, 32), 0);
 	}
-	int64_t queued = fx_metric(&cl, 0, "felix_subscriber_queue_bytes");
-	int64_t dropped = fx_metric(&cl, 0, "felix_events_dropped_total");
+	int64_t queued =
+	    fx_metric(&cl, 0, "lodestone_felix_subscriber_queue_bytes");
+	int64_t dropped =
+	    fx_metric(&cl, 0, "lodestone_felix_events_dropped_total");
 	uint64_t rss2 = fx_rss_kib(cl.nodes[0].pid);
 	fprintf(stderr,
 	        "slow subscriber: queued %lld B, dropped %lld, RSS %llu -> "

@@ -164,7 +164,8 @@ static void test_cluster_groups_producers_counters(void **state)
 	assert_true(L2 != 0);
 	unsigned l2 = L2 - 1;
 	/* The last batch again (its answer "lost"): a duplicate. */
-	int64_t dup0 = fx_metric(&cl, l2, "felix_idempotent_duplicates_total");
+	int64_t dup0 =
+	    fx_metric(&cl, l2, "lodestone_felix_idempotent_duplicates_total");
 	uint64_t t0 = harness_mono_ms();
 	for (;;) {
 		struct fx_refusal w2;
@@ -185,9 +186,10 @@ static void test_cluster_groups_producers_counters(void **state)
 	}
 	/* b9 and the second copies (more when a re-send met a leader that
 	 * had applied it without answering). */
-	assert_true(fx_metric(&cl, l2, "felix_idempotent_duplicates_total") -
-	                dup0 >=
-	            6);
+	assert_true(
+	    fx_metric(&cl, l2, "lodestone_felix_idempotent_duplicates_total") -
+	        dup0 >=
+	    6);
 
 	/* Each record once: g0..g2, then b0..b14. */
 	static struct fx_sub s;

@@ -273,7 +273,8 @@ static void test_group_queue(void **state)
 	fx_spin(&c[0], 200);
 	publish_one(&p, "jobs", "after"); /* offset JOBS + 3 */
 	poll_one(&c[0], "jobs", "workers", JOBS + 3, 1);
-	assert_int_equal(fx_metric(&cl, 0, "felix_group_parked_polls"), 0);
+	assert_int_equal(
+	    fx_metric(&cl, 0, "lodestone_felix_group_parked_polls"), 0);
 
 	fx_close(&c[0]);
 	fx_close(&c[1]);
@@ -464,7 +465,8 @@ static void test_idempotent(void **state)
 			idem_send(&f, pid, b, seq[sh] - 1);
 		}
 	}
-	int64_t dups = fx_metric(&cl, 0, "felix_idempotent_duplicates_total");
+	int64_t dups =
+	    fx_metric(&cl, 0, "lodestone_felix_idempotent_duplicates_total");
 	/* Counted since the restart: the re-send of the batch in flight, then
 	 * the second copy of every later batch. */
 	assert_int_equal(dups, IDEM_BATCHES - IDEM_BATCHES / 2);

@@ -7,7 +7,12 @@
  * forged tokens are refused at auth; keys added to the directory are
  * taken on SIGHUP; the admin API creates and deletes scopes only for a
  * bearer token granting ns.manage (through lodectl and
- * $LODESTONE_ADMIN_TOKEN). */
+ * $LODESTONE_ADMIN_TOKEN). On a three-node cluster the same isolation
+ * holds on every node, leader or follower of tb's stream and cache: ta's
+ * requests are refused by the node it is connected to, before anything is
+ * forwarded, while tb's own work through forwarding. A connection whose
+ * auths fail --auth-max-failures times is closed. No node logs a token
+ * (the harness checks every test's logs for the tokens it used). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -95,11 +100,18 @@ static char *token(EVP_PKEY *k, const char *kid, const char *tenant,
 
 static const char *const admin[] = {"tenant.admin:tenant:*"};
 
+static void start_n(struct harness_cluster *cl, unsigned n, const char *shards)
+{
+	const char *args[] = {"--dev", "--shards",
+	                      shards,  "--felix-jwks-dir",
+	                      dir,     "--auth-max-failures",
+	                      "3",     NULL};
+	assert_int_equal(harness_cluster_start(cl, n, args, true), 0);
+}
+
 static void start(struct harness_cluster *cl)
 {
-	const char *args[] = {"--dev", "--shards", "2", "--felix-jwks-dir",
-	                      dir,     NULL};
-	assert_int_equal(harness_cluster_start(cl, 1, args, true), 0);
+	start_n(cl, 1, "2");
 }
 
 /* ---- raw requests ---- */
@@ -363,6 +375,8 @@ static void test_tenant_isolation(void **state)
 	uv_loop_init(&loop);
 	char *ta = token(key_a, "ka", "ta", admin, 1);
 	char *tb = token(key_b, "kb", "tb", admin, 1);
+	harness_secret(&cl, ta);
+	harness_secret(&cl, tb);
 
 	/* tb's data. */
 	assert_int_equal(fx_connect(&fb, &loop, &cl, 0, "tb", tb, 1), 0);
@@ -389,6 +403,7 @@ static void test_tenant_isolation(void **state)
 	 * default namespace: refused by permission, on ta's own data. */
 	const char *const other[] = {"stream.publish:stream:elsewhere/*"};
 	char *tn = token(key_a, "ka", "ta", other, 1);
+	harness_secret(&cl, tn);
 	assert_int_equal(fx_connect(&fa, &loop, &cl, 0, "ta", tn, 1), 0);
 	refuse_all(&fa, "ta");
 	fx_close(&fa);
@@ -420,6 +435,8 @@ static void test_stream_pattern(void **state)
 	    "stream.subscribe:stream:default/orders-*",
 	};
 	char *lim = token(key_a, "ka", "ta", perms, 2);
+	harness_secret(&cl, adm);
+	harness_secret(&cl, lim);
 	assert_int_equal(fx_connect(&fadm, &loop, &cl, 0, "ta", adm, 1), 0);
 	assert_int_equal(fx_publish_ready(&fadm, "default", "payments"), 0);
 	assert_int_equal(fx_publish_ready(&fadm, "default", "orders-eu"), 0);
@@ -502,6 +519,9 @@ static void test_refused_at_auth(void **state)
 	    {"../ta", token(key_a, "ka", "../ta", admin, 1), "tenant_id"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		harness_secret(&cl, cases[i].token);
+	}
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		assert_int_not_equal(fx_connect(&f, &loop, &cl, 0,
 		                                cases[i].tenant, cases[i].token,
 		                                1),
@@ -573,6 +593,9 @@ static void test_admin_scope_changes(void **state)
 	char *manage = token(key_a, "ka", "ta", nsm, 1);
 	char *publish = token(key_a, "ka", "ta", pub, 1);
 	char *other = token(key_b, "kb", "tb", admin, 1);
+	harness_secret(&cl, manage);
+	harness_secret(&cl, publish);
+	harness_secret(&cl, other);
 
 	assert_int_not_equal(lodectl(&cl, NULL, out, sizeof out, "stream",
 	                             "create", "ta/prod/orders"),
@@ -617,6 +640,253 @@ static void test_admin_scope_changes(void **state)
 	harness_cluster_stop(&cl);
 }
 
+/* The leader (0-based index) every node names for shard 0 of tb's scope,
+ * the same over three looks 200 ms apart. */
+static unsigned tb_leader(struct harness_cluster *cl, const char *kind,
+                          const char *name)
+{
+	uint64_t t0 = harness_mono_ms();
+	unsigned same = 0, last = 0;
+	while (same < 3) {
+		unsigned l = fx_tenant_scope_leader(cl, 0, "tb", kind, name);
+		bool agreed = l != 0;
+		for (unsigned i = 1; i < cl->n && agreed; i++) {
+			agreed = fx_tenant_scope_leader(cl, i, "tb", kind,
+			                                name) == l;
+		}
+		same = agreed && l == last ? same + 1 : agreed ? 1 : 0;
+		last = agreed ? l : 0;
+		if (harness_mono_ms() - t0 > 30000) {
+			fail_msg("no agreed leader for tb's %s %s", kind, name);
+		}
+		harness_nap(200);
+	}
+	return last - 1;
+}
+
+/* A request through f until the cluster answers it (a cache's first use
+ * waits for its shard's election). */
+static void cache_put_ready(struct fx *f, const char *cache, const char *key,
+                            const char *value)
+{
+	uint64_t t0 = harness_mono_ms();
+	while (fx_cache_put(f, cache, key, value, false, 0) != 0) {
+		if (harness_mono_ms() - t0 > 30000) {
+			fail_msg("cache_put never answered: %s", f->message);
+		}
+		harness_nap(200);
+	}
+}
+
+/* Three nodes, one shard per scope: ta's token is refused tb's data on
+ * every node, the leaders of tb's stream and cache and the followers
+ * (which would forward a publish, a cache or a counter request, and
+ * name the leader for a subscription, a watch or a consumer group): the
+ * refusal is "unauthorized:" from the node ta is connected to, never a
+ * forward's or a redirect's answer, and tb's data is unchanged after.
+ * tb's own requests work from every node. */
+static void test_tenant_isolation_cluster(void **state)
+{
+	struct harness_cluster cl;
+	uv_loop_t loop;
+	struct fx fb[3], fa;
+	struct fx_sub s;
+	struct felix_start earliest = {FELIX_START_EARLIEST, 0};
+	struct fx_rec recs[8];
+	char buf[64];
+	bool found;
+	int64_t sum, n;
+	size_t nr;
+	(void)state;
+	start_n(&cl, 3, "1");
+	uv_loop_init(&loop);
+	char *ta = token(key_a, "ka", "ta", admin, 1);
+	char *tb = token(key_b, "kb", "tb", admin, 1);
+	harness_secret(&cl, ta);
+	harness_secret(&cl, tb);
+
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(fx_connect(&fb[i], &loop, &cl, i, "tb", tb, 1),
+		                 0);
+	}
+	assert_int_equal(fx_publish_ready(&fb[0], "default", "orders"), 0);
+	const char *b1[] = {"b1"};
+	assert_int_equal(fx_publish(&fb[0], "default", "orders", NULL, b1, 1),
+	                 0);
+	cache_put_ready(&fb[0], "c1", "k", "bv");
+	assert_int_equal(fx_counter_add(&fb[0], "c1", "k2", 5, &sum), 0);
+	/* Leaderships move to their preferred replicas after a start:
+	 * pick the leaders once they have. */
+	fx_wait_settled(&cl, 0);
+	unsigned ls = tb_leader(&cl, "streams", "orders");
+	unsigned lc = tb_leader(&cl, "caches", "c1");
+
+	/* ta on every node, leader and followers alike: all refused by
+	 * the node itself. */
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(fx_connect(&fa, &loop, &cl, i, "ta", ta, 1),
+		                 0);
+		refuse_all(&fa, "tb");
+		fx_close(&fa);
+		/* ta's token does not open a tb session on any node. */
+		assert_int_not_equal(
+		    fx_connect(&fa, &loop, &cl, i, "tb", ta, 1), 0);
+		assert_non_null(strstr(fa.message, "unauthorized"));
+		fx_close(&fa);
+	}
+	/* Nothing reached tb's data, as its leaders see it (and a
+	 * follower's forwarded reads). */
+	expect_untouched(&fb[ls]);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(
+		    fx_cache_get(&fb[i], "c1", "k", buf, sizeof buf, &found),
+		    0);
+		assert_true(found);
+		assert_string_equal(buf, "bv");
+		assert_int_equal(fx_counter_get(&fb[i], "c1", "k2", &n, &found),
+		                 0);
+		assert_int_equal(n, 5);
+	}
+
+	/* tb's requests from the followers work through forwarding:
+	 * binary and JSON publishes, cache writes, counters. */
+	unsigned f1 = (ls + 1) % 3, f2 = (ls + 2) % 3;
+	const char *b2[] = {"b2"}, *b3[] = {"b3"};
+	assert_int_equal(fx_publish(&fb[f1], "default", "orders", NULL, b2, 1),
+	                 0);
+	assert_int_equal(
+	    fx_publish_json(&fb[f2], "default", "orders", NULL, b3, 1), 0);
+	unsigned cf = (lc + 1) % 3;
+	assert_int_equal(fx_cache_put(&fb[cf], "c1", "k3", "v3", false, 0), 0);
+	assert_int_equal(fx_counter_add(&fb[cf], "c1", "k2", 2, &sum), 0);
+	assert_int_equal(sum, 7);
+	assert_int_equal(fx_cache_get(&fb[(lc + 2) % 3], "c1", "k3", buf,
+	                              sizeof buf, &found),
+	                 0);
+	assert_true(found);
+	assert_string_equal(buf, "v3");
+	/* Subscriptions and consumer groups on the stream's leader. */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(
+	    fx_subscribe(&fb[ls], &s, "default", "orders", 0, &earliest), 0);
+	assert_int_equal(fx_sub_wait(&s, 3), 0);
+	assert_string_equal(s.payloads[0], "b1");
+	fx_sub_close(&s);
+	fx_sub_free(&s);
+	assert_int_equal(fx_group_poll(&fb[ls], "default", "orders", 0, "g2", 8,
+	                               0, recs, 8, &nr),
+	                 0);
+	assert_int_equal(nr, 3);
+	/* A watch on the cache's leader sees a follower's forwarded
+	 * write. */
+	static struct fx_watch w;
+	struct felix_watch_request wr;
+	memset(&w, 0, sizeof w);
+	memset(&wr, 0, sizeof wr);
+	wr.key = "k4";
+	assert_int_equal(fx_watch(&fb[lc], &w, "c1", &wr), 0);
+	assert_int_equal(fx_cache_put(&fb[cf], "c1", "k4", "v4", false, 0), 0);
+	assert_int_equal(fx_watch_wait(&w, 1), 0);
+	assert_string_equal(w.keys[0], "k4");
+	fx_watch_free(&w);
+
+	for (unsigned i = 0; i < 3; i++) {
+		fx_close(&fb[i]);
+	}
+	free(ta);
+	free(tb);
+	harness_cluster_stop(&cl);
+	uv_loop_close(&loop);
+}
+
+struct auth_try {
+	bool done; /* refused: the error arrived, or the stream ended */
+	unsigned frames;
+};
+
+static void on_try_frame(void *data, struct felix_raw *raw, uint16_t flags,
+                         const uint8_t *payload, uint32_t len)
+{
+	struct auth_try *t = data;
+	(void)raw;
+	(void)flags;
+	(void)payload;
+	(void)len;
+	t->frames++;
+	t->done = true;
+}
+
+static void on_try_end(void *data, struct felix_raw *raw, const char *why)
+{
+	struct auth_try *t = data;
+	(void)raw;
+	(void)why;
+	t->done = true;
+}
+
+/* One auth with a forged token on a new stream of f's connection; waits
+ * for its refusal. */
+static void bad_auth(struct fx *f, const char *forged)
+{
+	struct auth_try t;
+	struct felix_raw *raw;
+	struct felix_msg m;
+	struct wbuf w;
+	char tenant[] = "ta";
+	memset(&t, 0, sizeof t);
+	felix_msg_init(&m, FELIX_MSG_AUTH);
+	m.u.auth.tenant_id = tenant;
+	m.u.auth.token = (char *)forged;
+	msg_frame(&w, &m);
+	assert_int_equal(felix_client_raw_open(f->c, false, on_try_frame,
+	                                       on_try_end, &t, &raw),
+	                 0);
+	assert_int_equal(felix_raw_send(raw, w.data, w.len, true), 0);
+	wbuf_free(&w);
+	assert_int_equal(felix_client_run(f->loop, &t.done, FX_WAIT_MS), 0);
+}
+
+/* --auth-max-failures 3: two refused auths on a connection leave it
+ * serving its authenticated stream; the third closes it. Another
+ * connection is not affected. */
+static void test_auth_failures_close(void **state)
+{
+	struct harness_cluster cl;
+	uv_loop_t loop;
+	struct fx f, g;
+	(void)state;
+	start(&cl);
+	uv_loop_init(&loop);
+	char *good = token(key_a, "ka", "ta", admin, 1);
+	char *forged = token(key_c, "ka", "ta", admin, 1);
+	harness_secret(&cl, good);
+	harness_secret(&cl, forged);
+	assert_int_equal(fx_connect(&f, &loop, &cl, 0, "ta", good, 1), 0);
+	assert_int_equal(fx_connect(&g, &loop, &cl, 0, "ta", good, 1), 0);
+	cache_put_ready(&f, "c1", "k", "v");
+	bad_auth(&f, forged);
+	bad_auth(&f, forged);
+	assert_true(felix_client_is_open(f.c));
+	assert_int_equal(fx_cache_put(&f, "c1", "k", "v2", false, 0), 0);
+	bad_auth(&f, forged);
+	uint64_t t0 = harness_mono_ms();
+	while (felix_client_is_open(f.c) && harness_mono_ms() - t0 < 10000) {
+		fx_spin(&f, 50);
+	}
+	assert_false(felix_client_is_open(f.c));
+	assert_int_not_equal(fx_cache_put(&f, "c1", "k", "v3", false, 0), 0);
+	fx_close(&f);
+	/* The other connection, and a new one, are served. */
+	assert_int_equal(fx_cache_put(&g, "c1", "k", "v4", false, 0), 0);
+	fx_close(&g);
+	assert_int_equal(fx_connect(&f, &loop, &cl, 0, "ta", good, 1), 0);
+	fx_close(&f);
+	free(good);
+	free(forged);
+	harness_cluster_stop(&cl);
+	uv_loop_close(&loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +894,8 @@ int main(void)
 	    cmocka_unit_test(test_stream_pattern),
 	    cmocka_unit_test(test_refused_at_auth),
 	    cmocka_unit_test(test_admin_scope_changes),
+	    cmocka_unit_test(test_tenant_isolation_cluster),
+	    cmocka_unit_test(test_auth_failures_close),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

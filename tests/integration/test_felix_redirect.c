@@ -444,8 +444,8 @@ static void test_cluster(void **state)
 	assert_int_equal(fl, FELIX_FLAG_PUBLISH_ACK);
 	assert_false(a.has_owner);
 	rawx_free(&x);
-	assert_true(fx_metric(&cl, o, "felix_owner_acks_total") >= 1);
-	assert_true(fx_metric(&cl, o, "felix_redirects_total") >= 7);
+	assert_true(fx_metric(&cl, o, "lodestone_felix_owner_acks_total") >= 1);
+	assert_true(fx_metric(&cl, o, "lodestone_felix_redirects_total") >= 7);
 
 	/* Plain requests keep being forwarded. */
 	char buf[16];

@@ -416,7 +416,8 @@ static void test_watch_lagged(void **state)
 		fx_spin(&f, 10);
 	}
 	assert_int_equal(fl.failed, 0);
-	assert_true(fx_metric(&cl, 0, "felix_cache_watch_lagged_total") >= 1);
+	assert_true(
+	    fx_metric(&cl, 0, "lodestone_felix_cache_watch_lagged_total") >= 1);
 	/* Reading again: what was queued, the lag notice, the end. */
 	if (w.h != NULL) { /* it may have ended already */
 		felix_sub_set_paused(w.h, false);
@@ -554,8 +555,9 @@ static void test_watch_retained_large(void **state)
 	tail = w.info.resume_offset;
 	fx_spin(&f, 500);
 	/* Bounded: at most the queue bound and a page, not the snapshot. */
-	assert_true(fx_metric(&cl, 0, "felix_subscriber_queue_bytes") <
-	            (1 << 20));
+	assert_true(
+	    fx_metric(&cl, 0, "lodestone_felix_subscriber_queue_bytes") <
+	    (1 << 20));
 	/* The last key changes before its page is read. */
 	snprintf(key, sizeof key, "big/%05u", BIG - 1);
 	put(&f, "wide", key, "late");

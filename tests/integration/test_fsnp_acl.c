@@ -159,6 +159,7 @@ static void test_users_and_rules(void **state)
 	expect_error(EXEC(&admin, "ACL", bad, 3), 1,
 	             "Unknown command category");
 	const char *bare[] = {"SETUSER", "app", "hunter2-bare"};
+	harness_secret(&cluster, "hunter2-bare");
 	m = EXEC(&admin, "ACL", bare, 3);
 	char msg[512];
 	ftc_error_text(&m, msg, sizeof msg);
@@ -212,19 +213,22 @@ static void test_users_and_rules(void **state)
 	{
 		struct wbuf b;
 		struct fsnp_writer w;
-		struct wbuf items[3];
+		struct wbuf items[4];
 		const char *del_args[] = {"app:1"};
+		const char *esc_args[] = {"SETUSER", "app", "+@all", "allkeys"};
 		ftc_body(&items[0], "key=s", "app:1");
 		ftc_body(&items[1], "command=s args=a", "DEL", del_args, 1);
 		ftc_body(&items[2], "key=s value=s", "other", "v");
-		uint16_t ops[3] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
-		                   FSNP_OP_SET};
+		/* An escalation of its own rules through a member. */
+		ftc_body(&items[3], "command=s args=a", "ACL", esc_args, 4);
+		uint16_t ops[4] = {FSNP_OP_GET, FSNP_OP_COMMAND_EXEC,
+		                   FSNP_OP_SET, FSNP_OP_COMMAND_EXEC};
 		wbuf_init(&b);
 		fsnp_w_init(&w, &b);
 		fsnp_w_map_begin(&w);
 		fsnp_w_key(&w, "commands");
 		fsnp_w_array_begin(&w);
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < 4; i++) {
 			struct fsnp_val v;
 			fsnp_w_map_begin(&w);
 			fsnp_w_key(&w, "opcode");
@@ -253,6 +257,7 @@ static void test_users_and_rules(void **state)
 		text[n] = '\0';
 		assert_non_null(strstr(text, "'del' command"));
 		assert_non_null(strstr(text, "'other' key"));
+		assert_non_null(strstr(text, "'acl' command"));
 		ftc_msg_free(&m);
 	}
 	/* Nothing of the pipeline's denied items ran. */
@@ -262,7 +267,9 @@ static void test_users_and_rules(void **state)
 	assert_int_equal(m.value.tag, FSNP_NIL);
 	ftc_msg_free(&m);
 
-	/* The administrator's view: hashes, never passwords. */
+	/* The administrator's view: hashes, never passwords (and app's
+	 * rules as it was given them: the pipeline's ACL member did
+	 * nothing). */
 	m = EXEC(&admin, "ACL", ls, 1);
 	assert_int_equal(m.status, 0);
 	assert_true(memmem(m.body, m.len, "user app on #", 13) != NULL);
@@ -442,6 +449,97 @@ static void test_invalidated_on_change(void **state)
 	ftc_close(&admin);
 }
 
+/* Sends ACL SETUSER NAME RULE on a lane of c without waiting. */
+static void send_setuser(struct ftc *c, uint32_t lane, const char *name,
+                         const char *rule)
+{
+	struct wbuf b;
+	const char *args[] = {"SETUSER", name, rule};
+	ftc_body(&b, "command=s args=a", "ACL", args, 3);
+	ftc_send(c, lane, FSNP_OP_COMMAND_EXEC, 0, &b);
+	wbuf_free(&b);
+}
+
+/* Waits for n replies on c, each OK. */
+static void expect_n_ok(struct ftc *c, int n)
+{
+	uint64_t end = harness_mono_ms() + 30000;
+	for (int got = 0; got < n;) {
+		struct ftc_msg m;
+		if (harness_mono_ms() > end) {
+			fail_msg("%d of %d SETUSER replies", got, n);
+		}
+		if (ftc_recv(c, &m, 1000) != 0) {
+			continue;
+		}
+		if (m.h.opcode == FSNP_OP_COMMAND_EXEC) {
+			expect_ok(m);
+			got++;
+		} else {
+			ftc_msg_free(&m);
+		}
+	}
+}
+
+/* Two administrators on two nodes change one user at once, pipelined on
+ * several lanes, each SETUSER adding one rule: every rule lands (each is
+ * applied to the user as the log left it, never to a node's stale copy),
+ * and every node's copy ends with them all. */
+static void race_setuser(struct harness_cluster *cc, struct ftc *admin)
+{
+	enum { RACE = 24 };
+	struct ftc other, racer;
+	struct ftc_msg m;
+	char rule[32];
+	const char *base[] = {"on", ">" APP_PW, "+set"};
+	setuser(admin, "racer", base, 3);
+	login_admin(&other, cc->nodes[1].fsnp);
+	for (int i = 0; i < RACE; i++) {
+		snprintf(rule, sizeof rule, "+rc%02dx", i);
+		send_setuser(admin, 1 + (uint32_t)(i % 4), "racer", rule);
+		snprintf(rule, sizeof rule, "~kb%02d:*", i);
+		send_setuser(&other, 1 + (uint32_t)(i % 4), "racer", rule);
+	}
+	expect_n_ok(admin, RACE);
+	expect_n_ok(&other, RACE);
+	for (unsigned n = 0; n < 2; n++) {
+		const char *gu[] = {"GETUSER", "racer"};
+		m = EXEC(n == 0 ? admin : &other, "ACL", gu, 2);
+		assert_int_equal(m.status, 0);
+		for (int i = 0; i < RACE; i++) {
+			snprintf(rule, sizeof rule, "+rc%02dx", i);
+			if (memmem(m.body, m.len, rule, strlen(rule)) == NULL) {
+				fail_msg("rule %s lost", rule);
+			}
+			snprintf(rule, sizeof rule, "~kb%02d:*", i);
+			if (memmem(m.body, m.len, rule, strlen(rule)) == NULL) {
+				fail_msg("rule %s lost", rule);
+			}
+		}
+		assert_non_null(memmem(m.body, m.len, "+set", 4));
+		ftc_msg_free(&m);
+	}
+	/* The third node's copy has them all: the last pattern of the
+	 * race works there (eventually: copies follow the log). */
+	uint64_t end = harness_mono_ms() + 10000;
+	for (;;) {
+		assert_int_equal(login_eventually(&racer, cc->nodes[2].fsnp,
+		                                  "racer", APP_PW),
+		                 0);
+		snprintf(rule, sizeof rule, "kb%02d:1", RACE - 1);
+		m = CALL(&racer, FSNP_OP_SET, "key=s value=s", rule, "v");
+		uint16_t st = m.status;
+		ftc_msg_free(&m);
+		ftc_close(&racer);
+		if (st == 0) {
+			break;
+		}
+		assert_true(harness_mono_ms() < end);
+		harness_nap(100);
+	}
+	ftc_close(&other);
+}
+
 /* Users replicate: made on one node, they authenticate on another, and
  * deleting them there closes the sessions everywhere. */
 static void test_cluster(void **state)
@@ -450,10 +548,12 @@ static void test_cluster(void **state)
 	struct ftc admin, far;
 	(void)state;
 	assert_int_equal(harness_cluster_start(&cc, 3, NULL, true), 0);
+	harness_secret(&cc, APP_PW);
 	for (unsigned i = 0; i < 3; i++) {
 		assert_int_equal(ftc_wait_ready(cc.nodes[i].fsnp, 20000), 0);
 	}
 	login_admin(&admin, cc.nodes[0].fsnp);
+	race_setuser(&cc, &admin);
 	const char *rules[] = {"on", ">" APP_PW, "~c:*", "+@all"};
 	setuser(&admin, "app", rules, 4);
 	assert_int_equal(
@@ -542,6 +642,8 @@ static void test_unauthenticated_limits(void **state)
 	    "40",
 	    "--fsnp-trusted-request-context-users",
 	    "svc-a,svc-b",
+	    "--auth-max-failures",
+	    "3",
 	    NULL};
 	enum { FLOOD = 30 };
 	struct harness_cluster pc;
@@ -569,6 +671,29 @@ static void test_unauthenticated_limits(void **state)
 		    2048);
 		assert_null(memmem(m.body, m.len, ADMIN_PW, strlen(ADMIN_PW)));
 		ftc_msg_free(&m);
+	}
+
+	/* Guessing: the third failed AUTH on a connection (by opcode or
+	 * COMMAND_EXEC) is answered, then the connection closes; a good
+	 * AUTH in between does not reset the count; other connections are
+	 * served. */
+	{
+		struct ftc g;
+		const char *guess[] = {"default", "guess-2"};
+		login(&g, p, "default", ADMIN_PW);
+		expect_error(CALL(&g, FSNP_OP_AUTH, "username=s password=s",
+		                  "default", "guess-1"),
+		             2, "WRONGPASS");
+		expect_error(EXEC(&g, "AUTH", guess, 2), 2, "WRONGPASS");
+		expect_ok(CALL(&g, FSNP_OP_AUTH, "username=s password=s",
+		               "default", ADMIN_PW));
+		expect_ok(CALL(&g, FSNP_OP_GET, "key=s", "k"));
+		expect_error(CALL(&g, FSNP_OP_AUTH, "username=s password=s",
+		                  "default", "guess-3"),
+		             2, "WRONGPASS");
+		assert_true(ftc_wait_closed(&g, 5000));
+		ftc_close(&g);
+		expect_ok(CALL(&ok, FSNP_OP_GET, "key=s", "k"));
 	}
 
 	/* The deadline: closed unless authenticated. */

@@ -430,6 +430,7 @@ static void test_requirepass(void **state)
 	struct fsnp_val v;
 	(void)state;
 	assert_int_equal(harness_cluster_start(&pc, 1, extra, true), 0);
+	harness_secret(&pc, "s3cret");
 	uint16_t p = pc.nodes[0].fsnp;
 	assert_int_equal(ftc_connect(&c, p), 0);
 	m = CALL(&c, FSNP_OP_STARTUP, "client_name=s", "t");

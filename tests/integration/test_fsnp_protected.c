@@ -136,6 +136,19 @@ static pid_t start_node(const char *name, uint16_t port, const char *extra[])
 	return pid;
 }
 
+/* Fails the test when node `name`'s log holds `secret`. */
+static void expect_not_logged(const char *name, const char *secret)
+{
+	char path[300];
+	static char log[1 << 20];
+	snprintf(path, sizeof path, "%s/%s.log", tmp, name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	size_t n = fread(log, 1, sizeof log, f);
+	fclose(f);
+	assert_null(memmem(log, n, secret, strlen(secret)));
+}
+
 static void stop_node(pid_t pid)
 {
 	int st;
@@ -214,6 +227,7 @@ static void test_protected(void **state)
 		ftc_close(&c);
 	}
 	stop_node(pid);
+	expect_not_logged("b", PW);
 
 	/* Protected mode off: served without a password. */
 	const char *off[] = {"--protected-mode", "no", NULL};

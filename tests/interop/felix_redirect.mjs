@@ -107,17 +107,17 @@ async function main() {
   }
 
   // Publishes through the non-leader: forwarded, acked with the owner.
-  const owners0 = await metric(other, "felix_owner_acks_total");
+  const owners0 = await metric(other, "lodestone_felix_owner_acks_total");
   for (let i = 0; i < 3; i++) {
     await withTimeout(client.publish("t1", "default", "rs", Buffer.from(`r${i}`)), 10000, "publish");
   }
-  assert(await metric(other, "felix_owner_acks_total") >= owners0 + 3, "owner acks");
+  assert(await metric(other, "lodestone_felix_owner_acks_total") >= owners0 + 3, "owner acks");
 
   // Subscribe: not_leader from the node in hand, followed to the leader.
-  const redirects0 = await metric(other, "felix_redirects_total");
+  const redirects0 = await metric(other, "lodestone_felix_redirects_total");
   const sub = await withTimeout(client.subscribe("t1", "default", "rs", "earliest"), 20000, "subscribe");
-  assert(await metric(other, "felix_redirects_total") > redirects0, "no redirect was answered");
-  assert(await metric(leader, "felix_subscriptions") >= 1, "the leader serves no subscription");
+  assert(await metric(other, "lodestone_felix_redirects_total") > redirects0, "no redirect was answered");
+  assert(await metric(leader, "lodestone_felix_subscriptions") >= 1, "the leader serves no subscription");
   for (let i = 0; i < 3; i++) {
     const e = await withTimeout(sub.nextEvent(), 10000, "nextEvent");
     assert(e !== null && e.offset === BigInt(i), `offset ${e && e.offset}`);
@@ -130,10 +130,10 @@ async function main() {
 
   // watchCache follows a redirect the same way.
   {
-    const before = await metric(other, "felix_redirects_total");
+    const before = await metric(other, "lodestone_felix_redirects_total");
     const w = await withTimeout(client.watchCache("t1", "default", cache, "k"), 20000, "watchCache");
-    assert(await metric(other, "felix_redirects_total") > before, "watch: no redirect");
-    assert(await metric(nodes[Lc - 1], "felix_cache_watches") >= 1, "the cache leader serves no watch");
+    assert(await metric(other, "lodestone_felix_redirects_total") > before, "watch: no redirect");
+    assert(await metric(nodes[Lc - 1], "lodestone_felix_cache_watches") >= 1, "the cache leader serves no watch");
     await client.cachePut("t1", "default", cache, "k", Buffer.from("v"));
     const ch = await withTimeout(w.recv(), 10000, "cache change");
     assert(ch && ch.change && ch.change.key === "k" && ch.change.value.toString() === "v",

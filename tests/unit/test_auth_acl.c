@@ -168,6 +168,172 @@ static void test_categories_and_commands(void **state)
 	acl_user_free(&u);
 }
 
+/* Runs acl_check_flow_query; the message into msg. */
+static int fq(const struct acl_user *u, const char *pk, bool explain,
+              bool analyze, char *msg, size_t cap)
+{
+	msg[0] = '\0';
+	return acl_check_flow_query(u, "u", (const uint8_t *)pk,
+	                            pk != NULL ? strlen(pk) : 0, explain,
+	                            analyze, msg, cap);
+}
+
+/* FLOW.QUERY is @flow @read; FLOW.QUERY.EXPLAIN is in no category but
+ * @all; EXPLAIN ANALYZE needs both; each needs read access to the
+ * partition (every key when the query spans partitions). */
+static void test_flow_query(void **state)
+{
+	struct acl_user u;
+	char msg[256];
+	(void)state;
+
+	user(&u, "on +@read allkeys");
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, NULL, false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to run "
+	                         "the 'flow.query.explain' command");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'flow.query.explain'"));
+	/* analyze alone is a plain query. */
+	assert_int_equal(fq(&u, "p1", false, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+
+	user(&u, "on +@flow allkeys");
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	acl_user_free(&u);
+
+	/* Explain by name: plans, but not rows; ANALYZE runs the query. */
+	user(&u, "on +flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to run "
+	                         "the 'flow.query' command");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'flow.query' command"));
+	acl_user_free(&u);
+
+	user(&u, "on +@read +flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+
+	/* +@all grants both; a -flow.query.explain after it takes it
+	 * back, and categories never do. */
+	user(&u, "on +@all allkeys");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), 0);
+	acl_user_free(&u);
+	user(&u, "on +@all -flow.query.explain allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), 0);
+	acl_user_free(&u);
+	user(&u, "on +@all -@read -@flow allkeys");
+	assert_int_equal(fq(&u, "p1", true, false, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "p1", false, false, msg, sizeof msg), -1);
+	acl_user_free(&u);
+	user(&u, "on +flow.query +flow.query.explain allkeys -flow.query");
+	assert_int_equal(fq(&u, "p1", true, true, msg, sizeof msg), -1);
+	acl_user_free(&u);
+
+	/* The partition: read access, and every key without one. */
+	user(&u, "on +@all %R~tenant-a* %W~w:*");
+	assert_int_equal(fq(&u, "tenant-a1", true, true, msg, sizeof msg), 0);
+	assert_int_equal(fq(&u, "tenant-b", false, false, msg, sizeof msg), -1);
+	assert_string_equal(msg, "NOPERM User u has no permissions to access "
+	                         "the 'tenant-b' key");
+	assert_int_equal(fq(&u, "tenant-b", true, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, "w:1", false, false, msg, sizeof msg), -1);
+	assert_int_equal(fq(&u, NULL, false, false, msg, sizeof msg), -1);
+	assert_non_null(strstr(msg, "'*' key"));
+	acl_user_free(&u);
+
+	/* The catalogue's categories. */
+	assert_true((ACL_CATS_FLOW_QUERY & ACL_CAT_FLOW) != 0);
+	assert_true((ACL_CATS_FLOW_QUERY & ACL_CAT_READ) != 0);
+	assert_int_equal(
+	    ACL_CATS_FLOW_QUERY_EXPLAIN & (ACL_CAT_FLOW | ACL_CAT_READ), 0);
+}
+
+/* What ACL_APPLY runs: tokens on top of the stored rules; the hashed
+ * form of a password token is the same rule. */
+static void test_merge(void **state)
+{
+	char out[1024], err[256], h[ACL_TOKEN_MAX + 1];
+	struct acl_token t[3];
+	struct acl_user u;
+	(void)state;
+
+	t[0] = (struct acl_token){"on", 2};
+	t[1] = (struct acl_token){"+@read", 6};
+	assert_int_equal(acl_rules_merge("app", 3, NULL, 0, t, 2, out,
+	                                 sizeof out, err, sizeof err),
+	                 (int)strlen("on +@read"));
+	assert_string_equal(out, "on +@read");
+	t[0] = (struct acl_token){"~k:*", 4};
+	const char *cur = "on +@read";
+	assert_true(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                            sizeof out, err, sizeof err) > 0);
+	assert_string_equal(out, "on ~k:* +@read");
+	/* A token that does not apply: -1, its message, never the token. */
+	t[0] = (struct acl_token){"+@nonsense", 10};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 sizeof out, err, sizeof err),
+	                 -1);
+	assert_non_null(strstr(err, "category"));
+	t[0] = (struct acl_token){"hunter2", 7};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 sizeof out, err, sizeof err),
+	                 -1);
+	assert_null(strstr(err, "hunter2"));
+	assert_int_equal(acl_rules_merge("", 0, NULL, 0, t, 0, out, sizeof out,
+	                                 err, sizeof err),
+	                 -1);
+	/* At most ACL_SETUSER_TOKENS_MAX tokens. */
+	{
+		static struct acl_token many[ACL_SETUSER_TOKENS_MAX + 1];
+		for (size_t i = 0; i <= ACL_SETUSER_TOKENS_MAX; i++) {
+			many[i] = (struct acl_token){"on", 2};
+		}
+		assert_true(acl_rules_merge("app", 3, NULL, 0, many,
+		                            ACL_SETUSER_TOKENS_MAX, out,
+		                            sizeof out, err, sizeof err) > 0);
+		assert_int_equal(acl_rules_merge("app", 3, NULL, 0, many,
+		                                 ACL_SETUSER_TOKENS_MAX + 1,
+		                                 out, sizeof out, err,
+		                                 sizeof err),
+		                 -1);
+		assert_non_null(strstr(err, "at most"));
+	}
+	/* Too long for out. */
+	t[0] = (struct acl_token){"on", 2};
+	assert_int_equal(acl_rules_merge("app", 3, cur, strlen(cur), t, 1, out,
+	                                 4, err, sizeof err),
+	                 -1);
+
+	/* Hashed tokens. */
+	assert_int_equal(acl_token_hashed(">password", 9, h, sizeof h), 65);
+	assert_string_equal(h, "#5e884898da28047151d0e56f8dc6292773603d0d6aabb"
+	                       "dd62a11ef721d1542d8");
+	assert_int_equal(acl_token_hashed("<password", 9, h, sizeof h), 65);
+	assert_int_equal(h[0], '!');
+	assert_int_equal(acl_token_hashed("~a:*", 4, h, sizeof h), 4);
+	assert_string_equal(h, "~a:*");
+	assert_int_equal(acl_token_hashed("~a:*", 4, h, 4), -1);
+	user(&u, "on >password");
+	t[0] = (struct acl_token){h, 0};
+	assert_int_equal(acl_token_hashed("<password", 9, h, sizeof h), 65);
+	t[0].len = 65;
+	assert_true(acl_rules_merge("app", 3,
+	                            "on #5e884898da28047151d0e56f8dc6"
+	                            "292773603d0d6aabbdd62a11ef721d15"
+	                            "42d8",
+	                            68, t, 1, out, sizeof out, err,
+	                            sizeof err) > 0);
+	assert_string_equal(out, "on -@all");
+	assert_true(pass(&u, "password"));
+	acl_user_free(&u);
+}
+
 static void test_keys(void **state)
 {
 	struct acl_user u;
@@ -359,6 +525,8 @@ int main(void)
 	    cmocka_unit_test(test_new_user_has_nothing),
 	    cmocka_unit_test(test_passwords),
 	    cmocka_unit_test(test_categories_and_commands),
+	    cmocka_unit_test(test_flow_query),
+	    cmocka_unit_test(test_merge),
 	    cmocka_unit_test(test_keys),
 	    cmocka_unit_test(test_reset),
 	    cmocka_unit_test(test_bad_tokens),

@@ -73,6 +73,7 @@ static void test_security_options(void **state)
 	assert_int_equal(load(&c, plain, env, err), 0);
 	assert_true(c.native.protected_mode);
 	assert_int_equal(c.native.auth_timeout_ms, 10000);
+	assert_int_equal(c.native.auth_max_failures, 10);
 	assert_string_equal(c.admin_token_file, "");
 	const char *dev[] = {"lodestone", "--dev", NULL};
 	assert_int_equal(load(&c, dev, env, err), 0);
@@ -98,6 +99,36 @@ static void test_security_options(void **state)
 	assert_false(c.native.protected_mode);
 	assert_int_equal(c.native.auth_timeout_ms, 0);
 	const char *bad[] = {"lodestone", "--fsnp-auth-timeout-ms", "-1", NULL};
+	assert_int_not_equal(load(&c, bad, env, err), 0);
+	const char *fails[] = {"lodestone", "--auth-max-failures", "3", NULL};
+	assert_int_equal(load(&c, fails, env, err), 0);
+	assert_int_equal(c.native.auth_max_failures, 3);
+	const char *unlimited[] = {"lodestone", "--auth-max-failures=0", NULL};
+	assert_int_equal(load(&c, unlimited, env, err), 0);
+	assert_int_equal(c.native.auth_max_failures, 0);
+	const char *badf[] = {"lodestone", "--auth-max-failures", "x", NULL};
+	assert_int_not_equal(load(&c, badf, env, err), 0);
+}
+
+static void test_flow_scheduler(void **state)
+{
+	struct node_config c;
+	char err[512];
+	const char *env[] = {NULL};
+	(void)state;
+	const char *plain[] = {"lodestone", NULL};
+	assert_int_equal(load(&c, plain, env, err), 0);
+	assert_true(c.flow_scheduler);
+	const char *off[] = {"lodestone", "--flow-scheduler", "off", NULL};
+	assert_int_equal(load(&c, off, env, err), 0);
+	assert_false(c.flow_scheduler);
+	const char *on[] = {"lodestone", "--flow-scheduler", "on", NULL};
+	assert_int_equal(load(&c, on, env, err), 0);
+	assert_true(c.flow_scheduler);
+	const char *envs[] = {"LODESTONE_FLOW_SCHEDULER=off", NULL};
+	assert_int_equal(load(&c, plain, envs, err), 0);
+	assert_false(c.flow_scheduler);
+	const char *bad[] = {"lodestone", "--flow-scheduler=sometimes", NULL};
 	assert_int_not_equal(load(&c, bad, env, err), 0);
 }
 
@@ -265,6 +296,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_dev_defaults),
 	    cmocka_unit_test(test_security_options),
+	    cmocka_unit_test(test_flow_scheduler),
 	    cmocka_unit_test(test_precedence),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_peers),

@@ -54,6 +54,10 @@ int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_flow_schedule_main(const struct lodectl_global *g, int argc,
                                char **argv);
 void lodectl_flow_schedule_usage(FILE *f);
+/* `lodectl flow governance ...` (client/lodectl_flow_gov.c). */
+int lodectl_flow_governance_main(const struct lodectl_global *g, int argc,
+                                 char **argv);
+void lodectl_flow_governance_usage(FILE *f);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);

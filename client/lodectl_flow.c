@@ -32,7 +32,9 @@ static void flow_usage(FILE *f)
 	        "  cancel ID FENCING [--lease-token T] [--reason TEXT]\n"
 	        "  extend ID LEASE_TOKEN FENCING [--lease-ms N]\n"
 	        "  history ID [--count N] [--rev]\n"
-	        "  schedule SUBCOMMAND ...  (lodectl flow schedule help)\n\n"
+	        "  schedule SUBCOMMAND ...  (lodectl flow schedule help)\n"
+	        "  governance OBJECT VERB ...  (lodectl flow governance "
+	        "help)\n\n"
 	        "Every subcommand takes --pk PARTITION_KEY (a flow created "
 	        "with one is\naddressed with it) and --now MS.\n");
 }
@@ -278,6 +280,9 @@ int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv)
 	}
 	if (strcmp(argv[1], "schedule") == 0) {
 		return lodectl_flow_schedule_main(g, argc - 1, argv + 1);
+	}
+	if (strcmp(argv[1], "governance") == 0) {
+		return lodectl_flow_governance_main(g, argc - 1, argv + 1);
 	}
 	for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
 		if (strcmp(argv[1], subs[k].name) == 0) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow/flow_gov.h"
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
 #include "flow/flow_schedule.h"
@@ -63,7 +64,7 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_SCHEDULE_RESUME:
 		return true;
 	default:
-		return false;
+		return flow_gov_opcode(opcode);
 	}
 }
 
@@ -82,7 +83,7 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_SCHEDULE_LIST:
 		return true;
 	default:
-		return false;
+		return flow_gov_is_read(opcode);
 	}
 }
 
@@ -183,6 +184,10 @@ void flow_cmd_partition(const struct flow_req *req, uint64_t seed, char *buf,
 
 	*part = NULL;
 	*len = 0;
+	if (flow_gov_opcode(req->opcode)) {
+		flow_gov_partition(req, buf, part, len);
+		return;
+	}
 	switch (req->opcode) {
 	case FSNP_OP_FLOW_CLAIM_DUE:
 	case FSNP_OP_FLOW_RECLAIM:
@@ -288,6 +293,10 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR native unsupported flow opcode");
 		return 0;
+	}
+	if (flow_gov_opcode(c.opcode)) {
+		return flow_gov_apply(tx, c.opcode, c.body, c.body_len,
+		                      c.max_clock_skew_ms, c.seed, res);
 	}
 	if (flow_body_decode_bytes(c.opcode, c.body, c.body_len, &req, &err) !=
 	    0) {

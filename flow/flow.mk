@@ -12,6 +12,10 @@ flow_libflow_a_SOURCES = \
 	flow/flow_stats.c flow/flow_stats.h \
 	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h \
+	flow/flow_gov.c flow/flow_gov.h flow/flow_gov_internal.h \
+	flow/flow_gov_body.c flow/flow_gov_body.h \
+	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \
+	flow/flow_gov_approval.c \
 	flow/fql_error.c flow/fql_error.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \
@@ -48,6 +52,13 @@ tests_fuzz_fuzz_flow_body_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_body_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_body
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_gov_body
+tests_fuzz_fuzz_flow_gov_body_SOURCES = tests/fuzz/fuzz_flow_gov_body.c
+tests_fuzz_fuzz_flow_gov_body_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_gov_body_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_gov_body
 
 UNIT_TESTS += tests/unit/test_flow_body
 tests_unit_test_flow_body_SOURCES = tests/unit/test_flow_body.c \
@@ -103,3 +114,8 @@ tests_fuzz_fuzz_flow_schedule_LDADD = flow/libflow.a store/libstore.a \
 	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_flow_schedule_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_schedule
+
+UNIT_TESTS += tests/unit/test_flow_gov
+tests_unit_test_flow_gov_SOURCES = tests/unit/test_flow_gov.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_gov_LDADD = $(FLOW_TEST_LDADD)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "flow/flow_gov_body.h"
 #include "wire/fsnp_opcode.h"
 
 enum ftype {
@@ -109,6 +110,7 @@ static const struct {
     [FF_CONSISTENT_PROJECTION] = {"consistent_projection", 21, FT_BOOL},
     [FF_INDEXED_ATTRIBUTES] = {"indexed_attributes", 18, FT_LIST},
     [FF_INDEXED_STATE_META] = {"indexed_state_meta", 18, FT_TEXT},
+    [FF_SCOPE] = {"scope", 5, FT_TEXT},
 };
 
 /* The reference's option allow-list (sorted). */
@@ -614,6 +616,13 @@ int flow_body_decode(uint16_t opcode, const struct fsnp_val *body,
 		}
 	}
 	(void)has_opts;
+	if (flow_gov_opcode(opcode)) {
+		/* After the allow-list: the governance fields and errors. */
+		struct gov_req g;
+		if (flow_gov_body_decode(opcode, body, &g, err) != 0) {
+			return -1;
+		}
+	}
 	return finish(positional_of(opcode), req, err);
 }
 

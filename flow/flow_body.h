@@ -121,6 +121,7 @@ enum flow_field {
 	FF_CONSISTENT_PROJECTION,
 	FF_INDEXED_ATTRIBUTES,
 	FF_INDEXED_STATE_META,
+	FF_SCOPE, /* governance: budgets, circuits, limits */
 	FF_COUNT_FIELDS
 };
 

@@ -61,11 +61,13 @@ enum key_type {
 	K_FLOW_SCHED = 0x48,     /* part + id: schedule record */
 	K_FLOW_SCHED_DUE = 0x49, /* u64 next run + part + id: empty (active) */
 	K_FLOW_SCHED_OUT = 0x4A, /* part + id + u64 due: target to create */
-	K_FLOW_IX = 0x4B,        /* part + u8 index kind + ...: secondary
-	                          * indexes (flow/flow_index.h): u64 version */
-	K_FLOW_COUNT = 0x4C,     /* type + part + state: u64 flows */
-	K_FLOW_ACOUNT = 0x4D,    /* type + part + state + attribute name + u8 0
-	                          * (flows with it) | 1 + value: u64 flows */
+	/* Flow governance (flow/flow_gov_internal.h). */
+	K_FLOW_GOV = 0x4B,    /* u8 kind + parts: governance records */
+	K_FLOW_IX = 0x4C,     /* part + u8 index kind + ...: secondary
+	                       * indexes (flow/flow_index.h): u64 version */
+	K_FLOW_COUNT = 0x4D,  /* type + part + state: u64 flows */
+	K_FLOW_ACOUNT = 0x4E, /* type + part + state + attribute name + u8 0
+	                       * (flows with it) | 1 + value: u64 flows */
 };
 
 /* Kinds of expiry index entries. */

@@ -115,6 +115,11 @@ tests_integration_test_flow_schedule_SOURCES = \
 	tests/integration/test_flow_schedule.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_schedule_LDADD = $(FSNP_ITEST_LDADD)
 
+INTEGRATION_TESTS += tests/integration/test_flow_gov
+tests_integration_test_flow_gov_SOURCES = \
+	tests/integration/test_flow_gov.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_gov_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_fsnp_cluster
 tests_integration_test_fsnp_cluster_SOURCES = \
 	tests/integration/test_fsnp_cluster.c $(FSNP_ITEST_SOURCES)

@@ -35,6 +35,7 @@
 #include "flow/flow.h"
 #include "flow/flow_index.h"
 #include "flow/flow_stats.h"
+#include "flow/flow_gov.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/flow_route.h"
@@ -50,8 +51,12 @@ enum flow_kind {
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
-	FK_STATS, /* one group or every group; answers merged by flow/ */
 	FK_SLIST, /* FLOW.SCHEDULE.LIST: every group, lists merged */
+	/* a governance listing: every group, lists merged */
+	FK_GOV,
+	/* EFFECT.RESERVE step 1: the named circuit's group */
+	FK_CIRCUIT,
+	FK_STATS, /* one group or every group; answers merged by flow/ */
 };
 
 struct fsnp_flow {
@@ -84,6 +89,8 @@ struct fsnp_flow {
 static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
+static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                            size_t len);
 
 void fsnp_flow_free(struct fsnp_req *r)
 {
@@ -157,6 +164,14 @@ static void reply_result(struct fsnp_req *r, int status, uint32_t group,
 		wbuf_reset(&r->reply);
 		r->custom = false;
 		wbuf_put_u16(&r->reply, FSNP_STATUS_OK);
+		wbuf_append(&r->reply, res + 2, len - 2);
+		return;
+	}
+	if (len > 2 && res[2] == FSNP_MAP) {
+		/* A governance denial: the map is the error value. */
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_put_u16(&r->reply, FSNP_STATUS_ERROR);
 		wbuf_append(&r->reply, res + 2, len - 2);
 		return;
 	}
@@ -487,6 +502,54 @@ static void merge_all(struct fsnp_req *r)
 	reply_result(r, SHARDS_OK, 1, f->res[0].data, f->res[0].len);
 }
 
+/* A governance listing asked of every group: lists concatenated up to
+ * the request's limit, overview counts summed (flow_gov_merge). */
+static void merge_gov(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *vals = calloc(f->n_res, sizeof *vals);
+	struct fsnp_val body;
+	struct gov_req q;
+	struct flow_err err;
+	struct fsnp_writer w;
+	if (vals == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &vals[i])) {
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
+			goto out;
+		}
+	}
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    flow_gov_body_decode(f->opcode, &body, &q, &err) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR, "ERR flow listing failed");
+		goto out;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_gov_merge(f->opcode, &q, vals, f->n_res, &w) != 0 ||
+	    fsnp_w_finish(&w) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR flow listing could not be merged");
+	}
+out:
+	free(vals);
+}
+
+static void merge_slist(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	fsnp_flow_sched_list_merge(r, f->body, f->len, f->res, r->plan.parts,
+	                           f->n_res);
+}
+
 /* STATS / ATTRIBUTES / ATTRIBUTE_VALUES: flow/ combines the answers. */
 static void merge_stats(struct fsnp_req *r)
 {
@@ -525,13 +588,6 @@ static void merge_stats(struct fsnp_req *r)
 out:
 	free(req);
 	free(vals);
-}
-
-static void merge_slist(struct fsnp_req *r)
-{
-	struct fsnp_flow *f = r->flow;
-	fsnp_flow_sched_list_merge(r, f->body, f->len, f->res, r->plan.parts,
-	                           f->n_res);
 }
 
 static void merge_mget(struct fsnp_req *r)
@@ -688,6 +744,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		claim_done(r, status, result, len);
 		return;
+	case FK_CIRCUIT:
+		r->pending = 0;
+		circuit_checked(r, status, result, len);
+		return;
 	default:
 		break;
 	}
@@ -709,6 +769,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_mget(r);
 	} else if (f->kind == FK_STATS) {
 		merge_stats(r);
+	} else if (f->kind == FK_GOV) {
+		merge_gov(r);
 	} else if (f->kind == FK_SLIST) {
 		merge_slist(r);
 	} else if (f->kind == FK_SPLIT) {
@@ -782,6 +844,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 			merge_mget(r);
 		} else if (f->kind == FK_STATS) {
 			merge_stats(r);
+		} else if (f->kind == FK_GOV) {
+			merge_gov(r);
 		} else if (f->kind == FK_SLIST) {
 			merge_slist(r);
 		} else if (f->kind == FK_SPLIT) {
@@ -1032,6 +1096,12 @@ static bool flow_acl_one(struct fsnp_req *r, const char *name, bool read,
 		return fsnp_acl_check_flow(r, name, strlen(name), read,
 		                           id->t.ptr, id->t.len, NULL, 0);
 	}
+	if (req->f[FF_SCOPE].set && req->f[FF_SCOPE].t.len > 0) {
+		/* Governance scopes route (and are checked) as partitions. */
+		return fsnp_acl_check_flow(r, name, strlen(name), read, NULL, 0,
+		                           req->f[FF_SCOPE].t.ptr,
+		                           req->f[FF_SCOPE].t.len);
+	}
 	return fsnp_acl_check_flow(r, name, strlen(name), read, NULL, 0,
 	                           (const uint8_t *)"*", 1);
 }
@@ -1066,6 +1136,131 @@ static bool flow_acl(struct fsnp_req *r, uint16_t opcode,
 		}
 	}
 	return true;
+}
+
+/* EFFECT.RESERVE naming a circuit (governance_scope) that lives in
+ * another group than the flow: a two-step protocol (docs/flow.md
+ * "Governance"). Step 1 reads the circuit on its group's leader; an open
+ * circuit answers GOVERNANCE_CIRCUIT_OPEN and nothing is written, an
+ * unreachable one GOVERNANCE_UNAVAILABLE. Step 2 proposes the reservation
+ * to the flow's group. Returns whether step 1 was started. */
+static bool circuit_step(struct fsnp_req *r, uint32_t flow_group)
+{
+	struct fsnp_flow *f = r->flow;
+	const struct gov_opt *scope;
+	struct fsnp_val body;
+	struct gov_req q;
+	struct flow_err err;
+	struct fsnp_writer w;
+	struct wbuf b;
+	uint32_t g;
+	int rv;
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    flow_gov_body_decode(f->opcode, &body, &q, &err) != 0 ||
+	    !q.f[GF_GOVERNANCE_SCOPE].set) {
+		return false;
+	}
+	scope = &q.f[GF_GOVERNANCE_SCOPE];
+	g = shards_group_of_slot(r->srv->shards,
+	                         flow_route_slot(scope->t.ptr, scope->t.len));
+	if (g == flow_group) {
+		return false; /* checked in the reservation's own apply */
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, scope->t.ptr, scope->t.len);
+	fsnp_w_map_end(&w);
+	f->kind = FK_CIRCUIT;
+	f->fixed_group = flow_group;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	f->opcode = FSNP_OP_FLOW_CIRCUIT_GET;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(r, &r->plan.one, g, b.data, b.len)
+	         : -1;
+	f->opcode = FSNP_OP_FLOW_EFFECT_RESERVE;
+	wbuf_free(&b);
+	if (rv != 0) {
+		if (r->reply.len == 0) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		}
+		fsnp_exec_finish(r);
+		return true;
+	}
+	submit_one(r);
+	return true;
+}
+
+static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
+                       const char *msg, const struct fsnp_val *circuit)
+{
+	struct fsnp_writer w;
+	struct fsnp_val v;
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_ERROR);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "code");
+	fsnp_w_str(&w, code);
+	fsnp_w_key(&w, "message");
+	fsnp_w_str(&w, msg);
+	fsnp_w_key(&w, "reason");
+	fsnp_w_str(&w, reason);
+	fsnp_w_key(&w, "retryable");
+	fsnp_w_bool(&w, false);
+	fsnp_w_key(&w, "safe_to_retry");
+	fsnp_w_bool(&w, false);
+	if (circuit != NULL && fsnp_map_get(circuit, "scope", &v) == 0) {
+		int64_t at = 0, open_ms = 0, left;
+		fsnp_w_key(&w, "scope");
+		fsnp_w_val(&w, &v);
+		fsnp_map_i64(circuit, "opened_at_ms", &at);
+		fsnp_map_i64(circuit, "open_ms", &open_ms);
+		left = at + open_ms - (int64_t)fsnp_now_ms(r->srv);
+		fsnp_w_key(&w, "retry_after_ms");
+		fsnp_w_i64(&w, left > 0 ? left : 0);
+		fsnp_w_key(&w, "policy");
+		fsnp_w_str(&w, "circuit");
+	}
+	fsnp_w_map_end(&w);
+	fsnp_w_finish(&w);
+}
+
+/* Step 1's answer: refuse, or propose the reservation (step 2). */
+static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                            size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v;
+	if (!result_ok(status, res, len, &v)) {
+		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
+		           "governance_unavailable",
+		           "the circuit named by governance_scope could not be "
+		           "read; nothing was reserved",
+		           NULL);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (v.tag == FSNP_MAP) {
+		struct fsnp_bytes st;
+		if (fsnp_map_bin(&v, "status", &st) == 0 &&
+		    fsnp_bytes_eq(st, "open")) {
+			gov_denial(r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open",
+			           "circuit is open for scope", &v);
+			fsnp_exec_finish(r);
+			return;
+		}
+	}
+	f->kind = FK_ONE;
+	if (part_encode(r, &r->plan.one, f->fixed_group, f->body, f->len) !=
+	    0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	submit_one(r);
 }
 
 void fsnp_flow_start(struct fsnp_req *r)
@@ -1141,6 +1336,14 @@ void fsnp_flow_start(struct fsnp_req *r)
 			goto out;
 		}
 		break;
+	case FSNP_OP_FLOW_SCHEDULE_FIRE:
+	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
+		fsnp_flow_sched_fire(r, opcode, f->body, f->len);
+		goto out;
+	case FSNP_OP_FLOW_SCHEDULE_LIST:
+		f->kind = FK_SLIST;
+		start_all(r);
+		goto out;
 	case FSNP_OP_FLOW_STATS:
 	case FSNP_OP_FLOW_ATTRIBUTES:
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
@@ -1155,20 +1358,20 @@ void fsnp_flow_start(struct fsnp_req *r)
 			run_parts(r, 1);
 		}
 		goto out;
-	case FSNP_OP_FLOW_SCHEDULE_FIRE:
-	case FSNP_OP_FLOW_SCHEDULE_FIRE_DUE:
-		fsnp_flow_sched_fire(r, opcode, f->body, f->len);
-		goto out;
-	case FSNP_OP_FLOW_SCHEDULE_LIST:
-		f->kind = FK_SLIST;
-		start_all(r);
-		goto out;
 	default:
 		if (is_many(opcode)) {
 			start_batch(r, req, group);
 			goto out;
 		}
+		if (plen == 0 && flow_gov_fans_out(opcode)) {
+			f->kind = FK_GOV;
+			start_all(r);
+			goto out;
+		}
 		break;
+	}
+	if (opcode == FSNP_OP_FLOW_EFFECT_RESERVE && circuit_step(r, group)) {
+		goto out;
 	}
 	f->kind = FK_ONE;
 	r->plan.parts = &r->plan.one;

@@ -3,10 +3,10 @@
  * advances the entry time, the rest is the body. A body the encoder takes
  * is applied as a command (twice in one entry) and, for reads, served;
  * apply must succeed whatever the body (errors are results with status 1
- * or 6 and an "ERR" message), every result must be well formed, and
- * replaying the entry must answer nothing. State accumulates over the run
- * in one database (in $TMPDIR, removed at exit), so later inputs meet the
- * flows earlier ones created. */
+ * or 6 and an "ERR" message, or governance denial maps), every result must be
+ * well formed, and replaying the entry must answer nothing. State accumulates
+ * over the run in one database (in $TMPDIR, removed at exit), so later inputs
+ * meet the flows earlier ones created. */
 #include <rocksdb/c.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +56,30 @@ static void check_result(const struct fsm_result *r)
 	struct store_result res;
 	struct store_value v;
 
+	if (store_result_open(r->data, r->len, &res) != 0) {
+		abort();
+	}
+	if (res.status == STORE_ERR && store_result_next(&res, &v) &&
+	    v.tag == STORE_T_MAP) {
+		/* A governance denial: {code: "GOVERNANCE_...", ...}. */
+		bool code = false;
+		for (uint32_t i = 0; i < v.n; i++) {
+			struct store_value k, x;
+			if (!store_result_next_key(&res, &k) ||
+			    !store_result_next(&res, &x)) {
+				abort();
+			}
+			if (k.len == 4 && memcmp(k.p, "code", 4) == 0) {
+				code = x.tag == STORE_T_BYTES && x.len > 11 &&
+				       memcmp(x.p, "GOVERNANCE_", 11) == 0;
+			}
+			store_result_skip(&res, &x);
+		}
+		if (!code) {
+			abort();
+		}
+		return;
+	}
 	if (store_result_open(r->data, r->len, &res) != 0) {
 		abort();
 	}

@@ -1,0 +1,55 @@
+/* FerricFlow governance (reference/flow.md 6.3, 6.4; docs/flow.md
+ * "Governance"): effects, approvals, circuits, budgets, limits and the
+ * decision ledger, as records of the same store extension as flows
+ * (flow/flow.h). flow.c hands every governance opcode here: routing,
+ * the apply, and merging the per-group answers of the listing opcodes.
+ *
+ * Routing: effects and GOVERNANCE.LEDGER live with their flow (id and
+ * partition_key as any id command); approvals by the approval id's auto
+ * partition; circuits, budgets and limits by their scope, hashed as an
+ * explicit partition key. APPROVAL.LIST, GOVERNANCE.OVERVIEW and
+ * BUDGET/LIMIT.LIST without a scope ask every group and are merged with
+ * flow_gov_merge(). */
+#ifndef LS_FLOW_FLOW_GOV_H
+#define LS_FLOW_FLOW_GOV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flow/flow_body.h"
+#include "flow/flow_gov_body.h"
+#include "store/buf.h"
+#include "wire/fsnp_value.h"
+
+struct tx;
+
+/* Read-only governance opcodes (served by store_read). */
+bool flow_gov_is_read(uint16_t opcode);
+
+/* Whether the opcode asks every group when it names no scope. */
+bool flow_gov_fans_out(uint16_t opcode);
+
+/* The partition of a governance request (see above); *len 0 = every
+ * group. `buf` holds FLOW_AUTO_PARTITION_MAX bytes. */
+void flow_gov_partition(const struct flow_req *req, char *buf,
+                        const uint8_t **part, size_t *len);
+
+/* Applies (or serves) one governance command: `body` is the FSNP body,
+ * `skew` the allowed client clock skew, `seed` the proposer's randomness.
+ * Writes the store result into `res`: STORE_OK with the reply value, or
+ * STORE_ERR / STORE_BAD_COMMAND with a text, or STORE_ERR with a denial
+ * map ({code, message, reason, ...}). Returns 0 (writes stand only on
+ * success), STORE_EXT_KEEP (an error whose writes stand: a denial's
+ * ledger event, an approval that expired), or -1 on an I/O failure. */
+int flow_gov_apply(struct tx *tx, uint16_t opcode, const uint8_t *body,
+                   size_t len, uint64_t skew, uint64_t seed, struct sbuf *res);
+
+/* Merges the replies of every group for a fanned-out listing opcode
+ * (values[i], n of them) into one reply written to `w`, honouring the
+ * request's `limit`. 0, or -1 when a value is not of the expected shape. */
+int flow_gov_merge(uint16_t opcode, const struct gov_req *req,
+                   const struct fsnp_val *values, size_t n,
+                   struct fsnp_writer *w);
+
+#endif

@@ -1,0 +1,532 @@
+/* Governance limits (reference/flow.md 6.3, 6.4).
+ *
+ * A limit is an owner record per scope holding `free` credits and one
+ * lease per shard id: LEASE moves credits from free to the lease's
+ * `available`, SPEND from available to `in_use` (one reservation id per
+ * credit, generated from the command's seed, kept as a credit record
+ * naming the lease's epoch), RELEASE back to free. A lease past its
+ * expires_at_ms is dropped, with its credits, by the next command (reads
+ * show the owner as it would be); a credit of a dropped lease no longer
+ * counts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flow/flow_gov_internal.h"
+#include "store/ext.h"
+
+#define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
+#define LIMIT_LEASES_MAX 1024
+
+struct lease {
+	int64_t shard_id, epoch, expires_at_ms, available, in_use,
+	    pending_reclaim, last_spend_at_ms;
+};
+
+struct owner {
+	bool exists;
+	struct fsnp_bytes scope;
+	int64_t limit, free, config_version, epoch, updated_at_ms;
+	bool has_config;
+	struct lease *leases;
+	size_t n;
+};
+
+static void owner_free(struct owner *o)
+{
+	free(o->leases);
+	o->leases = NULL;
+	o->n = 0;
+}
+
+static int owner_load(struct gctx *g, struct fsnp_bytes scope, struct owner *o)
+{
+	struct fsnp_val m, ls, l;
+	struct fsnp_iter it;
+	int rv;
+
+	memset(o, 0, sizeof *o);
+	gov_key(g, GK_LIMIT, &scope, 1);
+	rv = gov_load(g, &m);
+	if (rv != 1) {
+		return rv;
+	}
+	o->exists = true;
+	o->scope = gov_mt(&m, "scope");
+	o->limit = gov_mi(&m, "limit", 0);
+	o->free = gov_mi(&m, "free", 0);
+	o->has_config = gov_mhas(&m, "config_version");
+	o->config_version = gov_mi(&m, "config_version", 0);
+	o->epoch = gov_mi(&m, "epoch", 0);
+	o->updated_at_ms = gov_mi(&m, "updated_at_ms", 0);
+	if (fsnp_map_get(&m, "leases", &ls) == 0 && ls.tag == FSNP_MAP &&
+	    ls.as.count > 0) {
+		o->leases = calloc(ls.as.count, sizeof *o->leases);
+		if (o->leases == NULL) {
+			abort();
+		}
+		fsnp_iter_init(&it, &ls);
+		while (fsnp_iter_next(&it, NULL, &l) && o->n < ls.as.count) {
+			struct lease *x = &o->leases[o->n++];
+			x->shard_id = gov_mi(&l, "shard_id", 0);
+			x->epoch = gov_mi(&l, "epoch", 0);
+			x->expires_at_ms = gov_mi(&l, "expires_at_ms", 0);
+			x->available = gov_mi(&l, "available", 0);
+			x->in_use = gov_mi(&l, "in_use", 0);
+			x->pending_reclaim = gov_mi(&l, "pending_reclaim", 0);
+			x->last_spend_at_ms = gov_mi(&l, "last_spend_at_ms", 0);
+		}
+	}
+	return 1;
+}
+
+static void lease_write(struct fsnp_writer *w, const struct lease *x)
+{
+	fsnp_w_map_begin(w);
+	gov_wi(w, "shard_id", x->shard_id);
+	gov_wi(w, "epoch", x->epoch);
+	gov_wi(w, "expires_at_ms", x->expires_at_ms);
+	gov_wi(w, "available", x->available);
+	gov_wi(w, "in_use", x->in_use);
+	gov_wi(w, "pending_reclaim", x->pending_reclaim);
+	fsnp_w_key(w, "drain_rate");
+	fsnp_w_f64(w, 0.0);
+	gov_wi(w, "last_spend_at_ms", x->last_spend_at_ms);
+	fsnp_w_map_end(w);
+}
+
+static void owner_write(struct fsnp_writer *w, const struct owner *o)
+{
+	fsnp_w_map_begin(w);
+	gov_wt(w, "scope", o->scope);
+	gov_wi(w, "limit", o->limit);
+	gov_wi(w, "free", o->free);
+	fsnp_w_key(w, "config_version");
+	if (o->has_config) {
+		fsnp_w_i64(w, o->config_version);
+	} else {
+		fsnp_w_nil(w);
+	}
+	gov_wi(w, "epoch", o->epoch);
+	fsnp_w_key(w, "leases");
+	fsnp_w_map_begin(w);
+	for (size_t i = 0; i < o->n; i++) {
+		char k[24];
+		snprintf(k, sizeof k, "%lld", (long long)o->leases[i].shard_id);
+		fsnp_w_key(w, k);
+		lease_write(w, &o->leases[i]);
+	}
+	fsnp_w_map_end(w);
+	fsnp_w_key(w, "policy_version_hash");
+	fsnp_w_nil(w);
+	gov_wi(w, "updated_at_ms", o->updated_at_ms);
+	fsnp_w_map_end(w);
+}
+
+static void owner_save(struct gctx *g, const struct owner *o)
+{
+	struct wbuf buf;
+	struct fsnp_writer w;
+
+	wbuf_init(&buf);
+	fsnp_w_init(&w, &buf);
+	owner_write(&w, o);
+	gov_key(g, GK_LIMIT, &o->scope, 1);
+	fsnp_w_finish(&w);
+	gov_store(g, &buf);
+}
+
+/* Drops leases with expires_at_ms <= now; their credits go back. */
+static void owner_expire(struct owner *o, uint64_t now)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < o->n; i++) {
+		struct lease *x = &o->leases[i];
+		if (x->expires_at_ms <= (int64_t)now) {
+			o->free += x->available + x->in_use;
+			continue;
+		}
+		o->leases[j++] = *x;
+	}
+	o->n = j;
+	if (o->free > o->limit) {
+		o->free = o->limit;
+	}
+}
+
+static struct lease *owner_lease(struct owner *o, int64_t shard)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		if (o->leases[i].shard_id == shard) {
+			return &o->leases[i];
+		}
+	}
+	return NULL;
+}
+
+static int limit_event(struct gctx *g, const struct owner *o, const char *kind,
+                       int64_t amount, const char *code)
+{
+	struct gov_event e = {
+	    .kind = kind,
+	    .flow_id = o->scope,
+	    .amount = amount,
+	    .has_amount = true,
+	    .policy = fb("limit"),
+	};
+	if (code != NULL) {
+		e.code = fb(code);
+	}
+	return gov_ledger(g, o->scope, o->scope, &e);
+}
+
+static int limit_deny(struct gctx *g, const struct owner *o, int64_t amount,
+                      int64_t free_now)
+{
+	struct fsnp_writer *d;
+	char msg[160];
+
+	snprintf(msg, sizeof msg,
+	         "limit exhausted for scope: requested %lld, free %lld of %lld",
+	         (long long)amount, (long long)free_now, (long long)o->limit);
+	d = gov_deny(g, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted", msg);
+	gov_wt(d, "scope", o->scope);
+	gov_wi(d, "requested", amount);
+	gov_wi(d, "free", free_now);
+	gov_wi(d, "limit", o->limit);
+	fsnp_w_key(d, "policy");
+	fsnp_w_str(d, "limit");
+	gov_deny_end(g);
+	owner_save(g, o);
+	if (limit_event(g, o, "limit_exceeded", amount,
+	                "GOVERNANCE_LIMIT_EXCEEDED") != 0) {
+		return -1;
+	}
+	return GOV_KEEP;
+}
+
+static int check_amount(struct gctx *g, struct flow_err *err)
+{
+	if (GO(g, GF_AMOUNT)->i > 1000) {
+		return E1("ERR flow limit amount must be between 1 and 1000");
+	}
+	return 0;
+}
+
+int gov_limit_lease(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	int64_t shard = GO(g, GF_SHARD_ID)->i;
+	int64_t amount = GO(g, GF_AMOUNT)->i;
+	const struct gov_opt *lim = GO(g, GF_LIMIT);
+	const struct gov_opt *cv = GO(g, GF_CONFIG_VERSION);
+	struct owner o;
+	struct lease *x;
+	uint64_t now;
+	int64_t grant;
+	int rv = GOV_ERR;
+
+	if (check_amount(g, err) != 0) {
+		return GOV_ERR;
+	}
+	if (shard >= LIMIT_LEASES_MAX) {
+		return E1("ERR flow limit shard_id must be below %d",
+		          LIMIT_LEASES_MAX);
+	}
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		if (lim == NULL) {
+			rv = E1("ERR flow limit limit is required");
+			goto out;
+		}
+		o.exists = true;
+		o.scope = scope;
+		o.limit = lim->i;
+		o.free = lim->i;
+		o.has_config = cv != NULL;
+		o.config_version = cv != NULL ? cv->i : 0;
+		o.updated_at_ms = (int64_t)g->c->now;
+	} else if (cv != NULL && (!o.has_config || cv->i != o.config_version)) {
+		/* A new configuration version re-sizes the owner. */
+		if (o.has_config && cv->i < o.config_version) {
+			rv = E1("ERR flow limit config_version conflict");
+			goto out;
+		}
+		if (lim == NULL) {
+			rv = E1("ERR flow limit limit is required with "
+			        "configuration version");
+			goto out;
+		}
+		o.free += lim->i - o.limit;
+		if (o.free < 0) {
+			o.free = 0;
+		}
+		o.limit = lim->i;
+		o.has_config = true;
+		o.config_version = cv->i;
+	}
+	if (gov_time(g, o.updated_at_ms, "limit", "updated_at_ms", &now, err) !=
+	    0) {
+		goto out;
+	}
+	owner_expire(&o, now);
+	o.updated_at_ms = (int64_t)now;
+	if (o.free <= 0) {
+		rv = limit_deny(g, &o, amount, 0);
+		goto out;
+	}
+	grant = amount < o.free ? amount : o.free;
+	x = owner_lease(&o, shard);
+	if (x == NULL) {
+		struct lease *nl = realloc(o.leases, (o.n + 1) * sizeof *nl);
+		if (nl == NULL) {
+			abort();
+		}
+		o.leases = nl;
+		x = &o.leases[o.n++];
+		memset(x, 0, sizeof *x);
+		x->shard_id = shard;
+		x->epoch = ++o.epoch;
+	}
+	x->available += grant;
+	x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	o.free -= grant;
+	owner_save(g, &o);
+	if (limit_event(g, &o, "limit_leased", grant, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	fsnp_w_map_begin(g->w);
+	fsnp_w_key(g->w, "owner");
+	owner_write(g->w, &o);
+	fsnp_w_key(g->w, "lease");
+	lease_write(g->w, x);
+	fsnp_w_map_end(g->w);
+	rv = 0;
+out:
+	owner_free(&o);
+	return rv;
+}
+
+int gov_limit_spend(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	int64_t shard = GO(g, GF_SHARD_ID)->i;
+	int64_t amount = GO(g, GF_AMOUNT)->i;
+	struct owner o;
+	struct lease *x;
+	uint64_t now;
+	int rv = GOV_ERR;
+
+	if (GO(g, GF_RESERVATION_IDS) != NULL) {
+		return E1(
+		    "ERR flow limit reservation_ids cannot be supplied for "
+		    "spend");
+	}
+	if (check_amount(g, err) != 0) {
+		return GOV_ERR;
+	}
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		rv = E1("ERR flow limit not found");
+		goto out;
+	}
+	if (gov_time(g, o.updated_at_ms, "limit", "updated_at_ms", &now, err) !=
+	    0) {
+		goto out;
+	}
+	owner_expire(&o, now);
+	o.updated_at_ms = (int64_t)now;
+	x = owner_lease(&o, shard);
+	if (x != NULL && (int64_t)now < x->last_spend_at_ms) {
+		rv =
+		    E1("ERR flow limit now_ms cannot precede last_spend_at_ms");
+		goto out;
+	}
+	if (x == NULL || x->available < amount) {
+		rv = limit_deny(g, &o, amount, x != NULL ? x->available : 0);
+		goto out;
+	}
+	x->available -= amount;
+	x->in_use += amount;
+	x->last_spend_at_ms = (int64_t)now;
+	if (GO(g, GF_TTL_MS) != NULL && GO(g, GF_TTL_MS)->i > 0) {
+		x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	}
+	owner_save(g, &o);
+	fsnp_w_map_begin(g->w);
+	fsnp_w_key(g->w, "owner");
+	owner_write(g->w, &o);
+	fsnp_w_key(g->w, "lease");
+	lease_write(g->w, x);
+	fsnp_w_key(g->w, "reservation_ids");
+	fsnp_w_array_begin(g->w);
+	for (int64_t i = 0; i < amount; i++) {
+		char id[23];
+		uint8_t v[16];
+		struct fsnp_bytes parts[2];
+		gov_gen_id(g, (uint64_t)i + 1, id);
+		parts[0] = scope;
+		parts[1] = (struct fsnp_bytes){(const uint8_t *)id, 22};
+		gov_key(g, GK_LIMIT_RES, parts, 2);
+		be_put64(v, (uint64_t)shard);
+		be_put64(v + 8, (uint64_t)x->epoch);
+		store_tx_put(g->c->tx, g->c->key.p, g->c->key.len, v, 16);
+		fsnp_w_bin(g->w, id, 22);
+	}
+	fsnp_w_array_end(g->w);
+	fsnp_w_map_end(g->w);
+	if (limit_event(g, &o, "limit_spent", amount, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	rv = 0;
+out:
+	owner_free(&o);
+	return rv;
+}
+
+int gov_limit_release(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	int64_t shard = GO(g, GF_SHARD_ID)->i;
+	const struct fsnp_val *ids = &GO(g, GF_RESERVATION_IDS)->v;
+	struct owner o;
+	struct fsnp_iter it, it2;
+	struct fsnp_val e, e2;
+	uint64_t now;
+	int64_t back = 0;
+	uint32_t i = 0;
+	int rv = GOV_ERR;
+
+	/* One unique, non-empty text id per credit. */
+	if (ids->as.count == 0 ||
+	    (GO(g, GF_AMOUNT) != NULL &&
+	     GO(g, GF_AMOUNT)->i != (int64_t)ids->as.count)) {
+		return E1("ERR flow limit reservation_ids must contain one "
+		          "unique id per credit");
+	}
+	fsnp_iter_init(&it, ids);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		uint32_t j = 0;
+		if (e.tag != FSNP_BIN || e.as.bin.len == 0) {
+			return E1("ERR flow limit reservation_ids must contain "
+			          "one unique id per credit");
+		}
+		fsnp_iter_init(&it2, ids);
+		while (j < i && fsnp_iter_next(&it2, NULL, &e2)) {
+			if (e2.tag == FSNP_BIN &&
+			    e2.as.bin.len == e.as.bin.len &&
+			    memcmp(e2.as.bin.ptr, e.as.bin.ptr, e.as.bin.len) ==
+			        0) {
+				return E1("ERR flow limit reservation_ids must "
+				          "contain one unique id per credit");
+			}
+			j++;
+		}
+		i++;
+	}
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		rv = E1("ERR flow limit not found");
+		goto out;
+	}
+	if (gov_time(g, o.updated_at_ms, "limit", "updated_at_ms", &now, err) !=
+	    0) {
+		goto out;
+	}
+	owner_expire(&o, now);
+	o.updated_at_ms = (int64_t)now;
+	fsnp_iter_init(&it, ids);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct fsnp_bytes parts[2] = {scope, e.as.bin};
+		struct sbuf v;
+		int got;
+		sbuf_init(&v);
+		gov_key(g, GK_LIMIT_RES, parts, 2);
+		got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+		if (got < 0) {
+			sbuf_free(&v);
+			rv = -1;
+			goto out;
+		}
+		if (got == 1) {
+			struct lease *x = NULL;
+			/* A credit counts only while its lease lives on. */
+			if (v.len == 16 && (int64_t)be_get64(v.p) == shard) {
+				x = owner_lease(&o, shard);
+			}
+			if (x != NULL &&
+			    x->epoch == (int64_t)be_get64(v.p + 8) &&
+			    x->in_use > 0) {
+				x->in_use--;
+				o.free++;
+				back++;
+			}
+			store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+		}
+		sbuf_free(&v);
+	}
+	owner_save(g, &o);
+	if (limit_event(g, &o, "limit_released", back, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_write(g->w, &o);
+	rv = 0;
+out:
+	owner_free(&o);
+	return rv;
+}
+
+int gov_limit_get(struct gctx *g, struct flow_err *err)
+{
+	struct owner o;
+
+	(void)err;
+	if (owner_load(g, GO(g, GF_SCOPE)->t, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		fsnp_w_nil(g->w);
+		return 0;
+	}
+	owner_expire(&o, g->c->now);
+	owner_write(g->w, &o);
+	owner_free(&o);
+	return 0;
+}
+
+static bool limit_item(struct gctx *g, const struct fsnp_val *m,
+                       struct fsnp_writer *w)
+{
+	struct owner o;
+	struct fsnp_bytes scope = gov_mt(m, "scope");
+
+	if (!gov_scope_match(g->q, scope) || owner_load(g, scope, &o) != 1) {
+		return false;
+	}
+	owner_expire(&o, g->c->now);
+	owner_write(w, &o);
+	owner_free(&o);
+	return true;
+}
+
+int gov_limit_list(struct gctx *g, struct fsnp_writer *w, int64_t limit,
+                   struct flow_err *err)
+{
+	(void)err;
+	fsnp_w_array_begin(w);
+	if (gov_scan(g, GK_LIMIT, limit_item, w, limit) != 0) {
+		return -1;
+	}
+	fsnp_w_array_end(w);
+	return 0;
+}

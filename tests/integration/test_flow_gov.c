@@ -1,0 +1,795 @@
+/* Integration: FerricFlow governance over FSNP on three real nodes (two
+ * shards), with the bodies exactly as reference/flow.md 6.4 lists them:
+ *  - a budget is never overspent: 50 reservers over six connections on
+ *    every node, the scope's leader killed half-way, retries with the
+ *    same reservation id; exactly floor(limit / amount) reservations
+ *    hold and `used` equals their sum;
+ *  - the budget's ledger lists every reservation decision in order;
+ *  - an effect confirmed twice is applied once (one ledger event);
+ *  - a stale fencing token (the flow was reclaimed) cannot confirm;
+ *  - an open circuit refuses reservations naming it, in the flow's shard
+ *    and (two-step protocol) in the other one;
+ *  - limits, approvals (listed across shards), circuits and the
+ *    overview; denial maps; bad bodies answered status 6;
+ *  - `lodectl flow governance` against the cluster. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/fsnp_test_client.h"
+#include "tests/integration/harness.h"
+#include "wire/flow_route.h"
+#include "wire/fsnp_opcode.h"
+
+#define NODES 3
+
+static struct harness_cluster cl;
+static char prefix[32];
+static bool killed[NODES];
+
+static struct ftc_msg call(struct ftc *c, uint16_t op, const char *fmt, ...)
+{
+	struct wbuf b;
+	struct ftc_msg m;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	assert_int_equal(ftc_call(c, 1, op, 0, &b, &m), 0);
+	wbuf_free(&b);
+	return m;
+}
+
+static void ok(const struct ftc_msg *m)
+{
+	if (m->status != 0) {
+		char msg[512];
+		ftc_error_text(m, msg, sizeof msg);
+		fail_msg("status %u: %s", m->status, msg);
+	}
+}
+
+static void err_is(struct ftc_msg m, unsigned status, const char *text)
+{
+	char msg[512];
+	ftc_error_text(&m, msg, sizeof msg);
+	if (m.status != status || strcmp(msg, text) != 0) {
+		fail_msg("got %u '%s', want %u '%s'", m.status, msg, status,
+		         text);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A denial: status 1 and a map with one "code" and this reason. */
+static void denial(const struct ftc_msg *m, const char *code,
+                   const char *reason)
+{
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+	int codes = 0;
+	assert_int_equal(m->status, 1);
+	assert_int_equal(m->value.tag, FSNP_MAP);
+	assert_true(ftc_map_str(&m->value, "code", code));
+	assert_true(ftc_map_str(&m->value, "reason", reason));
+	fsnp_iter_init(&it, &m->value);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		codes += fsnp_bytes_eq(k, "code");
+	}
+	assert_int_equal(codes, 1);
+}
+
+static void name(char *out, size_t cap, const char *what)
+{
+	snprintf(out, cap, "%s-%s", prefix, what);
+}
+
+/* Index of the node leading the group of partition `part` (-1 after
+ * 20 s). */
+static int leader_of(const char *part)
+{
+	char tag[FLOW_TAG_MAX], key[FLOW_TAG_MAX + 3];
+	flow_route_tag((const uint8_t *)part, strlen(part), tag);
+	snprintf(key, sizeof key, "{%s}", tag);
+	for (int tries = 0; tries < 200; tries++) {
+		struct ftc c;
+		struct ftc_msg m;
+		int found = -1;
+		unsigned via = 0;
+		while (killed[via]) {
+			via++;
+		}
+		assert_int_equal(ftc_connect(&c, cl.nodes[via].fsnp), 0);
+		m = call(&c, FSNP_OP_ROUTE, "key=s", key);
+		if (m.status == 0 &&
+		    !ftc_map_str(&m.value, "hint", "local_fallback")) {
+			int64_t p = ftc_map_int(&m.value, "native_port");
+			for (unsigned k = 0; k < NODES; k++) {
+				if (cl.nodes[k].fsnp == p) {
+					found = (int)k;
+				}
+			}
+		}
+		ftc_msg_free(&m);
+		ftc_close(&c);
+		if (found >= 0 && !killed[found]) {
+			return found;
+		}
+		harness_nap(100);
+	}
+	return -1;
+}
+
+/* One reserver's outcome: 1 reserved, 0 denied, -1 not known yet. */
+static int outcome(const struct ftc_msg *m)
+{
+	if (m->status == 0) {
+		return 1;
+	}
+	if (m->status == 1 && m->value.tag == FSNP_MAP &&
+	    ftc_map_str(&m->value, "code", "GOVERNANCE_BUDGET_EXHAUSTED")) {
+		return 0;
+	}
+	return -1;
+}
+
+#define RESERVERS 50
+#define AMOUNT 3
+#define LIMIT 100
+
+static void reserve_body(struct wbuf *b, const char *scope, int i)
+{
+	char rid[32];
+	snprintf(rid, sizeof rid, "res-%d", i);
+	ftc_body(b, "scope=s amount=i limit=i window_ms=i reservation_id=s",
+	         scope, (int64_t)AMOUNT, (int64_t)LIMIT, (int64_t)3600000, rid);
+}
+
+/* Sends reservers [from, to) pipelined over the live connections and
+ * records their outcomes. */
+static void reserve_wave(struct ftc *conns, unsigned nconn, const char *scope,
+                         int from, int to, int *out)
+{
+	uint64_t rids[RESERVERS];
+	int conn_of[RESERVERS];
+	unsigned live[2 * NODES], nlive = 0;
+	for (unsigned k = 0; k < nconn; k++) {
+		if (!killed[k % NODES]) {
+			live[nlive++] = k;
+		}
+	}
+	for (int i = from; i < to; i++) {
+		struct wbuf b;
+		conn_of[i] = (int)live[(unsigned)i % nlive];
+		reserve_body(&b, scope, i);
+		rids[i] = ftc_send(&conns[conn_of[i]], 1,
+		                   FSNP_OP_FLOW_BUDGET_RESERVE, 0, &b);
+		wbuf_free(&b);
+	}
+	for (int i = from; i < to; i++) {
+		struct ftc_msg m;
+		out[i] = -1;
+		if (ftc_recv(&conns[conn_of[i]], &m, 15000) != 0) {
+			continue;
+		}
+		/* Replies of one connection come back in request order. */
+		assert_int_equal(m.h.request_id, rids[i]);
+		out[i] = outcome(&m);
+		ftc_msg_free(&m);
+	}
+}
+
+static void test_budget_never_overspent(void **state)
+{
+	struct ftc conns[2 * NODES], c;
+	int out[RESERVERS];
+	char scope[64];
+	int leader, reserved = 0, denied = 0, live, retried = 0;
+	uint64_t t0 = harness_mono_ms();
+	uint64_t until;
+	struct ftc_msg m;
+	(void)state;
+	name(scope, sizeof scope, "budget");
+	leader = leader_of(scope);
+	assert_true(leader >= 0);
+	for (unsigned k = 0; k < 2 * NODES; k++) {
+		assert_int_equal(
+		    ftc_connect(&conns[k], cl.nodes[k % NODES].fsnp), 0);
+	}
+	reserve_wave(conns, 2 * NODES, scope, 0, RESERVERS / 2, out);
+	/* Kill the scope's leader; the rest go to the survivors. */
+	assert_int_equal(
+	    harness_node_signal(&cl, (unsigned)leader, SIGKILL, NULL), 0);
+	killed[leader] = true;
+	for (unsigned k = 0; k < 2 * NODES; k++) {
+		if (k % NODES == (unsigned)leader) {
+			ftc_close(&conns[k]);
+		}
+	}
+	reserve_wave(conns, 2 * NODES, scope, RESERVERS / 2, RESERVERS, out);
+	/* Unknown outcomes are retried with the same reservation id. */
+	live = (leader + 1) % NODES;
+	assert_int_equal(ftc_connect(&c, cl.nodes[live].fsnp), 0);
+	until = harness_mono_ms() + 25000;
+	for (int i = 0; i < RESERVERS; i++) {
+		retried += out[i] < 0;
+		while (out[i] < 0 && harness_mono_ms() < until) {
+			struct wbuf b;
+			reserve_body(&b, scope, i);
+			assert_int_equal(ftc_call(&c, 1,
+			                          FSNP_OP_FLOW_BUDGET_RESERVE,
+			                          0, &b, &m),
+			                 0);
+			wbuf_free(&b);
+			out[i] = outcome(&m);
+			ftc_msg_free(&m);
+			if (out[i] < 0) {
+				harness_nap(100);
+			}
+		}
+		assert_true(out[i] >= 0);
+		reserved += out[i] == 1;
+		denied += out[i] == 0;
+	}
+	/* Another node leads the scope's group now. */
+	assert_int_not_equal(leader_of(scope), leader);
+	assert_int_not_equal(leader_of(scope), -1);
+	print_message("budget: %d reserved, %d denied, %d retried after the "
+	              "leader kill, %llu ms\n",
+	              reserved, denied, retried,
+	              (unsigned long long)(harness_mono_ms() - t0));
+	assert_int_equal(reserved, LIMIT / AMOUNT);
+	assert_int_equal(denied, RESERVERS - LIMIT / AMOUNT);
+	m = call(&c, FSNP_OP_FLOW_BUDGET_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(ftc_map_int(&m.value, "used"), reserved * AMOUNT);
+	assert_true(ftc_map_int(&m.value, "used") <= LIMIT);
+	assert_int_equal(ftc_map_int(&m.value, "reservations_count"), reserved);
+	ftc_msg_free(&m);
+	/* A denial is the reference's map. */
+	{
+		struct wbuf b;
+		reserve_body(&b, scope, 1000);
+		assert_int_equal(
+		    ftc_call(&c, 1, FSNP_OP_FLOW_BUDGET_RESERVE, 0, &b, &m), 0);
+		wbuf_free(&b);
+		denial(&m, "GOVERNANCE_BUDGET_EXHAUSTED", "budget_exhausted");
+		assert_true(ftc_map_str(&m.value, "scope", scope));
+		assert_int_equal(ftc_map_int(&m.value, "requested"), AMOUNT);
+		assert_int_equal(ftc_map_int(&m.value, "used"), 99);
+		assert_int_equal(ftc_map_int(&m.value, "limit"), LIMIT);
+		assert_int_equal(ftc_map_int(&m.value, "window_ms"), 3600000);
+		assert_true(ftc_map_int(&m.value, "retry_after_ms") > 0);
+		ftc_msg_free(&m);
+	}
+	/* The ledger: one budget_reserved per reservation, in order. */
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER,
+	         "id=s partition_key=s limit=i", scope, scope, (int64_t)1000);
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	{
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		int n_res = 0, n_den = 0;
+		int64_t last_at = 0;
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			int64_t at = ftc_map_int(&e, "at_ms");
+			assert_true(at >= last_at);
+			last_at = at;
+			n_res += ftc_map_str(&e, "kind", "budget_reserved");
+			n_den += ftc_map_str(&e, "kind", "budget_exhausted");
+		}
+		assert_int_equal(n_res, reserved);
+		assert_true(n_den >= denied);
+	}
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	for (unsigned k = 0; k < 2 * NODES; k++) {
+		if (k % NODES != (unsigned)leader) {
+			ftc_close(&conns[k]);
+		}
+	}
+}
+
+/* A claimed flow on a live node: lease token and fencing token. */
+static void claim(struct ftc *c, const char *type, int64_t lease_ms,
+                  bool reclaim, char *token, int64_t *fencing)
+{
+	struct ftc_msg m;
+	struct fsnp_iter it;
+	struct fsnp_val j;
+	struct fsnp_bytes b;
+	uint64_t until = harness_mono_ms() + 10000;
+	for (;;) {
+		m = reclaim ? call(c, FSNP_OP_FLOW_RECLAIM,
+		                   "type=s worker=s lease_ms=i "
+		                   "reclaim_expired=b",
+		                   type, "w2", lease_ms, 1)
+		            : call(c, FSNP_OP_FLOW_CLAIM_DUE,
+		                   "type=s worker=s lease_ms=i", type, "w1",
+		                   lease_ms);
+		ok(&m);
+		if (m.value.tag == FSNP_ARRAY && m.value.as.count == 1) {
+			break;
+		}
+		ftc_msg_free(&m);
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &j));
+	assert_int_equal(fsnp_map_bin(&j, "lease_token", &b), 0);
+	memcpy(token, b.ptr, b.len);
+	token[b.len] = '\0';
+	*fencing = ftc_map_int(&j, "fencing_token");
+	ftc_msg_free(&m);
+}
+
+static int live_node(void)
+{
+	for (int i = 0; i < NODES; i++) {
+		if (!killed[i]) {
+			return i;
+		}
+	}
+	return 0;
+}
+
+static void test_effects(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char id[64], type[64], tok[128], tok2[128];
+	int64_t fen, fen2;
+	(void)state;
+	name(id, sizeof id, "pay");
+	name(type, sizeof type, "paytype");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	claim(&c, type, 400, false, tok, &fen);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	         "id=s effect_key=s effect_type=s lease_token=s "
+	         "fencing_token=i operation_digest=s idempotency_key=s",
+	         id, "charge-1", "charge", tok, fen, "sha256:aa", "idem-1");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "reserved"));
+	ftc_msg_free(&m);
+	/* Confirmed twice with the same key: applied once. */
+	m = call(&c, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	         "id=s effect_key=s lease_token=s fencing_token=i "
+	         "external_id=s latency_ms=i",
+	         id, "charge-1", tok, fen, "ext-9", (int64_t)12);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "confirmed"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	         "id=s effect_key=s lease_token=s fencing_token=i", id,
+	         "charge-1", tok, fen);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "already_applied"));
+	assert_true(ftc_map_str(&m.value, "external_id", "ext-9"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_FAIL,
+	         "id=s effect_key=s lease_token=s fencing_token=i", id,
+	         "charge-1", tok, fen);
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	ftc_msg_free(&m);
+	/* A stale fencing token: the flow is reclaimed by another worker. */
+	m = call(&c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	         "id=s effect_key=s effect_type=s lease_token=s "
+	         "fencing_token=i operation_digest=s",
+	         id, "charge-2", "charge", tok, fen, "sha256:bb");
+	ok(&m);
+	ftc_msg_free(&m);
+	harness_nap(500);
+	claim(&c, type, 30000, true, tok2, &fen2);
+	assert_true(fen2 > fen);
+	err_is(call(&c, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	            "id=s effect_key=s lease_token=s fencing_token=i", id,
+	            "charge-2", tok, fen),
+	       1, "ERR flow fencing token mismatch");
+	m = call(&c, FSNP_OP_FLOW_EFFECT_COMPENSATE,
+	         "id=s effect_key=s lease_token=s fencing_token=i reason=s", id,
+	         "charge-2", tok2, fen2, "refund");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "compensated"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id,
+	         "charge-1");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "confirmed"));
+	ftc_msg_free(&m);
+	/* The flow's ledger: every decision once, in order. */
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER, "id=s", id);
+	ok(&m);
+	{
+		static const char *const kinds[] = {
+		    "effect_reserved", "effect_confirmed", "effect_reserved",
+		    "effect_compensated"};
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		unsigned i = 0;
+		assert_int_equal(m.value.as.count, 4);
+		fsnp_iter_init(&it, &m.value);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			assert_true(ftc_map_str(&e, "kind", kinds[i++]));
+		}
+	}
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+/* The shard of a flow id (pk NULL) or of a partition. */
+static int64_t shard_of(struct ftc *c, const char *id, const char *pk)
+{
+	struct ftc_msg m =
+	    pk != NULL
+	        ? call(c, FSNP_OP_ROUTE, "flow_id=s partition_key=s", id, pk)
+	        : call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+	int64_t s;
+	ok(&m);
+	s = ftc_map_int(&m.value, "shard");
+	ftc_msg_free(&m);
+	return s;
+}
+
+static struct ftc_msg reserve_effect(struct ftc *c, const char *id,
+                                     const char *key, const char *tok,
+                                     int64_t fen, const char *scope)
+{
+	return call(c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	            "id=s effect_key=s effect_type=s lease_token=s "
+	            "fencing_token=i operation_digest=s governance_scope=s",
+	            id, key, "charge", tok, fen, "d", scope);
+}
+
+/* A circuit in the flow's shard is checked in the reservation's apply
+ * (and the denial ledgered); one in the other shard by the two-step
+ * protocol (read first, nothing written on a denial). */
+static void test_circuit_across_shards(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char id[64], type[64], tok[128], same[64] = "", other[64] = "";
+	int64_t fen, fshard;
+	(void)state;
+	name(id, sizeof id, "cflow");
+	name(type, sizeof type, "ctype");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	fshard = shard_of(&c, id, NULL);
+	for (int i = 0; i < 64 && (same[0] == 0 || other[0] == 0); i++) {
+		char s[64], what[16];
+		snprintf(what, sizeof what, "cb%d", i);
+		name(s, sizeof s, what);
+		if (shard_of(&c, "x", s) == fshard) {
+			strcpy(same, s);
+		} else {
+			strcpy(other, s);
+		}
+	}
+	assert_true(same[0] != 0 && other[0] != 0);
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	claim(&c, type, 30000, false, tok, &fen);
+	for (int k = 0; k < 2; k++) {
+		m = call(&c, FSNP_OP_FLOW_CIRCUIT_OPEN, "scope=s open_ms=i",
+		         k ? other : same, (int64_t)600000);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	m = reserve_effect(&c, id, "e1", tok, fen, same);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	ftc_msg_free(&m);
+	m = reserve_effect(&c, id, "e1", tok, fen, other);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	assert_true(ftc_map_str(&m.value, "scope", other));
+	assert_true(ftc_map_int(&m.value, "retry_after_ms") > 0);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id, "e1");
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	/* Closed: the reservation goes through (step 2). */
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_CLOSE, "scope=s", other);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = reserve_effect(&c, id, "e1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "reserved"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER, "id=s", id);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 2);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+/* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
+ * live node; its exit status, output in out. */
+static int lodectl(char *out, size_t cap, const char *const *args)
+{
+	char bin[1024], addr[64];
+	const char *argv[16];
+	size_t n = 0;
+	char *slash;
+	snprintf(bin, sizeof bin, "%s", harness_binary());
+	slash = strrchr(bin, '/');
+	assert_non_null(slash);
+	snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "lodectl");
+	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl.nodes[live_node()].fsnp);
+	argv[n++] = bin;
+	argv[n++] = "--fsnp";
+	argv[n++] = addr;
+	argv[n++] = "flow";
+	argv[n++] = "governance";
+	while (*args != NULL && n < 15) {
+		argv[n++] = *args++;
+	}
+	argv[n] = NULL;
+	return harness_run(argv, out, cap);
+}
+
+static void test_lodectl(void **state)
+{
+	char out[8192], scope[64], id[64];
+	(void)state;
+	name(scope, sizeof scope, "ctl-budget");
+	name(id, sizeof id, "ctl-approval");
+	{
+		const char *a[] = {"budget",      "reserve", scope,
+		                   "7",           "--limit", "10",
+		                   "--window-ms", "60000",   "--reservation-id",
+		                   "r1",          NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"budget", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "used"));
+		assert_non_null(strstr(out, "7"));
+	}
+	{
+		const char *a[] = {"budget", "reserve", scope, "7", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "GOVERNANCE_BUDGET_EXHAUSTED"));
+	}
+	{
+		const char *a[] = {"budget", "list", "--scope", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, scope));
+	}
+	{
+		const char *a[] = {"approval", "request", id,
+		                   "f1",       scope,     NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"approval", "approve", id, "ann", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "approved"));
+	}
+	{
+		const char *a[] = {"approval", "reject", id, "ann", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "GOVERNANCE_CONFLICT"));
+	}
+	{
+		const char *a[] = {"approval", "list", "--scope", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, id));
+	}
+	{
+		const char *a[] = {"circuit",   "open", scope,
+		                   "--open-ms", "1000", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"circuit", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "open"));
+	}
+	{
+		const char *a[] = {"limit", "lease",   scope, "0", "2",
+		                   "60000", "--limit", "5",   NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"limit", "get", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "free"));
+	}
+	{
+		const char *a[] = {"limit", "list", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+	}
+	{
+		const char *a[] = {"ledger", scope, "--pk", scope, NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "budget_reserved"));
+	}
+	{
+		const char *a[] = {"overview", NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "counts"));
+	}
+	{
+		const char *a[] = {"budget", "get", "no-such-scope", NULL};
+		assert_int_not_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "(not found)"));
+	}
+}
+
+static void test_objects_raw(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char scope[64], ids[4][64], cscope[64];
+	const char *rel[1];
+	struct fsnp_val e;
+	struct fsnp_iter it;
+	static char held[64];
+	(void)state;
+	name(scope, sizeof scope, "limit");
+	name(cscope, sizeof cscope, "circuit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	/* Bad bodies. */
+	err_is(call(&c, FSNP_OP_FLOW_BUDGET_RESERVE, "amount=i", (int64_t)1), 6,
+	       "ERR native field scope must be binary");
+	err_is(call(&c, FSNP_OP_FLOW_LIMIT_LEASE, "scope=s bogus=i", scope,
+	            (int64_t)1),
+	       6, "ERR native unknown flow option bogus");
+	/* Limits. */
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)2, (int64_t)60000, (int64_t)2);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i", scope, (int64_t)1,
+	         (int64_t)1, (int64_t)60000);
+	denial(&m, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	assert_true(ftc_map_str(&m.value, "policy", "limit"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_SPEND, "scope=s shard_id=i amount=i",
+	         scope, (int64_t)0, (int64_t)1);
+	ok(&m);
+	assert_int_equal(fsnp_map_get(&m.value, "reservation_ids", &e), 0);
+	fsnp_iter_init(&it, &e);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	snprintf(held, sizeof held, "%.*s", (int)e.as.bin.len,
+	         (const char *)e.as.bin.ptr);
+	ftc_msg_free(&m);
+	rel[0] = held;
+	m = call(&c, FSNP_OP_FLOW_LIMIT_RELEASE,
+	         "scope=s shard_id=i reservation_ids=a", scope, (int64_t)0, rel,
+	         1);
+	ok(&m);
+	assert_int_equal(ftc_map_int(&m.value, "free"), 1);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(ftc_map_int(&m.value, "limit"), 2);
+	ftc_msg_free(&m);
+	/* Approvals spread over the shards, listed from every one. */
+	for (int i = 0; i < 4; i++) {
+		char what[16];
+		const char *as[2] = {"ann", "bob"};
+		snprintf(what, sizeof what, "appr-%d", i);
+		name(ids[i], sizeof ids[i], what);
+		m = call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+		         "id=s flow_id=s scope=s reason=s requested_by=s "
+		         "assignees=a timeout_ms=i",
+		         ids[i], "some-flow", prefix, "big refund", "bot", as,
+		         2, (int64_t)600000);
+		ok(&m);
+		assert_true(ftc_map_str(&m.value, "status", "pending"));
+		ftc_msg_free(&m);
+	}
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST, "id=s flow_id=s scope=s",
+	         ids[0], "some-flow", prefix);
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s reason=s",
+	         ids[0], "ann", "fine");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "approved"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REJECT, "id=s approver=s", ids[1],
+	         "bob");
+	ok(&m);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REJECT, "id=s approver=s", ids[1],
+	         "bob");
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	ftc_msg_free(&m);
+	err_is(call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s",
+	            "no-such-approval", "ann"),
+	       1, "ERR flow approval not found");
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_LIST, "scope=s", prefix);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 4);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_LIST, "scope=s status=s", prefix,
+	         "pending");
+	ok(&m);
+	assert_int_equal(m.value.as.count, 2);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_GET, "id=s", ids[0]);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decided_by", "ann"));
+	ftc_msg_free(&m);
+	/* Circuits. */
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_OPEN,
+	         "scope=s open_ms=i failure_threshold=i", cscope,
+	         (int64_t)60000, (int64_t)3);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "open"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_OVERVIEW, "scope=s", prefix);
+	ok(&m);
+	{
+		struct fsnp_val counts;
+		assert_int_equal(fsnp_map_get(&m.value, "counts", &counts), 0);
+		assert_int_equal(ftc_map_int(&counts, "pending_approvals"), 2);
+		assert_true(ftc_map_int(&counts, "open_circuits") >= 0);
+	}
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_CLOSE, "scope=s", cscope);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "closed"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_GET, "scope=s", cscope);
+	ok(&m);
+	assert_int_equal(ftc_map_int(&m.value, "failure_threshold"), 3);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+static int setup(void **state)
+{
+	const char *extra[] = {"--shards", "2", NULL};
+	(void)state;
+	snprintf(prefix, sizeof prefix, "g-%ld", (long)getpid());
+	if (harness_cluster_start(&cl, NODES, extra, true) != 0) {
+		return -1;
+	}
+	for (unsigned i = 0; i < NODES; i++) {
+		if (ftc_wait_ready(cl.nodes[i].fsnp, 30000) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	harness_cluster_stop(&cl);
+	return 0;
+}
+
+int main(void)
+{
+	/* The leader kill comes last: the others run on a full cluster. */
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_objects_raw),
+	    cmocka_unit_test(test_effects),
+	    cmocka_unit_test(test_circuit_across_shards),
+	    cmocka_unit_test(test_lodectl),
+	    cmocka_unit_test(test_budget_never_overspent),
+	};
+	return cmocka_run_group_tests_name("flow governance, 3 nodes", tests,
+	                                   setup, teardown);
+}

@@ -50,6 +50,9 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_RETENTION_CLEANUP:
 	case FSNP_OP_FLOW_RUN_STEPS_MANY:
 	case FSNP_OP_FLOW_SPAWN_CHILDREN:
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 		return true;
 	case FSNP_OP_FLOW_SCHEDULE_CREATE:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
@@ -73,6 +76,9 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_VALUE_MGET:
 	case FSNP_OP_FLOW_INFO:
 	case FSNP_OP_FLOW_POLICY_GET:
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
 	case FSNP_OP_FLOW_SCHEDULE_LIST:
 		return true;
@@ -205,6 +211,15 @@ void flow_cmd_partition(const struct flow_req *req, uint64_t seed, char *buf,
 			*len = flow_route_auto_partition(
 			    (unsigned)(seed % 256u), buf);
 			*part = (const uint8_t *)buf;
+		}
+		return;
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+		/* One partition's counters, or every group's merged. */
+		if (pk->set && pk->t.len > 0) {
+			*part = pk->t.ptr;
+			*len = pk->t.len;
 		}
 		return;
 	case FSNP_OP_FLOW_VALUE_MGET:

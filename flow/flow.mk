@@ -8,6 +8,9 @@ flow_libflow_a_SOURCES = \
 	flow/flow_body.c flow/flow_body.h \
 	flow/flow_record.c flow/flow_record.h \
 	flow/flow_children.c flow/flow_children.h \
+	flow/flow_index.c flow/flow_index.h \
+	flow/flow_stats.c flow/flow_stats.h \
+	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h \
 	flow/flow_gov.c flow/flow_gov.h flow/flow_gov_internal.h \
 	flow/flow_gov_body.c flow/flow_gov_body.h \
@@ -32,6 +35,11 @@ UNIT_TESTS += tests/unit/test_flow_ops
 tests_unit_test_flow_ops_SOURCES = tests/unit/test_flow_ops.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_ops_LDADD = $(FLOW_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_flow_index
+tests_unit_test_flow_index_SOURCES = tests/unit/test_flow_index.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_index_LDADD = $(FLOW_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_flow_model
 tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \
@@ -65,6 +73,16 @@ tests_fuzz_fuzz_flow_apply_LDADD = flow/libflow.a store/libstore.a \
 tests_fuzz_fuzz_flow_apply_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_apply
 
+UNIT_TESTS += tests/unit/test_flow_cursor
+tests_unit_test_flow_cursor_SOURCES = tests/unit/test_flow_cursor.c
+tests_unit_test_flow_cursor_LDADD = $(FLOW_TEST_LDADD)
+
+FUZZ_TARGETS += tests/fuzz/fuzz_flow_cursor
+tests_fuzz_fuzz_flow_cursor_SOURCES = tests/fuzz/fuzz_flow_cursor.c
+tests_fuzz_fuzz_flow_cursor_LDADD = flow/libflow.a store/libstore.a \
+	wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
+tests_fuzz_fuzz_flow_cursor_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_flow_cursor
 # FQL1: the pure query language modules (lexer, parser and binder, printer,
 # errors); they use wire/ only.
 UNIT_TESTS += tests/unit/test_fql

@@ -106,6 +106,10 @@ static const struct {
     [FF_FAILURE] = {"failure", 7, FT_TEXT},
     [FF_ON_CHILD_FAILED] = {"on_child_failed", 15, FT_TEXT},
     [FF_ON_PARENT_CLOSED] = {"on_parent_closed", 16, FT_TEXT},
+    [FF_ATTRIBUTE] = {"attribute", 9, FT_TEXT},
+    [FF_CONSISTENT_PROJECTION] = {"consistent_projection", 21, FT_BOOL},
+    [FF_INDEXED_ATTRIBUTES] = {"indexed_attributes", 18, FT_LIST},
+    [FF_INDEXED_STATE_META] = {"indexed_state_meta", 18, FT_TEXT},
     [FF_SCOPE] = {"scope", 5, FT_TEXT},
 };
 
@@ -305,6 +309,9 @@ static const struct positional positionals[] = {
     {FSNP_OP_FLOW_INFO, {FF_TYPE, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_POLICY_SET, {FF_TYPE, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_POLICY_GET, {FF_TYPE, FF_COUNT_FIELDS}},
+    {FSNP_OP_FLOW_STATS, {FF_TYPE, FF_COUNT_FIELDS}},
+    {FSNP_OP_FLOW_ATTRIBUTES, {FF_TYPE, FF_COUNT_FIELDS}},
+    {FSNP_OP_FLOW_ATTRIBUTE_VALUES, {FF_TYPE, FF_ATTRIBUTE, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_START_AND_CLAIM,
      {FF_ID, FF_TYPE, FF_INITIAL_STATE, FF_WORKER, FF_COUNT_FIELDS}},
     {FSNP_OP_FLOW_REWIND, {FF_ID, FF_TO_EVENT, FF_COUNT_FIELDS}},

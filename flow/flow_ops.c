@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
+#include "flow/flow_index.h"
+#include "flow/flow_stats.h"
 #include "wire/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
@@ -2809,9 +2811,9 @@ static int op_policy_set(struct fctx *c, const struct flow_req *q,
 	static const char *const keep[] = {"retry", "max_active_ms",
 	                                   "indexed_attributes",
 	                                   "indexed_state_meta", "states"};
-	static const enum flow_field from[] = {FF_RETRY, FF_MAX_ACTIVE_MS,
-	                                       FF_COUNT_FIELDS, FF_COUNT_FIELDS,
-	                                       FF_STATES};
+	static const enum flow_field from[] = {
+	    FF_RETRY, FF_MAX_ACTIVE_MS, FF_INDEXED_ATTRIBUTES,
+	    FF_INDEXED_STATE_META, FF_STATES};
 
 	if (nonempty(q, FF_TYPE, err) != 0) {
 		return 1;
@@ -2823,6 +2825,10 @@ static int op_policy_set(struct fctx *c, const struct flow_req *q,
 	    (o->i < 1 || o->i > MAX_ACTIVE_MAX)) {
 		E1("ERR flow max_active_ms must be between 1 and 31536000000 "
 		   "or infinity");
+		return 1;
+	}
+	if ((o = F(q, FF_INDEXED_ATTRIBUTES)) != NULL &&
+	    flow_index_check_names(&o->v, err) != 0) {
 		return 1;
 	}
 	if ((rv = load_policy(c, q->f[FF_TYPE].t, &pm)) < 0) {
@@ -3260,6 +3266,9 @@ static int op_retention(struct fctx *c, const struct flow_req *q,
 		rv = frec_load(c, part, id, &r);
 		if (rv < 0) {
 			break;
+		}
+		if (rv == 1) {
+			flow_index_update(c, &r, NULL);
 		}
 		rv = 0;
 		fkey_hist_prefix(&pfx, c->group, part, id);
@@ -3728,6 +3737,10 @@ static int run_single(struct fctx *c, const struct flow_req *q,
 		return op_retention(c, q, w, err);
 	case FSNP_OP_FLOW_SPAWN_CHILDREN:
 		return op_spawn(c, q, w, err);
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+		return flow_stats_run(c, q, w, err);
 	default:
 		flow_fail(err, FLOW_STATUS_BAD_REQUEST,
 		          "ERR native unsupported flow opcode 0x%04x",

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "flow/flow_children.h"
+#include "flow/flow_index.h"
 #include "store/keys.h"
 
 static const char *const str_names[RS_N] = {
@@ -332,7 +333,7 @@ static int rec_field(struct fsnp_bytes k, int *from)
 
 /* One pass over the record's map: each field takes the value of the last
  * entry of its name, as a lookup per field would. */
-static int decode_rec(const uint8_t *p, size_t len, struct frec *r)
+int frec_decode(const uint8_t *p, size_t len, struct frec *r)
 {
 	struct fsnp_val m, v, sv[RS_N], iv[RI_N], vv[RV_N];
 	bool sf[RS_N] = {false}, inf[RI_N] = {false}, vf[RV_N] = {false};
@@ -397,7 +398,7 @@ int frec_load(struct fctx *c, struct fsnp_bytes part, struct fsnp_bytes id,
 		return rv;
 	}
 	keep_ptr(c, v.p);
-	if (decode_rec(v.p, v.len, r) != 0) {
+	if (frec_decode(v.p, v.len, r) != 0) {
 		return 0; /* unreadable: treated as absent */
 	}
 	return 1;
@@ -466,6 +467,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	fkey_rec(&c->key, c->group, r->s[RS_PARTITION_KEY], r->s[RS_ID]);
 	store_tx_put(c->tx, c->key.p, c->key.len, b.data, b.len);
 	wbuf_free(&b);
+	flow_index_update(c, old, r);
 	flow_children_saved(c, old, r);
 }
 

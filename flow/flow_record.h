@@ -109,6 +109,9 @@ void frec_set_int(struct frec *r, enum rec_int f, int64_t v);
 void frec_clear_int(struct frec *r, enum rec_int f);
 void frec_set_val(struct frec *r, enum rec_val f, const struct fsnp_val *v);
 
+/* Decodes a stored record (views into p). 0, or -1 when it is not a
+ * record. */
+int frec_decode(const uint8_t *p, size_t len, struct frec *r);
 /* Loads the record of (partition, id): 1 found, 0 absent, -1 failure. */
 int frec_load(struct fctx *c, struct fsnp_bytes part, struct fsnp_bytes id,
               struct frec *r);

@@ -175,6 +175,10 @@ static const struct opt opts[] = {
      0, 86400000, "MS",
      "how far a FerricFlow request's now_ms may be from the leader's clock "
      "(default 60000)"},
+    {"flow-cursor-ttl-ms", OPT_UINT, OFF(native.flow_cursor_ttl_ms), 8, 1000,
+     86400000, "MS",
+     "how long a FLOW.QUERY cursor stays valid after it is issued (default "
+     "300000)"},
     {"flow-scheduler", OPT_BOOL, OFF(flow_scheduler), 0, 0, 0, "on|off",
      "fire due FerricFlow schedules on the shards this node leads "
      "(default on)"},
@@ -667,6 +671,7 @@ static void set_defaults(struct node_config *c)
 	c->native.max_value_items = 100000;
 	c->native.max_value_depth = 64;
 	c->native.flow_clock_skew_ms = 60000;
+	c->native.flow_cursor_ttl_ms = 300000;
 	c->flow_scheduler = true;
 	c->native.max_lanes_per_connection = 1024;
 	c->native.lane_max_queue = 1024;

@@ -53,6 +53,7 @@ struct config_native {
 	uint64_t max_value_items;
 	uint64_t max_value_depth;
 	uint64_t flow_clock_skew_ms; /* FerricFlow now_ms clamp */
+	uint64_t flow_cursor_ttl_ms; /* FLOW.QUERY cursor lifetime */
 	uint64_t max_lanes_per_connection;
 	uint64_t lane_max_queue;
 	uint64_t max_pipeline_commands;

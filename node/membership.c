@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include "flow/flow_cursor.h"
 #include "node/shards_internal.h"
 #include "raft/forward.h"
 #include "raft/group.h"
@@ -638,12 +640,121 @@ static void meta_read(struct shards *s, const struct store_cmd *c,
 	}
 }
 
+#define CURSOR_KEY_SETTING "flow_cursor_key"
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	                              : -1;
+}
+
+static void apply_cursor_key(struct shards *s, const uint8_t *buf, size_t len)
+{
+	struct store_result r;
+	struct store_value v;
+
+	if (store_result_open(buf, len, &r) != 0 || r.status != STORE_OK ||
+	    !store_result_next(&r, &v)) {
+		return;
+	}
+	if (v.tag != STORE_T_BYTES) {
+		s->cursor_key_absent = true; /* nil: not created yet */
+		return;
+	}
+	if (v.len != 64) {
+		return;
+	}
+	for (size_t i = 0; i < 32; i++) {
+		int hi = hexval((char)v.p[2 * i]),
+		    lo = hexval((char)v.p[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			return;
+		}
+		s->cursor_key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	s->cursor_key_known = true;
+	s->cursor_key_absent = false;
+}
+
+static void on_cursor_read(void *data, int status, const uint8_t *result,
+                           size_t len)
+{
+	struct shards *s = data;
+	s->cursor_busy = false;
+	if (!s->closing && status == REPLICA_OK) {
+		apply_cursor_key(s, result, len);
+	}
+}
+
+static void on_cursor_init(void *data, int status, const uint8_t *result,
+                           size_t len)
+{
+	struct shards *s = data;
+	(void)status;
+	(void)result;
+	(void)len;
+	s->cursor_busy = false;
+	s->cursor_key_absent = false; /* read again: the first one set wins */
+	s->meta_ms = 0;
+}
+
+/* The cursor key: read it from the meta group; when it is unset, propose
+ * a random one (set-if-absent, so every node ends up with the first). */
+static void cursor_key_step(struct shards *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct store_cmd c;
+	uint8_t raw[32];
+	char text[64];
+
+	if (s->cursor_key_known || s->cursor_busy || s->joining) {
+		return;
+	}
+	memset(&c, 0, sizeof c);
+	c.key.p = (const uint8_t *)CURSOR_KEY_SETTING;
+	c.key.len = strlen(CURSOR_KEY_SETTING);
+	if (!s->cursor_key_absent) {
+		c.op = STORE_OP_CONF_GET;
+		meta_read(s, &c, apply_cursor_key, on_cursor_read,
+		          &s->cursor_busy);
+		return;
+	}
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+		log_warn(s->log, "shards",
+		         "no randomness for the Flow query cursor key: %s",
+		         strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < sizeof raw; i++) {
+		text[2 * i] = hex[raw[i] >> 4];
+		text[2 * i + 1] = hex[raw[i] & 15];
+	}
+	c.op = STORE_OP_CONF_INIT;
+	c.value.p = (const uint8_t *)text;
+	c.value.len = sizeof text;
+	if (meta_submit(s, &c, false, on_cursor_init, s) == 0) {
+		s->cursor_busy = true;
+	}
+	memset(raw, 0, sizeof raw);
+}
+
+int shards_flow_cursor_key(const struct shards *s, uint8_t key[32])
+{
+	if (!s->cursor_key_known) {
+		return -1;
+	}
+	memcpy(key, s->cursor_key, 32);
+	return 0;
+}
+
 void membership_refresh(struct shards *s)
 {
 	struct store_cmd c;
 	uint8_t key[8];
 
 	membership_make_record(s);
+	cursor_key_step(s);
 	/* A joining node publishes once admitted (its record exists). */
 	if (!s->published && !s->publishing && !s->joining) {
 		memset(&c, 0, sizeof c);
@@ -1789,6 +1900,17 @@ void membership_tick(struct shards *s)
 
 void membership_status_json(struct shards *s, json_t *root)
 {
+	/* Whether this node holds the shared FLOW.QUERY cursor key (never the
+	 * key itself). */
+	json_object_set_new(
+	    root, "flow_cursor_key",
+	    json_string(s->cursor_key_known ? "ready" : "pending"));
+	if (s->cursor_key_known) {
+		char id[17];
+		flow_cursor_key_id(s->cursor_key, id);
+		json_object_set_new(root, "flow_cursor_key_id",
+		                    json_string(id));
+	}
 	json_t *nodes = json_array(), *ops = json_array();
 	for (size_t i = 0; i < s->n_members; i++) {
 		const struct member *m = &s->members[i];

@@ -170,6 +170,9 @@ uint64_t shards_now_ms(struct shards *s);
 
 unsigned shards_data_groups(const struct shards *s);
 uint32_t shards_group_of_slot(const struct shards *s, unsigned slot);
+/* The FLOW.QUERY cursor key (flow/flow_cursor.h), kept in the meta group
+ * and shared by every node: 0, or -1 while it is not known yet. */
+int shards_flow_cursor_key(const struct shards *s, uint8_t key[32]);
 uint32_t shards_group_of_scope(const struct shards *s, const char *scope,
                                size_t len, uint32_t shard);
 

@@ -129,6 +129,12 @@ struct shards {
 	bool members_known;     /* the meta group's records were read */
 	unsigned replicas_meta; /* R from the meta group (0 = not read) */
 	bool conf_busy;
+	/* The FLOW.QUERY cursor key (meta group setting "flow_cursor_key",
+	 * created once by a replicated set-if-absent). */
+	uint8_t cursor_key[32];
+	bool cursor_key_known;
+	bool cursor_key_absent; /* read as unset: propose one */
+	bool cursor_busy;
 	bool state_busy; /* our own state change in flight */
 	bool removed;    /* told: this node was removed */
 	uint64_t reconcile_ms;

@@ -298,6 +298,8 @@ static rocksdb_readoptions_t *bounded_open(struct titer *it, struct tx *tx,
 	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
 	                         s->wb, base, s->cf)
 	                   : base;
+	it->ro = NULL; /* ours: bounded_close destroys it */
+	sbuf_init(&it->upper);
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);
 	return ro;

@@ -103,7 +103,7 @@ struct store_tx_iter *store_tx_iter_open(struct tx *tx, const uint8_t *prefix,
 	struct store_tx_iter *it = store_xmalloc(sizeof *it);
 	struct sbuf p = {(uint8_t *)prefix, plen, plen};
 
-	titer_open(&it->it, tx, &p);
+	titer_open_bounded(&it->it, tx, &p);
 	sbuf_init(&it->key);
 	return it;
 }
@@ -117,6 +117,19 @@ bool store_tx_iter_seek(struct store_tx_iter *it, const uint8_t *key,
 	sbuf_reset(&it->key);
 	sbuf_add(&it->key, key, klen);
 	return titer_seek(&it->it, &it->key);
+}
+
+bool store_tx_iter_seek_prev(struct store_tx_iter *it, const uint8_t *key,
+                             size_t klen)
+{
+	sbuf_reset(&it->key);
+	sbuf_add(&it->key, key, klen);
+	return titer_seek_prev(&it->it, &it->key);
+}
+
+void store_tx_iter_prev(struct store_tx_iter *it)
+{
+	titer_prev(&it->it);
 }
 
 bool store_tx_iter_valid(struct store_tx_iter *it)

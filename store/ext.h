@@ -86,8 +86,13 @@ struct store_tx_iter *store_tx_iter_open(struct tx *tx, const uint8_t *prefix,
  * returns whether a key under the prefix is there. */
 bool store_tx_iter_seek(struct store_tx_iter *it, const uint8_t *key,
                         size_t klen);
+/* Positions at the last key <= key; returns whether it is under the
+ * prefix. With store_tx_iter_prev, a descending walk. */
+bool store_tx_iter_seek_prev(struct store_tx_iter *it, const uint8_t *key,
+                             size_t klen);
 bool store_tx_iter_valid(struct store_tx_iter *it);
 void store_tx_iter_next(struct store_tx_iter *it);
+void store_tx_iter_prev(struct store_tx_iter *it);
 const uint8_t *store_tx_iter_key(struct store_tx_iter *it, size_t *len);
 const uint8_t *store_tx_iter_value(struct store_tx_iter *it, size_t *len);
 /* Closes and frees; -1 (the transaction failed) on an iterator error. */

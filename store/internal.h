@@ -200,14 +200,26 @@ struct titer {
 	struct tx *tx;
 	rocksdb_iterator_t *it;
 	struct sbuf prefix;
+	/* titer_open_bounded: RocksDB's upper bound (the prefix's successor)
+	 * and the read options holding it; NULL / empty otherwise. */
+	rocksdb_readoptions_t *ro;
+	struct sbuf upper;
 };
 
 void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix);
+/* The same, with RocksDB's iterate_upper_bound at the end of the prefix:
+ * a step past the prefix's last live key then stops at the bound instead
+ * of stepping over the deleted keys of whatever range follows. */
+void titer_open_bounded(struct titer *it, struct tx *tx,
+                        const struct sbuf *prefix);
 /* Positions at the first key >= `key` (or the prefix start when NULL).
  * Returns whether a key under the prefix is there. */
 bool titer_seek(struct titer *it, const struct sbuf *key);
 bool titer_valid(struct titer *it);
 void titer_next(struct titer *it);
+/* Positions at the last key <= key; steps back. */
+bool titer_seek_prev(struct titer *it, const struct sbuf *key);
+void titer_prev(struct titer *it);
 const uint8_t *titer_key(struct titer *it, size_t *len);
 const uint8_t *titer_value(struct titer *it, size_t *len);
 /* Closes; returns -1 (and fails the tx) on an iterator error. */

@@ -90,6 +90,8 @@ static bool row_cacheable(const uint8_t *k, size_t len)
 	case K_SET:
 	case K_ZMEMBER:
 	case K_FOC:
+	case K_FLOW_COUNT:  /* read by key at every Flow state change */
+	case K_FLOW_ACOUNT: /* and at every attribute change */
 		return true;
 	default:
 		return false;
@@ -789,6 +791,42 @@ void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
 	                         s->wb, base, s->cf)
 	                   : base;
+	it->ro = NULL;
+	sbuf_init(&it->upper);
+	sbuf_init(&it->prefix);
+	sbuf_add(&it->prefix, prefix->p, prefix->len);
+}
+
+void titer_open_bounded(struct titer *it, struct tx *tx,
+                        const struct sbuf *prefix)
+{
+	struct store *s = tx->s;
+	rocksdb_readoptions_t *ro;
+	rocksdb_iterator_t *base;
+	size_t n = prefix->len;
+
+	/* The successor: the prefix up to its last byte below 0xFF, plus
+	 * one. A prefix of only 0xFF bytes has none: no bound. */
+	while (n > 0 && prefix->p[n - 1] == 0xFF) {
+		n--;
+	}
+	if (n == 0) {
+		titer_open(it, tx, prefix);
+		return;
+	}
+	(void)tx_drain(tx); /* a failure fails tx: titer_close says so */
+	sbuf_init(&it->upper);
+	sbuf_add(&it->upper, prefix->p, n);
+	it->upper.p[n - 1]++;
+	ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_iterate_upper_bound(
+	    ro, (const char *)it->upper.p, it->upper.len);
+	base = rocksdb_create_iterator_cf(s->db, ro, s->cf);
+	it->tx = tx;
+	it->ro = ro;
+	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
+	                         s->wb, base, s->cf)
+	                   : base;
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);
 }
@@ -818,6 +856,17 @@ void titer_next(struct titer *it)
 	rocksdb_iter_next(it->it);
 }
 
+bool titer_seek_prev(struct titer *it, const struct sbuf *key)
+{
+	rocksdb_iter_seek_for_prev(it->it, (const char *)key->p, key->len);
+	return titer_valid(it);
+}
+
+void titer_prev(struct titer *it)
+{
+	rocksdb_iter_prev(it->it);
+}
+
 const uint8_t *titer_key(struct titer *it, size_t *len)
 {
 	return (const uint8_t *)rocksdb_iter_key(it->it, len);
@@ -843,6 +892,11 @@ int titer_close(struct titer *it)
 		rv = -1; /* e.g. the data writer failed before the open */
 	}
 	rocksdb_iter_destroy(it->it);
+	if (it->ro != NULL) {
+		rocksdb_readoptions_destroy(it->ro);
+		it->ro = NULL;
+	}
+	sbuf_free(&it->upper);
 	sbuf_free(&it->prefix);
 	return rv;
 }

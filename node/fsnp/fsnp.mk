@@ -84,6 +84,7 @@ tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz_fsnp_cmd tests/interop/fsnp_sdk.mjs \
 	tests/interop/fsnp_acl.mjs \
 	tests/interop/fsnp_topology.mjs tests/interop/fsnp_flow.mjs \
+	tests/interop/fsnp_flow_stats.mjs \
 	tests/interop/package.json
 
 INTEGRATION_TESTS += tests/integration/test_fsnp_tls
@@ -101,6 +102,11 @@ INTEGRATION_TESTS += tests/integration/test_flow
 tests_integration_test_flow_SOURCES = \
 	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
+
+INTEGRATION_TESTS += tests/integration/test_flow_stats
+tests_integration_test_flow_stats_SOURCES = \
+	tests/integration/test_flow_stats.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_stats_LDADD = $(FSNP_ITEST_LDADD)
 
 # FerricFlow schedules and the built-in scheduler on 3 nodes (a leader
 # killed under an interval schedule).

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "flow/flow_index.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_fqr.h"
@@ -146,29 +147,21 @@ static void w_multiplexing(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_map_end(w);
 }
 
-/* The Flow/FQL manifest the official SDK refuses to connect without. It
- * is advertised although this build serves no Flow opcode (they answer
- * flow_unavailable): `available` says so. */
+/* The Flow/FQL manifest the official SDK refuses to connect without. The
+ * shapes are those flow/'s indexes serve (flow_index_shapes), and
+ * `indexes` is their catalog (FLOW.QUERY.INDEXES answers the
+ * ferric.flow.query.indexes/v1 status).
+ * FLOW.QUERY itself is not executed by this build yet: `available` says
+ * so. */
 static void w_flow_query(struct fsnp_writer *w)
 {
 	static const char *const caps[] = {
 	    "flow_query_v1",           "flow_query_result_projection_v1",
 	    "flow_explain_v1",         "flow_explain_analyze_v1",
 	    "flow_composite_index_v1", "flow_query_index_status_v1"};
-	static const char *const shapes[] = {
-	    "runs_by_run_id_record",
-	    "runs_by_partition_and_run_id_record",
-	    "runs_by_partition_predicates_ordered_records",
-	    "runs_by_partition_type_state_ordered_records",
-	    "runs_by_partition_type_terminals_ordered_records",
-	    "runs_by_partition_metadata_ordered_records",
-	    "runs_by_partition_type_running_lease_deadline_ordered_records",
-	    "runs_by_partition_parent_ordered_records",
-	    "runs_by_partition_root_ordered_records",
-	    "runs_by_partition_correlation_ordered_records",
-	    "runs_by_partition_predicates_count",
-	    "events_by_run_id_ordered_records"};
 	static const char *const langs[] = {"FQL1"};
+	size_t n_shapes;
+	const char *const *shapes = flow_index_shapes(&n_shapes);
 	fsnp_w_map_begin(w);
 	w_kv_str(w, "request_contract", "ferric.flow.query.request/v1");
 	w_kv_str(w, "result_contract", FSNP_FQR_CONTRACT);
@@ -179,9 +172,11 @@ static void w_flow_query(struct fsnp_writer *w)
 	fsnp_w_key(w, "language_versions");
 	w_strs(w, langs, 1);
 	fsnp_w_key(w, "shapes");
-	w_strs(w, shapes, sizeof shapes / sizeof shapes[0]);
+	w_strs(w, shapes, n_shapes);
+	fsnp_w_key(w, "indexes");
+	flow_index_catalog_write(w);
 	w_kv_bool(w, "available", false);
-	w_kv_str(w, "reason", "FerricFlow is not available in this build");
+	w_kv_str(w, "reason", "FLOW.QUERY is not executed by this build");
 	fsnp_w_map_end(w);
 }
 

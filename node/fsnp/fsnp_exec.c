@@ -874,7 +874,11 @@ static bool parse_kv(struct fsnp_req *r, uint16_t opcode,
 		         (const char *)name.ptr);
 		switch (info->kind) {
 		case FSNP_CMD_FLOW:
-			flow_unavailable(r, nm);
+			if (strcasecmp(nm, "FLOW.QUERY.INDEXES") == 0) {
+				fsnp_flow_query_indexes(r, &args);
+			} else {
+				flow_unavailable(r, nm);
+			}
 			return false;
 		case FSNP_CMD_ADMIN:
 			fsnp_admin_exec(r, name.ptr, name.len, &args);

@@ -33,6 +33,8 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
+#include "flow/flow_index.h"
+#include "flow/flow_stats.h"
 #include "flow/flow_gov.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
@@ -54,6 +56,7 @@ enum flow_kind {
 	FK_GOV,
 	/* EFFECT.RESERVE step 1: the named circuit's group */
 	FK_CIRCUIT,
+	FK_STATS, /* one group or every group; answers merged by flow/ */
 };
 
 struct fsnp_flow {
@@ -547,6 +550,46 @@ static void merge_slist(struct fsnp_req *r)
 	                           f->n_res);
 }
 
+/* STATS / ATTRIBUTES / ATTRIBUTE_VALUES: flow/ combines the answers. */
+static void merge_stats(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val *vals = calloc(f->n_res ? f->n_res : 1, sizeof *vals);
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	struct fsnp_writer w;
+	if (vals == NULL || req == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &vals[i])) {
+			reply_result(r, f->res[i].status,
+			             r->plan.parts[i].group, f->res[i].data,
+			             f->res[i].len);
+			goto out;
+		}
+	}
+	if (flow_body_decode_bytes(f->opcode, f->body, f->len, req, &err) !=
+	    0) {
+		flow_error(r, err.status, err.msg);
+		goto out;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_stats_merge(req, vals, f->n_res, &w, &err) != 0) {
+		flow_error(r, err.status, err.msg);
+		goto out;
+	}
+	fsnp_w_finish(&w);
+out:
+	free(req);
+	free(vals);
+}
+
 static void merge_mget(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -724,6 +767,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
+	} else if (f->kind == FK_STATS) {
+		merge_stats(r);
 	} else if (f->kind == FK_GOV) {
 		merge_gov(r);
 	} else if (f->kind == FK_SLIST) {
@@ -797,6 +842,8 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 		/* Every part answered inside submit: merge now. */
 		if (f->kind == FK_MGET) {
 			merge_mget(r);
+		} else if (f->kind == FK_STATS) {
+			merge_stats(r);
 		} else if (f->kind == FK_GOV) {
 			merge_gov(r);
 		} else if (f->kind == FK_SLIST) {
@@ -1297,6 +1344,20 @@ void fsnp_flow_start(struct fsnp_req *r)
 		f->kind = FK_SLIST;
 		start_all(r);
 		goto out;
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+		f->kind = FK_STATS;
+		if (plen == 0) {
+			start_all(r);
+		} else if (plan_parts(r, 1) != 0 ||
+		           part_encode(r, &r->plan.parts[0], group, f->body,
+		                       f->len) != 0) {
+			fsnp_exec_finish(r);
+		} else {
+			run_parts(r, 1);
+		}
+		goto out;
 	default:
 		if (is_many(opcode)) {
 			start_batch(r, req, group);
@@ -1392,7 +1453,8 @@ static bool bool_field(const char *k)
 	return strcmp(k, "reclaim_expired") == 0 ||
 	       strcmp(k, "idempotent") == 0 || strcmp(k, "full") == 0 ||
 	       strcmp(k, "independent") == 0 || strcmp(k, "override") == 0 ||
-	       strcmp(k, "replace") == 0 || strcmp(k, "payload") == 0;
+	       strcmp(k, "replace") == 0 || strcmp(k, "payload") == 0 ||
+	       strcmp(k, "consistent_projection") == 0;
 }
 
 /* The positional field of the opcode's first argument. */
@@ -1403,6 +1465,9 @@ static const char *ce_first(uint16_t op)
 	case FSNP_OP_FLOW_RECLAIM:
 	case FSNP_OP_FLOW_POLICY_SET:
 	case FSNP_OP_FLOW_POLICY_GET:
+	case FSNP_OP_FLOW_STATS:
+	case FSNP_OP_FLOW_ATTRIBUTES:
+	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 		return "type";
 	case FSNP_OP_FLOW_VALUE_PUT:
 		return "value";
@@ -1530,7 +1595,7 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	uint32_t n = args->as.count, i = 0, k = 0;
 	uint32_t n_states = 0, n_values = 0;
 	const char *first = ce_first(op);
-	bool mixed = true;
+	bool mixed = true, wrote_attrs = false;
 	int rv = -1;
 
 	a = calloc(n + 1, sizeof *a);
@@ -1571,6 +1636,10 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 	} else if (first != NULL && n > 0) {
 		fsnp_w_key(&w, first);
 		fsnp_w_val(&w, &a[i++]);
+		if (op == FSNP_OP_FLOW_ATTRIBUTE_VALUES && i < n) {
+			fsnp_w_key(&w, "attribute");
+			fsnp_w_val(&w, &a[i++]);
+		}
 	}
 	for (uint32_t j = i; j < n; j++) {
 		if (a[j].tag == FSNP_BIN && a[j].as.bin.len == 5 &&
@@ -1656,6 +1725,33 @@ static int ce_body(uint16_t op, const struct fsnp_val *args, struct wbuf *out,
 		}
 		if (strcmp(tok, "STATE") == 0 && n_states == 0) {
 			i++; /* already written with the first */
+			continue;
+		}
+		if (strcmp(tok, "ATTRIBUTE") == 0 && op == FSNP_OP_FLOW_STATS) {
+			/* ATTRIBUTE name value, repeated: one attributes map,
+			 * written at the first. */
+			if (!wrote_attrs) {
+				fsnp_w_key(&w, "attributes");
+				fsnp_w_map_begin(&w);
+				for (uint32_t j = i - 1; j + 2 < n; j++) {
+					if (a[j].tag == FSNP_BIN &&
+					    bin_ieq(a[j].as.bin, "ATTRIBUTE") &&
+					    a[j + 1].tag == FSNP_BIN) {
+						fsnp_w_key_bin(
+						    &w, a[j + 1].as.bin.ptr,
+						    a[j + 1].as.bin.len);
+						fsnp_w_val(&w, &a[j + 2]);
+						j += 2;
+					}
+				}
+				fsnp_w_map_end(&w);
+				wrote_attrs = true;
+			}
+			if (i + 2 > n) {
+				snprintf(msg, cap, "ERR syntax error");
+				goto out;
+			}
+			i += 2;
 			continue;
 		}
 		if (strcmp(tok, "VALUE") == 0 && n_values > 0) {
@@ -1803,4 +1899,44 @@ void fsnp_flow_exec_compact(struct fsnp_req *r, const uint8_t *body, size_t len)
 	metric_add(r->srv->m_flow_compact, 1);
 	fsnp_flow_exec(r, r->opcode, b.data, b.len);
 	wbuf_free(&b);
+}
+
+/* --- FLOW.QUERY.INDEXES ------------------------------------------------ */
+
+void fsnp_flow_query_indexes(struct fsnp_req *r, const struct fsnp_val *args)
+{
+	struct fsnp_iter it;
+	struct fsnp_val id = {.tag = FSNP_NIL};
+	struct fsnp_writer w;
+	uint32_t n = args->tag == FSNP_ARRAY ? args->as.count : 0;
+
+	if (n > 1) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR wrong number of arguments for "
+		           "'flow.query.indexes' command");
+		return;
+	}
+	if (n == 1) {
+		fsnp_iter_init(&it, args);
+		(void)fsnp_iter_next(&it, NULL, &id);
+		if (id.tag != FSNP_BIN || id.as.bin.len == 0 ||
+		    id.as.bin.len > 64) {
+			flow_error(r, FSNP_STATUS_ERROR,
+			           "ERR Flow query index id must be 1 to 64 "
+			           "bytes");
+			return;
+		}
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	if (flow_index_status_v1(&w, fsnp_now_ms(r->srv), r->srv->data_groups,
+	                         n == 1 ? id.as.bin.ptr : NULL,
+	                         n == 1 ? id.as.bin.len : 0) != 0) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR Flow query index not found");
+		return;
+	}
+	fsnp_w_finish(&w);
 }

@@ -529,6 +529,9 @@ void fsnp_exec_finish(struct fsnp_req *r);
 void fsnp_flow_exec(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
                     size_t len);
 /* COMMAND_EXEC of a Flow command: `args` after the name. */
+/* COMMAND_EXEC FLOW.QUERY.INDEXES [index-id]: the index status
+ * (flow_index_status_v1); answers r. */
+void fsnp_flow_query_indexes(struct fsnp_req *r, const struct fsnp_val *args);
 void fsnp_flow_exec_args(struct fsnp_req *r, uint16_t opcode,
                          const struct fsnp_val *args);
 /* The same in two steps, for PIPELINE items: prepare (0, or -1 with the

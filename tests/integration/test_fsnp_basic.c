@@ -661,7 +661,7 @@ static void test_command_exec(void **state)
 	ftc_msg_free(&hm);
 	const char *two[] = {"2"};
 	expect_error(exec_cmd(&c, "CLUSTER.PROMOTE", 1, two), 1,
-	             "not supported");
+	             "a single node");
 	expect_error(exec_cmd(&c, "CLUSTER.KEYSLOT", 0, ks), 6, "key");
 	ftc_close(&c);
 }

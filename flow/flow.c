@@ -8,6 +8,7 @@
 
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
+#include "flow/flow_sweep.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -229,7 +230,7 @@ int flow_reply_status(uint8_t store_status)
 
 static bool flow_is_read(uint8_t op)
 {
-	return op == FLOW_STORE_OP_READ;
+	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_SWEEP_SCAN;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -245,6 +246,10 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	int rv;
 
 	(void)data;
+	if (len >= 2 && (cmd[1] == FLOW_STORE_OP_SWEEP ||
+	                 cmd[1] == FLOW_STORE_OP_SWEEP_SCAN)) {
+		return flow_sweep_apply(tx, cmd, len, res);
+	}
 	if (flow_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];
 		snprintf(text, sizeof text, "ERR %s", msg);
@@ -295,7 +300,7 @@ int flow_register(struct store *s)
 {
 	struct store_ext x = {
 	    .first_op = FLOW_STORE_OP_APPLY,
-	    .last_op = FLOW_STORE_OP_READ,
+	    .last_op = FLOW_STORE_OP_SWEEP,
 	    .is_read = flow_is_read,
 	    .apply = flow_apply,
 	    .data = NULL,

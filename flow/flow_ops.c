@@ -1573,6 +1573,50 @@ static int check_result_refs(const struct flow_req *q, struct flow_err *err)
 	return 0;
 }
 
+/* Whether the non-terminal flow `r` is past its max_active_ms at the
+ * command's time. */
+static bool active_expired(const struct fctx *c, const struct frec *r)
+{
+	int64_t deadline = frec_active_deadline(r);
+	return deadline >= 0 && (int64_t)c->now > deadline;
+}
+
+/* Fails `old` for having run past max_active_ms, as the reference does:
+ * state failed, lease and next run cleared, retention stamped, history
+ * `failed` with reason max_active_ms. */
+static void fail_active(struct fctx *c, const struct frec *old)
+{
+	struct hmeta meta[1];
+	struct frec r = *old;
+	frec_set_cstr(&r, RS_STATE, "failed");
+	bump(c, &r);
+	clear_lease(&r);
+	frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+	stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+	meta[0].name = "reason";
+	meta[0].v = text_val(c, fb("max_active_ms"));
+	frec_history(c, &r, "failed", meta, 1);
+	frec_save(c, old, &r);
+}
+
+int flow_op_active_timeout(struct fctx *c, struct fsnp_bytes part,
+                           struct fsnp_bytes id, bool *failed)
+{
+	struct frec old;
+	int rv;
+
+	*failed = false;
+	if ((rv = frec_load(c, part, id, &old)) <= 0) {
+		return rv; /* gone since the scan: nothing to do */
+	}
+	if (!active_expired(c, &old)) {
+		return 0; /* ended, rewound or not yet due: a stale sweep */
+	}
+	fail_active(c, &old);
+	*failed = true;
+	return 0;
+}
+
 static int op_finish(struct fctx *c, const struct flow_req *q,
                      struct fsnp_writer *w, struct flow_err *err, bool complete)
 {
@@ -1601,20 +1645,8 @@ static int op_finish(struct fctx *c, const struct flow_req *q,
 		E1("ERR stale flow lease");
 		return 1;
 	}
-	if (complete && old.i_set[RI_MAX_ACTIVE_MS] &&
-	    (int64_t)c->now >
-	        old.i[RI_CREATED_AT_MS] + old.i[RI_MAX_ACTIVE_MS]) {
-		struct hmeta meta[1];
-		r = old;
-		frec_set_cstr(&r, RS_STATE, "failed");
-		bump(c, &r);
-		clear_lease(&r);
-		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
-		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
-		meta[0].name = "reason";
-		meta[0].v = text_val(c, fb("max_active_ms"));
-		frec_history(c, &r, "failed", meta, 1);
-		frec_save(c, &old, &r);
+	if (complete && active_expired(c, &old)) {
+		fail_active(c, &old);
 		E1("ERR flow max_active_ms exceeded");
 		return FLOW_OP_ERROR_KEEP;
 	}

@@ -17,6 +17,13 @@
 int flow_op_run(struct fctx *c, const struct flow_req *req,
                 struct fsnp_writer *w, struct flow_err *err);
 
+/* The max_active_ms sweep's apply for one flow: fails (partition, id)
+ * when it is still non-terminal and past created_at_ms + max_active_ms
+ * at c->now (*failed); anything else (gone, ended, not yet due) is left
+ * as it is. 0, or -1 on an I/O failure. */
+int flow_op_active_timeout(struct fctx *c, struct fsnp_bytes part,
+                           struct fsnp_bytes id, bool *failed);
+
 #ifdef LS_FAULT_HOOKS
 /* lodestone-faulty: reads LODESTONE_FAULT and reports an active flow
  * hook on stderr (flow_register calls it at start). */

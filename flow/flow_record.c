@@ -270,6 +270,29 @@ static void fkey_retain(struct sbuf *k, uint32_t group, const struct frec *r)
 	kpart(k, r->s[RS_ID]);
 }
 
+static void fkey_active(struct sbuf *k, uint32_t group, const struct frec *r)
+{
+	kstart(k, group, K_FLOW_ACTIVE);
+	sbuf_u64(k, (uint64_t)frec_active_deadline(r));
+	kpart(k, r->s[RS_PARTITION_KEY]);
+	kpart(k, r->s[RS_ID]);
+}
+
+void fkey_active_prefix(struct sbuf *k, uint32_t group)
+{
+	kstart(k, group, K_FLOW_ACTIVE);
+}
+
+int64_t frec_active_deadline(const struct frec *r)
+{
+	if (r == NULL || frec_is_terminal(r) || !r->i_set[RI_MAX_ACTIVE_MS] ||
+	    !r->i_set[RI_CREATED_AT_MS] || r->i[RI_MAX_ACTIVE_MS] <= 0 ||
+	    r->i[RI_CREATED_AT_MS] < 0) {
+		return -1;
+	}
+	return r->i[RI_CREATED_AT_MS] + r->i[RI_MAX_ACTIVE_MS];
+}
+
 bool fkey_part(const uint8_t *k, size_t len, size_t *off,
                struct fsnp_bytes *out)
 {
@@ -457,6 +480,16 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	}
 	if (has_retain(r)) {
 		fkey_retain(&c->key, c->group, r);
+		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+	}
+	if (frec_active_deadline(old) >= 0 &&
+	    frec_active_deadline(old) != frec_active_deadline(r)) {
+		fkey_active(&c->key, c->group, old);
+		store_tx_del(c->tx, c->key.p, c->key.len);
+	}
+	if (frec_active_deadline(r) >= 0 &&
+	    frec_active_deadline(old) != frec_active_deadline(r)) {
+		fkey_active(&c->key, c->group, r);
 		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
 	}
 	wbuf_init(&b);

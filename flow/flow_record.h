@@ -145,6 +145,13 @@ void fkey_policy(struct sbuf *k, uint32_t group, struct fsnp_bytes type);
 void fkey_signal(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
                  struct fsnp_bytes id, struct fsnp_bytes key);
 
+/* The active-time index (K_FLOW_ACTIVE): one entry per non-terminal
+ * flow with a max_active_ms, keyed by its deadline. */
+void fkey_active_prefix(struct sbuf *k, uint32_t group);
+/* created_at_ms + max_active_ms of a non-terminal flow that has one, else
+ * -1 (also for r == NULL). */
+int64_t frec_active_deadline(const struct frec *r);
+
 /* Reads a u32-length-prefixed part of a key at *off; false past the end. */
 bool fkey_part(const uint8_t *k, size_t len, size_t *off,
                struct fsnp_bytes *out);

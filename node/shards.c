@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "flow/flow.h"
+#include "flow/flow_sweep.h"
 #include "node/membership.h"
 #include "net/tls.h"
 #include "node/shards_internal.h"
@@ -1237,6 +1238,19 @@ static void on_maint(uv_timer_t *t)
 			shards_propose(s, g, cmd, len, on_expired, s);
 		}
 		free(cmd);
+		/* Flows past max_active_ms, failed by a replicated command
+		 * that re-checks each one (flow/flow_sweep.h). */
+		if (flow_sweep_cmd(s->store, g, now, FLOW_SWEEP_MAX, &cmd,
+		                   &len) != 0) {
+			log_warn(s->log, "shards",
+			         "flow max_active_ms scan of group %" PRIu32
+			         " failed",
+			         g);
+			continue;
+		}
+		if (len > 0) {
+			shards_propose_owned(s, g, cmd, len, on_expired, s);
+		}
 	}
 }
 

@@ -57,6 +57,9 @@ enum key_type {
 	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
 	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
 	                       * no due entry of the group is earlier */
+	K_FLOW_ACTIVE = 0x4F, /* u64 created_at_ms + max_active_ms + part +
+	                       * id: empty (non-terminal flows with a
+	                       * max_active_ms) */
 };
 
 /* Kinds of expiry index entries. */

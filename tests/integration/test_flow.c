@@ -588,6 +588,51 @@ static void test_block_woken_by_create(void **state)
 	}
 }
 
+/* A flow past max_active_ms is failed by its shard's leader without any
+ * client call (reason max_active_ms in its history); one without a
+ * deadline stays as it was. */
+static void test_max_active_sweep(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], other[64], type[64];
+		struct lease l;
+		struct ftc_msg m;
+		bool failed = false;
+		snprintf(id, sizeof id, "%s-act-%u", prefix, node_);
+		snprintf(other, sizeof other, "%s-act-free-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-act-t%u", prefix, node_);
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s max_active_ms=i now_ms=i", id, type,
+		            (int64_t)300, (int64_t)now_ms()),
+		       "OK");
+		create(&c, other, type, "queued");
+		assert_true(claim1(&c, type, "queued", &l));
+		/* The maintenance sweep runs every second: bounded wait. */
+		for (int i = 0; i < 80 && !failed; i++) {
+			m = call(&c, FSNP_OP_FLOW_GET, "id=s", id);
+			ok(&m);
+			failed = ftc_map_str(&m.value, "state", "failed");
+			ftc_msg_free(&m);
+			if (!failed) {
+				usleep(100 * 1000);
+			}
+		}
+		assert_true(failed);
+		m = call(&c, FSNP_OP_FLOW_HISTORY, "id=s event=s", id,
+		         "failed");
+		ok(&m);
+		assert_int_equal(m.value.as.count, 1);
+		ftc_msg_free(&m);
+		m = call(&c, FSNP_OP_FLOW_GET, "id=s", other);
+		ok(&m);
+		assert_false(ftc_map_str(&m.value, "state", "failed"));
+		ftc_msg_free(&m);
+	}
+}
+
 static void test_bad_bodies(void **state)
 {
 	struct ftc c;
@@ -888,6 +933,7 @@ int main(void)
 	    cmocka_unit_test(test_signal_values),
 	    cmocka_unit_test(test_batches_and_fanout),
 	    cmocka_unit_test(test_block_woken_by_create),
+	    cmocka_unit_test(test_max_active_sweep),
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),
 	    cmocka_unit_test(test_route),

@@ -12,7 +12,9 @@
 #include <string.h>
 
 #include "flow/flow.h"
+#include "flow/flow_sweep.h"
 #include "tests/unit/flow_test_util.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
 #define G 1
@@ -1836,6 +1838,220 @@ static void test_spawn_children(void **state)
 	tdb_close(&t);
 }
 
+/* Applies a raw store command at entry time `now`; returns the i64 the
+ * sweep answers (asserts an OK result). */
+static int64_t apply_sweep(struct tdb *t, uint64_t now, const uint8_t *cmd,
+                           size_t len)
+{
+	struct fsm_cmd fc = {cmd, len};
+	struct fsm_result res = {NULL, 0};
+	struct fsm_entry e;
+	struct fsnp_val v;
+	int64_t n;
+
+	e.group = G;
+	e.index = t->next_index[G]++;
+	e.term = 1;
+	e.now_ms = now;
+	e.n_cmds = 1;
+	e.cmds = &fc;
+	assert_int_equal(store_apply(t->s, &e, &res), 0);
+	assert_true(res.len >= 3);
+	assert_int_equal(res.data[1], STORE_OK);
+	assert_int_equal(
+	    fsnp_value_decode_body(res.data + 2, res.len - 2, NULL, &v), 0);
+	assert_int_equal(v.tag, FSNP_I64);
+	n = v.as.i;
+	free(res.data);
+	return n;
+}
+
+static void create_active(struct tdb *t, uint64_t now, const char *id,
+                          int64_t max_active)
+{
+	struct fbody b;
+	struct freply r;
+
+	fb_begin(&b);
+	fb_str(&b, "id", id);
+	fb_str(&b, "type", "timed");
+	if (max_active > 0) {
+		fb_int(&b, "max_active_ms", max_active);
+	}
+	run(t, now, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+}
+
+/* The leader's max_active_ms sweep: the scan finds exactly the
+ * non-terminal flows past their deadline; apply fails them as COMPLETE
+ * would (state, history reason) and re-checks, so a stale, replayed or
+ * early command changes nothing. */
+static void test_active_sweep(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	char buf[256];
+	uint8_t *cmd;
+	size_t len;
+	struct sbuf raw;
+	const uint8_t *part;
+	size_t plen;
+	char pbuf[FLOW_AUTO_PARTITION_MAX];
+	struct flow_req q;
+	struct flow_err err;
+
+	(void)state;
+	ftdb_open(&t);
+	create_active(&t, 1000, "a", 100);   /* deadline 1100 */
+	create_active(&t, 1000, "b", 10000); /* deadline 11000 */
+	create_active(&t, 1000, "c", 0);     /* none */
+	create_active(&t, 1000, "d", 100);   /* ends in time */
+	fb_begin(&b);
+	fb_str(&b, "type", "timed");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	run(&t, 1050, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 4);
+	freply_free(&r);
+	finish(&t, 1060, FSNP_OP_FLOW_COMPLETE, "d", "w:1050:1", 1, &r);
+	fr_ok(&r);
+	freply_free(&r);
+
+	/* Nothing is past its deadline yet. */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 1100, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_null(cmd);
+	assert_int_equal(len, 0);
+
+	/* At 2000 only "a" is. */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 2000, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_non_null(cmd);
+	assert_int_equal(cmd[1], FLOW_STORE_OP_SWEEP);
+	assert_int_equal(be_get32(cmd + 3 + 8), 1);
+	assert_int_equal(apply_sweep(&t, 2000, cmd, len), 1);
+	get(&t, 2000, "a", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+	assert_int_equal(fr_int(&r.v, "version"), 3);
+	assert_true(fr_is_nil(&r.v, "lease_token"));
+	assert_true(fr_int(&r.v, "terminal_retention_until_ms") > 2000);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "a");
+	fb_str(&b, "event", "failed");
+	run(&t, 2000, FSNP_OP_FLOW_HISTORY, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val ev = nth(&r.v, 0), fields = nth(&ev, 1);
+		struct fsnp_iter it;
+		struct fsnp_val k, v;
+		bool reason = false;
+		fsnp_iter_init(&it, &fields);
+		while (fsnp_iter_next(&it, NULL, &k) &&
+		       fsnp_iter_next(&it, NULL, &v)) {
+			if (k.tag == FSNP_BIN &&
+			    fsnp_bytes_eq(k.as.bin, "reason")) {
+				assert_true(
+				    fsnp_bytes_eq(v.as.bin, "max_active_ms"));
+				reason = true;
+			}
+		}
+		assert_true(reason);
+	}
+	freply_free(&r);
+
+	/* The same command again (stale): nothing changes. */
+	assert_int_equal(apply_sweep(&t, 2100, cmd, len), 0);
+	get(&t, 2100, "a", &r);
+	assert_int_equal(fr_int(&r.v, "version"), 3);
+	freply_free(&r);
+	free(cmd);
+	/* The index no longer lists "a". */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 2000, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_null(cmd);
+
+	/* A command naming "b" and "c" early: b's deadline has not passed at
+	 * the entry's time (the command's later time is not believed) and c
+	 * has none. */
+	fb_begin(&b);
+	fb_str(&b, "id", "b");
+	fb_end(&b);
+	assert_int_equal(flow_body_decode_bytes(FSNP_OP_FLOW_GET, b.b.data,
+	                                        b.b.len, &q, &err),
+	                 0);
+	flow_cmd_partition(&q, 0, pbuf, &part, &plen);
+	fb_free(&b);
+	{
+		const uint8_t *parts[2] = {part, part};
+		size_t plens[2] = {plen, plen};
+		const uint8_t *ids[2] = {(const uint8_t *)"b",
+		                         (const uint8_t *)"c"};
+		size_t ilens[2] = {1, 1};
+		char cpbuf[FLOW_AUTO_PARTITION_MAX];
+		const uint8_t *cpart;
+		size_t cplen;
+		fb_begin(&b);
+		fb_str(&b, "id", "c");
+		fb_end(&b);
+		assert_int_equal(flow_body_decode_bytes(FSNP_OP_FLOW_GET,
+		                                        b.b.data, b.b.len, &q,
+		                                        &err),
+		                 0);
+		flow_cmd_partition(&q, 0, cpbuf, &cpart, &cplen);
+		fb_free(&b);
+		parts[1] = cpart;
+		plens[1] = cplen;
+		sbuf_init(&raw);
+		flow_sweep_encode(20000, parts, plens, ids, ilens, 2, &raw);
+		assert_int_equal(apply_sweep(&t, 3000, raw.p, raw.len), 0);
+		get(&t, 3000, "b", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "running");
+		freply_free(&r);
+		/* Past b's deadline the same command fails b only. */
+		assert_int_equal(apply_sweep(&t, 12000, raw.p, raw.len), 1);
+		get(&t, 12000, "b", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+		freply_free(&r);
+		get(&t, 12000, "c", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "running");
+		freply_free(&r);
+		sbuf_free(&raw);
+	}
+	/* A malformed sweep is refused without a change. */
+	{
+		uint8_t bad[] = {STORE_CMD_VERSION,
+		                 FLOW_STORE_OP_SWEEP,
+		                 FLOW_CMD_VERSION,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 1,
+		                 0,
+		                 0,
+		                 0,
+		                 9};
+		struct fsm_cmd fc = {bad, sizeof bad};
+		struct fsm_result res = {NULL, 0};
+		struct fsm_entry e = {.group = G,
+		                      .index = t.next_index[G]++,
+		                      .term = 1,
+		                      .now_ms = 13000,
+		                      .n_cmds = 1,
+		                      .cmds = &fc};
+		assert_int_equal(store_apply(t.s, &e, &res), 0);
+		assert_int_equal(res.data[1], STORE_BAD_COMMAND);
+		free(res.data);
+	}
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1852,6 +2068,7 @@ int main(void)
 	    cmocka_unit_test(test_steps_rewind_retention),
 	    cmocka_unit_test(test_claim_partitions),
 	    cmocka_unit_test(test_spawn_children),
+	    cmocka_unit_test(test_active_sweep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

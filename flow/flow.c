@@ -9,6 +9,7 @@
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
 #include "flow/flow_sweep.h"
+#include "flow/flow_wait.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -228,9 +229,26 @@ int flow_reply_status(uint8_t store_status)
 	}
 }
 
+static flow_changes_fn changes_fn;
+static void *changes_data;
+
+void flow_set_changes_hook(flow_changes_fn fn, void *data)
+{
+	changes_fn = fn;
+	changes_data = data;
+}
+
+void flow_changes_notify(struct fctx *c, uint16_t opcode)
+{
+	if (changes_fn != NULL && c->nchg > 0) {
+		changes_fn(changes_data, c->group, opcode, c->chg, c->nchg);
+	}
+}
+
 static bool flow_is_read(uint8_t op)
 {
-	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_SWEEP_SCAN;
+	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_SWEEP_SCAN ||
+	       op == FLOW_STORE_OP_NEXT_DUE;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -249,6 +267,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	if (len >= 2 && (cmd[1] == FLOW_STORE_OP_SWEEP ||
 	                 cmd[1] == FLOW_STORE_OP_SWEEP_SCAN)) {
 		return flow_sweep_apply(tx, cmd, len, res);
+	}
+	if (len >= 2 && cmd[1] == FLOW_STORE_OP_NEXT_DUE) {
+		return flow_wait_apply(tx, cmd, len, res);
 	}
 	if (flow_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];
@@ -271,6 +292,7 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		return 0;
 	}
 	fctx_init(&ctx, tx, c.max_clock_skew_ms, c.seed);
+	ctx.track = changes_fn != NULL && ctx.write;
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);
 	err.status = 0;
@@ -287,6 +309,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		          err.msg);
 	} else if (rv == 0) {
 		res_error(res, STORE_ERR, "ERR flow reply could not be built");
+	}
+	if (rv == 0 || rv == FLOW_OP_ERROR_KEEP) {
+		flow_changes_notify(&ctx, c.opcode);
 	}
 	wbuf_free(&b);
 	fctx_fini(&ctx);

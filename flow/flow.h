@@ -103,6 +103,28 @@ void flow_cmd_partition(const struct flow_req *req, uint64_t seed, char *buf,
 /* The FSNP status of a store result status. */
 int flow_reply_status(uint8_t store_status);
 
+/* One flow record an applied command wrote (views valid during the
+ * call). next_run_at_ms is -1 when the flow is terminal or has none. */
+struct flow_change {
+	struct fsnp_bytes id, type, state, partition_key;
+	int64_t priority;
+	int64_t next_run_at_ms;
+};
+
+/* Called on the reactor thread after each Flow command applied on this
+ * node that wrote flow records (not after failed commands, reads or
+ * replays), with the command's FSNP opcode (0 for the max_active_ms
+ * sweep) and every record it wrote, in order. Every replica applies every
+ * entry, so every node holding the group calls it; a node holding no
+ * replica of the group never does. The node's waiters (block_ms claims,
+ * FLOW_WAKE subscribers) hang off it. */
+typedef void (*flow_changes_fn)(void *data, uint32_t group, uint16_t opcode,
+                                const struct flow_change *ch, size_t n);
+
+/* Sets the hook (NULL to clear). One per process: a node runs one store
+ * and one FSNP server. */
+void flow_set_changes_hook(flow_changes_fn fn, void *data);
+
 /* Registers the Flow ops with `s` (before any apply). 0, or -1. */
 int flow_register(struct store *s);
 

@@ -9,7 +9,8 @@ flow_libflow_a_SOURCES = \
 	flow/flow_record.c flow/flow_record.h \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_ops.c flow/flow_ops.h \
-	flow/flow_sweep.c flow/flow_sweep.h
+	flow/flow_sweep.c flow/flow_sweep.h \
+	flow/flow_wait.c flow/flow_wait.h
 
 FLOW_TEST_LDADD = flow/libflow.a store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)

@@ -1513,6 +1513,62 @@ out:
 	return rv;
 }
 
+int flow_op_next_due(struct fctx *c, const struct flow_req *q, uint64_t *at)
+{
+	struct claim_args a;
+	struct flow_err err;
+	struct scan sn, sr;
+	struct store_tx_iter *it;
+	struct sbuf pfx;
+	bool valid;
+
+	*at = UINT64_MAX;
+	if (parse_claim(c, q, &a, &err) != 0) {
+		return 0; /* the claim itself answers the error */
+	}
+	memset(&sn, 0, sizeof sn);
+	sn.priority = a.priority;
+	sn.states = a.states;
+	sn.one_state = a.one_state;
+	sn.has_one = a.has_one;
+	memset(&sr, 0, sizeof sr);
+	sr.priority = a.priority;
+	sr.running = true;
+	sbuf_init(&pfx);
+	if (a.pmode == 2 && a.plist == NULL) {
+		fkey_due_prefix(&pfx, c->group, a.pone, a.type);
+		pfx.p[4] = K_FLOW_FLOOR;
+	} else {
+		sbuf_u32(&pfx, c->group);
+		sbuf_u8(&pfx, K_FLOW_FLOOR);
+	}
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = 5;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_bytes part, ty, st;
+		bool want;
+
+		if (!fkey_part(k, kl, &off, &part) ||
+		    !fkey_part(k, kl, &off, &ty) ||
+		    !fkey_part(k, kl, &off, &st) || off + 1 != kl || vl != 8 ||
+		    bytes_cmp(ty, a.type) != 0 || !part_ok(&a, part) ||
+		    (a.priority >= 0 && k[off] != 255 - a.priority)) {
+			continue;
+		}
+		want =
+		    (!a.only_reclaim && scan_state_ok(&sn, st)) ||
+		    ((a.reclaim || a.only_reclaim) && scan_state_ok(&sr, st));
+		if (want && be_get64(v) < *at) {
+			*at = be_get64(v);
+		}
+	}
+	sbuf_free(&pfx);
+	return store_tx_iter_close(it);
+}
+
 /* --- Lease-holding mutations ---------------------------------------------- */
 
 #ifdef LS_FAULT_HOOKS

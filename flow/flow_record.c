@@ -64,6 +64,7 @@ void fctx_init(struct fctx *c, struct tx *tx, uint64_t skew, uint64_t seed)
 
 void fctx_fini(struct fctx *c)
 {
+	free(c->chg);
 	for (size_t i = 0; i < c->nkeep; i++) {
 		free(c->keep[i]);
 	}
@@ -460,6 +461,39 @@ static bool has_retain(const struct frec *r)
 	return r != NULL && r->i_set[RI_TERMINAL_RETENTION_UNTIL_MS];
 }
 
+/* Keeps what the changes hook needs of `r` (copies owned by c). */
+static void track_change(struct fctx *c, const struct frec *r)
+{
+	struct flow_change *ch;
+	const enum rec_str f[4] = {RS_ID, RS_TYPE, RS_STATE, RS_PARTITION_KEY};
+	struct fsnp_bytes *to[4];
+
+	if (c->nchg == c->capchg) {
+		size_t cap = c->capchg ? c->capchg * 2 : 8;
+		struct flow_change *n = realloc(c->chg, cap * sizeof *n);
+		if (n == NULL) {
+			return; /* the waiters' safety net covers it */
+		}
+		c->chg = n;
+		c->capchg = cap;
+	}
+	ch = &c->chg[c->nchg++];
+	memset(ch, 0, sizeof *ch);
+	to[0] = &ch->id;
+	to[1] = &ch->type;
+	to[2] = &ch->state;
+	to[3] = &ch->partition_key;
+	for (int i = 0; i < 4; i++) {
+		if (r->s_set[f[i]]) {
+			to[i]->ptr =
+			    fctx_dup(c, r->s[f[i]].ptr, r->s[f[i]].len);
+			to[i]->len = r->s[f[i]].len;
+		}
+	}
+	ch->priority = r->i_set[RI_PRIORITY] ? r->i[RI_PRIORITY] : 0;
+	ch->next_run_at_ms = has_due(r) ? r->i[RI_NEXT_RUN_AT_MS] : -1;
+}
+
 void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 {
 	struct wbuf b;
@@ -499,6 +533,9 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	fkey_rec(&c->key, c->group, r->s[RS_PARTITION_KEY], r->s[RS_ID]);
 	store_tx_put(c->tx, c->key.p, c->key.len, b.data, b.len);
 	wbuf_free(&b);
+	if (c->track) {
+		track_change(c, r);
+	}
 	flow_children_saved(c, old, r);
 }
 

@@ -15,6 +15,7 @@
 #include "store/ext.h"
 #include "wire/buf.h"
 #include "wire/fsnp_value.h"
+#include "flow/flow.h"
 
 struct fctx {
 	struct tx *tx;
@@ -29,10 +30,19 @@ struct fctx {
 	size_t nkeep;
 	size_t capkeep;
 	struct sbuf key; /* scratch */
+	/* Records written (frec_save), kept when `track` is set, for the
+	 * changes hook (flow.h); views into records the context owns. */
+	bool track;
+	struct flow_change *chg;
+	size_t nchg;
+	size_t capchg;
 };
 
 void fctx_init(struct fctx *c, struct tx *tx, uint64_t skew, uint64_t seed);
 void fctx_fini(struct fctx *c);
+/* Hands the records the command wrote to the changes hook (flow.h), when
+ * one is set; called once the command succeeded. */
+void flow_changes_notify(struct fctx *c, uint16_t opcode);
 /* Takes the wbuf's storage into the context; returns its data. */
 const uint8_t *fctx_keep(struct fctx *c, struct wbuf *b);
 /* A copy of p[0..len) owned by the context. */

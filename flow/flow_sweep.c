@@ -96,6 +96,7 @@ static int sweep_run(struct tx *tx, struct rd *r, struct sbuf *res)
 		return 0;
 	}
 	fctx_init(&c, tx, 0, 0);
+	c.track = true;
 	if (now < c.now) {
 		c.now = now; /* never later than the entry */
 	}
@@ -114,6 +115,9 @@ static int sweep_run(struct tx *tx, struct rd *r, struct sbuf *res)
 		fctx_fini(&c);
 		res_error(res, STORE_BAD_COMMAND, "ERR flow sweep malformed");
 		return 0;
+	}
+	if (rv == 0) {
+		flow_changes_notify(&c, 0);
 	}
 	fctx_fini(&c);
 	if (rv != 0) {

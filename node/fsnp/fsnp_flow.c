@@ -15,10 +15,22 @@
  *    ones are split into one command per group and the per-item results
  *    put back in request order; others are refused (`ERR flow batch
  *    crosses shards`, as the reference);
- *  - block_ms: a claim that finds nothing is parked and polled again
- *    (every FLOW_POLL_MS, and at once when a Flow write succeeds through
- *    this node) until it claims something or block_ms passes (0: no end);
- *  - FLOW_WAKE events for the Flow writes through this node;
+ *  - block_ms: a claim that finds nothing is parked on the node the
+ *    client is connected to and asked again when a Flow write applied on
+ *    this node makes a matching flow due (flow/'s changes hook: every
+ *    replica applies every entry, so a follower holding the group sees the
+ *    write as soon as it learns the commit), until it claims something or
+ *    block_ms passes (0: no end). Each ask is an ordinary claim on the
+ *    group's leader (forwarded within the forward timeout), so nothing
+ *    waits at the leader. The safety-net re-check is timed to the
+ *    earliest due time of this node's replica (flow_next_due: flows that
+ *    become due by time passing), capped at FLOW_RECHECK_MAX_MS; for a
+ *    group this node holds no replica of, it cannot see the writes and
+ *    asks again every FLOW_REMOTE_POLL_MS (and at once after a Flow write
+ *    through this node);
+ *  - FLOW_WAKE events: for every Flow command applied on this node (one
+ *    event per command, naming its first written flow), and for writes
+ *    through this node to a group it holds no replica of;
  *  - job claims answered flow_claim_jobs_v1 on connections that asked for
  *    compact Flow replies.
  * COMMAND_EXEC arguments follow the SDK's grammar: the opcode's first
@@ -33,14 +45,20 @@
 #include <sys/random.h>
 
 #include "flow/flow.h"
+#include "flow/flow_wait.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 
-/* A parked claim is polled again this often at the latest. */
-#define FLOW_POLL_MS 100u
+/* Re-check periods of a parked claim: a group held here is asked again
+ * by its earliest due time, this long at the latest; one whose floors
+ * say "due now" (this replica behind the leader's claim) a little later;
+ * a group held elsewhere this often. */
+#define FLOW_RECHECK_MAX_MS 5000u
+#define FLOW_RECHECK_BEHIND_MS 100u
+#define FLOW_REMOTE_POLL_MS 100u
 
 enum flow_kind {
 	FK_ONE,   /* one group */
@@ -55,6 +73,7 @@ struct fsnp_flow {
 	enum flow_kind kind;
 	uint8_t *body; /* the typed body (owned) */
 	size_t len;
+	struct flow_req *req; /* claims: the decoded body (views into it) */
 	uint64_t seed;
 	bool ok_on_success;
 
@@ -81,6 +100,15 @@ static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
 
+/* Whether this node holds a replica of `group` (so its apply, and the
+ * changes hook, run here). */
+static bool held_here(struct fsnp_server *s, uint32_t group)
+{
+	struct shards_route rt;
+	return shards_route(s->shards, group, &rt) == SHARDS_OK &&
+	       rt.replicated;
+}
+
 void fsnp_flow_free(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -88,6 +116,7 @@ void fsnp_flow_free(struct fsnp_req *r)
 		return;
 	}
 	free(f->body);
+	free(f->req);
 	wbuf_free(&f->acc);
 	if (f->res != NULL) {
 		for (uint32_t i = 0; i < f->n_res; i++) {
@@ -393,6 +422,39 @@ void fsnp_flow_poll(struct fsnp_req *r)
 	}
 }
 
+/* When a parked claim is asked again at the latest (ms from now): by the
+ * earliest due time this node's replicas know for it. */
+static uint64_t claim_recheck_ms(struct fsnp_req *r, uint64_t now)
+{
+	struct fsnp_flow *f = r->flow;
+	struct shards *sh = r->srv->shards;
+	uint64_t at = FLOW_RECHECK_MAX_MS;
+	uint32_t first = f->fixed_group != 0 ? f->fixed_group : 1;
+	uint32_t last =
+	    f->fixed_group != 0 ? f->fixed_group : r->srv->data_groups;
+	for (uint32_t g = first; g <= last; g++) {
+		struct shards_route rt;
+		uint64_t due;
+		if (shards_route(sh, g, &rt) != SHARDS_OK || !rt.replicated) {
+			at =
+			    at < FLOW_REMOTE_POLL_MS ? at : FLOW_REMOTE_POLL_MS;
+			continue;
+		}
+		if (flow_next_due(shards_store(sh), g, f->opcode, f->body,
+		                  f->len, now, &due) != 0) {
+			at =
+			    at < FLOW_REMOTE_POLL_MS ? at : FLOW_REMOTE_POLL_MS;
+		} else if (due <= now) {
+			at = at < FLOW_RECHECK_BEHIND_MS
+			         ? at
+			         : FLOW_RECHECK_BEHIND_MS;
+		} else if (due - now < at) {
+			at = due - now;
+		}
+	}
+	return at;
+}
+
 /* A claim round ended with nothing claimed: wait or answer []. */
 static void claim_empty(struct fsnp_req *r)
 {
@@ -406,7 +468,7 @@ static void claim_empty(struct fsnp_req *r)
 		fsnp_exec_finish(r);
 		return;
 	}
-	at = FLOW_POLL_MS;
+	at = claim_recheck_ms(r, now);
 	if (f->block_until != 0 && f->block_until - now < at) {
 		at = f->block_until - now;
 	}
@@ -628,7 +690,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		reply_result(r, status, r->plan.one.group, result, len);
 		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
-		    wire_load_u16(r->reply.data) == 0) {
+		    wire_load_u16(r->reply.data) == 0 &&
+		    !held_here(r->srv, r->plan.one.group)) {
 			flow_woke(r);
 		}
 		fsnp_exec_finish(r);
@@ -656,17 +719,26 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
-	} else if (f->kind == FK_SPLIT) {
-		merge_split(r);
-		flow_woke(r);
 	} else {
-		merge_all(r);
-		flow_woke(r);
+		bool remote = false;
+		if (f->kind == FK_SPLIT) {
+			merge_split(r);
+		} else {
+			merge_all(r);
+		}
+		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
+			remote = remote ||
+			         !held_here(r->srv, r->plan.parts[i].group);
+		}
+		if (remote) {
+			flow_woke(r);
+		}
 	}
 	fsnp_exec_finish(r);
 }
 
-/* A Flow write succeeded: parked claims try again now, and subscribers
+/* A Flow write through this node to a group it holds no replica of (its
+ * apply never runs here): parked claims try again now, and subscribers
  * of FLOW_WAKE on this node get {opcode, [id], [type], [partition_key]}
  * from the request's body. */
 static void flow_woke(struct fsnp_req *r)
@@ -701,6 +773,132 @@ static void flow_woke(struct fsnp_req *r)
 		                      &b);
 	}
 	wbuf_free(&b);
+}
+
+static bool list_has(const struct fsnp_val *list, struct fsnp_bytes b)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	fsnp_iter_init(&it, list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		if (e.tag == FSNP_BIN && e.as.bin.len == b.len &&
+		    (b.len == 0 || memcmp(e.as.bin.ptr, b.ptr, b.len) == 0)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool bytes_same(struct fsnp_bytes a, struct fsnp_bytes b)
+{
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+static bool is_any(struct fsnp_bytes b)
+{
+	return fsnp_bytes_eq(b, "any") || fsnp_bytes_eq(b, "ANY");
+}
+
+/* Whether the parked claim `q` could take the changed flow `ch` once it
+ * is due (type, states, partitions and priority as the claim filters
+ * them; a running flow is a reclaim once its lease deadline passes). */
+static bool claim_wants(const struct flow_req *q, const struct flow_change *ch)
+{
+	const struct flow_opt *st = &q->f[FF_STATE], *sts = &q->f[FF_STATES];
+	const struct flow_opt *pk = &q->f[FF_PARTITION_KEY];
+	const struct flow_opt *pks = &q->f[FF_PARTITION_KEYS];
+	bool running = fsnp_bytes_eq(ch->state, "running");
+	unsigned b;
+	if (ch->next_run_at_ms < 0 || !bytes_same(q->f[FF_TYPE].t, ch->type)) {
+		return false;
+	}
+	if (q->f[FF_PRIORITY].set && q->f[FF_PRIORITY].i != ch->priority) {
+		return false;
+	}
+	if (q->opcode == FSNP_OP_FLOW_RECLAIM) {
+		if (!running) {
+			return false;
+		}
+	} else if (running) {
+		if (q->f[FF_RECLAIM_EXPIRED].set &&
+		    !q->f[FF_RECLAIM_EXPIRED].b) {
+			return false;
+		}
+	} else if (st->set && !is_any(st->t) && !bytes_same(st->t, ch->state)) {
+		return false;
+	} else if (sts->set && sts->v.tag == FSNP_ARRAY &&
+	           !list_has(&sts->v, ch->state) &&
+	           !list_has(&sts->v,
+	                     (struct fsnp_bytes){(const uint8_t *)"any", 3}) &&
+	           !list_has(&sts->v,
+	                     (struct fsnp_bytes){(const uint8_t *)"ANY", 3})) {
+		return false;
+	}
+	if (pks->set && pks->v.tag == FSNP_ARRAY) {
+		return list_has(&pks->v, ch->partition_key);
+	}
+	if (pk->set && pk->t.len > 0 && !fsnp_bytes_eq(pk->t, "AUTO") &&
+	    !fsnp_bytes_eq(pk->t, "auto")) {
+		return is_any(pk->t) || bytes_same(pk->t, ch->partition_key);
+	}
+	return flow_route_is_auto(ch->partition_key.ptr, ch->partition_key.len,
+	                          &b);
+}
+
+void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
+                       const struct flow_change *ch, size_t n)
+{
+	struct fsnp_server *s = data;
+	uint64_t now = fsnp_now_ms(s);
+	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
+		struct fsnp_flow *f = r->flow;
+		uint64_t after = UINT64_MAX;
+		if (f == NULL || f->kind != FK_CLAIM || f->req == NULL ||
+		    (f->fixed_group != 0 && f->fixed_group != group)) {
+			continue;
+		}
+		for (size_t i = 0; i < n && after > 0; i++) {
+			uint64_t due;
+			if (!claim_wants(f->req, &ch[i])) {
+				continue;
+			}
+			due = (uint64_t)ch[i].next_run_at_ms;
+			due = due > now ? due - now : 0;
+			after = due < after ? due : after;
+		}
+		if (after != UINT64_MAX) {
+			fsnp_server_flow_retime(s, r, after);
+		}
+	}
+	if (opcode != 0 && n > 0 &&
+	    fsnp_server_has_subscriber(s, FSNP_EV_FLOW_WAKE)) {
+		const char *nm = fsnp_opcode_name(opcode);
+		struct fsnp_writer w;
+		struct wbuf b;
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "opcode");
+		fsnp_w_str(&w, nm != NULL ? nm : "?");
+		fsnp_w_key(&w, "id");
+		fsnp_w_bin(&w, ch[0].id.ptr, ch[0].id.len);
+		fsnp_w_key(&w, "type");
+		fsnp_w_bin(&w, ch[0].type.ptr, ch[0].type.len);
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_bin(&w, ch[0].partition_key.ptr,
+		           ch[0].partition_key.len);
+		fsnp_w_key(&w, "state");
+		fsnp_w_bin(&w, ch[0].state.ptr, ch[0].state.len);
+		fsnp_w_key(&w, "count");
+		fsnp_w_i64(&w, (int64_t)n);
+		fsnp_w_map_end(&w);
+		if (fsnp_w_finish(&w) == 0 && !b.oom) {
+			fsnp_server_broadcast(s, FSNP_EV_FLOW_WAKE, "FLOW_WAKE",
+			                      &b);
+		}
+		wbuf_free(&b);
+	}
 }
 
 /* Runs the prepared parts (r->plan.parts, n of them) at once. */
@@ -1062,6 +1260,8 @@ void fsnp_flow_start(struct fsnp_req *r)
 		}
 		r->plan.parts = &r->plan.one;
 		r->plan.n_parts = 1;
+		f->req = req; /* matched against applied changes */
+		req = NULL;
 		claim_restart(r);
 		if (!claim_step(r)) {
 			fsnp_exec_finish(r);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "flow/flow.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_opcode.h"
 
@@ -263,6 +264,16 @@ void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
 	s->foc = r;
 	s->blocking++;
 	tick_arm(s);
+}
+
+void fsnp_server_flow_retime(struct fsnp_server *s, struct fsnp_req *r,
+                             uint64_t after_ms)
+{
+	uint64_t at = uv_now(s->loop) + after_ms;
+	if (r->waiting && r->next_poll_ms > at) {
+		r->next_poll_ms = at;
+		tick_arm(s);
+	}
 }
 
 void fsnp_server_flow_kick(struct fsnp_server *s)
@@ -742,6 +753,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 		s->closed = true;
 		return -1;
 	}
+	/* Flow writes applied on this node wake its parked claims. */
+	flow_set_changes_hook(fsnp_flow_changes, s);
 	uv_check_init(loop, &s->flush);
 	s->flush.data = s;
 	uv_check_start(&s->flush, on_flush);
@@ -876,6 +889,7 @@ void fsnp_server_close(struct fsnp_server *s, uint64_t grace_ms,
 		return;
 	}
 	s->draining = true;
+	flow_set_changes_hook(NULL, NULL);
 	s->close_cb = cb;
 	s->close_data = data;
 	s->grace_ms = grace_ms;

@@ -591,6 +591,66 @@ static void test_block_woken_by_create(void **state)
 /* A flow past max_active_ms is failed by its shard's leader without any
  * client call (reason max_active_ms in its history); one without a
  * deadline stays as it was. */
+/* Three nodes: a block_ms claim parked on a follower of its partition's
+ * group is woken by a create sent to another node (the follower applies
+ * the create and asks the leader again) and returns that flow before
+ * block_ms expires. */
+static void test_block_on_follower(void **state)
+{
+	struct ftc a, b;
+	char pk[64], type[64], id[64];
+	int follower = -1;
+	struct wbuf body;
+	struct ftc_msg m;
+	struct fsnp_iter it;
+	struct fsnp_val rec;
+	uint64_t rid, t0;
+	(void)state;
+	if (n_nodes < 3) {
+		return;
+	}
+	snprintf(pk, sizeof pk, "%s-fol-pk", prefix);
+	snprintf(type, sizeof type, "%s-fol-t", prefix);
+	snprintf(id, sizeof id, "%s-fol-1", prefix);
+	for (unsigned i = 0; i < n_nodes && follower < 0; i++) {
+		assert_int_equal(ftc_connect(&a, cl.nodes[i].fsnp), 0);
+		m = call(&a, FSNP_OP_ROUTE, "flow_id=s partition_key=s", id,
+		         pk);
+		ok(&m);
+		if (!ftc_map_str(&m.value, "hint", "leader")) {
+			follower = (int)i;
+		}
+		ftc_msg_free(&m);
+		ftc_close(&a);
+	}
+	assert_true(follower >= 0);
+	assert_int_equal(ftc_connect(&a, cl.nodes[follower].fsnp), 0);
+	assert_int_equal(
+	    ftc_connect(&b, cl.nodes[(follower + 1) % n_nodes].fsnp), 0);
+	ftc_body(&body, "type=s worker=s limit=i block_ms=i partition_key=s",
+	         type, "wf", (int64_t)1, (int64_t)5000, pk);
+	t0 = now_ms();
+	rid = ftc_send(&a, 1, FSNP_OP_FLOW_CLAIM_DUE, 0, &body);
+	wbuf_free(&body);
+	assert_true(rid > 0);
+	assert_int_not_equal(ftc_recv(&a, &m, 300), 0);
+	ok_str(call(&b, FSNP_OP_FLOW_CREATE,
+	            "id=s type=s partition_key=s now_ms=i", id, type, pk,
+	            (int64_t)now_ms()),
+	       "OK");
+	assert_int_equal(ftc_recv(&a, &m, 6000), 0);
+	assert_int_equal(m.h.request_id, rid);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 1);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &rec));
+	assert_true(ftc_map_str(&rec, "id", id));
+	assert_true(now_ms() - t0 < 5000);
+	ftc_msg_free(&m);
+	ftc_close(&a);
+	ftc_close(&b);
+}
+
 static void test_max_active_sweep(void **state)
 {
 	struct ftc c;
@@ -934,6 +994,7 @@ int main(void)
 	    cmocka_unit_test(test_batches_and_fanout),
 	    cmocka_unit_test(test_block_woken_by_create),
 	    cmocka_unit_test(test_max_active_sweep),
+	    cmocka_unit_test(test_block_on_follower),
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),
 	    cmocka_unit_test(test_route),

@@ -13,6 +13,7 @@
 
 #include "flow/flow.h"
 #include "flow/flow_sweep.h"
+#include "flow/flow_wait.h"
 #include "tests/unit/flow_test_util.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
@@ -2052,6 +2053,102 @@ static void test_active_sweep(void **state)
 	tdb_close(&t);
 }
 
+struct seen {
+	int calls;
+	uint16_t opcode;
+	size_t n;
+	char id[32], state[32];
+	int64_t next;
+};
+
+static void on_changes(void *data, uint32_t group, uint16_t opcode,
+                       const struct flow_change *ch, size_t n)
+{
+	struct seen *s = data;
+	assert_int_equal(group, G);
+	s->calls++;
+	s->opcode = opcode;
+	s->n = n;
+	snprintf(s->id, sizeof s->id, "%.*s", (int)ch[n - 1].id.len,
+	         (const char *)ch[n - 1].id.ptr);
+	snprintf(s->state, sizeof s->state, "%.*s", (int)ch[n - 1].state.len,
+	         (const char *)ch[n - 1].state.ptr);
+	s->next = ch[n - 1].next_run_at_ms;
+}
+
+/* The changes hook sees every record a successful command wrote (not
+ * failed commands or reads); the next-due read gives a parked claim the
+ * earliest due time of its type. */
+static void test_changes_next_due(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	struct seen sn = {0};
+	uint64_t at;
+
+	(void)state;
+	ftdb_open(&t);
+	flow_set_changes_hook(on_changes, &sn);
+	fb_begin(&b);
+	fb_str(&b, "id", "later");
+	fb_str(&b, "type", "w");
+	fb_int(&b, "run_at_ms", 5000);
+	run(&t, 1000, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 1);
+	assert_int_equal(sn.opcode, FSNP_OP_FLOW_CREATE);
+	assert_string_equal(sn.id, "later");
+	assert_string_equal(sn.state, "queued");
+	assert_int_equal(sn.next, 5000);
+	/* A refused create and a read: no call. */
+	fb_begin(&b);
+	fb_str(&b, "id", "later");
+	fb_str(&b, "type", "w");
+	run(&t, 1000, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_err(&r, 1, "ERR flow already exists");
+	freply_free(&r);
+	get(&t, 1000, "later", &r);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 1);
+
+	/* Next due of a claim of type w: 5000; of another type: none. */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 1000, &at),
+	                 0);
+	assert_int_equal(at, 5000);
+	fb_free(&b);
+	fb_begin(&b);
+	fb_str(&b, "type", "other");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 1000, &at),
+	                 0);
+	assert_true(at == UINT64_MAX);
+	fb_free(&b);
+
+	/* A claim at 6000 writes the running flow (next run = deadline). */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_int(&b, "lease_ms", 1000);
+	run(&t, 6000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 2);
+	assert_int_equal(sn.opcode, FSNP_OP_FLOW_CLAIM_DUE);
+	assert_string_equal(sn.state, "running");
+	assert_int_equal(sn.next, 7000);
+	flow_set_changes_hook(NULL, NULL);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2069,6 +2166,7 @@ int main(void)
 	    cmocka_unit_test(test_claim_partitions),
 	    cmocka_unit_test(test_spawn_children),
 	    cmocka_unit_test(test_active_sweep),
+	    cmocka_unit_test(test_changes_next_due),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,22 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	return 0;
 }
 
+int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,
+                         const struct flow_cmd_meta *meta, uint8_t **out,
+                         size_t *out_len, struct flow_err *err)
+{
+	if (opcode != FSNP_OP_FLOW_CLAIM_DUE &&
+	    opcode != FSNP_OP_FLOW_RECLAIM) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native only claims can be peeked");
+	}
+	if (flow_cmd_encode(opcode, body, len, meta, out, out_len, err) != 0) {
+		return -1;
+	}
+	(*out)[1] = FLOW_STORE_OP_PEEK;
+	return 0;
+}
+
 int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
                     const char **msg)
 {
@@ -125,7 +141,8 @@ int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
 	}
 	c->store_op = rd_u8(&r);
 	if (c->store_op != FLOW_STORE_OP_APPLY &&
-	    c->store_op != FLOW_STORE_OP_READ) {
+	    c->store_op != FLOW_STORE_OP_READ &&
+	    c->store_op != FLOW_STORE_OP_PEEK) {
 		*msg = "not a flow command";
 		return -1;
 	}
@@ -145,8 +162,14 @@ int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
 		*msg = "flow command has trailing bytes";
 		return -1;
 	}
-	if ((c->store_op == FLOW_STORE_OP_READ) !=
-	    flow_opcode_is_read(c->opcode)) {
+	if (c->store_op == FLOW_STORE_OP_PEEK) {
+		if (c->opcode != FSNP_OP_FLOW_CLAIM_DUE &&
+		    c->opcode != FSNP_OP_FLOW_RECLAIM) {
+			*msg = "flow peek of an opcode that is not a claim";
+			return -1;
+		}
+	} else if ((c->store_op == FLOW_STORE_OP_READ) !=
+	           flow_opcode_is_read(c->opcode)) {
 		*msg = "flow command op does not match its opcode";
 		return -1;
 	}
@@ -247,8 +270,8 @@ void flow_changes_notify(struct fctx *c, uint16_t opcode)
 
 static bool flow_is_read(uint8_t op)
 {
-	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_SWEEP_SCAN ||
-	       op == FLOW_STORE_OP_NEXT_DUE;
+	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_PEEK ||
+	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -293,6 +316,7 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	}
 	fctx_init(&ctx, tx, c.max_clock_skew_ms, c.seed);
 	ctx.track = changes_fn != NULL && ctx.write;
+	ctx.peek = c.store_op == FLOW_STORE_OP_PEEK;
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);
 	err.status = 0;

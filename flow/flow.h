@@ -34,11 +34,12 @@
  *
  * What stays with the caller (the FSNP layer): CLAIM_DUE and RECLAIM
  * without one partition go to every data group (each claims among its own
- * flows; merge up to `limit`); `block_ms` waiting and re-claiming on new
- * work; POLICY.SET on every group (reads from one); refusing batches whose
- * items route to different shards (`ERR flow batch crosses shards`); the
- * compact request forms (reference/flow.md section 7) turned into typed
- * bodies; the error map envelope around status 1 and 6 messages.
+ * flows; FLOW_STORE_OP_PEEK first says what each would take, so the
+ * limit can be split in the claim order across groups); `block_ms` waiting and
+ * re-claiming on new work; POLICY.SET on every group (reads from one); refusing
+ * batches whose items route to different shards (`ERR flow batch crosses
+ * shards`); the compact request forms (reference/flow.md section 7) turned into
+ * typed bodies; the error map envelope around status 1 and 6 messages.
  *
  * Applying it decodes the body again (the same pure decoder), so a
  * command's effect depends only on the command, the entry's time and the
@@ -57,6 +58,11 @@ struct store;
 
 #define FLOW_STORE_OP_APPLY 0xA0
 #define FLOW_STORE_OP_READ 0xA1
+/* A CLAIM_DUE or RECLAIM served as a read (the command is otherwise the
+ * same): its reply lists what the claim would take, in its order, as
+ * [priority, next_run_at_ms] pairs, and nothing is written. The FSNP
+ * layer's fan-out of unpartitioned claims asks every group this first. */
+#define FLOW_STORE_OP_PEEK 0xAC
 #define FLOW_CMD_VERSION 1
 #define FLOW_CLOCK_SKEW_DEFAULT_MS 60000
 
@@ -86,6 +92,11 @@ bool flow_opcode_is_read(uint16_t opcode);
 int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
                     const struct flow_cmd_meta *meta, uint8_t **out,
                     size_t *out_len, struct flow_err *err);
+
+/* As flow_cmd_encode for the peek of a claim (FLOW_STORE_OP_PEEK). */
+int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,
+                         const struct flow_cmd_meta *meta, uint8_t **out,
+                         size_t *out_len, struct flow_err *err);
 
 /* Decodes a command's envelope (not its body). 0, or -1 with *msg. */
 int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,

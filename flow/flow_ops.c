@@ -1228,6 +1228,14 @@ static int claim_one(struct fctx *c, const struct claim_args *a,
 		}
 		frec_set_str(&r, RS_RUN_STATE, r.s[RS_STATE]);
 	}
+	if (c->peek) {
+		/* What it would claim: [priority, next_run_at_ms]. */
+		fsnp_w_array_begin(w);
+		fsnp_w_i64(w, r.i_set[RI_PRIORITY] ? r.i[RI_PRIORITY] : 0);
+		fsnp_w_i64(w, r.i[RI_NEXT_RUN_AT_MS]);
+		fsnp_w_array_end(w);
+		return 1;
+	}
 	frec_set_cstr(&r, RS_STATE, "running");
 	frec_set_int(&r, RI_FENCING_TOKEN, r.i[RI_FENCING_TOKEN] + 1);
 	bump(c, &r);

@@ -25,6 +25,8 @@ struct fctx {
 	uint64_t skew;
 	uint64_t seed;
 	bool write;
+	/* A claim that only says what it would take (FLOW_STORE_OP_PEEK). */
+	bool peek;
 	/* Buffers the command's views point into, freed at its end. */
 	void **keep;
 	size_t nkeep;

@@ -63,6 +63,7 @@
 enum flow_kind {
 	FK_ONE,   /* one group */
 	FK_CLAIM, /* a claim: one group, or group after group */
+	FK_FAN,   /* a claim over every group: peek all, then split */
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
@@ -88,6 +89,13 @@ struct fsnp_flow {
 	struct wbuf acc; /* claimed items, encoded one after another */
 	uint32_t n_acc;
 
+	/* FK_FAN: phase 0 peeks every group, phase 1 claims; the picks
+	 * (what each group would take, merged) and each group's share */
+	int phase;
+	struct fan_pick *picks;
+	uint32_t n_picks;
+	uint32_t *quota; /* by group - 1 */
+
 	/* fan-out and split: one result per part */
 	struct fsnp_res *res;
 	uint32_t n_res;
@@ -96,9 +104,20 @@ struct fsnp_flow {
 	uint32_t *item_pos;  /* split: its position within the part */
 };
 
+struct fan_pick {
+	uint32_t group;
+	uint32_t rank; /* the group's place in this round's rotation */
+	int64_t priority;
+	int64_t due;
+};
+
 static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
+static void fan_step(struct fsnp_req *r);
+static void fan_begin(struct fsnp_req *r);
+static void claim_empty(struct fsnp_req *r);
+static int plan_parts(struct fsnp_req *r, uint32_t n);
 
 /* Whether this node holds a replica of `group` (so its apply, and the
  * changes hook, run here). */
@@ -126,6 +145,8 @@ void fsnp_flow_free(struct fsnp_req *r)
 	}
 	free(f->item_part);
 	free(f->item_pos);
+	free(f->picks);
+	free(f->quota);
 	free(f);
 	r->flow = NULL;
 }
@@ -408,6 +429,323 @@ static void claim_restart(struct fsnp_req *r)
 	f->start = claim_rotor++;
 }
 
+/* --- Claims over every group ------------------------------------------
+ *
+ * An unpartitioned CLAIM_DUE or RECLAIM on several groups: every group's
+ * leader is first asked what it would take (a peek: [priority, due] per
+ * flow, in its claim order, nothing written), the answers are merged by
+ * priority (high first) then due time (the reference's order; ties by a
+ * rotation of the groups), and the first `limit` of them split the limit:
+ * each group is then asked to claim its share, all at once. The reply
+ * lists the claimed flows in the merged order. Nothing is claimed that
+ * the reply does not carry; a group whose flows went meanwhile answers
+ * fewer. */
+
+static void fan_run(struct fsnp_req *r, const bool *ask)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	r->pending = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		free(f->res[i].data);
+		memset(&f->res[i], 0, sizeof f->res[i]);
+		f->res[i].status = -1; /* not asked */
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ask[i]) {
+			r->pending++;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ask[i]) {
+			r->ops[i].req = r;
+			r->ops[i].part = i;
+			fsnp_server_submit(r->srv, &r->ops[i]);
+		}
+	}
+	if (--r->pending == 0) {
+		fan_step(r);
+	}
+}
+
+static void fan_begin(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	struct flow_err err;
+	bool *ask = calloc(n, sizeof *ask);
+	if (ask == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->phase = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		uint8_t *cmd = NULL;
+		size_t len = 0;
+		if (flow_cmd_encode_peek(f->opcode, f->body, f->len, &meta,
+		                         &cmd, &len, &err) != 0) {
+			flow_error(r, err.status, err.msg);
+			free(ask);
+			fsnp_exec_finish(r);
+			return;
+		}
+		free(p->cmd);
+		p->cmd = cmd;
+		p->len = len;
+		p->group = i + 1;
+		p->read = true;
+		ask[i] = true;
+	}
+	fan_run(r, ask);
+	free(ask);
+}
+
+static int pick_cmp(const void *pa, const void *pb)
+{
+	const struct fan_pick *a = pa, *b = pb;
+	if (a->priority != b->priority) {
+		return a->priority > b->priority ? -1 : 1;
+	}
+	if (a->due != b->due) {
+		return a->due < b->due ? -1 : 1;
+	}
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* The first failed group's status into f->err_*; whether all failed. */
+static bool fan_errors(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t asked = 0, failed = 0;
+	for (uint32_t i = 0; i < r->srv->data_groups; i++) {
+		struct fsnp_res *x = &f->res[i];
+		struct fsnp_val v;
+		if (x->status == -1) {
+			continue;
+		}
+		asked++;
+		if (!result_ok(x->status, x->data, x->len, &v) ||
+		    v.tag != FSNP_ARRAY) {
+			failed++;
+			if (f->err_status == SHARDS_OK) {
+				f->err_status =
+				    x->status != SHARDS_OK ? x->status : -1;
+				f->err_group = i;
+			}
+		}
+	}
+	return asked > 0 && failed == asked;
+}
+
+/* Answers the first failure (a store error as itself). */
+static void fan_reply_error(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_res *x = &f->res[f->err_group];
+	reply_result(r, x->status, f->err_group + 1, x->data, x->len);
+	fsnp_exec_finish(r);
+}
+
+static void fan_peeked(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups, total = 0;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	bool *ask;
+	f->err_status = SHARDS_OK;
+	if (fan_errors(r)) {
+		fan_reply_error(r);
+		return;
+	}
+	f->n_picks = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_val v, e, pr, due;
+		struct fsnp_iter it, jt;
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &v) ||
+		    v.tag != FSNP_ARRAY) {
+			continue;
+		}
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fan_pick *np;
+			if (e.tag != FSNP_ARRAY || e.as.count != 2) {
+				continue;
+			}
+			fsnp_iter_init(&jt, &e);
+			if (!fsnp_iter_next(&jt, NULL, &pr) ||
+			    !fsnp_iter_next(&jt, NULL, &due) ||
+			    pr.tag != FSNP_I64 || due.tag != FSNP_I64) {
+				continue;
+			}
+			np = realloc(f->picks, (f->n_picks + 1) * sizeof *np);
+			if (np == NULL) {
+				break;
+			}
+			f->picks = np;
+			np[f->n_picks].group = i + 1;
+			np[f->n_picks].rank = (i + n - f->start % n) % n;
+			np[f->n_picks].priority = pr.as.i;
+			np[f->n_picks].due = due.as.i;
+			f->n_picks++;
+		}
+	}
+	if (f->n_picks > 1) {
+		qsort(f->picks, f->n_picks, sizeof *f->picks, pick_cmp);
+	}
+	if (f->n_picks > (uint64_t)f->limit) {
+		f->n_picks = (uint32_t)f->limit;
+	}
+	memset(f->quota, 0, n * sizeof *f->quota);
+	for (uint32_t k = 0; k < f->n_picks; k++) {
+		f->quota[f->picks[k].group - 1]++;
+	}
+	if (f->n_picks == 0) {
+		if (f->err_status != SHARDS_OK) {
+			fan_reply_error(r);
+			return;
+		}
+		claim_empty(r);
+		return;
+	}
+	ask = calloc(n, sizeof *ask);
+	if (ask == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->phase = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		struct flow_err err;
+		struct wbuf b;
+		int64_t share = f->quota[i];
+		uint8_t *cmd = NULL;
+		size_t len = 0;
+		if (share == 0) {
+			continue;
+		}
+		wbuf_init(&b);
+		if (body_rewrite(f->body, f->len, "limit", add_limit, &share,
+		                 &b) != 0 ||
+		    b.oom) {
+			wbuf_free(&b);
+			continue;
+		}
+		if (flow_cmd_encode(f->opcode, b.data, b.len, &meta, &cmd, &len,
+		                    &err) != 0) {
+			wbuf_free(&b);
+			flow_error(r, err.status, err.msg);
+			free(ask);
+			fsnp_exec_finish(r);
+			return;
+		}
+		wbuf_free(&b);
+		free(p->cmd);
+		p->cmd = cmd;
+		p->len = len;
+		p->read = false;
+		ask[i] = true;
+		total++;
+	}
+	if (total == 0) {
+		free(ask);
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	fan_run(r, ask);
+	free(ask);
+}
+
+/* Every group asked to claim answered: the flows in the merged order. */
+static void fan_claimed(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	struct fsnp_iter *its = calloc(n, sizeof *its);
+	bool *live = calloc(n, sizeof *live);
+	if (its == NULL || live == NULL) {
+		free(its);
+		free(live);
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->err_status = SHARDS_OK;
+	(void)fan_errors(r);
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_val v;
+		if (f->res[i].status != -1 &&
+		    result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		              &v) &&
+		    v.tag == FSNP_ARRAY) {
+			fsnp_iter_init(&its[i], &v);
+			live[i] = true;
+		}
+	}
+	wbuf_reset(&f->acc);
+	f->n_acc = 0;
+	for (uint32_t k = 0; k < f->n_picks; k++) {
+		uint32_t g = f->picks[k].group - 1;
+		struct fsnp_val e;
+		if (live[g] && fsnp_iter_next(&its[g], NULL, &e)) {
+			wbuf_append(&f->acc, e.enc, e.enc_len);
+			f->n_acc++;
+		}
+	}
+	free(its);
+	free(live);
+	if (f->n_acc == 0) {
+		if (f->err_status != SHARDS_OK) {
+			fan_reply_error(r);
+			return;
+		}
+		claim_empty(r); /* taken meanwhile: wait again, or [] */
+		return;
+	}
+	claim_reply(r);
+	claim_compact(r);
+	fsnp_exec_finish(r);
+}
+
+static void fan_step(struct fsnp_req *r)
+{
+	if (r->flow->phase == 0) {
+		fan_peeked(r);
+	} else {
+		fan_claimed(r);
+	}
+}
+
+/* Sets up an FK_FAN claim's parts, ops and results (one per group). */
+static int fan_setup(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	if (plan_parts(r, n) != 0) {
+		return -1;
+	}
+	r->ops = calloc(n, sizeof *r->ops);
+	f->res = calloc(n, sizeof *f->res);
+	f->quota = calloc(n, sizeof *f->quota);
+	if (r->ops == NULL || f->res == NULL || f->quota == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		return -1;
+	}
+	f->n_res = n;
+	return 0;
+}
+
 void fsnp_flow_poll(struct fsnp_req *r)
 {
 	if (r->slot_lent) {
@@ -417,7 +755,9 @@ void fsnp_flow_poll(struct fsnp_req *r)
 	r->waiting = false;
 	wbuf_reset(&r->reply);
 	claim_restart(r);
-	if (!claim_step(r)) {
+	if (r->flow->kind == FK_FAN) {
+		fan_begin(r);
+	} else if (!claim_step(r)) {
 		fsnp_exec_finish(r);
 	}
 }
@@ -700,6 +1040,23 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		claim_done(r, status, result, len);
 		return;
+	case FK_FAN: {
+		struct fsnp_res *x = &f->res[op->part];
+		x->status = status;
+		if (status == SHARDS_OK && len > 0) {
+			x->data = malloc(len);
+			if (x->data == NULL) {
+				x->status = SHARDS_EBUSY;
+			} else {
+				memcpy(x->data, result, len);
+				x->len = len;
+			}
+		}
+		if (--r->pending == 0) {
+			fan_step(r);
+		}
+		return;
+	}
 	default:
 		break;
 	}
@@ -854,7 +1211,8 @@ void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
 	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
 		struct fsnp_flow *f = r->flow;
 		uint64_t after = UINT64_MAX;
-		if (f == NULL || f->kind != FK_CLAIM || f->req == NULL ||
+		if (f == NULL || (f->kind != FK_CLAIM && f->kind != FK_FAN) ||
+		    f->req == NULL ||
 		    (f->fixed_group != 0 && f->fixed_group != group)) {
 			continue;
 		}
@@ -1258,11 +1616,20 @@ void fsnp_flow_start(struct fsnp_req *r)
 			        : fsnp_now_ms(r->srv) +
 			              (uint64_t)req->f[FF_BLOCK_MS].i;
 		}
-		r->plan.parts = &r->plan.one;
-		r->plan.n_parts = 1;
 		f->req = req; /* matched against applied changes */
 		req = NULL;
 		claim_restart(r);
+		if (f->fixed_group == 0 && r->srv->data_groups > 1) {
+			f->kind = FK_FAN;
+			if (fan_setup(r) != 0) {
+				fsnp_exec_finish(r);
+			} else {
+				fan_begin(r);
+			}
+			goto out;
+		}
+		r->plan.parts = &r->plan.one;
+		r->plan.n_parts = 1;
 		if (!claim_step(r)) {
 			fsnp_exec_finish(r);
 		}

@@ -651,6 +651,111 @@ static void test_block_on_follower(void **state)
 	ftc_close(&b);
 }
 
+/* The shard (ROUTE) an auto-partitioned flow id lives in. */
+static int64_t shard_of(struct ftc *c, const char *id)
+{
+	struct ftc_msg m = call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+	int64_t g;
+	ok(&m);
+	g = ftc_map_int(&m.value, "shard");
+	ftc_msg_free(&m);
+	return g;
+}
+
+/* An id of the form <base>-<k> on shard `want` (or, want < 0, on any
+ * shard other than `not`). */
+static void id_on(struct ftc *c, const char *base, int64_t want, int64_t not,
+                  char *out, size_t cap)
+{
+	for (int k = 0; k < 200; k++) {
+		int64_t g;
+		snprintf(out, cap, "%s-%d", base, k);
+		g = shard_of(c, out);
+		if ((want >= 0 && g == want) || (want < 0 && g != not )) {
+			return;
+		}
+	}
+	fail_msg("no id of %s on the shard wanted", base);
+}
+
+static void claimed_ids(struct ftc_msg *m, char ids[][64], unsigned max,
+                        unsigned *n)
+{
+	struct fsnp_iter it;
+	struct fsnp_val rec;
+	struct fsnp_bytes b;
+	ok(m);
+	assert_int_equal(m->value.tag, FSNP_ARRAY);
+	*n = 0;
+	fsnp_iter_init(&it, &m->value);
+	while (fsnp_iter_next(&it, NULL, &rec) && *n < max) {
+		assert_int_equal(fsnp_map_bin(&rec, "id", &b), 0);
+		snprintf(ids[*n], 64, "%.*s", (int)b.len, (const char *)b.ptr);
+		(*n)++;
+	}
+}
+
+/* A claim without a partition takes across shards in the reference's
+ * order, priority first and then due time: the high-priority flow of one
+ * shard before the older low-priority one of another, and the limit
+ * split so nothing more is claimed than returned. */
+static void test_claim_fanout_order(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char type[64], base[64], lo[64], hi[64], mid[64], ids[4][64];
+		int64_t t = (int64_t)now_ms(), g_lo;
+		unsigned n;
+		struct ftc_msg m;
+		snprintf(type, sizeof type, "%s-fan-t%u", prefix, node_);
+		snprintf(base, sizeof base, "%s-fan-%u", prefix, node_);
+		id_on(&c, base, -1, -1, lo, sizeof lo);
+		g_lo = shard_of(&c, lo);
+		id_on(&c, base, -1, g_lo, hi, sizeof hi);
+		snprintf(base, sizeof base, "%s-fanm-%u", prefix, node_);
+		id_on(&c, base, g_lo, -1, mid, sizeof mid);
+		/* lo: priority 0, due first; mid: priority 1 on lo's shard;
+		 * hi: priority 2 on another shard, due last. */
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", lo,
+		            type, (int64_t)0, t - 3000, t),
+		       "OK");
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", mid,
+		            type, (int64_t)1, t - 2000, t),
+		       "OK");
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", hi,
+		            type, (int64_t)2, t - 1000, t),
+		       "OK");
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)1, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 1);
+		assert_string_equal(ids[0], hi);
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)5, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 2);
+		assert_string_equal(ids[0], mid);
+		assert_string_equal(ids[1], lo);
+		/* Nothing else was leased behind the reply. */
+		expect_state(&c, lo, "running");
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)5, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 0);
+	}
+}
+
 static void test_max_active_sweep(void **state)
 {
 	struct ftc c;
@@ -994,6 +1099,7 @@ int main(void)
 	    cmocka_unit_test(test_batches_and_fanout),
 	    cmocka_unit_test(test_block_woken_by_create),
 	    cmocka_unit_test(test_max_active_sweep),
+	    cmocka_unit_test(test_claim_fanout_order),
 	    cmocka_unit_test(test_block_on_follower),
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),

@@ -31,8 +31,9 @@
  *  - FLOW_WAKE events: for every Flow command applied on this node (one
  *    event per command, naming its first written flow), and for writes
  *    through this node to a group it holds no replica of;
- *  - job claims answered flow_claim_jobs_v1 on connections that asked for
- *    compact Flow replies.
+ *  - compact Flow replies on connections that asked for them: job claims
+ *    in flow_claim_jobs_v1, GET's record in flow_record_v1, claimed
+ *    records in flow_record_list_v1.
  * COMMAND_EXEC arguments follow the SDK's grammar: the opcode's first
  * positional argument (or, for *_MANY, the partition, AUTO or MIXED and
  * then ITEMS), then TOKEN value pairs named after the body's fields. */
@@ -115,6 +116,7 @@ static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
 static void fan_step(struct fsnp_req *r);
+static void reply_records_compact(struct fsnp_req *r, bool list);
 static void fan_begin(struct fsnp_req *r);
 static void claim_empty(struct fsnp_req *r);
 static int plan_parts(struct fsnp_req *r, uint32_t n);
@@ -368,6 +370,12 @@ static void claim_compact(struct fsnp_req *r)
 		return;
 	}
 	fsnp_iter_init(&it, &list);
+	if (fsnp_iter_next(&it, NULL, &job) && job.tag == FSNP_MAP) {
+		/* Records: flow_record_list_v1. */
+		reply_records_compact(r, true);
+		return;
+	}
+	fsnp_iter_init(&it, &list);
 	while (fsnp_iter_next(&it, NULL, &job)) {
 		uint32_t k = 0;
 		if (job.tag != FSNP_ARRAY || job.as.count < 4 ||
@@ -410,6 +418,49 @@ static void claim_compact(struct fsnp_req *r)
 	chunk = fsnp_chunk_size((uint32_t)r->srv->lim.response_chunk_bytes,
 	                        (uint32_t)r->srv->lim.max_frame_bytes);
 	if (out.oom || out.len > chunk) {
+		wbuf_free(&out);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+	r->custom = true;
+	r->srv->stats.flow_compact_replies++;
+	metric_add(r->srv->m_flow_compact_replies, 1);
+}
+
+/* Whether this reply may go out in a compact Flow codec: the connection
+ * asked for compact Flow replies, is not compressed, and the request is
+ * not a pipeline item. */
+static bool compact_ok(const struct fsnp_req *r)
+{
+	const struct fsnp_conn *c = r->conn;
+	return c != NULL && c->compact_flow_responses && !c->zlib &&
+	       r->parent == NULL && r->reply.len > 2 &&
+	       wire_load_u16(r->reply.data) == FSNP_STATUS_OK;
+}
+
+/* Re-encodes the typed OK reply as flow_record_v1 (a record: a map) or
+ * flow_record_list_v1 (a list of records); leaves it typed when it has
+ * another shape or does not fit one frame. */
+static void reply_records_compact(struct fsnp_req *r, bool list)
+{
+	struct fsnp_val v;
+	struct wbuf out;
+	uint32_t chunk;
+	int rv;
+	if (!compact_ok(r) ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &v,
+	                      NULL) != 0 ||
+	    v.tag != (list ? FSNP_ARRAY : FSNP_MAP)) {
+		return;
+	}
+	wbuf_init(&out);
+	wbuf_put_u16(&out, FSNP_STATUS_OK);
+	rv = list ? fsnp_compact_flow_record_list_encode(&out, &v)
+	          : fsnp_compact_flow_record_encode(&out, &v);
+	chunk = fsnp_chunk_size((uint32_t)r->srv->lim.response_chunk_bytes,
+	                        (uint32_t)r->srv->lim.max_frame_bytes);
+	if (rv != 0 || out.oom || out.len > chunk) {
 		wbuf_free(&out);
 		return;
 	}
@@ -1029,6 +1080,9 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_ONE:
 		r->pending = 0;
 		reply_result(r, status, r->plan.one.group, result, len);
+		if (f->opcode == FSNP_OP_FLOW_GET) {
+			reply_records_compact(r, false);
+		}
 		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
 		    wire_load_u16(r->reply.data) == 0 &&
 		    !held_here(r->srv, r->plan.one.group)) {

@@ -606,7 +606,8 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	    "FerricFlow requests received in a compact (flag 0x02) form", NULL);
 	s->m_flow_compact_replies = metrics_counter(
 	    m, "lodestone_fsnp_flow_compact_replies_total",
-	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1)",
+	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1, "
+	    "flow_record_v1, flow_record_list_v1)",
 	    NULL);
 }
 

@@ -4,7 +4,10 @@
  * complete, stale fencing refused, retry with a backoff, transition,
  * cancel, history order, signal, values, the compact claim-jobs and batch
  * requests, *_MANY batches that span shards, claims without a partition
- * fanning out over every shard, a block_ms claim woken by a create, and
+ * fanning out over every shard in priority then due order, compact
+ * flow_claim_jobs_v1, flow_record_v1 and flow_record_list_v1 replies, a
+ * block_ms claim woken by a create (also on a follower), a flow failed by
+ * the max_active_ms sweep, and
  * bad bodies answered status 6 naming the field on a connection that
  * keeps working, the SDK's COMMAND_EXEC forms, and ROUTE by flow id. */
 #include <setjmp.h>
@@ -20,6 +23,7 @@
 
 #include "tests/integration/fsnp_test_client.h"
 #include "tests/integration/harness.h"
+#include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 
 static struct harness_cluster cl;
@@ -390,6 +394,46 @@ static struct ftc_msg compact_claim(struct ftc *c, const char *type,
 	return callb(c, FSNP_OP_FLOW_CLAIM_DUE, FSNP_FLAG_CUSTOM, &b);
 }
 
+/* m (consumed) is an OK compact Flow reply: flow_record_v1 (or, list,
+ * flow_record_list_v1 of one record) of flow `id` in `state`. */
+static void compact_record_is(struct ftc_msg *m, bool list, const char *id,
+                              const char *state)
+{
+	struct fsnp_compact_record rec;
+	struct fsnp_compact_list l;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+	bool id_ok = false, state_ok = false;
+	assert_int_equal(m->status, 0);
+	assert_true(m->flags & FSNP_FLAG_CUSTOM);
+	assert_true(m->len > 2);
+	if (list) {
+		assert_int_equal(m->body[2], FSNP_COMPACT_FLOW_RECORD_LIST);
+		assert_int_equal(fsnp_compact_flow_record_list_decode(
+		                     m->body + 2, m->len - 2, 1000, &l),
+		                 0);
+		assert_int_equal(l.count, 1);
+		assert_true(fsnp_compact_record_list_next(&l, &rec));
+	} else {
+		assert_int_equal(m->body[2], FSNP_COMPACT_FLOW_RECORD);
+		assert_int_equal(fsnp_compact_flow_record_decode(
+		                     m->body + 2, m->len - 2, 1000, &rec, NULL),
+		                 0);
+	}
+	while (fsnp_compact_record_next(&rec, &k, &v)) {
+		if (fsnp_bytes_eq(k, "id")) {
+			id_ok =
+			    v.tag == FSNP_BIN && fsnp_bytes_eq(v.as.bin, id);
+		} else if (fsnp_bytes_eq(k, "state")) {
+			state_ok =
+			    v.tag == FSNP_BIN && fsnp_bytes_eq(v.as.bin, state);
+		}
+	}
+	assert_true(id_ok);
+	assert_true(state_ok);
+	ftc_msg_free(m);
+}
+
 static void test_batches_and_fanout(void **state)
 {
 	struct ftc c;
@@ -465,6 +509,16 @@ static void test_batches_and_fanout(void **state)
 			assert_int_equal(m2.body[10], strlen(cid));
 			assert_memory_equal(m2.body + 11, cid, strlen(cid));
 			ftc_msg_free(&m2);
+			/* GET answers flow_record_v1 (0x84) ... */
+			m2 = call(&cc, FSNP_OP_FLOW_GET, "id=s", cid);
+			compact_record_is(&m2, false, cid, "running");
+			/* ... and a claim of records flow_record_list_v1. */
+			snprintf(cid, sizeof cid, "%s-cr", base);
+			create(&cc, cid, type, "queued");
+			m2 = call(&cc, FSNP_OP_FLOW_CLAIM_DUE,
+			          "type=s worker=s limit=i", type, "wr",
+			          (int64_t)5);
+			compact_record_is(&m2, true, cid, "running");
 			ftc_close(&cc);
 		}
 

@@ -1,1 +1,1 @@
-EXTRA_DIST += docs/architecture.md docs/operations.md docs/lodestone.conf.example docs/benchmarks.md
+EXTRA_DIST += docs/architecture.md docs/flow.md docs/operations.md docs/lodestone.conf.example docs/benchmarks.md

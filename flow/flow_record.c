@@ -7,6 +7,7 @@
 
 #include "flow/flow_children.h"
 #include "store/keys.h"
+#include "wire/flow_route.h"
 
 static const char *const str_names[RS_N] = {
     "id",
@@ -216,7 +217,11 @@ static void fkey_due(struct sbuf *k, uint32_t group, const struct frec *r)
 	kpart(k, r->s[RS_ID]);
 }
 
-/* Keeps the group's floor at or below a due entry being added. */
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority);
+
+/* Keeps the group's floor (and, in an auto partition, the type's summary
+ * floor) at or below a due entry being added. */
 static void floor_lower(struct fctx *c, const struct frec *r)
 {
 	uint64_t next = (uint64_t)r->i[RI_NEXT_RUN_AT_MS];
@@ -230,8 +235,30 @@ static void floor_lower(struct fctx *c, const struct frec *r)
 	if (rv == 0 || (rv == 1 && (v.len != 8 || be_get64(v.p) > next))) {
 		be_put64(b, next);
 		store_tx_put(c->tx, c->key.p, c->key.len, b, 8);
+		/* An auto partition's floor went down: so may the type's
+		 * summary over the auto partitions. */
+		unsigned bucket;
+		if (flow_route_is_auto(r->s[RS_PARTITION_KEY].ptr,
+		                       r->s[RS_PARTITION_KEY].len, &bucket)) {
+			fkey_autofloor(&c->key, c->group, r->s[RS_TYPE],
+			               r->s[RS_STATE], (int)r->i[RI_PRIORITY]);
+			rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
+			if (rv == 0 ||
+			    (rv == 1 && (v.len != 8 || be_get64(v.p) > next))) {
+				store_tx_put(c->tx, c->key.p, c->key.len, b, 8);
+			}
+		}
 	}
 	sbuf_free(&v);
+}
+
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority)
+{
+	kstart(k, group, K_FLOW_AUTOFLOOR);
+	kpart(k, type);
+	kpart(k, state);
+	sbuf_u8(k, (uint8_t)(255 - priority));
 }
 
 void fkey_hist_prefix(struct sbuf *k, uint32_t group, struct fsnp_bytes part,

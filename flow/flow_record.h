@@ -157,6 +157,13 @@ void fkey_policy(struct sbuf *k, uint32_t group, struct fsnp_bytes type);
 void fkey_signal(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
                  struct fsnp_bytes id, struct fsnp_bytes key);
 
+/* The summary floor of (type, state, priority) over the group's auto
+ * partitions (K_FLOW_AUTOFLOOR): at or below every due entry of those
+ * partitions; state "" (priority 0) is the marker that the type's floors
+ * were summed up by a claim (absent: not known yet). */
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority);
+
 /* The active-time index (K_FLOW_ACTIVE): one entry per non-terminal
  * flow with a max_active_ms, keyed by its deadline. */
 void fkey_active_prefix(struct sbuf *k, uint32_t group);

@@ -47,19 +47,23 @@ enum key_type {
 	K_FOC = 0x37,      /* user key: fetch-or-compute lease */
 	/* FerricFlow (flow/, an extension: store/ext.h). "part" = u32 len +
 	 * partition, "id" = u32 len + flow id. */
-	K_FLOW = 0x40,        /* part + id: flow record */
-	K_FLOW_DUE = 0x41,    /* part + type + state + u8 255 - priority +
-	                       * u64 next run + id: empty */
-	K_FLOW_HIST = 0x42,   /* part + id + u64 version: history event */
-	K_FLOW_VALUE = 0x43,  /* ref: stored value */
-	K_FLOW_POLICY = 0x44, /* type: policy */
-	K_FLOW_SIGNAL = 0x45, /* part + id + idempotency key: digest */
-	K_FLOW_RETAIN = 0x46, /* u64 retention deadline + part + id: empty */
-	K_FLOW_FLOOR = 0x47,  /* part + type + state + u8 255 - priority: u64
-	                       * no due entry of the group is earlier */
-	K_FLOW_ACTIVE = 0x4F, /* u64 created_at_ms + max_active_ms + part +
-	                       * id: empty (non-terminal flows with a
-	                       * max_active_ms) */
+	K_FLOW = 0x40,           /* part + id: flow record */
+	K_FLOW_DUE = 0x41,       /* part + type + state + u8 255 - priority +
+	                          * u64 next run + id: empty */
+	K_FLOW_HIST = 0x42,      /* part + id + u64 version: history event */
+	K_FLOW_VALUE = 0x43,     /* ref: stored value */
+	K_FLOW_POLICY = 0x44,    /* type: policy */
+	K_FLOW_SIGNAL = 0x45,    /* part + id + idempotency key: digest */
+	K_FLOW_RETAIN = 0x46,    /* u64 retention deadline + part + id: empty */
+	K_FLOW_FLOOR = 0x47,     /* part + type + state + u8 255 - priority: u64
+	                          * no due entry of the group is earlier */
+	K_FLOW_AUTOFLOOR = 0x4E, /* type + state + u8 255 - priority: u64 no
+	                          * due entry of an auto partition is
+	                          * earlier; state "" = the type's floors
+	                          * were all summed up */
+	K_FLOW_ACTIVE = 0x4F,    /* u64 created_at_ms + max_active_ms + part +
+	                          * id: empty (non-terminal flows with a
+	                          * max_active_ms) */
 };
 
 /* Kinds of expiry index entries. */

@@ -107,10 +107,14 @@ struct fsnp_flow {
 
 struct fan_pick {
 	uint32_t group;
-	uint32_t rank; /* the group's place in this round's rotation */
+	uint32_t rank; /* the group's place in this request's rotation */
 	int64_t priority;
 	int64_t due;
+	int64_t count; /* flows it stands for; -1: as many as the group has */
+	uint8_t state; /* PICK_* */
 };
+
+enum { PICK_FREE, PICK_ASKED, PICK_DONE };
 
 static uint32_t claim_rotor;
 
@@ -557,7 +561,25 @@ static void fan_begin(struct fsnp_req *r)
 	free(ask);
 }
 
-static int pick_cmp(const void *pa, const void *pb)
+/* Which flows a claim takes across groups: priority first (as the
+ * reference's scans), then the groups in the request's rotating order
+ * (the reference starts its bucket scan round-robin; concurrent claims so
+ * spread over the groups instead of all asking the one holding the oldest
+ * flow), then due time. */
+static int pick_take_cmp(const void *pa, const void *pb)
+{
+	const struct fan_pick *a = pa, *b = pb;
+	if (a->priority != b->priority) {
+		return a->priority > b->priority ? -1 : 1;
+	}
+	if (a->rank != b->rank) {
+		return a->rank < b->rank ? -1 : 1;
+	}
+	return a->due < b->due ? -1 : a->due > b->due;
+}
+
+/* The reply's order: priority, then due time (ties by group order). */
+static int pick_reply_cmp(const void *pa, const void *pb)
 {
 	const struct fan_pick *a = pa, *b = pb;
 	if (a->priority != b->priority) {
@@ -603,76 +625,58 @@ static void fan_reply_error(struct fsnp_req *r)
 	fsnp_exec_finish(r);
 }
 
-static void fan_peeked(struct fsnp_req *r)
+/* Nothing more to ask: the reply, the first error, or a wait. */
+static void fan_done(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
-	uint32_t n = r->srv->data_groups, total = 0;
+	if (f->n_acc > 0) {
+		claim_reply(r);
+		claim_compact(r);
+		fsnp_exec_finish(r);
+	} else if (f->err_status != SHARDS_OK) {
+		fan_reply_error(r);
+	} else {
+		claim_empty(r); /* nothing due, or taken meanwhile */
+	}
+}
+
+/* Asks each group for its share of the free picks that come first, up to
+ * the claim's open limit. False when there is nothing left to ask. */
+static bool fan_claim_round(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups, want, total = 0;
 	struct flow_cmd_meta meta = {
 	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
 	    .seed = f->seed,
 	};
 	bool *ask;
-	f->err_status = SHARDS_OK;
-	if (fan_errors(r)) {
-		fan_reply_error(r);
-		return;
-	}
-	f->n_picks = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct fsnp_val v, e, pr, due;
-		struct fsnp_iter it, jt;
-		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
-		               &v) ||
-		    v.tag != FSNP_ARRAY) {
+	want =
+	    f->limit > (int64_t)f->n_acc ? (uint32_t)(f->limit - f->n_acc) : 0;
+	memset(f->quota, 0, n * sizeof *f->quota);
+	for (uint32_t k = 0; k < f->n_picks && total < want; k++) {
+		struct fan_pick *pk = &f->picks[k];
+		uint32_t take;
+		if (pk->state != PICK_FREE) {
 			continue;
 		}
-		fsnp_iter_init(&it, &v);
-		while (fsnp_iter_next(&it, NULL, &e)) {
-			struct fan_pick *np;
-			if (e.tag != FSNP_ARRAY || e.as.count != 2) {
-				continue;
-			}
-			fsnp_iter_init(&jt, &e);
-			if (!fsnp_iter_next(&jt, NULL, &pr) ||
-			    !fsnp_iter_next(&jt, NULL, &due) ||
-			    pr.tag != FSNP_I64 || due.tag != FSNP_I64) {
-				continue;
-			}
-			np = realloc(f->picks, (f->n_picks + 1) * sizeof *np);
-			if (np == NULL) {
-				break;
-			}
-			f->picks = np;
-			np[f->n_picks].group = i + 1;
-			np[f->n_picks].rank = (i + n - f->start % n) % n;
-			np[f->n_picks].priority = pr.as.i;
-			np[f->n_picks].due = due.as.i;
-			f->n_picks++;
-		}
+		/* A summary (count -1) stands for all of its group's due
+		 * flows: the group is asked for everything still open. */
+		take = pk->count < 0 || (uint64_t)pk->count > want - total
+		           ? want - total
+		           : (uint32_t)pk->count;
+		pk->state = PICK_ASKED;
+		f->quota[pk->group - 1] += take;
+		total += take;
 	}
-	if (f->n_picks > 1) {
-		qsort(f->picks, f->n_picks, sizeof *f->picks, pick_cmp);
-	}
-	if (f->n_picks > (uint64_t)f->limit) {
-		f->n_picks = (uint32_t)f->limit;
-	}
-	memset(f->quota, 0, n * sizeof *f->quota);
-	for (uint32_t k = 0; k < f->n_picks; k++) {
-		f->quota[f->picks[k].group - 1]++;
-	}
-	if (f->n_picks == 0) {
-		if (f->err_status != SHARDS_OK) {
-			fan_reply_error(r);
-			return;
-		}
-		claim_empty(r);
-		return;
+	if (total == 0) {
+		return false;
 	}
 	ask = calloc(n, sizeof *ask);
 	if (ask == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);
-		return;
+		return true;
 	}
 	f->phase = 1;
 	for (uint32_t i = 0; i < n; i++) {
@@ -688,17 +692,14 @@ static void fan_peeked(struct fsnp_req *r)
 		wbuf_init(&b);
 		if (body_rewrite(f->body, f->len, "limit", add_limit, &share,
 		                 &b) != 0 ||
-		    b.oom) {
-			wbuf_free(&b);
-			continue;
-		}
-		if (flow_cmd_encode(f->opcode, b.data, b.len, &meta, &cmd, &len,
+		    b.oom ||
+		    flow_cmd_encode(f->opcode, b.data, b.len, &meta, &cmd, &len,
 		                    &err) != 0) {
 			wbuf_free(&b);
-			flow_error(r, err.status, err.msg);
 			free(ask);
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 			fsnp_exec_finish(r);
-			return;
+			return true;
 		}
 		wbuf_free(&b);
 		free(p->cmd);
@@ -706,33 +707,91 @@ static void fan_peeked(struct fsnp_req *r)
 		p->len = len;
 		p->read = false;
 		ask[i] = true;
-		total++;
-	}
-	if (total == 0) {
-		free(ask);
-		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
-		fsnp_exec_finish(r);
-		return;
 	}
 	fan_run(r, ask);
 	free(ask);
+	return true;
 }
 
-/* Every group asked to claim answered: the flows in the merged order. */
-static void fan_claimed(struct fsnp_req *r)
+static void fan_peeked(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
 	uint32_t n = r->srv->data_groups;
+	f->err_status = SHARDS_OK;
+	if (fan_errors(r)) {
+		fan_reply_error(r);
+		return;
+	}
+	f->n_picks = 0;
+	wbuf_reset(&f->acc);
+	f->n_acc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_val v, e, pr, due;
+		struct fsnp_iter it, jt;
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &v) ||
+		    v.tag != FSNP_ARRAY) {
+			continue;
+		}
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fan_pick *np;
+			struct fsnp_val cnt = {.tag = FSNP_NIL};
+			if (e.tag != FSNP_ARRAY || e.as.count < 2 ||
+			    e.as.count > 3) {
+				continue;
+			}
+			fsnp_iter_init(&jt, &e);
+			if (!fsnp_iter_next(&jt, NULL, &pr) ||
+			    !fsnp_iter_next(&jt, NULL, &due) ||
+			    pr.tag != FSNP_I64 || due.tag != FSNP_I64 ||
+			    (fsnp_iter_next(&jt, NULL, &cnt) &&
+			     cnt.tag != FSNP_I64)) {
+				continue;
+			}
+			np = realloc(f->picks, (f->n_picks + 1) * sizeof *np);
+			if (np == NULL) {
+				break;
+			}
+			f->picks = np;
+			np += f->n_picks++;
+			np->group = i + 1;
+			np->rank = (i + n - f->start % n) % n;
+			np->priority = pr.as.i;
+			np->due = due.as.i;
+			np->count = cnt.tag == FSNP_I64 ? cnt.as.i : 1;
+			np->state = PICK_FREE;
+		}
+	}
+	if (f->n_picks > 1) {
+		qsort(f->picks, f->n_picks, sizeof *f->picks, pick_take_cmp);
+	}
+	if (!fan_claim_round(r)) {
+		fan_done(r);
+	}
+}
+
+/* A claim round answered: the flows in reply order; a group that claimed
+ * fewer than its share has no more (its other picks are dropped) and the
+ * shortfall is asked of the next picks of the other groups. */
+static void fan_claimed(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups, n_round = 0;
 	struct fsnp_iter *its = calloc(n, sizeof *its);
 	bool *live = calloc(n, sizeof *live);
-	if (its == NULL || live == NULL) {
+	struct fan_pick *round =
+	    calloc(f->n_picks ? f->n_picks : 1, sizeof *round);
+	uint32_t *got = calloc(n, sizeof *got);
+	if (its == NULL || live == NULL || round == NULL || got == NULL) {
 		free(its);
 		free(live);
+		free(round);
+		free(got);
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);
 		return;
 	}
-	f->err_status = SHARDS_OK;
 	(void)fan_errors(r);
 	for (uint32_t i = 0; i < n; i++) {
 		struct fsnp_val v;
@@ -744,29 +803,42 @@ static void fan_claimed(struct fsnp_req *r)
 			live[i] = true;
 		}
 	}
-	wbuf_reset(&f->acc);
-	f->n_acc = 0;
 	for (uint32_t k = 0; k < f->n_picks; k++) {
-		uint32_t g = f->picks[k].group - 1;
+		if (f->picks[k].state == PICK_ASKED) {
+			f->picks[k].state = PICK_DONE;
+			round[n_round++] = f->picks[k];
+		}
+	}
+	if (n_round > 1) {
+		qsort(round, n_round, sizeof *round, pick_reply_cmp);
+	}
+	for (uint32_t k = 0; k < n_round; k++) {
+		uint32_t g = round[k].group - 1;
+		int64_t left = round[k].count;
 		struct fsnp_val e;
-		if (live[g] && fsnp_iter_next(&its[g], NULL, &e)) {
+		while (live[g] && left != 0 &&
+		       fsnp_iter_next(&its[g], NULL, &e)) {
 			wbuf_append(&f->acc, e.enc, e.enc_len);
 			f->n_acc++;
+			got[g]++;
+			left--;
+		}
+	}
+	/* Groups that came short (or failed) have nothing more to give. */
+	for (uint32_t k = 0; k < f->n_picks; k++) {
+		uint32_t g = f->picks[k].group - 1;
+		if (f->picks[k].state == PICK_FREE && f->res[g].status != -1 &&
+		    got[g] < f->quota[g]) {
+			f->picks[k].state = PICK_DONE;
 		}
 	}
 	free(its);
 	free(live);
-	if (f->n_acc == 0) {
-		if (f->err_status != SHARDS_OK) {
-			fan_reply_error(r);
-			return;
-		}
-		claim_empty(r); /* taken meanwhile: wait again, or [] */
-		return;
+	free(round);
+	free(got);
+	if (fsnp_req_orphaned(r) || !fan_claim_round(r)) {
+		fan_done(r);
 	}
-	claim_reply(r);
-	claim_compact(r);
-	fsnp_exec_finish(r);
 }
 
 static void fan_step(struct fsnp_req *r)

@@ -423,6 +423,11 @@ int shards_route(struct shards *s, uint32_t group, struct shards_route *out)
 	return SHARDS_OK;
 }
 
+bool shards_replicated(struct shards *s, uint32_t group)
+{
+	return valid_group(s, group) && s->routes[group].local;
+}
+
 int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
                        size_t felix_len, char *fsnp, size_t fsnp_len)
 {

@@ -129,9 +129,7 @@ static int plan_parts(struct fsnp_req *r, uint32_t n);
  * changes hook, run here). */
 static bool held_here(struct fsnp_server *s, uint32_t group)
 {
-	struct shards_route rt;
-	return shards_route(s->shards, group, &rt) == SHARDS_OK &&
-	       rt.replicated;
+	return shards_replicated(s->shards, group);
 }
 
 void fsnp_flow_free(struct fsnp_req *r)
@@ -896,9 +894,8 @@ static uint64_t claim_recheck_ms(struct fsnp_req *r, uint64_t now)
 	uint32_t last =
 	    f->fixed_group != 0 ? f->fixed_group : r->srv->data_groups;
 	for (uint32_t g = first; g <= last; g++) {
-		struct shards_route rt;
 		uint64_t due;
-		if (shards_route(sh, g, &rt) != SHARDS_OK || !rt.replicated) {
+		if (!shards_replicated(sh, g)) {
 			at =
 			    at < FLOW_REMOTE_POLL_MS ? at : FLOW_REMOTE_POLL_MS;
 			continue;

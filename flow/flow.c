@@ -70,22 +70,14 @@ bool flow_opcode_is_read(uint16_t opcode)
 	}
 }
 
-int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
+/* Wraps a body known to validate into the command. */
+static int cmd_wrap(uint16_t opcode, const uint8_t *body, size_t len,
                     const struct flow_cmd_meta *meta, uint8_t **out,
                     size_t *out_len, struct flow_err *err)
 {
 	static const uint8_t empty_map[5] = {FSNP_MAP, 0, 0, 0, 0};
-	struct flow_req req;
 	struct sbuf b;
 
-	if (!flow_opcode_supported(opcode)) {
-		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
-		                 "ERR native unsupported flow opcode 0x%04x",
-		                 opcode);
-	}
-	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
-		return -1;
-	}
 	if (len == 0) {
 		body = empty_map;
 		len = sizeof empty_map;
@@ -106,6 +98,35 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	sbuf_lbytes(&b, body, len);
 	*out = sbuf_take(&b, out_len);
 	return 0;
+}
+
+int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
+                    const struct flow_cmd_meta *meta, uint8_t **out,
+                    size_t *out_len, struct flow_err *err)
+{
+	struct flow_req req;
+
+	if (!flow_opcode_supported(opcode)) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native unsupported flow opcode 0x%04x",
+		                 opcode);
+	}
+	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
+		return -1;
+	}
+	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
+}
+
+int flow_cmd_encode_valid(uint16_t opcode, const uint8_t *body, size_t len,
+                          const struct flow_cmd_meta *meta, uint8_t **out,
+                          size_t *out_len, struct flow_err *err)
+{
+	if (!flow_opcode_supported(opcode)) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native unsupported flow opcode 0x%04x",
+		                 opcode);
+	}
+	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
 }
 
 int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,

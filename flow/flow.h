@@ -93,6 +93,13 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
                     const struct flow_cmd_meta *meta, uint8_t **out,
                     size_t *out_len, struct flow_err *err);
 
+/* As flow_cmd_encode for a body the caller has just decoded without
+ * error with flow_body_decode_bytes (same opcode): it is not decoded
+ * again here (apply still does). */
+int flow_cmd_encode_valid(uint16_t opcode, const uint8_t *body, size_t len,
+                          const struct flow_cmd_meta *meta, uint8_t **out,
+                          size_t *out_len, struct flow_err *err);
+
 /* As flow_cmd_encode for the peek of a claim (FLOW_STORE_OP_PEEK). */
 int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,
                          const struct flow_cmd_meta *meta, uint8_t **out,

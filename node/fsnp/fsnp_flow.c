@@ -269,7 +269,11 @@ static int part_encode(struct fsnp_req *r, struct fsnp_part *part,
 	struct flow_err err;
 	uint8_t *cmd = NULL;
 	size_t n = 0;
-	if (flow_cmd_encode(f->opcode, body, len, &meta, &cmd, &n, &err) != 0) {
+	/* f->body was decoded without error when the request started. */
+	if ((body == f->body ? flow_cmd_encode_valid(f->opcode, body, len,
+	                                             &meta, &cmd, &n, &err)
+	                     : flow_cmd_encode(f->opcode, body, len, &meta,
+	                                       &cmd, &n, &err)) != 0) {
 		flow_error(r, err.status, err.msg);
 		return -1;
 	}

@@ -31,8 +31,9 @@ void flow_sweep_encode(uint64_t now_ms, const uint8_t *const *parts,
 	}
 }
 
-/* The scan (a read): u64 now, u32 max -> result payload: u64 now, u32 n,
- * n x (lbytes part, lbytes id), ready to follow the sweep header. */
+/* The scan (a read): u64 now, u32 max -> result: one bytes value holding
+ * u64 now, u32 n, n x (lbytes part, lbytes id), ready to follow the
+ * sweep command's header. */
 static int sweep_scan(struct tx *tx, struct rd *r, struct sbuf *res)
 {
 	struct sbuf k, items;
@@ -73,10 +74,15 @@ static int sweep_scan(struct tx *tx, struct rd *r, struct sbuf *res)
 	}
 	rv = store_tx_iter_close(it);
 	if (rv == 0) {
+		/* One bytes value: what follows the sweep command's header. */
+		struct sbuf body;
+		sbuf_init(&body);
+		sbuf_u64(&body, now);
+		sbuf_u32(&body, n);
+		sbuf_add(&body, items.p, items.len);
 		res_begin(res, STORE_OK);
-		sbuf_u64(res, now);
-		sbuf_u32(res, n);
-		sbuf_add(res, items.p, items.len);
+		res_bytes(res, body.p, body.len);
+		sbuf_free(&body);
 	}
 	sbuf_free(&k);
 	sbuf_free(&items);
@@ -124,8 +130,7 @@ static int sweep_run(struct tx *tx, struct rd *r, struct sbuf *res)
 		return -1;
 	}
 	res_begin(res, STORE_OK);
-	sbuf_u8(res, FSNP_I64);
-	sbuf_u64(res, (uint64_t)failed);
+	res_i64(res, failed);
 	return 0;
 }
 
@@ -173,9 +178,12 @@ int flow_sweep_cmd(struct store *s, uint32_t group, uint64_t now_ms,
 	if (store_read(s, group, now_ms, scan, sizeof scan, &out) != 0) {
 		return -1;
 	}
-	/* u8 result version, u8 status, u64 now, u32 n, items */
-	if (out.len < 2 + 12 || out.data[1] != STORE_OK ||
-	    be_get32(out.data + 2 + 8) == 0) {
+	/* u8 result version, u8 status, bytes tag, u32 len, then u64 now,
+	 * u32 n, items */
+	if (out.len < 2 + 5 + 12 || out.data[1] != STORE_OK ||
+	    out.data[2] != STORE_T_BYTES ||
+	    be_get32(out.data + 3) != out.len - 7 ||
+	    be_get32(out.data + 7 + 8) == 0) {
 		int rv = out.len >= 2 && out.data[1] == STORE_OK ? 0 : -1;
 		free(out.data);
 		return rv;
@@ -184,7 +192,7 @@ int flow_sweep_cmd(struct store *s, uint32_t group, uint64_t now_ms,
 	sbuf_u8(&b, STORE_CMD_VERSION);
 	sbuf_u8(&b, FLOW_STORE_OP_SWEEP);
 	sbuf_u8(&b, FLOW_CMD_VERSION);
-	sbuf_add(&b, out.data + 2, out.len - 2);
+	sbuf_add(&b, out.data + 7, out.len - 7);
 	free(out.data);
 	*cmd = sbuf_take(&b, len);
 	return *cmd != NULL ? 0 : -1;

@@ -5,7 +5,8 @@
  *
  * The leader reads its own replica (flow_sweep_cmd: a local store_read of
  * the active-time index, K_FLOW_ACTIVE, at most `max` flows past their
- * deadline) and proposes the sweep command
+ * deadline; the scan's result is one bytes value, the sweep command's
+ * body below) and proposes the sweep command
  *
  *     u8  STORE_CMD_VERSION
  *     u8  FLOW_STORE_OP_SWEEP

@@ -57,7 +57,7 @@ int flow_wait_apply(struct tx *tx, const uint8_t *cmd, size_t len,
 		return -1;
 	}
 	res_begin(res, STORE_OK);
-	sbuf_u64(res, at);
+	res_u64(res, at);
 	return 0;
 }
 
@@ -84,8 +84,9 @@ int flow_next_due(struct store *s, uint32_t group, uint16_t opcode,
 		return -1;
 	}
 	if (store_read(s, group, now_ms, cmd, n, &out) == 0 &&
-	    out.len == 2 + 8 && out.data[1] == STORE_OK) {
-		*at = be_get64(out.data + 2);
+	    out.len == 2 + 1 + 8 && out.data[1] == STORE_OK &&
+	    out.data[2] == STORE_T_U64) {
+		*at = be_get64(out.data + 3);
 		rv = 0;
 	}
 	free(cmd);

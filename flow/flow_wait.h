@@ -14,7 +14,7 @@
  *     u64 now_ms
  *     u32 body length + the claim's FSNP body
  *
- * Result: STORE_OK and a u64 (UINT64_MAX: nothing waiting). */
+ * Result: STORE_OK and a u64 value (UINT64_MAX: nothing waiting). */
 #ifndef LS_FLOW_FLOW_WAIT_H
 #define LS_FLOW_FLOW_WAIT_H
 

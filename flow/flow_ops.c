@@ -1244,10 +1244,16 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 {
 	struct store_tx_iter *it;
 	struct sbuf pfx, seek;
-	uint64_t *first = calloc(gs->n ? gs->n : 1, sizeof *first);
-	bool *empty = calloc(gs->n ? gs->n : 1, sizeof *empty);
+	uint64_t *first;
+	bool *empty;
 	int rv;
 
+	if (gs->n == 0) {
+		return 0; /* no iterator to open (no expired lease, most often)
+		           */
+	}
+	first = calloc(gs->n, sizeof *first);
+	empty = calloc(gs->n, sizeof *empty);
 	sbuf_init(&pfx);
 	sbuf_init(&seek);
 	sbuf_u32(&pfx, c->group);

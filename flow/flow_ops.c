@@ -1751,6 +1751,28 @@ int flow_op_next_due(struct fctx *c, const struct flow_req *q, uint64_t *at)
 	memset(&sr, 0, sizeof sr);
 	sr.priority = a.priority;
 	sr.running = true;
+	if (a.pmode == 0) {
+		/* Auto partitions: the type's summary floors, once known. */
+		const struct scan *ss[2];
+		size_t n = 0;
+		uint64_t agg[3];
+		bool known;
+		if (!a.only_reclaim) {
+			ss[n++] = &sn;
+		}
+		if (a.reclaim || a.only_reclaim) {
+			ss[n++] = &sr;
+		}
+		if (agg_read(c, &a, ss, n, agg, &known) != 0) {
+			return -1;
+		}
+		if (known) {
+			for (int i = 0; i < 3; i++) {
+				*at = agg[i] < *at ? agg[i] : *at;
+			}
+			return 0;
+		}
+	}
 	sbuf_init(&pfx);
 	if (a.pmode == 2 && a.plist == NULL) {
 		fkey_due_prefix(&pfx, c->group, a.pone, a.type);

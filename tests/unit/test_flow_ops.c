@@ -2145,6 +2145,23 @@ static void test_changes_next_due(void **state)
 	assert_int_equal(sn.opcode, FSNP_OP_FLOW_CLAIM_DUE);
 	assert_string_equal(sn.state, "running");
 	assert_int_equal(sn.next, 7000);
+	/* Now from the summary floors (lower bounds, exact once a claim
+	 * that found nothing raised them): the lease's end (a reclaim). */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	run(&t, 6000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 6000, &at),
+	                 0);
+	assert_int_equal(at, 7000);
+	fb_free(&b);
 	flow_set_changes_hook(NULL, NULL);
 	tdb_close(&t);
 }

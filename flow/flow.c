@@ -10,6 +10,8 @@
 #include "flow/flow_ops.h"
 #include "flow/flow_record.h"
 #include "flow/flow_schedule.h"
+#include "flow/flow_sweep.h"
+#include "flow/flow_wait.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -87,22 +89,14 @@ bool flow_opcode_is_read(uint16_t opcode)
 	}
 }
 
-int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
+/* Wraps a body known to validate into the command. */
+static int cmd_wrap(uint16_t opcode, const uint8_t *body, size_t len,
                     const struct flow_cmd_meta *meta, uint8_t **out,
                     size_t *out_len, struct flow_err *err)
 {
 	static const uint8_t empty_map[5] = {FSNP_MAP, 0, 0, 0, 0};
-	struct flow_req req;
 	struct sbuf b;
 
-	if (!flow_opcode_supported(opcode)) {
-		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
-		                 "ERR native unsupported flow opcode 0x%04x",
-		                 opcode);
-	}
-	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
-		return -1;
-	}
 	if (flow_sched_opcode(opcode)) {
 		/* Schedules are their own extension (flow_schedule.h). */
 		return flow_sched_cmd_encode(opcode, body, len,
@@ -131,6 +125,51 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	return 0;
 }
 
+int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
+                    const struct flow_cmd_meta *meta, uint8_t **out,
+                    size_t *out_len, struct flow_err *err)
+{
+	struct flow_req req;
+
+	if (!flow_opcode_supported(opcode)) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native unsupported flow opcode 0x%04x",
+		                 opcode);
+	}
+	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
+		return -1;
+	}
+	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
+}
+
+int flow_cmd_encode_valid(uint16_t opcode, const uint8_t *body, size_t len,
+                          const struct flow_cmd_meta *meta, uint8_t **out,
+                          size_t *out_len, struct flow_err *err)
+{
+	if (!flow_opcode_supported(opcode)) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native unsupported flow opcode 0x%04x",
+		                 opcode);
+	}
+	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
+}
+
+int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,
+                         const struct flow_cmd_meta *meta, uint8_t **out,
+                         size_t *out_len, struct flow_err *err)
+{
+	if (opcode != FSNP_OP_FLOW_CLAIM_DUE &&
+	    opcode != FSNP_OP_FLOW_RECLAIM) {
+		return flow_fail(err, FLOW_STATUS_BAD_REQUEST,
+		                 "ERR native only claims can be peeked");
+	}
+	if (flow_cmd_encode(opcode, body, len, meta, out, out_len, err) != 0) {
+		return -1;
+	}
+	(*out)[1] = FLOW_STORE_OP_PEEK;
+	return 0;
+}
+
 int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
                     const char **msg)
 {
@@ -148,7 +187,8 @@ int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
 	}
 	c->store_op = rd_u8(&r);
 	if (c->store_op != FLOW_STORE_OP_APPLY &&
-	    c->store_op != FLOW_STORE_OP_READ) {
+	    c->store_op != FLOW_STORE_OP_READ &&
+	    c->store_op != FLOW_STORE_OP_PEEK) {
 		*msg = "not a flow command";
 		return -1;
 	}
@@ -168,8 +208,14 @@ int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
 		*msg = "flow command has trailing bytes";
 		return -1;
 	}
-	if ((c->store_op == FLOW_STORE_OP_READ) !=
-	    flow_opcode_is_read(c->opcode)) {
+	if (c->store_op == FLOW_STORE_OP_PEEK) {
+		if (c->opcode != FSNP_OP_FLOW_CLAIM_DUE &&
+		    c->opcode != FSNP_OP_FLOW_RECLAIM) {
+			*msg = "flow peek of an opcode that is not a claim";
+			return -1;
+		}
+	} else if ((c->store_op == FLOW_STORE_OP_READ) !=
+	           flow_opcode_is_read(c->opcode)) {
 		*msg = "flow command op does not match its opcode";
 		return -1;
 	}
@@ -265,9 +311,26 @@ int flow_reply_status(uint8_t store_status)
 	}
 }
 
+static flow_changes_fn changes_fn;
+static void *changes_data;
+
+void flow_set_changes_hook(flow_changes_fn fn, void *data)
+{
+	changes_fn = fn;
+	changes_data = data;
+}
+
+void flow_changes_notify(struct fctx *c, uint16_t opcode)
+{
+	if (changes_fn != NULL && c->nchg > 0) {
+		changes_fn(changes_data, c->group, opcode, c->chg, c->nchg);
+	}
+}
+
 static bool flow_is_read(uint8_t op)
 {
-	return op == FLOW_STORE_OP_READ;
+	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_PEEK ||
+	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -283,6 +346,13 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	int rv;
 
 	(void)data;
+	if (len >= 2 && (cmd[1] == FLOW_STORE_OP_SWEEP ||
+	                 cmd[1] == FLOW_STORE_OP_SWEEP_SCAN)) {
+		return flow_sweep_apply(tx, cmd, len, res);
+	}
+	if (len >= 2 && cmd[1] == FLOW_STORE_OP_NEXT_DUE) {
+		return flow_wait_apply(tx, cmd, len, res);
+	}
 	if (flow_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];
 		snprintf(text, sizeof text, "ERR %s", msg);
@@ -308,6 +378,8 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		return 0;
 	}
 	fctx_init(&ctx, tx, c.max_clock_skew_ms, c.seed);
+	ctx.track = changes_fn != NULL && ctx.write;
+	ctx.peek = c.store_op == FLOW_STORE_OP_PEEK;
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);
 	err.status = 0;
@@ -325,6 +397,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	} else if (rv == 0) {
 		res_error(res, STORE_ERR, "ERR flow reply could not be built");
 	}
+	if (rv == 0 || rv == FLOW_OP_ERROR_KEEP) {
+		flow_changes_notify(&ctx, c.opcode);
+	}
 	wbuf_free(&b);
 	fctx_fini(&ctx);
 	if (rv < 0) {
@@ -337,7 +412,7 @@ int flow_register(struct store *s)
 {
 	struct store_ext x = {
 	    .first_op = FLOW_STORE_OP_APPLY,
-	    .last_op = FLOW_STORE_OP_READ,
+	    .last_op = FLOW_STORE_OP_SWEEP,
 	    .is_read = flow_is_read,
 	    .apply = flow_apply,
 	    .data = NULL,

@@ -34,11 +34,12 @@
  *
  * What stays with the caller (the FSNP layer): CLAIM_DUE and RECLAIM
  * without one partition go to every data group (each claims among its own
- * flows; merge up to `limit`); `block_ms` waiting and re-claiming on new
- * work; POLICY.SET on every group (reads from one); refusing batches whose
- * items route to different shards (`ERR flow batch crosses shards`); the
- * compact request forms (reference/flow.md section 7) turned into typed
- * bodies; the error map envelope around status 1 and 6 messages.
+ * flows; FLOW_STORE_OP_PEEK first says what each would take, so the
+ * limit can be split in the claim order across groups); `block_ms` waiting and
+ * re-claiming on new work; POLICY.SET on every group (reads from one); refusing
+ * batches whose items route to different shards (`ERR flow batch crosses
+ * shards`); the compact request forms (reference/flow.md section 7) turned into
+ * typed bodies; the error map envelope around status 1 and 6 messages.
  *
  * Applying it decodes the body again (the same pure decoder), so a
  * command's effect depends only on the command, the entry's time and the
@@ -57,6 +58,11 @@ struct store;
 
 #define FLOW_STORE_OP_APPLY 0xA0
 #define FLOW_STORE_OP_READ 0xA1
+/* A CLAIM_DUE or RECLAIM served as a read (the command is otherwise the
+ * same): its reply lists what the claim would take, in its order, as
+ * [priority, next_run_at_ms] pairs, and nothing is written. The FSNP
+ * layer's fan-out of unpartitioned claims asks every group this first. */
+#define FLOW_STORE_OP_PEEK 0xAC
 #define FLOW_CMD_VERSION 1
 #define FLOW_CLOCK_SKEW_DEFAULT_MS 60000
 
@@ -87,6 +93,18 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
                     const struct flow_cmd_meta *meta, uint8_t **out,
                     size_t *out_len, struct flow_err *err);
 
+/* As flow_cmd_encode for a body the caller has just decoded without
+ * error with flow_body_decode_bytes (same opcode): it is not decoded
+ * again here (apply still does). */
+int flow_cmd_encode_valid(uint16_t opcode, const uint8_t *body, size_t len,
+                          const struct flow_cmd_meta *meta, uint8_t **out,
+                          size_t *out_len, struct flow_err *err);
+
+/* As flow_cmd_encode for the peek of a claim (FLOW_STORE_OP_PEEK). */
+int flow_cmd_encode_peek(uint16_t opcode, const uint8_t *body, size_t len,
+                         const struct flow_cmd_meta *meta, uint8_t **out,
+                         size_t *out_len, struct flow_err *err);
+
 /* Decodes a command's envelope (not its body). 0, or -1 with *msg. */
 int flow_cmd_decode(const uint8_t *p, size_t len, struct flow_cmd *c,
                     const char **msg);
@@ -102,6 +120,28 @@ void flow_cmd_partition(const struct flow_req *req, uint64_t seed, char *buf,
 
 /* The FSNP status of a store result status. */
 int flow_reply_status(uint8_t store_status);
+
+/* One flow record an applied command wrote (views valid during the
+ * call). next_run_at_ms is -1 when the flow is terminal or has none. */
+struct flow_change {
+	struct fsnp_bytes id, type, state, partition_key;
+	int64_t priority;
+	int64_t next_run_at_ms;
+};
+
+/* Called on the reactor thread after each Flow command applied on this
+ * node that wrote flow records (not after failed commands, reads or
+ * replays), with the command's FSNP opcode (0 for the max_active_ms
+ * sweep) and every record it wrote, in order. Every replica applies every
+ * entry, so every node holding the group calls it; a node holding no
+ * replica of the group never does. The node's waiters (block_ms claims,
+ * FLOW_WAKE subscribers) hang off it. */
+typedef void (*flow_changes_fn)(void *data, uint32_t group, uint16_t opcode,
+                                const struct flow_change *ch, size_t n);
+
+/* Sets the hook (NULL to clear). One per process: a node runs one store
+ * and one FSNP server. */
+void flow_set_changes_hook(flow_changes_fn fn, void *data);
 
 /* Registers the Flow ops with `s` (before any apply). 0, or -1. */
 int flow_register(struct store *s);

@@ -12,6 +12,8 @@ flow_libflow_a_SOURCES = \
 	flow/flow_stats.c flow/flow_stats.h \
 	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h \
+	flow/flow_sweep.c flow/flow_sweep.h \
+	flow/flow_wait.c flow/flow_wait.h \
 	flow/flow_gov.c flow/flow_gov.h flow/flow_gov_internal.h \
 	flow/flow_gov_body.c flow/flow_gov_body.h \
 	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \

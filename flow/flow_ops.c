@@ -998,6 +998,166 @@ static bool part_ok(const struct claim_args *a, struct fsnp_bytes part)
 	}
 }
 
+/* The earliest summary floor (K_FLOW_AUTOFLOOR) of the claim's type, per
+ * priority (at[2 - p]; UINT64_MAX none), over the states the scans take.
+ * *known: the type's summary exists (else only a full walk can tell). */
+static int agg_read(struct fctx *c, const struct claim_args *a,
+                    const struct scan *const *ss, size_t n, uint64_t at[3],
+                    bool *known)
+{
+	struct store_tx_iter *it;
+	struct sbuf pfx;
+	bool valid;
+
+	at[0] = at[1] = at[2] = UINT64_MAX;
+	*known = false;
+	sbuf_init(&pfx);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_AUTOFLOOR);
+	sbuf_lbytes(&pfx, a->type.ptr, a->type.len);
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = pfx.len;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_bytes st;
+		int prio;
+
+		if (!fkey_part(k, kl, &off, &st) || off + 1 != kl || vl != 8) {
+			continue;
+		}
+		prio = 255 - k[off];
+		if (st.len == 0) {
+			*known = true; /* the marker */
+			continue;
+		}
+		if (prio < 0 || prio > 2) {
+			continue;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (scan_state_ok(ss[i], st) &&
+			    (ss[i]->priority < 0 || ss[i]->priority == prio) &&
+			    be_get64(v) < at[2 - prio]) {
+				at[2 - prio] = be_get64(v);
+			}
+		}
+	}
+	sbuf_free(&pfx);
+	return store_tx_iter_close(it);
+}
+
+/* Whether the type's floors were summed up (the marker is there). */
+static bool agg_marked(struct fctx *c, const struct claim_args *a)
+{
+	struct sbuf v;
+	int rv;
+	sbuf_init(&v);
+	fkey_autofloor(&c->key, c->group, a->type, fb(""), 0);
+	rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
+	sbuf_free(&v);
+	return rv == 1;
+}
+
+/* Sums the type's auto-partition floors up again (after a claim that
+ * came short: its floors went up or away; or the first time): one summary
+ * floor per (state, priority), the minimum of its partitions' floors, and
+ * the marker. */
+static int agg_refresh(struct fctx *c, const struct claim_args *a)
+{
+	struct store_tx_iter *it;
+	struct sbuf pfx, k2;
+	struct sum {
+		struct fsnp_bytes state;
+		int prio;
+		uint64_t at;
+	} *sums = NULL;
+	size_t nsums = 0;
+	struct fsnp_bytes *old = NULL;
+	size_t nold = 0;
+	bool valid;
+	int rv;
+
+	sbuf_init(&pfx);
+	sbuf_init(&k2);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_FLOOR);
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = 5, i;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_bytes part, ty, st;
+		unsigned bucket;
+
+		if (!fkey_part(k, kl, &off, &part) ||
+		    !fkey_part(k, kl, &off, &ty) ||
+		    !fkey_part(k, kl, &off, &st) || off + 1 != kl || vl != 8 ||
+		    bytes_cmp(ty, a->type) != 0 ||
+		    !flow_route_is_auto(part.ptr, part.len, &bucket)) {
+			continue;
+		}
+		for (i = 0; i < nsums; i++) {
+			if (sums[i].prio == 255 - k[off] &&
+			    bytes_cmp(sums[i].state, st) == 0) {
+				break;
+			}
+		}
+		if (i == nsums) {
+			sums = store_xrealloc(sums, (nsums + 1) * sizeof *sums);
+			sums[i].state.ptr = fctx_dup(c, st.ptr, st.len);
+			sums[i].state.len = st.len;
+			sums[i].prio = 255 - k[off];
+			sums[i].at = UINT64_MAX;
+			nsums++;
+		}
+		if (be_get64(v) < sums[i].at) {
+			sums[i].at = be_get64(v);
+		}
+	}
+	rv = store_tx_iter_close(it);
+	/* The summary keys there are now, to replace. */
+	sbuf_reset(&pfx);
+	sbuf_u32(&pfx, c->group);
+	sbuf_u8(&pfx, K_FLOW_AUTOFLOOR);
+	sbuf_lbytes(&pfx, a->type.ptr, a->type.len);
+	if (rv == 0) {
+		it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+		valid = store_tx_iter_seek(it, NULL, 0);
+		for (; valid;
+		     store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+			size_t kl;
+			const uint8_t *k = store_tx_iter_key(it, &kl);
+			old = store_xrealloc(old, (nold + 1) * sizeof *old);
+			old[nold].ptr = fctx_dup(c, k, kl);
+			old[nold].len = kl;
+			nold++;
+		}
+		rv = store_tx_iter_close(it);
+	}
+	if (rv == 0) {
+		uint8_t b[8];
+		for (size_t i = 0; i < nold; i++) {
+			store_tx_del(c->tx, old[i].ptr, old[i].len);
+		}
+		for (size_t i = 0; i < nsums; i++) {
+			fkey_autofloor(&k2, c->group, a->type, sums[i].state,
+			               sums[i].prio);
+			be_put64(b, sums[i].at);
+			store_tx_put(c->tx, k2.p, k2.len, b, 8);
+		}
+		fkey_autofloor(&k2, c->group, a->type, fb(""), 0);
+		be_put64(b, UINT64_MAX);
+		store_tx_put(c->tx, k2.p, k2.len, b, 8);
+	}
+	free(sums);
+	free(old);
+	sbuf_free(&pfx);
+	sbuf_free(&k2);
+	return rv;
+}
+
 /* The due groups each of the `n` scans of a claim looks at (into out[i]
  * for ss[i]), from the floors (every group with a due entry has one), in
  * one walk. */
@@ -1009,6 +1169,20 @@ static int find_groups(struct fctx *c, const struct claim_args *a,
 	struct sbuf pfx;
 	bool valid;
 
+	if (a->pmode == 0) {
+		/* Auto partitions: the type's summary floors tell whether
+		 * any of them can have due work before the walk of every
+		 * partition's floors. */
+		uint64_t at[3];
+		bool known;
+		if (agg_read(c, a, ss, n, at, &known) != 0) {
+			return -1;
+		}
+		if (known && at[0] > c->now && at[1] > c->now &&
+		    at[2] > c->now) {
+			return 0;
+		}
+	}
 	sbuf_init(&pfx);
 	if (a->pmode == 2 && a->plist == NULL) {
 		/* One partition: only its floors of the type can match, and
@@ -1072,10 +1246,16 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 {
 	struct store_tx_iter *it;
 	struct sbuf pfx, seek;
-	uint64_t *first = calloc(gs->n ? gs->n : 1, sizeof *first);
-	bool *empty = calloc(gs->n ? gs->n : 1, sizeof *empty);
+	uint64_t *first;
+	bool *empty;
 	int rv;
 
+	if (gs->n == 0) {
+		return 0; /* no iterator to open (no expired lease, most often)
+		           */
+	}
+	first = calloc(gs->n, sizeof *first);
+	empty = calloc(gs->n, sizeof *empty);
 	sbuf_init(&pfx);
 	sbuf_init(&seek);
 	sbuf_u32(&pfx, c->group);
@@ -1229,6 +1409,14 @@ static int claim_one(struct fctx *c, const struct claim_args *a,
 			return 0;
 		}
 		frec_set_str(&r, RS_RUN_STATE, r.s[RS_STATE]);
+	}
+	if (c->peek) {
+		/* What it would claim: [priority, next_run_at_ms]. */
+		fsnp_w_array_begin(w);
+		fsnp_w_i64(w, r.i_set[RI_PRIORITY] ? r.i[RI_PRIORITY] : 0);
+		fsnp_w_i64(w, r.i[RI_NEXT_RUN_AT_MS]);
+		fsnp_w_array_end(w);
+		return 1;
 	}
 	frec_set_cstr(&r, RS_STATE, "running");
 	frec_set_int(&r, RI_FENCING_TOKEN, r.i[RI_FENCING_TOKEN] + 1);
@@ -1483,6 +1671,31 @@ static int op_claim(struct fctx *c, const struct flow_req *q,
 		ir = ns;
 		ss[ns++] = &sr;
 	}
+	if (c->peek && a.pmode == 0 && ns > 0) {
+		/* A peek over the auto partitions answers from the summary
+		 * floors when they are known: [priority, floor, -1] for each
+		 * priority with work due, as many as the group has. */
+		uint64_t at[3];
+		bool known;
+		if (agg_read(c, &a, ss, ns, at, &known) != 0) {
+			goto out;
+		}
+		if (known) {
+			fsnp_w_array_begin(w);
+			for (int p = 2; p >= 0; p--) {
+				if (at[2 - p] <= c->now) {
+					fsnp_w_array_begin(w);
+					fsnp_w_i64(w, p);
+					fsnp_w_i64(w, (int64_t)at[2 - p]);
+					fsnp_w_i64(w, -1);
+					fsnp_w_array_end(w);
+				}
+			}
+			fsnp_w_array_end(w);
+			rv = 0;
+			goto out;
+		}
+	}
 	/* The scans' groups differ (running or not), so those found before
 	 * the first scan raises its floors are those it would leave. */
 	if (ns > 0 && find_groups(c, &a, ss, gs, ns) != 0) {
@@ -1505,6 +1718,10 @@ static int op_claim(struct fctx *c, const struct flow_req *q,
 	    take(c, &a, &rec, &pr, a.limit - got, true, &got, w) != 0) {
 		goto out;
 	}
+	if (a.pmode == 0 && c->write && (got < a.limit || !agg_marked(c, &a)) &&
+	    agg_refresh(c, &a) != 0) {
+		goto out;
+	}
 	fsnp_w_array_end(w);
 	rv = 0;
 out:
@@ -1513,6 +1730,84 @@ out:
 	free(norm.v);
 	free(rec.v);
 	return rv;
+}
+
+int flow_op_next_due(struct fctx *c, const struct flow_req *q, uint64_t *at)
+{
+	struct claim_args a;
+	struct flow_err err;
+	struct scan sn, sr;
+	struct store_tx_iter *it;
+	struct sbuf pfx;
+	bool valid;
+
+	*at = UINT64_MAX;
+	if (parse_claim(c, q, &a, &err) != 0) {
+		return 0; /* the claim itself answers the error */
+	}
+	memset(&sn, 0, sizeof sn);
+	sn.priority = a.priority;
+	sn.states = a.states;
+	sn.one_state = a.one_state;
+	sn.has_one = a.has_one;
+	memset(&sr, 0, sizeof sr);
+	sr.priority = a.priority;
+	sr.running = true;
+	if (a.pmode == 0) {
+		/* Auto partitions: the type's summary floors, once known. */
+		const struct scan *ss[2];
+		size_t n = 0;
+		uint64_t agg[3];
+		bool known;
+		if (!a.only_reclaim) {
+			ss[n++] = &sn;
+		}
+		if (a.reclaim || a.only_reclaim) {
+			ss[n++] = &sr;
+		}
+		if (agg_read(c, &a, ss, n, agg, &known) != 0) {
+			return -1;
+		}
+		if (known) {
+			for (int i = 0; i < 3; i++) {
+				*at = agg[i] < *at ? agg[i] : *at;
+			}
+			return 0;
+		}
+	}
+	sbuf_init(&pfx);
+	if (a.pmode == 2 && a.plist == NULL) {
+		fkey_due_prefix(&pfx, c->group, a.pone, a.type);
+		pfx.p[4] = K_FLOW_FLOOR;
+	} else {
+		sbuf_u32(&pfx, c->group);
+		sbuf_u8(&pfx, K_FLOW_FLOOR);
+	}
+	it = store_tx_iter_open(c->tx, pfx.p, pfx.len);
+	valid = store_tx_iter_seek(it, NULL, 0);
+	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = 5;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_bytes part, ty, st;
+		bool want;
+
+		if (!fkey_part(k, kl, &off, &part) ||
+		    !fkey_part(k, kl, &off, &ty) ||
+		    !fkey_part(k, kl, &off, &st) || off + 1 != kl || vl != 8 ||
+		    bytes_cmp(ty, a.type) != 0 || !part_ok(&a, part) ||
+		    (a.priority >= 0 && k[off] != 255 - a.priority)) {
+			continue;
+		}
+		want =
+		    (!a.only_reclaim && scan_state_ok(&sn, st)) ||
+		    ((a.reclaim || a.only_reclaim) && scan_state_ok(&sr, st));
+		if (want && be_get64(v) < *at) {
+			*at = be_get64(v);
+		}
+	}
+	sbuf_free(&pfx);
+	return store_tx_iter_close(it);
 }
 
 /* --- Lease-holding mutations ---------------------------------------------- */
@@ -1575,6 +1870,50 @@ static int check_result_refs(const struct flow_req *q, struct flow_err *err)
 	return 0;
 }
 
+/* Whether the non-terminal flow `r` is past its max_active_ms at the
+ * command's time. */
+static bool active_expired(const struct fctx *c, const struct frec *r)
+{
+	int64_t deadline = frec_active_deadline(r);
+	return deadline >= 0 && (int64_t)c->now > deadline;
+}
+
+/* Fails `old` for having run past max_active_ms, as the reference does:
+ * state failed, lease and next run cleared, retention stamped, history
+ * `failed` with reason max_active_ms. */
+static void fail_active(struct fctx *c, const struct frec *old)
+{
+	struct hmeta meta[1];
+	struct frec r = *old;
+	frec_set_cstr(&r, RS_STATE, "failed");
+	bump(c, &r);
+	clear_lease(&r);
+	frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
+	stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
+	meta[0].name = "reason";
+	meta[0].v = text_val(c, fb("max_active_ms"));
+	frec_history(c, &r, "failed", meta, 1);
+	frec_save(c, old, &r);
+}
+
+int flow_op_active_timeout(struct fctx *c, struct fsnp_bytes part,
+                           struct fsnp_bytes id, bool *failed)
+{
+	struct frec old;
+	int rv;
+
+	*failed = false;
+	if ((rv = frec_load(c, part, id, &old)) <= 0) {
+		return rv; /* gone since the scan: nothing to do */
+	}
+	if (!active_expired(c, &old)) {
+		return 0; /* ended, rewound or not yet due: a stale sweep */
+	}
+	fail_active(c, &old);
+	*failed = true;
+	return 0;
+}
+
 static int op_finish(struct fctx *c, const struct flow_req *q,
                      struct fsnp_writer *w, struct flow_err *err, bool complete)
 {
@@ -1603,20 +1942,8 @@ static int op_finish(struct fctx *c, const struct flow_req *q,
 		E1("ERR stale flow lease");
 		return 1;
 	}
-	if (complete && old.i_set[RI_MAX_ACTIVE_MS] &&
-	    (int64_t)c->now >
-	        old.i[RI_CREATED_AT_MS] + old.i[RI_MAX_ACTIVE_MS]) {
-		struct hmeta meta[1];
-		r = old;
-		frec_set_cstr(&r, RS_STATE, "failed");
-		bump(c, &r);
-		clear_lease(&r);
-		frec_clear_int(&r, RI_NEXT_RUN_AT_MS);
-		stamp_retention(c, &r, r.i[RI_RETENTION_TTL_MS]);
-		meta[0].name = "reason";
-		meta[0].v = text_val(c, fb("max_active_ms"));
-		frec_history(c, &r, "failed", meta, 1);
-		frec_save(c, &old, &r);
+	if (complete && active_expired(c, &old)) {
+		fail_active(c, &old);
 		E1("ERR flow max_active_ms exceeded");
 		return FLOW_OP_ERROR_KEEP;
 	}

@@ -8,6 +8,7 @@
 #include "flow/flow_children.h"
 #include "flow/flow_index.h"
 #include "store/keys.h"
+#include "wire/flow_route.h"
 
 static const char *const str_names[RS_N] = {
     "id",
@@ -65,6 +66,7 @@ void fctx_init(struct fctx *c, struct tx *tx, uint64_t skew, uint64_t seed)
 
 void fctx_fini(struct fctx *c)
 {
+	free(c->chg);
 	for (size_t i = 0; i < c->nkeep; i++) {
 		free(c->keep[i]);
 	}
@@ -216,7 +218,11 @@ static void fkey_due(struct sbuf *k, uint32_t group, const struct frec *r)
 	kpart(k, r->s[RS_ID]);
 }
 
-/* Keeps the group's floor at or below a due entry being added. */
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority);
+
+/* Keeps the group's floor (and, in an auto partition, the type's summary
+ * floor) at or below a due entry being added. */
 static void floor_lower(struct fctx *c, const struct frec *r)
 {
 	uint64_t next = (uint64_t)r->i[RI_NEXT_RUN_AT_MS];
@@ -230,8 +236,30 @@ static void floor_lower(struct fctx *c, const struct frec *r)
 	if (rv == 0 || (rv == 1 && (v.len != 8 || be_get64(v.p) > next))) {
 		be_put64(b, next);
 		store_tx_put(c->tx, c->key.p, c->key.len, b, 8);
+		/* An auto partition's floor went down: so may the type's
+		 * summary over the auto partitions. */
+		unsigned bucket;
+		if (flow_route_is_auto(r->s[RS_PARTITION_KEY].ptr,
+		                       r->s[RS_PARTITION_KEY].len, &bucket)) {
+			fkey_autofloor(&c->key, c->group, r->s[RS_TYPE],
+			               r->s[RS_STATE], (int)r->i[RI_PRIORITY]);
+			rv = store_tx_get(c->tx, c->key.p, c->key.len, &v);
+			if (rv == 0 ||
+			    (rv == 1 && (v.len != 8 || be_get64(v.p) > next))) {
+				store_tx_put(c->tx, c->key.p, c->key.len, b, 8);
+			}
+		}
 	}
 	sbuf_free(&v);
+}
+
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority)
+{
+	kstart(k, group, K_FLOW_AUTOFLOOR);
+	kpart(k, type);
+	kpart(k, state);
+	sbuf_u8(k, (uint8_t)(255 - priority));
 }
 
 void fkey_hist_prefix(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
@@ -269,6 +297,29 @@ static void fkey_retain(struct sbuf *k, uint32_t group, const struct frec *r)
 	sbuf_u64(k, (uint64_t)r->i[RI_TERMINAL_RETENTION_UNTIL_MS]);
 	kpart(k, r->s[RS_PARTITION_KEY]);
 	kpart(k, r->s[RS_ID]);
+}
+
+static void fkey_active(struct sbuf *k, uint32_t group, const struct frec *r)
+{
+	kstart(k, group, K_FLOW_ACTIVE);
+	sbuf_u64(k, (uint64_t)frec_active_deadline(r));
+	kpart(k, r->s[RS_PARTITION_KEY]);
+	kpart(k, r->s[RS_ID]);
+}
+
+void fkey_active_prefix(struct sbuf *k, uint32_t group)
+{
+	kstart(k, group, K_FLOW_ACTIVE);
+}
+
+int64_t frec_active_deadline(const struct frec *r)
+{
+	if (r == NULL || frec_is_terminal(r) || !r->i_set[RI_MAX_ACTIVE_MS] ||
+	    !r->i_set[RI_CREATED_AT_MS] || r->i[RI_MAX_ACTIVE_MS] <= 0 ||
+	    r->i[RI_CREATED_AT_MS] < 0) {
+		return -1;
+	}
+	return r->i[RI_CREATED_AT_MS] + r->i[RI_MAX_ACTIVE_MS];
 }
 
 bool fkey_part(const uint8_t *k, size_t len, size_t *off,
@@ -438,6 +489,39 @@ static bool has_retain(const struct frec *r)
 	return r != NULL && r->i_set[RI_TERMINAL_RETENTION_UNTIL_MS];
 }
 
+/* Keeps what the changes hook needs of `r` (copies owned by c). */
+static void track_change(struct fctx *c, const struct frec *r)
+{
+	struct flow_change *ch;
+	const enum rec_str f[4] = {RS_ID, RS_TYPE, RS_STATE, RS_PARTITION_KEY};
+	struct fsnp_bytes *to[4];
+
+	if (c->nchg == c->capchg) {
+		size_t cap = c->capchg ? c->capchg * 2 : 8;
+		struct flow_change *n = realloc(c->chg, cap * sizeof *n);
+		if (n == NULL) {
+			return; /* the waiters' safety net covers it */
+		}
+		c->chg = n;
+		c->capchg = cap;
+	}
+	ch = &c->chg[c->nchg++];
+	memset(ch, 0, sizeof *ch);
+	to[0] = &ch->id;
+	to[1] = &ch->type;
+	to[2] = &ch->state;
+	to[3] = &ch->partition_key;
+	for (int i = 0; i < 4; i++) {
+		if (r->s_set[f[i]]) {
+			to[i]->ptr =
+			    fctx_dup(c, r->s[f[i]].ptr, r->s[f[i]].len);
+			to[i]->len = r->s[f[i]].len;
+		}
+	}
+	ch->priority = r->i_set[RI_PRIORITY] ? r->i[RI_PRIORITY] : 0;
+	ch->next_run_at_ms = has_due(r) ? r->i[RI_NEXT_RUN_AT_MS] : -1;
+}
+
 void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 {
 	struct wbuf b;
@@ -460,6 +544,16 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 		fkey_retain(&c->key, c->group, r);
 		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
 	}
+	if (frec_active_deadline(old) >= 0 &&
+	    frec_active_deadline(old) != frec_active_deadline(r)) {
+		fkey_active(&c->key, c->group, old);
+		store_tx_del(c->tx, c->key.p, c->key.len);
+	}
+	if (frec_active_deadline(r) >= 0 &&
+	    frec_active_deadline(old) != frec_active_deadline(r)) {
+		fkey_active(&c->key, c->group, r);
+		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+	}
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);
 	encode_rec(&w, r);
@@ -468,6 +562,9 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	store_tx_put(c->tx, c->key.p, c->key.len, b.data, b.len);
 	wbuf_free(&b);
 	flow_index_update(c, old, r);
+	if (c->track) {
+		track_change(c, r);
+	}
 	flow_children_saved(c, old, r);
 }
 

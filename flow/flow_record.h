@@ -15,6 +15,7 @@
 #include "store/ext.h"
 #include "wire/buf.h"
 #include "wire/fsnp_value.h"
+#include "flow/flow.h"
 
 struct fctx {
 	struct tx *tx;
@@ -24,15 +25,26 @@ struct fctx {
 	uint64_t skew;
 	uint64_t seed;
 	bool write;
+	/* A claim that only says what it would take (FLOW_STORE_OP_PEEK). */
+	bool peek;
 	/* Buffers the command's views point into, freed at its end. */
 	void **keep;
 	size_t nkeep;
 	size_t capkeep;
 	struct sbuf key; /* scratch */
+	/* Records written (frec_save), kept when `track` is set, for the
+	 * changes hook (flow.h); views into records the context owns. */
+	bool track;
+	struct flow_change *chg;
+	size_t nchg;
+	size_t capchg;
 };
 
 void fctx_init(struct fctx *c, struct tx *tx, uint64_t skew, uint64_t seed);
 void fctx_fini(struct fctx *c);
+/* Hands the records the command wrote to the changes hook (flow.h), when
+ * one is set; called once the command succeeded. */
+void flow_changes_notify(struct fctx *c, uint16_t opcode);
 /* Takes the wbuf's storage into the context; returns its data. */
 const uint8_t *fctx_keep(struct fctx *c, struct wbuf *b);
 /* A copy of p[0..len) owned by the context. */
@@ -147,6 +159,20 @@ void fkey_value(struct sbuf *k, uint32_t group, struct fsnp_bytes ref);
 void fkey_policy(struct sbuf *k, uint32_t group, struct fsnp_bytes type);
 void fkey_signal(struct sbuf *k, uint32_t group, struct fsnp_bytes part,
                  struct fsnp_bytes id, struct fsnp_bytes key);
+
+/* The summary floor of (type, state, priority) over the group's auto
+ * partitions (K_FLOW_AUTOFLOOR): at or below every due entry of those
+ * partitions; state "" (priority 0) is the marker that the type's floors
+ * were summed up by a claim (absent: not known yet). */
+void fkey_autofloor(struct sbuf *k, uint32_t group, struct fsnp_bytes type,
+                    struct fsnp_bytes state, int priority);
+
+/* The active-time index (K_FLOW_ACTIVE): one entry per non-terminal
+ * flow with a max_active_ms, keyed by its deadline. */
+void fkey_active_prefix(struct sbuf *k, uint32_t group);
+/* created_at_ms + max_active_ms of a non-terminal flow that has one, else
+ * -1 (also for r == NULL). */
+int64_t frec_active_deadline(const struct frec *r);
 
 /* Reads a u32-length-prefixed part of a key at *off; false past the end. */
 bool fkey_part(const uint8_t *k, size_t len, size_t *off,

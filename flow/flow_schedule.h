@@ -43,8 +43,8 @@
 
 struct store;
 
-#define FLOW_SCHED_OP_APPLY 0xA2
-#define FLOW_SCHED_OP_READ 0xA3
+#define FLOW_SCHED_OP_APPLY 0xB0
+#define FLOW_SCHED_OP_READ 0xB1
 #define FLOW_SCHED_CMD_VERSION 1
 
 /* Internal kinds (never FSNP opcodes). */

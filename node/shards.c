@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "flow/flow.h"
+#include "flow/flow_sweep.h"
 #include "node/auth/auth.h"
 #include "node/membership.h"
 #include "net/tls.h"
@@ -422,6 +423,11 @@ int shards_route(struct shards *s, uint32_t group, struct shards_route *out)
 		snprintf(out->admin, sizeof out->admin, "%s", m->admin);
 	}
 	return SHARDS_OK;
+}
+
+bool shards_replicated(struct shards *s, uint32_t group)
+{
+	return valid_group(s, group) && s->routes[group].local;
 }
 
 int shards_leader_addr(struct shards *s, uint32_t group, char *felix,
@@ -1247,6 +1253,19 @@ static void on_maint(uv_timer_t *t)
 			shards_propose(s, g, cmd, len, on_expired, s);
 		}
 		free(cmd);
+		/* Flows past max_active_ms, failed by a replicated command
+		 * that re-checks each one (flow/flow_sweep.h). */
+		if (flow_sweep_cmd(s->store, g, now, FLOW_SWEEP_MAX, &cmd,
+		                   &len) != 0) {
+			log_warn(s->log, "shards",
+			         "flow max_active_ms scan of group %" PRIu32
+			         " failed",
+			         g);
+			continue;
+		}
+		if (len > 0) {
+			shards_propose_owned(s, g, cmd, len, on_expired, s);
+		}
 	}
 }
 

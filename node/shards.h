@@ -195,6 +195,9 @@ struct shards_route {
 
 int shards_route(struct shards *s, uint32_t group, struct shards_route *out);
 
+/* Whether this node holds a replica of `group` (cheap: no addresses). */
+bool shards_replicated(struct shards *s, uint32_t group);
+
 /* The leader's Felix and FSNP addresses (either pointer may be NULL).
  * SHARDS_EUNAVAILABLE when no leader or no address is known. */
 int shards_leader_addr(struct shards *s, uint32_t group, char *felix,

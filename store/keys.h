@@ -68,6 +68,13 @@ enum key_type {
 	K_FLOW_COUNT = 0x4D,  /* type + part + state: u64 flows */
 	K_FLOW_ACOUNT = 0x4E, /* type + part + state + attribute name + u8 0
 	                       * (flows with it) | 1 + value: u64 flows */
+	K_FLOW_ACTIVE = 0x4F,    /* u64 created_at_ms + max_active_ms + part +
+	                          * id: empty (non-terminal flows with a
+	                          * max_active_ms) */
+	K_FLOW_AUTOFLOOR = 0x50, /* type + state + u8 255 - priority: u64 no
+	                          * due entry of an auto partition is
+	                          * earlier; state "" = the type's floors
+	                          * were all summed up */
 };
 
 /* Kinds of expiry index entries. */

@@ -658,3 +658,258 @@ end:
 	fsnp_w_map_end(&w);
 	return fsnp_w_finish(&w) != 0 ? FSNP_ERR_NOMEM : 0;
 }
+
+/* --- flow_record_v1 and flow_record_list_v1 ----------------------------- */
+
+/* The SDK's table: id i names flow_fields[i - 1]. */
+static const char *const flow_fields[FSNP_COMPACT_FLOW_FIELDS] = {
+    "id",
+    "type",
+    "state",
+    "version",
+    "priority",
+    "partition_key",
+    "payload_ref",
+    "result_ref",
+    "error_ref",
+    "payload",
+    "result",
+    "error",
+    "created_at_ms",
+    "updated_at_ms",
+    "next_run_at_ms",
+    "lease_deadline_ms",
+    "lease_owner",
+    "lease_token",
+    "fencing_token",
+    "attempts",
+    "history_max_events",
+    "history_hot_max_events",
+    "child_groups",
+    "parent_flow_id",
+    "parent_partition_key",
+    "root_flow_id",
+    "correlation_id",
+    "terminal_retention_until_ms",
+    "ttl_ms",
+    "retention_ttl_ms",
+    "run_state",
+    "value_refs",
+    "values",
+    "payload_omitted",
+    "payload_size",
+    "result_omitted",
+    "result_size",
+    "error_omitted",
+    "error_size",
+    "max_attempts",
+    "attributes",
+};
+
+const char *fsnp_compact_flow_field_name(uint8_t id)
+{
+	return id >= 1 && id <= FSNP_COMPACT_FLOW_FIELDS ? flow_fields[id - 1]
+	                                                 : NULL;
+}
+
+uint8_t fsnp_compact_flow_field_id(const uint8_t *key, size_t len)
+{
+	for (uint8_t i = 0; i < FSNP_COMPACT_FLOW_FIELDS; i++) {
+		if (strlen(flow_fields[i]) == len &&
+		    (len == 0 || memcmp(flow_fields[i], key, len) == 0)) {
+			return (uint8_t)(i + 1);
+		}
+	}
+	return 0;
+}
+
+int fsnp_compact_flow_record_encode(struct wbuf *out,
+                                    const struct fsnp_val *record)
+{
+	struct fsnp_iter it;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+	if (record->tag != FSNP_MAP) {
+		return FSNP_ERR_TYPE;
+	}
+	if (wbuf_put_u8(out, FSNP_COMPACT_FLOW_RECORD) != 0 ||
+	    wbuf_put_u32(out, record->as.count) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	fsnp_iter_init(&it, record);
+	while (fsnp_iter_next(&it, &k, &v)) {
+		uint8_t id = fsnp_compact_flow_field_id(k.ptr, k.len);
+		int rv;
+		if (wbuf_put_u8(out, id) != 0) {
+			return FSNP_ERR_NOMEM;
+		}
+		if (id == 0 && (rv = put_field(out, &k)) != 0) {
+			return rv;
+		}
+		if (wbuf_append(out, v.enc, v.enc_len) != 0) {
+			return FSNP_ERR_NOMEM;
+		}
+	}
+	return 0;
+}
+
+int fsnp_compact_flow_record_list_encode(struct wbuf *out,
+                                         const struct fsnp_val *list)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	if (list->tag != FSNP_ARRAY) {
+		return FSNP_ERR_TYPE;
+	}
+	fsnp_iter_init(&it, list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		if (e.tag != FSNP_MAP) {
+			return FSNP_ERR_TYPE;
+		}
+	}
+	if (wbuf_put_u8(out, FSNP_COMPACT_FLOW_RECORD_LIST) != 0 ||
+	    wbuf_put_u32(out, list->as.count) != 0) {
+		return FSNP_ERR_NOMEM;
+	}
+	fsnp_iter_init(&it, list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		int rv = fsnp_compact_flow_record_encode(out, &e);
+		if (rv != 0) {
+			return rv;
+		}
+	}
+	return 0;
+}
+
+/* One entry at *p: its key and value. 0, or the decode error. */
+static int take_entry(const uint8_t **p, const uint8_t *end,
+                      struct fsnp_bytes *key, struct fsnp_val *value)
+{
+	uint8_t id;
+	size_t used;
+	int rv;
+	if (*p >= end) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	id = **p;
+	(*p)++;
+	if (id == 0) {
+		if (!take(p, end, key)) {
+			return FSNP_ERR_COMPACT_RESPONSE;
+		}
+	} else if (id > FSNP_COMPACT_FLOW_FIELDS) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	} else {
+		key->ptr = (const uint8_t *)flow_fields[id - 1];
+		key->len = strlen(flow_fields[id - 1]);
+	}
+	rv = fsnp_value_decode(*p, (size_t)(end - *p), NULL, value, &used);
+	if (rv == FSNP_ERR_VALUE_TOTAL_ITEMS ||
+	    rv == FSNP_ERR_VALUE_CONTAINER_ITEMS ||
+	    rv == FSNP_ERR_VALUE_DEPTH) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	if (rv != 0) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	*p += used;
+	return 0;
+}
+
+int fsnp_compact_flow_record_decode(const uint8_t *p, size_t len,
+                                    uint32_t max_items,
+                                    struct fsnp_compact_record *out,
+                                    size_t *used)
+{
+	const uint8_t *end = p + len, *q;
+	uint32_t count;
+	if (len < 5 || p[0] != FSNP_COMPACT_FLOW_RECORD) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	count = wire_load_u32(p + 1);
+	if (count > max_items) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	q = p + 5;
+	for (uint32_t i = 0; i < count; i++) {
+		struct fsnp_bytes k;
+		struct fsnp_val v;
+		int rv = take_entry(&q, end, &k, &v);
+		if (rv != 0) {
+			return rv;
+		}
+	}
+	if (used != NULL) {
+		*used = (size_t)(q - p);
+	} else if (q != end) {
+		return FSNP_ERR_TRAILING_BYTES;
+	}
+	out->count = count;
+	out->p = p + 5;
+	out->end = q;
+	out->left = count;
+	return 0;
+}
+
+bool fsnp_compact_record_next(struct fsnp_compact_record *r,
+                              struct fsnp_bytes *key, struct fsnp_val *value)
+{
+	if (r->left == 0 || take_entry(&r->p, r->end, key, value) != 0) {
+		return false;
+	}
+	r->left--;
+	return true;
+}
+
+int fsnp_compact_flow_record_list_decode(const uint8_t *p, size_t len,
+                                         uint32_t max_items,
+                                         struct fsnp_compact_list *out)
+{
+	const uint8_t *end = p + len, *q;
+	uint32_t count;
+	uint64_t entries = 0;
+	if (len < 5 || p[0] != FSNP_COMPACT_FLOW_RECORD_LIST) {
+		return FSNP_ERR_COMPACT_RESPONSE;
+	}
+	count = wire_load_u32(p + 1);
+	if (count > max_items) {
+		return FSNP_ERR_COMPACT_ITEMS;
+	}
+	q = p + 5;
+	for (uint32_t i = 0; i < count; i++) {
+		struct fsnp_compact_record rec;
+		size_t used;
+		int rv = fsnp_compact_flow_record_decode(
+		    q, (size_t)(end - q), max_items, &rec, &used);
+		if (rv != 0) {
+			return rv;
+		}
+		entries += rec.count;
+		if (entries > max_items) {
+			return FSNP_ERR_COMPACT_ITEMS;
+		}
+		q += used;
+	}
+	if (q != end) {
+		return FSNP_ERR_TRAILING_BYTES;
+	}
+	out->count = count;
+	out->p = p + 5;
+	out->end = end;
+	out->left = count;
+	return 0;
+}
+
+bool fsnp_compact_record_list_next(struct fsnp_compact_list *l,
+                                   struct fsnp_compact_record *rec)
+{
+	size_t used;
+	if (l->left == 0 ||
+	    fsnp_compact_flow_record_decode(l->p, (size_t)(l->end - l->p),
+	                                    UINT32_MAX, rec, &used) != 0) {
+		return false;
+	}
+	l->p += used;
+	l->left--;
+	return true;
+}

@@ -27,6 +27,11 @@
  *   flow_claim_jobs_v1  80 u32:n (u32 len id, u32 len partition
  *               (0xFFFFFFFF: nil), u32 len lease_token, i64 fencing_token
  *               [, u32 len run_state (0xFFFFFFFF: nil)])*n
+ *   flow_record_v1      84 u32:entries (u8 field id, [u32 len key when
+ *               the id is 0], typed value)*entries: a Flow record, the
+ *               ids 1..41 naming the record's well-known keys
+ *               (fsnp_compact_flow_field_name), 0 any other key
+ *   flow_record_list_v1 85 u32:n (flow_record_v1, tag included)*n
  *
  * Decoders validate everything first and then hand out views into the
  * body, which must outlive them. Encoders append to a caller-owned wbuf. */
@@ -44,6 +49,9 @@
 #define FSNP_COMPACT_OK_LIST 0x81u
 #define FSNP_COMPACT_KV_GET 0x82u
 #define FSNP_COMPACT_KV_MGET 0x83u
+#define FSNP_COMPACT_FLOW_RECORD 0x84u
+#define FSNP_COMPACT_FLOW_RECORD_LIST 0x85u
+#define FSNP_COMPACT_FLOW_FIELDS 41u
 #define FSNP_COMPACT_PIPELINE_REQ 0x94u
 #define FSNP_COMPACT_VALUE_MGET_REQ 0x9Du
 
@@ -143,5 +151,49 @@ int fsnp_compact_kv_mget_decode(const uint8_t *p, size_t len,
 /* The next item: *present false for nil. False at the end. */
 bool fsnp_compact_list_next(struct fsnp_compact_list *l, bool *present,
                             struct fsnp_bytes *value);
+
+/* flow_record_v1 field ids: the key of id 1..FSNP_COMPACT_FLOW_FIELDS
+ * (NULL otherwise), and the id of a key (0: none). */
+const char *fsnp_compact_flow_field_name(uint8_t id);
+uint8_t fsnp_compact_flow_field_id(const uint8_t *key, size_t len);
+
+/* flow_record_v1 of `record` (a typed map; FSNP_ERR_TYPE otherwise) and
+ * flow_record_list_v1 of `list` (an array of maps). 0, FSNP_ERR_TYPE,
+ * FSNP_ERR_TOO_LONG or FSNP_ERR_NOMEM. */
+int fsnp_compact_flow_record_encode(struct wbuf *out,
+                                    const struct fsnp_val *record);
+int fsnp_compact_flow_record_list_encode(struct wbuf *out,
+                                         const struct fsnp_val *list);
+
+/* A validated flow_record_v1: its entries, in order. */
+struct fsnp_compact_record {
+	uint32_t count;
+	const uint8_t *p; /* next entry */
+	const uint8_t *end;
+	uint32_t left;
+};
+
+/* Decodes one flow_record_v1 at the start of p[0..len); *used gets its
+ * size (NULL: it must fill p[0..len) exactly, else
+ * FSNP_ERR_TRAILING_BYTES). Entries above max_items, or values past
+ * the default typed-value limits, give FSNP_ERR_COMPACT_ITEMS; a field
+ * id above FSNP_COMPACT_FLOW_FIELDS or a malformed entry
+ * FSNP_ERR_COMPACT_RESPONSE. */
+int fsnp_compact_flow_record_decode(const uint8_t *p, size_t len,
+                                    uint32_t max_items,
+                                    struct fsnp_compact_record *out,
+                                    size_t *used);
+/* The next entry: its key (the field's name for an id) and typed value.
+ * False at the end. */
+bool fsnp_compact_record_next(struct fsnp_compact_record *r,
+                              struct fsnp_bytes *key, struct fsnp_val *value);
+
+/* Decodes a flow_record_list_v1 (every record validated); records are
+ * then taken with fsnp_compact_record_list_next. */
+int fsnp_compact_flow_record_list_decode(const uint8_t *p, size_t len,
+                                         uint32_t max_items,
+                                         struct fsnp_compact_list *out);
+bool fsnp_compact_record_list_next(struct fsnp_compact_list *l,
+                                   struct fsnp_compact_record *rec);
 
 #endif /* WIRE_FSNP_COMPACT_H */

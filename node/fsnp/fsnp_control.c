@@ -388,17 +388,30 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_i64(w, FSNP_OP_SET);
 	fsnp_w_i64(w, FSNP_OP_MSET);
 	fsnp_w_array_end(w);
-	/* Sent to connections with compact_flow_responses. */
+	/* Sent to connections with compact_flow_responses (COMMAND_EXEC
+	 * for the SDK's FLOW.GET and FLOW.CLAIM_DUE ... RETURN RECORDS). */
 	fsnp_w_key(w, "flow_claim_jobs_v1");
 	fsnp_w_array_begin(w);
 	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "flow_record_v1");
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_COMMAND_EXEC);
+	fsnp_w_i64(w, FSNP_OP_FLOW_GET);
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "flow_record_list_v1");
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_COMMAND_EXEC);
+	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
+	fsnp_w_i64(w, FSNP_OP_FLOW_RECLAIM);
 	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "supported");
 	w_strs(w,
 	       (const char *const[]){"typed_value", "kv_get_v1", "kv_mget_v1",
-	                             "ok_list_v1", "flow_claim_jobs_v1"},
-	       5);
+	                             "ok_list_v1", "flow_claim_jobs_v1",
+	                             "flow_record_v1", "flow_record_list_v1"},
+	       7);
 	fsnp_w_map_end(w);
 
 	fsnp_w_key(w, "pipeline");

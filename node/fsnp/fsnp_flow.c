@@ -15,12 +15,25 @@
  *    ones are split into one command per group and the per-item results
  *    put back in request order; others are refused (`ERR flow batch
  *    crosses shards`, as the reference);
- *  - block_ms: a claim that finds nothing is parked and polled again
- *    (every FLOW_POLL_MS, and at once when a Flow write succeeds through
- *    this node) until it claims something or block_ms passes (0: no end);
- *  - FLOW_WAKE events for the Flow writes through this node;
- *  - job claims answered flow_claim_jobs_v1 on connections that asked for
- *    compact Flow replies.
+ *  - block_ms: a claim that finds nothing is parked on the node the
+ *    client is connected to and asked again when a Flow write applied on
+ *    this node makes a matching flow due (flow/'s changes hook: every
+ *    replica applies every entry, so a follower holding the group sees the
+ *    write as soon as it learns the commit), until it claims something or
+ *    block_ms passes (0: no end). Each ask is an ordinary claim on the
+ *    group's leader (forwarded within the forward timeout), so nothing
+ *    waits at the leader. The safety-net re-check is timed to the
+ *    earliest due time of this node's replica (flow_next_due: flows that
+ *    become due by time passing), capped at FLOW_RECHECK_MAX_MS; for a
+ *    group this node holds no replica of, it cannot see the writes and
+ *    asks again every FLOW_REMOTE_POLL_MS (and at once after a Flow write
+ *    through this node);
+ *  - FLOW_WAKE events: for every Flow command applied on this node (one
+ *    event per command, naming its first written flow), and for writes
+ *    through this node to a group it holds no replica of;
+ *  - compact Flow replies on connections that asked for them: job claims
+ *    in flow_claim_jobs_v1, GET's record in flow_record_v1, claimed
+ *    records in flow_record_list_v1.
  * COMMAND_EXEC arguments follow the SDK's grammar: the opcode's first
  * positional argument (or, for *_MANY, the partition, AUTO or MIXED and
  * then ITEMS), then TOKEN value pairs named after the body's fields. */
@@ -36,18 +49,25 @@
 #include "flow/flow_index.h"
 #include "flow/flow_stats.h"
 #include "flow/flow_gov.h"
+#include "flow/flow_wait.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "store/result.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 
-/* A parked claim is polled again this often at the latest. */
-#define FLOW_POLL_MS 100u
+/* Re-check periods of a parked claim: a group held here is asked again
+ * by its earliest due time, this long at the latest; one whose floors
+ * say "due now" (this replica behind the leader's claim) a little later;
+ * a group held elsewhere this often. */
+#define FLOW_RECHECK_MAX_MS 5000u
+#define FLOW_RECHECK_BEHIND_MS 100u
+#define FLOW_REMOTE_POLL_MS 100u
 
 enum flow_kind {
 	FK_ONE,   /* one group */
 	FK_CLAIM, /* a claim: one group, or group after group */
+	FK_FAN,   /* a claim over every group: peek all, then split */
 	FK_ALL,   /* every group; group 1's reply */
 	FK_MGET,  /* every group; values merged per position */
 	FK_SPLIT, /* an independent batch, one command per group */
@@ -64,6 +84,7 @@ struct fsnp_flow {
 	enum flow_kind kind;
 	uint8_t *body; /* the typed body (owned) */
 	size_t len;
+	struct flow_req *req; /* claims: the decoded body (views into it) */
 	uint64_t seed;
 	bool ok_on_success;
 
@@ -78,6 +99,13 @@ struct fsnp_flow {
 	struct wbuf acc; /* claimed items, encoded one after another */
 	uint32_t n_acc;
 
+	/* FK_FAN: phase 0 peeks every group, phase 1 claims; the picks
+	 * (what each group would take, merged) and each group's share */
+	int phase;
+	struct fan_pick *picks;
+	uint32_t n_picks;
+	uint32_t *quota; /* by group - 1 */
+
 	/* fan-out and split: one result per part */
 	struct fsnp_res *res;
 	uint32_t n_res;
@@ -86,11 +114,34 @@ struct fsnp_flow {
 	uint32_t *item_pos;  /* split: its position within the part */
 };
 
+struct fan_pick {
+	uint32_t group;
+	uint32_t rank; /* the group's place in this request's rotation */
+	int64_t priority;
+	int64_t due;
+	int64_t count; /* flows it stands for; -1: as many as the group has */
+	uint8_t state; /* PICK_* */
+};
+
+enum { PICK_FREE, PICK_ASKED, PICK_DONE };
+
 static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
 static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len);
+static void fan_step(struct fsnp_req *r);
+static void reply_records_compact(struct fsnp_req *r, bool list);
+static void fan_begin(struct fsnp_req *r);
+static void claim_empty(struct fsnp_req *r);
+static int plan_parts(struct fsnp_req *r, uint32_t n);
+
+/* Whether this node holds a replica of `group` (so its apply, and the
+ * changes hook, run here). */
+static bool held_here(struct fsnp_server *s, uint32_t group)
+{
+	return shards_replicated(s->shards, group);
+}
 
 void fsnp_flow_free(struct fsnp_req *r)
 {
@@ -99,6 +150,7 @@ void fsnp_flow_free(struct fsnp_req *r)
 		return;
 	}
 	free(f->body);
+	free(f->req);
 	wbuf_free(&f->acc);
 	if (f->res != NULL) {
 		for (uint32_t i = 0; i < f->n_res; i++) {
@@ -108,6 +160,8 @@ void fsnp_flow_free(struct fsnp_req *r)
 	}
 	free(f->item_part);
 	free(f->item_pos);
+	free(f->picks);
+	free(f->quota);
 	free(f);
 	r->flow = NULL;
 }
@@ -234,7 +288,11 @@ static int part_encode(struct fsnp_req *r, struct fsnp_part *part,
 	struct flow_err err;
 	uint8_t *cmd = NULL;
 	size_t n = 0;
-	if (flow_cmd_encode(f->opcode, body, len, &meta, &cmd, &n, &err) != 0) {
+	/* f->body was decoded without error when the request started. */
+	if ((body == f->body ? flow_cmd_encode_valid(f->opcode, body, len,
+	                                             &meta, &cmd, &n, &err)
+	                     : flow_cmd_encode(f->opcode, body, len, &meta,
+	                                       &cmd, &n, &err)) != 0) {
 		flow_error(r, err.status, err.msg);
 		return -1;
 	}
@@ -337,6 +395,12 @@ static void claim_compact(struct fsnp_req *r)
 		return;
 	}
 	fsnp_iter_init(&it, &list);
+	if (fsnp_iter_next(&it, NULL, &job) && job.tag == FSNP_MAP) {
+		/* Records: flow_record_list_v1. */
+		reply_records_compact(r, true);
+		return;
+	}
+	fsnp_iter_init(&it, &list);
 	while (fsnp_iter_next(&it, NULL, &job)) {
 		uint32_t k = 0;
 		if (job.tag != FSNP_ARRAY || job.as.count < 4 ||
@@ -389,6 +453,49 @@ static void claim_compact(struct fsnp_req *r)
 	metric_add(r->srv->m_flow_compact_replies, 1);
 }
 
+/* Whether this reply may go out in a compact Flow codec: the connection
+ * asked for compact Flow replies, is not compressed, and the request is
+ * not a pipeline item. */
+static bool compact_ok(const struct fsnp_req *r)
+{
+	const struct fsnp_conn *c = r->conn;
+	return c != NULL && c->compact_flow_responses && !c->zlib &&
+	       r->parent == NULL && r->reply.len > 2 &&
+	       wire_load_u16(r->reply.data) == FSNP_STATUS_OK;
+}
+
+/* Re-encodes the typed OK reply as flow_record_v1 (a record: a map) or
+ * flow_record_list_v1 (a list of records); leaves it typed when it has
+ * another shape or does not fit one frame. */
+static void reply_records_compact(struct fsnp_req *r, bool list)
+{
+	struct fsnp_val v;
+	struct wbuf out;
+	uint32_t chunk;
+	int rv;
+	if (!compact_ok(r) ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &v,
+	                      NULL) != 0 ||
+	    v.tag != (list ? FSNP_ARRAY : FSNP_MAP)) {
+		return;
+	}
+	wbuf_init(&out);
+	wbuf_put_u16(&out, FSNP_STATUS_OK);
+	rv = list ? fsnp_compact_flow_record_list_encode(&out, &v)
+	          : fsnp_compact_flow_record_encode(&out, &v);
+	chunk = fsnp_chunk_size((uint32_t)r->srv->lim.response_chunk_bytes,
+	                        (uint32_t)r->srv->lim.max_frame_bytes);
+	if (rv != 0 || out.oom || out.len > chunk) {
+		wbuf_free(&out);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+	r->custom = true;
+	r->srv->stats.flow_compact_replies++;
+	metric_add(r->srv->m_flow_compact_replies, 1);
+}
+
 static void claim_restart(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -396,6 +503,391 @@ static void claim_restart(struct fsnp_req *r)
 	f->remaining = f->limit;
 	f->err_status = SHARDS_OK;
 	f->start = claim_rotor++;
+}
+
+/* --- Claims over every group ------------------------------------------
+ *
+ * An unpartitioned CLAIM_DUE or RECLAIM on several groups: every group's
+ * leader is first asked what it would take (a peek: [priority, due] per
+ * flow, in its claim order, nothing written), the answers are merged by
+ * priority (high first) then due time (the reference's order; ties by a
+ * rotation of the groups), and the first `limit` of them split the limit:
+ * each group is then asked to claim its share, all at once. The reply
+ * lists the claimed flows in the merged order. Nothing is claimed that
+ * the reply does not carry; a group whose flows went meanwhile answers
+ * fewer. */
+
+static void fan_run(struct fsnp_req *r, const bool *ask)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	r->pending = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		free(f->res[i].data);
+		memset(&f->res[i], 0, sizeof f->res[i]);
+		f->res[i].status = -1; /* not asked */
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ask[i]) {
+			r->pending++;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (ask[i]) {
+			r->ops[i].req = r;
+			r->ops[i].part = i;
+			fsnp_server_submit(r->srv, &r->ops[i]);
+		}
+	}
+	if (--r->pending == 0) {
+		fan_step(r);
+	}
+}
+
+static void fan_begin(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	struct flow_err err;
+	bool *ask = calloc(n, sizeof *ask);
+	if (ask == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->phase = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		uint8_t *cmd = NULL;
+		size_t len = 0;
+		if (flow_cmd_encode_peek(f->opcode, f->body, f->len, &meta,
+		                         &cmd, &len, &err) != 0) {
+			flow_error(r, err.status, err.msg);
+			free(ask);
+			fsnp_exec_finish(r);
+			return;
+		}
+		free(p->cmd);
+		p->cmd = cmd;
+		p->len = len;
+		p->group = i + 1;
+		p->read = true;
+		ask[i] = true;
+	}
+	fan_run(r, ask);
+	free(ask);
+}
+
+/* Which flows a claim takes across groups: priority first (as the
+ * reference's scans), then the groups in the request's rotating order
+ * (the reference starts its bucket scan round-robin; concurrent claims so
+ * spread over the groups instead of all asking the one holding the oldest
+ * flow), then due time. */
+static int pick_take_cmp(const void *pa, const void *pb)
+{
+	const struct fan_pick *a = pa, *b = pb;
+	if (a->priority != b->priority) {
+		return a->priority > b->priority ? -1 : 1;
+	}
+	if (a->rank != b->rank) {
+		return a->rank < b->rank ? -1 : 1;
+	}
+	return a->due < b->due ? -1 : a->due > b->due;
+}
+
+/* The reply's order: priority, then due time (ties by group order). */
+static int pick_reply_cmp(const void *pa, const void *pb)
+{
+	const struct fan_pick *a = pa, *b = pb;
+	if (a->priority != b->priority) {
+		return a->priority > b->priority ? -1 : 1;
+	}
+	if (a->due != b->due) {
+		return a->due < b->due ? -1 : 1;
+	}
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* The first failed group's status into f->err_*; whether all failed. */
+static bool fan_errors(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t asked = 0, failed = 0;
+	for (uint32_t i = 0; i < r->srv->data_groups; i++) {
+		struct fsnp_res *x = &f->res[i];
+		struct fsnp_val v;
+		if (x->status == -1) {
+			continue;
+		}
+		asked++;
+		if (!result_ok(x->status, x->data, x->len, &v) ||
+		    v.tag != FSNP_ARRAY) {
+			failed++;
+			if (f->err_status == SHARDS_OK) {
+				f->err_status =
+				    x->status != SHARDS_OK ? x->status : -1;
+				f->err_group = i;
+			}
+		}
+	}
+	return asked > 0 && failed == asked;
+}
+
+/* Answers the first failure (a store error as itself). */
+static void fan_reply_error(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_res *x = &f->res[f->err_group];
+	reply_result(r, x->status, f->err_group + 1, x->data, x->len);
+	fsnp_exec_finish(r);
+}
+
+/* Nothing more to ask: the reply, the first error, or a wait. */
+static void fan_done(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	if (f->n_acc > 0) {
+		claim_reply(r);
+		claim_compact(r);
+		fsnp_exec_finish(r);
+	} else if (f->err_status != SHARDS_OK) {
+		fan_reply_error(r);
+	} else {
+		claim_empty(r); /* nothing due, or taken meanwhile */
+	}
+}
+
+/* Asks each group for its share of the free picks that come first, up to
+ * the claim's open limit. False when there is nothing left to ask. */
+static bool fan_claim_round(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups, want, total = 0;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	bool *ask;
+	want =
+	    f->limit > (int64_t)f->n_acc ? (uint32_t)(f->limit - f->n_acc) : 0;
+	memset(f->quota, 0, n * sizeof *f->quota);
+	for (uint32_t k = 0; k < f->n_picks && total < want; k++) {
+		struct fan_pick *pk = &f->picks[k];
+		uint32_t take;
+		if (pk->state != PICK_FREE) {
+			continue;
+		}
+		/* A summary (count -1) stands for all of its group's due
+		 * flows: the group is asked for everything still open. */
+		take = pk->count < 0 || (uint64_t)pk->count > want - total
+		           ? want - total
+		           : (uint32_t)pk->count;
+		pk->state = PICK_ASKED;
+		f->quota[pk->group - 1] += take;
+		total += take;
+	}
+	if (total == 0) {
+		return false;
+	}
+	ask = calloc(n, sizeof *ask);
+	if (ask == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	f->phase = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		struct flow_err err;
+		struct wbuf b;
+		int64_t share = f->quota[i];
+		uint8_t *cmd = NULL;
+		size_t len = 0;
+		if (share == 0) {
+			continue;
+		}
+		wbuf_init(&b);
+		if (body_rewrite(f->body, f->len, "limit", add_limit, &share,
+		                 &b) != 0 ||
+		    b.oom ||
+		    flow_cmd_encode(f->opcode, b.data, b.len, &meta, &cmd, &len,
+		                    &err) != 0) {
+			wbuf_free(&b);
+			free(ask);
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+			fsnp_exec_finish(r);
+			return true;
+		}
+		wbuf_free(&b);
+		free(p->cmd);
+		p->cmd = cmd;
+		p->len = len;
+		p->read = false;
+		ask[i] = true;
+	}
+	fan_run(r, ask);
+	free(ask);
+	return true;
+}
+
+static void fan_peeked(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	f->err_status = SHARDS_OK;
+	if (fan_errors(r)) {
+		fan_reply_error(r);
+		return;
+	}
+	f->n_picks = 0;
+	wbuf_reset(&f->acc);
+	f->n_acc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_val v, e, pr, due;
+		struct fsnp_iter it, jt;
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &v) ||
+		    v.tag != FSNP_ARRAY) {
+			continue;
+		}
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fan_pick *np;
+			struct fsnp_val cnt = {.tag = FSNP_NIL};
+			if (e.tag != FSNP_ARRAY || e.as.count < 2 ||
+			    e.as.count > 3) {
+				continue;
+			}
+			fsnp_iter_init(&jt, &e);
+			if (!fsnp_iter_next(&jt, NULL, &pr) ||
+			    !fsnp_iter_next(&jt, NULL, &due) ||
+			    pr.tag != FSNP_I64 || due.tag != FSNP_I64 ||
+			    (fsnp_iter_next(&jt, NULL, &cnt) &&
+			     cnt.tag != FSNP_I64)) {
+				continue;
+			}
+			np = realloc(f->picks, (f->n_picks + 1) * sizeof *np);
+			if (np == NULL) {
+				break;
+			}
+			f->picks = np;
+			np += f->n_picks++;
+			np->group = i + 1;
+			np->rank = (i + n - f->start % n) % n;
+			np->priority = pr.as.i;
+			np->due = due.as.i;
+			np->count = cnt.tag == FSNP_I64 ? cnt.as.i : 1;
+			np->state = PICK_FREE;
+		}
+	}
+	if (f->n_picks > 1) {
+		qsort(f->picks, f->n_picks, sizeof *f->picks, pick_take_cmp);
+	}
+	if (!fan_claim_round(r)) {
+		fan_done(r);
+	}
+}
+
+/* A claim round answered: the flows in reply order; a group that claimed
+ * fewer than its share has no more (its other picks are dropped) and the
+ * shortfall is asked of the next picks of the other groups. */
+static void fan_claimed(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups, n_round = 0;
+	struct fsnp_iter *its = calloc(n, sizeof *its);
+	bool *live = calloc(n, sizeof *live);
+	struct fan_pick *round =
+	    calloc(f->n_picks ? f->n_picks : 1, sizeof *round);
+	uint32_t *got = calloc(n, sizeof *got);
+	if (its == NULL || live == NULL || round == NULL || got == NULL) {
+		free(its);
+		free(live);
+		free(round);
+		free(got);
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r);
+		return;
+	}
+	(void)fan_errors(r);
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_val v;
+		if (f->res[i].status != -1 &&
+		    result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		              &v) &&
+		    v.tag == FSNP_ARRAY) {
+			fsnp_iter_init(&its[i], &v);
+			live[i] = true;
+		}
+	}
+	for (uint32_t k = 0; k < f->n_picks; k++) {
+		if (f->picks[k].state == PICK_ASKED) {
+			f->picks[k].state = PICK_DONE;
+			round[n_round++] = f->picks[k];
+		}
+	}
+	if (n_round > 1) {
+		qsort(round, n_round, sizeof *round, pick_reply_cmp);
+	}
+	for (uint32_t k = 0; k < n_round; k++) {
+		uint32_t g = round[k].group - 1;
+		int64_t left = round[k].count;
+		struct fsnp_val e;
+		while (live[g] && left != 0 &&
+		       fsnp_iter_next(&its[g], NULL, &e)) {
+			wbuf_append(&f->acc, e.enc, e.enc_len);
+			f->n_acc++;
+			got[g]++;
+			left--;
+		}
+	}
+	/* Groups that came short (or failed) have nothing more to give. */
+	for (uint32_t k = 0; k < f->n_picks; k++) {
+		uint32_t g = f->picks[k].group - 1;
+		if (f->picks[k].state == PICK_FREE && f->res[g].status != -1 &&
+		    got[g] < f->quota[g]) {
+			f->picks[k].state = PICK_DONE;
+		}
+	}
+	free(its);
+	free(live);
+	free(round);
+	free(got);
+	if (fsnp_req_orphaned(r) || !fan_claim_round(r)) {
+		fan_done(r);
+	}
+}
+
+static void fan_step(struct fsnp_req *r)
+{
+	if (r->flow->phase == 0) {
+		fan_peeked(r);
+	} else {
+		fan_claimed(r);
+	}
+}
+
+/* Sets up an FK_FAN claim's parts, ops and results (one per group). */
+static int fan_setup(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	uint32_t n = r->srv->data_groups;
+	if (plan_parts(r, n) != 0) {
+		return -1;
+	}
+	r->ops = calloc(n, sizeof *r->ops);
+	f->res = calloc(n, sizeof *f->res);
+	f->quota = calloc(n, sizeof *f->quota);
+	if (r->ops == NULL || f->res == NULL || f->quota == NULL) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		return -1;
+	}
+	f->n_res = n;
+	return 0;
 }
 
 void fsnp_flow_poll(struct fsnp_req *r)
@@ -407,9 +899,43 @@ void fsnp_flow_poll(struct fsnp_req *r)
 	r->waiting = false;
 	wbuf_reset(&r->reply);
 	claim_restart(r);
-	if (!claim_step(r)) {
+	if (r->flow->kind == FK_FAN) {
+		fan_begin(r);
+	} else if (!claim_step(r)) {
 		fsnp_exec_finish(r);
 	}
+}
+
+/* When a parked claim is asked again at the latest (ms from now): by the
+ * earliest due time this node's replicas know for it. */
+static uint64_t claim_recheck_ms(struct fsnp_req *r, uint64_t now)
+{
+	struct fsnp_flow *f = r->flow;
+	struct shards *sh = r->srv->shards;
+	uint64_t at = FLOW_RECHECK_MAX_MS;
+	uint32_t first = f->fixed_group != 0 ? f->fixed_group : 1;
+	uint32_t last =
+	    f->fixed_group != 0 ? f->fixed_group : r->srv->data_groups;
+	for (uint32_t g = first; g <= last; g++) {
+		uint64_t due;
+		if (!shards_replicated(sh, g)) {
+			at =
+			    at < FLOW_REMOTE_POLL_MS ? at : FLOW_REMOTE_POLL_MS;
+			continue;
+		}
+		if (flow_next_due(shards_store(sh), g, f->opcode, f->body,
+		                  f->len, now, &due) != 0) {
+			at =
+			    at < FLOW_REMOTE_POLL_MS ? at : FLOW_REMOTE_POLL_MS;
+		} else if (due <= now) {
+			at = at < FLOW_RECHECK_BEHIND_MS
+			         ? at
+			         : FLOW_RECHECK_BEHIND_MS;
+		} else if (due - now < at) {
+			at = due - now;
+		}
+	}
+	return at;
 }
 
 /* A claim round ended with nothing claimed: wait or answer []. */
@@ -425,7 +951,7 @@ static void claim_empty(struct fsnp_req *r)
 		fsnp_exec_finish(r);
 		return;
 	}
-	at = FLOW_POLL_MS;
+	at = claim_recheck_ms(r, now);
 	if (f->block_until != 0 && f->block_until - now < at) {
 		at = f->block_until - now;
 	}
@@ -734,8 +1260,12 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_ONE:
 		r->pending = 0;
 		reply_result(r, status, r->plan.one.group, result, len);
+		if (f->opcode == FSNP_OP_FLOW_GET) {
+			reply_records_compact(r, false);
+		}
 		if (!flow_opcode_is_read(f->opcode) && r->reply.len >= 2 &&
-		    wire_load_u16(r->reply.data) == 0) {
+		    wire_load_u16(r->reply.data) == 0 &&
+		    !held_here(r->srv, r->plan.one.group)) {
 			flow_woke(r);
 		}
 		fsnp_exec_finish(r);
@@ -748,6 +1278,23 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		circuit_checked(r, status, result, len);
 		return;
+	case FK_FAN: {
+		struct fsnp_res *x = &f->res[op->part];
+		x->status = status;
+		if (status == SHARDS_OK && len > 0) {
+			x->data = malloc(len);
+			if (x->data == NULL) {
+				x->status = SHARDS_EBUSY;
+			} else {
+				memcpy(x->data, result, len);
+				x->len = len;
+			}
+		}
+		if (--r->pending == 0) {
+			fan_step(r);
+		}
+		return;
+	}
 	default:
 		break;
 	}
@@ -773,17 +1320,26 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		merge_gov(r);
 	} else if (f->kind == FK_SLIST) {
 		merge_slist(r);
-	} else if (f->kind == FK_SPLIT) {
-		merge_split(r);
-		flow_woke(r);
 	} else {
-		merge_all(r);
-		flow_woke(r);
+		bool remote = false;
+		if (f->kind == FK_SPLIT) {
+			merge_split(r);
+		} else {
+			merge_all(r);
+		}
+		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
+			remote = remote ||
+			         !held_here(r->srv, r->plan.parts[i].group);
+		}
+		if (remote) {
+			flow_woke(r);
+		}
 	}
 	fsnp_exec_finish(r);
 }
 
-/* A Flow write succeeded: parked claims try again now, and subscribers
+/* A Flow write through this node to a group it holds no replica of (its
+ * apply never runs here): parked claims try again now, and subscribers
  * of FLOW_WAKE on this node get {opcode, [id], [type], [partition_key]}
  * from the request's body. */
 static void flow_woke(struct fsnp_req *r)
@@ -818,6 +1374,133 @@ static void flow_woke(struct fsnp_req *r)
 		                      &b);
 	}
 	wbuf_free(&b);
+}
+
+static bool list_has(const struct fsnp_val *list, struct fsnp_bytes b)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	fsnp_iter_init(&it, list);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		if (e.tag == FSNP_BIN && e.as.bin.len == b.len &&
+		    (b.len == 0 || memcmp(e.as.bin.ptr, b.ptr, b.len) == 0)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool bytes_same(struct fsnp_bytes a, struct fsnp_bytes b)
+{
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+static bool is_any(struct fsnp_bytes b)
+{
+	return fsnp_bytes_eq(b, "any") || fsnp_bytes_eq(b, "ANY");
+}
+
+/* Whether the parked claim `q` could take the changed flow `ch` once it
+ * is due (type, states, partitions and priority as the claim filters
+ * them; a running flow is a reclaim once its lease deadline passes). */
+static bool claim_wants(const struct flow_req *q, const struct flow_change *ch)
+{
+	const struct flow_opt *st = &q->f[FF_STATE], *sts = &q->f[FF_STATES];
+	const struct flow_opt *pk = &q->f[FF_PARTITION_KEY];
+	const struct flow_opt *pks = &q->f[FF_PARTITION_KEYS];
+	bool running = fsnp_bytes_eq(ch->state, "running");
+	unsigned b;
+	if (ch->next_run_at_ms < 0 || !bytes_same(q->f[FF_TYPE].t, ch->type)) {
+		return false;
+	}
+	if (q->f[FF_PRIORITY].set && q->f[FF_PRIORITY].i != ch->priority) {
+		return false;
+	}
+	if (q->opcode == FSNP_OP_FLOW_RECLAIM) {
+		if (!running) {
+			return false;
+		}
+	} else if (running) {
+		if (q->f[FF_RECLAIM_EXPIRED].set &&
+		    !q->f[FF_RECLAIM_EXPIRED].b) {
+			return false;
+		}
+	} else if (st->set && !is_any(st->t) && !bytes_same(st->t, ch->state)) {
+		return false;
+	} else if (sts->set && sts->v.tag == FSNP_ARRAY &&
+	           !list_has(&sts->v, ch->state) &&
+	           !list_has(&sts->v,
+	                     (struct fsnp_bytes){(const uint8_t *)"any", 3}) &&
+	           !list_has(&sts->v,
+	                     (struct fsnp_bytes){(const uint8_t *)"ANY", 3})) {
+		return false;
+	}
+	if (pks->set && pks->v.tag == FSNP_ARRAY) {
+		return list_has(&pks->v, ch->partition_key);
+	}
+	if (pk->set && pk->t.len > 0 && !fsnp_bytes_eq(pk->t, "AUTO") &&
+	    !fsnp_bytes_eq(pk->t, "auto")) {
+		return is_any(pk->t) || bytes_same(pk->t, ch->partition_key);
+	}
+	return flow_route_is_auto(ch->partition_key.ptr, ch->partition_key.len,
+	                          &b);
+}
+
+void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
+                       const struct flow_change *ch, size_t n)
+{
+	struct fsnp_server *s = data;
+	uint64_t now = fsnp_now_ms(s);
+	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
+		struct fsnp_flow *f = r->flow;
+		uint64_t after = UINT64_MAX;
+		if (f == NULL || (f->kind != FK_CLAIM && f->kind != FK_FAN) ||
+		    f->req == NULL ||
+		    (f->fixed_group != 0 && f->fixed_group != group)) {
+			continue;
+		}
+		for (size_t i = 0; i < n && after > 0; i++) {
+			uint64_t due;
+			if (!claim_wants(f->req, &ch[i])) {
+				continue;
+			}
+			due = (uint64_t)ch[i].next_run_at_ms;
+			due = due > now ? due - now : 0;
+			after = due < after ? due : after;
+		}
+		if (after != UINT64_MAX) {
+			fsnp_server_flow_retime(s, r, after);
+		}
+	}
+	if (opcode != 0 && n > 0 &&
+	    fsnp_server_has_subscriber(s, FSNP_EV_FLOW_WAKE)) {
+		const char *nm = fsnp_opcode_name(opcode);
+		struct fsnp_writer w;
+		struct wbuf b;
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "opcode");
+		fsnp_w_str(&w, nm != NULL ? nm : "?");
+		fsnp_w_key(&w, "id");
+		fsnp_w_bin(&w, ch[0].id.ptr, ch[0].id.len);
+		fsnp_w_key(&w, "type");
+		fsnp_w_bin(&w, ch[0].type.ptr, ch[0].type.len);
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_bin(&w, ch[0].partition_key.ptr,
+		           ch[0].partition_key.len);
+		fsnp_w_key(&w, "state");
+		fsnp_w_bin(&w, ch[0].state.ptr, ch[0].state.len);
+		fsnp_w_key(&w, "count");
+		fsnp_w_i64(&w, (int64_t)n);
+		fsnp_w_map_end(&w);
+		if (fsnp_w_finish(&w) == 0 && !b.oom) {
+			fsnp_server_broadcast(s, FSNP_EV_FLOW_WAKE, "FLOW_WAKE",
+			                      &b);
+		}
+		wbuf_free(&b);
+	}
 }
 
 /* Runs the prepared parts (r->plan.parts, n of them) at once. */
@@ -1314,9 +1997,20 @@ void fsnp_flow_start(struct fsnp_req *r)
 			        : fsnp_now_ms(r->srv) +
 			              (uint64_t)req->f[FF_BLOCK_MS].i;
 		}
+		f->req = req; /* matched against applied changes */
+		req = NULL;
+		claim_restart(r);
+		if (f->fixed_group == 0 && r->srv->data_groups > 1) {
+			f->kind = FK_FAN;
+			if (fan_setup(r) != 0) {
+				fsnp_exec_finish(r);
+			} else {
+				fan_begin(r);
+			}
+			goto out;
+		}
 		r->plan.parts = &r->plan.one;
 		r->plan.n_parts = 1;
-		claim_restart(r);
 		if (!claim_step(r)) {
 			fsnp_exec_finish(r);
 		}

@@ -398,6 +398,10 @@ void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
                            uint64_t after_ms);
 /* A Flow write succeeded: poll the parked claims again now. */
 void fsnp_server_flow_kick(struct fsnp_server *s);
+/* Brings a parked claim's next poll forward to `after_ms` from now (never
+ * later than it already is). */
+void fsnp_server_flow_retime(struct fsnp_server *s, struct fsnp_req *r,
+                             uint64_t after_ms);
 /* Whether any connection subscribed to `ev`. */
 bool fsnp_server_has_subscriber(const struct fsnp_server *s, uint32_t ev);
 
@@ -564,6 +568,11 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
                        size_t len);
 /* A parked claim's turn to try again. */
 void fsnp_flow_poll(struct fsnp_req *r);
+/* flow/'s changes hook (flow/flow.h): wakes the parked claims the changed
+ * flows are due for and sends FLOW_WAKE to subscribers. */
+struct flow_change;
+void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
+                       const struct flow_change *ch, size_t n);
 /* Frees r->flow. */
 void fsnp_flow_free(struct fsnp_req *r);
 

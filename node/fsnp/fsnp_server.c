@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "flow/flow.h"
 #include "node/fsnp/fsnp_internal.h"
 #include "wire/fsnp_opcode.h"
 
@@ -263,6 +264,16 @@ void fsnp_server_flow_park(struct fsnp_server *s, struct fsnp_req *r,
 	s->foc = r;
 	s->blocking++;
 	tick_arm(s);
+}
+
+void fsnp_server_flow_retime(struct fsnp_server *s, struct fsnp_req *r,
+                             uint64_t after_ms)
+{
+	uint64_t at = uv_now(s->loop) + after_ms;
+	if (r->waiting && r->next_poll_ms > at) {
+		r->next_poll_ms = at;
+		tick_arm(s);
+	}
 }
 
 void fsnp_server_flow_kick(struct fsnp_server *s)
@@ -670,7 +681,8 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	    "FerricFlow requests received in a compact (flag 0x02) form", NULL);
 	s->m_flow_compact_replies = metrics_counter(
 	    m, "lodestone_fsnp_flow_compact_replies_total",
-	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1)",
+	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1, "
+	    "flow_record_v1, flow_record_list_v1)",
 	    NULL);
 	metrics_add_collector(m, metrics_collect, s);
 }
@@ -818,6 +830,8 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 		s->closed = true;
 		return -1;
 	}
+	/* Flow writes applied on this node wake its parked claims. */
+	flow_set_changes_hook(fsnp_flow_changes, s);
 	uv_check_init(loop, &s->flush);
 	s->flush.data = s;
 	uv_check_start(&s->flush, on_flush);
@@ -958,6 +972,7 @@ void fsnp_server_close(struct fsnp_server *s, uint64_t grace_ms,
 		return;
 	}
 	s->draining = true;
+	flow_set_changes_hook(NULL, NULL);
 	s->close_cb = cb;
 	s->close_data = data;
 	s->grace_ms = grace_ms;

@@ -3,10 +3,14 @@
  * advances the entry time, the rest is the body. A body the encoder takes
  * is applied as a command (twice in one entry) and, for reads, served;
  * apply must succeed whatever the body (errors are results with status 1
- * or 6 and an "ERR" message, or governance denial maps), every result must be
- * well formed, and replaying the entry must answer nothing. State accumulates
- * over the run in one database (in $TMPDIR, removed at exit), so later inputs
- * meet the flows earlier ones created. */
+ * or 6 and an "ERR" message, or governance denial maps), every result must
+ * be well formed, and replaying the entry must answer nothing. State
+ * accumulates over the run in one database (in $TMPDIR, removed at exit), so
+ * later inputs meet the flows earlier ones created. A first byte of 0xF0 or
+ * more instead feeds the rest to the leader's own commands (flow_sweep.h,
+ * flow_wait.h and the claim peek): a raw max_active_ms sweep applied (and the
+ * leader's scan and sweep at that time), a raw scan, a raw next-due read, or
+ * a claim body peeked; all must answer well-formed results. */
 #include <rocksdb/c.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +20,10 @@
 
 #include "flow/flow.h"
 #include "flow/flow_schedule.h"
+#include "flow/flow_sweep.h"
+#include "flow/flow_wait.h"
+#include "store/command.h"
+#include "wire/fsnp_opcode.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz_store_db.h"
 
@@ -93,6 +101,84 @@ static void check_result(const struct fsm_result *r)
 	}
 }
 
+/* Applies one raw command at the current time; checks its result. */
+static void apply_raw(const uint8_t *cmd, size_t len)
+{
+	struct fsm_cmd c = {cmd, len};
+	struct fsm_result res = {NULL, 0};
+	struct fsm_entry e = {.group = 1,
+	                      .index = ++fdb->index,
+	                      .term = 1,
+	                      .now_ms = fdb->now,
+	                      .n_cmds = 1,
+	                      .cmds = &c};
+	if (store_apply(fdb->base.s, &e, &res) != 0) {
+		abort();
+	}
+	check_result(&res);
+	free(res.data);
+}
+
+static void read_raw(const uint8_t *cmd, size_t len)
+{
+	struct fsm_result res = {NULL, 0};
+	if (store_read(fdb->base.s, 1, fdb->now, cmd, len, &res) != 0) {
+		abort();
+	}
+	check_result(&res);
+	free(res.data);
+}
+
+/* The leader's commands, from the fuzzed bytes p[0..n). */
+static void leader(uint8_t kind, const uint8_t *p, size_t n)
+{
+	uint8_t *buf = malloc(n + 3), *cmd;
+	size_t len;
+	uint64_t at;
+	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 1};
+	struct flow_err err;
+	if (buf == NULL) {
+		abort();
+	}
+	buf[0] = STORE_CMD_VERSION;
+	buf[2] = FLOW_CMD_VERSION;
+	if (n > 0) {
+		memcpy(buf + 3, p, n);
+	}
+	switch (kind & 3) {
+	case 0:
+		buf[1] = FLOW_STORE_OP_SWEEP;
+		apply_raw(buf, n + 3);
+		if (flow_sweep_cmd(fdb->base.s, 1, fdb->now, FLOW_SWEEP_MAX,
+		                   &cmd, &len) != 0) {
+			abort();
+		}
+		if (cmd != NULL) {
+			apply_raw(cmd, len);
+			free(cmd);
+		}
+		break;
+	case 1:
+		buf[1] = FLOW_STORE_OP_SWEEP_SCAN;
+		read_raw(buf, n + 3);
+		break;
+	case 2:
+		buf[1] = FLOW_STORE_OP_NEXT_DUE;
+		read_raw(buf, n + 3);
+		(void)flow_next_due(fdb->base.s, 1, FSNP_OP_FLOW_CLAIM_DUE, p,
+		                    n, fdb->now, &at);
+		break;
+	default:
+		if (flow_cmd_encode_peek(FSNP_OP_FLOW_CLAIM_DUE, p, n, &meta,
+		                         &cmd, &len, &err) == 0) {
+			read_raw(cmd, len);
+			free(cmd);
+		}
+		break;
+	}
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint16_t ops[64];
@@ -119,8 +205,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ops[nops++] = (uint16_t)o;
 		}
 	}
-	op = ops[data[0] % nops];
 	fdb->now += data[1];
+	if (data[0] >= 0xF0) {
+		leader(data[0], data + 2, size - 2);
+		return 0;
+	}
+	op = ops[data[0] % nops];
 	meta.seed = fdb->now * 31 + size;
 	if (flow_cmd_encode(op, data + 2, size - 2, &meta, &cmd, &len, &err) !=
 	    0) {

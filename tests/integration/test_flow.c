@@ -4,7 +4,10 @@
  * complete, stale fencing refused, retry with a backoff, transition,
  * cancel, history order, signal, values, the compact claim-jobs and batch
  * requests, *_MANY batches that span shards, claims without a partition
- * fanning out over every shard, a block_ms claim woken by a create, and
+ * fanning out over every shard in priority then due order, compact
+ * flow_claim_jobs_v1, flow_record_v1 and flow_record_list_v1 replies, a
+ * block_ms claim woken by a create (also on a follower), a flow failed by
+ * the max_active_ms sweep, and
  * bad bodies answered status 6 naming the field on a connection that
  * keeps working, the SDK's COMMAND_EXEC forms, and ROUTE by flow id. */
 #include <setjmp.h>
@@ -20,6 +23,7 @@
 
 #include "tests/integration/fsnp_test_client.h"
 #include "tests/integration/harness.h"
+#include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 
 static struct harness_cluster cl;
@@ -390,6 +394,46 @@ static struct ftc_msg compact_claim(struct ftc *c, const char *type,
 	return callb(c, FSNP_OP_FLOW_CLAIM_DUE, FSNP_FLAG_CUSTOM, &b);
 }
 
+/* m (consumed) is an OK compact Flow reply: flow_record_v1 (or, list,
+ * flow_record_list_v1 of one record) of flow `id` in `state`. */
+static void compact_record_is(struct ftc_msg *m, bool list, const char *id,
+                              const char *state)
+{
+	struct fsnp_compact_record rec;
+	struct fsnp_compact_list l;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+	bool id_ok = false, state_ok = false;
+	assert_int_equal(m->status, 0);
+	assert_true(m->flags & FSNP_FLAG_CUSTOM);
+	assert_true(m->len > 2);
+	if (list) {
+		assert_int_equal(m->body[2], FSNP_COMPACT_FLOW_RECORD_LIST);
+		assert_int_equal(fsnp_compact_flow_record_list_decode(
+		                     m->body + 2, m->len - 2, 1000, &l),
+		                 0);
+		assert_int_equal(l.count, 1);
+		assert_true(fsnp_compact_record_list_next(&l, &rec));
+	} else {
+		assert_int_equal(m->body[2], FSNP_COMPACT_FLOW_RECORD);
+		assert_int_equal(fsnp_compact_flow_record_decode(
+		                     m->body + 2, m->len - 2, 1000, &rec, NULL),
+		                 0);
+	}
+	while (fsnp_compact_record_next(&rec, &k, &v)) {
+		if (fsnp_bytes_eq(k, "id")) {
+			id_ok =
+			    v.tag == FSNP_BIN && fsnp_bytes_eq(v.as.bin, id);
+		} else if (fsnp_bytes_eq(k, "state")) {
+			state_ok =
+			    v.tag == FSNP_BIN && fsnp_bytes_eq(v.as.bin, state);
+		}
+	}
+	assert_true(id_ok);
+	assert_true(state_ok);
+	ftc_msg_free(m);
+}
+
 static void test_batches_and_fanout(void **state)
 {
 	struct ftc c;
@@ -465,6 +509,16 @@ static void test_batches_and_fanout(void **state)
 			assert_int_equal(m2.body[10], strlen(cid));
 			assert_memory_equal(m2.body + 11, cid, strlen(cid));
 			ftc_msg_free(&m2);
+			/* GET answers flow_record_v1 (0x84) ... */
+			m2 = call(&cc, FSNP_OP_FLOW_GET, "id=s", cid);
+			compact_record_is(&m2, false, cid, "running");
+			/* ... and a claim of records flow_record_list_v1. */
+			snprintf(cid, sizeof cid, "%s-cr", base);
+			create(&cc, cid, type, "queued");
+			m2 = call(&cc, FSNP_OP_FLOW_CLAIM_DUE,
+			          "type=s worker=s limit=i", type, "wr",
+			          (int64_t)5);
+			compact_record_is(&m2, true, cid, "running");
 			ftc_close(&cc);
 		}
 
@@ -585,6 +639,216 @@ static void test_block_woken_by_create(void **state)
 		ftc_msg_free(&m);
 		ftc_close(&a);
 		ftc_close(&b);
+	}
+}
+
+/* A flow past max_active_ms is failed by its shard's leader without any
+ * client call (reason max_active_ms in its history); one without a
+ * deadline stays as it was. */
+/* Three nodes: a block_ms claim parked on a follower of its partition's
+ * group is woken by a create sent to another node (the follower applies
+ * the create and asks the leader again) and returns that flow before
+ * block_ms expires. */
+static void test_block_on_follower(void **state)
+{
+	struct ftc a, b;
+	char pk[64], type[64], id[64];
+	int follower = -1;
+	struct wbuf body;
+	struct ftc_msg m;
+	struct fsnp_iter it;
+	struct fsnp_val rec;
+	uint64_t rid, t0;
+	(void)state;
+	if (n_nodes < 3) {
+		return;
+	}
+	snprintf(pk, sizeof pk, "%s-fol-pk", prefix);
+	snprintf(type, sizeof type, "%s-fol-t", prefix);
+	snprintf(id, sizeof id, "%s-fol-1", prefix);
+	for (unsigned i = 0; i < n_nodes && follower < 0; i++) {
+		assert_int_equal(ftc_connect(&a, cl.nodes[i].fsnp), 0);
+		m = call(&a, FSNP_OP_ROUTE, "flow_id=s partition_key=s", id,
+		         pk);
+		ok(&m);
+		if (!ftc_map_str(&m.value, "hint", "leader")) {
+			follower = (int)i;
+		}
+		ftc_msg_free(&m);
+		ftc_close(&a);
+	}
+	assert_true(follower >= 0);
+	assert_int_equal(ftc_connect(&a, cl.nodes[follower].fsnp), 0);
+	assert_int_equal(
+	    ftc_connect(&b, cl.nodes[(follower + 1) % n_nodes].fsnp), 0);
+	ftc_body(&body, "type=s worker=s limit=i block_ms=i partition_key=s",
+	         type, "wf", (int64_t)1, (int64_t)5000, pk);
+	t0 = now_ms();
+	rid = ftc_send(&a, 1, FSNP_OP_FLOW_CLAIM_DUE, 0, &body);
+	wbuf_free(&body);
+	assert_true(rid > 0);
+	assert_int_not_equal(ftc_recv(&a, &m, 300), 0);
+	ok_str(call(&b, FSNP_OP_FLOW_CREATE,
+	            "id=s type=s partition_key=s now_ms=i", id, type, pk,
+	            (int64_t)now_ms()),
+	       "OK");
+	assert_int_equal(ftc_recv(&a, &m, 6000), 0);
+	assert_int_equal(m.h.request_id, rid);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 1);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &rec));
+	assert_true(ftc_map_str(&rec, "id", id));
+	assert_true(now_ms() - t0 < 5000);
+	ftc_msg_free(&m);
+	ftc_close(&a);
+	ftc_close(&b);
+}
+
+/* The shard (ROUTE) an auto-partitioned flow id lives in. */
+static int64_t shard_of(struct ftc *c, const char *id)
+{
+	struct ftc_msg m = call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+	int64_t g;
+	ok(&m);
+	g = ftc_map_int(&m.value, "shard");
+	ftc_msg_free(&m);
+	return g;
+}
+
+/* An id of the form <base>-<k> on shard `want` (or, want < 0, on any
+ * shard other than `not`). */
+static void id_on(struct ftc *c, const char *base, int64_t want, int64_t not,
+                  char *out, size_t cap)
+{
+	for (int k = 0; k < 200; k++) {
+		int64_t g;
+		snprintf(out, cap, "%s-%d", base, k);
+		g = shard_of(c, out);
+		if ((want >= 0 && g == want) || (want < 0 && g != not )) {
+			return;
+		}
+	}
+	fail_msg("no id of %s on the shard wanted", base);
+}
+
+static void claimed_ids(struct ftc_msg *m, char ids[][64], unsigned max,
+                        unsigned *n)
+{
+	struct fsnp_iter it;
+	struct fsnp_val rec;
+	struct fsnp_bytes b;
+	ok(m);
+	assert_int_equal(m->value.tag, FSNP_ARRAY);
+	*n = 0;
+	fsnp_iter_init(&it, &m->value);
+	while (fsnp_iter_next(&it, NULL, &rec) && *n < max) {
+		assert_int_equal(fsnp_map_bin(&rec, "id", &b), 0);
+		snprintf(ids[*n], 64, "%.*s", (int)b.len, (const char *)b.ptr);
+		(*n)++;
+	}
+}
+
+/* A claim without a partition takes across shards in the reference's
+ * order, priority first and then due time: the high-priority flow of one
+ * shard before the older low-priority one of another, and the limit
+ * split so nothing more is claimed than returned. */
+static void test_claim_fanout_order(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char type[64], base[64], lo[64], hi[64], mid[64], ids[4][64];
+		int64_t t = (int64_t)now_ms(), g_lo;
+		unsigned n;
+		struct ftc_msg m;
+		snprintf(type, sizeof type, "%s-fan-t%u", prefix, node_);
+		snprintf(base, sizeof base, "%s-fan-%u", prefix, node_);
+		id_on(&c, base, -1, -1, lo, sizeof lo);
+		g_lo = shard_of(&c, lo);
+		id_on(&c, base, -1, g_lo, hi, sizeof hi);
+		snprintf(base, sizeof base, "%s-fanm-%u", prefix, node_);
+		id_on(&c, base, g_lo, -1, mid, sizeof mid);
+		/* lo: priority 0, due first; mid: priority 1 on lo's shard;
+		 * hi: priority 2 on another shard, due last. */
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", lo,
+		            type, (int64_t)0, t - 3000, t),
+		       "OK");
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", mid,
+		            type, (int64_t)1, t - 2000, t),
+		       "OK");
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s priority=i run_at_ms=i now_ms=i", hi,
+		            type, (int64_t)2, t - 1000, t),
+		       "OK");
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)1, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 1);
+		assert_string_equal(ids[0], hi);
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)5, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 2);
+		assert_string_equal(ids[0], mid);
+		assert_string_equal(ids[1], lo);
+		/* Nothing else was leased behind the reply. */
+		expect_state(&c, lo, "running");
+		m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s limit=i now_ms=i", type, "wf",
+		         (int64_t)5, (int64_t)now_ms());
+		claimed_ids(&m, ids, 4, &n);
+		ftc_msg_free(&m);
+		assert_int_equal(n, 0);
+	}
+}
+
+static void test_max_active_sweep(void **state)
+{
+	struct ftc c;
+	(void)state;
+	EACH_NODE(c)
+	{
+		char id[64], other[64], type[64];
+		struct lease l;
+		struct ftc_msg m;
+		bool failed = false;
+		snprintf(id, sizeof id, "%s-act-%u", prefix, node_);
+		snprintf(other, sizeof other, "%s-act-free-%u", prefix, node_);
+		snprintf(type, sizeof type, "%s-act-t%u", prefix, node_);
+		ok_str(call(&c, FSNP_OP_FLOW_CREATE,
+		            "id=s type=s max_active_ms=i now_ms=i", id, type,
+		            (int64_t)300, (int64_t)now_ms()),
+		       "OK");
+		create(&c, other, type, "queued");
+		assert_true(claim1(&c, type, "queued", &l));
+		/* The maintenance sweep runs every second: bounded wait. */
+		for (int i = 0; i < 80 && !failed; i++) {
+			m = call(&c, FSNP_OP_FLOW_GET, "id=s", id);
+			ok(&m);
+			failed = ftc_map_str(&m.value, "state", "failed");
+			ftc_msg_free(&m);
+			if (!failed) {
+				usleep(100 * 1000);
+			}
+		}
+		assert_true(failed);
+		m = call(&c, FSNP_OP_FLOW_HISTORY, "id=s event=s", id,
+		         "failed");
+		ok(&m);
+		assert_int_equal(m.value.as.count, 1);
+		ftc_msg_free(&m);
+		m = call(&c, FSNP_OP_FLOW_GET, "id=s", other);
+		ok(&m);
+		assert_false(ftc_map_str(&m.value, "state", "failed"));
+		ftc_msg_free(&m);
 	}
 }
 
@@ -888,6 +1152,9 @@ int main(void)
 	    cmocka_unit_test(test_signal_values),
 	    cmocka_unit_test(test_batches_and_fanout),
 	    cmocka_unit_test(test_block_woken_by_create),
+	    cmocka_unit_test(test_max_active_sweep),
+	    cmocka_unit_test(test_claim_fanout_order),
+	    cmocka_unit_test(test_block_on_follower),
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_command_exec),
 	    cmocka_unit_test(test_route),

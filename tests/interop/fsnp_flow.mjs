@@ -5,8 +5,10 @@
 // stale fencing refused, retry with a backoff, transition, cancel, history
 // order, signal, values, claim jobs, the *_MANY batches, complete-and-claim
 // in one pipeline; it then checks on the node's /metrics that the compact
-// request forms were served and claimJobs was answered in the compact
-// flow_claim_jobs_v1 codec. Exit status 0 means every check passed.
+// request forms were served, claimJobs was answered in the compact
+// flow_claim_jobs_v1 codec, and get and claimDue records in
+// flow_record_v1 and flow_record_list_v1. Exit status 0 means every check
+// passed.
 import assert from "node:assert/strict";
 
 import { startNode } from "./lib/node.mjs";
@@ -193,6 +195,30 @@ check("completeJobsAndClaimJobs (a pipeline of Flow commands)", async (c) => {
   assert.equal(res.claimed.length, 2);
   for (const j of first) assert.equal((await c.get(j.id, { partitionKey: pk })).state, "completed");
   for (const j of res.claimed) assert.equal((await c.get(j.id, { partitionKey: pk })).state, "running");
+});
+
+check("get and claimDue records answered flow_record_v1 / flow_record_list_v1", async (c) => {
+  const id = `${run}-rec`, type = `${run}-rec-t`;
+  await c.create(id, { type, payload: "p-rec" });
+  // A GET the SDK sends as FLOW.GET: one compact record reply.
+  let before = await metric("lodestone_fsnp_flow_compact_replies_total");
+  const rec = await c.get(id);
+  let after = await metric("lodestone_fsnp_flow_compact_replies_total");
+  assert.equal(after - before, 1, "FLOW.GET answered in flow_record_v1");
+  assert.equal(rec.id, id);
+  assert.equal(rec.state, "queued");
+  assert.equal(rec.type, type);
+  // claimDue (RETURN RECORDS): one compact record list reply.
+  before = after;
+  const got = await c.claimDue(type, { worker: "wr", leaseMs: 30000, limit: 5 });
+  after = await metric("lodestone_fsnp_flow_compact_replies_total");
+  assert.equal(after - before, 1, "claimDue records answered in flow_record_list_v1");
+  assert.equal(got.length, 1);
+  assert.equal(got[0].id, id);
+  assert.equal(got[0].state, "running");
+  assert.ok(got[0].leaseToken, "claimed record carries its lease token");
+  assert.equal(text(await c.complete(id, { leaseToken: got[0].leaseToken, fencingToken: got[0].fencingToken, result: "r" })), "OK");
+  assert.equal((await c.get(id)).state, "completed");
 });
 
 check("the compact Flow requests were served", async () => {

@@ -12,7 +12,10 @@
 #include <string.h>
 
 #include "flow/flow.h"
+#include "flow/flow_sweep.h"
+#include "flow/flow_wait.h"
 #include "tests/unit/flow_test_util.h"
+#include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
 #define G 1
@@ -1836,6 +1839,446 @@ static void test_spawn_children(void **state)
 	tdb_close(&t);
 }
 
+/* Applies a raw store command at entry time `now`; returns the i64 the
+ * sweep answers (asserts an OK result). */
+static int64_t apply_sweep(struct tdb *t, uint64_t now, const uint8_t *cmd,
+                           size_t len)
+{
+	struct fsm_cmd fc = {cmd, len};
+	struct fsm_result res = {NULL, 0};
+	struct fsm_entry e;
+	struct fsnp_val v;
+	int64_t n;
+
+	e.group = G;
+	e.index = t->next_index[G]++;
+	e.term = 1;
+	e.now_ms = now;
+	e.n_cmds = 1;
+	e.cmds = &fc;
+	assert_int_equal(store_apply(t->s, &e, &res), 0);
+	assert_true(res.len >= 3);
+	assert_int_equal(res.data[1], STORE_OK);
+	assert_int_equal(
+	    fsnp_value_decode_body(res.data + 2, res.len - 2, NULL, &v), 0);
+	assert_int_equal(v.tag, FSNP_I64);
+	n = v.as.i;
+	free(res.data);
+	return n;
+}
+
+static void create_active(struct tdb *t, uint64_t now, const char *id,
+                          int64_t max_active)
+{
+	struct fbody b;
+	struct freply r;
+
+	fb_begin(&b);
+	fb_str(&b, "id", id);
+	fb_str(&b, "type", "timed");
+	if (max_active > 0) {
+		fb_int(&b, "max_active_ms", max_active);
+	}
+	run(t, now, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+}
+
+/* The leader's max_active_ms sweep: the scan finds exactly the
+ * non-terminal flows past their deadline; apply fails them as COMPLETE
+ * would (state, history reason) and re-checks, so a stale, replayed or
+ * early command changes nothing. */
+static void test_active_sweep(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	char buf[256];
+	uint8_t *cmd;
+	size_t len;
+	struct sbuf raw;
+	const uint8_t *part;
+	size_t plen;
+	char pbuf[FLOW_AUTO_PARTITION_MAX];
+	struct flow_req q;
+	struct flow_err err;
+
+	(void)state;
+	ftdb_open(&t);
+	create_active(&t, 1000, "a", 100);   /* deadline 1100 */
+	create_active(&t, 1000, "b", 10000); /* deadline 11000 */
+	create_active(&t, 1000, "c", 0);     /* none */
+	create_active(&t, 1000, "d", 100);   /* ends in time */
+	fb_begin(&b);
+	fb_str(&b, "type", "timed");
+	fb_str(&b, "worker", "w");
+	fb_int(&b, "limit", 10);
+	run(&t, 1050, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 4);
+	freply_free(&r);
+	finish(&t, 1060, FSNP_OP_FLOW_COMPLETE, "d", "w:1050:1", 1, &r);
+	fr_ok(&r);
+	freply_free(&r);
+
+	/* Nothing is past its deadline yet. */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 1100, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_null(cmd);
+	assert_int_equal(len, 0);
+
+	/* At 2000 only "a" is. */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 2000, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_non_null(cmd);
+	assert_int_equal(cmd[1], FLOW_STORE_OP_SWEEP);
+	assert_int_equal(be_get32(cmd + 3 + 8), 1);
+	assert_int_equal(apply_sweep(&t, 2000, cmd, len), 1);
+	get(&t, 2000, "a", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+	assert_int_equal(fr_int(&r.v, "version"), 3);
+	assert_true(fr_is_nil(&r.v, "lease_token"));
+	assert_true(fr_int(&r.v, "terminal_retention_until_ms") > 2000);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "a");
+	fb_str(&b, "event", "failed");
+	run(&t, 2000, FSNP_OP_FLOW_HISTORY, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val ev = nth(&r.v, 0), fields = nth(&ev, 1);
+		struct fsnp_iter it;
+		struct fsnp_val k, v;
+		bool reason = false;
+		fsnp_iter_init(&it, &fields);
+		while (fsnp_iter_next(&it, NULL, &k) &&
+		       fsnp_iter_next(&it, NULL, &v)) {
+			if (k.tag == FSNP_BIN &&
+			    fsnp_bytes_eq(k.as.bin, "reason")) {
+				assert_true(
+				    fsnp_bytes_eq(v.as.bin, "max_active_ms"));
+				reason = true;
+			}
+		}
+		assert_true(reason);
+	}
+	freply_free(&r);
+
+	/* The same command again (stale): nothing changes. */
+	assert_int_equal(apply_sweep(&t, 2100, cmd, len), 0);
+	get(&t, 2100, "a", &r);
+	assert_int_equal(fr_int(&r.v, "version"), 3);
+	freply_free(&r);
+	free(cmd);
+	/* The index no longer lists "a". */
+	assert_int_equal(
+	    flow_sweep_cmd(t.s, G, 2000, FLOW_SWEEP_MAX, &cmd, &len), 0);
+	assert_null(cmd);
+
+	/* A command naming "b" and "c" early: b's deadline has not passed at
+	 * the entry's time (the command's later time is not believed) and c
+	 * has none. */
+	fb_begin(&b);
+	fb_str(&b, "id", "b");
+	fb_end(&b);
+	assert_int_equal(flow_body_decode_bytes(FSNP_OP_FLOW_GET, b.b.data,
+	                                        b.b.len, &q, &err),
+	                 0);
+	flow_cmd_partition(&q, 0, pbuf, &part, &plen);
+	fb_free(&b);
+	{
+		const uint8_t *parts[2] = {part, part};
+		size_t plens[2] = {plen, plen};
+		const uint8_t *ids[2] = {(const uint8_t *)"b",
+		                         (const uint8_t *)"c"};
+		size_t ilens[2] = {1, 1};
+		char cpbuf[FLOW_AUTO_PARTITION_MAX];
+		const uint8_t *cpart;
+		size_t cplen;
+		fb_begin(&b);
+		fb_str(&b, "id", "c");
+		fb_end(&b);
+		assert_int_equal(flow_body_decode_bytes(FSNP_OP_FLOW_GET,
+		                                        b.b.data, b.b.len, &q,
+		                                        &err),
+		                 0);
+		flow_cmd_partition(&q, 0, cpbuf, &cpart, &cplen);
+		fb_free(&b);
+		parts[1] = cpart;
+		plens[1] = cplen;
+		sbuf_init(&raw);
+		flow_sweep_encode(20000, parts, plens, ids, ilens, 2, &raw);
+		assert_int_equal(apply_sweep(&t, 3000, raw.p, raw.len), 0);
+		get(&t, 3000, "b", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "running");
+		freply_free(&r);
+		/* Past b's deadline the same command fails b only. */
+		assert_int_equal(apply_sweep(&t, 12000, raw.p, raw.len), 1);
+		get(&t, 12000, "b", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "failed");
+		freply_free(&r);
+		get(&t, 12000, "c", &r);
+		assert_string_equal(fr_str(&r.v, "state", buf), "running");
+		freply_free(&r);
+		sbuf_free(&raw);
+	}
+	/* A malformed sweep is refused without a change. */
+	{
+		uint8_t bad[] = {STORE_CMD_VERSION,
+		                 FLOW_STORE_OP_SWEEP,
+		                 FLOW_CMD_VERSION,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 0,
+		                 1,
+		                 0,
+		                 0,
+		                 0,
+		                 9};
+		struct fsm_cmd fc = {bad, sizeof bad};
+		struct fsm_result res = {NULL, 0};
+		struct fsm_entry e = {.group = G,
+		                      .index = t.next_index[G]++,
+		                      .term = 1,
+		                      .now_ms = 13000,
+		                      .n_cmds = 1,
+		                      .cmds = &fc};
+		assert_int_equal(store_apply(t.s, &e, &res), 0);
+		assert_int_equal(res.data[1], STORE_BAD_COMMAND);
+		free(res.data);
+	}
+	tdb_close(&t);
+}
+
+struct seen {
+	int calls;
+	uint16_t opcode;
+	size_t n;
+	char id[32], state[32];
+	int64_t next;
+};
+
+static void on_changes(void *data, uint32_t group, uint16_t opcode,
+                       const struct flow_change *ch, size_t n)
+{
+	struct seen *s = data;
+	assert_int_equal(group, G);
+	s->calls++;
+	s->opcode = opcode;
+	s->n = n;
+	snprintf(s->id, sizeof s->id, "%.*s", (int)ch[n - 1].id.len,
+	         (const char *)ch[n - 1].id.ptr);
+	snprintf(s->state, sizeof s->state, "%.*s", (int)ch[n - 1].state.len,
+	         (const char *)ch[n - 1].state.ptr);
+	s->next = ch[n - 1].next_run_at_ms;
+}
+
+/* The changes hook sees every record a successful command wrote (not
+ * failed commands or reads); the next-due read gives a parked claim the
+ * earliest due time of its type. */
+static void test_changes_next_due(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	struct seen sn = {0};
+	uint64_t at;
+
+	(void)state;
+	ftdb_open(&t);
+	flow_set_changes_hook(on_changes, &sn);
+	fb_begin(&b);
+	fb_str(&b, "id", "later");
+	fb_str(&b, "type", "w");
+	fb_int(&b, "run_at_ms", 5000);
+	run(&t, 1000, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 1);
+	assert_int_equal(sn.opcode, FSNP_OP_FLOW_CREATE);
+	assert_string_equal(sn.id, "later");
+	assert_string_equal(sn.state, "queued");
+	assert_int_equal(sn.next, 5000);
+	/* A refused create and a read: no call. */
+	fb_begin(&b);
+	fb_str(&b, "id", "later");
+	fb_str(&b, "type", "w");
+	run(&t, 1000, FSNP_OP_FLOW_CREATE, &b, &r);
+	fr_err(&r, 1, "ERR flow already exists");
+	freply_free(&r);
+	get(&t, 1000, "later", &r);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 1);
+
+	/* Next due of a claim of type w: 5000; of another type: none. */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 1000, &at),
+	                 0);
+	assert_int_equal(at, 5000);
+	fb_free(&b);
+	fb_begin(&b);
+	fb_str(&b, "type", "other");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 1000, &at),
+	                 0);
+	assert_true(at == UINT64_MAX);
+	fb_free(&b);
+
+	/* A claim at 6000 writes the running flow (next run = deadline). */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_int(&b, "lease_ms", 1000);
+	run(&t, 6000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 1);
+	freply_free(&r);
+	assert_int_equal(sn.calls, 2);
+	assert_int_equal(sn.opcode, FSNP_OP_FLOW_CLAIM_DUE);
+	assert_string_equal(sn.state, "running");
+	assert_int_equal(sn.next, 7000);
+	/* Now from the summary floors (lower bounds, exact once a claim
+	 * that found nothing raised them): the lease's end (a reclaim). */
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	run(&t, 6000, FSNP_OP_FLOW_CLAIM_DUE, &b, &r);
+	assert_int_equal(r.v.as.count, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "type", "w");
+	fb_str(&b, "worker", "x");
+	fb_end(&b);
+	assert_int_equal(flow_next_due(t.s, G, FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                               b.b.len, 6000, &at),
+	                 0);
+	assert_int_equal(at, 7000);
+	fb_free(&b);
+	flow_set_changes_hook(NULL, NULL);
+	tdb_close(&t);
+}
+
+/* A claim peek (FLOW_STORE_OP_PEEK) at `now`: its reply in r. */
+static void peek(struct tdb *t, uint64_t now, const char *type,
+                 struct freply *r)
+{
+	struct fbody b;
+	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 7};
+	struct flow_err err;
+	struct fsm_result out;
+	uint8_t *cmd;
+	size_t len;
+
+	fb_begin(&b);
+	fb_str(&b, "type", type);
+	fb_str(&b, "worker", "pk");
+	fb_int(&b, "limit", 5);
+	fb_end(&b);
+	assert_int_equal(flow_cmd_encode_peek(FSNP_OP_FLOW_CLAIM_DUE, b.b.data,
+	                                      b.b.len, &meta, &cmd, &len, &err),
+	                 0);
+	fb_free(&b);
+	assert_int_equal(store_read(t->s, G, now, cmd, len, &out), 0);
+	free(cmd);
+	r->buf = out.data;
+	r->len = out.len;
+	assert_int_equal(r->buf[1], STORE_OK);
+	assert_int_equal(
+	    fsnp_value_decode_body(r->buf + 2, r->len - 2, NULL, &r->v), 0);
+	assert_int_equal(r->v.tag, FSNP_ARRAY);
+}
+
+/* The i-th [priority, due(, count)] of a peek. */
+static void peek_entry(const struct freply *r, uint32_t i, int64_t *prio,
+                       int64_t *due, int64_t *count)
+{
+	struct fsnp_val e = nth(&r->v, i);
+	*prio = nth(&e, 0).as.i;
+	*due = nth(&e, 1).as.i;
+	*count = e.as.count == 3 ? nth(&e, 2).as.i : 1;
+}
+
+/* Peeks say what a claim would take without writing: per flow until the
+ * type's auto-partition floors are summed up (by its first claim), then
+ * one [priority, floor, -1] per priority with due work, kept in step with
+ * creates and claims. */
+static void test_claim_peek(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	int64_t p, d, n;
+	char buf[256];
+
+	(void)state;
+	ftdb_open(&t);
+	create(&t, 1000, "pa", "pk", 0);
+	create(&t, 1100, "pb", "pk", 2);
+	peek(&t, 2000, "pk", &r);
+	assert_int_equal(r.v.as.count, 2);
+	peek_entry(&r, 0, &p, &d, &n);
+	assert_int_equal(p, 2);
+	assert_int_equal(d, 1100);
+	assert_int_equal(n, 1);
+	peek_entry(&r, 1, &p, &d, &n);
+	assert_int_equal(p, 0);
+	assert_int_equal(d, 1000);
+	freply_free(&r);
+	/* Nothing was claimed by the peek. */
+	get(&t, 2000, "pb", &r);
+	assert_string_equal(fr_str(&r.v, "state", buf), "queued");
+	freply_free(&r);
+
+	claim(&t, 2000, "pk", "w", 1, 1000, &r);
+	assert_int_equal(r.v.as.count, 1);
+	{
+		struct fsnp_val first = nth(&r.v, 0);
+		assert_string_equal(fr_str(&first, "id", buf), "pb");
+	}
+	freply_free(&r);
+	/* Summed up now: one entry per priority, a lower bound (pb's
+	 * queued floor is raised past its claimed entry by the next scan
+	 * of that group, so priority 2 may still be listed). */
+	peek(&t, 2000, "pk", &r);
+	assert_true(r.v.as.count >= 1 && r.v.as.count <= 2);
+	peek_entry(&r, r.v.as.count - 1, &p, &d, &n);
+	assert_int_equal(p, 0);
+	assert_true(d <= 1000);
+	assert_int_equal(n, -1);
+	freply_free(&r);
+
+	claim(&t, 2000, "pk", "w", 5, 1000, &r);
+	assert_int_equal(r.v.as.count, 1);
+	freply_free(&r);
+	/* Both leased until 3000; a claim finding nothing raises the
+	 * floors past the claimed entries and sums them up again. */
+	claim(&t, 2000, "pk", "w", 5, 1000, &r);
+	assert_int_equal(r.v.as.count, 0);
+	freply_free(&r);
+	peek(&t, 2000, "pk", &r);
+	assert_int_equal(r.v.as.count, 0);
+	freply_free(&r);
+	create(&t, 2500, "pc", "pk", 1);
+	peek(&t, 2600, "pk", &r);
+	assert_int_equal(r.v.as.count, 1);
+	peek_entry(&r, 0, &p, &d, &n);
+	assert_int_equal(p, 1);
+	assert_int_equal(d, 2500);
+	freply_free(&r);
+	/* Past the leases, the expired ones are due (reclaims) too. */
+	peek(&t, 3500, "pk", &r);
+	assert_int_equal(r.v.as.count, 3);
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1852,6 +2295,9 @@ int main(void)
 	    cmocka_unit_test(test_steps_rewind_retention),
 	    cmocka_unit_test(test_claim_partitions),
 	    cmocka_unit_test(test_spawn_children),
+	    cmocka_unit_test(test_active_sweep),
+	    cmocka_unit_test(test_changes_next_due),
+	    cmocka_unit_test(test_claim_peek),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

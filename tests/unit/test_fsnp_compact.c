@@ -856,6 +856,140 @@ static void test_fqr_names(void **state)
 	assert_null(fsnp_fqr_usage_name(FSNP_FQR_USAGES));
 }
 
+/* flow_record_v1 / flow_record_list_v1: the SDK's field ids (1 "id" ...
+ * 41 "attributes"), other keys by name, values as their typed encoding;
+ * the decoders refuse what the SDK would not read. */
+static void test_flow_record(void **state)
+{
+	struct wbuf tb, lb, out;
+	struct fsnp_writer w;
+	struct fsnp_val rec, list;
+	struct fsnp_compact_record r;
+	struct fsnp_compact_list l;
+	struct fsnp_bytes k;
+	struct fsnp_val v;
+	size_t used;
+	(void)state;
+	assert_string_equal(fsnp_compact_flow_field_name(1), "id");
+	assert_string_equal(fsnp_compact_flow_field_name(41), "attributes");
+	assert_null(fsnp_compact_flow_field_name(0));
+	assert_null(fsnp_compact_flow_field_name(42));
+	assert_int_equal(
+	    fsnp_compact_flow_field_id((const uint8_t *)"state", 5), 3);
+	assert_int_equal(fsnp_compact_flow_field_id((const uint8_t *)"x", 1),
+	                 0);
+
+	wbuf_init(&tb);
+	fsnp_w_init(&w, &tb);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "id");
+	fsnp_w_str(&w, "f1");
+	fsnp_w_key(&w, "version");
+	fsnp_w_i64(&w, 7);
+	fsnp_w_key(&w, "state_meta"); /* no field id */
+	fsnp_w_map_begin(&w);
+	fsnp_w_map_end(&w);
+	fsnp_w_key(&w, "lease_token");
+	fsnp_w_nil(&w);
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	assert_int_equal(fsnp_value_decode(tb.data, tb.len, NULL, &rec, NULL),
+	                 0);
+
+	wbuf_init(&out);
+	assert_int_equal(fsnp_compact_flow_record_encode(&out, &rec), 0);
+	{
+		static const uint8_t
+		    want[] = {0x84, 0,   0,   0,   4,   1,   4,
+		              0,    0,   0,   2,   'f', '1', /* id: bin "f1" */
+		              4,    3,   0,   0,   0,   0,   0,
+		              0,    0,   7, /* version: i64 7 */
+		              0,    0,   0,   0,   10,  's', 't',
+		              'a',  't', 'e', '_', 'm', 'e', 't',
+		              'a',  6,   0,   0,   0,   0, /* state_meta: {} */
+		              18,   0}; /* lease_token: nil */
+		assert_int_equal(out.len, sizeof want);
+		assert_memory_equal(out.data, want, sizeof want);
+	}
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 100, &r, NULL),
+	    0);
+	assert_int_equal(r.count, 4);
+	assert_true(fsnp_compact_record_next(&r, &k, &v));
+	assert_true(fsnp_bytes_eq(k, "id") && v.tag == FSNP_BIN);
+	assert_true(fsnp_compact_record_next(&r, &k, &v));
+	assert_true(fsnp_bytes_eq(k, "version") && v.as.i == 7);
+	assert_true(fsnp_compact_record_next(&r, &k, &v));
+	assert_true(fsnp_bytes_eq(k, "state_meta") && v.tag == FSNP_MAP);
+	assert_true(fsnp_compact_record_next(&r, &k, &v));
+	assert_true(fsnp_bytes_eq(k, "lease_token") && v.tag == FSNP_NIL);
+	assert_false(fsnp_compact_record_next(&r, &k, &v));
+
+	/* Refusals: a trailing byte, a count above the limit, an unknown
+	 * field id, a truncated value, a wrong tag. */
+	assert_int_equal(wbuf_put_u8(&out, 0), 0);
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 100, &r, NULL),
+	    FSNP_ERR_TRAILING_BYTES);
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 100, &r, &used),
+	    0);
+	assert_int_equal(used, out.len - 1);
+	out.len--;
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 3, &r, NULL),
+	    FSNP_ERR_COMPACT_ITEMS);
+	out.data[5] = 42;
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 100, &r, NULL),
+	    FSNP_ERR_COMPACT_RESPONSE);
+	out.data[5] = 1;
+	assert_int_equal(fsnp_compact_flow_record_decode(out.data, out.len - 1,
+	                                                 100, &r, NULL),
+	                 FSNP_ERR_COMPACT_RESPONSE);
+	out.data[0] = 0x85;
+	assert_int_equal(
+	    fsnp_compact_flow_record_decode(out.data, out.len, 100, &r, NULL),
+	    FSNP_ERR_COMPACT_RESPONSE);
+	assert_int_equal(fsnp_compact_flow_record_encode(&out, &v),
+	                 FSNP_ERR_TYPE);
+
+	/* A list of two records. */
+	wbuf_init(&lb);
+	fsnp_w_init(&w, &lb);
+	fsnp_w_array_begin(&w);
+	fsnp_w_val(&w, &rec);
+	fsnp_w_val(&w, &rec);
+	fsnp_w_array_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	assert_int_equal(fsnp_value_decode(lb.data, lb.len, NULL, &list, NULL),
+	                 0);
+	wbuf_reset(&out);
+	assert_int_equal(fsnp_compact_flow_record_list_encode(&out, &list), 0);
+	assert_int_equal(out.data[0], 0x85);
+	assert_int_equal(wire_load_u32(out.data + 1), 2);
+	assert_int_equal(out.data[5], 0x84);
+	assert_int_equal(
+	    fsnp_compact_flow_record_list_decode(out.data, out.len, 100, &l),
+	    0);
+	assert_int_equal(l.count, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fsnp_compact_record_list_next(&l, &r));
+		assert_int_equal(r.count, 4);
+	}
+	assert_false(fsnp_compact_record_list_next(&l, &r));
+	/* Entries count against the limit across records. */
+	assert_int_equal(
+	    fsnp_compact_flow_record_list_decode(out.data, out.len, 6, &l),
+	    FSNP_ERR_COMPACT_ITEMS);
+	/* Not every element a map. */
+	assert_int_equal(fsnp_compact_flow_record_list_encode(&out, &rec),
+	                 FSNP_ERR_TYPE);
+	wbuf_free(&out);
+	wbuf_free(&tb);
+	wbuf_free(&lb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -869,6 +1003,7 @@ int main(void)
 	    cmocka_unit_test(test_fqr_rejections),
 	    cmocka_unit_test(test_fqr_writer),
 	    cmocka_unit_test(test_fqr_names),
+	    cmocka_unit_test(test_flow_record),
 	};
 	return cmocka_run_group_tests_name("fsnp_compact", tests, NULL, NULL);
 }

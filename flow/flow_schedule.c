@@ -1337,6 +1337,33 @@ static void item_result(struct fsnp_writer *w, struct fsnp_bytes id,
 	fsnp_w_map_end(w);
 }
 
+#ifdef LS_FAULT_HOOKS
+/* ---- Fault hook (lodestone-faulty only; never in the normal build) ----
+ *
+ * jepsen/'s proof that the flow checker catches a doubled schedule fire.
+ * With LODESTONE_FAULT=flow-sched-refire every third fire of a recurring
+ * schedule leaves its next run at the due time it has just fired, as if
+ * the fire had not been recorded: the next pass fires the same occurrence
+ * again under the next fire count. Decided from the replicated fire count,
+ * so every replica applies it alike. */
+static bool fault_refire(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("LODESTONE_FAULT");
+		mode = v != NULL && strcmp(v, "flow-sched-refire") == 0;
+		if (mode) {
+			fprintf(stderr,
+			        "lodestone: FAULT HOOK flow-sched-refire "
+			        "ACTIVE: this node breaks its "
+			        "guarantees on purpose\n");
+		}
+	}
+	return mode == 1;
+}
+#endif /* LS_FAULT_HOOKS */
+
 static int record_item(struct sctx *c, const struct fsnp_val *it,
                        struct fsnp_writer *w)
 {
@@ -1427,6 +1454,12 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 			goto oom;
 		}
 		fired = true;
+#ifdef LS_FAULT_HOOKS
+		if (fault_refire() && next >= 0 &&
+		    r.i[SI_FIRE_COUNT] % 3 == 0) {
+			next = due;
+		}
+#endif
 	} else if (fsnp_bytes_eq(outcome, "skip")) {
 		result = "skipped";
 		reason_p = reason;
@@ -1638,5 +1671,8 @@ int flow_sched_register(struct store *s)
 	    .apply = sched_apply,
 	    .data = NULL,
 	};
+#ifdef LS_FAULT_HOOKS
+	(void)fault_refire();
+#endif
 	return store_register_ext(s, &x);
 }

@@ -183,7 +183,7 @@ static int parse_sread(const struct jepsen_history *h,
 		sr->found = false;
 		return 0;
 	}
-	if (nv != 9 || v[0] == JEPSEN_NIL || v[1] == JEPSEN_NIL ||
+	if (nv != 8 || v[0] == JEPSEN_NIL || v[1] == JEPSEN_NIL ||
 	    sread_int(h, v[2], &sr->every) != 0 ||
 	    sread_int(h, v[3], &sr->start) != 0 || sr->start < 0 ||
 	    sread_int(h, v[4], &sr->fires) != 0 || sr->fires < 0 ||
@@ -200,7 +200,6 @@ static int parse_sread(const struct jepsen_history *h,
 	sr->state = jepsen_history_str(h, v[1]);
 	sr->end_reason =
 	    v[7] == JEPSEN_NIL ? "nil" : jepsen_history_str(h, v[7]);
-	(void)v[8];
 	return 0;
 }
 

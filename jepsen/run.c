@@ -50,7 +50,7 @@
 #define FINAL_GRACE_MS 30000
 
 /* The fault hooks of lodestone-faulty (raft/replica.c, flow/flow_ops.c,
- * LS_FAULT_HOOKS). */
+ * flow/flow_schedule.c, LS_FAULT_HOOKS). */
 static const char *const fault_modes[] = {"ack-before-commit",
                                           "read-no-barrier", "flow-no-fencing",
                                           "flow-sched-refire", NULL};

@@ -8,6 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "flow/cron.h"
 #include "flow/flow_sched_def.h"
 #include "flow/tz.h"
@@ -16,6 +20,7 @@
 #include "store/ext.h"
 #include "store/keys.h"
 #include "store/result.h"
+#include "wire/base64url.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
@@ -179,6 +184,15 @@ int flow_sched_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	} else {
 		fsnp_w_nil(&w); /* planned at apply from the entry's time */
 	}
+	/* Drawn here, not at apply: every replica stores the same. */
+	uint8_t secret[FLOW_SCHED_SECRET_LEN];
+	if (RAND_bytes(secret, sizeof secret) != 1) {
+		wbuf_free(&b);
+		return E(err, FLOW_STATUS_BUSY,
+		         "BUSY no randomness for the schedule's owner secret");
+	}
+	fsnp_w_key(&w, "owner_secret");
+	fsnp_w_bin(&w, secret, sizeof secret);
 	fsnp_w_map_end(&w);
 	rv =
 	    fsnp_w_finish(&w) == 0 && !b.oom
@@ -247,6 +261,7 @@ static const char *const ss_names[SS_N] = {
     [SS_LAST_PLANNING_ERROR] = "last_planning_error",
     [SS_PART] = "_part",
     [SS_LAST_TARGET_PART] = "_last_target_part",
+    [SS_OWNER_SECRET] = "_owner_secret",
 };
 
 static const char *const si_names[SI_N] = {
@@ -404,6 +419,8 @@ void flow_sched_rec_write(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		w_str_or_nil(w, r->s[SS_PART]);
 		fsnp_w_key(w, ss_names[SS_LAST_TARGET_PART]);
 		w_str_or_nil(w, r->s[SS_LAST_TARGET_PART]);
+		fsnp_w_key(w, ss_names[SS_OWNER_SECRET]);
+		w_str_or_nil(w, r->s[SS_OWNER_SECRET]);
 		fsnp_w_key(w, si_names[SI_VERSION]);
 		fsnp_w_i64(w, r->i[SI_VERSION]);
 		fsnp_w_key(w, si_names[SI_OVERLAP_STREAK]);
@@ -631,6 +648,10 @@ static int op_create(struct sctx *c, const struct fsnp_val *body,
 	r.target = d.target;
 	r.s[SS_PART].len = flow_sched_partition(d.id.ptr, d.id.len, pbuf);
 	r.s[SS_PART].ptr = (const uint8_t *)pbuf;
+	if (fsnp_map_get(body, "owner_secret", &fr) == 0 &&
+	    fr.tag == FSNP_BIN && fr.as.bin.len == FLOW_SCHED_SECRET_LEN) {
+		r.s[SS_OWNER_SECRET] = fr.as.bin;
+	}
 	r.i[SI_VERSION] = found == 1 ? old.i[SI_VERSION] + 1 : 1;
 	if (rec_save(c, found == 1 ? &old : NULL, &r) != 0) {
 		return E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
@@ -1154,8 +1175,9 @@ void flow_sched_plan(const struct flow_sched_rec *r, int64_t now, bool manual,
 
 static const char *outcome_name(enum flow_sched_outcome o)
 {
-	static const char *const names[] = {"fire", "skip", "queue",
-	                                    "fail_overlap", "fail_planning"};
+	static const char *const names[] = {"fire",          "skip",
+	                                    "queue",         "fail_overlap",
+	                                    "fail_planning", "owner_conflict"};
 	return names[o];
 }
 
@@ -1209,6 +1231,66 @@ void flow_sched_plan_write(struct fsnp_writer *w,
 /* --- RECORD: planned outcomes ----------------------------------------------
  */
 
+int flow_sched_owner_proof(const struct flow_sched_rec *r, const char *tid,
+                           char out[FLOW_SCHED_PROOF_MAX])
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	struct wbuf data, enc;
+	size_t tl = strlen(tid);
+	int rv = -1, w = 0;
+
+	out[0] = '\0';
+	if (r->s[SS_OWNER_SECRET].ptr == NULL) {
+		return -1;
+	}
+	/* id, target id and target definition, each length-prefixed. */
+	wbuf_init(&data);
+	wbuf_init(&enc);
+	w |= wbuf_put_u32(&data, (uint32_t)r->s[SS_ID].len);
+	w |= wbuf_append(&data, r->s[SS_ID].ptr, r->s[SS_ID].len);
+	w |= wbuf_put_u32(&data, (uint32_t)tl);
+	w |= wbuf_append(&data, tid, tl);
+	if (r->target.tag != FSNP_NIL) {
+		w |= wbuf_put_u32(&data, (uint32_t)r->target.enc_len);
+		w |= wbuf_append(&data, r->target.enc, r->target.enc_len);
+	}
+	if (w == 0 && !data.oom &&
+	    HMAC(EVP_sha256(), r->s[SS_OWNER_SECRET].ptr,
+	         (int)r->s[SS_OWNER_SECRET].len, data.data, data.len, md,
+	         &mdlen) != NULL &&
+	    base64url_encode(&enc, md, mdlen) == 0 &&
+	    enc.len < FLOW_SCHED_PROOF_MAX) {
+		memcpy(out, enc.data, enc.len);
+		out[enc.len] = '\0';
+		rv = 0;
+	}
+	wbuf_free(&data);
+	wbuf_free(&enc);
+	return rv;
+}
+
+void flow_sched_target_get_body(struct fsnp_writer *w,
+                                const struct flow_sched_rec *r,
+                                const struct flow_sched_plan *p, char *pbuf,
+                                struct fsnp_bytes *part)
+{
+	struct fsnp_bytes pk = tgt_str(&r->target, "partition_key");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "id");
+	fsnp_w_str(w, p->target_id);
+	if (pk.ptr != NULL) {
+		fsnp_w_key(w, "partition_key");
+		fsnp_w_bin(w, pk.ptr, pk.len);
+		*part = pk;
+	} else {
+		part->len = flow_sched_partition((const uint8_t *)p->target_id,
+		                                 strlen(p->target_id), pbuf);
+		part->ptr = (const uint8_t *)pbuf;
+	}
+	fsnp_w_map_end(w);
+}
+
 /* The target's FLOW.CREATE body. */
 static void create_body(struct fsnp_writer *w, const struct flow_sched_rec *r,
                         struct fsnp_bytes target_id, int64_t now)
@@ -1235,6 +1317,17 @@ static void create_body(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		fsnp_w_val(w, &v);
 	} else {
 		w_str_or_nil(w, r->s[SS_FLOW_ID]);
+	}
+	char proof[FLOW_SCHED_PROOF_MAX];
+	char tid[FLOW_SCHED_ID_MAX + 48];
+	snprintf(tid, sizeof tid, "%.*s", (int)target_id.len,
+	         (const char *)target_id.ptr);
+	if (flow_sched_owner_proof(r, tid, proof) == 0) {
+		fsnp_w_key(w, "attributes");
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, FLOW_SCHED_OWNER_ATTR);
+		fsnp_w_str(w, proof);
+		fsnp_w_map_end(w);
 	}
 	fsnp_w_key(w, "idempotent");
 	fsnp_w_bool(w, true);
@@ -1378,7 +1471,7 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	char errbuf[FLOW_SCHED_ID_MAX + 96];
 	struct sbuf okey;
 	struct wbuf oval;
-	bool fired = false;
+	bool fired = false, held = false;
 	int found;
 
 	if (fsnp_map_bin(it, "id", &id) != 0 ||
@@ -1433,6 +1526,12 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		            NULL, NULL, &old, NULL, NULL);
 		return 0;
 	}
+	if (fsnp_bytes_eq(outcome, "owner_conflict") && manual) {
+		/* A manual fire changes nothing it could not do. */
+		item_result(w, id, "error", (struct fsnp_bytes){NULL, 0}, 0,
+		            FLOW_SCHED_OWNER_CONFLICT, NULL, &old, NULL, NULL);
+		return 0;
+	}
 	r = old;
 	sbuf_init(&okey);
 	wbuf_init(&oval);
@@ -1480,6 +1579,18 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.i[SI_OVERLAP_STREAK]++;
 		target_id.ptr = NULL;
 		coalesced = 0;
+	} else if (fsnp_bytes_eq(outcome, "owner_conflict")) {
+		/* Another flow holds the target id: nothing fired; the
+		 * occurrence is held with its due time and tried again. */
+		result = "error";
+		err_p = FLOW_SCHED_OWNER_CONFLICT;
+		r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] = due;
+		next = c->now > FLOW_MAXI - FLOW_SCHED_OWNER_RETRY_MS
+		           ? FLOW_MAXI
+		           : c->now + FLOW_SCHED_OWNER_RETRY_MS;
+		target_id.ptr = NULL;
+		coalesced = 0;
+		held = true;
 	} else if (fsnp_bytes_eq(outcome, "fail_overlap")) {
 		result = "failed";
 		snprintf(errbuf, sizeof errbuf,
@@ -1515,7 +1626,9 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.i[SI_LAST_COALESCED_COUNT] = coalesced;
 		r.i[SI_LAST_CATCHUP_AT_MS] = c->now;
 	}
-	if (flow_sched_is(&r, SS_STATE, "active")) {
+	if (held) {
+		r.i[SI_NEXT_RUN_AT_MS] = next;
+	} else if (flow_sched_is(&r, SS_STATE, "active")) {
 		bool fired_or_skipped = fsnp_bytes_eq(outcome, "fire") ||
 		                        fsnp_bytes_eq(outcome, "skip");
 		r.i[SI_NEXT_RUN_AT_MS] = next;

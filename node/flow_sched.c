@@ -44,7 +44,8 @@ struct pass {
 	struct held *held; /* result bytes the views below point into */
 	size_t n_held;
 	struct flow_sched_rec *recs;
-	bool *active; /* previous target still active, per record */
+	bool *active;  /* previous target still active, per record */
+	bool *foreign; /* the planned target id held by another flow */
 	size_t n_recs;
 	struct outbox_ent *ob;
 	size_t n_ob, cap_ob;
@@ -98,9 +99,11 @@ static void step_reset(struct pass *p)
 	p->n_held = 0;
 	free(p->recs);
 	free(p->active);
+	free(p->foreign);
 	free(p->ob);
 	p->recs = NULL;
 	p->active = NULL;
+	p->foreign = NULL;
 	p->ob = NULL;
 	p->n_recs = p->n_ob = p->cap_ob = 0;
 }
@@ -358,13 +361,16 @@ static void on_create(void *data, int status, const uint8_t *res, size_t len)
 	if (result_value(status, res, len, &v, msg, sizeof msg) == 0) {
 		e->done = true;
 	} else if (status == SHARDS_OK) {
-		/* Refused for good (an id taken by another flow, an invalid
-		 * target): retrying cannot help. */
+		/* Refused for good (an id taken by another flow since the
+		 * pass checked it, an invalid target): retrying cannot
+		 * help. */
+		bool taken =
+		    strncmp(msg, "ERR flow idempotency conflict", 29) == 0;
 		log_warn(p->log, "flow-sched",
 		         "target %.*s of a schedule in group %" PRIu32
 		         " not created: %s",
 		         (int)e->target_id.len, (const char *)e->target_id.ptr,
-		         p->group, msg);
+		         p->group, taken ? FLOW_SCHED_OWNER_CONFLICT : msg);
 		e->done = true;
 	}
 	if (--p->pending == 0) {
@@ -581,6 +587,9 @@ static void record_propose(struct pass *p)
 		    p->a.fire_at_ms >= 0 ? p->a.fire_at_ms : p->now;
 		flow_sched_plan(&p->recs[i], p->now, p->id != NULL, fire_at,
 		                p->active[i], NULL, plan);
+		if (p->foreign[i] && plan->outcome == FSO_FIRE) {
+			plan->outcome = FSO_OWNER_CONFLICT;
+		}
 		flow_sched_plan_write(&w, &p->recs[i], plan);
 	}
 	fsnp_w_array_end(&w);
@@ -700,6 +709,99 @@ static void target_check(struct pass *p, size_t i)
 	free(cmd);
 }
 
+/* --- the planned targets' owners ---------------------------------------------
+ */
+
+struct owner_op {
+	struct pass *p;
+	size_t i;
+	char proof[FLOW_SCHED_PROOF_MAX];
+};
+
+static void on_owner(void *data, int status, const uint8_t *res, size_t len)
+{
+	struct owner_op *op = data;
+	struct pass *p = op->p;
+	struct fsnp_val v, attrs;
+	struct fsnp_bytes got;
+	char msg[256];
+
+	/* Only a flow that certainly exists without this schedule's proof
+	 * holds the occurrence back; an unanswered read leaves it to the
+	 * idempotent create. */
+	if (result_value(status, res, len, &v, msg, sizeof msg) == 0 &&
+	    v.tag == FSNP_MAP) {
+		p->foreign[op->i] =
+		    fsnp_map_get(&v, "attributes", &attrs) != 0 ||
+		    attrs.tag != FSNP_MAP ||
+		    fsnp_map_bin(&attrs, FLOW_SCHED_OWNER_ATTR, &got) != 0 ||
+		    !fsnp_bytes_eq(got, op->proof);
+	}
+	free(op);
+	if (--p->pending == 0) {
+		record_propose(p);
+	}
+}
+
+/* Reads the target id the schedule's occurrence would create: a flow
+ * there without the schedule's owner proof belongs to someone else. */
+static void owner_check(struct pass *p, size_t i)
+{
+	const struct flow_sched_rec *r = &p->recs[i];
+	struct flow_sched_plan *plan = malloc(sizeof *plan);
+	struct flow_cmd_meta meta = {p->a.skew, 0};
+	struct flow_err err;
+	struct owner_op *op = NULL;
+	char pbuf[FLOW_AUTO_PARTITION_MAX];
+	struct fsnp_bytes part;
+	struct wbuf b;
+	struct fsnp_writer w;
+	uint8_t *cmd = NULL;
+	size_t n = 0, tl;
+
+	wbuf_init(&b);
+	if (plan == NULL || (op = malloc(sizeof *op)) == NULL) {
+		goto out;
+	}
+	flow_sched_plan(r, p->now, p->id != NULL,
+	                p->a.fire_at_ms >= 0 ? p->a.fire_at_ms : p->now, false,
+	                NULL, plan);
+	if (plan->outcome != FSO_FIRE ||
+	    flow_sched_owner_proof(r, plan->target_id, op->proof) != 0) {
+		goto out;
+	}
+	tl = strlen(plan->target_id);
+	for (size_t k = 0; k < p->n_ob; k++) {
+		if (p->ob[k].target_id.len == tl &&
+		    memcmp(p->ob[k].target_id.ptr, plan->target_id, tl) == 0) {
+			goto out; /* this schedule's, not created yet */
+		}
+	}
+	fsnp_w_init(&w, &b);
+	flow_sched_target_get_body(&w, r, plan, pbuf, &part);
+	if (fsnp_w_finish(&w) != 0 || b.oom ||
+	    flow_cmd_encode(FSNP_OP_FLOW_GET, b.data, b.len, &meta, &cmd, &n,
+	                    &err) != 0) {
+		goto out;
+	}
+	op->p = p;
+	op->i = i;
+	p->pending++;
+	if (shards_read_cmd(
+	        p->s,
+	        shards_group_of_slot(p->s, flow_route_slot(part.ptr, part.len)),
+	        cmd, n, on_owner, op) != 0) {
+		p->pending--;
+		goto out;
+	}
+	op = NULL;
+out:
+	free(op);
+	free(cmd);
+	free(plan);
+	wbuf_free(&b);
+}
+
 /* --- SCAN --------------------------------------------------------------------
  */
 
@@ -748,7 +850,8 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 	}
 	p->recs = calloc(n ? n : 1, sizeof *p->recs);
 	p->active = calloc(n ? n : 1, sizeof *p->active);
-	if (p->recs == NULL || p->active == NULL) {
+	p->foreign = calloc(n ? n : 1, sizeof *p->foreign);
+	if (p->recs == NULL || p->active == NULL || p->foreign == NULL) {
 		pass_fail(p, 4, "BUSY out of memory");
 		outbox_run(p);
 		return;
@@ -770,6 +873,7 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 		if (needs_target(&p->recs[i])) {
 			target_check(p, i);
 		}
+		owner_check(p, i);
 	}
 	if (--p->pending == 0) {
 		record_propose(p);

@@ -14,7 +14,10 @@
  *    period apart (none doubled), and the periods the stop skipped are
  *    reported as coalesced.
  *  - with --flow-scheduler off (one more node) nothing fires by itself and
- *    FIRE_DUE fires the schedule, coalescing the periods it missed.
+ *    FIRE_DUE fires the schedule, coalescing the periods it missed; a
+ *    target id another flow holds is refused as FerricStore refuses it
+ *    (the occurrence held, that flow untouched), and the schedule's own
+ *    targets carry its owner proof.
  * Targets are enumerated by claiming their type (FLOW.CLAIM_DUE visits
  * every shard). */
 #include <setjmp.h>
@@ -559,6 +562,88 @@ static void test_interval_across_leader_kill(void **state)
 
 /* --flow-scheduler off: nothing fires by itself; FIRE_DUE does, with the
  * elapsed periods coalesced. */
+
+/* Target ownership, on the node without a scheduler so that FIRE_DUE
+ * reports each outcome: a target id another flow holds is refused with
+ * FerricStore's error and the occurrence is held (fire_count stays 0,
+ * nothing more is due for the retry time), and that flow is untouched;
+ * a target the schedule creates carries its owner proof. */
+static void owner_checks(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_val errs, e, x, attrs;
+	char msg[512];
+
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_DELETE, "off");
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "id=s type=s", "taken", "manual");
+	m = callb(c, FSNP_OP_FLOW_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	sched_body(&b, "owned-t", "id", "taken", "id=s", "own");
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 1);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 0);
+	assert_int_equal(fsnp_map_get(&m.value, "errors", &errs), 0);
+	assert_int_equal(errs.tag, FSNP_ARRAY);
+	assert_int_equal(errs.as.count, 1);
+	{
+		struct fsnp_iter it;
+		fsnp_iter_init(&it, &errs);
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		fsnp_iter_init(&it, &e);
+		assert_true(fsnp_iter_next(&it, NULL, &x));
+		assert_true(ftc_str_eq(&x, "own"));
+		assert_true(fsnp_iter_next(&it, NULL, &x));
+		assert_true(ftc_str_eq(&x, "ERR scheduled target id already "
+		                           "exists with different owner"));
+	}
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_GET, "own");
+	assert_true(ftc_map_str(&m.value, "state", "active"));
+	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 0);
+	assert_true(ftc_map_int(&m.value, "next_run_at_ms") > now_ms() + 20000);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 0);
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_FIRE, "own");
+	ftc_error_text(&m, msg, sizeof msg);
+	assert_string_equal(
+	    msg, "ERR scheduled target id already exists with different owner");
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_GET, "taken");
+	assert_true(ftc_map_str(&m.value, "type", "manual"));
+	ftc_msg_free(&m);
+	/* A target of its own: created, with the proof. */
+	sched_body(&b, "owned-t", "id", "mine", "id=s", "own2");
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_GET, "mine");
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_map_str(&m.value, "type", "owned-t"));
+	assert_int_equal(fsnp_map_get(&m.value, "attributes", &attrs), 0);
+	assert_int_equal(attrs.tag, FSNP_MAP);
+	assert_int_equal(
+	    fsnp_map_get(&attrs, "ferricstore.schedule.owner.v1", &x), 0);
+	assert_int_equal(x.tag, FSNP_BIN);
+	assert_int_equal(x.as.bin.len, 43);
+	ftc_msg_free(&m);
+}
+
 static void test_scheduler_off(void **state)
 {
 	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
@@ -596,6 +681,7 @@ static void test_scheduler_off(void **state)
 	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_GET, "off");
 	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 1);
 	ftc_msg_free(&m);
+	owner_checks(&c);
 	ftc_close(&c);
 	harness_cluster_stop(&one);
 }

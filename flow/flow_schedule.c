@@ -924,11 +924,16 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
                    struct fsnp_writer *w, struct flow_err *err)
 {
 	struct fsnp_val idv;
-	int64_t limit = 16, now = c->entry_now, t;
+	int64_t limit = 16, now = c->entry_now, t, visited = 0;
 	struct store_tx_iter *it;
+	bool held_only = false;
 	int rv = 0;
 
 	(void)err;
+	/* A wake scan: the held queue_after_previous occurrences whose retry
+	 * is due before now_ms (a horizon), visiting a bounded number of
+	 * entries. */
+	fsnp_map_bool(body, "held_only", &held_only);
 	if (fsnp_map_i64(body, "limit", &t) == 0 && t > 0) {
 		limit =
 		    t > FLOW_SCHED_FIRE_DUE_MAX ? FLOW_SCHED_FIRE_DUE_MAX : t;
@@ -952,7 +957,8 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
 		int64_t n = 0;
 		key_start(&c->key, c->group, K_FLOW_SCHED_DUE);
 		it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
-		for (bool ok = store_tx_iter_seek(it, NULL, 0); ok && n < limit;
+		for (bool ok = store_tx_iter_seek(it, NULL, 0);
+		     ok && n < limit && visited < FLOW_SCHED_WAKE_VISIT_MAX;
 		     store_tx_iter_next(it), ok = store_tx_iter_valid(it)) {
 			size_t kl, off = 5 + 8;
 			const uint8_t *k = store_tx_iter_key(it, &kl);
@@ -974,9 +980,20 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
 			h = hold(c);
 			key_start(&c->key, c->group, K_FLOW_SCHED);
 			sbuf_add(&c->key, k + off, kl - off);
+			if (held_only) {
+				visited++;
+			}
 			if (store_tx_get(c->tx, c->key.p, c->key.len, h) == 1 &&
 			    fsnp_value_decode(h->p, h->len, NULL, &v, NULL) ==
 			        0) {
+				struct flow_sched_rec r;
+				if (held_only &&
+				    (flow_sched_rec_decode(&v, &r) != 0 ||
+				     r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] < 0 ||
+				     !flow_sched_is(&r, SS_OVERLAP_POLICY,
+				                    "queue_after_previous"))) {
+					continue;
+				}
 				fsnp_w_val(w, &v);
 				n++;
 			}

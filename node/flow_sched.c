@@ -582,6 +582,7 @@ static void record_propose(struct pass *p)
 	fsnp_w_i64(&w, p->now);
 	fsnp_w_key(&w, "items");
 	fsnp_w_array_begin(&w);
+	size_t planned = 0;
 	for (size_t i = 0; i < p->n_recs; i++) {
 		int64_t fire_at =
 		    p->a.fire_at_ms >= 0 ? p->a.fire_at_ms : p->now;
@@ -590,11 +591,21 @@ static void record_propose(struct pass *p)
 		if (p->foreign[i] && plan->outcome == FSO_FIRE) {
 			plan->outcome = FSO_OWNER_CONFLICT;
 		}
+		if (p->a.wake && plan->outcome != FSO_FIRE) {
+			/* Still behind its target: left to its retry. */
+			continue;
+		}
 		flow_sched_plan_write(&w, &p->recs[i], plan);
+		planned++;
 	}
 	fsnp_w_array_end(&w);
 	fsnp_w_map_end(&w);
 	free(plan);
+	if (planned == 0) {
+		wbuf_free(&b);
+		outbox_run(p);
+		return;
+	}
 	if (fsnp_w_finish(&w) != 0 || b.oom ||
 	    flow_sched_cmd_wrap(FLOW_SCHED_KIND_RECORD, p->a.skew, b.data,
 	                        b.len, &cmd, &n) != 0) {
@@ -891,7 +902,12 @@ static void group_start(struct pass *p)
 	fsnp_w_init(&w, &b);
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "now_ms");
-	fsnp_w_i64(&w, p->now);
+	fsnp_w_i64(&w,
+	           p->a.wake ? p->now + FLOW_SCHED_WAKE_HORIZON_MS : p->now);
+	if (p->a.wake) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
 	fsnp_w_key(&w, "limit");
 	fsnp_w_i64(&w, p->remaining > 0 ? p->remaining : 1);
 	if (p->id != NULL) {
@@ -978,6 +994,7 @@ struct flow_scheduler {
 	unsigned groups;
 	unsigned passes;
 	bool stopping, closed;
+	bool wake; /* a Flow write since the last wake passes */
 };
 
 struct tick_pass {
@@ -1014,7 +1031,8 @@ static void on_tick_done(void *data, int status, const uint8_t *value,
  * schedules and outbox, without a leadership round. A stale answer is
  * harmless: the pass itself reads linearizably and records only at the
  * versions it read. */
-static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
+static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now,
+                           bool held)
 {
 	struct wbuf b;
 	struct fsnp_writer w;
@@ -1028,7 +1046,11 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 	fsnp_w_init(&w, &b);
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "now_ms");
-	fsnp_w_i64(&w, (int64_t)now);
+	fsnp_w_i64(&w, (int64_t)now + (held ? FLOW_SCHED_WAKE_HORIZON_MS : 0));
+	if (held) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
 	fsnp_w_key(&w, "limit");
 	fsnp_w_i64(&w, 1);
 	fsnp_w_map_end(&w);
@@ -1047,7 +1069,7 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 		    list.tag == FSNP_ARRAY && list.as.count > 0) {
 			work = true;
 		}
-		if (fsnp_map_get(&v, "outbox", &list) == 0 &&
+		if (!held && fsnp_map_get(&v, "outbox", &list) == 0 &&
 		    list.tag == FSNP_ARRAY && list.as.count > 0) {
 			work = true;
 		}
@@ -1060,6 +1082,8 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 static void on_tick(uv_timer_t *timer)
 {
 	struct flow_scheduler *fs = timer->data;
+	bool wake = fs->wake;
+	fs->wake = false;
 	for (uint32_t g = 1; g <= fs->groups; g++) {
 		struct flow_sched_args a = {
 		    .skew = fs->skew,
@@ -1072,12 +1096,24 @@ static void on_tick(uv_timer_t *timer)
 		};
 		struct tick_pass *t;
 		bool self = false;
+		uint64_t now = shards_now_ms(fs->s);
 		if (fs->inflight[g]) {
+			fs->wake |=
+			    wake; /* this group's wake at a later tick */
 			continue;
 		}
 		shards_leader(fs->s, g, &self);
-		if (!self || !group_has_work(fs, g, shards_now_ms(fs->s)) ||
-		    (t = malloc(sizeof *t)) == NULL) {
+		if (!self) {
+			continue;
+		}
+		if (group_has_work(fs, g, now, false)) {
+			fs->wake |= wake;
+		} else if (wake && group_has_work(fs, g, now, true)) {
+			a.wake = true;
+		} else {
+			continue;
+		}
+		if ((t = malloc(sizeof *t)) == NULL) {
 			continue;
 		}
 		t->fs = fs;
@@ -1089,6 +1125,14 @@ static void on_tick(uv_timer_t *timer)
 			fs->passes--;
 			free(t);
 		}
+	}
+}
+
+void flow_scheduler_wake(void *data)
+{
+	struct flow_scheduler *fs = data;
+	if (fs != NULL && !fs->stopping) {
+		fs->wake = true;
 	}
 }
 

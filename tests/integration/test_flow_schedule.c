@@ -13,6 +13,8 @@
  *    target exists once, the due times strictly increase at least a
  *    period apart (none doubled), and the periods the stop skipped are
  *    reported as coalesced.
+ *  - a queue_after_previous occurrence held behind its previous target
+ *    (retry 20 s) fires at once when that target completes;
  *  - with --flow-scheduler off (one more node) nothing fires by itself and
  *    FIRE_DUE fires the schedule, coalescing the periods it missed; a
  *    target id another flow holds is refused as FerricStore refuses it
@@ -451,6 +453,84 @@ static int leader_of_schedule(const char *id)
 	return -1;
 }
 
+/* queue_after_previous: the next occurrence waits behind the first target
+ * with a long retry (20 s); completing that target on the node that runs
+ * the schedule releases it at once (well before the retry), with its
+ * original due time. */
+static void test_queue_woken_by_complete(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_val e;
+	struct fsnp_iter it;
+	struct fsnp_bytes tok;
+	char token[128], tid[96];
+	int64_t fence, queued;
+	uint64_t until, t0;
+	int leader;
+	(void)state;
+	connect_any(&c);
+	sched_body(&b, "wq-t", NULL, NULL,
+	           "id=s every_ms=i overlap_policy=s overlap_retry_ms=i", "wq",
+	           (int64_t)300, "queue_after_previous", (int64_t)20000);
+	m = callb(&c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	/* The first target, then the second occurrence held behind it. */
+	until = harness_mono_ms() + 15000;
+	while ((queued = sched_int("wq", "overlap_queued_due_at_ms")) < 0 &&
+	       harness_mono_ms() < until) {
+		harness_nap(100);
+	}
+	assert_true(queued > 0);
+	assert_int_equal(sched_int("wq", "fire_count"), 1);
+	leader = leader_of_schedule("wq");
+	assert_true(leader >= 0);
+	assert_int_equal(ftc_connect(&c, cl.nodes[leader].fsnp), 0);
+	ftc_body(&b, "type=s worker=s limit=i lease_ms=i", "wq-t", "itest",
+	         (int64_t)1, (int64_t)60000);
+	m = callb(&c, FSNP_OP_FLOW_CLAIM_DUE, &b);
+	assert_int_equal(m.status, 0);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_int_equal(fsnp_map_bin(&e, "id", &tok), 0);
+	snprintf(tid, sizeof tid, "%.*s", (int)tok.len, (const char *)tok.ptr);
+	assert_int_equal(fsnp_map_bin(&e, "lease_token", &tok), 0);
+	snprintf(token, sizeof token, "%.*s", (int)tok.len,
+	         (const char *)tok.ptr);
+	fence = ftc_map_int(&e, "fencing_token");
+	ftc_msg_free(&m);
+	ftc_body(&b, "id=s lease_token=s fencing_token=i", tid, token, fence);
+	m = callb(&c, FSNP_OP_FLOW_COMPLETE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	t0 = harness_mono_ms();
+	until = t0 + 15000;
+	while (sched_int("wq", "fire_count") < 2 && harness_mono_ms() < until) {
+		harness_nap(50);
+	}
+	assert_int_equal(sched_int("wq", "fire_count"), 2);
+	/* Far sooner than the retry (20 s, the first check after 1 s at
+	 * the earliest would already be past it). */
+	assert_true(harness_mono_ms() - t0 < 10000);
+	{
+		char ids[8][96];
+		size_t n = claim_all("wq-t", ids, 8);
+		char want[96];
+		snprintf(want, sizeof want, "wq:%lld:2", (long long)queued);
+		assert_int_equal(n, 1);
+		assert_string_equal(ids[0], want);
+	}
+	connect_any(&c);
+	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_DELETE, "wq");
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
 static int cmp_due(const void *a, const void *b)
 {
 	long long x = atoll(strchr((const char *)a, ':') + 1);
@@ -693,6 +773,7 @@ int main(void)
 	    cmocka_unit_test(test_paused_fires_nothing),
 	    cmocka_unit_test(test_one_shot_once),
 	    cmocka_unit_test(test_interval_across_leader_kill),
+	    cmocka_unit_test(test_queue_woken_by_complete),
 	    cmocka_unit_test(test_scheduler_off),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

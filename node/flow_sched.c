@@ -37,6 +37,8 @@ struct pass {
 	uint8_t *id; /* FIRE's schedule id (owned) */
 	int64_t now;
 	uint32_t group, visited;
+	unsigned waves; /* scans of this group so far */
+	bool full_wave; /* the last scan returned a whole wave */
 	int64_t remaining;
 	uint32_t pending;
 
@@ -275,6 +277,13 @@ static int result_value(int status, const uint8_t *res, size_t len,
 static void next_group(struct pass *p)
 {
 	step_reset(p);
+	if (!p->failed && p->id == NULL && p->remaining > 0 && p->full_wave &&
+	    p->waves < FLOW_SCHED_WAVES_MAX) {
+		/* The group may have more due: its next wave. */
+		group_start(p);
+		return;
+	}
+	p->waves = 0;
 	p->visited++;
 	if (p->failed || p->id != NULL || p->visited >= p->a.n_groups ||
 	    p->remaining <= 0) {
@@ -873,6 +882,7 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 			p->n_recs++;
 		}
 	}
+	p->full_wave = n >= FLOW_SCHED_WAVE;
 	if (p->id != NULL && p->n_recs == 1 &&
 	    !flow_sched_is(&p->recs[0], SS_STATE, "active")) {
 		pass_fail(p, 1, "ERR flow schedule is not active");
@@ -908,8 +918,14 @@ static void group_start(struct pass *p)
 		fsnp_w_key(&w, "held_only");
 		fsnp_w_bool(&w, true);
 	}
+	/* One wave: at most FLOW_SCHED_WAVE schedules read and fired
+	 * before the next is read. */
 	fsnp_w_key(&w, "limit");
-	fsnp_w_i64(&w, p->remaining > 0 ? p->remaining : 1);
+	fsnp_w_i64(&w, p->remaining <= 0                ? 1
+	               : p->remaining > FLOW_SCHED_WAVE ? FLOW_SCHED_WAVE
+	                                                : p->remaining);
+	p->waves++;
+	p->full_wave = false;
 	if (p->id != NULL) {
 		fsnp_w_key(&w, "id");
 		fsnp_w_bin(&w, p->id, p->a.id_len);

@@ -32,6 +32,11 @@ struct log;
 
 #define FLOW_SCHED_TICK_MS 100
 #define FLOW_SCHED_PASS_LIMIT 64
+/* A pass reads and fires a group's due schedules in waves of at most
+ * FLOW_SCHED_WAVE (as FerricStore claims them), the next wave read once
+ * the last is recorded; at most FLOW_SCHED_WAVES_MAX waves a group. */
+#define FLOW_SCHED_WAVE 16
+#define FLOW_SCHED_WAVES_MAX 64
 /* How far ahead a wake pass looks for held occurrences. */
 #define FLOW_SCHED_WAKE_HORIZON_MS 600000
 

@@ -19,7 +19,8 @@
  *    FIRE_DUE fires the schedule, coalescing the periods it missed; a
  *    target id another flow holds is refused as FerricStore refuses it
  *    (the occurrence held, that flow untouched), and the schedule's own
- *    targets carry its owner proof.
+ *    targets carry its owner proof; FIRE_DUE goes past one wave of 16,
+ *    and with block_ms waits for a schedule coming due.
  * Targets are enumerated by claiming their type (FLOW.CLAIM_DUE visits
  * every shard). */
 #include <setjmp.h>
@@ -724,6 +725,53 @@ static void owner_checks(struct ftc *c)
 	ftc_msg_free(&m);
 }
 
+/* FIRE_DUE past one wave (16) of due schedules, and block_ms: a call
+ * that finds nothing waits for a schedule coming due, or answers empty
+ * at the end of block_ms. */
+static void fire_due_waves_and_block(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	uint64_t t0;
+	int64_t at = now_ms();
+
+	for (int i = 0; i < 20; i++) {
+		char id[32];
+		snprintf(id, sizeof id, "wave-%d", i);
+		sched_body(&b, "wave-t", NULL, NULL, "id=s at_ms=i", id, at);
+		m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+	}
+	ftc_body(&b, "limit=i", (int64_t)100);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 20);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 20);
+	ftc_msg_free(&m);
+	/* Nothing due: an empty answer after block_ms. */
+	t0 = harness_mono_ms();
+	ftc_body(&b, "limit=i block_ms=i", (int64_t)10, (int64_t)400);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 0);
+	assert_true(harness_mono_ms() - t0 >= 350);
+	ftc_msg_free(&m);
+	/* A schedule due in 600 ms: the blocked call fires it. */
+	sched_body(&b, "wave-t", NULL, NULL, "id=s at_ms=i", "wave-late",
+	           now_ms() + 600);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	t0 = harness_mono_ms();
+	ftc_body(&b, "limit=i block_ms=i", (int64_t)10, (int64_t)10000);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
+	assert_true(harness_mono_ms() - t0 < 8000);
+	ftc_msg_free(&m);
+}
+
 static void test_scheduler_off(void **state)
 {
 	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
@@ -762,6 +810,7 @@ static void test_scheduler_off(void **state)
 	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 1);
 	ftc_msg_free(&m);
 	owner_checks(&c);
+	fire_due_waves_and_block(&c);
 	ftc_close(&c);
 	harness_cluster_stop(&one);
 }

@@ -824,6 +824,92 @@ static bool list_match(const struct sched_req *q,
 	return true;
 }
 
+/* Keeps the public form of r as a list item. 0, or -1 out of memory. */
+static int list_add(struct sctx *c, const struct flow_sched_rec *r,
+                    struct wbuf *pub, struct list_item **items, size_t *n,
+                    size_t *cap)
+{
+	struct fsnp_writer pw;
+	struct flow_sched_rec x;
+	struct sbuf *h;
+	wbuf_reset(pub);
+	fsnp_w_init(&pw, pub);
+	flow_sched_rec_write(&pw, r, false);
+	if (fsnp_w_finish(&pw) != 0 || pub->oom) {
+		return -1;
+	}
+	h = hold(c);
+	sbuf_add(h, pub->data, pub->len);
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*items = store_xrealloc(*items, *cap * sizeof **items);
+	}
+	fsnp_value_decode(h->p, h->len, NULL, &(*items)[*n].rec, NULL);
+	flow_sched_rec_decode(&(*items)[*n].rec, &x);
+	(*items)[*n].next = x.i[SI_NEXT_RUN_AT_MS];
+	(*items)[*n].id = x.s[SS_ID];
+	(*n)++;
+	return 0;
+}
+
+/* Active schedules in next-run order, from the due index: from from_ms
+ * on, until to_ms or `count` found (and the ties of the last). Only the
+ * schedules visited are read. */
+static int list_by_due(struct sctx *c, const struct sched_req *q, int64_t count,
+                       struct wbuf *pub, struct list_item **items, size_t *n,
+                       size_t *cap, struct flow_err *err)
+{
+	struct store_tx_iter *it;
+	struct sbuf seek;
+	int64_t last = -1;
+	int rv = 0;
+
+	key_start(&c->key, c->group, K_FLOW_SCHED_DUE);
+	sbuf_init(&seek);
+	sbuf_add(&seek, c->key.p, c->key.len);
+	if (q->f[SF_FROM_MS].set) {
+		uint8_t t[8];
+		be_put64(t, (uint64_t)q->i[SF_FROM_MS]);
+		sbuf_add(&seek, t, 8);
+	}
+	it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
+	for (bool ok = store_tx_iter_seek(it, seek.p, seek.len); ok;
+	     store_tx_iter_next(it), ok = store_tx_iter_valid(it)) {
+		size_t kl, off = 5 + 8;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		struct sbuf *h;
+		struct fsnp_val v;
+		struct flow_sched_rec r;
+		int64_t next;
+		if (kl < off) {
+			continue;
+		}
+		next = (int64_t)be_get64(k + 5);
+		if ((q->f[SF_TO_MS].set && next > q->i[SF_TO_MS]) ||
+		    ((int64_t)*n >= count && next > last)) {
+			break;
+		}
+		h = hold(c);
+		key_start(&c->key, c->group, K_FLOW_SCHED);
+		sbuf_add(&c->key, k + off, kl - off);
+		if (store_tx_get(c->tx, c->key.p, c->key.len, h) != 1 ||
+		    fsnp_value_decode(h->p, h->len, NULL, &v, NULL) != 0 ||
+		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(q, &r)) {
+			continue;
+		}
+		if (list_add(c, &r, pub, items, n, cap) != 0) {
+			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
+			break;
+		}
+		last = next;
+	}
+	if (store_tx_iter_close(it) != 0) {
+		rv = -2;
+	}
+	sbuf_free(&seek);
+	return rv;
+}
+
 static int op_list(struct sctx *c, const struct fsnp_val *body,
                    struct fsnp_writer *w, struct flow_err *err)
 {
@@ -833,6 +919,7 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 	size_t n = 0, cap = 0;
 	struct wbuf pub;
 	int64_t count;
+	bool rev, active;
 	int rv = 0;
 
 	if (sched_req_decode(FSNP_OP_FLOW_SCHEDULE_LIST, body->enc,
@@ -843,7 +930,14 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 	if (count > FLOW_SCHED_LIST_MAX) {
 		count = FLOW_SCHED_LIST_MAX;
 	}
+	rev = q.f[SF_REV].set && q.b[SF_REV];
+	active = !q.f[SF_STATE].set || fsnp_bytes_eq(q.t[SF_STATE], "active");
 	wbuf_init(&pub);
+	if (active && !rev) {
+		/* The default listing pages through the due index. */
+		rv = list_by_due(c, &q, count, &pub, &items, &n, &cap, err);
+		goto out;
+	}
 	key_start(&c->key, c->group, K_FLOW_SCHED);
 	it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
 	for (bool ok = store_tx_iter_seek(it, NULL, 0); ok;
@@ -852,37 +946,21 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 		const uint8_t *vp = store_tx_iter_value(it, &vl);
 		struct fsnp_val v;
 		struct flow_sched_rec r;
-		struct fsnp_writer pw;
-		struct sbuf *h;
 		if (fsnp_value_decode(vp, vl, NULL, &v, NULL) != 0 ||
 		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(&q, &r)) {
 			continue;
 		}
-		/* The public form, kept for the reply. */
-		wbuf_reset(&pub);
-		fsnp_w_init(&pw, &pub);
-		flow_sched_rec_write(&pw, &r, false);
-		if (fsnp_w_finish(&pw) != 0 || pub.oom) {
+		if (list_add(c, &r, &pub, &items, &n, &cap) != 0) {
 			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 			break;
 		}
-		h = hold(c);
-		sbuf_add(h, pub.data, pub.len);
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			items = store_xrealloc(items, cap * sizeof *items);
-		}
-		fsnp_value_decode(h->p, h->len, NULL, &items[n].rec, NULL);
-		flow_sched_rec_decode(&items[n].rec, &r);
-		items[n].next = r.i[SI_NEXT_RUN_AT_MS];
-		items[n].id = r.s[SS_ID];
-		n++;
 	}
 	if (store_tx_iter_close(it) != 0) {
 		rv = -2;
 	}
+out:
 	if (rv == 0) {
-		list_write(w, items, n, count, q.f[SF_REV].set && q.b[SF_REV]);
+		list_write(w, items, n, count, rev);
 	}
 	free(items);
 	wbuf_free(&pub);

@@ -20,7 +20,8 @@
  *    target id another flow holds is refused as FerricStore refuses it
  *    (the occurrence held, that flow untouched), and the schedule's own
  *    targets carry its owner proof; FIRE_DUE goes past one wave of 16,
- *    and with block_ms waits for a schedule coming due.
+ *    and with block_ms waits for a schedule coming due; LIST pages active
+ *    schedules in next-run order.
  * Targets are enumerated by claiming their type (FLOW.CLAIM_DUE visits
  * every shard). */
 #include <setjmp.h>
@@ -772,6 +773,56 @@ static void fire_due_waves_and_block(struct ftc *c)
 	ftc_msg_free(&m);
 }
 
+/* LIST of active schedules (through the due index) in next-run order,
+ * cut at count, bounded by from_ms/to_ms; rev from the other end. */
+static void list_active(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	int64_t t = now_ms() + 3600000;
+	const char *order[] = {"ls-0", "ls-1", "ls-2", "ls-3", "ls-4"};
+	size_t k;
+
+	/* Created out of order: ls-i starts at t + i s. */
+	for (int i = 4; i >= 0; i--) {
+		sched_body(&b, "list-t", NULL, NULL,
+		           "id=s every_ms=i start_at_ms=i", order[i],
+		           (int64_t)60000, t + i * 1000);
+		m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+	}
+	ftc_body(&b, "target_type=s count=i", "list-t", (int64_t)3);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.as.count, 3);
+	fsnp_iter_init(&it, &m.value);
+	for (k = 0; fsnp_iter_next(&it, NULL, &e); k++) {
+		assert_true(ftc_map_str(&e, "id", order[k]));
+	}
+	ftc_msg_free(&m);
+	ftc_body(&b, "target_type=s from_ms=i to_ms=i", "list-t", t + 1000,
+	         t + 3000);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.value.as.count, 3);
+	fsnp_iter_init(&it, &m.value);
+	for (k = 1; fsnp_iter_next(&it, NULL, &e); k++) {
+		assert_true(ftc_map_str(&e, "id", order[k]));
+	}
+	ftc_msg_free(&m);
+	ftc_body(&b, "target_type=s count=i rev=b", "list-t", (int64_t)2, true);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.value.as.count, 2);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_true(ftc_map_str(&e, "id", "ls-4"));
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_true(ftc_map_str(&e, "id", "ls-3"));
+	ftc_msg_free(&m);
+}
+
 static void test_scheduler_off(void **state)
 {
 	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
@@ -811,6 +862,7 @@ static void test_scheduler_off(void **state)
 	ftc_msg_free(&m);
 	owner_checks(&c);
 	fire_due_waves_and_block(&c);
+	list_active(&c);
 	ftc_close(&c);
 	harness_cluster_stop(&one);
 }

@@ -821,6 +821,22 @@ static void list_active(struct ftc *c)
 	assert_true(fsnp_iter_next(&it, NULL, &e));
 	assert_true(ftc_map_str(&e, "id", "ls-3"));
 	ftc_msg_free(&m);
+	/* The schedule's flow_id, as FerricStore answers public callers:
+	 * GET refuses the reserved id, HISTORY without the schedule's
+	 * partition finds nothing. */
+	m = by_id(c, FSNP_OP_FLOW_GET, "__ferricstore_schedule__:ls-0");
+	{
+		char msg[256];
+		ftc_error_text(&m, msg, sizeof msg);
+		assert_string_equal(msg,
+		                    "ERR flow id is reserved for internal use");
+	}
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_HISTORY, "__ferricstore_schedule__:ls-0");
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
 }
 
 static void test_scheduler_off(void **state)

@@ -194,7 +194,7 @@ void flow_sched_plan_write(struct fsnp_writer *w,
  * FLOW_SCHED_OWNER_CONFLICT; the occurrence is held and tried again after
  * FLOW_SCHED_OWNER_RETRY_MS. */
 /* The due index entries a wake scan (held_only) visits at most. */
-#define FLOW_SCHED_WAKE_VISIT_MAX 1024
+#define FLOW_SCHED_WAKE_VISIT_MAX 256
 
 #define FLOW_SCHED_OWNER_ATTR "ferricstore.schedule.owner.v1"
 #define FLOW_SCHED_OWNER_CONFLICT                                              \

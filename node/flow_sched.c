@@ -64,6 +64,7 @@ struct pass {
 	char fail_msg[512];
 	/* FIRE: the item's result value */
 	struct held manual;
+	unsigned manual_tries; /* plans lost to a concurrent change */
 
 	flow_sched_done_cb cb;
 	void *data;
@@ -162,6 +163,19 @@ static void pass_finish(struct pass *p)
 			      "ERR flow schedule is currently leased");
 			wbuf_free(&b);
 			pass_free(p);
+			return;
+		}
+		if (fsnp_bytes_eq(res, "stale") &&
+		    p->manual_tries < FLOW_SCHED_FIRE_TRIES) {
+			/* Planned against a version another fire (the
+			 * scheduler's) replaced meanwhile: plan again from
+			 * what is there now. */
+			p->manual_tries++;
+			free(p->manual.p);
+			p->manual.p = NULL;
+			p->manual.len = 0;
+			wbuf_free(&b);
+			group_start(p);
 			return;
 		}
 		if (fsnp_bytes_eq(res, "error") ||

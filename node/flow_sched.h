@@ -36,6 +36,9 @@ struct log;
  * FLOW_SCHED_WAVE (as FerricStore claims them), the next wave read once
  * the last is recorded; at most FLOW_SCHED_WAVES_MAX waves a group. */
 #define FLOW_SCHED_WAVE 16
+/* FIRE plans again this many times when a concurrent fire (the built-in
+ * scheduler's) changed the schedule first. */
+#define FLOW_SCHED_FIRE_TRIES 3
 #define FLOW_SCHED_WAVES_MAX 64
 /* How far ahead a wake pass looks for held occurrences. */
 #define FLOW_SCHED_WAKE_HORIZON_MS 600000

@@ -301,7 +301,10 @@ static void test_raw_bodies(void **state)
 	assert_true(m.value.as.count >= 1);
 	ftc_msg_free(&m);
 	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_FIRE, "billing-sweep");
-	assert_int_equal(m.status, 0);
+	if (m.status != 0) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("FIRE: %s", msg);
+	}
 	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
 	assert_int_equal(fsnp_map_get(&m.value, "target_id", &v), 0);
 	assert_int_equal(v.tag, FSNP_BIN);

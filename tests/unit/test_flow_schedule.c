@@ -706,6 +706,42 @@ static void test_overlap_matrix(void **state)
 	overlap_case("fail_schedule", true, "active", 1, 0, 0);
 }
 
+/* Whether text field k of map m is s. */
+static bool fr_str_eq(const struct fsnp_val *m, const char *k, const char *s)
+{
+	char buf[256];
+	return strcmp(fr_str(m, k, buf), s) == 0;
+}
+
+/* A scan (by id, or a wake scan of held queue_after_previous occurrences)
+ * with its reply in r. */
+static void scan_cmd(struct tdb *t, uint64_t now, int64_t scan_now,
+                     const char *id, bool held_only, struct freply *r)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "now_ms");
+	fsnp_w_i64(&w, scan_now);
+	fsnp_w_key(&w, "limit");
+	fsnp_w_i64(&w, 100);
+	if (id != NULL) {
+		fsnp_w_key(&w, "id");
+		fsnp_w_str(&w, id);
+	}
+	if (held_only) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	sched_cmd(t, now, FLOW_SCHED_KIND_SCAN, &b, r);
+	assert_int_equal(r->status, 0);
+	wbuf_free(&b);
+}
+
 static void test_skip_and_queue_details(void **state)
 {
 	struct tdb t;
@@ -737,6 +773,27 @@ static void test_skip_and_queue_details(void **state)
 	assert_int_equal(field(&t, 2100, "q", "overlap_queued_due_at_ms"),
 	                 1100);
 	assert_int_equal(field(&t, 2100, "q", "next_run_at_ms"), 4100);
+	{
+		/* A wake scan finds the hold before its retry is due; a
+		 * plain scan does not. */
+		struct freply sc;
+		struct fsnp_val list;
+		scan_cmd(&t, 2200, 2200 + 600000, NULL, true, &sc);
+		assert_int_equal(fsnp_map_get(&sc.v, "schedules", &list), 0);
+		assert_int_equal(list.as.count, 1);
+		freply_free(&sc);
+		scan_cmd(&t, 2200, 2200, NULL, false, &sc);
+		assert_int_equal(fsnp_map_get(&sc.v, "schedules", &list), 0);
+		{
+			struct fsnp_iter it;
+			struct fsnp_val e;
+			fsnp_iter_init(&it, &list);
+			while (fsnp_iter_next(&it, NULL, &e)) {
+				assert_false(fr_str_eq(&e, "id", "q"));
+			}
+		}
+		freply_free(&sc);
+	}
 	cancel_flow(&t, 4000, "q:1000:1");
 	pass(&t, 4100, &s);
 	assert_true(flow_exists(&t, 4100, "q:1100:2"));
@@ -1040,42 +1097,6 @@ static uint64_t rnd(uint64_t *s)
  * which due time fires next, how many occurrences are coalesced and the
  * next run; the store must agree, create each target exactly once, and
  * never fire a due time twice. */
-/* Whether text field k of map m is s. */
-static bool fr_str_eq(const struct fsnp_val *m, const char *k, const char *s)
-{
-	char buf[256];
-	return strcmp(fr_str(m, k, buf), s) == 0;
-}
-
-/* A scan (by id, or a wake scan of held queue_after_previous occurrences)
- * with its reply in r. */
-static void scan_cmd(struct tdb *t, uint64_t now, int64_t scan_now,
-                     const char *id, bool held_only, struct freply *r)
-{
-	struct wbuf b;
-	struct fsnp_writer w;
-	wbuf_init(&b);
-	fsnp_w_init(&w, &b);
-	fsnp_w_map_begin(&w);
-	fsnp_w_key(&w, "now_ms");
-	fsnp_w_i64(&w, scan_now);
-	fsnp_w_key(&w, "limit");
-	fsnp_w_i64(&w, 100);
-	if (id != NULL) {
-		fsnp_w_key(&w, "id");
-		fsnp_w_str(&w, id);
-	}
-	if (held_only) {
-		fsnp_w_key(&w, "held_only");
-		fsnp_w_bool(&w, true);
-	}
-	fsnp_w_map_end(&w);
-	assert_int_equal(fsnp_w_finish(&w), 0);
-	sched_cmd(t, now, FLOW_SCHED_KIND_SCAN, &b, r);
-	assert_int_equal(r->status, 0);
-	wbuf_free(&b);
-}
-
 /* Targets carry the owner proof: a keyed digest of schedule, target id
  * and definition, the same for the same inputs and different for another
  * target id. A fire planned onto a target id another flow holds

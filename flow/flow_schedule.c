@@ -738,6 +738,7 @@ struct list_item {
 	int64_t next;
 	struct fsnp_bytes id;
 	struct fsnp_val rec;
+	uint8_t *own; /* the bytes rec views, when the item owns them */
 };
 
 static int list_cmp(const void *a, const void *b)
@@ -824,32 +825,69 @@ static bool list_match(const struct sched_req *q,
 	return true;
 }
 
-/* Keeps the public form of r as a list item. 0, or -1 out of memory. */
-static int list_add(struct sctx *c, const struct flow_sched_rec *r,
-                    struct wbuf *pub, struct list_item **items, size_t *n,
-                    size_t *cap)
+/* Keeps the public form of r as a list item (owning a copy). 0, or -1
+ * out of memory. */
+static int list_add(const struct flow_sched_rec *r, struct wbuf *pub,
+                    struct list_item **items, size_t *n, size_t *cap)
 {
 	struct fsnp_writer pw;
 	struct flow_sched_rec x;
-	struct sbuf *h;
+	struct list_item *it;
 	wbuf_reset(pub);
 	fsnp_w_init(&pw, pub);
 	flow_sched_rec_write(&pw, r, false);
 	if (fsnp_w_finish(&pw) != 0 || pub->oom) {
 		return -1;
 	}
-	h = hold(c);
-	sbuf_add(h, pub->data, pub->len);
 	if (*n == *cap) {
 		*cap = *cap ? *cap * 2 : 16;
 		*items = store_xrealloc(*items, *cap * sizeof **items);
 	}
-	fsnp_value_decode(h->p, h->len, NULL, &(*items)[*n].rec, NULL);
-	flow_sched_rec_decode(&(*items)[*n].rec, &x);
-	(*items)[*n].next = x.i[SI_NEXT_RUN_AT_MS];
-	(*items)[*n].id = x.s[SS_ID];
+	it = &(*items)[*n];
+	it->own = store_xrealloc(NULL, pub->len);
+	memcpy(it->own, pub->data, pub->len);
+	if (fsnp_value_decode(it->own, pub->len, NULL, &it->rec, NULL) != 0 ||
+	    flow_sched_rec_decode(&it->rec, &x) != 0) {
+		free(it->own);
+		return -1;
+	}
+	it->next = x.i[SI_NEXT_RUN_AT_MS];
+	it->id = x.s[SS_ID];
 	(*n)++;
 	return 0;
+}
+
+/* Keeps the `count` items the listing can answer with (the first by next
+ * run, or the last with rev), so that memory follows count, not the
+ * number of schedules. */
+static void list_trim(struct list_item *items, size_t *n, int64_t count,
+                      bool rev)
+{
+	size_t keep = (size_t)count, drop;
+	if (*n <= keep) {
+		return;
+	}
+	qsort(items, *n, sizeof *items, list_cmp);
+	drop = *n - keep;
+	if (rev) {
+		for (size_t i = 0; i < drop; i++) {
+			free(items[i].own);
+		}
+		memmove(items, items + drop, keep * sizeof *items);
+	} else {
+		for (size_t i = keep; i < *n; i++) {
+			free(items[i].own);
+		}
+	}
+	*n = keep;
+}
+
+static void list_free(struct list_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(items[i].own);
+	}
+	free(items);
 }
 
 /* Active schedules in next-run order, from the due index: from from_ms
@@ -897,7 +935,7 @@ static int list_by_due(struct sctx *c, const struct sched_req *q, int64_t count,
 		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(q, &r)) {
 			continue;
 		}
-		if (list_add(c, &r, pub, items, n, cap) != 0) {
+		if (list_add(&r, pub, items, n, cap) != 0) {
 			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 			break;
 		}
@@ -950,9 +988,12 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(&q, &r)) {
 			continue;
 		}
-		if (list_add(c, &r, &pub, &items, &n, &cap) != 0) {
+		if (list_add(&r, &pub, &items, &n, &cap) != 0) {
 			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 			break;
+		}
+		if ((int64_t)n >= 2 * count) {
+			list_trim(items, &n, count, rev);
 		}
 	}
 	if (store_tx_iter_close(it) != 0) {
@@ -962,7 +1003,7 @@ out:
 	if (rv == 0) {
 		list_write(w, items, n, count, rev);
 	}
-	free(items);
+	list_free(items, n);
 	wbuf_free(&pub);
 	return rv;
 }
@@ -989,6 +1030,7 @@ void flow_sched_list_merge(struct fsnp_writer *w, const struct fsnp_val *lists,
 			items[m].next = r.i[SI_NEXT_RUN_AT_MS];
 			items[m].id = r.s[SS_ID];
 			items[m].rec = v;
+			items[m].own = NULL;
 			m++;
 		}
 	}

@@ -1201,6 +1201,57 @@ static void test_owner_proof(void **state)
 	tdb_close(&t);
 }
 
+/* LIST keeps only what it can answer with: the first `count` by next run
+ * (the last with rev), whether through the due index (active) or over
+ * every record (other states), from more schedules than twice count. */
+static void test_list_count(void **state)
+{
+	static const char *const ids[] = {"l0", "l1", "l2", "l3", "l4", "l5"};
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	(void)state;
+	ftdb_open(&t);
+	/* li starts at 9000 - 1000 i: l5 first. */
+	for (int i = 0; i < 6; i++) {
+		create_interval(&t, 1000, ids[i], 1000, 9000 - 1000 * i, NULL,
+		                &r);
+		freply_free(&r);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (int rev = 0; rev < 2; rev++) {
+			const char *want[2] = {rev ? "l0" : "l5",
+			                       rev ? "l1" : "l4"};
+			fb_begin(&b);
+			if (pass == 1) {
+				fb_str(&b, "state", "paused");
+			}
+			fb_int(&b, "count", 2);
+			if (rev) {
+				fb_bool(&b, "rev", true);
+			}
+			fb_end(&b);
+			fl_run(&t, G, 1000, FSNP_OP_FLOW_SCHEDULE_LIST, &b, 1,
+			       &r);
+			fb_free(&b);
+			assert_int_equal(r.v.as.count, 2);
+			fsnp_iter_init(&it, &r.v);
+			for (int k = 0; fsnp_iter_next(&it, NULL, &e); k++) {
+				assert_true(fr_str_eq(&e, "id", want[k]));
+			}
+			freply_free(&r);
+		}
+		for (int i = 0; pass == 0 && i < 6; i++) {
+			by_id(&t, 1000, FSNP_OP_FLOW_SCHEDULE_PAUSE, ids[i],
+			      &r);
+			freply_free(&r);
+		}
+	}
+	tdb_close(&t);
+}
+
 static void test_model(void **state)
 {
 	enum { N = 4, STEPS = 300 };
@@ -1309,6 +1360,7 @@ int main(void)
 	    cmocka_unit_test(test_planning_failure),
 	    cmocka_unit_test(test_cron_fires),
 	    cmocka_unit_test(test_owner_proof),
+	    cmocka_unit_test(test_list_count),
 	    cmocka_unit_test(test_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "flow/cron.h"
+#include "flow/flow_record.h"
 #include "flow/flow_sched_def.h"
 #include "flow/tz.h"
 #include "store/buf.h"
@@ -284,6 +285,8 @@ static const char *const si_names[SI_N] = {
     [SI_END_AT_MS] = "end_at_ms",
     [SI_VERSION] = "_version",
     [SI_OVERLAP_STREAK] = "_overlap_streak",
+    [SI_HIST_LO] = "_hist_lo",
+    [SI_HIST_MS] = "_hist_ms",
 };
 
 /* Counters read 0, never nil. */
@@ -425,6 +428,12 @@ void flow_sched_rec_write(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		fsnp_w_i64(w, r->i[SI_VERSION]);
 		fsnp_w_key(w, si_names[SI_OVERLAP_STREAK]);
 		fsnp_w_i64(w, r->i[SI_OVERLAP_STREAK]);
+		for (int f = SI_HIST_LO; f <= SI_HIST_MS; f++) {
+			if (r->i[f] >= 0) {
+				fsnp_w_key(w, si_names[f]);
+				fsnp_w_i64(w, r->i[f]);
+			}
+		}
 	}
 	fsnp_w_map_end(w);
 }
@@ -576,6 +585,97 @@ static int rec_save(struct sctx *c, const struct flow_sched_rec *old,
 	return rv;
 }
 
+/* Appends event `signal` for r's current version to the history of its
+ * flow_id in its partition (as FerricStore's signal on the schedule's
+ * flow records it) and drops the oldest past FLOW_SCHED_HISTORY_MAX. */
+static int sched_event(struct sctx *c, struct flow_sched_rec *r,
+                       const char *signal)
+{
+	static const char *const nil_fields[] = {
+	    "priority",          "attempts",       "fencing_token",
+	    "created_at_ms",     "updated_at_ms",  "next_run_at_ms",
+	    "lease_deadline_ms", "lease_owner",    "parent_flow_id",
+	    "root_flow_id",      "correlation_id",
+	};
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct sbuf k;
+	char eid[48];
+	int64_t version = r->i[SI_VERSION];
+	int64_t ms = c->now;
+	size_t plen;
+	int rv = 0;
+
+	if (r->i[SI_HIST_MS] > ms) {
+		ms = r->i[SI_HIST_MS]; /* event ids never go back */
+	}
+	r->i[SI_HIST_MS] = ms;
+	if (r->i[SI_HIST_LO] < 0) {
+		r->i[SI_HIST_LO] = version;
+	}
+	snprintf(eid, sizeof eid, "%lld-%lld", (long long)ms,
+	         (long long)version);
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_array_begin(&w);
+	fsnp_w_str(&w, eid);
+	fsnp_w_array_begin(&w);
+	fsnp_w_str(&w, "event");
+	fsnp_w_str(&w, "signaled");
+	fsnp_w_str(&w, "version");
+	fsnp_w_i64(&w, version);
+	fsnp_w_str(&w, "at");
+	fsnp_w_i64(&w, c->now);
+	fsnp_w_str(&w, "id");
+	w_str_or_nil(&w, r->s[SS_FLOW_ID]);
+	fsnp_w_str(&w, "type");
+	fsnp_w_str(&w, FLOW_SCHED_FLOW_TYPE);
+	fsnp_w_str(&w, "state");
+	w_str_or_nil(&w, r->s[SS_STATE]);
+	for (size_t i = 0; i < sizeof nil_fields / sizeof nil_fields[0]; i++) {
+		const char *f = nil_fields[i];
+		int64_t v = -1;
+		fsnp_w_str(&w, f);
+		if (strcmp(f, "created_at_ms") == 0) {
+			v = r->i[SI_CREATED_AT_MS];
+		} else if (strcmp(f, "updated_at_ms") == 0) {
+			v = r->i[SI_UPDATED_AT_MS];
+		} else if (strcmp(f, "next_run_at_ms") == 0) {
+			v = r->i[SI_NEXT_RUN_AT_MS];
+		} else if (strcmp(f, "attempts") == 0) {
+			v = r->i[SI_ATTEMPTS];
+		}
+		if (v >= 0) {
+			fsnp_w_i64(&w, v);
+		} else {
+			fsnp_w_nil(&w);
+		}
+	}
+	fsnp_w_str(&w, "signal");
+	fsnp_w_str(&w, signal);
+	fsnp_w_array_end(&w);
+	fsnp_w_array_end(&w);
+	sbuf_init(&k);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		rv = -1;
+		goto out;
+	}
+	fkey_hist_prefix(&k, c->group, r->s[SS_PART], r->s[SS_FLOW_ID]);
+	plen = k.len;
+	sbuf_u64(&k, (uint64_t)version);
+	store_tx_put(c->tx, k.p, k.len, b.data, b.len);
+	while (version - r->i[SI_HIST_LO] + 1 > FLOW_SCHED_HISTORY_MAX) {
+		k.len = plen;
+		sbuf_u64(&k, (uint64_t)r->i[SI_HIST_LO]);
+		store_tx_del(c->tx, k.p, k.len);
+		r->i[SI_HIST_LO]++;
+	}
+out:
+	sbuf_free(&k);
+	wbuf_free(&b);
+	return rv;
+}
+
 /* --- CREATE, DELETE, PAUSE, RESUME, GET ---------------------------------- */
 
 static int op_create(struct sctx *c, const struct fsnp_val *body,
@@ -653,7 +753,13 @@ static int op_create(struct sctx *c, const struct fsnp_val *body,
 		r.s[SS_OWNER_SECRET] = fr.as.bin;
 	}
 	r.i[SI_VERSION] = found == 1 ? old.i[SI_VERSION] + 1 : 1;
-	if (rec_save(c, found == 1 ? &old : NULL, &r) != 0) {
+	if (found == 1) {
+		/* An overwrite goes on with the same history. */
+		r.i[SI_HIST_LO] = old.i[SI_HIST_LO];
+		r.i[SI_HIST_MS] = old.i[SI_HIST_MS];
+	}
+	if (sched_event(c, &r, "schedule_created") != 0 ||
+	    rec_save(c, found == 1 ? &old : NULL, &r) != 0) {
 		return E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 	}
 	flow_sched_rec_write(w, &r, false);
@@ -721,7 +827,9 @@ static int op_simple(struct sctx *c, uint16_t kind, const struct fsnp_val *body,
 	}
 	r.i[SI_UPDATED_AT_MS] = c->now;
 	r.i[SI_VERSION] = old.i[SI_VERSION] + 1;
-	if (rec_save(c, &old, &r) != 0) {
+	if ((kind == FSNP_OP_FLOW_SCHEDULE_DELETE &&
+	     sched_event(c, &r, "schedule_deleted") != 0) ||
+	    rec_save(c, &old, &r) != 0) {
 		return E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 	}
 	if (kind == FSNP_OP_FLOW_SCHEDULE_DELETE) {
@@ -1787,6 +1895,20 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	}
 	r.i[SI_UPDATED_AT_MS] = c->now;
 	r.i[SI_VERSION] = old.i[SI_VERSION] + 1;
+	{
+		/* FerricStore's signals on the schedule's flow. */
+		const char *ev = fired ? "schedule_fired"
+		                 : fsnp_bytes_eq(outcome, "skip")
+		                     ? "schedule_skipped_overlap"
+		                 : fsnp_bytes_eq(outcome, "fail_overlap")
+		                     ? "schedule_failed_overlap"
+		                 : fsnp_bytes_eq(outcome, "queue") || held
+		                     ? NULL
+		                     : "schedule_failed_planning";
+		if (ev != NULL && sched_event(c, &r, ev) != 0) {
+			goto oom;
+		}
+	}
 	if (rec_save(c, &old, &r) != 0) {
 		goto oom;
 	}

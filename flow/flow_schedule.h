@@ -132,6 +132,8 @@ enum sched_int {
 	SI_END_AT_MS,
 	SI_VERSION,        /* internal: bumped by every change */
 	SI_OVERLAP_STREAK, /* internal: queue checks of one active target */
+	SI_HIST_LO,        /* internal: the oldest history event's version */
+	SI_HIST_MS,        /* internal: the latest history event's time */
 	SI_N
 };
 
@@ -193,6 +195,13 @@ void flow_sched_plan_write(struct fsnp_writer *w,
  * target id held by a flow without this schedule's proof is refused with
  * FLOW_SCHED_OWNER_CONFLICT; the occurrence is held and tried again after
  * FLOW_SCHED_OWNER_RETRY_MS. */
+/* A schedule's events (FerricStore's signals on the schedule's internal
+ * flow: signaled, with `signal` schedule_created, schedule_fired, ...),
+ * kept in the flow history of flow_id in the schedule's partition, the
+ * newest FLOW_SCHED_HISTORY_MAX. */
+#define FLOW_SCHED_HISTORY_MAX 1000
+#define FLOW_SCHED_FLOW_TYPE "__ferricstore_schedule"
+
 /* The due index entries a wake scan (held_only) visits at most. */
 #define FLOW_SCHED_WAKE_VISIT_MAX 256
 

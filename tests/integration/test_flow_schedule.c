@@ -648,6 +648,26 @@ static void test_interval_across_leader_kill(void **state)
 /* --flow-scheduler off: nothing fires by itself; FIRE_DUE does, with the
  * elapsed periods coalesced. */
 
+/* Whether field `k` of history entry e ([event_id, [k, v, ...]]) is the
+ * text s. */
+static bool hist_is(const struct fsnp_val *e, const char *k, const char *s)
+{
+	struct fsnp_iter it, f;
+	struct fsnp_val id, fields, kv, vv;
+	fsnp_iter_init(&it, e);
+	if (!fsnp_iter_next(&it, NULL, &id) ||
+	    !fsnp_iter_next(&it, NULL, &fields)) {
+		return false;
+	}
+	fsnp_iter_init(&f, &fields);
+	while (fsnp_iter_next(&f, NULL, &kv) && fsnp_iter_next(&f, NULL, &vv)) {
+		if (ftc_str_eq(&kv, k)) {
+			return ftc_str_eq(&vv, s);
+		}
+	}
+	return false;
+}
+
 /* Target ownership, on the node without a scheduler so that FIRE_DUE
  * reports each outcome: a target id another flow holds is refused with
  * FerricStore's error and the occurrence is held (fire_count stays 0,
@@ -727,6 +747,29 @@ static void owner_checks(struct ftc *c)
 	assert_int_equal(x.tag, FSNP_BIN);
 	assert_int_equal(x.as.bin.len, 43);
 	ftc_msg_free(&m);
+	/* Its events, as FerricStore signals them on the schedule's flow,
+	 * in the history of flow_id in the schedule's partition. */
+	{
+		char pk[48];
+		struct fsnp_iter it;
+		snprintf(pk, sizeof pk, "%s%u", FLOW_AUTO_PREFIX,
+		         flow_route_bucket((const uint8_t *)"own2", 4));
+		ftc_body(&b, "id=s partition_key=s",
+		         "__ferricstore_schedule__:own2", pk);
+		m = callb(c, FSNP_OP_FLOW_HISTORY, &b);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		assert_int_equal(m.value.as.count, 2);
+		fsnp_iter_init(&it, &m.value);
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		assert_true(hist_is(&e, "event", "signaled"));
+		assert_true(hist_is(&e, "signal", "schedule_created"));
+		assert_true(hist_is(&e, "type", "__ferricstore_schedule"));
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		assert_true(hist_is(&e, "signal", "schedule_fired"));
+		assert_true(hist_is(&e, "state", "completed"));
+		ftc_msg_free(&m);
+	}
 }
 
 /* FIRE_DUE past one wave (16) of due schedules, and block_ms: a call

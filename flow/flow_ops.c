@@ -2619,8 +2619,13 @@ static int op_history(struct fctx *c, const struct flow_req *q,
 		E1("ERR flow history range is empty or inverted");
 		return 1;
 	}
-	if (check_id(q, err) != 0 ||
-	    req_partition(c, q, q->f[FF_ID].t, &part, err) != 0) {
+	/* Unlike GET, FerricStore's HISTORY takes the reserved schedule ids
+	 * (and finds nothing there). */
+	if (F(q, FF_ID) == NULL || q->f[FF_ID].t.len == 0) {
+		E1("ERR flow id must be a non-empty string");
+		return 1;
+	}
+	if (req_partition(c, q, q->f[FF_ID].t, &part, err) != 0) {
 		return 1;
 	}
 	sbuf_init(&pfx);

@@ -8,7 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "flow/cron.h"
+#include "flow/flow_record.h"
 #include "flow/flow_sched_def.h"
 #include "flow/tz.h"
 #include "store/buf.h"
@@ -16,6 +21,7 @@
 #include "store/ext.h"
 #include "store/keys.h"
 #include "store/result.h"
+#include "wire/base64url.h"
 #include "wire/flow_route.h"
 #include "wire/fsnp_opcode.h"
 
@@ -179,6 +185,15 @@ int flow_sched_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 	} else {
 		fsnp_w_nil(&w); /* planned at apply from the entry's time */
 	}
+	/* Drawn here, not at apply: every replica stores the same. */
+	uint8_t secret[FLOW_SCHED_SECRET_LEN];
+	if (RAND_bytes(secret, sizeof secret) != 1) {
+		wbuf_free(&b);
+		return E(err, FLOW_STATUS_BUSY,
+		         "BUSY no randomness for the schedule's owner secret");
+	}
+	fsnp_w_key(&w, "owner_secret");
+	fsnp_w_bin(&w, secret, sizeof secret);
 	fsnp_w_map_end(&w);
 	rv =
 	    fsnp_w_finish(&w) == 0 && !b.oom
@@ -247,6 +262,7 @@ static const char *const ss_names[SS_N] = {
     [SS_LAST_PLANNING_ERROR] = "last_planning_error",
     [SS_PART] = "_part",
     [SS_LAST_TARGET_PART] = "_last_target_part",
+    [SS_OWNER_SECRET] = "_owner_secret",
 };
 
 static const char *const si_names[SI_N] = {
@@ -269,6 +285,8 @@ static const char *const si_names[SI_N] = {
     [SI_END_AT_MS] = "end_at_ms",
     [SI_VERSION] = "_version",
     [SI_OVERLAP_STREAK] = "_overlap_streak",
+    [SI_HIST_LO] = "_hist_lo",
+    [SI_HIST_MS] = "_hist_ms",
 };
 
 /* Counters read 0, never nil. */
@@ -404,10 +422,18 @@ void flow_sched_rec_write(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		w_str_or_nil(w, r->s[SS_PART]);
 		fsnp_w_key(w, ss_names[SS_LAST_TARGET_PART]);
 		w_str_or_nil(w, r->s[SS_LAST_TARGET_PART]);
+		fsnp_w_key(w, ss_names[SS_OWNER_SECRET]);
+		w_str_or_nil(w, r->s[SS_OWNER_SECRET]);
 		fsnp_w_key(w, si_names[SI_VERSION]);
 		fsnp_w_i64(w, r->i[SI_VERSION]);
 		fsnp_w_key(w, si_names[SI_OVERLAP_STREAK]);
 		fsnp_w_i64(w, r->i[SI_OVERLAP_STREAK]);
+		for (int f = SI_HIST_LO; f <= SI_HIST_MS; f++) {
+			if (r->i[f] >= 0) {
+				fsnp_w_key(w, si_names[f]);
+				fsnp_w_i64(w, r->i[f]);
+			}
+		}
 	}
 	fsnp_w_map_end(w);
 }
@@ -559,6 +585,97 @@ static int rec_save(struct sctx *c, const struct flow_sched_rec *old,
 	return rv;
 }
 
+/* Appends event `signal` for r's current version to the history of its
+ * flow_id in its partition (as FerricStore's signal on the schedule's
+ * flow records it) and drops the oldest past FLOW_SCHED_HISTORY_MAX. */
+static int sched_event(struct sctx *c, struct flow_sched_rec *r,
+                       const char *signal)
+{
+	static const char *const nil_fields[] = {
+	    "priority",          "attempts",       "fencing_token",
+	    "created_at_ms",     "updated_at_ms",  "next_run_at_ms",
+	    "lease_deadline_ms", "lease_owner",    "parent_flow_id",
+	    "root_flow_id",      "correlation_id",
+	};
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct sbuf k;
+	char eid[48];
+	int64_t version = r->i[SI_VERSION];
+	int64_t ms = c->now;
+	size_t plen;
+	int rv = 0;
+
+	if (r->i[SI_HIST_MS] > ms) {
+		ms = r->i[SI_HIST_MS]; /* event ids never go back */
+	}
+	r->i[SI_HIST_MS] = ms;
+	if (r->i[SI_HIST_LO] < 0) {
+		r->i[SI_HIST_LO] = version;
+	}
+	snprintf(eid, sizeof eid, "%lld-%lld", (long long)ms,
+	         (long long)version);
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_array_begin(&w);
+	fsnp_w_str(&w, eid);
+	fsnp_w_array_begin(&w);
+	fsnp_w_str(&w, "event");
+	fsnp_w_str(&w, "signaled");
+	fsnp_w_str(&w, "version");
+	fsnp_w_i64(&w, version);
+	fsnp_w_str(&w, "at");
+	fsnp_w_i64(&w, c->now);
+	fsnp_w_str(&w, "id");
+	w_str_or_nil(&w, r->s[SS_FLOW_ID]);
+	fsnp_w_str(&w, "type");
+	fsnp_w_str(&w, FLOW_SCHED_FLOW_TYPE);
+	fsnp_w_str(&w, "state");
+	w_str_or_nil(&w, r->s[SS_STATE]);
+	for (size_t i = 0; i < sizeof nil_fields / sizeof nil_fields[0]; i++) {
+		const char *f = nil_fields[i];
+		int64_t v = -1;
+		fsnp_w_str(&w, f);
+		if (strcmp(f, "created_at_ms") == 0) {
+			v = r->i[SI_CREATED_AT_MS];
+		} else if (strcmp(f, "updated_at_ms") == 0) {
+			v = r->i[SI_UPDATED_AT_MS];
+		} else if (strcmp(f, "next_run_at_ms") == 0) {
+			v = r->i[SI_NEXT_RUN_AT_MS];
+		} else if (strcmp(f, "attempts") == 0) {
+			v = r->i[SI_ATTEMPTS];
+		}
+		if (v >= 0) {
+			fsnp_w_i64(&w, v);
+		} else {
+			fsnp_w_nil(&w);
+		}
+	}
+	fsnp_w_str(&w, "signal");
+	fsnp_w_str(&w, signal);
+	fsnp_w_array_end(&w);
+	fsnp_w_array_end(&w);
+	sbuf_init(&k);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		rv = -1;
+		goto out;
+	}
+	fkey_hist_prefix(&k, c->group, r->s[SS_PART], r->s[SS_FLOW_ID]);
+	plen = k.len;
+	sbuf_u64(&k, (uint64_t)version);
+	store_tx_put(c->tx, k.p, k.len, b.data, b.len);
+	while (version - r->i[SI_HIST_LO] + 1 > FLOW_SCHED_HISTORY_MAX) {
+		k.len = plen;
+		sbuf_u64(&k, (uint64_t)r->i[SI_HIST_LO]);
+		store_tx_del(c->tx, k.p, k.len);
+		r->i[SI_HIST_LO]++;
+	}
+out:
+	sbuf_free(&k);
+	wbuf_free(&b);
+	return rv;
+}
+
 /* --- CREATE, DELETE, PAUSE, RESUME, GET ---------------------------------- */
 
 static int op_create(struct sctx *c, const struct fsnp_val *body,
@@ -631,8 +748,18 @@ static int op_create(struct sctx *c, const struct fsnp_val *body,
 	r.target = d.target;
 	r.s[SS_PART].len = flow_sched_partition(d.id.ptr, d.id.len, pbuf);
 	r.s[SS_PART].ptr = (const uint8_t *)pbuf;
+	if (fsnp_map_get(body, "owner_secret", &fr) == 0 &&
+	    fr.tag == FSNP_BIN && fr.as.bin.len == FLOW_SCHED_SECRET_LEN) {
+		r.s[SS_OWNER_SECRET] = fr.as.bin;
+	}
 	r.i[SI_VERSION] = found == 1 ? old.i[SI_VERSION] + 1 : 1;
-	if (rec_save(c, found == 1 ? &old : NULL, &r) != 0) {
+	if (found == 1) {
+		/* An overwrite goes on with the same history. */
+		r.i[SI_HIST_LO] = old.i[SI_HIST_LO];
+		r.i[SI_HIST_MS] = old.i[SI_HIST_MS];
+	}
+	if (sched_event(c, &r, "schedule_created") != 0 ||
+	    rec_save(c, found == 1 ? &old : NULL, &r) != 0) {
 		return E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 	}
 	flow_sched_rec_write(w, &r, false);
@@ -700,7 +827,9 @@ static int op_simple(struct sctx *c, uint16_t kind, const struct fsnp_val *body,
 	}
 	r.i[SI_UPDATED_AT_MS] = c->now;
 	r.i[SI_VERSION] = old.i[SI_VERSION] + 1;
-	if (rec_save(c, &old, &r) != 0) {
+	if ((kind == FSNP_OP_FLOW_SCHEDULE_DELETE &&
+	     sched_event(c, &r, "schedule_deleted") != 0) ||
+	    rec_save(c, &old, &r) != 0) {
 		return E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 	}
 	if (kind == FSNP_OP_FLOW_SCHEDULE_DELETE) {
@@ -717,6 +846,7 @@ struct list_item {
 	int64_t next;
 	struct fsnp_bytes id;
 	struct fsnp_val rec;
+	uint8_t *own; /* the bytes rec views, when the item owns them */
 };
 
 static int list_cmp(const void *a, const void *b)
@@ -803,6 +933,129 @@ static bool list_match(const struct sched_req *q,
 	return true;
 }
 
+/* Keeps the public form of r as a list item (owning a copy). 0, or -1
+ * out of memory. */
+static int list_add(const struct flow_sched_rec *r, struct wbuf *pub,
+                    struct list_item **items, size_t *n, size_t *cap)
+{
+	struct fsnp_writer pw;
+	struct flow_sched_rec x;
+	struct list_item *it;
+	wbuf_reset(pub);
+	fsnp_w_init(&pw, pub);
+	flow_sched_rec_write(&pw, r, false);
+	if (fsnp_w_finish(&pw) != 0 || pub->oom) {
+		return -1;
+	}
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		*items = store_xrealloc(*items, *cap * sizeof **items);
+	}
+	it = &(*items)[*n];
+	it->own = store_xrealloc(NULL, pub->len);
+	memcpy(it->own, pub->data, pub->len);
+	if (fsnp_value_decode(it->own, pub->len, NULL, &it->rec, NULL) != 0 ||
+	    flow_sched_rec_decode(&it->rec, &x) != 0) {
+		free(it->own);
+		return -1;
+	}
+	it->next = x.i[SI_NEXT_RUN_AT_MS];
+	it->id = x.s[SS_ID];
+	(*n)++;
+	return 0;
+}
+
+/* Keeps the `count` items the listing can answer with (the first by next
+ * run, or the last with rev), so that memory follows count, not the
+ * number of schedules. */
+static void list_trim(struct list_item *items, size_t *n, int64_t count,
+                      bool rev)
+{
+	size_t keep = (size_t)count, drop;
+	if (*n <= keep) {
+		return;
+	}
+	qsort(items, *n, sizeof *items, list_cmp);
+	drop = *n - keep;
+	if (rev) {
+		for (size_t i = 0; i < drop; i++) {
+			free(items[i].own);
+		}
+		memmove(items, items + drop, keep * sizeof *items);
+	} else {
+		for (size_t i = keep; i < *n; i++) {
+			free(items[i].own);
+		}
+	}
+	*n = keep;
+}
+
+static void list_free(struct list_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(items[i].own);
+	}
+	free(items);
+}
+
+/* Active schedules in next-run order, from the due index: from from_ms
+ * on, until to_ms or `count` found (and the ties of the last). Only the
+ * schedules visited are read. */
+static int list_by_due(struct sctx *c, const struct sched_req *q, int64_t count,
+                       struct wbuf *pub, struct list_item **items, size_t *n,
+                       size_t *cap, struct flow_err *err)
+{
+	struct store_tx_iter *it;
+	struct sbuf seek;
+	int64_t last = -1;
+	int rv = 0;
+
+	key_start(&c->key, c->group, K_FLOW_SCHED_DUE);
+	sbuf_init(&seek);
+	sbuf_add(&seek, c->key.p, c->key.len);
+	if (q->f[SF_FROM_MS].set) {
+		uint8_t t[8];
+		be_put64(t, (uint64_t)q->i[SF_FROM_MS]);
+		sbuf_add(&seek, t, 8);
+	}
+	it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
+	for (bool ok = store_tx_iter_seek(it, seek.p, seek.len); ok;
+	     store_tx_iter_next(it), ok = store_tx_iter_valid(it)) {
+		size_t kl, off = 5 + 8;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		struct sbuf *h;
+		struct fsnp_val v;
+		struct flow_sched_rec r;
+		int64_t next;
+		if (kl < off) {
+			continue;
+		}
+		next = (int64_t)be_get64(k + 5);
+		if ((q->f[SF_TO_MS].set && next > q->i[SF_TO_MS]) ||
+		    ((int64_t)*n >= count && next > last)) {
+			break;
+		}
+		h = hold(c);
+		key_start(&c->key, c->group, K_FLOW_SCHED);
+		sbuf_add(&c->key, k + off, kl - off);
+		if (store_tx_get(c->tx, c->key.p, c->key.len, h) != 1 ||
+		    fsnp_value_decode(h->p, h->len, NULL, &v, NULL) != 0 ||
+		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(q, &r)) {
+			continue;
+		}
+		if (list_add(&r, pub, items, n, cap) != 0) {
+			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
+			break;
+		}
+		last = next;
+	}
+	if (store_tx_iter_close(it) != 0) {
+		rv = -2;
+	}
+	sbuf_free(&seek);
+	return rv;
+}
+
 static int op_list(struct sctx *c, const struct fsnp_val *body,
                    struct fsnp_writer *w, struct flow_err *err)
 {
@@ -812,6 +1065,7 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 	size_t n = 0, cap = 0;
 	struct wbuf pub;
 	int64_t count;
+	bool rev, active;
 	int rv = 0;
 
 	if (sched_req_decode(FSNP_OP_FLOW_SCHEDULE_LIST, body->enc,
@@ -822,7 +1076,14 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 	if (count > FLOW_SCHED_LIST_MAX) {
 		count = FLOW_SCHED_LIST_MAX;
 	}
+	rev = q.f[SF_REV].set && q.b[SF_REV];
+	active = !q.f[SF_STATE].set || fsnp_bytes_eq(q.t[SF_STATE], "active");
 	wbuf_init(&pub);
+	if (active && !rev) {
+		/* The default listing pages through the due index. */
+		rv = list_by_due(c, &q, count, &pub, &items, &n, &cap, err);
+		goto out;
+	}
 	key_start(&c->key, c->group, K_FLOW_SCHED);
 	it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
 	for (bool ok = store_tx_iter_seek(it, NULL, 0); ok;
@@ -831,39 +1092,26 @@ static int op_list(struct sctx *c, const struct fsnp_val *body,
 		const uint8_t *vp = store_tx_iter_value(it, &vl);
 		struct fsnp_val v;
 		struct flow_sched_rec r;
-		struct fsnp_writer pw;
-		struct sbuf *h;
 		if (fsnp_value_decode(vp, vl, NULL, &v, NULL) != 0 ||
 		    flow_sched_rec_decode(&v, &r) != 0 || !list_match(&q, &r)) {
 			continue;
 		}
-		/* The public form, kept for the reply. */
-		wbuf_reset(&pub);
-		fsnp_w_init(&pw, &pub);
-		flow_sched_rec_write(&pw, &r, false);
-		if (fsnp_w_finish(&pw) != 0 || pub.oom) {
+		if (list_add(&r, &pub, &items, &n, &cap) != 0) {
 			rv = E(err, FLOW_STATUS_BUSY, "BUSY out of memory");
 			break;
 		}
-		h = hold(c);
-		sbuf_add(h, pub.data, pub.len);
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			items = store_xrealloc(items, cap * sizeof *items);
+		if ((int64_t)n >= 2 * count) {
+			list_trim(items, &n, count, rev);
 		}
-		fsnp_value_decode(h->p, h->len, NULL, &items[n].rec, NULL);
-		flow_sched_rec_decode(&items[n].rec, &r);
-		items[n].next = r.i[SI_NEXT_RUN_AT_MS];
-		items[n].id = r.s[SS_ID];
-		n++;
 	}
 	if (store_tx_iter_close(it) != 0) {
 		rv = -2;
 	}
+out:
 	if (rv == 0) {
-		list_write(w, items, n, count, q.f[SF_REV].set && q.b[SF_REV]);
+		list_write(w, items, n, count, rev);
 	}
-	free(items);
+	list_free(items, n);
 	wbuf_free(&pub);
 	return rv;
 }
@@ -890,6 +1138,7 @@ void flow_sched_list_merge(struct fsnp_writer *w, const struct fsnp_val *lists,
 			items[m].next = r.i[SI_NEXT_RUN_AT_MS];
 			items[m].id = r.s[SS_ID];
 			items[m].rec = v;
+			items[m].own = NULL;
 			m++;
 		}
 	}
@@ -903,11 +1152,16 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
                    struct fsnp_writer *w, struct flow_err *err)
 {
 	struct fsnp_val idv;
-	int64_t limit = 16, now = c->entry_now, t;
+	int64_t limit = 16, now = c->entry_now, t, visited = 0;
 	struct store_tx_iter *it;
+	bool held_only = false;
 	int rv = 0;
 
 	(void)err;
+	/* A wake scan: the held queue_after_previous occurrences whose retry
+	 * is due before now_ms (a horizon), visiting a bounded number of
+	 * entries. */
+	fsnp_map_bool(body, "held_only", &held_only);
 	if (fsnp_map_i64(body, "limit", &t) == 0 && t > 0) {
 		limit =
 		    t > FLOW_SCHED_FIRE_DUE_MAX ? FLOW_SCHED_FIRE_DUE_MAX : t;
@@ -931,7 +1185,8 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
 		int64_t n = 0;
 		key_start(&c->key, c->group, K_FLOW_SCHED_DUE);
 		it = store_tx_iter_open(c->tx, c->key.p, c->key.len);
-		for (bool ok = store_tx_iter_seek(it, NULL, 0); ok && n < limit;
+		for (bool ok = store_tx_iter_seek(it, NULL, 0);
+		     ok && n < limit && visited < FLOW_SCHED_WAKE_VISIT_MAX;
 		     store_tx_iter_next(it), ok = store_tx_iter_valid(it)) {
 			size_t kl, off = 5 + 8;
 			const uint8_t *k = store_tx_iter_key(it, &kl);
@@ -953,9 +1208,20 @@ static int op_scan(struct sctx *c, const struct fsnp_val *body,
 			h = hold(c);
 			key_start(&c->key, c->group, K_FLOW_SCHED);
 			sbuf_add(&c->key, k + off, kl - off);
+			if (held_only) {
+				visited++;
+			}
 			if (store_tx_get(c->tx, c->key.p, c->key.len, h) == 1 &&
 			    fsnp_value_decode(h->p, h->len, NULL, &v, NULL) ==
 			        0) {
+				struct flow_sched_rec r;
+				if (held_only &&
+				    (flow_sched_rec_decode(&v, &r) != 0 ||
+				     r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] < 0 ||
+				     !flow_sched_is(&r, SS_OVERLAP_POLICY,
+				                    "queue_after_previous"))) {
+					continue;
+				}
 				fsnp_w_val(w, &v);
 				n++;
 			}
@@ -1154,8 +1420,9 @@ void flow_sched_plan(const struct flow_sched_rec *r, int64_t now, bool manual,
 
 static const char *outcome_name(enum flow_sched_outcome o)
 {
-	static const char *const names[] = {"fire", "skip", "queue",
-	                                    "fail_overlap", "fail_planning"};
+	static const char *const names[] = {"fire",          "skip",
+	                                    "queue",         "fail_overlap",
+	                                    "fail_planning", "owner_conflict"};
 	return names[o];
 }
 
@@ -1209,6 +1476,66 @@ void flow_sched_plan_write(struct fsnp_writer *w,
 /* --- RECORD: planned outcomes ----------------------------------------------
  */
 
+int flow_sched_owner_proof(const struct flow_sched_rec *r, const char *tid,
+                           char out[FLOW_SCHED_PROOF_MAX])
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	struct wbuf data, enc;
+	size_t tl = strlen(tid);
+	int rv = -1, w = 0;
+
+	out[0] = '\0';
+	if (r->s[SS_OWNER_SECRET].ptr == NULL) {
+		return -1;
+	}
+	/* id, target id and target definition, each length-prefixed. */
+	wbuf_init(&data);
+	wbuf_init(&enc);
+	w |= wbuf_put_u32(&data, (uint32_t)r->s[SS_ID].len);
+	w |= wbuf_append(&data, r->s[SS_ID].ptr, r->s[SS_ID].len);
+	w |= wbuf_put_u32(&data, (uint32_t)tl);
+	w |= wbuf_append(&data, tid, tl);
+	if (r->target.tag != FSNP_NIL) {
+		w |= wbuf_put_u32(&data, (uint32_t)r->target.enc_len);
+		w |= wbuf_append(&data, r->target.enc, r->target.enc_len);
+	}
+	if (w == 0 && !data.oom &&
+	    HMAC(EVP_sha256(), r->s[SS_OWNER_SECRET].ptr,
+	         (int)r->s[SS_OWNER_SECRET].len, data.data, data.len, md,
+	         &mdlen) != NULL &&
+	    base64url_encode(&enc, md, mdlen) == 0 &&
+	    enc.len < FLOW_SCHED_PROOF_MAX) {
+		memcpy(out, enc.data, enc.len);
+		out[enc.len] = '\0';
+		rv = 0;
+	}
+	wbuf_free(&data);
+	wbuf_free(&enc);
+	return rv;
+}
+
+void flow_sched_target_get_body(struct fsnp_writer *w,
+                                const struct flow_sched_rec *r,
+                                const struct flow_sched_plan *p, char *pbuf,
+                                struct fsnp_bytes *part)
+{
+	struct fsnp_bytes pk = tgt_str(&r->target, "partition_key");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "id");
+	fsnp_w_str(w, p->target_id);
+	if (pk.ptr != NULL) {
+		fsnp_w_key(w, "partition_key");
+		fsnp_w_bin(w, pk.ptr, pk.len);
+		*part = pk;
+	} else {
+		part->len = flow_sched_partition((const uint8_t *)p->target_id,
+		                                 strlen(p->target_id), pbuf);
+		part->ptr = (const uint8_t *)pbuf;
+	}
+	fsnp_w_map_end(w);
+}
+
 /* The target's FLOW.CREATE body. */
 static void create_body(struct fsnp_writer *w, const struct flow_sched_rec *r,
                         struct fsnp_bytes target_id, int64_t now)
@@ -1235,6 +1562,17 @@ static void create_body(struct fsnp_writer *w, const struct flow_sched_rec *r,
 		fsnp_w_val(w, &v);
 	} else {
 		w_str_or_nil(w, r->s[SS_FLOW_ID]);
+	}
+	char proof[FLOW_SCHED_PROOF_MAX];
+	char tid[FLOW_SCHED_ID_MAX + 48];
+	snprintf(tid, sizeof tid, "%.*s", (int)target_id.len,
+	         (const char *)target_id.ptr);
+	if (flow_sched_owner_proof(r, tid, proof) == 0) {
+		fsnp_w_key(w, "attributes");
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, FLOW_SCHED_OWNER_ATTR);
+		fsnp_w_str(w, proof);
+		fsnp_w_map_end(w);
 	}
 	fsnp_w_key(w, "idempotent");
 	fsnp_w_bool(w, true);
@@ -1337,6 +1675,33 @@ static void item_result(struct fsnp_writer *w, struct fsnp_bytes id,
 	fsnp_w_map_end(w);
 }
 
+#ifdef LS_FAULT_HOOKS
+/* ---- Fault hook (lodestone-faulty only; never in the normal build) ----
+ *
+ * jepsen/'s proof that the flow checker catches a doubled schedule fire.
+ * With LODESTONE_FAULT=flow-sched-refire every third fire of a recurring
+ * schedule leaves its next run at the due time it has just fired, as if
+ * the fire had not been recorded: the next pass fires the same occurrence
+ * again under the next fire count. Decided from the replicated fire count,
+ * so every replica applies it alike. */
+static bool fault_refire(void)
+{
+	static int mode = -1;
+
+	if (mode < 0) {
+		const char *v = getenv("LODESTONE_FAULT");
+		mode = v != NULL && strcmp(v, "flow-sched-refire") == 0;
+		if (mode) {
+			fprintf(stderr,
+			        "lodestone: FAULT HOOK flow-sched-refire "
+			        "ACTIVE: this node breaks its "
+			        "guarantees on purpose\n");
+		}
+	}
+	return mode == 1;
+}
+#endif /* LS_FAULT_HOOKS */
+
 static int record_item(struct sctx *c, const struct fsnp_val *it,
                        struct fsnp_writer *w)
 {
@@ -1351,7 +1716,7 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	char errbuf[FLOW_SCHED_ID_MAX + 96];
 	struct sbuf okey;
 	struct wbuf oval;
-	bool fired = false;
+	bool fired = false, held = false;
 	int found;
 
 	if (fsnp_map_bin(it, "id", &id) != 0 ||
@@ -1406,6 +1771,12 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		            NULL, NULL, &old, NULL, NULL);
 		return 0;
 	}
+	if (fsnp_bytes_eq(outcome, "owner_conflict") && manual) {
+		/* A manual fire changes nothing it could not do. */
+		item_result(w, id, "error", (struct fsnp_bytes){NULL, 0}, 0,
+		            FLOW_SCHED_OWNER_CONFLICT, NULL, &old, NULL, NULL);
+		return 0;
+	}
 	r = old;
 	sbuf_init(&okey);
 	wbuf_init(&oval);
@@ -1427,6 +1798,12 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 			goto oom;
 		}
 		fired = true;
+#ifdef LS_FAULT_HOOKS
+		if (fault_refire() && next >= 0 &&
+		    r.i[SI_FIRE_COUNT] % 3 == 0) {
+			next = due;
+		}
+#endif
 	} else if (fsnp_bytes_eq(outcome, "skip")) {
 		result = "skipped";
 		reason_p = reason;
@@ -1447,6 +1824,18 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.i[SI_OVERLAP_STREAK]++;
 		target_id.ptr = NULL;
 		coalesced = 0;
+	} else if (fsnp_bytes_eq(outcome, "owner_conflict")) {
+		/* Another flow holds the target id: nothing fired; the
+		 * occurrence is held with its due time and tried again. */
+		result = "error";
+		err_p = FLOW_SCHED_OWNER_CONFLICT;
+		r.i[SI_OVERLAP_QUEUED_DUE_AT_MS] = due;
+		next = c->now > FLOW_MAXI - FLOW_SCHED_OWNER_RETRY_MS
+		           ? FLOW_MAXI
+		           : c->now + FLOW_SCHED_OWNER_RETRY_MS;
+		target_id.ptr = NULL;
+		coalesced = 0;
+		held = true;
 	} else if (fsnp_bytes_eq(outcome, "fail_overlap")) {
 		result = "failed";
 		snprintf(errbuf, sizeof errbuf,
@@ -1482,7 +1871,9 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 		r.i[SI_LAST_COALESCED_COUNT] = coalesced;
 		r.i[SI_LAST_CATCHUP_AT_MS] = c->now;
 	}
-	if (flow_sched_is(&r, SS_STATE, "active")) {
+	if (held) {
+		r.i[SI_NEXT_RUN_AT_MS] = next;
+	} else if (flow_sched_is(&r, SS_STATE, "active")) {
 		bool fired_or_skipped = fsnp_bytes_eq(outcome, "fire") ||
 		                        fsnp_bytes_eq(outcome, "skip");
 		r.i[SI_NEXT_RUN_AT_MS] = next;
@@ -1504,6 +1895,20 @@ static int record_item(struct sctx *c, const struct fsnp_val *it,
 	}
 	r.i[SI_UPDATED_AT_MS] = c->now;
 	r.i[SI_VERSION] = old.i[SI_VERSION] + 1;
+	{
+		/* FerricStore's signals on the schedule's flow. */
+		const char *ev = fired ? "schedule_fired"
+		                 : fsnp_bytes_eq(outcome, "skip")
+		                     ? "schedule_skipped_overlap"
+		                 : fsnp_bytes_eq(outcome, "fail_overlap")
+		                     ? "schedule_failed_overlap"
+		                 : fsnp_bytes_eq(outcome, "queue") || held
+		                     ? NULL
+		                     : "schedule_failed_planning";
+		if (ev != NULL && sched_event(c, &r, ev) != 0) {
+			goto oom;
+		}
+	}
 	if (rec_save(c, &old, &r) != 0) {
 		goto oom;
 	}
@@ -1638,5 +2043,8 @@ int flow_sched_register(struct store *s)
 	    .apply = sched_apply,
 	    .data = NULL,
 	};
+#ifdef LS_FAULT_HOOKS
+	(void)fault_refire();
+#endif
 	return store_register_ext(s, &x);
 }

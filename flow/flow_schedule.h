@@ -108,6 +108,7 @@ enum sched_str {
 	SS_LAST_PLANNING_ERROR,
 	SS_PART,             /* internal: the schedule's partition */
 	SS_LAST_TARGET_PART, /* internal: the last target's partition */
+	SS_OWNER_SECRET,     /* internal: the key of its targets' owner proof */
 	SS_N
 };
 
@@ -131,6 +132,8 @@ enum sched_int {
 	SI_END_AT_MS,
 	SI_VERSION,        /* internal: bumped by every change */
 	SI_OVERLAP_STREAK, /* internal: queue checks of one active target */
+	SI_HIST_LO,        /* internal: the oldest history event's version */
+	SI_HIST_MS,        /* internal: the latest history event's time */
 	SI_N
 };
 
@@ -154,11 +157,12 @@ bool flow_sched_is(const struct flow_sched_rec *r, enum sched_str f,
 /* --- planning (the proposer) --------------------------------------------- */
 
 enum flow_sched_outcome {
-	FSO_FIRE,          /* create a target */
-	FSO_SKIP,          /* overlap skip: advance without a target */
-	FSO_QUEUE,         /* overlap queue: hold the occurrence, retry */
-	FSO_FAIL_OVERLAP,  /* overlap fail_schedule */
-	FSO_FAIL_PLANNING, /* next occurrence cannot be planned */
+	FSO_FIRE,           /* create a target */
+	FSO_SKIP,           /* overlap skip: advance without a target */
+	FSO_QUEUE,          /* overlap queue: hold the occurrence, retry */
+	FSO_FAIL_OVERLAP,   /* overlap fail_schedule */
+	FSO_FAIL_PLANNING,  /* next occurrence cannot be planned */
+	FSO_OWNER_CONFLICT, /* another flow holds the target id: hold, retry */
 };
 
 struct flow_sched_plan {
@@ -184,6 +188,41 @@ void flow_sched_plan(const struct flow_sched_rec *r, int64_t now, bool manual,
 void flow_sched_plan_write(struct fsnp_writer *w,
                            const struct flow_sched_rec *r,
                            const struct flow_sched_plan *p);
+
+/* Targets carry attribute FLOW_SCHED_OWNER_ATTR, the schedule's proof of
+ * ownership: base64url(HMAC-SHA256(owner secret, id, target id, target
+ * definition)). The secret is drawn by the node proposing the create. A
+ * target id held by a flow without this schedule's proof is refused with
+ * FLOW_SCHED_OWNER_CONFLICT; the occurrence is held and tried again after
+ * FLOW_SCHED_OWNER_RETRY_MS. */
+/* A schedule's events (FerricStore's signals on the schedule's internal
+ * flow: signaled, with `signal` schedule_created, schedule_fired, ...),
+ * kept in the flow history of flow_id in the schedule's partition, the
+ * newest FLOW_SCHED_HISTORY_MAX. */
+#define FLOW_SCHED_HISTORY_MAX 1000
+#define FLOW_SCHED_FLOW_TYPE "__ferricstore_schedule"
+
+/* The due index entries a wake scan (held_only) visits at most. */
+#define FLOW_SCHED_WAKE_VISIT_MAX 256
+
+#define FLOW_SCHED_OWNER_ATTR "ferricstore.schedule.owner.v1"
+#define FLOW_SCHED_OWNER_CONFLICT                                              \
+	"ERR scheduled target id already exists with different owner"
+#define FLOW_SCHED_OWNER_RETRY_MS 30000
+#define FLOW_SCHED_SECRET_LEN 32
+#define FLOW_SCHED_PROOF_MAX 44 /* 43 characters and a NUL */
+
+/* The owner proof of target `tid` of r into out. 0, or -1 when r has no
+ * secret (created before targets carried proofs). */
+int flow_sched_owner_proof(const struct flow_sched_rec *r, const char *tid,
+                           char out[FLOW_SCHED_PROOF_MAX]);
+/* Writes the FLOW.GET body of plan p's target (its id and partition key)
+ * and sets *part to the partition it lives in (pbuf holds an automatic
+ * one: FLOW_AUTO_PARTITION_MAX bytes). */
+void flow_sched_target_get_body(struct fsnp_writer *w,
+                                const struct flow_sched_rec *r,
+                                const struct flow_sched_plan *p, char *pbuf,
+                                struct fsnp_bytes *part);
 
 /* Merges LIST replies of several groups (each a list of records) into
  * one list ordered by next run (then id; `rev` reversed), at most

@@ -30,7 +30,37 @@
  *                    a lease deadline, waiting without a next run, or
  *                    either more than FLOWCHECK_HORIZON_MS past the read
  * A flow without a final read (cut short by the deadline) is not judged
- * by the last three. */
+ * by the last three.
+ *
+ * Schedules (a key is a schedule id when it has schedule or target ops):
+ *   create SID                 FLOW.SCHEDULE.CREATE
+ *   target SID TID             a target flow found after the run; TID is
+ *                              SID:<due_at_ms>:<fire_count>
+ *   schedule SID KIND STATE EVERY START FIRES COALESCED NEXT END_REASON
+ *                              the final FLOW.SCHEDULE.GET (EVERY nil but
+ *                              for intervals; START the first due time,
+ *                              a one-shot's at_ms; NEXT nil when
+ *                              terminal); `schedule SID nil`: not found
+ * Anomalies, for a schedule with a final read:
+ *   double-fire        one occurrence (due time) with two targets, or one
+ *                      fire count with two due times
+ *   lost-fire          fire_count N but a target of 1..N not found
+ *   extra-fire         a target whose fire count is above fire_count
+ *   out-of-order       a later fire due before an earlier one
+ *   bad-target         a target id not of the schedule's form
+ *   bad-due            an interval's first target not due at the start, or
+ *                      a one-shot's not at its at_ms
+ *   early-fire         an interval target (or the next run) less than one
+ *                      period after the one before
+ *   coalesce-mismatch  the whole periods the gaps between an interval's
+ *                      targets (and its next run) skip differ from its
+ *                      coalesced_count (a fire k >= 1 periods late
+ *                      coalesces k and runs next one period after the
+ *                      fire, so its gap spans k + 1 periods)
+ *   one-shot           a one-shot not completed (one_shot_fired) with
+ *                      exactly one fire
+ *   lost               an acknowledged create the final read did not find
+ */
 #ifndef JEPSEN_FLOWCHECK_H
 #define JEPSEN_FLOWCHECK_H
 

@@ -14,9 +14,9 @@
 static const char *const type_names[] = {"invoke", "ok", "fail", "info"};
 
 static const char *const f_names[JEPSEN_F_COUNT_] = {
-    "read",    "get",     "write",    "cas",   "append", "add",
-    "publish", "consume", "ack",      "nack",  "send",   "recv",
-    "create",  "claim",   "complete", "retry", "extend",
+    "read",     "get",   "write",  "cas",      "append", "add",    "publish",
+    "consume",  "ack",   "nack",   "send",     "recv",   "create", "claim",
+    "complete", "retry", "extend", "schedule", "target",
 };
 
 const char *jepsen_history_type_name(enum jepsen_type t)

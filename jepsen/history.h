@@ -59,6 +59,8 @@ enum jepsen_f {
 	JEPSEN_F_COMPLETE, /* flow complete, retry, extend lease */
 	JEPSEN_F_RETRY,
 	JEPSEN_F_EXTEND,
+	JEPSEN_F_SCHEDULE, /* final read of a flow schedule */
+	JEPSEN_F_TARGET,   /* a schedule's target flow, found at the end */
 	JEPSEN_F_COUNT_,
 };
 

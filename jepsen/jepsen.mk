@@ -99,9 +99,10 @@ jepsen_libjwork_a_SOURCES = \
 jepsen_run_LDADD += jepsen/libjwork.a jepsen/libjepsen.a jepsen/libjhosts.a \
 	$(CLIENT_LIBS) $(DEP_LIBS)
 
-# lodestone-faulty: the daemon with the fault hooks of raft/replica.c and
-# flow/flow_ops.c (LS_FAULT_HOOKS; switched on at run time by
-# LODESTONE_FAULT=ack-before-commit, read-no-barrier or flow-no-fencing)
+# lodestone-faulty: the daemon with the fault hooks of raft/replica.c,
+# flow/flow_ops.c and flow/flow_schedule.c (LS_FAULT_HOOKS; switched on at
+# run time by LODESTONE_FAULT=ack-before-commit, read-no-barrier,
+# flow-no-fencing or flow-sched-refire)
 # for proving that the checkers catch broken guarantees. The raft and flow
 # sources are compiled again with the define; their objects come before
 # the libraries, so the normal liblsraft.a and libflow.a contribute

@@ -50,9 +50,10 @@
 #define FINAL_GRACE_MS 30000
 
 /* The fault hooks of lodestone-faulty (raft/replica.c, flow/flow_ops.c,
- * LS_FAULT_HOOKS). */
-static const char *const fault_modes[] = {
-    "ack-before-commit", "read-no-barrier", "flow-no-fencing", NULL};
+ * flow/flow_schedule.c, LS_FAULT_HOOKS). */
+static const char *const fault_modes[] = {"ack-before-commit",
+                                          "read-no-barrier", "flow-no-fencing",
+                                          "flow-sched-refire", NULL};
 
 struct opts {
 	const char *workload;
@@ -114,8 +115,8 @@ static void usage(FILE *f)
 	        "its writers),\n"
 	        "op timeout 2000 ms, no bound on the linearizability search "
 	        "(--check-ms).\n"
-	        "--fault ack-before-commit|read-no-barrier|flow-no-fencing "
-	        "runs "
+	        "--fault ack-before-commit|read-no-barrier|flow-no-fencing|"
+	        "flow-sched-refire runs "
 	        "lodestone-faulty (configure\n"
 	        "--enable-fault-hooks, or make lodestone-faulty) with that "
 	        "hook on, to prove\n"

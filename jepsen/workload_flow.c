@@ -16,6 +16,20 @@
  * the operations, every flow ever created (acknowledged or not) is read once on
  * the healed cluster (FLOW.GET).
  *
+ * Schedules: one more process creates, at the start, three interval
+ * schedules with short periods and a one-shot (FLOW.SCHEDULE.CREATE),
+ * whose targets (type SCHED_TYPE, partition SCHED_PK) nobody works on; the
+ * nodes' built-in schedulers fire them under the faults. After the
+ * operations it pauses the intervals (FLOW.SCHEDULE.PAUSE), reads every
+ * schedule (FLOW.SCHEDULE.GET: fire and coalesced counts, next run; a
+ * one-shot is read until it has fired, or a bounded while), then drains
+ * the targets' partition with FLOW.CLAIM_DUE until it has found as many
+ * targets as the schedules counted fires (and the partition answers
+ * empty), or it stayed empty for a bounded while. Each target found is
+ * `target SID TID` (the target id names its due time and fire count), each
+ * final schedule read `schedule SID KIND STATE EVERY START FIRES COALESCED
+ * NEXT END_REASON` (jepsen/flowcheck.h).
+ *
  * Outcomes: an answer is `ok`; an error the server gives before or
  * instead of executing (busy, a reroute it marks safe to retry, a refused
  * argument, a Flow state-machine refusal such as "ERR stale flow lease")
@@ -51,6 +65,66 @@
 #define PK_LEN 8
 #define TOKEN_LEN 160
 #define FLOW_TYPE "jflow"
+
+/* The schedule phase. */
+#define NSCHED 4
+#define SCHED_PK "js"
+#define SCHED_TYPE "jsched"
+#define SCHED_START_MS 500    /* first due time after the create */
+#define SCHED_ONCE_MS 3000    /* the one-shot's due time after its create */
+#define SCHED_RETRY_MS 250    /* pause before a refused or lost call again */
+#define SCHED_ONCE_WAIT 40    /* final reads of an unfired one-shot */
+#define SCHED_DRAIN_LIMIT 100 /* targets per claim */
+#define SCHED_DRAIN_LEASE_MS 2000
+#define SCHED_DRAIN_EMPTY 16    /* empty claims before the drain gives up */
+#define SCHED_PID_BASE 1000000u /* its logical processes */
+
+static const struct {
+	const char *id;
+	const char *kind;
+	int64_t every;
+} sched_defs[NSCHED] = {
+    {"js-a", "interval", 300},
+    {"js-b", "interval", 700},
+    {"js-c", "interval", 1100},
+    {"js-once", "one_shot", 0},
+};
+
+enum sp_stage {
+	SP_CREATE,
+	SP_IDLE,
+	SP_PAUSE,
+	SP_READ,
+	SP_DRAIN,
+	SP_DONE,
+	SP_FINISHED,
+};
+
+struct fl_sched {
+	int64_t start; /* first due time (one-shot: at_ms), fixed at start */
+	bool acked;    /* a create answered ok */
+	bool read;     /* the final read answered */
+	bool found;
+	unsigned reads;
+	char state[16], end_reason[24];
+	int64_t fires, coalesced, next;
+};
+
+/* The schedule process. */
+struct fl_sp {
+	struct flw *g;
+	struct fsnp_client *c;
+	uv_timer_t t;
+	unsigned pid;
+	enum sp_stage stage;
+	unsigned i; /* the schedule in hand */
+	bool busy;
+	struct fl_sched s[NSCHED];
+	char (*seen)[ID_LEN * 2]; /* target ids found */
+	size_t n_seen, cap_seen;
+	unsigned empty;
+	struct flow_record *claimed;
+};
 
 enum fl_f { F_CREATE, F_CLAIM, F_COMPLETE, F_RETRY, F_EXTEND, F_READ };
 static const char *const f_names[] = {
@@ -105,6 +179,7 @@ struct flw {
 	unsigned busy;
 	bool finals;
 	uint64_t claims, stale_refused, zombies;
+	struct fl_sp sp;
 };
 
 static int64_t wall_ms(void)
@@ -445,9 +520,407 @@ static void final_op(struct fl_proc *p)
 	invoke(p);
 }
 
+/* --- The schedule phase --------------------------------------------------- */
+
+static void sp_step(struct fl_sp *sp);
+
+static void sp_on_timer(uv_timer_t *t)
+{
+	sp_step(t->data);
+}
+
+static void sp_later(struct fl_sp *sp, uint64_t ms)
+{
+	if (!sp->g->x->done) {
+		uv_timer_start(&sp->t, sp_on_timer, ms, 0);
+	}
+}
+
+/* The reply's error text, or "" (a client-side failure has none). */
+static const char *sp_msg(const struct fsnp_reply *rep)
+{
+	return rep->error == FSNP_CLIENT_OK && rep->message != NULL
+	           ? rep->message
+	           : "";
+}
+
+static bool sp_failed(const struct fsnp_reply *rep)
+{
+	return rep->error != FSNP_CLIENT_OK || rep->status != FSNP_STATUS_OK ||
+	       rep->custom;
+}
+
+/* Records a call's invocation and outcome together: only final reads and
+ * creates are judged, and both are written when they answer. */
+static void sp_record(struct fl_sp *sp, enum wl_type t, const char *f,
+                      const char *key, const char *vals)
+{
+	struct wl_hist *hi = &sp->g->x->hist;
+	wl_hist_event(hi, sp->pid, WL_INVOKE, f, key, NULL);
+	wl_hist_event(hi, sp->pid, t, f, key, vals);
+	if (t == WL_INFO) {
+		sp->pid++;
+	}
+}
+
+static void sp_on_create(void *data, const struct fsnp_reply *rep)
+{
+	struct fl_sp *sp = data;
+	const char *id = sched_defs[sp->i].id;
+	const char *m = sp_msg(rep);
+
+	sp->busy = false;
+	if (!sp_failed(rep)) {
+		sp->s[sp->i].acked = true;
+		sp_record(sp, WL_OK, "create", id, NULL);
+		sp->i++;
+	} else if (strncmp(m, "ERR flow already exists", 23) == 0) {
+		/* An earlier send took effect. */
+		sp_record(sp, WL_FAIL, "create", id, NULL);
+		sp->i++;
+	} else {
+		bool refused = rep->error == FSNP_CLIENT_OK &&
+		               (rep->status == FSNP_STATUS_BUSY ||
+		                rep->status == FSNP_STATUS_BAD_REQUEST);
+		sp_record(sp, refused ? WL_FAIL : WL_INFO, "create", id, NULL);
+		sp_later(sp, SCHED_RETRY_MS);
+		return;
+	}
+	if (sp->i == NSCHED) {
+		sp->stage = SP_IDLE;
+	}
+	sp_step(sp);
+}
+
+static int sp_create(struct fl_sp *sp)
+{
+	struct fl_sched *s = &sp->s[sp->i];
+	struct wbuf body;
+	struct fsnp_writer w;
+	int rv;
+
+	wbuf_init(&body);
+	fsnp_w_init(&w, &body);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "id");
+	fsnp_w_str(&w, sched_defs[sp->i].id);
+	fsnp_w_key(&w, "kind");
+	fsnp_w_str(&w, sched_defs[sp->i].kind);
+	if (sched_defs[sp->i].every > 0) {
+		fsnp_w_key(&w, "every_ms");
+		fsnp_w_i64(&w, sched_defs[sp->i].every);
+		fsnp_w_key(&w, "start_at_ms");
+	} else {
+		fsnp_w_key(&w, "at_ms");
+	}
+	fsnp_w_i64(&w, s->start);
+	fsnp_w_key(&w, "target");
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "type");
+	fsnp_w_str(&w, SCHED_TYPE);
+	fsnp_w_key(&w, "partition_key");
+	fsnp_w_str(&w, SCHED_PK);
+	fsnp_w_map_end(&w);
+	fsnp_w_map_end(&w);
+	rv = fsnp_w_finish(&w) != 0 || body.oom
+	         ? -ENOMEM
+	         : fsnp_client_send(sp->c, FSNP_OP_FLOW_SCHEDULE_CREATE, NULL,
+	                            0, body.data, body.len, FSNP_REQ_IDEMPOTENT,
+	                            sp_on_create, sp);
+	wbuf_free(&body);
+	return rv;
+}
+
+/* A body with the schedule's id only (PAUSE, GET). */
+static int sp_send_id(struct fl_sp *sp, uint16_t opcode, fsnp_reply_cb cb)
+{
+	struct wbuf body;
+	struct fsnp_writer w;
+	int rv;
+
+	wbuf_init(&body);
+	fsnp_w_init(&w, &body);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "id");
+	fsnp_w_str(&w, sched_defs[sp->i].id);
+	fsnp_w_map_end(&w);
+	rv = fsnp_w_finish(&w) != 0 || body.oom
+	         ? -ENOMEM
+	         : fsnp_client_send(sp->c, opcode, NULL, 0, body.data, body.len,
+	                            FSNP_REQ_IDEMPOTENT, cb, sp);
+	wbuf_free(&body);
+	return rv;
+}
+
+static void sp_on_pause(void *data, const struct fsnp_reply *rep)
+{
+	struct fl_sp *sp = data;
+	const char *m = sp_msg(rep);
+
+	sp->busy = false;
+	if (sp_failed(rep) && strstr(m, "not active") == NULL &&
+	    strstr(m, "not found") == NULL) {
+		sp_later(sp, SCHED_RETRY_MS);
+		return;
+	}
+	sp->i++;
+	sp_step(sp);
+}
+
+static void sp_str(char *buf, size_t cap, const struct fsnp_val *rec,
+                   const char *k)
+{
+	struct fsnp_bytes b;
+	if (fsnp_map_bin(rec, k, &b) == 0 && b.len > 0 &&
+	    wl_token_ok((const char *)b.ptr, b.len)) {
+		snprintf(buf, cap, "%.*s", (int)b.len, (const char *)b.ptr);
+	} else {
+		snprintf(buf, cap, "nil");
+	}
+}
+
+static int64_t sp_int(const struct fsnp_val *rec, const char *k)
+{
+	int64_t v;
+	return fsnp_map_i64(rec, k, &v) == 0 && v >= 0 ? v : -1;
+}
+
+static void sp_on_read(void *data, const struct fsnp_reply *rep)
+{
+	struct fl_sp *sp = data;
+	struct fl_sched *s = &sp->s[sp->i];
+	bool once = sched_defs[sp->i].every == 0;
+
+	sp->busy = false;
+	if (sp_failed(rep)) {
+		sp_later(sp, SCHED_RETRY_MS);
+		return;
+	}
+	s->reads++;
+	if (rep->value.tag == FSNP_NIL) {
+		s->read = true;
+		s->found = false;
+	} else if (rep->value.tag != FSNP_MAP) {
+		sp_later(sp, SCHED_RETRY_MS);
+		return;
+	} else {
+		s->read = true;
+		s->found = true;
+		sp_str(s->state, sizeof s->state, &rep->value, "state");
+		sp_str(s->end_reason, sizeof s->end_reason, &rep->value,
+		       "end_reason");
+		s->fires = sp_int(&rep->value, "fire_count");
+		s->coalesced = sp_int(&rep->value, "coalesced_count");
+		s->next = sp_int(&rep->value, "next_run_at_ms");
+		if (strcmp(s->state, "active") == 0) {
+			if (!once && s->reads < SCHED_ONCE_WAIT) {
+				/* A pause lost to a replay: pause again. */
+				sp->stage = SP_PAUSE;
+				sp_step(sp);
+				return;
+			}
+			if (once && s->reads < SCHED_ONCE_WAIT) {
+				/* Not fired yet: it is due, wait for it. */
+				sp_later(sp, SCHED_RETRY_MS);
+				return;
+			}
+		}
+	}
+	sp->i++;
+	sp_step(sp);
+}
+
+static bool sp_seen(struct fl_sp *sp, const char *id)
+{
+	for (size_t i = 0; i < sp->n_seen; i++) {
+		if (strcmp(sp->seen[i], id) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static int sp_remember(struct fl_sp *sp, const char *id)
+{
+	if (sp->n_seen == sp->cap_seen) {
+		size_t cap = sp->cap_seen ? sp->cap_seen * 2 : 256;
+		void *q = realloc(sp->seen, cap * sizeof *sp->seen);
+		if (q == NULL) {
+			return -ENOMEM;
+		}
+		sp->seen = q;
+		sp->cap_seen = cap;
+	}
+	snprintf(sp->seen[sp->n_seen++], sizeof sp->seen[0], "%s", id);
+	return 0;
+}
+
+static int64_t sp_fires(const struct fl_sp *sp)
+{
+	int64_t n = 0;
+	for (unsigned i = 0; i < NSCHED; i++) {
+		n += sp->s[i].found && sp->s[i].fires > 0 ? sp->s[i].fires : 0;
+	}
+	return n;
+}
+
+static void sp_on_drain(void *data, const struct fsnp_reply *rep)
+{
+	struct fl_sp *sp = data;
+	size_t n = 0;
+
+	sp->busy = false;
+	if (sp_failed(rep) ||
+	    flow_client_parse_claims(&rep->value, sp->claimed,
+	                             SCHED_DRAIN_LIMIT, &n) != 0) {
+		/* Lost answers leave targets leased: they come back when
+		 * the lease ends. */
+		sp->empty++;
+		sp_later(sp, SCHED_RETRY_MS);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char tid[ID_LEN * 2], sid[ID_LEN];
+		const char *colon;
+		snprintf(tid, sizeof tid, "%.*s", (int)sp->claimed[i].id.len,
+		         (const char *)sp->claimed[i].id.ptr);
+		if (!wl_token_ok(tid, strlen(tid)) || sp_seen(sp, tid) ||
+		    sp_remember(sp, tid) != 0) {
+			continue;
+		}
+		colon = strchr(tid, ':');
+		snprintf(sid, sizeof sid, "%.*s",
+		         (int)(colon != NULL ? colon - tid : 0), tid);
+		sp_record(sp, WL_OK, "target", colon != NULL ? sid : tid, tid);
+	}
+	if (n > 0) {
+		sp->empty = 0;
+		sp_step(sp);
+		return;
+	}
+	if ((int64_t)sp->n_seen >= sp_fires(sp) ||
+	    ++sp->empty >= SCHED_DRAIN_EMPTY) {
+		sp->stage = SP_DONE;
+	}
+	sp_later(sp, sp->stage == SP_DONE ? 0 : SCHED_RETRY_MS);
+}
+
+static int sp_drain(struct fl_sp *sp)
+{
+	struct flow_args a;
+
+	flow_args_init(&a);
+	a.partition_key = SCHED_PK;
+	a.type = SCHED_TYPE;
+	a.worker = "jsdrain";
+	a.lease_ms = SCHED_DRAIN_LEASE_MS;
+	a.limit = SCHED_DRAIN_LIMIT;
+	return flow_client_call(sp->c, FSNP_OP_FLOW_CLAIM_DUE, &a, 0,
+	                        sp_on_drain, sp);
+}
+
+/* The final schedule reads, once the drain is over. */
+static void sp_write_reads(struct fl_sp *sp)
+{
+	wl_hist_comment(&sp->g->x->hist,
+	                "final schedule reads: %zu targets found, %" PRId64
+	                " fires counted",
+	                sp->n_seen, sp_fires(sp));
+	for (unsigned i = 0; i < NSCHED; i++) {
+		const struct fl_sched *s = &sp->s[i];
+		char v[256], every[24] = "nil", next[24] = "nil";
+		if (!s->read) {
+			continue;
+		}
+		if (!s->found) {
+			sp_record(sp, WL_OK, "schedule", sched_defs[i].id,
+			          "nil");
+			continue;
+		}
+		if (sched_defs[i].every > 0) {
+			snprintf(every, sizeof every, "%" PRId64,
+			         sched_defs[i].every);
+		}
+		if (s->next >= 0) {
+			snprintf(next, sizeof next, "%" PRId64, s->next);
+		}
+		snprintf(v, sizeof v,
+		         "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %s %s",
+		         sched_defs[i].kind, s->state, every, s->start,
+		         s->fires < 0 ? 0 : s->fires,
+		         s->coalesced < 0 ? 0 : s->coalesced, next,
+		         s->end_reason);
+		sp_record(sp, WL_OK, "schedule", sched_defs[i].id, v);
+	}
+}
+
+static void sp_step(struct fl_sp *sp)
+{
+	struct flw *g = sp->g;
+	int rv = 0;
+
+	if (g->x->done || sp->busy || g->x->deadline) {
+		return;
+	}
+	if (sp->stage == SP_CREATE && g->x->ops_over) {
+		/* The schedules not created yet are read as they are. */
+		sp->stage = SP_IDLE;
+	}
+	if (sp->stage == SP_IDLE) {
+		if (!g->finals) {
+			return;
+		}
+		sp->stage = SP_PAUSE;
+		sp->i = 0;
+	}
+	if (sp->stage == SP_PAUSE) {
+		while (sp->i < NSCHED && sched_defs[sp->i].every == 0) {
+			sp->i++;
+		}
+		if (sp->i == NSCHED) {
+			sp->stage = SP_READ;
+			sp->i = 0;
+		}
+	}
+	if (sp->stage == SP_READ && sp->i == NSCHED) {
+		sp->stage = SP_DRAIN;
+		sp->empty = 0;
+	}
+	if (sp->stage == SP_DONE) {
+		sp_write_reads(sp);
+		sp->stage = SP_FINISHED;
+		maybe_finish(g);
+		return;
+	}
+	if (sp->stage == SP_FINISHED) {
+		return;
+	}
+	sp->busy = true;
+	switch (sp->stage) {
+	case SP_CREATE:
+		rv = sp_create(sp);
+		break;
+	case SP_PAUSE:
+		rv = sp_send_id(sp, FSNP_OP_FLOW_SCHEDULE_PAUSE, sp_on_pause);
+		break;
+	case SP_READ:
+		rv = sp_send_id(sp, FSNP_OP_FLOW_SCHEDULE_GET, sp_on_read);
+		break;
+	default:
+		rv = sp_drain(sp);
+		break;
+	}
+	if (rv != 0) {
+		/* Never sent. */
+		sp->busy = false;
+		sp_later(sp, SCHED_RETRY_MS);
+	}
+}
+
 static void maybe_finish(struct flw *g)
 {
-	if (g->busy == 0 && g->finals && g->next_final >= g->n_flows) {
+	if (g->busy == 0 && g->finals && g->next_final >= g->n_flows &&
+	    g->sp.stage == SP_FINISHED) {
 		wl_ctx_done(g->x);
 	}
 }
@@ -465,6 +938,7 @@ static void start_finals(struct flw *g)
 			final_op(&g->procs[i]);
 		}
 	}
+	sp_step(&g->sp);
 	maybe_finish(g);
 }
 
@@ -504,6 +978,49 @@ static void on_ready(void *data, struct fsnp_client *c, int status,
 	(void)err;
 	/* Requests queue before the handshake and the client reconnects by
 	 * itself: the outcomes of the operations tell the rest. */
+}
+
+static int sp_start(struct flw *g)
+{
+	struct wl_ctx *x = g->x;
+	struct fl_sp *sp = &g->sp;
+	const struct wl_node_info *nd =
+	    wl_ctx_node(x, wl_ctx_home(x, g->nprocs));
+	struct fsnp_client_options o;
+	int64_t now = wall_ms();
+
+	sp->g = g;
+	sp->pid = SCHED_PID_BASE;
+	uv_timer_init(x->loop, &sp->t);
+	sp->t.data = sp;
+	sp->claimed = calloc(SCHED_DRAIN_LIMIT, sizeof *sp->claimed);
+	if (sp->claimed == NULL) {
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < NSCHED; i++) {
+		sp->s[i].start =
+		    now +
+		    (sched_defs[i].every > 0 ? SCHED_START_MS : SCHED_ONCE_MS);
+	}
+	memset(&o, 0, sizeof o);
+	o.host = nd->addr;
+	o.port = HOSTS_PORT_FSNP;
+	o.client_name = "jepsen-flow-schedules";
+	o.timeout_ms = wl_ctx_timeout(x);
+	o.max_attempts = 3;
+	if (fsnp_client_open(x->loop, &o, on_ready, sp, &sp->c) != 0) {
+		snprintf(x->note, sizeof x->note,
+		         "cannot open an FSNP client to %s", nd->addr);
+		return -EIO;
+	}
+	wl_hist_comment(&x->hist,
+	                "schedules: intervals js-a, js-b, js-c every 300, "
+	                "700, 1100 ms from %" PRId64
+	                ", one-shot js-once at %" PRId64
+	                "; targets of type %s in partition %s",
+	                sp->s[0].start, sp->s[3].start, SCHED_TYPE, SCHED_PK);
+	sp_step(sp);
+	return 0;
 }
 
 static int flw_start(struct wl_ctx *x)
@@ -550,7 +1067,7 @@ static int flw_start(struct wl_ctx *x)
 	for (unsigned i = 0; i < g->nprocs; i++) {
 		schedule(&g->procs[i], wl_rand(x, 0, THINK_MAX_MS));
 	}
-	return 0;
+	return sp_start(g);
 }
 
 static void flw_phase(struct wl_ctx *x, enum wl_phase ph)
@@ -569,9 +1086,9 @@ static int flw_write(struct wl_ctx *x)
 		snprintf(x->note, sizeof x->note,
 		         "%u processes on %u nodes, %zu flows, %" PRIu64
 		         " claims (%" PRIu64 " held past the lease), %" PRIu64
-		         " stale mutations refused%s",
+		         " stale mutations refused, %zu schedule targets%s",
 		         g->nprocs, x->cfg->n_nodes, g->n_flows, g->claims,
-		         g->zombies, g->stale_refused,
+		         g->zombies, g->stale_refused, g->sp.n_seen,
 		         x->deadline && !x->stopped
 		             ? "; final reads cut short by the deadline"
 		             : "");
@@ -589,6 +1106,13 @@ static void flw_close(struct wl_ctx *x)
 	struct flw *g = x->impl;
 	if (g == NULL || g->procs == NULL) {
 		return;
+	}
+	if (g->sp.g != NULL) {
+		wl_close_timer(&g->sp.t);
+		if (g->sp.c != NULL) {
+			fsnp_client_close(g->sp.c, on_client_closed, NULL);
+			g->sp.c = NULL;
+		}
 	}
 	for (unsigned i = 0; i < g->nprocs; i++) {
 		struct fl_proc *p = &g->procs[i];
@@ -611,6 +1135,8 @@ static void flw_destroy(struct wl_ctx *x)
 	}
 	free(g->procs);
 	free(g->flows);
+	free(g->sp.seen);
+	free(g->sp.claimed);
 	free(g);
 	x->impl = NULL;
 }

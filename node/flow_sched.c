@@ -37,6 +37,8 @@ struct pass {
 	uint8_t *id; /* FIRE's schedule id (owned) */
 	int64_t now;
 	uint32_t group, visited;
+	unsigned waves; /* scans of this group so far */
+	bool full_wave; /* the last scan returned a whole wave */
 	int64_t remaining;
 	uint32_t pending;
 
@@ -44,7 +46,8 @@ struct pass {
 	struct held *held; /* result bytes the views below point into */
 	size_t n_held;
 	struct flow_sched_rec *recs;
-	bool *active; /* previous target still active, per record */
+	bool *active;  /* previous target still active, per record */
+	bool *foreign; /* the planned target id held by another flow */
 	size_t n_recs;
 	struct outbox_ent *ob;
 	size_t n_ob, cap_ob;
@@ -61,6 +64,7 @@ struct pass {
 	char fail_msg[512];
 	/* FIRE: the item's result value */
 	struct held manual;
+	unsigned manual_tries; /* plans lost to a concurrent change */
 
 	flow_sched_done_cb cb;
 	void *data;
@@ -98,9 +102,11 @@ static void step_reset(struct pass *p)
 	p->n_held = 0;
 	free(p->recs);
 	free(p->active);
+	free(p->foreign);
 	free(p->ob);
 	p->recs = NULL;
 	p->active = NULL;
+	p->foreign = NULL;
 	p->ob = NULL;
 	p->n_recs = p->n_ob = p->cap_ob = 0;
 }
@@ -157,6 +163,19 @@ static void pass_finish(struct pass *p)
 			      "ERR flow schedule is currently leased");
 			wbuf_free(&b);
 			pass_free(p);
+			return;
+		}
+		if (fsnp_bytes_eq(res, "stale") &&
+		    p->manual_tries < FLOW_SCHED_FIRE_TRIES) {
+			/* Planned against a version another fire (the
+			 * scheduler's) replaced meanwhile: plan again from
+			 * what is there now. */
+			p->manual_tries++;
+			free(p->manual.p);
+			p->manual.p = NULL;
+			p->manual.len = 0;
+			wbuf_free(&b);
+			group_start(p);
 			return;
 		}
 		if (fsnp_bytes_eq(res, "error") ||
@@ -272,6 +291,13 @@ static int result_value(int status, const uint8_t *res, size_t len,
 static void next_group(struct pass *p)
 {
 	step_reset(p);
+	if (!p->failed && p->id == NULL && p->remaining > 0 && p->full_wave &&
+	    p->waves < FLOW_SCHED_WAVES_MAX) {
+		/* The group may have more due: its next wave. */
+		group_start(p);
+		return;
+	}
+	p->waves = 0;
 	p->visited++;
 	if (p->failed || p->id != NULL || p->visited >= p->a.n_groups ||
 	    p->remaining <= 0) {
@@ -358,13 +384,16 @@ static void on_create(void *data, int status, const uint8_t *res, size_t len)
 	if (result_value(status, res, len, &v, msg, sizeof msg) == 0) {
 		e->done = true;
 	} else if (status == SHARDS_OK) {
-		/* Refused for good (an id taken by another flow, an invalid
-		 * target): retrying cannot help. */
+		/* Refused for good (an id taken by another flow since the
+		 * pass checked it, an invalid target): retrying cannot
+		 * help. */
+		bool taken =
+		    strncmp(msg, "ERR flow idempotency conflict", 29) == 0;
 		log_warn(p->log, "flow-sched",
 		         "target %.*s of a schedule in group %" PRIu32
 		         " not created: %s",
 		         (int)e->target_id.len, (const char *)e->target_id.ptr,
-		         p->group, msg);
+		         p->group, taken ? FLOW_SCHED_OWNER_CONFLICT : msg);
 		e->done = true;
 	}
 	if (--p->pending == 0) {
@@ -576,16 +605,30 @@ static void record_propose(struct pass *p)
 	fsnp_w_i64(&w, p->now);
 	fsnp_w_key(&w, "items");
 	fsnp_w_array_begin(&w);
+	size_t planned = 0;
 	for (size_t i = 0; i < p->n_recs; i++) {
 		int64_t fire_at =
 		    p->a.fire_at_ms >= 0 ? p->a.fire_at_ms : p->now;
 		flow_sched_plan(&p->recs[i], p->now, p->id != NULL, fire_at,
 		                p->active[i], NULL, plan);
+		if (p->foreign[i] && plan->outcome == FSO_FIRE) {
+			plan->outcome = FSO_OWNER_CONFLICT;
+		}
+		if (p->a.wake && plan->outcome != FSO_FIRE) {
+			/* Still behind its target: left to its retry. */
+			continue;
+		}
 		flow_sched_plan_write(&w, &p->recs[i], plan);
+		planned++;
 	}
 	fsnp_w_array_end(&w);
 	fsnp_w_map_end(&w);
 	free(plan);
+	if (planned == 0) {
+		wbuf_free(&b);
+		outbox_run(p);
+		return;
+	}
 	if (fsnp_w_finish(&w) != 0 || b.oom ||
 	    flow_sched_cmd_wrap(FLOW_SCHED_KIND_RECORD, p->a.skew, b.data,
 	                        b.len, &cmd, &n) != 0) {
@@ -700,6 +743,99 @@ static void target_check(struct pass *p, size_t i)
 	free(cmd);
 }
 
+/* --- the planned targets' owners ---------------------------------------------
+ */
+
+struct owner_op {
+	struct pass *p;
+	size_t i;
+	char proof[FLOW_SCHED_PROOF_MAX];
+};
+
+static void on_owner(void *data, int status, const uint8_t *res, size_t len)
+{
+	struct owner_op *op = data;
+	struct pass *p = op->p;
+	struct fsnp_val v, attrs;
+	struct fsnp_bytes got;
+	char msg[256];
+
+	/* Only a flow that certainly exists without this schedule's proof
+	 * holds the occurrence back; an unanswered read leaves it to the
+	 * idempotent create. */
+	if (result_value(status, res, len, &v, msg, sizeof msg) == 0 &&
+	    v.tag == FSNP_MAP) {
+		p->foreign[op->i] =
+		    fsnp_map_get(&v, "attributes", &attrs) != 0 ||
+		    attrs.tag != FSNP_MAP ||
+		    fsnp_map_bin(&attrs, FLOW_SCHED_OWNER_ATTR, &got) != 0 ||
+		    !fsnp_bytes_eq(got, op->proof);
+	}
+	free(op);
+	if (--p->pending == 0) {
+		record_propose(p);
+	}
+}
+
+/* Reads the target id the schedule's occurrence would create: a flow
+ * there without the schedule's owner proof belongs to someone else. */
+static void owner_check(struct pass *p, size_t i)
+{
+	const struct flow_sched_rec *r = &p->recs[i];
+	struct flow_sched_plan *plan = malloc(sizeof *plan);
+	struct flow_cmd_meta meta = {p->a.skew, 0};
+	struct flow_err err;
+	struct owner_op *op = NULL;
+	char pbuf[FLOW_AUTO_PARTITION_MAX];
+	struct fsnp_bytes part;
+	struct wbuf b;
+	struct fsnp_writer w;
+	uint8_t *cmd = NULL;
+	size_t n = 0, tl;
+
+	wbuf_init(&b);
+	if (plan == NULL || (op = malloc(sizeof *op)) == NULL) {
+		goto out;
+	}
+	flow_sched_plan(r, p->now, p->id != NULL,
+	                p->a.fire_at_ms >= 0 ? p->a.fire_at_ms : p->now, false,
+	                NULL, plan);
+	if (plan->outcome != FSO_FIRE ||
+	    flow_sched_owner_proof(r, plan->target_id, op->proof) != 0) {
+		goto out;
+	}
+	tl = strlen(plan->target_id);
+	for (size_t k = 0; k < p->n_ob; k++) {
+		if (p->ob[k].target_id.len == tl &&
+		    memcmp(p->ob[k].target_id.ptr, plan->target_id, tl) == 0) {
+			goto out; /* this schedule's, not created yet */
+		}
+	}
+	fsnp_w_init(&w, &b);
+	flow_sched_target_get_body(&w, r, plan, pbuf, &part);
+	if (fsnp_w_finish(&w) != 0 || b.oom ||
+	    flow_cmd_encode(FSNP_OP_FLOW_GET, b.data, b.len, &meta, &cmd, &n,
+	                    &err) != 0) {
+		goto out;
+	}
+	op->p = p;
+	op->i = i;
+	p->pending++;
+	if (shards_read_cmd(
+	        p->s,
+	        shards_group_of_slot(p->s, flow_route_slot(part.ptr, part.len)),
+	        cmd, n, on_owner, op) != 0) {
+		p->pending--;
+		goto out;
+	}
+	op = NULL;
+out:
+	free(op);
+	free(cmd);
+	free(plan);
+	wbuf_free(&b);
+}
+
 /* --- SCAN --------------------------------------------------------------------
  */
 
@@ -748,7 +884,8 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 	}
 	p->recs = calloc(n ? n : 1, sizeof *p->recs);
 	p->active = calloc(n ? n : 1, sizeof *p->active);
-	if (p->recs == NULL || p->active == NULL) {
+	p->foreign = calloc(n ? n : 1, sizeof *p->foreign);
+	if (p->recs == NULL || p->active == NULL || p->foreign == NULL) {
 		pass_fail(p, 4, "BUSY out of memory");
 		outbox_run(p);
 		return;
@@ -759,6 +896,7 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 			p->n_recs++;
 		}
 	}
+	p->full_wave = n >= FLOW_SCHED_WAVE;
 	if (p->id != NULL && p->n_recs == 1 &&
 	    !flow_sched_is(&p->recs[0], SS_STATE, "active")) {
 		pass_fail(p, 1, "ERR flow schedule is not active");
@@ -770,6 +908,7 @@ static void on_scan(void *data, int status, const uint8_t *res, size_t len)
 		if (needs_target(&p->recs[i])) {
 			target_check(p, i);
 		}
+		owner_check(p, i);
 	}
 	if (--p->pending == 0) {
 		record_propose(p);
@@ -787,9 +926,20 @@ static void group_start(struct pass *p)
 	fsnp_w_init(&w, &b);
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "now_ms");
-	fsnp_w_i64(&w, p->now);
+	fsnp_w_i64(&w,
+	           p->a.wake ? p->now + FLOW_SCHED_WAKE_HORIZON_MS : p->now);
+	if (p->a.wake) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
+	/* One wave: at most FLOW_SCHED_WAVE schedules read and fired
+	 * before the next is read. */
 	fsnp_w_key(&w, "limit");
-	fsnp_w_i64(&w, p->remaining > 0 ? p->remaining : 1);
+	fsnp_w_i64(&w, p->remaining <= 0                ? 1
+	               : p->remaining > FLOW_SCHED_WAVE ? FLOW_SCHED_WAVE
+	                                                : p->remaining);
+	p->waves++;
+	p->full_wave = false;
 	if (p->id != NULL) {
 		fsnp_w_key(&w, "id");
 		fsnp_w_bin(&w, p->id, p->a.id_len);
@@ -874,6 +1024,7 @@ struct flow_scheduler {
 	unsigned groups;
 	unsigned passes;
 	bool stopping, closed;
+	bool wake; /* a Flow write since the last wake passes */
 };
 
 struct tick_pass {
@@ -910,7 +1061,8 @@ static void on_tick_done(void *data, int status, const uint8_t *value,
  * schedules and outbox, without a leadership round. A stale answer is
  * harmless: the pass itself reads linearizably and records only at the
  * versions it read. */
-static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
+static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now,
+                           bool held)
 {
 	struct wbuf b;
 	struct fsnp_writer w;
@@ -924,7 +1076,11 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 	fsnp_w_init(&w, &b);
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "now_ms");
-	fsnp_w_i64(&w, (int64_t)now);
+	fsnp_w_i64(&w, (int64_t)now + (held ? FLOW_SCHED_WAKE_HORIZON_MS : 0));
+	if (held) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
 	fsnp_w_key(&w, "limit");
 	fsnp_w_i64(&w, 1);
 	fsnp_w_map_end(&w);
@@ -943,7 +1099,7 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 		    list.tag == FSNP_ARRAY && list.as.count > 0) {
 			work = true;
 		}
-		if (fsnp_map_get(&v, "outbox", &list) == 0 &&
+		if (!held && fsnp_map_get(&v, "outbox", &list) == 0 &&
 		    list.tag == FSNP_ARRAY && list.as.count > 0) {
 			work = true;
 		}
@@ -956,6 +1112,8 @@ static bool group_has_work(struct flow_scheduler *fs, uint32_t g, uint64_t now)
 static void on_tick(uv_timer_t *timer)
 {
 	struct flow_scheduler *fs = timer->data;
+	bool wake = fs->wake;
+	fs->wake = false;
 	for (uint32_t g = 1; g <= fs->groups; g++) {
 		struct flow_sched_args a = {
 		    .skew = fs->skew,
@@ -968,12 +1126,24 @@ static void on_tick(uv_timer_t *timer)
 		};
 		struct tick_pass *t;
 		bool self = false;
+		uint64_t now = shards_now_ms(fs->s);
 		if (fs->inflight[g]) {
+			fs->wake |=
+			    wake; /* this group's wake at a later tick */
 			continue;
 		}
 		shards_leader(fs->s, g, &self);
-		if (!self || !group_has_work(fs, g, shards_now_ms(fs->s)) ||
-		    (t = malloc(sizeof *t)) == NULL) {
+		if (!self) {
+			continue;
+		}
+		if (group_has_work(fs, g, now, false)) {
+			fs->wake |= wake;
+		} else if (wake && group_has_work(fs, g, now, true)) {
+			a.wake = true;
+		} else {
+			continue;
+		}
+		if ((t = malloc(sizeof *t)) == NULL) {
 			continue;
 		}
 		t->fs = fs;
@@ -985,6 +1155,14 @@ static void on_tick(uv_timer_t *timer)
 			fs->passes--;
 			free(t);
 		}
+	}
+}
+
+void flow_scheduler_wake(void *data)
+{
+	struct flow_scheduler *fs = data;
+	if (fs != NULL && !fs->stopping) {
+		fs->wake = true;
 	}
 }
 

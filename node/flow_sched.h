@@ -32,6 +32,16 @@ struct log;
 
 #define FLOW_SCHED_TICK_MS 100
 #define FLOW_SCHED_PASS_LIMIT 64
+/* A pass reads and fires a group's due schedules in waves of at most
+ * FLOW_SCHED_WAVE (as FerricStore claims them), the next wave read once
+ * the last is recorded; at most FLOW_SCHED_WAVES_MAX waves a group. */
+#define FLOW_SCHED_WAVE 16
+/* FIRE plans again this many times when a concurrent fire (the built-in
+ * scheduler's) changed the schedule first. */
+#define FLOW_SCHED_FIRE_TRIES 3
+#define FLOW_SCHED_WAVES_MAX 64
+/* How far ahead a wake pass looks for held occurrences. */
+#define FLOW_SCHED_WAKE_HORIZON_MS 600000
 
 /* A pass's end: status 0 with the reply value (an FSNP typed value:
  * FIRE_DUE's counts map, or FIRE's outcome map), or an FSNP status (1, 4)
@@ -50,6 +60,10 @@ struct flow_sched_args {
 	const uint8_t *id;
 	size_t id_len;
 	int64_t fire_at_ms;
+	/* A wake pass: only queue_after_previous occurrences held until a
+	 * retry within FLOW_SCHED_WAKE_HORIZON_MS, fired if their previous
+	 * target has ended (left held, untouched, if not). */
+	bool wake;
 };
 
 /* Starts a pass; `cb` runs exactly once (perhaps before this returns).
@@ -64,6 +78,12 @@ struct flow_scheduler;
 int flow_scheduler_start(struct flow_scheduler **out, uv_loop_t *loop,
                          struct shards *s, const struct log *log,
                          uint64_t skew);
+/* A Flow write succeeded here (data: the scheduler): at its next tick the
+ * scheduler runs a wake pass on each group it leads that holds a
+ * queue_after_previous occurrence, so that a target's end releases the
+ * occurrence at once instead of at its retry. The retry stays the
+ * fallback for ends this node does not see. */
+void flow_scheduler_wake(void *data);
 /* Stops ticking; the scheduler is freed once its passes have ended. */
 void flow_scheduler_stop(struct flow_scheduler *fs);
 

@@ -454,6 +454,10 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		n->flow_sched = NULL;
 		goto err_fsnp;
 	}
+	if (n->flow_sched != NULL && n->fsnp != NULL) {
+		fsnp_server_on_flow_write(n->fsnp, flow_scheduler_wake,
+		                          n->flow_sched);
+	}
 	char token[ADMIN_TOKEN_MAX + 3] = "";
 	if (cfg->admin_token_file[0] != '\0' &&
 	    admin_token_file_read(cfg->admin_token_file, token, sizeof token,
@@ -506,6 +510,9 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	return 0;
 
 err_fsnp:
+	if (n->fsnp != NULL) {
+		fsnp_server_on_flow_write(n->fsnp, NULL, NULL);
+	}
 	flow_scheduler_stop(n->flow_sched);
 	n->flow_sched = NULL;
 	/* fsnp: frees itself once closed */
@@ -648,6 +655,9 @@ void node_stop(struct node *n)
 	}
 	n->stopping = true;
 	notify_service_manager(&n->log, "STOPPING=1\nSTATUS=draining");
+	if (n->fsnp != NULL) {
+		fsnp_server_on_flow_write(n->fsnp, NULL, NULL);
+	}
 	flow_scheduler_stop(n->flow_sched);
 	n->flow_sched = NULL;
 	/* felix: the Felix listener and scope timers close first */

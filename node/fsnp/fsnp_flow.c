@@ -1452,6 +1452,10 @@ void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
 {
 	struct fsnp_server *s = data;
 	uint64_t now = fsnp_now_ms(s);
+	/* A flow that ended may release a queued schedule occurrence. */
+	if (n > 0 && s->on_flow_write != NULL) {
+		s->on_flow_write(s->on_flow_write_data);
+	}
 	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
 		struct fsnp_flow *f = r->flow;
 		uint64_t after = UINT64_MAX;

@@ -5,6 +5,7 @@
  * GET, DELETE, PAUSE and RESUME are ordinary one-group Flow commands
  * (fsnp_flow.c, flow_cmd_encode). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flow/flow.h"
@@ -25,11 +26,59 @@ static void sched_error(struct fsnp_req *r, int status, const char *msg)
 	                 busy ? FSNP_RETRY_AFTER_MS : 0);
 }
 
+/* A FIRE or FIRE_DUE in progress: its pass's arguments and, for a
+ * FIRE_DUE with block_ms, the wait between passes that claimed nothing. */
+struct fire_call {
+	uv_timer_t timer; /* timer.data = this */
+	struct fsnp_req *r;
+	struct flow_sched_args a;
+	bool block;
+	uint64_t block_until; /* wall ms; 0: no end */
+};
+
+static void on_fire_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void fire_start(struct fire_call *fc);
+
+static void on_fire_timer(uv_timer_t *t)
+{
+	fire_start(t->data);
+}
+
+/* Whether a FIRE_DUE reply claimed nothing and may wait for more. */
+static bool fire_wait(struct fire_call *fc, const uint8_t *value, size_t len)
+{
+	struct fsnp_req *r = fc->r;
+	uint64_t now = fsnp_now_ms(r->srv);
+	struct fsnp_val v;
+	int64_t claimed = 1;
+	if (!fc->block || fsnp_req_orphaned(r) || r->srv->draining ||
+	    (fc->block_until != 0 && now >= fc->block_until) ||
+	    (r->deadline_ms != 0 && now >= r->deadline_ms) ||
+	    fsnp_value_decode(value, len, NULL, &v, NULL) != 0 ||
+	    fsnp_map_i64(&v, "claimed", &claimed) != 0 || claimed != 0) {
+		return false;
+	}
+	uint64_t at = FLOW_SCHED_TICK_MS;
+	if (fc->block_until != 0 && fc->block_until - now < at) {
+		at = fc->block_until - now;
+	}
+	uv_timer_start(&fc->timer, on_fire_timer, at, 0);
+	return true;
+}
+
 static void on_pass_done(void *data, int status, const uint8_t *value,
                          size_t len, const char *msg)
 {
-	struct fsnp_req *r = data;
+	struct fire_call *fc = data;
+	struct fsnp_req *r = fc->r;
 	struct fsnp_server *s = r->srv;
+	if (status == 0 && fire_wait(fc, value, len)) {
+		return; /* still outstanding: the listener waits for it */
+	}
 	s->ops_outstanding--;
 	r->pending = 0;
 	if (status == 0) {
@@ -41,8 +90,23 @@ static void on_pass_done(void *data, int status, const uint8_t *value,
 	} else {
 		sched_error(r, status, msg);
 	}
+	uv_close((uv_handle_t *)&fc->timer, on_fire_closed);
 	fsnp_exec_finish(r);
 	fsnp_server_release(s); /* a closed listener waits for passes too */
+}
+
+static void fire_start(struct fire_call *fc)
+{
+	struct fsnp_req *r = fc->r;
+	if (flow_sched_pass(r->srv->shards, r->srv->log, &fc->a, on_pass_done,
+	                    fc) != 0) {
+		r->srv->ops_outstanding--;
+		r->pending = 0;
+		sched_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		uv_close((uv_handle_t *)&fc->timer, on_fire_closed);
+		fsnp_exec_finish(r);
+		fsnp_server_release(r->srv);
+	}
 }
 
 void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
@@ -50,6 +114,7 @@ void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
 {
 	struct sched_req q;
 	struct flow_err err;
+	struct fire_call *fc;
 	struct flow_sched_args a = {
 	    .skew = r->srv->lim.flow_clock_skew_ms,
 	    .now_ms = -1,
@@ -77,15 +142,27 @@ void fsnp_flow_sched_fire(struct fsnp_req *r, uint16_t opcode,
 	} else if (q.f[SF_LIMIT].set) {
 		a.limit = (uint32_t)q.i[SF_LIMIT];
 	}
-	r->pending = 1;
-	r->srv->ops_outstanding++;
-	if (flow_sched_pass(r->srv->shards, r->srv->log, &a, on_pass_done, r) !=
-	    0) {
-		r->srv->ops_outstanding--;
-		r->pending = 0;
+	fc = calloc(1, sizeof *fc);
+	if (fc == NULL) {
 		sched_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);
+		return;
 	}
+	fc->r = r;
+	fc->a = a;
+	/* FIRE's id lives in the request's body, kept until it ends. */
+	if (opcode == FSNP_OP_FLOW_SCHEDULE_FIRE_DUE && q.f[SF_BLOCK_MS].set) {
+		fc->block = true;
+		fc->block_until =
+		    q.i[SF_BLOCK_MS] == 0
+		        ? 0
+		        : fsnp_now_ms(r->srv) + (uint64_t)q.i[SF_BLOCK_MS];
+	}
+	uv_timer_init(r->srv->loop, &fc->timer);
+	fc->timer.data = fc;
+	r->pending = 1;
+	r->srv->ops_outstanding++;
+	fire_start(fc);
 }
 
 void fsnp_flow_sched_list_merge(struct fsnp_req *r, const uint8_t *body,

@@ -259,6 +259,8 @@ struct fsnp_gwait {
 
 struct fsnp_server {
 	uv_loop_t *loop;
+	fsnp_server_flow_write_cb on_flow_write; /* may be NULL */
+	void *on_flow_write_data;
 	struct shards *shards;
 	const struct log *log;
 	struct config_native lim;

@@ -276,9 +276,19 @@ void fsnp_server_flow_retime(struct fsnp_server *s, struct fsnp_req *r,
 	}
 }
 
+void fsnp_server_on_flow_write(struct fsnp_server *s,
+                               fsnp_server_flow_write_cb cb, void *data)
+{
+	s->on_flow_write = cb;
+	s->on_flow_write_data = data;
+}
+
 void fsnp_server_flow_kick(struct fsnp_server *s)
 {
 	uint64_t now = uv_now(s->loop);
+	if (s->on_flow_write != NULL) {
+		s->on_flow_write(s->on_flow_write_data);
+	}
 	for (struct fsnp_req *r = s->foc; r != NULL; r = r->wnext) {
 		if (r->flow != NULL && r->next_poll_ms > now) {
 			r->next_poll_ms = now;

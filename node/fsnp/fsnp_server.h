@@ -67,6 +67,13 @@ size_t fsnp_server_conn_count(const struct fsnp_server *s);
 void fsnp_server_get_stats(const struct fsnp_server *s,
                            struct fsnp_server_stats *out);
 
+/* A FerricFlow write succeeded on this node (a target may have ended):
+ * `cb` runs after each, until set again (NULL: none). The built-in
+ * schedule runner uses it to release occurrences held behind a target. */
+typedef void (*fsnp_server_flow_write_cb)(void *data);
+void fsnp_server_on_flow_write(struct fsnp_server *s,
+                               fsnp_server_flow_write_cb cb, void *data);
+
 /* Graceful drain: stops accepting, sends GOAWAY on every connection and
  * closes each once its requests are answered, forcing the rest closed
  * after `grace_ms`. `cb` runs once every connection is closed; the server

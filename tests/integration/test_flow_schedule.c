@@ -13,8 +13,15 @@
  *    target exists once, the due times strictly increase at least a
  *    period apart (none doubled), and the periods the stop skipped are
  *    reported as coalesced.
+ *  - a queue_after_previous occurrence held behind its previous target
+ *    (retry 20 s) fires at once when that target completes;
  *  - with --flow-scheduler off (one more node) nothing fires by itself and
- *    FIRE_DUE fires the schedule, coalescing the periods it missed.
+ *    FIRE_DUE fires the schedule, coalescing the periods it missed; a
+ *    target id another flow holds is refused as FerricStore refuses it
+ *    (the occurrence held, that flow untouched), and the schedule's own
+ *    targets carry its owner proof; FIRE_DUE goes past one wave of 16,
+ *    and with block_ms waits for a schedule coming due; LIST pages active
+ *    schedules in next-run order.
  * Targets are enumerated by claiming their type (FLOW.CLAIM_DUE visits
  * every shard). */
 #include <setjmp.h>
@@ -294,7 +301,10 @@ static void test_raw_bodies(void **state)
 	assert_true(m.value.as.count >= 1);
 	ftc_msg_free(&m);
 	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_FIRE, "billing-sweep");
-	assert_int_equal(m.status, 0);
+	if (m.status != 0) {
+		ftc_error_text(&m, msg, sizeof msg);
+		fail_msg("FIRE: %s", msg);
+	}
 	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
 	assert_int_equal(fsnp_map_get(&m.value, "target_id", &v), 0);
 	assert_int_equal(v.tag, FSNP_BIN);
@@ -448,6 +458,84 @@ static int leader_of_schedule(const char *id)
 	return -1;
 }
 
+/* queue_after_previous: the next occurrence waits behind the first target
+ * with a long retry (20 s); completing that target on the node that runs
+ * the schedule releases it at once (well before the retry), with its
+ * original due time. */
+static void test_queue_woken_by_complete(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_val e;
+	struct fsnp_iter it;
+	struct fsnp_bytes tok;
+	char token[128], tid[96];
+	int64_t fence, queued;
+	uint64_t until, t0;
+	int leader;
+	(void)state;
+	connect_any(&c);
+	sched_body(&b, "wq-t", NULL, NULL,
+	           "id=s every_ms=i overlap_policy=s overlap_retry_ms=i", "wq",
+	           (int64_t)300, "queue_after_previous", (int64_t)20000);
+	m = callb(&c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	/* The first target, then the second occurrence held behind it. */
+	until = harness_mono_ms() + 15000;
+	while ((queued = sched_int("wq", "overlap_queued_due_at_ms")) < 0 &&
+	       harness_mono_ms() < until) {
+		harness_nap(100);
+	}
+	assert_true(queued > 0);
+	assert_int_equal(sched_int("wq", "fire_count"), 1);
+	leader = leader_of_schedule("wq");
+	assert_true(leader >= 0);
+	assert_int_equal(ftc_connect(&c, cl.nodes[leader].fsnp), 0);
+	ftc_body(&b, "type=s worker=s limit=i lease_ms=i", "wq-t", "itest",
+	         (int64_t)1, (int64_t)60000);
+	m = callb(&c, FSNP_OP_FLOW_CLAIM_DUE, &b);
+	assert_int_equal(m.status, 0);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_int_equal(fsnp_map_bin(&e, "id", &tok), 0);
+	snprintf(tid, sizeof tid, "%.*s", (int)tok.len, (const char *)tok.ptr);
+	assert_int_equal(fsnp_map_bin(&e, "lease_token", &tok), 0);
+	snprintf(token, sizeof token, "%.*s", (int)tok.len,
+	         (const char *)tok.ptr);
+	fence = ftc_map_int(&e, "fencing_token");
+	ftc_msg_free(&m);
+	ftc_body(&b, "id=s lease_token=s fencing_token=i", tid, token, fence);
+	m = callb(&c, FSNP_OP_FLOW_COMPLETE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+	t0 = harness_mono_ms();
+	until = t0 + 15000;
+	while (sched_int("wq", "fire_count") < 2 && harness_mono_ms() < until) {
+		harness_nap(50);
+	}
+	assert_int_equal(sched_int("wq", "fire_count"), 2);
+	/* Far sooner than the retry (20 s, the first check after 1 s at
+	 * the earliest would already be past it). */
+	assert_true(harness_mono_ms() - t0 < 10000);
+	{
+		char ids[8][96];
+		size_t n = claim_all("wq-t", ids, 8);
+		char want[96];
+		snprintf(want, sizeof want, "wq:%lld:2", (long long)queued);
+		assert_int_equal(n, 1);
+		assert_string_equal(ids[0], want);
+	}
+	connect_any(&c);
+	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_DELETE, "wq");
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
 static int cmp_due(const void *a, const void *b)
 {
 	long long x = atoll(strchr((const char *)a, ':') + 1);
@@ -559,6 +647,244 @@ static void test_interval_across_leader_kill(void **state)
 
 /* --flow-scheduler off: nothing fires by itself; FIRE_DUE does, with the
  * elapsed periods coalesced. */
+
+/* Whether field `k` of history entry e ([event_id, [k, v, ...]]) is the
+ * text s. */
+static bool hist_is(const struct fsnp_val *e, const char *k, const char *s)
+{
+	struct fsnp_iter it, f;
+	struct fsnp_val id, fields, kv, vv;
+	fsnp_iter_init(&it, e);
+	if (!fsnp_iter_next(&it, NULL, &id) ||
+	    !fsnp_iter_next(&it, NULL, &fields)) {
+		return false;
+	}
+	fsnp_iter_init(&f, &fields);
+	while (fsnp_iter_next(&f, NULL, &kv) && fsnp_iter_next(&f, NULL, &vv)) {
+		if (ftc_str_eq(&kv, k)) {
+			return ftc_str_eq(&vv, s);
+		}
+	}
+	return false;
+}
+
+/* Target ownership, on the node without a scheduler so that FIRE_DUE
+ * reports each outcome: a target id another flow holds is refused with
+ * FerricStore's error and the occurrence is held (fire_count stays 0,
+ * nothing more is due for the retry time), and that flow is untouched;
+ * a target the schedule creates carries its owner proof. */
+static void owner_checks(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_val errs, e, x, attrs;
+	char msg[512];
+
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_DELETE, "off");
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "id=s type=s", "taken", "manual");
+	m = callb(c, FSNP_OP_FLOW_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	sched_body(&b, "owned-t", "id", "taken", "id=s", "own");
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 1);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 0);
+	assert_int_equal(fsnp_map_get(&m.value, "errors", &errs), 0);
+	assert_int_equal(errs.tag, FSNP_ARRAY);
+	assert_int_equal(errs.as.count, 1);
+	{
+		struct fsnp_iter it;
+		fsnp_iter_init(&it, &errs);
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		fsnp_iter_init(&it, &e);
+		assert_true(fsnp_iter_next(&it, NULL, &x));
+		assert_true(ftc_str_eq(&x, "own"));
+		assert_true(fsnp_iter_next(&it, NULL, &x));
+		assert_true(ftc_str_eq(&x, "ERR scheduled target id already "
+		                           "exists with different owner"));
+	}
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_GET, "own");
+	assert_true(ftc_map_str(&m.value, "state", "active"));
+	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 0);
+	assert_true(ftc_map_int(&m.value, "next_run_at_ms") > now_ms() + 20000);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 0);
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_SCHEDULE_FIRE, "own");
+	ftc_error_text(&m, msg, sizeof msg);
+	assert_string_equal(
+	    msg, "ERR scheduled target id already exists with different owner");
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_GET, "taken");
+	assert_true(ftc_map_str(&m.value, "type", "manual"));
+	ftc_msg_free(&m);
+	/* A target of its own: created, with the proof. */
+	sched_body(&b, "owned-t", "id", "mine", "id=s", "own2");
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	ftc_body(&b, "limit=i", (int64_t)10);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_GET, "mine");
+	assert_int_equal(m.status, 0);
+	assert_true(ftc_map_str(&m.value, "type", "owned-t"));
+	assert_int_equal(fsnp_map_get(&m.value, "attributes", &attrs), 0);
+	assert_int_equal(attrs.tag, FSNP_MAP);
+	assert_int_equal(
+	    fsnp_map_get(&attrs, "ferricstore.schedule.owner.v1", &x), 0);
+	assert_int_equal(x.tag, FSNP_BIN);
+	assert_int_equal(x.as.bin.len, 43);
+	ftc_msg_free(&m);
+	/* Its events, as FerricStore signals them on the schedule's flow,
+	 * in the history of flow_id in the schedule's partition. */
+	{
+		char pk[48];
+		struct fsnp_iter it;
+		snprintf(pk, sizeof pk, "%s%u", FLOW_AUTO_PREFIX,
+		         flow_route_bucket((const uint8_t *)"own2", 4));
+		ftc_body(&b, "id=s partition_key=s",
+		         "__ferricstore_schedule__:own2", pk);
+		m = callb(c, FSNP_OP_FLOW_HISTORY, &b);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		assert_int_equal(m.value.as.count, 2);
+		fsnp_iter_init(&it, &m.value);
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		assert_true(hist_is(&e, "event", "signaled"));
+		assert_true(hist_is(&e, "signal", "schedule_created"));
+		assert_true(hist_is(&e, "type", "__ferricstore_schedule"));
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		assert_true(hist_is(&e, "signal", "schedule_fired"));
+		assert_true(hist_is(&e, "state", "completed"));
+		ftc_msg_free(&m);
+	}
+}
+
+/* FIRE_DUE past one wave (16) of due schedules, and block_ms: a call
+ * that finds nothing waits for a schedule coming due, or answers empty
+ * at the end of block_ms. */
+static void fire_due_waves_and_block(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	uint64_t t0;
+	int64_t at = now_ms();
+
+	for (int i = 0; i < 20; i++) {
+		char id[32];
+		snprintf(id, sizeof id, "wave-%d", i);
+		sched_body(&b, "wave-t", NULL, NULL, "id=s at_ms=i", id, at);
+		m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+	}
+	ftc_body(&b, "limit=i", (int64_t)100);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 20);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 20);
+	ftc_msg_free(&m);
+	/* Nothing due: an empty answer after block_ms. */
+	t0 = harness_mono_ms();
+	ftc_body(&b, "limit=i block_ms=i", (int64_t)10, (int64_t)400);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "claimed"), 0);
+	assert_true(harness_mono_ms() - t0 >= 350);
+	ftc_msg_free(&m);
+	/* A schedule due in 600 ms: the blocked call fires it. */
+	sched_body(&b, "wave-t", NULL, NULL, "id=s at_ms=i", "wave-late",
+	           now_ms() + 600);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+	assert_int_equal(m.status, 0);
+	ftc_msg_free(&m);
+	t0 = harness_mono_ms();
+	ftc_body(&b, "limit=i block_ms=i", (int64_t)10, (int64_t)10000);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
+	assert_true(harness_mono_ms() - t0 < 8000);
+	ftc_msg_free(&m);
+}
+
+/* LIST of active schedules (through the due index) in next-run order,
+ * cut at count, bounded by from_ms/to_ms; rev from the other end. */
+static void list_active(struct ftc *c)
+{
+	struct ftc_msg m;
+	struct wbuf b;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	int64_t t = now_ms() + 3600000;
+	const char *order[] = {"ls-0", "ls-1", "ls-2", "ls-3", "ls-4"};
+	size_t k;
+
+	/* Created out of order: ls-i starts at t + i s. */
+	for (int i = 4; i >= 0; i--) {
+		sched_body(&b, "list-t", NULL, NULL,
+		           "id=s every_ms=i start_at_ms=i", order[i],
+		           (int64_t)60000, t + i * 1000);
+		m = callb(c, FSNP_OP_FLOW_SCHEDULE_CREATE, &b);
+		assert_int_equal(m.status, 0);
+		ftc_msg_free(&m);
+	}
+	ftc_body(&b, "target_type=s count=i", "list-t", (int64_t)3);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.as.count, 3);
+	fsnp_iter_init(&it, &m.value);
+	for (k = 0; fsnp_iter_next(&it, NULL, &e); k++) {
+		assert_true(ftc_map_str(&e, "id", order[k]));
+	}
+	ftc_msg_free(&m);
+	ftc_body(&b, "target_type=s from_ms=i to_ms=i", "list-t", t + 1000,
+	         t + 3000);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.value.as.count, 3);
+	fsnp_iter_init(&it, &m.value);
+	for (k = 1; fsnp_iter_next(&it, NULL, &e); k++) {
+		assert_true(ftc_map_str(&e, "id", order[k]));
+	}
+	ftc_msg_free(&m);
+	ftc_body(&b, "target_type=s count=i rev=b", "list-t", (int64_t)2, true);
+	m = callb(c, FSNP_OP_FLOW_SCHEDULE_LIST, &b);
+	assert_int_equal(m.value.as.count, 2);
+	fsnp_iter_init(&it, &m.value);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_true(ftc_map_str(&e, "id", "ls-4"));
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_true(ftc_map_str(&e, "id", "ls-3"));
+	ftc_msg_free(&m);
+	/* The schedule's flow_id, as FerricStore answers public callers:
+	 * GET refuses the reserved id, HISTORY without the schedule's
+	 * partition finds nothing. */
+	m = by_id(c, FSNP_OP_FLOW_GET, "__ferricstore_schedule__:ls-0");
+	{
+		char msg[256];
+		ftc_error_text(&m, msg, sizeof msg);
+		assert_string_equal(msg,
+		                    "ERR flow id is reserved for internal use");
+	}
+	ftc_msg_free(&m);
+	m = by_id(c, FSNP_OP_FLOW_HISTORY, "__ferricstore_schedule__:ls-0");
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+}
+
 static void test_scheduler_off(void **state)
 {
 	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
@@ -596,6 +922,9 @@ static void test_scheduler_off(void **state)
 	m = by_id(&c, FSNP_OP_FLOW_SCHEDULE_GET, "off");
 	assert_int_equal(ftc_map_int(&m.value, "fire_count"), 1);
 	ftc_msg_free(&m);
+	owner_checks(&c);
+	fire_due_waves_and_block(&c);
+	list_active(&c);
 	ftc_close(&c);
 	harness_cluster_stop(&one);
 }
@@ -607,6 +936,7 @@ int main(void)
 	    cmocka_unit_test(test_paused_fires_nothing),
 	    cmocka_unit_test(test_one_shot_once),
 	    cmocka_unit_test(test_interval_across_leader_kill),
+	    cmocka_unit_test(test_queue_woken_by_complete),
 	    cmocka_unit_test(test_scheduler_off),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -292,6 +292,8 @@ static const struct qcase cases[] = {
      30, 2104, Q_PLAIN},
     {"proof-flow-no-fencing", "flow", "partition", "flow-no-fencing", 20, 2105,
      Q_PLAIN},
+    {"proof-flow-sched-refire", "flow", "partition", "flow-sched-refire", 15,
+     2106, Q_PLAIN},
 };
 
 static void test_case(void **state)

@@ -706,6 +706,42 @@ static void test_overlap_matrix(void **state)
 	overlap_case("fail_schedule", true, "active", 1, 0, 0);
 }
 
+/* Whether text field k of map m is s. */
+static bool fr_str_eq(const struct fsnp_val *m, const char *k, const char *s)
+{
+	char buf[256];
+	return strcmp(fr_str(m, k, buf), s) == 0;
+}
+
+/* A scan (by id, or a wake scan of held queue_after_previous occurrences)
+ * with its reply in r. */
+static void scan_cmd(struct tdb *t, uint64_t now, int64_t scan_now,
+                     const char *id, bool held_only, struct freply *r)
+{
+	struct wbuf b;
+	struct fsnp_writer w;
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "now_ms");
+	fsnp_w_i64(&w, scan_now);
+	fsnp_w_key(&w, "limit");
+	fsnp_w_i64(&w, 100);
+	if (id != NULL) {
+		fsnp_w_key(&w, "id");
+		fsnp_w_str(&w, id);
+	}
+	if (held_only) {
+		fsnp_w_key(&w, "held_only");
+		fsnp_w_bool(&w, true);
+	}
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	sched_cmd(t, now, FLOW_SCHED_KIND_SCAN, &b, r);
+	assert_int_equal(r->status, 0);
+	wbuf_free(&b);
+}
+
 static void test_skip_and_queue_details(void **state)
 {
 	struct tdb t;
@@ -737,6 +773,27 @@ static void test_skip_and_queue_details(void **state)
 	assert_int_equal(field(&t, 2100, "q", "overlap_queued_due_at_ms"),
 	                 1100);
 	assert_int_equal(field(&t, 2100, "q", "next_run_at_ms"), 4100);
+	{
+		/* A wake scan finds the hold before its retry is due; a
+		 * plain scan does not. */
+		struct freply sc;
+		struct fsnp_val list;
+		scan_cmd(&t, 2200, 2200 + 600000, NULL, true, &sc);
+		assert_int_equal(fsnp_map_get(&sc.v, "schedules", &list), 0);
+		assert_int_equal(list.as.count, 1);
+		freply_free(&sc);
+		scan_cmd(&t, 2200, 2200, NULL, false, &sc);
+		assert_int_equal(fsnp_map_get(&sc.v, "schedules", &list), 0);
+		{
+			struct fsnp_iter it;
+			struct fsnp_val e;
+			fsnp_iter_init(&it, &list);
+			while (fsnp_iter_next(&it, NULL, &e)) {
+				assert_false(fr_str_eq(&e, "id", "q"));
+			}
+		}
+		freply_free(&sc);
+	}
 	cancel_flow(&t, 4000, "q:1000:1");
 	pass(&t, 4100, &s);
 	assert_true(flow_exists(&t, 4100, "q:1100:2"));
@@ -1040,6 +1097,161 @@ static uint64_t rnd(uint64_t *s)
  * which due time fires next, how many occurrences are coalesced and the
  * next run; the store must agree, create each target exactly once, and
  * never fire a due time twice. */
+/* Targets carry the owner proof: a keyed digest of schedule, target id
+ * and definition, the same for the same inputs and different for another
+ * target id. A fire planned onto a target id another flow holds
+ * (owner_conflict) records nothing but holds the occurrence for 30 s. */
+static void test_owner_proof(void **state)
+{
+	struct tdb t;
+	struct freply r, scan;
+	struct fsnp_val list, e, ob, ent, body, attrs, pv;
+	struct fsnp_iter it;
+	struct flow_sched_rec rec;
+	struct flow_sched_plan plan;
+	char p1[FLOW_SCHED_PROOF_MAX], p2[FLOW_SCHED_PROOF_MAX];
+	struct wbuf b;
+	struct fsnp_writer w;
+	(void)state;
+	ftdb_open(&t);
+	create_interval(&t, 1000, "o", 1000, 2000, NULL, &r);
+	freply_free(&r);
+	/* The internal form (the scan's) holds the secret; GET does not. */
+	get(&t, 1000, "o", &r);
+	assert_int_not_equal(fsnp_map_get(&r.v, "_owner_secret", &pv), 0);
+	freply_free(&r);
+	scan_cmd(&t, 2000, 2000, "o", false, &scan);
+	assert_int_equal(fsnp_map_get(&scan.v, "schedules", &list), 0);
+	fsnp_iter_init(&it, &list);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_int_equal(flow_sched_rec_decode(&e, &rec), 0);
+	assert_int_equal(rec.s[SS_OWNER_SECRET].len, FLOW_SCHED_SECRET_LEN);
+	assert_int_equal(flow_sched_owner_proof(&rec, "o:2000:1", p1), 0);
+	assert_int_equal(strlen(p1), 43);
+	assert_int_equal(flow_sched_owner_proof(&rec, "o:2000:1", p2), 0);
+	assert_string_equal(p1, p2);
+	assert_int_equal(flow_sched_owner_proof(&rec, "o:3000:2", p2), 0);
+	assert_string_not_equal(p1, p2);
+	/* The fire's target create request carries the proof. */
+	flow_sched_plan(&rec, 2000, false, 2000, false, NULL, &plan);
+	assert_string_equal(plan.target_id, "o:2000:1");
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "now_ms");
+	fsnp_w_i64(&w, 2000);
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	flow_sched_plan_write(&w, &rec, &plan);
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	sched_cmd(&t, 2000, FLOW_SCHED_KIND_RECORD, &b, &r);
+	wbuf_free(&b);
+	freply_free(&scan);
+	assert_int_equal(r.status, 0);
+	fsnp_iter_init(&it, &r.v);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_int_equal(fsnp_map_get(&e, "outbox", &ob), 0);
+	assert_int_equal(fsnp_map_get(&ob, "entry", &ent), 0);
+	assert_int_equal(fsnp_map_get(&ent, "body", &pv), 0);
+	assert_int_equal(
+	    fsnp_value_decode(pv.as.bin.ptr, pv.as.bin.len, NULL, &body, NULL),
+	    0);
+	assert_int_equal(fsnp_map_get(&body, "attributes", &attrs), 0);
+	assert_true(fr_str_eq(&attrs, FLOW_SCHED_OWNER_ATTR, p1));
+	freply_free(&r);
+	/* The next occurrence (due 3000) meets a foreign flow. */
+	scan_cmd(&t, 3000, 3000, "o", false, &scan);
+	assert_int_equal(fsnp_map_get(&scan.v, "schedules", &list), 0);
+	fsnp_iter_init(&it, &list);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_int_equal(flow_sched_rec_decode(&e, &rec), 0);
+	flow_sched_plan(&rec, 3000, false, 3000, false, NULL, &plan);
+	plan.outcome = FSO_OWNER_CONFLICT;
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "now_ms");
+	fsnp_w_i64(&w, 3000);
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	flow_sched_plan_write(&w, &rec, &plan);
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	assert_int_equal(fsnp_w_finish(&w), 0);
+	sched_cmd(&t, 3000, FLOW_SCHED_KIND_RECORD, &b, &r);
+	wbuf_free(&b);
+	freply_free(&scan);
+	fsnp_iter_init(&it, &r.v);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	assert_true(fr_str_eq(&e, "result", "error"));
+	assert_true(fr_str_eq(&e, "error", FLOW_SCHED_OWNER_CONFLICT));
+	freply_free(&r);
+	assert_int_equal(field(&t, 3000, "o", "fire_count"), 1);
+	assert_int_equal(field(&t, 3000, "o", "overlap_queued_due_at_ms"),
+	                 3000);
+	assert_int_equal(field(&t, 3000, "o", "next_run_at_ms"),
+	                 3000 + FLOW_SCHED_OWNER_RETRY_MS);
+	/* A wake scan looks for queue_after_previous holds only. */
+	scan_cmd(&t, 3000, 3000 + 600000, NULL, true, &scan);
+	assert_int_equal(fsnp_map_get(&scan.v, "schedules", &list), 0);
+	assert_int_equal(list.as.count, 0);
+	freply_free(&scan);
+	tdb_close(&t);
+}
+
+/* LIST keeps only what it can answer with: the first `count` by next run
+ * (the last with rev), whether through the due index (active) or over
+ * every record (other states), from more schedules than twice count. */
+static void test_list_count(void **state)
+{
+	static const char *const ids[] = {"l0", "l1", "l2", "l3", "l4", "l5"};
+	struct tdb t;
+	struct freply r;
+	struct fbody b;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	(void)state;
+	ftdb_open(&t);
+	/* li starts at 9000 - 1000 i: l5 first. */
+	for (int i = 0; i < 6; i++) {
+		create_interval(&t, 1000, ids[i], 1000, 9000 - 1000 * i, NULL,
+		                &r);
+		freply_free(&r);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (int rev = 0; rev < 2; rev++) {
+			const char *want[2] = {rev ? "l0" : "l5",
+			                       rev ? "l1" : "l4"};
+			fb_begin(&b);
+			if (pass == 1) {
+				fb_str(&b, "state", "paused");
+			}
+			fb_int(&b, "count", 2);
+			if (rev) {
+				fb_bool(&b, "rev", true);
+			}
+			fb_end(&b);
+			fl_run(&t, G, 1000, FSNP_OP_FLOW_SCHEDULE_LIST, &b, 1,
+			       &r);
+			fb_free(&b);
+			assert_int_equal(r.v.as.count, 2);
+			fsnp_iter_init(&it, &r.v);
+			for (int k = 0; fsnp_iter_next(&it, NULL, &e); k++) {
+				assert_true(fr_str_eq(&e, "id", want[k]));
+			}
+			freply_free(&r);
+		}
+		for (int i = 0; pass == 0 && i < 6; i++) {
+			by_id(&t, 1000, FSNP_OP_FLOW_SCHEDULE_PAUSE, ids[i],
+			      &r);
+			freply_free(&r);
+		}
+	}
+	tdb_close(&t);
+}
+
 static void test_model(void **state)
 {
 	enum { N = 4, STEPS = 300 };
@@ -1147,6 +1359,8 @@ int main(void)
 	    cmocka_unit_test(test_stale_and_replayed),
 	    cmocka_unit_test(test_planning_failure),
 	    cmocka_unit_test(test_cron_fires),
+	    cmocka_unit_test(test_owner_proof),
+	    cmocka_unit_test(test_list_count),
 	    cmocka_unit_test(test_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

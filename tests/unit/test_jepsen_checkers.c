@@ -571,6 +571,174 @@ static void test_flow(void **state)
 	assert_int_equal(run(f, "0 1 invoke add a 1\n", NULL, NULL), -1);
 }
 
+/* The schedule part of the flow checker: targets found at the end against
+ * the schedules' final reads. */
+static void test_flow_schedule(void **state)
+{
+	jepsen_test_check_fn f = jepsen_flowcheck_run;
+	(void)state;
+	/* Every 100 ms from 1000: on time twice, then the fire due at 1200
+	 * 150 ms late (one period coalesced, the next run at 1350 + 100),
+	 * on time again; paused with the next run at 1550. The one-shot
+	 * fired once. */
+	const char *good = "0 1 invoke create s\n"
+	                   "1 1 ok create s\n"
+	                   "2 1 invoke create o\n"
+	                   "3 1 info create o\n"
+	                   "4 2 invoke target s\n"
+	                   "5 2 ok target s s:1000:1\n"
+	                   "6 2 invoke target s\n"
+	                   "7 2 ok target s s:1100:2\n"
+	                   "8 2 invoke target s\n"
+	                   "9 2 ok target s s:1450:4\n"
+	                   "10 2 invoke target s\n"
+	                   "11 2 ok target s s:1200:3\n"
+	                   "12 2 invoke target o\n"
+	                   "13 2 ok target o o:5000:1\n"
+	                   "14 2 invoke schedule s\n"
+	                   "15 2 ok schedule s interval paused 100 1000 4 1 "
+	                   "1550 nil\n"
+	                   "16 2 invoke schedule o\n"
+	                   "17 2 ok schedule o one_shot completed nil 5000 1 "
+	                   "0 nil one_shot_fired\n";
+	assert_int_equal(run(f, good, NULL, NULL), 0);
+	/* The occurrence due at 1100 fired twice. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1100:2\n"
+	                     "4 2 invoke target s\n"
+	                     "5 2 ok target s s:1100:3\n"
+	                     "6 2 invoke schedule s\n"
+	                     "7 2 ok schedule s interval paused 100 1000 3 0 "
+	                     "1200 nil\n",
+	                     "double-fire", "due at 1100 fired twice"),
+	                 1);
+	/* One fire count for two due times. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1100:1\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 1 0 "
+	                     "1200 nil\n",
+	                     "double-fire", "fire 1 created two targets"),
+	                 1);
+	/* A counted fire without its target; a target beyond the count. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1200:3\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 3 0 "
+	                     "1300 nil\n",
+	                     "lost-fire", "no target of fire 2"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke schedule s\n"
+	                     "3 2 ok schedule s interval paused 100 1000 2 0 "
+	                     "1200 nil\n",
+	                     "lost-fire", "only 1 targets"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1100:2\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 1 0 "
+	                     "1100 nil\n",
+	                     "extra-fire", "beyond its fire_count 1"),
+	                 1);
+	/* Skipped periods not reported as coalesced; a fire too early; a
+	 * late first fire; fires out of order. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1300:2\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 2 1 "
+	                     "1400 nil\n",
+	                     "coalesce-mismatch", "skip 2 periods"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1000:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1050:2\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 2 0 "
+	                     "1150 nil\n",
+	                     "early-fire", "less than its period 100"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1100:1\n"
+	                     "2 2 invoke schedule s\n"
+	                     "3 2 ok schedule s interval paused 100 1000 1 0 "
+	                     "1200 nil\n",
+	                     "bad-due", "not at the start 1000"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s s:1100:1\n"
+	                     "2 2 invoke target s\n"
+	                     "3 2 ok target s s:1000:2\n"
+	                     "4 2 invoke schedule s\n"
+	                     "5 2 ok schedule s interval paused 100 1000 2 0 "
+	                     "1200 nil\n",
+	                     "out-of-order", "before fire 1"),
+	                 1);
+	/* A one-shot that never fired, one that fired twice; a lost
+	 * schedule; a target id that is not the schedule's. */
+	assert_int_equal(run(f,
+	                     "0 2 invoke schedule o\n"
+	                     "1 2 ok schedule o one_shot active nil 5000 0 0 "
+	                     "5000 nil\n",
+	                     "one-shot", "should have fired exactly once"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target o\n"
+	                     "1 2 ok target o o:5000:1\n"
+	                     "2 2 invoke target o\n"
+	                     "3 2 ok target o o:5000:2\n"
+	                     "4 2 invoke schedule o\n"
+	                     "5 2 ok schedule o one_shot completed nil 5000 2 "
+	                     "0 nil one_shot_fired\n",
+	                     "double-fire", "due at 5000 fired twice"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 1 invoke create s\n"
+	                     "1 1 ok create s\n"
+	                     "2 2 invoke schedule s\n"
+	                     "3 2 ok schedule s nil\n",
+	                     "lost", "did not find it"),
+	                 1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n"
+	                     "1 2 ok target s t:1000:1\n"
+	                     "2 2 invoke schedule s\n"
+	                     "3 2 ok schedule s interval paused 100 1000 0 0 "
+	                     "1000 nil\n",
+	                     "bad-target", "is not s:<due_at_ms>"),
+	                 1);
+	/* Input errors. */
+	assert_int_equal(
+	    run(f, "0 2 invoke schedule s\n1 2 ok schedule s x\n", NULL, NULL),
+	    -1);
+	assert_int_equal(run(f,
+	                     "0 2 invoke target s\n1 2 ok target s\n"
+	                     "2 2 invoke schedule s\n3 2 ok schedule s nil\n",
+	                     NULL, NULL),
+	                 -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -581,6 +749,7 @@ int main(void)
 	    cmocka_unit_test(test_queue),
 	    cmocka_unit_test(test_exactly_once),
 	    cmocka_unit_test(test_flow),
+	    cmocka_unit_test(test_flow_schedule),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,8 +16,16 @@ lodectl_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
 # family); other families append their files to lodebench_SOURCES.
 bin_PROGRAMS += lodebench
 lodebench_SOURCES = client/lodebench.c client/lodebench.h \
-	client/lodebench_felix.c
+	client/lodebench_felix.c client/bench_hist.c client/bench_hist.h \
+	client/bench_sched.c client/bench_sched.h client/bench_report.c \
+	client/bench_report.h client/bench_pacer.c client/bench_pacer.h
 lodebench_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
+
+# lodebench's latency histogram and open-loop schedule (pure).
+UNIT_TESTS += tests/unit/test_bench_stats
+tests_unit_test_bench_stats_SOURCES = tests/unit/test_bench_stats.c \
+	client/bench_hist.c client/bench_sched.c
+tests_unit_test_bench_stats_LDADD = $(CMOCKA_LIBS)
 
 # lodectl cert's subjectAltName builder.
 UNIT_TESTS += tests/unit/test_lodectl_cert

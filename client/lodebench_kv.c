@@ -1,11 +1,17 @@
 /* lodebench kv: FSNP GET/SET throughput and latency, redis-benchmark
  * style: C connections, each sending batches of P requests back to back
  * and waiting for the whole batch before the next (-P semantics); random
- * keys from a keyspace, fixed-size values. Reports ops/s and p50/p99
- * latency (from a batch's send to each reply).
+ * keys from a keyspace, fixed-size values. Reports ops/s and the latency
+ * histogram (from a batch's send to each reply) through bench_report.
+ *
+ * With --rate R the load is open-loop instead: request k is due at
+ * k / R seconds (bench_sched.h) and leaves then, round-robin over the
+ * connections, whatever the replies do; its latency runs from that due
+ * time. At most -P requests per connection are in flight; requests due
+ * beyond that leave as soon as a reply frees a place and count as late.
  *
  * The benchmark shares the machine with the server, so its own CPU per
- * request is kept small: latencies go into a histogram (struct lat_hist)
+ * request is kept small: latencies go into a histogram (bench_hist.h)
  * rather than an array sorted at the end, and every request body is one
  * template (struct body_tpl) with the key's digits written in place. */
 #include <inttypes.h>
@@ -13,27 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/bench_hist.h"
+#include "client/bench_pacer.h"
+#include "client/bench_report.h"
+#include "client/bench_sched.h"
 #include "client/fsnp_client.h"
 #include "client/lodebench.h"
 #include "wire/fsnp_opcode.h"
-
-/* Latencies in whole microseconds, counted per value below LAT_EXACT_US
- * (so p50/p99 there are exactly what sorting every sample gave), and
- * above it in log-scaled buckets of LAT_SUB_BUCKETS per power of two (a
- * quantile that far out is reported as its bucket's lower bound, within
- * 0.1 %). The counts are calloc'd per run: only the pages holding
- * observed latencies are written. */
-#define LAT_EXACT_BITS 20u
-#define LAT_EXACT_US (1ull << LAT_EXACT_BITS) /* ~1.05 s */
-#define LAT_SUB_BITS 10u
-#define LAT_SUB_BUCKETS (1u << LAT_SUB_BITS)
-#define LAT_TAIL_BUCKETS ((64u - LAT_EXACT_BITS) * LAT_SUB_BUCKETS)
-
-struct lat_hist {
-	uint64_t *exact; /* owned, LAT_EXACT_US entries */
-	uint64_t *tail;  /* owned, LAT_TAIL_BUCKETS entries */
-	uint64_t count;
-};
 
 /* A request body, built once by the FSNP writer with a placeholder key;
  * each request only rewrites the key's 12 digits. */
@@ -56,6 +48,13 @@ struct bconn {
 	bool ready;
 };
 
+/* Open loop: one request in flight, with its due time. */
+struct kreq {
+	struct bconn *k;
+	uint64_t due_ns;
+	struct kreq *next_free;
+};
+
 struct bench {
 	uv_loop_t loop;
 	char host[256];
@@ -64,7 +63,17 @@ struct bench {
 	unsigned conns, pipeline, value_size, keyspace;
 	uint64_t requests; /* per test */
 	uint64_t sent, done, errors;
-	struct lat_hist lat;
+	struct bench_hist lat;
+	/* open loop */
+	uint64_t rate; /* requests per second; 0 = closed loop */
+	struct bench_sched sched;
+	struct bench_pacer pacer;
+	struct kreq *reqs; /* owned, conns * pipeline */
+	struct kreq *free_reqs;
+	unsigned next_conn;
+	uint64_t late;
+	struct bench_servers servers;
+	bool json;
 	struct body_tpl tpl; /* for `opcode` */
 	uint16_t opcode;
 	struct bconn *bc; /* owned */
@@ -84,58 +93,6 @@ static uint64_t rnd(struct bench *b)
 	x ^= x >> 27;
 	b->rng = x;
 	return x * 2685821657736338717ull;
-}
-
-static int lat_init(struct lat_hist *h)
-{
-	h->exact = calloc(LAT_EXACT_US, sizeof *h->exact);
-	h->tail = calloc(LAT_TAIL_BUCKETS, sizeof *h->tail);
-	h->count = 0;
-	return h->exact != NULL && h->tail != NULL ? 0 : -1;
-}
-
-static void lat_free(struct lat_hist *h)
-{
-	free(h->exact);
-	free(h->tail);
-}
-
-static void lat_add(struct lat_hist *h, uint64_t us)
-{
-	h->count++;
-	if (us < LAT_EXACT_US) {
-		h->exact[us]++;
-		return;
-	}
-	unsigned e = LAT_EXACT_BITS; /* the top bit's position */
-	while (e < 63u && (us >> (e + 1)) != 0) {
-		e++;
-	}
-	unsigned m =
-	    (unsigned)(us >> (e - LAT_SUB_BITS)) & (LAT_SUB_BUCKETS - 1);
-	h->tail[(e - LAT_EXACT_BITS) * LAT_SUB_BUCKETS + m]++;
-}
-
-/* The latency of rank `rank` (0-based) in ascending order: what the sorted
- * array of every sample held at that index. */
-static uint64_t lat_at(const struct lat_hist *h, uint64_t rank)
-{
-	uint64_t seen = 0;
-	for (uint64_t us = 0; us < LAT_EXACT_US; us++) {
-		seen += h->exact[us];
-		if (seen > rank) {
-			return us;
-		}
-	}
-	for (unsigned i = 0; i < LAT_TAIL_BUCKETS; i++) {
-		seen += h->tail[i];
-		if (seen > rank) {
-			unsigned e = LAT_EXACT_BITS + i / LAT_SUB_BUCKETS;
-			uint64_t m = LAT_SUB_BUCKETS + i % LAT_SUB_BUCKETS;
-			return m << (e - LAT_SUB_BITS);
-		}
-	}
-	return 0; /* rank >= count */
 }
 
 /* The body the FSNP writer builds for `key`: the template's reference. */
@@ -243,7 +200,7 @@ static void on_reply(void *data, const struct fsnp_reply *r)
 		}
 	}
 	if (b->done < b->requests) {
-		lat_add(&b->lat, (t - k->batch_start) / 1000);
+		bench_hist_add(&b->lat, (t - k->batch_start) / 1000);
 	}
 	b->done++;
 	if (--k->outstanding == 0) {
@@ -275,6 +232,92 @@ static void send_batch(struct bconn *k)
 	}
 }
 
+static void open_pump(struct bench *b);
+
+static void on_open_reply(void *data, const struct fsnp_reply *r)
+{
+	struct kreq *q = data;
+	struct bench *b = q->k->b;
+	uint64_t t = uv_hrtime();
+	if (r->error != 0 || r->status != FSNP_STATUS_OK) {
+		b->errors++;
+		if (b->errors == 1) {
+			fprintf(stderr, "lodebench: %s\n",
+			        r->error ? fsnp_client_strerror(r->error)
+			                 : (r->message ? r->message : "error"));
+		}
+	}
+	bench_hist_add(&b->lat, q->due_ns < t ? (t - q->due_ns) / 1000 : 0);
+	q->k->outstanding--;
+	q->next_free = b->free_reqs;
+	b->free_reqs = q;
+	if (++b->done >= b->requests && b->finished == 0) {
+		b->finished = t;
+	}
+	open_pump(b);
+}
+
+/* Sends every request due by now that has a free place, round-robin over
+ * the connections, then arms the pacer for the next one. */
+static void open_pump(struct bench *b)
+{
+	uint64_t now = uv_hrtime();
+	uint64_t due = bench_sched_due(&b->sched, now);
+	struct body_tpl *t = &b->tpl;
+	while (b->sent < due && b->free_reqs != NULL) {
+		struct kreq *q = b->free_reqs;
+		struct bconn *k = &b->bc[b->next_conn];
+		uint64_t at = bench_sched_time(&b->sched, b->sent);
+		/* The free list only holds places of connections with room:
+		 * every connection has -P of them. */
+		b->free_reqs = q->next_free;
+		q->k = k;
+		q->due_ns = at;
+		b->next_conn = (b->next_conn + 1) % b->conns;
+		if (now - at > 1000000) {
+			b->late++;
+		}
+		tpl_set_key(t, rnd(b) % b->keyspace);
+		if (fsnp_client_send(k->c, b->opcode, t->body.data + t->key_at,
+		                     KEY_LEN, t->body.data, t->body.len, 0,
+		                     on_open_reply, q) != 0) {
+			q->next_free = b->free_reqs;
+			b->free_reqs = q;
+			b->errors++;
+			b->failed = b->errors > b->requests / 10 + 10;
+		} else {
+			k->outstanding++;
+		}
+		b->sent++;
+		if (b->failed) {
+			return;
+		}
+	}
+	if (b->sent < b->requests && b->free_reqs != NULL) {
+		bench_pacer_arm(&b->pacer,
+		                bench_sched_time(&b->sched, b->sent));
+	}
+}
+
+static void on_pacer(struct bench_pacer *p)
+{
+	open_pump(p->data);
+}
+
+static void start_load(struct bench *b)
+{
+	b->started = uv_hrtime();
+	bench_servers_start(&b->servers);
+	if (b->rate > 0) {
+		bench_sched_init(&b->sched, b->rate, b->started, b->requests);
+		open_pump(b);
+		return;
+	}
+	for (unsigned i = 0; i < b->conns; i++) {
+		send_batch(&b->bc[i]);
+	}
+}
+
 static void on_ready(void *data, struct fsnp_client *c, int status,
                      const char *err)
 {
@@ -289,16 +332,15 @@ static void on_ready(void *data, struct fsnp_client *c, int status,
 	}
 	k->ready = true;
 	if (++b->ready_count == b->conns) {
-		b->started = uv_hrtime();
-		for (unsigned i = 0; i < b->conns; i++) {
-			send_batch(&b->bc[i]);
-		}
+		start_load(b);
 	}
 }
 
 static int run_one(struct bench *b, uint16_t opcode)
 {
 	struct fsnp_client_options o;
+	char params[128];
+	int rv = 0;
 	memset(&o, 0, sizeof o);
 	o.host = b->host;
 	o.port = b->port;
@@ -313,50 +355,87 @@ static int run_one(struct bench *b, uint16_t opcode)
 		fprintf(stderr, "lodebench: cannot build the request body\n");
 		return -1;
 	}
-	if (lat_init(&b->lat) != 0) {
-		fprintf(stderr, "lodebench: out of memory\n");
-		lat_free(&b->lat);
-		wbuf_free(&b->tpl.body);
-		return -1;
-	}
-	b->sent = b->done = b->errors = 0;
+	b->sent = b->done = b->errors = b->late = 0;
 	b->ready_count = 0;
 	b->finished = 0;
 	b->failed = false;
-	uv_loop_init(&b->loop);
+	b->next_conn = 0;
+	b->free_reqs = NULL;
+	b->reqs = NULL;
 	b->bc = calloc(b->conns, sizeof *b->bc);
+	if (b->rate > 0) {
+		size_t n = (size_t)b->conns * b->pipeline;
+		b->reqs = calloc(n, sizeof *b->reqs);
+		for (size_t i = 0; b->reqs != NULL && i < n; i++) {
+			b->reqs[i].next_free = b->free_reqs;
+			b->free_reqs = &b->reqs[i];
+		}
+	}
+	if (bench_hist_init(&b->lat) != 0 || b->bc == NULL ||
+	    (b->rate > 0 && b->reqs == NULL)) {
+		fprintf(stderr, "lodebench: out of memory\n");
+		rv = -1;
+		goto err_mem;
+	}
+	uv_loop_init(&b->loop);
+	if (b->rate > 0 &&
+	    bench_pacer_init(&b->loop, &b->pacer, on_pacer, b) != 0) {
+		fprintf(stderr,
+		        "lodebench: cannot make a timerfd for --rate\n");
+		uv_loop_close(&b->loop);
+		rv = -1;
+		goto err_mem;
+	}
 	for (unsigned i = 0; i < b->conns; i++) {
 		b->bc[i].b = b;
 		if (fsnp_client_open(&b->loop, &o, on_ready, &b->bc[i],
 		                     &b->bc[i].c) != 0) {
 			fprintf(stderr, "lodebench: bad options\n");
-			return -1;
+			b->failed = true;
+			b->conns = i;
+			break;
 		}
 	}
 	while (!b->failed && b->done < b->requests) {
 		uv_run(&b->loop, UV_RUN_ONCE);
 	}
+	bench_servers_stop(&b->servers);
 	for (unsigned i = 0; i < b->conns; i++) {
 		fsnp_client_close(b->bc[i].c, NULL, NULL);
 	}
+	if (b->rate > 0) {
+		bench_pacer_close(&b->pacer);
+	}
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&b->loop);
+	if (b->failed) {
+		rv = -1;
+		goto err_mem;
+	}
+	snprintf(params, sizeof params, "conns=%u pipeline=%u value=%u",
+	         b->conns, b->pipeline, b->value_size);
+	struct bench_result res = {
+	    .family = "kv",
+	    .op = opcode == FSNP_OP_SET ? "set" : "get",
+	    .unit = "ops",
+	    .ops = b->lat.count,
+	    .errors = b->errors,
+	    .secs = (double)(b->finished - b->started) / 1e9,
+	    .rate = b->rate,
+	    .late = b->late,
+	    .params = params,
+	    .lat = &b->lat,
+	    .servers = b->servers.n > 0 ? &b->servers : NULL,
+	};
+	bench_report_print(stdout, &res, b->json);
+	rv = b->errors > 0 ? 1 : 0;
+
+err_mem:
+	bench_hist_free(&b->lat);
+	free(b->reqs);
 	free(b->bc);
 	wbuf_free(&b->tpl.body);
-	if (b->failed) {
-		lat_free(&b->lat);
-		return -1;
-	}
-	double secs = (double)(b->finished - b->started) / 1e9;
-	uint64_t n = b->lat.count;
-	printf("%-3s conns=%-3u pipeline=%-3u requests=%" PRIu64
-	       " ops/s=%.0f p50_ms=%.3f p99_ms=%.3f errors=%" PRIu64 "\n",
-	       opcode == FSNP_OP_SET ? "SET" : "GET", b->conns, b->pipeline, n,
-	       (double)n / secs, (double)lat_at(&b->lat, n / 2) / 1000.0,
-	       (double)lat_at(&b->lat, (n * 99) / 100) / 1000.0, b->errors);
-	fflush(stdout);
-	lat_free(&b->lat);
-	return b->errors > 0 ? 1 : 0;
+	return rv;
 }
 
 static void usage(FILE *f)
@@ -367,8 +446,12 @@ static void usage(FILE *f)
 	           "KEYSPACE]\n"
 	           "                    [-t set,get] [--password P] "
 	           "[--topology]\n"
+	           "                    [--rate OPS_PER_S] "
+	           "[--server-pid PID[,PID...]] [--json]\n"
 	           "--topology: send each key to its shard's leader (SHARDS), "
 	           "for clusters\n"
+	           "--rate: open loop, requests leave on a fixed schedule (at "
+	           "most -P in flight per connection)\n"
 	           "Defaults: 127.0.0.1:6388, -c 1 -P 1 -n 100000 -d 3 -r "
 	           "100000 -t set,get\n");
 }
@@ -396,6 +479,10 @@ int lodebench_kv_main(int argc, char **argv)
 		}
 		if (strcmp(a, "--topology") == 0) {
 			b.topology = true;
+			continue;
+		}
+		if (strcmp(a, "--json") == 0) {
+			b.json = true;
 			continue;
 		}
 		if (v == NULL) {
@@ -426,6 +513,21 @@ int lodebench_kv_main(int argc, char **argv)
 			tests = v;
 		} else if (strcmp(a, "--password") == 0) {
 			b.password = v;
+		} else if (strcmp(a, "--rate") == 0) {
+			b.rate = strtoull(v, NULL, 10);
+			if (b.rate == 0) {
+				usage(stderr);
+				return 2;
+			}
+		} else if (strcmp(a, "--server-pid") == 0) {
+			if (bench_servers_parse(&b.servers, v) != 0) {
+				fprintf(stderr,
+				        "lodebench: bad --server-pid "
+				        "'%s' (PID[,PID...], at most "
+				        "8)\n",
+				        v);
+				return 2;
+			}
 		} else {
 			usage(stderr);
 			return 2;

@@ -20,6 +20,14 @@
  *   /proc/PID/stat utime + stime).
  * latency: one publisher sends a batch, waits for its ack, sends the next;
  *   reports p50 / p99 / p999 of the ack round trip.
+ * --rate R (throughput mode): open loop: publish k (a batch) is due at k / R
+ *   seconds (bench_sched.h) and leaves then, round-robin over the
+ *   connections, whatever the acks do (subscribers do not pace it); its
+ *   latency runs from that due time. At most W batches per connection are
+ *   in flight; publishes due beyond that leave once an ack frees a place
+ *   and count as late. Without --rate the latency runs from each send.
+ * --json: the result as one JSON object (bench_report.h), with the latency
+ *   histogram and each --server-pid's CPU per acked batch.
  * idempotent: as throughput, with publish_idempotent (JSON, one producer per
  *   connection, one sequence per batch) instead of binary acked publishes;
  *   compare with throughput at the same --fanout (0 for the bare cost).
@@ -41,6 +49,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/bench_hist.h"
+#include "client/bench_pacer.h"
+#include "client/bench_report.h"
+#include "client/bench_sched.h"
 #include "client/felix_client.h"
 #include "client/lodebench.h"
 
@@ -68,6 +80,14 @@ struct pubconn {
 	uint64_t counter_i;
 };
 
+/* An acked publish in flight: its connection and the time its latency
+ * runs from (sent, or due in the open loop). */
+struct pubreq {
+	struct pubconn *pc;
+	uint64_t t_ns;
+	struct pubreq *next_free;
+};
+
 struct bench {
 	uv_loop_t loop;
 	char host[256];
@@ -76,8 +96,7 @@ struct bench {
 	const char *tenant;
 	const char *token;
 	char stream[128];
-	int server_pids[8]; /* summed for server CPU */
-	unsigned n_pids;
+	struct bench_servers servers; /* --server-pid */
 	char sub_host[256]; /* subscribers' broker; "" = the publishers' */
 	uint16_t sub_port;
 	const char *sub_ca;
@@ -106,10 +125,17 @@ struct bench {
 	uint64_t inflight_total;
 	uint64_t events;
 	/* latency */
-	uint64_t *lat_ns;
-	size_t nlat, caplat;
-	uint64_t sent_ns;
-	bool waiting;
+	struct bench_hist lat;
+	struct pubreq *reqs; /* owned, conns * window */
+	struct pubreq *free_reqs;
+	/* open loop */
+	uint64_t rate; /* batches per second; 0 = closed loop */
+	struct bench_sched sched;
+	struct bench_pacer pacer;
+	uint64_t sched_sent;
+	unsigned next_conn;
+	uint64_t late;
+	bool json;
 };
 
 static uint64_t now_ns(void)
@@ -152,8 +178,8 @@ static double server_cpu(int pid)
 static double servers_cpu(const struct bench *b)
 {
 	double t = 0;
-	for (unsigned i = 0; i < b->n_pids; i++) {
-		t += server_cpu(b->server_pids[i]);
+	for (unsigned i = 0; i < b->servers.n; i++) {
+		t += server_cpu(b->servers.pids[i]);
 	}
 	return t;
 }
@@ -169,7 +195,11 @@ static void usage(FILE *out)
 	        "[--conns C]\n"
 	        "       [--window W] [--max-lag N] [--records N] "
 	        "[--stream NAME]\n"
-	        "       [--tenant T] [--token TOK]\n");
+	        "       [--tenant T] [--token TOK] [--rate BATCHES_PER_S] "
+	        "[--json]\n"
+	        "--rate: open loop (throughput mode): publishes leave on a "
+	        "fixed schedule,\n"
+	        "        at most --window in flight per connection\n");
 }
 
 static void on_ready(void *data, struct felix_client *c, int status,
@@ -272,19 +302,77 @@ static void on_ack(void *data, int status, const char *message)
 		return;
 	}
 	b->acked_batches++;
-	if (b->latency) {
-		uint64_t d = now_ns() - b->sent_ns;
-		if (b->nlat == b->caplat) {
-			b->caplat = b->caplat ? b->caplat * 2 : 65536;
-			b->lat_ns =
-			    realloc(b->lat_ns, b->caplat * sizeof *b->lat_ns);
-		}
-		if (b->lat_ns != NULL) {
-			b->lat_ns[b->nlat++] = d;
-		}
-		b->waiting = false;
-	}
 	pump(pc);
+}
+
+static void open_pump(struct bench *b);
+
+/* The ack of a timed publish: its latency, its place back. */
+static void on_pub_ack(void *data, int status, const char *message)
+{
+	struct pubreq *q = data;
+	struct pubconn *pc = q->pc;
+	struct bench *b = pc->b;
+	uint64_t t = now_ns();
+	q->next_free = b->free_reqs;
+	b->free_reqs = q;
+	if (status == 0) {
+		bench_hist_add(&b->lat, t > q->t_ns ? (t - q->t_ns) / 1000 : 0);
+	}
+	if (b->rate == 0) {
+		on_ack(pc, status, message);
+		return;
+	}
+	pc->inflight--;
+	b->inflight_total--;
+	if (status != 0) {
+		bench_fail(b, "publish", message);
+		return;
+	}
+	b->acked_batches++;
+	open_pump(b);
+}
+
+/* Open loop: every publish due by now that has a free place, round-robin
+ * over the connections; then the pacer for the next one. */
+static void open_pump(struct bench *b)
+{
+	uint64_t now = now_ns();
+	uint64_t due = bench_sched_due(&b->sched, now);
+	while (!b->stop && !b->failed && b->sched_sent < due &&
+	       b->free_reqs != NULL) {
+		struct pubreq *q = b->free_reqs;
+		struct pubconn *pc = &b->pubs[b->next_conn];
+		b->next_conn = (b->next_conn + 1) % b->conns;
+		b->free_reqs = q->next_free;
+		q->pc = pc;
+		q->t_ns = bench_sched_time(&b->sched, b->sched_sent++);
+		if (now - q->t_ns > 1000000) {
+			b->late++;
+		}
+		pc->inflight++;
+		b->inflight_total++;
+		if (felix_client_publish(pc->c, "default", b->stream, false,
+		                         NULL, 0, b->payloads, b->batch,
+		                         FELIX_ACK_PER_BATCH, on_pub_ack,
+		                         q) != 0) {
+			pc->inflight--;
+			b->inflight_total--;
+			q->next_free = b->free_reqs;
+			b->free_reqs = q;
+			bench_fail(b, "publish", "connection lost");
+			return;
+		}
+	}
+	if (!b->stop && b->free_reqs != NULL) {
+		bench_pacer_arm(&b->pacer,
+		                bench_sched_time(&b->sched, b->sched_sent));
+	}
+}
+
+static void on_pacer(struct bench_pacer *p)
+{
+	open_pump(p->data);
 }
 
 static void group_pump(struct pubconn *pc);
@@ -310,7 +398,7 @@ static void pump(struct pubconn *pc)
 			return;
 		}
 	}
-	if (b->mode == MODE_COUNTER) {
+	if (b->mode == MODE_COUNTER || b->rate > 0) {
 		return;
 	}
 	while (!b->stop && !b->failed && pc->inflight < window &&
@@ -323,12 +411,17 @@ static void pump(struct pubconn *pc)
 		    sent > b->events + b->max_lag * b->fanout) {
 			return;
 		}
+		struct pubreq *q = b->free_reqs;
+		if (b->mode != MODE_IDEMPOTENT) {
+			if (q == NULL) {
+				return;
+			}
+			b->free_reqs = q->next_free;
+			q->pc = pc;
+			q->t_ns = now_ns();
+		}
 		pc->inflight++;
 		b->inflight_total++;
-		if (b->latency) {
-			b->sent_ns = now_ns();
-			b->waiting = true;
-		}
 		int rv;
 		if (b->mode == MODE_IDEMPOTENT) {
 			rv = felix_client_publish_idempotent(
@@ -339,9 +432,13 @@ static void pump(struct pubconn *pc)
 			rv = felix_client_publish(pc->c, "default", b->stream,
 			                          false, NULL, 0, b->payloads,
 			                          b->batch, FELIX_ACK_PER_BATCH,
-			                          on_ack, pc);
+			                          on_pub_ack, q);
 		}
 		if (rv != 0) {
+			if (b->mode != MODE_IDEMPOTENT) {
+				q->next_free = b->free_reqs;
+				b->free_reqs = q;
+			}
 			pc->inflight--;
 			b->inflight_total--;
 			b->failed = true;
@@ -456,12 +553,6 @@ static void prefill(struct bench *b)
 	b->stop = false;
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, c = *(const uint64_t *)y;
-	return a < c ? -1 : a > c;
-}
-
 static void on_tick(uv_timer_t *t)
 {
 	struct bench *b = t->data;
@@ -525,6 +616,10 @@ int lodebench_felix_main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
+		if (strcmp(o, "--json") == 0) {
+			b.json = true;
+			continue;
+		}
 		if (v == NULL) {
 			usage(stderr);
 			return 2;
@@ -542,14 +637,19 @@ int lodebench_felix_main(int argc, char **argv)
 		} else if (strcmp(o, "--ca") == 0) {
 			b.ca = v;
 		} else if (strcmp(o, "--server-pid") == 0) {
-			const char *q = v;
-			while (*q != '\0' && b.n_pids < 8) {
-				b.server_pids[b.n_pids++] = atoi(q);
-				q = strchr(q, ',');
-				if (q == NULL) {
-					break;
-				}
-				q++;
+			if (bench_servers_parse(&b.servers, v) != 0) {
+				fprintf(stderr,
+				        "lodebench: bad --server-pid "
+				        "'%s' (PID[,PID...], at most "
+				        "8)\n",
+				        v);
+				return 2;
+			}
+		} else if (strcmp(o, "--rate") == 0) {
+			b.rate = strtoull(v, NULL, 10);
+			if (b.rate == 0) {
+				usage(stderr);
+				return 2;
 			}
 		} else if (strcmp(o, "--sub-felix") == 0) {
 			const char *colon = strrchr(v, ':');
@@ -619,6 +719,20 @@ int lodebench_felix_main(int argc, char **argv)
 	    b.seconds == 0) {
 		usage(stderr);
 		return 2;
+	}
+	if (b.rate > 0 && b.mode != MODE_THROUGHPUT) {
+		fprintf(stderr, "lodebench: --rate needs --mode throughput\n");
+		return 2;
+	}
+	size_t nreq = (size_t)b.conns * b.window;
+	b.reqs = calloc(nreq, sizeof *b.reqs);
+	if (b.reqs == NULL || bench_hist_init(&b.lat) != 0) {
+		fprintf(stderr, "lodebench: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nreq; i++) {
+		b.reqs[i].next_free = b.free_reqs;
+		b.free_reqs = &b.reqs[i];
 	}
 	b.payload = malloc(b.size ? b.size : 1);
 	b.payloads = calloc(b.batch, sizeof *b.payloads);
@@ -703,8 +817,19 @@ int lodebench_felix_main(int argc, char **argv)
 	stop.data = &b;
 	uv_timer_start(&tick, on_tick, 1, 1);
 	uv_timer_start(&stop, on_stop, (uint64_t)b.seconds * 1000, 0);
+	if (b.rate > 0 &&
+	    bench_pacer_init(&b.loop, &b.pacer, on_pacer, &b) != 0) {
+		fprintf(stderr,
+		        "lodebench: cannot make a timerfd for --rate\n");
+		return 1;
+	}
+	bench_servers_start(&b.servers);
 	double cpu0 = servers_cpu(&b);
 	uint64_t t0 = now_ns();
+	if (b.rate > 0) {
+		bench_sched_init(&b.sched, b.rate, t0, UINT64_MAX);
+		open_pump(&b);
+	}
 	for (unsigned i = 0; i < b.conns; i++) {
 		pump(&b.pubs[i]);
 	}
@@ -713,6 +838,7 @@ int lodebench_felix_main(int argc, char **argv)
 	}
 	double secs = (double)(now_ns() - t0) / 1e9;
 	double cpu = servers_cpu(&b) - cpu0;
+	bench_servers_stop(&b.servers);
 	uint64_t acked = b.acked_batches;
 	uint64_t events = b.events;
 	/* Let in-flight acks drain before closing. */
@@ -728,6 +854,9 @@ int lodebench_felix_main(int argc, char **argv)
 		usleep(5000);
 	}
 	uv_timer_stop(&tick);
+	if (b.rate > 0) {
+		bench_pacer_close(&b.pacer);
+	}
 	uv_close((uv_handle_t *)&tick, on_closed_timer);
 	uv_close((uv_handle_t *)&stop, on_closed_timer);
 	if (b.failed) {
@@ -748,21 +877,22 @@ int lodebench_felix_main(int argc, char **argv)
 		       (double)b.done_ops / secs);
 	}
 	if (b.mode == MODE_GROUP || b.mode == MODE_COUNTER) {
-		if (b.n_pids > 0 && cpu > 0) {
+		if (b.servers.n > 0 && cpu > 0) {
 			printf(", server CPU %.2f s (%.0f%%)", cpu,
 			       100 * cpu / secs);
 		}
 		printf("\n");
 	} else if (b.latency) {
-		qsort(b.lat_ns, b.nlat, sizeof *b.lat_ns, cmp_u64);
-		size_t n = b.nlat;
-		double p50 = n ? (double)b.lat_ns[n * 50 / 100] / 1000 : 0;
-		double p99 = n ? (double)b.lat_ns[n * 99 / 100] / 1000 : 0;
-		double p999 = n ? (double)b.lat_ns[n * 999 / 1000] / 1000 : 0;
-		printf("felix latency: batch %u x %zu B, fanout %u: %zu acks "
-		       "in %.1f s; p50 %.0f us, p99 %.0f us, p999 %.0f us\n",
-		       b.batch, b.size, b.fanout, n, secs, p50, p99, p999);
-	} else {
+		if (!b.json) {
+			printf("felix latency: batch %u x %zu B, fanout %u: "
+			       "%" PRIu64 " acks in %.1f s; p50 %" PRIu64
+			       " us, p99 %" PRIu64 " us, p999 %" PRIu64 " us\n",
+			       b.batch, b.size, b.fanout, b.lat.count, secs,
+			       bench_hist_quantile(&b.lat, BENCH_P50),
+			       bench_hist_quantile(&b.lat, BENCH_P99),
+			       bench_hist_quantile(&b.lat, BENCH_P999));
+		}
+	} else if (!b.json) {
 		printf("felix %s: batch %u x %zu B, fanout %u, %u "
 		       "conns x window %u: %.0f msgs/s acked (%.1f MB/s), "
 		       "%.0f events/s delivered",
@@ -770,12 +900,34 @@ int lodebench_felix_main(int argc, char **argv)
 		                                 : "throughput",
 		       b.batch, b.size, b.fanout, b.conns, b.window, msgs, mb,
 		       (double)events / secs);
-		if (b.n_pids > 0 && cpu > 0) {
+		if (b.servers.n > 0 && cpu > 0) {
 			printf(", server CPU %.2f s (%.0f%%), %.1f MB/s per "
 			       "server CPU-second",
 			       cpu, 100 * cpu / secs, mb * secs / cpu);
 		}
 		printf("\n");
+	}
+	if (b.mode == MODE_THROUGHPUT || b.mode == MODE_LATENCY) {
+		char params[160];
+		snprintf(params, sizeof params,
+		         "batch=%u size=%zu fanout=%u conns=%u window=%u "
+		         "msgs/s=%.0f MB/s=%.1f",
+		         b.batch, b.size, b.fanout, b.conns,
+		         b.latency ? 1 : b.window, msgs, mb);
+		struct bench_result res = {
+		    .family = "felix",
+		    .op = "publish",
+		    .unit = "batches",
+		    .ops = b.latency ? b.lat.count : acked,
+		    .errors = b.failed ? 1 : 0,
+		    .secs = secs,
+		    .rate = b.rate,
+		    .late = b.late,
+		    .params = params,
+		    .lat = &b.lat,
+		    .servers = b.servers.n > 0 ? &b.servers : NULL,
+		};
+		bench_report_print(stdout, &res, b.json);
 	}
 	for (unsigned i = 0; i < b.conns; i++) {
 		felix_client_close(b.pubs[i].c);
@@ -785,7 +937,8 @@ int lodebench_felix_main(int argc, char **argv)
 	}
 	uv_run(&b.loop, UV_RUN_DEFAULT);
 	uv_loop_close(&b.loop);
-	free(b.lat_ns);
+	bench_hist_free(&b.lat);
+	free(b.reqs);
 	free(b.payload);
 	free(b.payloads);
 	return b.failed ? 1 : 0;

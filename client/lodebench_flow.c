@@ -8,7 +8,15 @@
  *
  * Reports completed flows per second, the claim latency (send to reply)
  * at p50 and p99, and with --server-pid the servers' CPU seconds (utime +
- * stime from /proc/PID/stat, summed) and flows per server CPU-second. */
+ * stime from /proc/PID/stat, summed) and flows per server CPU-second; then
+ * the cycle's latency histogram (create sent to complete answered) and
+ * each server's CPU per completed flow (bench_report.h; --json prints that
+ * alone, as JSON).
+ *
+ * --rate R: open loop: cycle k is due at k / R seconds (bench_sched.h) and
+ * starts then on an idle connection, whatever the earlier cycles do; its
+ * latency runs from that due time. A cycle due while every connection is
+ * busy starts once one is free and counts as late. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/bench_hist.h"
+#include "client/bench_pacer.h"
+#include "client/bench_report.h"
+#include "client/bench_sched.h"
 #include "client/flow_client.h"
 #include "client/lodebench.h"
-
-#define MAX_PIDS 8
 
 struct fbench;
 
@@ -34,6 +44,8 @@ struct fconn {
 	char token[160];
 	int64_t fence;
 	bool busy;
+	uint64_t cycle_t0; /* the cycle's latency runs from here */
+	struct fconn *next_idle;
 };
 
 struct fbench {
@@ -58,9 +70,16 @@ struct fbench {
 	uint32_t *lat_us; /* claim latencies */
 	size_t nlat;
 	bool failed;
-	int pids[MAX_PIDS];
-	unsigned npids;
+	struct bench_servers servers;
 	struct fconn *fc;
+	struct bench_hist cycles; /* cycle latencies */
+	bool json;
+	/* open loop */
+	uint64_t rate; /* cycles per second; 0 = closed loop */
+	struct bench_sched sched;
+	struct bench_pacer pacer;
+	struct fconn *idle_conns;
+	uint64_t late;
 };
 
 static double server_cpu(int pid)
@@ -92,8 +111,8 @@ static double server_cpu(int pid)
 static double servers_cpu(const struct fbench *b)
 {
 	double t = 0;
-	for (unsigned i = 0; i < b->npids; i++) {
-		t += server_cpu(b->pids[i]);
+	for (unsigned i = 0; i < b->servers.n; i++) {
+		t += server_cpu(b->servers.pids[i]);
 	}
 	return t;
 }
@@ -126,7 +145,10 @@ static void on_complete(void *data, const struct fsnp_reply *r)
 	if (r->error != 0 || r->status != FSNP_STATUS_OK) {
 		fail_reply(b, "complete", r);
 	} else {
+		uint64_t t = uv_hrtime();
 		b->done++;
+		bench_hist_add(&b->cycles,
+		               t > k->cycle_t0 ? (t - k->cycle_t0) / 1000 : 0);
 	}
 	next_cycle(k);
 }
@@ -210,12 +232,23 @@ static void on_create(void *data, const struct fsnp_reply *r)
 	send_claim(k);
 }
 
+static void start_cycle(struct fconn *k, uint64_t t0);
+static void open_pump(struct fbench *b);
+
 static void next_cycle(struct fconn *k)
 {
 	struct fbench *b = k->b;
-	struct flow_args a;
 
 	k->busy = false;
+	if (b->rate > 0) {
+		k->next_idle = b->idle_conns;
+		b->idle_conns = k;
+		if (b->done >= b->flows && b->t_end == 0) {
+			b->t_end = uv_hrtime();
+		}
+		open_pump(b);
+		return;
+	}
 	if (b->done >= b->flows) {
 		if (b->t_end == 0) {
 			b->t_end = uv_hrtime();
@@ -227,7 +260,43 @@ static void next_cycle(struct fconn *k)
 		return;
 	}
 	b->started++;
+	start_cycle(k, uv_hrtime());
+}
+
+/* Open loop: every cycle due by now gets an idle connection; then the
+ * pacer for the next one. */
+static void open_pump(struct fbench *b)
+{
+	uint64_t now = uv_hrtime();
+	uint64_t due = bench_sched_due(&b->sched, now);
+	while (!b->failed && b->started < due && b->idle_conns != NULL &&
+	       b->errors <= b->flows / 10 + 10) {
+		struct fconn *k = b->idle_conns;
+		uint64_t at = bench_sched_time(&b->sched, b->started++);
+		b->idle_conns = k->next_idle;
+		if (now - at > 1000000) {
+			b->late++;
+		}
+		start_cycle(k, at);
+	}
+	if (b->started < b->flows && b->idle_conns != NULL) {
+		bench_pacer_arm(&b->pacer,
+		                bench_sched_time(&b->sched, b->started));
+	}
+}
+
+static void on_pacer(struct bench_pacer *p)
+{
+	open_pump(p->data);
+}
+
+static void start_cycle(struct fconn *k, uint64_t t0)
+{
+	struct fbench *b = k->b;
+	struct flow_args a;
+
 	k->busy = true;
+	k->cycle_t0 = t0;
 	snprintf(k->id, sizeof k->id, "%s-%u-%" PRIu64, b->type, k->idx,
 	         k->seq++);
 	flow_args_of(k, &a);
@@ -254,6 +323,11 @@ static void on_ready(void *data, struct fsnp_client *c, int status,
 	}
 	if (++b->ready_count == b->conns) {
 		b->t_start = uv_hrtime();
+		bench_servers_start(&b->servers);
+		if (b->rate > 0) {
+			bench_sched_init(&b->sched, b->rate, b->t_start,
+			                 b->flows);
+		}
 		for (unsigned i = 0; i < b->conns; i++) {
 			next_cycle(&b->fc[i]);
 		}
@@ -292,12 +366,21 @@ static int run(struct fbench *b)
 	o.timeout_ms = 60000;
 	b->lat_us = calloc(b->flows * 2 + 1, sizeof *b->lat_us);
 	b->fc = calloc(b->conns, sizeof *b->fc);
-	if (b->lat_us == NULL || b->fc == NULL) {
+	if (b->lat_us == NULL || b->fc == NULL ||
+	    bench_hist_init(&b->cycles) != 0) {
 		fprintf(stderr, "lodebench: out of memory\n");
 		rv = 1;
 		goto err_mem;
 	}
 	uv_loop_init(&b->loop);
+	if (b->rate > 0 &&
+	    bench_pacer_init(&b->loop, &b->pacer, on_pacer, b) != 0) {
+		fprintf(stderr,
+		        "lodebench: cannot make a timerfd for --rate\n");
+		uv_loop_close(&b->loop);
+		rv = 1;
+		goto err_mem;
+	}
 	cpu0 = servers_cpu(b);
 	for (unsigned i = 0; i < b->conns; i++) {
 		struct fconn *k = &b->fc[i];
@@ -311,17 +394,24 @@ static int run(struct fbench *b)
 			break;
 		}
 	}
-	/* Until every cycle is done, or nothing is left in flight. */
+	/* Until every cycle is done, or nothing is left in flight (nor, in
+	 * the open loop, due later). */
 	while (!b->failed && b->done < b->flows &&
-	       (b->ready_count < b->conns || !idle(b))) {
+	       (b->ready_count < b->conns || !idle(b) ||
+	        (b->rate > 0 && b->started < b->flows &&
+	         b->errors <= b->flows / 10 + 10))) {
 		uv_run(&b->loop, UV_RUN_ONCE);
 	}
 	if (b->t_end == 0) {
 		b->t_end = uv_hrtime();
 	}
 	cpu = servers_cpu(b) - cpu0;
+	bench_servers_stop(&b->servers);
 	for (unsigned i = 0; i < b->conns; i++) {
 		fsnp_client_close(b->fc[i].c, NULL, NULL);
+	}
+	if (b->rate > 0) {
+		bench_pacer_close(&b->pacer);
 	}
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&b->loop);
@@ -331,22 +421,43 @@ static int run(struct fbench *b)
 	}
 	secs = (double)(b->t_end - b->t_start) / 1e9;
 	qsort(b->lat_us, b->nlat, sizeof *b->lat_us, cmp_u32);
+	rv = b->errors > 0 || b->done < b->flows ? 1 : 0;
+	char params[96];
+	snprintf(params, sizeof params, "conns=%u payload=%zu%s", b->conns,
+	         b->payload_len, b->auto_part ? " auto" : "");
+	struct bench_result res = {
+	    .family = "flow",
+	    .op = "cycle",
+	    .unit = "flows",
+	    .ops = b->done,
+	    .errors = b->errors,
+	    .secs = secs,
+	    .rate = b->rate,
+	    .late = b->late,
+	    .params = params,
+	    .lat = &b->cycles,
+	    .servers = b->servers.n > 0 ? &b->servers : NULL,
+	};
+	if (b->json) {
+		bench_report_print(stdout, &res, true);
+		goto err_mem;
+	}
 	printf("flow conns=%u flows=%" PRIu64 " flows/s=%.0f claim_p50_ms=%.3f "
 	       "claim_p99_ms=%.3f empty_claims=%" PRIu64 " errors=%" PRIu64,
 	       b->conns, b->done, (double)b->done / secs,
 	       b->nlat ? b->lat_us[b->nlat / 2] / 1000.0 : 0.0,
 	       b->nlat ? b->lat_us[(b->nlat * 99) / 100] / 1000.0 : 0.0,
 	       b->empty, b->errors);
-	if (b->npids > 0 && cpu > 0) {
+	if (b->servers.n > 0 && cpu > 0) {
 		printf(
 		    " server_cpu_s=%.2f (%.0f%%) flows_per_server_cpu_s=%.0f",
 		    cpu, 100 * cpu / secs, (double)b->done / cpu);
 	}
 	printf("\n");
-	fflush(stdout);
-	rv = b->errors > 0 || b->done < b->flows ? 1 : 0;
+	bench_report_print(stdout, &res, false);
 
 err_mem:
+	bench_hist_free(&b->cycles);
 	free(b->lat_us);
 	free(b->fc);
 	return rv;
@@ -358,7 +469,10 @@ static void usage(FILE *f)
 	           "FLOWS] [-d PAYLOAD_BYTES]\n"
 	           "                      [--lease-ms MS] [--auto] "
 	           "[--topology] [--password P]\n"
-	           "                      [--server-pid PID[,PID...]]\n"
+	           "                      [--server-pid PID[,PID...]] "
+	           "[--rate FLOWS_PER_S] [--json]\n"
+	           "--rate: open loop, a cycle starts on a fixed schedule "
+	           "(on an idle connection)\n"
 	           "--auto: no partition keys (claims scan the auto buckets)\n"
 	           "--topology: send each flow to its shard's leader "
 	           "(SHARDS)\n"
@@ -395,6 +509,10 @@ int lodebench_flow_main(int argc, char **argv)
 			b.auto_part = true;
 			continue;
 		}
+		if (strcmp(a, "--json") == 0) {
+			b.json = true;
+			continue;
+		}
 		if (v == NULL) {
 			usage(stderr);
 			return 2;
@@ -420,11 +538,19 @@ int lodebench_flow_main(int argc, char **argv)
 		} else if (strcmp(a, "--password") == 0) {
 			b.password = v;
 		} else if (strcmp(a, "--server-pid") == 0) {
-			const char *p = v;
-			while (*p != '\0' && b.npids < MAX_PIDS) {
-				b.pids[b.npids++] = atoi(p);
-				p += strcspn(p, ",");
-				p += *p == ',';
+			if (bench_servers_parse(&b.servers, v) != 0) {
+				fprintf(stderr,
+				        "lodebench: bad --server-pid "
+				        "'%s' (PID[,PID...], at most "
+				        "8)\n",
+				        v);
+				return 2;
+			}
+		} else if (strcmp(a, "--rate") == 0) {
+			b.rate = strtoull(v, NULL, 10);
+			if (b.rate == 0) {
+				usage(stderr);
+				return 2;
 			}
 		} else {
 			usage(stderr);

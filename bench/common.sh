@@ -111,3 +111,61 @@ redis_start() {
 }
 
 redis_stop() { pkill -f "redis-server 127.0.0.1:$1" 2>/dev/null; sleep 0.3; }
+
+# nodes_start N DATA [CGROUP]: N fresh nodes (1, or 3 bootstrapping a
+# cluster) with data under DATA/nI, on 127.0.0.1 ports 2910I (internal),
+# 2920I (FSNP), 2930I (Felix UDP), 2940I (admin), plus the lodestone
+# arguments in the array NODE_ARGS. With CGROUP, node I runs in the cgroup
+# v1 directory CGROUP/nI (it joins before exec, so every thread is in it).
+# Waits until every group has a leader; sets NODE_PIDS (array).
+nodes_start() {
+	local n=$1 data=$2 cg=$3 i args peers=()
+	NODE_PIDS=()
+	rm -rf "$data" && mkdir -p "$data"
+	if [ "$n" = 3 ]; then
+		peers=(--node-id 0 --peers 1=127.0.0.1:29101,2=127.0.0.1:29102,3=127.0.0.1:29103)
+	fi
+	for i in $(seq 1 "$n"); do
+		mkdir -p "$data/n$i"
+		args=(--dev --data "$data/n$i" --fsnp 127.0.0.1:2920$i
+			--felix 127.0.0.1:2930$i --admin 127.0.0.1:2940$i
+			--log-level warn "${NODE_ARGS[@]}")
+		if [ "$n" = 3 ]; then
+			peers[1]=$i
+			args+=(--internal 127.0.0.1:2910$i "${peers[@]}")
+		fi
+		if [ -n "$cg" ]; then
+			(echo "$BASHPID" >"$cg/n$i/cgroup.procs" &&
+				exec "$BIN/lodestone" "${args[@]}") >"$data/n$i.log" 2>&1 &
+		else
+			"$BIN/lodestone" "${args[@]}" >"$data/n$i.log" 2>&1 &
+		fi
+		NODE_PIDS+=($!)
+	done
+	if ! all_leaders 29401; then
+		echo "bench: the $n-node cluster did not elect every leader (logs: $data/n*.log)" >&2
+		nodes_stop
+		exit 1
+	fi
+}
+
+# Stops the nodes of nodes_start by pid (SIGTERM, then SIGKILL after 10 s).
+nodes_stop() {
+	local p
+	for p in "${NODE_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${NODE_PIDS[@]}"; do
+		for _ in $(seq 1 100); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	NODE_PIDS=()
+}
+
+# The node leading data group 1 (group 0 is the meta group), from the
+# admin API of the nodes_start cluster.
+nodes_data_leader() {
+	curl -s 127.0.0.1:29401/v1/cluster | python3 -c \
+		'import json,sys; d=json.load(sys.stdin); print([g["leader"] for g in d["groups"] if g["id"] == 1][0])'
+}

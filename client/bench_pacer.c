@@ -48,6 +48,12 @@ void bench_pacer_arm(struct bench_pacer *p, uint64_t at_ns)
 	timerfd_settime(p->fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
+uint64_t bench_pacer_next(uint64_t due_ns, uint64_t now_ns)
+{
+	uint64_t soonest = now_ns + BENCH_PACER_MIN_NS;
+	return due_ns > soonest ? due_ns : soonest;
+}
+
 static void on_closed(uv_handle_t *h)
 {
 	struct bench_pacer *p = h->data;

@@ -26,6 +26,16 @@ int bench_pacer_init(uv_loop_t *loop, struct bench_pacer *p, bench_pacer_cb cb,
 /* Fires cb once at `at_ns` (at once if already past); re-arming replaces
  * the previous time. */
 void bench_pacer_arm(struct bench_pacer *p, uint64_t at_ns);
+/* Wake-ups at most every BENCH_PACER_MIN_NS: at high rates one wake-up
+ * sends every operation due in that span together (in one write per
+ * connection) instead of costing the client a loop turn and a write per
+ * operation; an operation sent up to that late still has its latency
+ * measured from its due time. */
+#define BENCH_PACER_MIN_NS 100000u
+
+/* When to wake for an operation due at `due_ns`: then, or
+ * BENCH_PACER_MIN_NS after `now_ns` if that is later. */
+uint64_t bench_pacer_next(uint64_t due_ns, uint64_t now_ns);
 /* Closes the poll handle and the timerfd (the struct must live until the
  * loop has run the close). */
 void bench_pacer_close(struct bench_pacer *p);

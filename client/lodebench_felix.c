@@ -365,8 +365,10 @@ static void open_pump(struct bench *b)
 		}
 	}
 	if (!b->stop && b->free_reqs != NULL) {
-		bench_pacer_arm(&b->pacer,
-		                bench_sched_time(&b->sched, b->sched_sent));
+		bench_pacer_arm(
+		    &b->pacer,
+		    bench_pacer_next(bench_sched_time(&b->sched, b->sched_sent),
+		                     now));
 	}
 }
 

@@ -280,8 +280,10 @@ static void open_pump(struct fbench *b)
 		start_cycle(k, at);
 	}
 	if (b->started < b->flows && b->idle_conns != NULL) {
-		bench_pacer_arm(&b->pacer,
-		                bench_sched_time(&b->sched, b->started));
+		bench_pacer_arm(
+		    &b->pacer,
+		    bench_pacer_next(bench_sched_time(&b->sched, b->started),
+		                     now));
 	}
 }
 

@@ -61,7 +61,8 @@ struct bench {
 	uint16_t port;
 	const char *password;
 	unsigned conns, pipeline, value_size, keyspace;
-	uint64_t requests; /* per test */
+	uint64_t requests; /* per test (this run's; the stop timer lowers it) */
+	uint64_t requests_arg; /* -n */
 	uint64_t sent, done, errors;
 	struct bench_hist lat;
 	/* open loop */
@@ -74,6 +75,8 @@ struct bench {
 	uint64_t late;
 	struct bench_servers servers;
 	bool json;
+	unsigned seconds; /* --seconds: the run ends then (0: after -n) */
+	uv_timer_t stop_timer;
 	struct body_tpl tpl; /* for `opcode` */
 	uint16_t opcode;
 	struct bconn *bc; /* owned */
@@ -264,6 +267,9 @@ static void open_pump(struct bench *b)
 	uint64_t now = uv_hrtime();
 	uint64_t due = bench_sched_due(&b->sched, now);
 	struct body_tpl *t = &b->tpl;
+	if (due > b->requests) {
+		due = b->requests; /* --seconds ended the run */
+	}
 	while (b->sent < due && b->free_reqs != NULL) {
 		struct kreq *q = b->free_reqs;
 		struct bconn *k = &b->bc[b->next_conn];
@@ -304,9 +310,23 @@ static void on_pacer(struct bench_pacer *p)
 	open_pump(p->data);
 }
 
+/* --seconds: no request leaves after this; those in flight finish. */
+static void on_stop_timer(uv_timer_t *t)
+{
+	struct bench *b = t->data;
+	b->requests = b->sent;
+	if (b->done >= b->requests && b->finished == 0) {
+		b->finished = uv_hrtime();
+	}
+}
+
 static void start_load(struct bench *b)
 {
 	b->started = uv_hrtime();
+	if (b->seconds > 0) {
+		uv_timer_start(&b->stop_timer, on_stop_timer,
+		               (uint64_t)b->seconds * 1000, 0);
+	}
 	bench_servers_start(&b->servers);
 	if (b->rate > 0) {
 		bench_sched_init(&b->sched, b->rate, b->started, b->requests);
@@ -355,6 +375,7 @@ static int run_one(struct bench *b, uint16_t opcode)
 		fprintf(stderr, "lodebench: cannot build the request body\n");
 		return -1;
 	}
+	b->requests = b->requests_arg;
 	b->sent = b->done = b->errors = b->late = 0;
 	b->ready_count = 0;
 	b->finished = 0;
@@ -378,6 +399,13 @@ static int run_one(struct bench *b, uint16_t opcode)
 		goto err_mem;
 	}
 	uv_loop_init(&b->loop);
+	uv_timer_init(&b->loop, &b->stop_timer);
+	b->stop_timer.data = b;
+	if (b->seconds > 0) {
+		/* Until the timer: -n bounds nothing then (the open loop's
+		 * schedule still stops at rate x seconds). */
+		b->requests = b->rate > 0 ? b->rate * b->seconds : UINT64_MAX;
+	}
 	if (b->rate > 0 &&
 	    bench_pacer_init(&b->loop, &b->pacer, on_pacer, b) != 0) {
 		fprintf(stderr,
@@ -406,6 +434,7 @@ static int run_one(struct bench *b, uint16_t opcode)
 	if (b->rate > 0) {
 		bench_pacer_close(&b->pacer);
 	}
+	uv_close((uv_handle_t *)&b->stop_timer, NULL);
 	uv_run(&b->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&b->loop);
 	if (b->failed) {
@@ -448,10 +477,12 @@ static void usage(FILE *f)
 	           "[--topology]\n"
 	           "                    [--rate OPS_PER_S] "
 	           "[--server-pid PID[,PID...]] [--json]\n"
+	           "                    [--seconds S]\n"
 	           "--topology: send each key to its shard's leader (SHARDS), "
 	           "for clusters\n"
 	           "--rate: open loop, requests leave on a fixed schedule (at "
 	           "most -P in flight per connection)\n"
+	           "--seconds: run S seconds instead of -n requests\n"
 	           "Defaults: 127.0.0.1:6388, -c 1 -P 1 -n 100000 -d 3 -r "
 	           "100000 -t set,get\n");
 }
@@ -513,6 +544,8 @@ int lodebench_kv_main(int argc, char **argv)
 			tests = v;
 		} else if (strcmp(a, "--password") == 0) {
 			b.password = v;
+		} else if (strcmp(a, "--seconds") == 0) {
+			b.seconds = (unsigned)atoi(v);
 		} else if (strcmp(a, "--rate") == 0) {
 			b.rate = strtoull(v, NULL, 10);
 			if (b.rate == 0) {
@@ -538,6 +571,7 @@ int lodebench_kv_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	b.requests_arg = b.requests;
 	b.value = malloc(b.value_size ? b.value_size : 1);
 	if (b.value == NULL) {
 		fprintf(stderr, "lodebench: out of memory\n");

@@ -279,7 +279,6 @@ static void open_pump(struct bench *b)
 		b->free_reqs = q->next_free;
 		q->k = k;
 		q->due_ns = at;
-		b->next_conn = (b->next_conn + 1) % b->conns;
 		if (now - at > 1000000) {
 			b->late++;
 		}
@@ -299,6 +298,9 @@ static void open_pump(struct bench *b)
 			return;
 		}
 	}
+	/* The next wake-up's requests go out on the next connection: what
+	 * one wake-up sends leaves in one write. */
+	b->next_conn = (b->next_conn + 1) % b->conns;
 	if (b->sent < b->requests && b->free_reqs != NULL) {
 		bench_pacer_arm(&b->pacer,
 		                bench_sched_time(&b->sched, b->sent));

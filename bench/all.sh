@@ -3,9 +3,9 @@
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
 # interleaved SET and GET rounds against Redis, the Felix and Flow rows,
 # 3 nodes with and without internal mTLS, the CPU-quota cluster comparison
-# (as root) and latency under load. Run on an otherwise idle machine; the
-# whole takes about 25-35 minutes on the 2-vCPU VM of docs/benchmarks.md
-# (each script's time is printed).
+# (as root) and latency under load. Run on an otherwise idle machine; each
+# step's time is printed (docs/benchmarks.md "Reproducing" has what is
+# known of the runtime).
 D=$(dirname "$0")
 step() {
 	local t0=$SECONDS

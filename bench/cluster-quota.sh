@@ -24,8 +24,8 @@
 #            stream's leader; 4 connections x window 16)
 #   flow     lodebench flow -c 50 -n FLOWS --topology (create, claim,
 #            complete)
-# Nodes listen on 127.0.0.1 ports 2910I (internal), 2920I (FSNP), 2930I
-# (Felix), 2940I (admin). The cgroups (/sys/fs/cgroup/cpu/lodestone-bench-PID/
+# Nodes listen on 127.0.0.1 ports 6110I (internal), 6120I (FSNP), 6130I
+# (Felix), 6140I (admin). The cgroups (/sys/fs/cgroup/cpu/lodestone-bench-PID/
 # nI), the nodes and the tmpfs data are removed on exit. Raw results (one
 # JSON object per run) go to $BENCH_DIR/cluster-quota.jsonl.
 . "$(dirname "$0")/common.sh"
@@ -77,17 +77,17 @@ start_nodes() {
 
 # One JSON object: node id -> leaderships of data groups.
 leaderships() {
-	curl -s 127.0.0.1:29401/v1/cluster | python3 -c \
+	curl -s 127.0.0.1:61401/v1/cluster | python3 -c \
 		'import json,sys,collections; d=json.load(sys.stdin); c=collections.Counter(str(g["leader"]) for g in d["groups"] if g["id"] != 0); print(json.dumps(c))'
 }
 
-# TCP bytes acked per node pid on node-to-node connections (ports 2910x),
+# TCP bytes acked per node pid on node-to-node connections (ports 6110x),
 # as one JSON object pid -> bytes.
 peer_bytes() {
 	ss -tinpH | python3 -c '
 import json, re, sys
 pids = set(sys.argv[1].split(","))
-ports = {"29101", "29102", "29103"}
+ports = {"61101", "61102", "61103"}
 out = {p: 0 for p in pids}
 cur = None
 for line in sys.stdin:
@@ -128,20 +128,20 @@ run_workload() {
 	)
 	case $w in
 	set)
-		timeout $((SECS + 60)) "$BIN/lodebench" kv --fsnp 127.0.0.1:2920"$l" \
+		timeout $((SECS + 60)) "$BIN/lodebench" kv --fsnp 127.0.0.1:6120"$l" \
 			--topology -c 50 -P 16 -d 3 -r 100000 -t set --seconds "$SECS" \
 			--server-pid "$pidlist" --json
 		;;
 	publish)
-		curl -s -X POST 127.0.0.1:2940"$l"/v1/streams/t1/default/cq \
+		curl -s -X POST 127.0.0.1:6140"$l"/v1/streams/t1/default/cq \
 			-d '{"shards":1}' >/dev/null
-		timeout $((SECS + 60)) "$BIN/lodebench" felix --felix 127.0.0.1:2930"$l" \
+		timeout $((SECS + 60)) "$BIN/lodebench" felix --felix 127.0.0.1:6130"$l" \
 			--ca "$DATA/n$l/tls/dev-cert.pem" --stream cq --fanout 0 \
 			--batch 64 --size 1024 --seconds "$SECS" --server-pid "$pidlist" \
 			--json
 		;;
 	flow)
-		timeout $((SECS + 120)) "$BIN/lodebench" flow --fsnp 127.0.0.1:2920"$l" \
+		timeout $((SECS + 120)) "$BIN/lodebench" flow --fsnp 127.0.0.1:6120"$l" \
 			--topology -c 50 -n "$FLOWS" --server-pid "$pidlist" --json
 		;;
 	esac

@@ -113,8 +113,9 @@ redis_start() {
 redis_stop() { pkill -f "redis-server 127.0.0.1:$1" 2>/dev/null; sleep 0.3; }
 
 # nodes_start N DATA [CGROUP]: N fresh nodes (1, or 3 bootstrapping a
-# cluster) with data under DATA/nI, on 127.0.0.1 ports 2910I (internal),
-# 2920I (FSNP), 2930I (Felix UDP), 2940I (admin), plus the lodestone
+# cluster) with data under DATA/nI, on 127.0.0.1 ports 6110I (internal),
+# 6120I (FSNP), 6130I (Felix UDP), 6140I (admin) (above the kernel's
+# ephemeral range and the integration tests' 20000-32000), plus the lodestone
 # arguments in the array NODE_ARGS. With CGROUP, node I runs in the cgroup
 # v1 directory CGROUP/nI (it joins before exec, so every thread is in it).
 # Waits until every group has a leader; sets NODE_PIDS (array).
@@ -123,16 +124,16 @@ nodes_start() {
 	NODE_PIDS=()
 	rm -rf "$data" && mkdir -p "$data"
 	if [ "$n" = 3 ]; then
-		peers=(--node-id 0 --peers 1=127.0.0.1:29101,2=127.0.0.1:29102,3=127.0.0.1:29103)
+		peers=(--node-id 0 --peers 1=127.0.0.1:61101,2=127.0.0.1:61102,3=127.0.0.1:61103)
 	fi
 	for i in $(seq 1 "$n"); do
 		mkdir -p "$data/n$i"
-		args=(--dev --data "$data/n$i" --fsnp 127.0.0.1:2920$i
-			--felix 127.0.0.1:2930$i --admin 127.0.0.1:2940$i
+		args=(--dev --data "$data/n$i" --fsnp 127.0.0.1:6120$i
+			--felix 127.0.0.1:6130$i --admin 127.0.0.1:6140$i
 			--log-level warn "${NODE_ARGS[@]}")
 		if [ "$n" = 3 ]; then
 			peers[1]=$i
-			args+=(--internal 127.0.0.1:2910$i "${peers[@]}")
+			args+=(--internal 127.0.0.1:6110$i "${peers[@]}")
 		fi
 		if [ -n "$cg" ]; then
 			(echo "$BASHPID" >"$cg/n$i/cgroup.procs" &&
@@ -142,11 +143,20 @@ nodes_start() {
 		fi
 		NODE_PIDS+=($!)
 	done
-	if ! all_leaders 29401; then
+	if ! all_leaders 61401; then
 		echo "bench: the $n-node cluster did not elect every leader (logs: $data/n*.log)" >&2
 		nodes_stop
 		exit 1
 	fi
+	# A quorum elects leaders without the third node: check each is up.
+	for i in $(seq 1 "$n"); do
+		if ! kill -0 "${NODE_PIDS[$((i - 1))]}" 2>/dev/null ||
+			! curl -s -o /dev/null 127.0.0.1:6140"$i"/healthz; then
+			echo "bench: node $i did not start: $(tail -1 "$data/n$i.log")" >&2
+			nodes_stop
+			exit 1
+		fi
+	done
 }
 
 # Stops the nodes of nodes_start by pid (SIGTERM, then SIGKILL after 10 s).
@@ -166,6 +176,6 @@ nodes_stop() {
 # The node leading data group 1 (group 0 is the meta group), from the
 # admin API of the nodes_start cluster.
 nodes_data_leader() {
-	curl -s 127.0.0.1:29401/v1/cluster | python3 -c \
+	curl -s 127.0.0.1:61401/v1/cluster | python3 -c \
 		'import json,sys; d=json.load(sys.stdin); print([g["leader"] for g in d["groups"] if g["id"] == 1][0])'
 }

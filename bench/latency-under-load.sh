@@ -13,7 +13,7 @@
 # saturation run, default 5), NODES (default "1 3"), WORKLOADS (default
 # "set get publish"; get runs after set, which fills the keyspace), LOADS
 # (percentages, default "25 50 90"), SETTLE (seconds after the election,
-# default 6). The nodes use ports 2910I-2940I on 127.0.0.1 (common.sh
+# default 6). The nodes use ports 6110I-6140I on 127.0.0.1 (common.sh
 # nodes_start) and are stopped on exit. Raw results (one JSON object per
 # run) go to $BENCH_DIR/latency-under-load.jsonl.
 . "$(dirname "$0")/common.sh"
@@ -41,12 +41,12 @@ run() {
 	case $w in
 	set | get)
 		timeout $((SECS + SAT_SECS + 60)) "$BIN/lodebench" kv \
-			--fsnp 127.0.0.1:2920"$l" --topology -c 50 -P 16 -d 3 -r 100000 \
+			--fsnp 127.0.0.1:6120"$l" --topology -c 50 -P 16 -d 3 -r 100000 \
 			-t "$w" --seconds "${4:-$SECS}" --server-pid "$pids" "${rate[@]}" --json
 		;;
 	publish)
 		timeout $((SECS + SAT_SECS + 60)) "$BIN/lodebench" felix \
-			--felix 127.0.0.1:2930"$l" --ca "$DATA/n$l/tls/dev-cert.pem" \
+			--felix 127.0.0.1:6130"$l" --ca "$DATA/n$l/tls/dev-cert.pem" \
 			--stream lul --fanout 0 --batch 64 --size 1024 --conns 4 --window 16 \
 			--seconds "${4:-$SECS}" --server-pid "$pids" "${rate[@]}" --json
 		;;
@@ -60,7 +60,7 @@ for n in $NODES; do
 	sleep "$SETTLE"
 	l=1
 	[ "$n" = 3 ] && l=$(nodes_data_leader)
-	curl -s -X POST 127.0.0.1:2940"$l"/v1/streams/t1/default/lul \
+	curl -s -X POST 127.0.0.1:6140"$l"/v1/streams/t1/default/lul \
 		-d '{"shards":4}' >/dev/null
 	for w in $WORKLOADS; do
 		sat=$(run "$w" "$l" "" "$SAT_SECS")

@@ -8,6 +8,7 @@
 
 #include "flow/flow_gov.h"
 #include "flow/flow_ops.h"
+#include "flow/flow_overview.h"
 #include "flow/flow_record.h"
 #include "flow/flow_schedule.h"
 #include "flow/flow_sweep.h"
@@ -330,7 +331,8 @@ void flow_changes_notify(struct fctx *c, uint16_t opcode)
 static bool flow_is_read(uint8_t op)
 {
 	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_PEEK ||
-	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE;
+	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE ||
+	       op == FLOW_STORE_OP_OVERVIEW;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -352,6 +354,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	}
 	if (len >= 2 && cmd[1] == FLOW_STORE_OP_NEXT_DUE) {
 		return flow_wait_apply(tx, cmd, len, res);
+	}
+	if (len >= 2 && cmd[1] == FLOW_STORE_OP_OVERVIEW) {
+		return flow_overview_apply(tx, cmd, len, res);
 	}
 	if (flow_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];

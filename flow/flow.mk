@@ -10,6 +10,7 @@ flow_libflow_a_SOURCES = \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_index.c flow/flow_index.h \
 	flow/flow_stats.c flow/flow_stats.h \
+	flow/flow_overview.c flow/flow_overview.h \
 	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h \
 	flow/flow_sweep.c flow/flow_sweep.h \

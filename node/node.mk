@@ -9,6 +9,7 @@ node_libnode_a_SOURCES = \
 	node/crash.c node/crash.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \
+	node/flow_admin.c node/flow_admin.h \
 	node/flow_sched.c node/flow_sched.h \
 	node/log.c node/log.h \
 	node/membership.c node/membership.h \

@@ -4,7 +4,9 @@
  * views the page polls: GET /v1/flow/stats (flows by type and state over
  * every group, the failed flow, the stuck one whose lease ran out) and
  * GET /v1/flow/governance (an open circuit, a pending approval, a budget
- * near its limit), their refusals, and the admin token guarding them. */
+ * near its limit), their refusals, and the admin token guarding them; on
+ * three nodes, the same cluster-wide counts from every node, and, once two
+ * nodes are gone, an answer that names the groups that did not answer. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -409,11 +412,88 @@ static void test_flow_views(void **state)
 	unlink(path);
 }
 
+/* The counts of `type` in the stats answer of node `port`. */
+static void type_counts(uint16_t port, const char *type, json_int_t *total,
+                        json_int_t *failed)
+{
+	json_t *d = get_json(port, "/v1/flow/stats", NULL, 200), *t;
+	assert_int_equal(json_array_size(json_object_get(d, "errors")), 0);
+	t = find(json_object_get(d, "types"), "type", type);
+	assert_non_null(t);
+	*total = json_integer_value(json_object_get(t, "total"));
+	*failed = json_integer_value(json_object_get(t, "failed"));
+	json_decref(d);
+}
+
+static void test_flow_views_cluster(void **state)
+{
+	struct harness_cluster c;
+	const char *const extra[] = {"--forward-timeout-ms", "1000", NULL};
+	char lease[128];
+	int64_t fencing;
+	struct ftc f;
+	json_t *d;
+	(void)state;
+
+	assert_int_equal(harness_cluster_start(&c, 3, extra, true), 0);
+	assert_int_equal(ftc_wait_ready(c.nodes[0].fsnp, 20000), 0);
+	assert_int_equal(ftc_connect(&f, c.nodes[0].fsnp), 0);
+	/* Ids spread over the auto partitions, so over every group. */
+	for (int i = 0; i < 8; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "job-%d", i);
+		ok(call(&f, FSNP_OP_FLOW_CREATE, "id=s type=s", id, "spread"));
+	}
+	claim(&f, "spread", 30000, lease, sizeof lease, &fencing);
+	struct ftc_msg m =
+	    call(&f, FSNP_OP_FLOW_CLAIM_DUE, "type=s worker=s limit=i", "none",
+	         "w", (int64_t)1);
+	ftc_msg_free(&m);
+	ftc_close(&f);
+
+	/* Every node answers with the whole cluster's counts, whichever
+	 * node leads which group. */
+	for (unsigned n = 0; n < 3; n++) {
+		json_int_t total, failed;
+		type_counts(c.nodes[n].admin, "spread", &total, &failed);
+		assert_int_equal(total, 8);
+		assert_int_equal(failed, 0);
+	}
+
+	/* Two of three nodes gone: no group has a quorum. Node 1 still
+	 * answers, naming the groups that did not (bounded wait: a leader
+	 * may serve until it notices). */
+	assert_int_equal(harness_node_signal(&c, 1, SIGKILL, NULL), 0);
+	assert_int_equal(harness_node_signal(&c, 2, SIGKILL, NULL), 0);
+	d = NULL;
+	for (int i = 0;; i++) {
+		json_decref(d);
+		d = get_json(c.nodes[0].admin, "/v1/flow/stats", NULL, 200);
+		if (json_array_size(json_object_get(d, "errors")) > 0) {
+			break;
+		}
+		assert_true(i < 60);
+		harness_nap(250);
+	}
+	json_t *e = json_array_get(json_object_get(d, "errors"), 0);
+	assert_true(json_integer_value(json_object_get(e, "group")) >= 1);
+	assert_non_null(json_string_value(json_object_get(e, "error")));
+	assert_true(json_integer_value(json_object_get(d, "groups_answered")) <
+	            json_integer_value(json_object_get(d, "groups")));
+	json_decref(d);
+	d = get_json(c.nodes[0].admin, "/v1/flow/governance", NULL, 200);
+	assert_true(json_array_size(json_object_get(d, "errors")) > 0);
+	assert_true(json_is_array(json_object_get(d, "open_circuits")));
+	json_decref(d);
+	harness_cluster_stop(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_page_and_document),
 	    cmocka_unit_test(test_flow_views),
+	    cmocka_unit_test(test_flow_views_cluster),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

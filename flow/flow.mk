@@ -44,6 +44,11 @@ tests_unit_test_flow_index_SOURCES = tests/unit/test_flow_index.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_index_LDADD = $(FLOW_TEST_LDADD)
 
+UNIT_TESTS += tests/unit/test_flow_overview
+tests_unit_test_flow_overview_SOURCES = tests/unit/test_flow_overview.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_overview_LDADD = $(FLOW_TEST_LDADD)
+
 UNIT_TESTS += tests/unit/test_flow_model
 tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \
 	$(FLOW_TEST_UTIL)

@@ -7,7 +7,8 @@
 // (a failed one, one whose lease runs out), opens a circuit, requests an
 // approval, fills a budget to 90% and moves a group's leadership, and
 // checks the Membership operations, Flow and Governance panels; then kills
-// node 3 and waits for the page to mark it down. Screenshots go to
+// node 3 and waits for the page to mark it down and for the Flow panel to
+// answer for every group again. Screenshots go to
 // $LS_BUILDDIR (or the directory make runs in): dashboard.png,
 // dashboard-flow.png and dashboard-node-down.png.
 //
@@ -298,6 +299,14 @@ try {
   await waitFor("the nodes-up chart at 2", 10000, async () => {
     const v = await view();
     return v.charts.some((c) => c.name === "nodes-up" && c.series[0].last === "2");
+  });
+  // The Flow views go on without node 3: the groups it led elect new
+  // leaders and every group answers again.
+  await waitFor("the Flow panel live with every group after node 3 died", 30000, async () => {
+    const v = await panelsView();
+    const f = JSON.parse((await http(admin, "GET", "/v1/flow/stats")).text);
+    return v.states.flow === "live" && f.groups_answered === SHARDS && f.failed_total === 1 &&
+      v.types.some((t) => t["flow-type"] === "dash-bad" && t.failed === "1") ? v : false;
   });
   await screenshot("dashboard-node-down.png");
 

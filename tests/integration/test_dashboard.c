@@ -6,7 +6,9 @@
  * GET /v1/flow/governance (an open circuit, a pending approval, a budget
  * near its limit), their refusals, and the admin token guarding them; on
  * three nodes, the same cluster-wide counts from every node, and, once two
- * nodes are gone, an answer that names the groups that did not answer. */
+ * nodes are gone, an answer that names the groups that did not answer;
+ * what the Membership operations panel reads while node 4 of four is
+ * drained. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -490,12 +492,93 @@ static void test_flow_views_cluster(void **state)
 	harness_cluster_stop(&c);
 }
 
+/* The op `id` of the dashboard document, or NULL. */
+static json_t *find_op(json_t *d, json_int_t id)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(d, "ops"), i, v)
+	{
+		if (json_integer_value(json_object_get(v, "id")) == id) {
+			return v;
+		}
+	}
+	return NULL;
+}
+
+/* What the Membership operations panel reads: a drain of node 4 of four
+ * followed in ops[] to its end, node 4 draining, every member's voter
+ * flag. */
+static void test_membership_document(void **state)
+{
+	struct harness_cluster c;
+	const char *const extra[] = {"--shards", "2", NULL};
+	char out[4096];
+	int st;
+	json_t *d = NULL, *op = NULL, *n4 = NULL, *v;
+	size_t i;
+	(void)state;
+
+	assert_int_equal(harness_cluster_start(&c, 4, extra, true), 0);
+	uint16_t port = c.nodes[0].admin;
+	/* Until node 1 has read the membership records (bounded). */
+	for (int k = 0;; k++) {
+		assert_int_equal(harness_http(port, "POST",
+		                              "/v1/cluster/nodes/4/drain", NULL,
+		                              &st, out, sizeof out),
+		                 0);
+		if (st == 202) {
+			break;
+		}
+		if (k == 80) {
+			fail_msg("drain: status %d: %s", st, out);
+		}
+		harness_nap(250);
+	}
+	json_t *started = json_loads(out, 0, NULL);
+	json_int_t id = json_integer_value(json_object_get(started, "op"));
+	json_decref(started);
+	assert_true(id > 0);
+	for (int k = 0;; k++) {
+		json_decref(d);
+		d = get_json(port, "/v1/dashboard", NULL, 200);
+		op = find_op(d, id);
+		n4 = find(json_object_get(d, "nodes"), "state", "draining");
+		if (op != NULL && n4 != NULL &&
+		    strcmp(json_string_value(json_object_get(op, "state")),
+		           "done") == 0) {
+			break;
+		}
+		assert_true(k < 120);
+		harness_nap(250);
+	}
+	assert_string_equal(json_string_value(json_object_get(op, "kind")),
+	                    "drain");
+	assert_int_equal(json_integer_value(json_object_get(op, "node")), 4);
+	assert_int_equal(json_integer_value(json_object_get(op, "done")),
+	                 json_integer_value(json_object_get(op, "total")));
+	assert_int_equal(json_integer_value(json_object_get(n4, "id")), 4);
+	assert_int_equal(json_array_size(json_object_get(d, "nodes")), 4);
+	json_array_foreach(json_object_get(d, "nodes"), i, v)
+	{
+		assert_true(json_is_true(json_object_get(v, "voter")));
+		if (json_integer_value(json_object_get(v, "id")) != 4) {
+			assert_string_equal(
+			    json_string_value(json_object_get(v, "state")),
+			    "active");
+		}
+	}
+	json_decref(d);
+	harness_cluster_stop(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_page_and_document),
 	    cmocka_unit_test(test_flow_views),
 	    cmocka_unit_test(test_flow_views_cluster),
+	    cmocka_unit_test(test_membership_document),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,11 +41,12 @@ static bool same(const struct sbuf *s, struct fsnp_bytes b)
 	       (b.len == 0 || memcmp(s->p, b.ptr, b.len) == 0);
 }
 
-/* Adds n to the entry (a, b), creating it. -1 out of memory. */
-static int pairs_add(struct pairs *p, struct fsnp_bytes a, struct fsnp_bytes b,
-                     uint64_t n)
+/* Adds n to the entry (a, b) among entries [from, end), creating it. -1
+ * out of memory. */
+static int pairs_add(struct pairs *p, size_t from, struct fsnp_bytes a,
+                     struct fsnp_bytes b, uint64_t n)
 {
-	for (size_t i = 0; i < p->n; i++) {
+	for (size_t i = from; i < p->n; i++) {
 		if (same(&p->v[i].a, a) && same(&p->v[i].b, b)) {
 			p->v[i].n += n;
 			return 0;
@@ -145,7 +146,7 @@ static int read_counters(struct tx *tx, uint32_t group, struct pairs *queues,
 {
 	struct store_tx_iter *it;
 	struct sbuf p;
-	size_t seen = 0;
+	size_t seen = 0, type_from = queues->n;
 	bool valid;
 	int rv = 0;
 
@@ -174,11 +175,18 @@ static int read_counters(struct tx *tx, uint32_t group, struct pairs *queues,
 		if (n == 0) {
 			continue;
 		}
-		rv = pairs_add(queues, t, st, n);
+		/* Counters come in (type, part, state) order: a type's
+		 * totals are the entries added since its first counter, and
+		 * each (type, part) comes once per state. */
+		if (type_from == queues->n ||
+		    !same(&queues->v[type_from].a, t)) {
+			type_from = queues->n;
+		}
+		rv = pairs_add(queues, type_from, t, st, n);
 		if (rv == 0 && fsnp_bytes_eq(st, "failed")) {
-			rv = pairs_add(failed, t, pt, n);
+			rv = pairs_add(failed, failed->n, t, pt, n);
 		} else if (rv == 0 && fsnp_bytes_eq(st, "running")) {
-			rv = pairs_add(running, t, pt, n);
+			rv = pairs_add(running, running->n, t, pt, n);
 		}
 	}
 	if (store_tx_iter_close(it) != 0) {
@@ -189,8 +197,8 @@ static int read_counters(struct tx *tx, uint32_t group, struct pairs *queues,
 }
 
 /* The newest `max` entries of the updated-at index of (type, state) in
- * each pair's partition, or (oldest first, `asc`) up to `budget` of
- * them. */
+ * each pair's partition, or (oldest first, `asc`) all of them; either way
+ * at most `budget` entries in all. */
 static int read_updated(struct tx *tx, uint32_t group, const struct pairs *ps,
                         const char *state, bool asc, uint32_t max,
                         size_t *budget, struct cands *out, bool *truncated)
@@ -206,7 +214,7 @@ static int read_updated(struct tx *tx, uint32_t group, const struct pairs *ps,
 		struct flow_ix_usage u = {0};
 		struct flow_ix_range r = {0};
 		const char *msg;
-		size_t want = asc ? *budget : max;
+		size_t want = asc || *budget < max ? *budget : max;
 		if (want == 0) {
 			*truncated = true;
 			break;
@@ -222,10 +230,8 @@ static int read_updated(struct tx *tx, uint32_t group, const struct pairs *ps,
 			rv = -1;
 			break;
 		}
-		if (asc) {
-			*budget -= pg.n;
-			*truncated = *truncated || pg.more;
-		}
+		*budget -= pg.n;
+		*truncated = *truncated || (asc && pg.more);
 		for (size_t h = 0; h < pg.n && rv == 0; h++) {
 			rv = cands_add(out, view(&ps->v[i].b), pg.hits[h].id,
 			               pg.hits[h].order, NULL);
@@ -328,6 +334,9 @@ static int overview(struct tx *tx, uint32_t max, struct fsnp_writer *w)
 	struct pairs queues = {0}, failed = {0}, running = {0};
 	struct cands fc = {0}, rc = {0}, stuck = {0};
 	struct sbuf key, buf;
+	/* One budget for the failed flows' index entries, one for the
+	 * running and overdue flows' records. */
+	size_t fbudget = FLOW_OVERVIEW_MAX_RECORDS;
 	size_t budget = FLOW_OVERVIEW_MAX_RECORDS, nstuck = 0;
 	bool truncated = false;
 	int rv;
@@ -337,7 +346,7 @@ static int overview(struct tx *tx, uint32_t max, struct fsnp_writer *w)
 	rv = read_counters(tx, group, &queues, &failed, &running, &truncated);
 	if (rv == 0) {
 		rv = read_updated(tx, group, &failed, "failed", false, max,
-		                  &budget, &fc, &truncated);
+		                  &fbudget, &fc, &truncated);
 	}
 	if (rv == 0) {
 		rv = read_updated(tx, group, &running, "running", true, max,

@@ -23,8 +23,9 @@
  * reclaimed yet: reason "lease_expired") or non-terminal past
  * created_at_ms + max_active_ms (the sweep has not failed it yet: reason
  * "max_active_ms"). Every walk is bounded (FLOW_OVERVIEW_MAX_COUNTERS
- * counters, FLOW_OVERVIEW_MAX_RECORDS records); past a bound the answer
- * says truncated: true. */
+ * counters; FLOW_OVERVIEW_MAX_RECORDS index entries of failed flows, and
+ * as many running or overdue flows); past a bound the answer says
+ * truncated: true. */
 #ifndef LS_FLOW_FLOW_OVERVIEW_H
 #define LS_FLOW_FLOW_OVERVIEW_H
 

@@ -64,6 +64,9 @@ static const struct {
     [GF_TTL_MS] = {"ttl_ms", GT_INT},
     [GF_CONFIG_VERSION] = {"config_version", GT_INT},
     [GF_RESERVATION_IDS] = {"reservation_ids", GT_LIST},
+    [GF_WAIT_STATE] = {"wait_state", GT_TEXT},
+    [GF_TRANSITION_TO] = {"transition_to", GT_TEXT},
+    [GF_EXHAUST_TO] = {"exhaust_to", GT_TEXT},
 };
 
 /* A positional field: the field and whether an integer must be > 0. */

@@ -54,6 +54,8 @@ enum flow_kind {
 	FK_GOV,
 	/* EFFECT.RESERVE step 1: the named circuit's group */
 	FK_CIRCUIT,
+	/* APPROVE / REJECT step 2: the waiting flow's group */
+	FK_WAKE,
 };
 
 struct fsnp_flow {
@@ -81,6 +83,8 @@ struct fsnp_flow {
 	uint32_t n_items;
 	uint32_t *item_part; /* split: the part of each item */
 	uint32_t *item_pos;  /* split: its position within the part */
+
+	struct wbuf decided; /* an approval decision's reply, during its wake */
 };
 
 static uint32_t claim_rotor;
@@ -88,6 +92,9 @@ static uint32_t claim_rotor;
 static void flow_woke(struct fsnp_req *r);
 static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len);
+static bool approval_wake(struct fsnp_req *r);
+static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
+                      size_t len);
 
 void fsnp_flow_free(struct fsnp_req *r)
 {
@@ -97,6 +104,7 @@ void fsnp_flow_free(struct fsnp_req *r)
 	}
 	free(f->body);
 	wbuf_free(&f->acc);
+	wbuf_free(&f->decided);
 	if (f->res != NULL) {
 		for (uint32_t i = 0; i < f->n_res; i++) {
 			free(f->res[i].data);
@@ -695,7 +703,14 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		    wire_load_u16(r->reply.data) == 0) {
 			flow_woke(r);
 		}
+		if (approval_wake(r)) {
+			return;
+		}
 		fsnp_exec_finish(r);
+		return;
+	case FK_WAKE:
+		r->pending = 0;
+		wake_done(r, status, result, len);
 		return;
 	case FK_CLAIM:
 		r->pending = 0;
@@ -1007,6 +1022,7 @@ int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	f->opcode = opcode;
 	f->seed = flow_seed();
 	wbuf_init(&f->acc);
+	wbuf_init(&f->decided);
 	r->flow = f;
 	r->plan.opcode = opcode;
 	r->srv->stats.flow_requests++;
@@ -1214,6 +1230,119 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
 		return;
 	}
 	submit_one(r);
+}
+
+/* APPROVE / REJECT of an approval that names how its flow waits
+ * (`wait_state`, `transition_to`, `exhaust_to`): step 2 signals the flow
+ * out of wait_state in the flow's group (docs/flow.md "Approvals"). It
+ * runs after the decision committed, and again after a repeated decision
+ * (GOVERNANCE_CONFLICT carrying the same status and the wake keys), so a
+ * wake lost to a failure is repaired by repeating the decision; the
+ * signal's if_state makes a second wake a no-op. Returns whether step 2
+ * was started. */
+static bool approval_wake(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	bool approve = f->opcode == FSNP_OP_FLOW_APPROVAL_APPROVE;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	struct fsnp_bytes st, fid, ws, to, pk = {0};
+	const uint8_t *part;
+	struct fsnp_writer w;
+	struct fsnp_val m;
+	struct wbuf b;
+	size_t plen;
+	uint32_t g;
+	int rv;
+
+	if ((!approve && f->opcode != FSNP_OP_FLOW_APPROVAL_REJECT) ||
+	    r->reply.len < 3 ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &m,
+	                      NULL) != 0 ||
+	    m.tag != FSNP_MAP || fsnp_map_bin(&m, "status", &st) != 0 ||
+	    !fsnp_bytes_eq(st, approve ? "approved" : "rejected") ||
+	    fsnp_map_bin(&m, "wait_state", &ws) != 0 ||
+	    fsnp_map_bin(&m, approve ? "transition_to" : "exhaust_to", &to) !=
+	        0 ||
+	    fsnp_map_bin(&m, "flow_id", &fid) != 0 || fid.len == 0) {
+		return false;
+	}
+	if (fsnp_map_bin(&m, "partition_key", &pk) != 0) {
+		pk.ptr = NULL;
+		pk.len = 0;
+	}
+	flow_route_partition(fid.ptr, fid.len, pk.len > 0 ? pk.ptr : NULL,
+	                     pk.len, buf, &part, &plen);
+	g = shards_group_of_slot(r->srv->shards, flow_route_slot(part, plen));
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "id");
+	fsnp_w_bin(&w, fid.ptr, fid.len);
+	if (pk.len > 0) {
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_bin(&w, pk.ptr, pk.len);
+	}
+	fsnp_w_key(&w, "signal");
+	fsnp_w_str(&w, approve ? "approval_approved" : "approval_rejected");
+	fsnp_w_key(&w, "if_state");
+	fsnp_w_bin(&w, ws.ptr, ws.len);
+	fsnp_w_key(&w, "transition_to");
+	fsnp_w_bin(&w, to.ptr, to.len);
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	if (f->decided.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	f->opcode = FSNP_OP_FLOW_SIGNAL;
+	rv = part_encode(r, &r->plan.one, g, b.data, b.len);
+	f->opcode = approve ? FSNP_OP_FLOW_APPROVAL_APPROVE
+	                    : FSNP_OP_FLOW_APPROVAL_REJECT;
+	wbuf_free(&b);
+	if (rv != 0) {
+		/* the decision stands; answer it */
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_WAKE;
+	submit_one(r);
+	return true;
+}
+
+/* Step 2's answer. A flow that is no longer in wait_state (woken before,
+ * moved on, terminal, deleted) needs no wake: the decision is answered.
+ * Only a flow group that could not answer leaves the wake undone:
+ * GOVERNANCE_UNAVAILABLE, and repeating the decision wakes it. */
+static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
+                      size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	char msg[256];
+
+	if (status != SHARDS_OK) {
+		snprintf(msg, sizeof msg,
+		         "the approval is decided, but its flow could not be "
+		         "woken (%s); repeat the decision to wake it",
+		         shards_strerror(status));
+		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
+		           "governance_unavailable", msg, NULL);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (len >= 2 && res[1] == STORE_OK) {
+		fsnp_server_flow_kick(r->srv);
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	wbuf_append(&r->reply, f->decided.data, f->decided.len);
+	fsnp_exec_finish(r);
 }
 
 void fsnp_flow_start(struct fsnp_req *r)

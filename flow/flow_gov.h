@@ -45,6 +45,14 @@ void flow_gov_partition(const struct flow_req *req, char *buf,
 int flow_gov_apply(struct tx *tx, uint16_t opcode, const uint8_t *body,
                    size_t len, uint64_t skew, uint64_t seed, struct sbuf *res);
 
+/* The key prefixes of what a flow owns in governance (its effects, its
+ * ledger events and the ledger's counter), i = 0, 1, 2: writes prefix i
+ * of flow (part, id) in `group` into `k` and returns true, or false past
+ * the last. RETENTION_CLEANUP deletes them with the flow, as the
+ * reference does. */
+bool flow_gov_flow_prefix(struct sbuf *k, uint32_t group, unsigned i,
+                          struct fsnp_bytes part, struct fsnp_bytes id);
+
 /* Merges the replies of every group for a fanned-out listing opcode
  * (values[i], n of them) into one reply written to `w`, honouring the
  * request's `limit`. 0, or -1 when a value is not of the expected shape. */

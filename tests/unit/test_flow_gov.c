@@ -1281,6 +1281,65 @@ static void test_model_effects_approvals(void **state)
 	tdb_close(&t);
 }
 
+/* RETENTION_CLEANUP deletes a flow's effects and ledger with it (as the
+ * reference's cleanup does); another flow's stay. */
+static void test_retention_drops_governance(void **state)
+{
+	static const char *const one[] = {"effect_reserved"};
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	char lt[128], lt2[128];
+	int64_t ft, ft2;
+
+	(void)state;
+	ftdb_open(&t);
+	claimed_flow(&t, 1000, "gone", lt, &ft);
+	effect(&t, 1001, FSNP_OP_FLOW_EFFECT_RESERVE, "gone", "k1", lt, ft,
+	       "d1", NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	effect(&t, 1002, FSNP_OP_FLOW_EFFECT_CONFIRM, "gone", "k1", lt, ft,
+	       NULL, NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	claimed_flow(&t, 1003, "kept", lt2, &ft2);
+	effect(&t, 1004, FSNP_OP_FLOW_EFFECT_RESERVE, "kept", "k1", lt2, ft2,
+	       "d1", NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "gone");
+	fb_str(&b, "lease_token", lt);
+	fb_int(&b, "fencing_token", ft);
+	fb_int(&b, "ttl_ms", 10);
+	run(&t, 1005, FSNP_OP_FLOW_COMPLETE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	fb_begin(&b);
+	run(&t, 5000, FSNP_OP_FLOW_RETENTION_CLEANUP, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "flows"), 1);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "gone");
+	fb_str(&b, "effect_key", "k1");
+	run(&t, 5001, FSNP_OP_FLOW_EFFECT_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	ledger_kinds(&t, 5001, "gone", NULL, NULL, 0);
+	fb_begin(&b);
+	fb_str(&b, "id", "kept");
+	fb_str(&b, "effect_key", "k1");
+	run(&t, 5001, FSNP_OP_FLOW_EFFECT_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_MAP);
+	freply_free(&r);
+	ledger_kinds(&t, 5001, "kept", NULL, one, 1);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1292,6 +1351,7 @@ int main(void)
 	    cmocka_unit_test(test_model),
 	    cmocka_unit_test(test_bodies),
 	    cmocka_unit_test(test_model_effects_approvals),
+	    cmocka_unit_test(test_retention_drops_governance),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,8 +17,10 @@ enum {
 	GK_CIRCUIT = 'c',     /* scope */
 	GK_BUDGET = 'b',      /* scope */
 	GK_BUDGET_RES = 'r',  /* scope + reservation id */
-	GK_LIMIT = 'l',       /* scope */
-	GK_LIMIT_RES = 'k',   /* scope + reservation id: u64 shard, epoch */
+	/* scope + u64 settle seq: the reservation id (settle order) */
+	GK_BUDGET_SETTLED = 's',
+	GK_LIMIT = 'l',     /* scope */
+	GK_LIMIT_RES = 'k', /* scope + reservation id: u64 shard, epoch */
 };
 
 #define GOV_LEDGER_MAX 1000

@@ -95,6 +95,56 @@ static int64_t budget_used(struct tdb *t, uint64_t now, const char *scope)
 	return used;
 }
 
+/* The 128 most recently settled reservations are kept (replayable);
+ * older ones are forgotten, as in the reference; reservations_count
+ * counts open and kept settled ones. */
+static void test_budget_settled_cap(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	char rid[16];
+
+	(void)state;
+	ftdb_open(&t);
+	for (int i = 0; i < 130; i++) {
+		snprintf(rid, sizeof rid, "s%d", i);
+		reserve(&t, 1000 + (uint64_t)i, "cap", 1, rid, &r);
+		assert_int_equal(r.status, 0);
+		freply_free(&r);
+		settle(&t, 1000 + (uint64_t)i, "cap", rid, i % 2 ? 0 : -1, &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(fr_int(&r.v, "reservations_count"),
+		                 i < 128 ? i + 1 : 128);
+		freply_free(&r);
+	}
+	reserve(&t, 1200, "cap", 1, "open", &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "reservations_count"), 129);
+	freply_free(&r);
+	/* s0 and s1 were forgotten; s2 still replays. */
+	settle(&t, 1201, "cap", "s0", -1, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s1", 0, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s2", -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s129", 0, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	/* A new window drops the settled ones; the open one stays. */
+	settle(&t, 2500, "cap", "s2", -1, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	reserve(&t, 2501, "cap", 1, "open", &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "reservations_count"), 1);
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 static void test_budget(void **state)
 {
 	struct tdb t;
@@ -1344,6 +1394,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_budget_settled_cap),
 	    cmocka_unit_test(test_limit),
 	    cmocka_unit_test(test_effect),
 	    cmocka_unit_test(test_circuit),

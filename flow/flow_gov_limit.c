@@ -4,10 +4,16 @@
  * lease per shard id: LEASE moves credits from free to the lease's
  * `available`, SPEND from available to `in_use` (one reservation id per
  * credit, generated from the command's seed, kept as a credit record
- * naming the lease's epoch), RELEASE back to free. A lease past its
- * expires_at_ms is dropped, with its credits, by the next command (reads
- * show the owner as it would be); a credit of a dropped lease no longer
- * counts. */
+ * naming the lease's epoch), RELEASE back to the lease's available, as
+ * the reference's CreditLease does. A lease past its expires_at_ms is
+ * dropped, with its credits, by the next command (reads show the owner as
+ * it would be); a credit of a dropped lease no longer counts. After every
+ * change `free` is the limit less what the leases hold; a limit lowered
+ * below that drains the leases' available credits in shard order. A
+ * LEASE refused for want of free credits marks up to the amount asked as
+ * `pending_reclaim` on the other shards' leases (in shard order); credits
+ * granted to a lease lower its own mark. `drain_rate` is 0.0, as the
+ * reference never sets it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +43,57 @@ static void owner_free(struct owner *o)
 	free(o->leases);
 	o->leases = NULL;
 	o->n = 0;
+}
+
+static int lease_cmp(const void *a, const void *b)
+{
+	const struct lease *x = a, *y = b;
+
+	return (x->shard_id > y->shard_id) - (x->shard_id < y->shard_id);
+}
+
+/* free = limit - what the leases hold; past the limit, available credits
+ * are drained in shard order and marks kept within what is available. */
+static void owner_rebalance(struct owner *o)
+{
+	int64_t held = 0, excess;
+
+	for (size_t i = 0; i < o->n; i++) {
+		held += o->leases[i].available + o->leases[i].in_use;
+	}
+	if (held <= o->limit) {
+		o->free = o->limit - held;
+		return;
+	}
+	excess = held - o->limit;
+	for (size_t i = 0; i < o->n && excess > 0; i++) {
+		struct lease *x = &o->leases[i];
+		int64_t d = x->available < excess ? x->available : excess;
+		x->available -= d;
+		held -= d;
+		excess -= d;
+		if (x->pending_reclaim > x->available) {
+			x->pending_reclaim = x->available;
+		}
+	}
+	o->free = held < o->limit ? o->limit - held : 0;
+}
+
+/* A LEASE of `amount` refused: mark credits to reclaim on the other
+ * shards' leases, in shard order, up to the amount. */
+static void owner_mark_reclaim(struct owner *o, int64_t shard, int64_t amount)
+{
+	for (size_t i = 0; i < o->n && amount > 0; i++) {
+		struct lease *x = &o->leases[i];
+		int64_t can = x->available - x->pending_reclaim;
+		int64_t r;
+		if (x->shard_id == shard || can <= 0) {
+			continue;
+		}
+		r = can < amount ? can : amount;
+		x->pending_reclaim += r;
+		amount -= r;
+	}
 }
 
 static int owner_load(struct gctx *g, struct fsnp_bytes scope, struct owner *o)
@@ -76,6 +133,7 @@ static int owner_load(struct gctx *g, struct fsnp_bytes scope, struct owner *o)
 			x->pending_reclaim = gov_mi(&l, "pending_reclaim", 0);
 			x->last_spend_at_ms = gov_mi(&l, "last_spend_at_ms", 0);
 		}
+		qsort(o->leases, o->n, sizeof *o->leases, lease_cmp);
 	}
 	return 1;
 }
@@ -150,9 +208,7 @@ static void owner_expire(struct owner *o, uint64_t now)
 		o->leases[j++] = *x;
 	}
 	o->n = j;
-	if (o->free > o->limit) {
-		o->free = o->limit;
-	}
+	owner_rebalance(o);
 }
 
 static struct lease *owner_lease(struct owner *o, int64_t shard)
@@ -249,24 +305,29 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 		o.has_config = cv != NULL;
 		o.config_version = cv != NULL ? cv->i : 0;
 		o.updated_at_ms = (int64_t)g->c->now;
-	} else if (cv != NULL && (!o.has_config || cv->i != o.config_version)) {
-		/* A new configuration version re-sizes the owner. */
-		if (o.has_config && cv->i < o.config_version) {
+	} else if (cv != NULL && lim == NULL) {
+		rv = E1("ERR flow limit limit is required with configuration "
+		        "version");
+		goto out;
+	} else if (lim != NULL && cv == NULL) {
+		if (lim->i != o.limit) {
+			rv = E1("ERR flow limit config_version is required to "
+			        "change limit");
+			goto out;
+		}
+	} else if (lim != NULL && cv->i == o.config_version) {
+		if (lim->i != o.limit) {
 			rv = E1("ERR flow limit config_version conflict");
 			goto out;
 		}
-		if (lim == NULL) {
-			rv = E1("ERR flow limit limit is required with "
-			        "configuration version");
-			goto out;
-		}
-		o.free += lim->i - o.limit;
-		if (o.free < 0) {
-			o.free = 0;
-		}
+		o.has_config = true;
+	} else if (lim != NULL && cv->i > o.config_version) {
+		/* A newer configuration re-sizes the owner (an older one
+		 * is ignored, as in the reference). */
 		o.limit = lim->i;
 		o.has_config = true;
 		o.config_version = cv->i;
+		owner_rebalance(&o);
 	}
 	if (gov_time(g, o.updated_at_ms, "limit", "updated_at_ms", &now, err) !=
 	    0) {
@@ -275,6 +336,7 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 	owner_expire(&o, now);
 	o.updated_at_ms = (int64_t)now;
 	if (o.free <= 0) {
+		owner_mark_reclaim(&o, shard, amount);
 		rv = limit_deny(g, &o, amount, 0);
 		goto out;
 	}
@@ -292,8 +354,15 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 		x->epoch = ++o.epoch;
 	}
 	x->available += grant;
-	x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	x->pending_reclaim =
+	    x->pending_reclaim > grant ? x->pending_reclaim - grant : 0;
+	if (x->expires_at_ms < (int64_t)now + GO(g, GF_TTL_MS)->i) {
+		x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	}
 	o.free -= grant;
+	shard = x->shard_id;
+	qsort(o.leases, o.n, sizeof *o.leases, lease_cmp);
+	x = owner_lease(&o, shard);
 	owner_save(g, &o);
 	if (limit_event(g, &o, "limit_leased", grant, NULL) != 0) {
 		rv = -1;
@@ -355,7 +424,8 @@ int gov_limit_spend(struct gctx *g, struct flow_err *err)
 	x->available -= amount;
 	x->in_use += amount;
 	x->last_spend_at_ms = (int64_t)now;
-	if (GO(g, GF_TTL_MS) != NULL && GO(g, GF_TTL_MS)->i > 0) {
+	if (GO(g, GF_TTL_MS) != NULL && GO(g, GF_TTL_MS)->i > 0 &&
+	    x->expires_at_ms < (int64_t)now + GO(g, GF_TTL_MS)->i) {
 		x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
 	}
 	owner_save(g, &o);
@@ -467,13 +537,14 @@ int gov_limit_release(struct gctx *g, struct flow_err *err)
 			    x->epoch == (int64_t)be_get64(v.p + 8) &&
 			    x->in_use > 0) {
 				x->in_use--;
-				o.free++;
+				x->available++;
 				back++;
 			}
 			store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
 		}
 		sbuf_free(&v);
 	}
+	owner_rebalance(&o);
 	owner_save(g, &o);
 	if (limit_event(g, &o, "limit_released", back, NULL) != 0) {
 		rv = -1;

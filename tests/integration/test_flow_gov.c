@@ -889,7 +889,15 @@ static void test_objects_raw(void **state)
 	         "scope=s shard_id=i reservation_ids=a", scope, (int64_t)0, rel,
 	         1);
 	ok(&m);
-	assert_int_equal(ftc_map_int(&m.value, "free"), 1);
+	/* the credit goes back to its lease (reference) */
+	assert_int_equal(ftc_map_int(&m.value, "free"), 0);
+	{
+		struct fsnp_val ls, l0;
+		assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+		assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+		assert_int_equal(ftc_map_int(&l0, "available"), 2);
+		assert_int_equal(ftc_map_int(&l0, "in_use"), 0);
+	}
 	ftc_msg_free(&m);
 	m = call(&c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
 	ok(&m);

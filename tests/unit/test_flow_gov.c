@@ -312,6 +312,78 @@ static void spend(struct tdb *t, uint64_t now, int64_t shard, int64_t amount,
 	run(t, now, FSNP_OP_FLOW_LIMIT_SPEND, &b, r);
 }
 
+/* A limit's configuration as the reference applies it: a new limit needs
+ * a newer config_version; an older one is ignored; the same one with
+ * another limit conflicts; shrinking drains available credits in shard
+ * order. */
+static void cfg_lease(struct tdb *t, uint64_t now, int64_t shard,
+                      int64_t amount, int64_t limit, int64_t cv,
+                      struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "scope", "cfg");
+	fb_int(&b, "shard_id", shard);
+	fb_int(&b, "amount", amount);
+	fb_int(&b, "ttl_ms", 100000);
+	fb_int(&b, "limit", limit);
+	if (cv >= 0) {
+		fb_int(&b, "config_version", cv);
+	}
+	run(t, now, FSNP_OP_FLOW_LIMIT_LEASE, &b, r);
+}
+
+static void limit_config(struct tdb *t)
+{
+	struct freply r;
+	struct fsnp_val o, ls, l;
+
+	cfg_lease(t, 3000, 0, 4, 10, -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	cfg_lease(t, 3000, 1, 4, 10, -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 12, -1, &r);
+	fr_err(&r, 1,
+	       "ERR flow limit config_version is required to change "
+	       "limit");
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 10, 0, &r);
+	assert_int_equal(r.status, 0); /* the same configuration */
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 11, 0, &r);
+	fr_err(&r, 1, "ERR flow limit config_version conflict");
+	freply_free(&r);
+	/* Version 2 shrinks the limit to 6 while 9 are held (shard 0: 4,
+	 * shard 1: 5): 3 are drained from shard 0 first (shard order). */
+	cfg_lease(t, 3002, 1, 1, 6, 2, &r);
+	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	freply_free(&r);
+	cfg_lease(t, 3003, 0, 1, 99, 1, &r); /* older: ignored */
+	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	freply_free(&r);
+	{
+		struct fbody b;
+		fb_begin(&b);
+		fb_str(&b, "scope", "cfg");
+		run(t, 3004, FSNP_OP_FLOW_LIMIT_GET, &b, &r);
+	}
+	o = r.v;
+	assert_int_equal(fr_int(&o, "limit"), 6);
+	assert_int_equal(fr_int(&o, "config_version"), 2);
+	assert_int_equal(fr_int(&o, "free"), 0);
+	ls = fr_get(&o, "leases");
+	l = fr_get(&ls, "0");
+	assert_int_equal(fr_int(&l, "available"), 1);
+	assert_int_equal(fr_int(&l, "pending_reclaim"), 1);
+	l = fr_get(&ls, "1");
+	assert_int_equal(fr_int(&l, "available"), 5);
+	assert_int_equal(fr_int(&l, "pending_reclaim"), 1);
+	freply_free(&r);
+}
+
 static void test_limit(void **state)
 {
 	struct tdb t;
@@ -353,6 +425,20 @@ static void test_limit(void **state)
 	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
 	assert_int_equal(fr_int(&r.v, "free"), 0);
 	assert_int_equal(fr_int(&r.v, "limit"), 10);
+	freply_free(&r);
+	/* The refused lease marked a credit to reclaim on shard 0 (the
+	 * first other lease in shard order). */
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	run(&t, 1001, FSNP_OP_FLOW_LIMIT_GET, &b, &r);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		struct fsnp_val l1 = fr_get(&ls, "1");
+		assert_int_equal(fr_int(&l0, "pending_reclaim"), 1);
+		assert_int_equal(fr_int(&l1, "pending_reclaim"), 0);
+		assert_int_equal(fr_get(&l0, "drain_rate").tag, FSNP_F64);
+	}
 	freply_free(&r);
 	/* Spend 2 of shard 0's 6. */
 	spend(&t, 1100, 0, 2, &r);
@@ -411,7 +497,14 @@ static void test_limit(void **state)
 	fb_strs(&b, "reservation_ids", (const char *const[]){id0}, 1);
 	run(&t, 1200, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
 	assert_int_equal(r.status, 0);
-	assert_int_equal(fr_int(&r.v, "free"), 1);
+	/* As the reference: the credit goes back to the lease. */
+	assert_int_equal(fr_int(&r.v, "free"), 0);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		assert_int_equal(fr_int(&l0, "available"), 5);
+		assert_int_equal(fr_int(&l0, "in_use"), 1);
+	}
 	freply_free(&r);
 	/* Releasing the same id again gives nothing back. */
 	fb_begin(&b);
@@ -419,7 +512,12 @@ static void test_limit(void **state)
 	fb_int(&b, "shard_id", 0);
 	fb_strs(&b, "reservation_ids", (const char *const[]){id0}, 1);
 	run(&t, 1201, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
-	assert_int_equal(fr_int(&r.v, "free"), 1);
+	assert_int_equal(fr_int(&r.v, "free"), 0);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		assert_int_equal(fr_int(&l0, "available"), 5);
+	}
 	freply_free(&r);
 	/* Leases expire with their credits (in use included). */
 	fb_begin(&b);
@@ -443,6 +541,7 @@ static void test_limit(void **state)
 	run(&t, 2002, FSNP_OP_FLOW_LIMIT_LIST, &b, &r);
 	assert_int_equal(r.v.as.count, 1);
 	freply_free(&r);
+	limit_config(&t);
 	tdb_close(&t);
 }
 
@@ -1056,7 +1155,7 @@ static void test_model(void **state)
 			run(&t, now, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
 			assert_int_equal(r.status, 0);
 			nheld--;
-			free_c++;
+			avail++; /* back to the lease (reference) */
 			assert_int_equal(fr_int(&r.v, "free"), free_c);
 			freply_free(&r);
 		}

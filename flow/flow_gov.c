@@ -656,6 +656,8 @@ static int run(struct gctx *g, struct flow_err *err)
 		return gov_circuit_set(g, false, err);
 	case FSNP_OP_FLOW_CIRCUIT_GET:
 		return gov_circuit_get(g, err);
+	case FLOW_GOV_OP_CIRCUIT_COUNT:
+		return gov_circuit_count(g, err);
 	case FSNP_OP_FLOW_BUDGET_RESERVE:
 		return gov_budget_reserve(g, err);
 	case FSNP_OP_FLOW_BUDGET_COMMIT:

@@ -24,6 +24,15 @@
 
 struct tx;
 
+/* An internal governance command, proposed by the FSNP layer and never
+ * accepted from a client (no wire name): CIRCUIT.COUNT {scope, kind} in
+ * the circuit's group, kind "admit" (a reservation in another group asks
+ * to pass: refused when open or when half-open probes are all out,
+ * else a half-open probe is counted), "unadmit" (that reservation was not
+ * made: the probe is given back), "success" or "failure" (a settled
+ * effect's outcome). docs/flow.md "Circuits, and the two-step check". */
+#define FLOW_GOV_OP_CIRCUIT_COUNT 0x02FE
+
 /* Read-only governance opcodes (served by store_read). */
 bool flow_gov_is_read(uint16_t opcode);
 

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "flow/flow_gov.h"
 #include "wire/fsnp_opcode.h"
 
 enum gtype {
@@ -67,6 +68,7 @@ static const struct {
     [GF_WAIT_STATE] = {"wait_state", GT_TEXT},
     [GF_TRANSITION_TO] = {"transition_to", GT_TEXT},
     [GF_EXHAUST_TO] = {"exhaust_to", GT_TEXT},
+    [GF_KIND] = {"kind", GT_TEXT},
 };
 
 /* A positional field: the field and whether an integer must be > 0. */
@@ -131,12 +133,14 @@ static const struct positional positionals[] = {
     {FSNP_OP_FLOW_GOVERNANCE_OVERVIEW, {{0, false}}, 0},
     {FSNP_OP_FLOW_BUDGET_LIST, {{0, false}}, 0},
     {FSNP_OP_FLOW_LIMIT_LIST, {{0, false}}, 0},
+    {FLOW_GOV_OP_CIRCUIT_COUNT, {P(GF_SCOPE), P(GF_KIND)}, 2},
 };
 
 bool flow_gov_opcode(uint16_t opcode)
 {
-	return opcode >= FSNP_OP_FLOW_EFFECT_RESERVE &&
-	       opcode <= FSNP_OP_FLOW_BUDGET_RELEASE;
+	return (opcode >= FSNP_OP_FLOW_EFFECT_RESERVE &&
+	        opcode <= FSNP_OP_FLOW_BUDGET_RELEASE) ||
+	       opcode == FLOW_GOV_OP_CIRCUIT_COUNT;
 }
 
 const char *flow_gov_field_name(enum gov_field f)

@@ -65,6 +65,7 @@ enum gov_field {
 	GF_WAIT_STATE,
 	GF_TRANSITION_TO,
 	GF_EXHAUST_TO,
+	GF_KIND,
 	GF_COUNT
 };
 

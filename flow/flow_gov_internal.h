@@ -134,6 +134,7 @@ int gov_effect_settle(struct gctx *g, const char *to, struct flow_err *err);
 int gov_effect_get(struct gctx *g, struct flow_err *err);
 int gov_circuit_set(struct gctx *g, bool open, struct flow_err *err);
 int gov_circuit_get(struct gctx *g, struct flow_err *err);
+int gov_circuit_count(struct gctx *g, struct flow_err *err);
 void gov_circuit_item(struct gov_lister *l, const struct fsnp_val *m,
                       struct fsnp_writer *w);
 int gov_approval_request(struct gctx *g, struct flow_err *err);

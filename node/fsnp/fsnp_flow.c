@@ -56,6 +56,13 @@ enum flow_kind {
 	FK_CIRCUIT,
 	/* APPROVE / REJECT step 2: the waiting flow's group */
 	FK_WAKE,
+	/* EFFECT.RESERVE step 2 after a cross-group circuit admitted it */
+	FK_RESERVE2,
+	/* EFFECT.RESERVE refused by such a circuit: is it a replay? */
+	FK_REPLAY,
+	/* a circuit count after the answer (probe given back, outcome fed):
+	 * the saved answer is sent whatever it gives */
+	FK_SIDE,
 };
 
 struct fsnp_flow {
@@ -84,7 +91,8 @@ struct fsnp_flow {
 	uint32_t *item_part; /* split: the part of each item */
 	uint32_t *item_pos;  /* split: its position within the part */
 
-	struct wbuf decided; /* an approval decision's reply, during its wake */
+	struct wbuf decided; /* an answer kept while a second step runs */
+	bool probe;          /* step 1 counted a half-open probe */
 };
 
 static uint32_t claim_rotor;
@@ -93,6 +101,9 @@ static void flow_woke(struct fsnp_req *r);
 static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len);
 static bool approval_wake(struct fsnp_req *r);
+static bool circuit_side(struct fsnp_req *r, bool after_reserve);
+static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                           size_t len);
 static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
                       size_t len);
 
@@ -703,9 +714,32 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		    wire_load_u16(r->reply.data) == 0) {
 			flow_woke(r);
 		}
-		if (approval_wake(r)) {
+		if (approval_wake(r) || circuit_side(r, false)) {
 			return;
 		}
+		fsnp_exec_finish(r);
+		return;
+	case FK_RESERVE2:
+		r->pending = 0;
+		reply_result(r, status, r->plan.one.group, result, len);
+		if (r->reply.len >= 2 && wire_load_u16(r->reply.data) == 0) {
+			flow_woke(r);
+		}
+		if (circuit_side(r, true)) {
+			return;
+		}
+		fsnp_exec_finish(r);
+		return;
+	case FK_REPLAY:
+		r->pending = 0;
+		replay_checked(r, status, result, len);
+		return;
+	case FK_SIDE:
+		r->pending = 0;
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, r->flow->decided.data,
+		            r->flow->decided.len);
 		fsnp_exec_finish(r);
 		return;
 	case FK_WAKE:
@@ -1140,12 +1174,16 @@ static bool circuit_step(struct fsnp_req *r, uint32_t flow_group)
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "scope");
 	fsnp_w_bin(&w, scope->t.ptr, scope->t.len);
+	fsnp_w_key(&w, "kind");
+	fsnp_w_str(&w, "admit");
+	fsnp_w_key(&w, "effect_type");
+	fsnp_w_bin(&w, q.f[GF_EFFECT_TYPE].t.ptr, q.f[GF_EFFECT_TYPE].t.len);
 	fsnp_w_map_end(&w);
 	f->kind = FK_CIRCUIT;
 	f->fixed_group = flow_group;
 	r->plan.parts = &r->plan.one;
 	r->plan.n_parts = 1;
-	f->opcode = FSNP_OP_FLOW_CIRCUIT_GET;
+	f->opcode = FLOW_GOV_OP_CIRCUIT_COUNT;
 	rv = fsnp_w_finish(&w) == 0 && !b.oom
 	         ? part_encode(r, &r->plan.one, g, b.data, b.len)
 	         : -1;
@@ -1198,12 +1236,141 @@ static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
 	fsnp_w_finish(&w);
 }
 
+/* Reads the effect a refused cross-group reservation names (the denial
+ * kept in f->decided). Returns whether the read was started. */
+static bool replay_check(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val body, v;
+	struct fsnp_writer w;
+	struct wbuf b;
+	static const char *const keys[] = {"id", "effect_key", "partition_key"};
+	int rv;
+
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		if (fsnp_map_get(&body, keys[i], &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, keys[i]);
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->opcode = FSNP_OP_FLOW_EFFECT_GET;
+	rv = f->decided.oom
+	         ? -1
+	         : part_encode(r, &r->plan.one, f->fixed_group, b.data, b.len);
+	f->opcode = FSNP_OP_FLOW_EFFECT_RESERVE;
+	wbuf_free(&b);
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_REPLAY;
+	submit_one(r);
+	return true;
+}
+
+/* The effect of a refused reservation: none (or unreadable) → the
+ * circuit's denial; the same digest → the effect as a replay
+ * (already_reserved, or already_applied once settled); another digest →
+ * GOVERNANCE_CONFLICT, as the flow's group answers. */
+static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                           size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v, body, e;
+	struct fsnp_bytes have, want, st, k;
+	struct fsnp_iter it;
+	struct fsnp_writer w;
+
+	if (!result_ok(status, res, len, &v) || v.tag != FSNP_MAP ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    fsnp_map_bin(&body, "operation_digest", &want) != 0 ||
+	    fsnp_map_bin(&v, "operation_digest", &have) != 0 ||
+	    fsnp_map_bin(&v, "status", &st) != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	if (have.len != want.len || memcmp(have.ptr, want.ptr, have.len) != 0) {
+		struct fsnp_bytes ek = {NULL, 0};
+		fsnp_map_bin(&v, "effect_key", &ek);
+		fsnp_w_status(&w, FSNP_STATUS_ERROR);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "code");
+		fsnp_w_str(&w, "GOVERNANCE_CONFLICT");
+		fsnp_w_key(&w, "message");
+		fsnp_w_str(&w, "effect already reserved with a different "
+		               "operation_digest");
+		fsnp_w_key(&w, "reason");
+		fsnp_w_str(&w, "governance_conflict");
+		fsnp_w_key(&w, "retryable");
+		fsnp_w_bool(&w, false);
+		fsnp_w_key(&w, "safe_to_retry");
+		fsnp_w_bool(&w, false);
+		fsnp_w_key(&w, "effect_key");
+		fsnp_w_bin(&w, ek.ptr, ek.len);
+		fsnp_w_key(&w, "status");
+		fsnp_w_bin(&w, st.ptr, st.len);
+		fsnp_w_map_end(&w);
+	} else {
+		fsnp_w_status(&w, FSNP_STATUS_OK);
+		fsnp_w_map_begin(&w);
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, &k, &e)) {
+			if (!fsnp_bytes_eq(k, "decision")) {
+				fsnp_w_key_bin(&w, k.ptr, k.len);
+				fsnp_w_val(&w, &e);
+			}
+		}
+		fsnp_w_key(&w, "decision");
+		fsnp_w_str(&w, fsnp_bytes_eq(st, "reserved")
+		                   ? "already_reserved"
+		                   : "already_applied");
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_finish(&w);
+	fsnp_exec_finish(r);
+}
+
 /* Step 1's answer: refuse, or propose the reservation (step 2). */
 static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len)
 {
 	struct fsnp_flow *f = r->flow;
 	struct fsnp_val v;
+	if (status == SHARDS_OK && len > 2 && res[0] == STORE_RESULT_VERSION &&
+	    res[1] != STORE_OK && res[2] == FSNP_MAP) {
+		/* open, or every half-open probe out: the circuit's
+		 * denial, nothing written; unless the reservation exists
+		 * already (a client's retry), which is answered as the
+		 * flow's group would (a replay is looked at first there) */
+		reply_result(r, status, r->plan.one.group, res, len);
+		if (replay_check(r)) {
+			return;
+		}
+		fsnp_exec_finish(r);
+		return;
+	}
 	if (!result_ok(status, res, len, &v)) {
 		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
 		           "governance_unavailable",
@@ -1215,15 +1382,10 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
 	}
 	if (v.tag == FSNP_MAP) {
 		struct fsnp_bytes st;
-		if (fsnp_map_bin(&v, "status", &st) == 0 &&
-		    fsnp_bytes_eq(st, "open")) {
-			gov_denial(r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open",
-			           "circuit is open for scope", &v);
-			fsnp_exec_finish(r);
-			return;
-		}
+		f->probe = fsnp_map_bin(&v, "status", &st) == 0 &&
+		           fsnp_bytes_eq(st, "half_open");
 	}
-	f->kind = FK_ONE;
+	f->kind = FK_RESERVE2;
 	if (part_encode(r, &r->plan.one, f->fixed_group, f->body, f->len) !=
 	    0) {
 		fsnp_exec_finish(r);
@@ -1343,6 +1505,101 @@ static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
 	r->custom = false;
 	wbuf_append(&r->reply, f->decided.data, f->decided.len);
 	fsnp_exec_finish(r);
+}
+
+/* Circuit counts in another group, after the answer is known (docs/flow.md
+ * "Circuits, and the two-step check"): after a cross-group reservation
+ * that took a half-open probe but did not reserve (refused, or a replay),
+ * the probe is given back ("unadmit"); after EFFECT.CONFIRM / FAIL newly
+ * settled an effect whose circuit (governance_scope) lives in another
+ * group, its outcome is counted there ("success" / "failure"). The answer
+ * is kept and sent once the count is done, whatever the count gives: a
+ * count lost to a failure is not retried. Returns whether a count was
+ * started. */
+static bool circuit_side(struct fsnp_req *r, bool after_reserve)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val m, body;
+	struct fsnp_bytes scope, dec;
+	struct gov_req q;
+	struct flow_err err;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const char *kind;
+	uint16_t op = f->opcode;
+	bool ok_reply;
+	uint32_t g;
+	int rv;
+
+	if (!after_reserve && op != FSNP_OP_FLOW_EFFECT_CONFIRM &&
+	    op != FSNP_OP_FLOW_EFFECT_FAIL) {
+		return false;
+	}
+	if (after_reserve && !f->probe) {
+		return false;
+	}
+	ok_reply = r->reply.len >= 3 && wire_load_u16(r->reply.data) == 0 &&
+	           fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL,
+	                             &m, NULL) == 0 &&
+	           m.tag == FSNP_MAP;
+	if (after_reserve) {
+		if (ok_reply && fsnp_map_bin(&m, "decision", &dec) == 0 &&
+		    fsnp_bytes_eq(dec, "reserved")) {
+			return false; /* the probe is this reservation's */
+		}
+		if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+		    flow_gov_body_decode(op, &body, &q, &err) != 0 ||
+		    !q.f[GF_GOVERNANCE_SCOPE].set) {
+			return false;
+		}
+		scope = q.f[GF_GOVERNANCE_SCOPE].t;
+		kind = "unadmit";
+	} else {
+		if (!ok_reply || fsnp_map_bin(&m, "decision", &dec) != 0 ||
+		    !(fsnp_bytes_eq(dec, "confirmed") ||
+		      fsnp_bytes_eq(dec, "failed")) ||
+		    fsnp_map_bin(&m, "governance_scope", &scope) != 0 ||
+		    scope.len == 0) {
+			return false;
+		}
+		kind = fsnp_bytes_eq(dec, "confirmed") ? "success" : "failure";
+	}
+	g = shards_group_of_slot(r->srv->shards,
+	                         flow_route_slot(scope.ptr, scope.len));
+	if (g == r->plan.one.group) {
+		return false; /* counted in the apply */
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, scope.ptr, scope.len);
+	fsnp_w_key(&w, "kind");
+	fsnp_w_str(&w, kind);
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	if (f->decided.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	f->opcode = FLOW_GOV_OP_CIRCUIT_COUNT;
+	rv = part_encode(r, &r->plan.one, g, b.data, b.len);
+	f->opcode = op;
+	wbuf_free(&b);
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_SIDE;
+	submit_one(r);
+	return true;
 }
 
 void fsnp_flow_start(struct fsnp_req *r)

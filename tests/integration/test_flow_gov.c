@@ -503,6 +503,97 @@ static struct ftc_msg reserve_effect(struct ftc *c, const char *id,
 	            id, key, "charge", tok, fen, "d", scope);
 }
 
+/* Opens `scope` for 200 ms and waits (bounded) until it reads
+ * half-open. */
+static void half_open(struct ftc *c, const char *scope)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_CIRCUIT_OPEN,
+	                        "scope=s open_ms=i half_open_max_probes=i "
+	                        "half_open_success_threshold=i",
+	                        scope, (int64_t)200, (int64_t)1, (int64_t)1);
+	uint64_t until = harness_mono_ms() + 10000;
+	ok(&m);
+	ftc_msg_free(&m);
+	for (;;) {
+		bool ho;
+		m = call(c, FSNP_OP_FLOW_CIRCUIT_GET, "scope=s", scope);
+		ok(&m);
+		ho = ftc_map_str(&m.value, "status", "half_open");
+		ftc_msg_free(&m);
+		if (ho) {
+			return;
+		}
+		assert_true(harness_mono_ms() < until);
+		harness_nap(50);
+	}
+}
+
+static void circuit_is(struct ftc *c, const char *scope, const char *status,
+                       int64_t in_flight)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_CIRCUIT_GET, "scope=s", scope);
+	ok(&m);
+	if (!ftc_map_str(&m.value, "status", status)) {
+		fail_msg("circuit %s is not %s", scope, status);
+	}
+	if (in_flight >= 0) {
+		assert_int_equal(ftc_map_int(&m.value, "half_open_in_flight"),
+		                 in_flight);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A half-open circuit in another shard than the flow: its probe limit
+ * holds (step 1 counts the probe), a replayed reservation gives its probe
+ * back, and settled outcomes reach it (a confirmed probe closes it, a
+ * failed one opens it again). */
+static void half_open_across_shards(struct ftc *c, const char *id,
+                                    const char *tok, int64_t fen,
+                                    const char *other)
+{
+	struct ftc_msg m;
+	half_open(c, other);
+	m = reserve_effect(c, id, "p1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "reserved"));
+	assert_true(ftc_map_str(&m.value, "governance_scope", other));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "half_open", 1);
+	m = reserve_effect(c, id, "p2", tok, fen, other);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	ftc_msg_free(&m);
+	m = call(c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id, "p2");
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	/* A replay of p1 takes no second probe. */
+	m = reserve_effect(c, id, "p1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "already_reserved"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "half_open", 1);
+	/* The probe succeeds: the circuit closes. */
+	m = call(c, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	         "id=s effect_key=s lease_token=s fencing_token=i", id, "p1",
+	         tok, fen);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "confirmed"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "closed", -1);
+	/* Half-open again; a failed probe opens it. */
+	half_open(c, other);
+	m = reserve_effect(c, id, "p3", tok, fen, other);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = call(c, FSNP_OP_FLOW_EFFECT_FAIL,
+	         "id=s effect_key=s lease_token=s fencing_token=i error=s", id,
+	         "p3", tok, fen, "timeout");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "failed"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "open", -1);
+}
+
 /* A circuit in the flow's shard is checked in the reservation's apply
  * (and the denial ledgered); one in the other shard by the two-step
  * protocol (read first, nothing written on a denial). */
@@ -562,6 +653,7 @@ static void test_circuit_across_shards(void **state)
 	ok(&m);
 	assert_int_equal(m.value.as.count, 2);
 	ftc_msg_free(&m);
+	half_open_across_shards(&c, id, tok, fen, other);
 	ftc_close(&c);
 }
 

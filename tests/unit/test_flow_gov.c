@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
 #include "tests/unit/flow_test_util.h"
 #include "wire/fsnp_opcode.h"
 
@@ -1489,6 +1490,77 @@ static void test_retention_drops_governance(void **state)
 	tdb_close(&t);
 }
 
+static void count(struct tdb *t, uint64_t now, const char *kind,
+                  struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "scope", "effect:charge");
+	fb_str(&b, "kind", kind);
+	run(t, now, FLOW_GOV_OP_CIRCUIT_COUNT, &b, r);
+}
+
+/* The internal CIRCUIT.COUNT a reservation or settlement in another
+ * group sends: admit counts a half-open probe or refuses, unadmit gives
+ * it back, success / failure are outcomes. */
+static void test_circuit_count(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	char buf[64];
+
+	(void)state;
+	ftdb_open(&t);
+	count(&t, 1000, "admit", &r); /* no circuit: admitted, nil */
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	count(&t, 1000, "sideways", &r);
+	fr_err(&r, 1,
+	       "ERR flow circuit count kind must be admit, unadmit, success "
+	       "or failure");
+	freply_free(&r);
+	circuit(&t, 1000, FSNP_OP_FLOW_CIRCUIT_OPEN, 100, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	count(&t, 1050, "admit", &r);
+	denied(&r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	assert_int_equal(fr_int(&r.v, "retry_after_ms"), 50);
+	freply_free(&r);
+	count(&t, 1100, "admit", &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "status", buf), "half_open");
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 1);
+	freply_free(&r);
+	count(&t, 1101, "admit", &r); /* the one probe is out */
+	denied(&r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	freply_free(&r);
+	count(&t, 1102, "unadmit", &r);
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 0);
+	freply_free(&r);
+	count(&t, 1103, "admit", &r);
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 1);
+	freply_free(&r);
+	count(&t, 1104, "success", &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "closed");
+	freply_free(&r);
+	/* Closed: admitted without a probe; failures open it. */
+	count(&t, 1105, "admit", &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "closed");
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 0);
+	freply_free(&r);
+	for (int i = 0; i < 5; i++) {
+		count(&t, 1106 + (uint64_t)i, "failure", &r);
+		assert_int_equal(r.status, 0);
+		freply_free(&r);
+	}
+	circuit(&t, 1200, FSNP_OP_FLOW_CIRCUIT_GET, 0, &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "open");
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1502,6 +1574,7 @@ int main(void)
 	    cmocka_unit_test(test_bodies),
 	    cmocka_unit_test(test_model_effects_approvals),
 	    cmocka_unit_test(test_retention_drops_governance),
+	    cmocka_unit_test(test_circuit_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

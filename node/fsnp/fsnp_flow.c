@@ -1602,6 +1602,45 @@ static bool circuit_side(struct fsnp_req *r, bool after_reserve)
 	return true;
 }
 
+/* CLAIM_DUE admission through a governance limit (governance_limit_scope
+ * with governance_shard_id) is not wired: rather than claim without the
+ * limit, the claim is refused, saying so (docs/flow.md "Not done"). The
+ * two options alone are the reference's error. True when refused. */
+static bool claim_admission_refused(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val body, opts, v;
+	bool scope = false, shard = false;
+
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    body.tag != FSNP_MAP) {
+		return false;
+	}
+	scope = fsnp_map_get(&body, "governance_limit_scope", &v) == 0 &&
+	        !fsnp_val_is_nil(&v);
+	shard = fsnp_map_get(&body, "governance_shard_id", &v) == 0 &&
+	        !fsnp_val_is_nil(&v);
+	if (fsnp_map_get(&body, "opts", &opts) == 0 && opts.tag == FSNP_MAP) {
+		scope = scope || (fsnp_map_get(&opts, "governance_limit_scope",
+		                               &v) == 0 &&
+		                  !fsnp_val_is_nil(&v));
+		shard = shard ||
+		        (fsnp_map_get(&opts, "governance_shard_id", &v) == 0 &&
+		         !fsnp_val_is_nil(&v));
+	}
+	if (!scope && !shard) {
+		return false;
+	}
+	flow_error(r, FSNP_STATUS_ERROR,
+	           scope != shard
+	               ? "ERR flow governance_limit_scope and "
+	                 "governance_shard_id must be provided together"
+	               : "ERR flow claim admission through "
+	                 "governance_limit_scope is not supported by this "
+	                 "server; spend credits with FLOW.LIMIT.SPEND");
+	return true;
+}
+
 void fsnp_flow_start(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -1636,6 +1675,12 @@ void fsnp_flow_start(struct fsnp_req *r)
 	                                        flow_route_slot(part, plen))
 	                 : 1;
 
+	if ((opcode == FSNP_OP_FLOW_CLAIM_DUE ||
+	     opcode == FSNP_OP_FLOW_RECLAIM) &&
+	    claim_admission_refused(r)) {
+		fsnp_exec_finish(r);
+		goto out;
+	}
 	switch (opcode) {
 	case FSNP_OP_FLOW_CLAIM_DUE:
 	case FSNP_OP_FLOW_RECLAIM:

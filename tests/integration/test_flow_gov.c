@@ -805,6 +805,21 @@ static void test_approval_wakes_flow(void **state)
 	state_is(&c, f3, "awaiting_approval");
 	assert_false(claim_in(&c, type, "awaiting_approval"));
 	assert_false(claim_in(&c, type, "rejected"));
+	/* CLAIM_DUE admission through a limit is refused, not ignored. */
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s", type, "w9",
+	            "lim"),
+	       1,
+	       "ERR flow governance_limit_scope and governance_shard_id must "
+	       "be provided together");
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s "
+	            "governance_shard_id=i",
+	            type, "w9", "lim", (int64_t)0),
+	       1,
+	       "ERR flow claim admission through governance_limit_scope is "
+	       "not supported by this server; spend credits with "
+	       "FLOW.LIMIT.SPEND");
 	/* An approval requested as the reference does has no wake keys. */
 	name(a3, sizeof a3, "ap-plain");
 	m = call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST, "id=s flow_id=s scope=s",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
 #include "flow/flow_schedule.h"
 #include "store/store.h"
 #include "tests/fuzz/fuzz_store_db.h"
@@ -95,7 +96,7 @@ static void check_result(const struct fsm_result *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint16_t ops[64];
+	uint16_t ops[65];
 	unsigned nops = 0;
 	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
 	struct flow_err err;
@@ -119,6 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ops[nops++] = (uint16_t)o;
 		}
 	}
+	/* the internal circuit count the FSNP layer proposes */
+	ops[nops++] = FLOW_GOV_OP_CIRCUIT_COUNT;
 	op = ops[data[0] % nops];
 	fdb->now += data[1];
 	meta.seed = fdb->now * 31 + size;

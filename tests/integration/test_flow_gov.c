@@ -911,6 +911,22 @@ static void test_lodectl(void **state)
 		assert_non_null(strstr(out, id));
 	}
 	{
+		/* wake keys; the flow does not exist, so the decision has
+		 * nothing to wake and is answered as usual */
+		char id2[80];
+		snprintf(id2, sizeof id2, "%s-w", id);
+		const char *a[] = {"approval", "request",
+		                   id2,        "no-such-flow",
+		                   scope,      "--wait-state",
+		                   "waiting",  "--transition-to",
+		                   "go",       NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "wait_state"));
+		const char *b[] = {"approval", "approve", id2, "ann", NULL};
+		assert_int_equal(lodectl(out, sizeof out, b), 0);
+		assert_non_null(strstr(out, "approved"));
+	}
+	{
 		const char *a[] = {"circuit",   "open", scope,
 		                   "--open-ms", "1000", NULL};
 		assert_int_equal(lodectl(out, sizeof out, a), 0);

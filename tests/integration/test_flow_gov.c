@@ -680,8 +680,9 @@ static void state_is(struct ftc *c, const char *id, const char *st)
 	ftc_msg_free(&m);
 }
 
-/* A claimed flow asks for approval `aid` and parks in awaiting_approval
- * (not due for an hour). */
+/* A claimed flow parks in awaiting_approval (not due for an hour), then
+ * asks for approval `aid`: parked first, so that no decision can come
+ * before the flow waits. */
 static void park(struct ftc *c, const char *id, const char *type,
                  const char *aid, bool reject_target)
 {
@@ -692,6 +693,12 @@ static void park(struct ftc *c, const char *id, const char *type,
 	ok(&m);
 	ftc_msg_free(&m);
 	claim(c, type, 30000, false, tok, &fen);
+	m = call(c, FSNP_OP_FLOW_TRANSITION,
+	         "id=s from_state=s to_state=s lease_token=s fencing_token=i "
+	         "run_at_ms=i",
+	         id, "running", "awaiting_approval", tok, fen, now + 3600000);
+	ok(&m);
+	ftc_msg_free(&m);
 	m = reject_target
 	        ? call(c, FSNP_OP_FLOW_APPROVAL_REQUEST,
 	               "id=s flow_id=s scope=s timeout_ms=i wait_state=s "
@@ -706,12 +713,6 @@ static void park(struct ftc *c, const char *id, const char *type,
 	ok(&m);
 	assert_true(ftc_map_str(&m.value, "status", "pending"));
 	assert_true(ftc_map_str(&m.value, "wait_state", "awaiting_approval"));
-	ftc_msg_free(&m);
-	m = call(c, FSNP_OP_FLOW_TRANSITION,
-	         "id=s from_state=s to_state=s lease_token=s fencing_token=i "
-	         "run_at_ms=i",
-	         id, "running", "awaiting_approval", tok, fen, now + 3600000);
-	ok(&m);
 	ftc_msg_free(&m);
 }
 

@@ -33,6 +33,15 @@ struct tx;
  * effect's outcome). docs/flow.md "Circuits, and the two-step check". */
 #define FLOW_GOV_OP_CIRCUIT_COUNT 0x02FE
 
+/* Internal too: CLAIM_DUE admission through a limit (governance_limit_scope
+ * + governance_shard_id; docs/flow.md "Claim admission"). LIMIT.CLAIM
+ * {scope, shard_id, items: [{id, partition_key, reservation_id}],
+ * reservation_ids} records the credit each claimed flow holds and gives
+ * back the unused ones; LIMIT.RETURN {scope, shard_id, id, partition_key}
+ * gives back the credit a settled flow holds. */
+#define FLOW_GOV_OP_LIMIT_CLAIM 0x02FC
+#define FLOW_GOV_OP_LIMIT_RETURN 0x02FD
+
 /* Read-only governance opcodes (served by store_read). */
 bool flow_gov_is_read(uint16_t opcode);
 

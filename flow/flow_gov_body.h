@@ -66,6 +66,7 @@ enum gov_field {
 	GF_TRANSITION_TO,
 	GF_EXHAUST_TO,
 	GF_KIND,
+	GF_ITEMS,
 	GF_COUNT
 };
 

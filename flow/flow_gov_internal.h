@@ -21,6 +21,8 @@ enum {
 	GK_BUDGET_SETTLED = 's',
 	GK_LIMIT = 'l',     /* scope */
 	GK_LIMIT_RES = 'k', /* scope + reservation id: u64 shard, epoch */
+	/* scope + flow partition + flow id: u64 shard, the credit's id */
+	GK_LIMIT_FLOW = 'f',
 };
 
 #define GOV_LEDGER_MAX 1000
@@ -135,6 +137,8 @@ int gov_effect_get(struct gctx *g, struct flow_err *err);
 int gov_circuit_set(struct gctx *g, bool open, struct flow_err *err);
 int gov_circuit_get(struct gctx *g, struct flow_err *err);
 int gov_circuit_count(struct gctx *g, struct flow_err *err);
+int gov_limit_claim(struct gctx *g, struct flow_err *err);
+int gov_limit_return(struct gctx *g, struct flow_err *err);
 void gov_circuit_item(struct gov_lister *l, const struct fsnp_val *m,
                       struct fsnp_writer *w);
 int gov_approval_request(struct gctx *g, struct flow_err *err);

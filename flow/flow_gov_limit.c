@@ -20,6 +20,7 @@
 
 #include "flow/flow_gov_internal.h"
 #include "store/ext.h"
+#include "wire/flow_route.h"
 
 #define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
 #define LIMIT_LEASES_MAX 1024
@@ -461,6 +462,188 @@ out:
 	return rv;
 }
 
+/* Gives credit `rid` of lease `shard` back to that lease (in_use to
+ * available) and forgets it. 1 when it counted, 0 when it did not (an
+ * unknown id, or a credit of a lease since dropped), -1 on I/O failure. */
+static int credit_release(struct gctx *g, struct owner *o, int64_t shard,
+                          struct fsnp_bytes rid)
+{
+	struct fsnp_bytes parts[2] = {o->scope, rid};
+	struct sbuf v;
+	int got, back = 0;
+
+	sbuf_init(&v);
+	gov_key(g, GK_LIMIT_RES, parts, 2);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got < 0) {
+		sbuf_free(&v);
+		return -1;
+	}
+	if (got == 1) {
+		struct lease *x = NULL;
+		/* A credit counts only while its lease lives on. */
+		if (v.len == 16 && (int64_t)be_get64(v.p) == shard) {
+			x = owner_lease(o, shard);
+		}
+		if (x != NULL && x->epoch == (int64_t)be_get64(v.p + 8) &&
+		    x->in_use > 0) {
+			x->in_use--;
+			x->available++;
+			back = 1;
+		}
+		store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+	}
+	sbuf_free(&v);
+	return back;
+}
+
+/* The key of the credit a claimed flow (id, partition) holds. */
+static void flow_credit_key(struct gctx *g, struct fsnp_bytes scope,
+                            struct fsnp_bytes id, const struct fsnp_bytes *pk)
+{
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *p;
+	size_t n;
+	struct fsnp_bytes parts[3];
+
+	flow_route_partition(id.ptr, id.len, pk != NULL ? pk->ptr : NULL,
+	                     pk != NULL ? pk->len : 0, buf, &p, &n);
+	parts[0] = scope;
+	parts[1].ptr = fctx_dup(g->c, p, n);
+	parts[1].len = n;
+	parts[2] = id;
+	gov_key(g, GK_LIMIT_FLOW, parts, 3);
+}
+
+/* The internal LIMIT.CLAIM after a claim admitted by the limit (the
+ * FSNP layer spent the credits first): each claimed flow (`items`: {id,
+ * partition_key, reservation_id}) keeps its credit until it is settled,
+ * and the credits nobody got (`reservation_ids`) go back to the lease. */
+int gov_limit_claim(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	int64_t shard = GO(g, GF_SHARD_ID)->i;
+	const struct gov_opt *items = GO(g, GF_ITEMS);
+	const struct gov_opt *ids = GO(g, GF_RESERVATION_IDS);
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	struct owner o;
+	int64_t back = 0;
+	int rv = 0;
+
+	(void)err;
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		fsnp_w_nil(g->w);
+		goto out;
+	}
+	owner_expire(&o, g->c->now);
+	if (items != NULL) {
+		fsnp_iter_init(&it, &items->v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fsnp_bytes id, pk, rid;
+			uint8_t v[8];
+			bool has_pk =
+			    fsnp_map_bin(&e, "partition_key", &pk) == 0;
+			if (e.tag != FSNP_MAP ||
+			    fsnp_map_bin(&e, "id", &id) != 0 ||
+			    fsnp_map_bin(&e, "reservation_id", &rid) != 0) {
+				continue;
+			}
+			flow_credit_key(g, scope, id, has_pk ? &pk : NULL);
+			be_put64(v, (uint64_t)shard);
+			{
+				struct wbuf b;
+				wbuf_init(&b);
+				wbuf_append(&b, v, sizeof v);
+				wbuf_append(&b, rid.ptr, rid.len);
+				gov_store(g, &b);
+			}
+		}
+	}
+	if (ids != NULL) {
+		fsnp_iter_init(&it, &ids->v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			int got;
+			if (e.tag != FSNP_BIN) {
+				continue;
+			}
+			if ((got = credit_release(g, &o, shard, e.as.bin)) <
+			    0) {
+				rv = -1;
+				goto out;
+			}
+			back += got;
+		}
+	}
+	owner_rebalance(&o);
+	o.updated_at_ms = o.updated_at_ms > (int64_t)g->c->now
+	                      ? o.updated_at_ms
+	                      : (int64_t)g->c->now;
+	owner_save(g, &o);
+	if (back > 0 && limit_event(g, &o, "limit_released", back, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_write(g->w, &o);
+out:
+	owner_free(&o);
+	return rv;
+}
+
+/* The internal LIMIT.RETURN after COMPLETE, FAIL, CANCEL or RETRY with
+ * the admission options: the credit the flow holds goes back to its
+ * lease (once: the flow's record of it is deleted). */
+int gov_limit_return(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	struct fsnp_bytes id = GO(g, GF_ID)->t;
+	const struct gov_opt *pk = GO(g, GF_PARTITION_KEY);
+	struct owner o;
+	struct sbuf v;
+	int got, rv = 0;
+
+	(void)err;
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	sbuf_init(&v);
+	flow_credit_key(g, scope, id, pk != NULL ? &pk->t : NULL);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got < 0) {
+		rv = -1;
+		goto out;
+	}
+	if (got != 1 || v.len < 8 || !o.exists) {
+		fsnp_w_nil(g->w); /* nothing held */
+		goto out;
+	}
+	store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+	owner_expire(&o, g->c->now);
+	got = credit_release(g, &o, (int64_t)be_get64(v.p),
+	                     (struct fsnp_bytes){v.p + 8, v.len - 8});
+	if (got < 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_rebalance(&o);
+	if (o.updated_at_ms < (int64_t)g->c->now) {
+		o.updated_at_ms = (int64_t)g->c->now;
+	}
+	owner_save(g, &o);
+	if (got > 0 && limit_event(g, &o, "limit_released", 1, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_write(g->w, &o);
+out:
+	sbuf_free(&v);
+	owner_free(&o);
+	return rv;
+}
+
 int gov_limit_release(struct gctx *g, struct flow_err *err)
 {
 	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
@@ -516,33 +699,12 @@ int gov_limit_release(struct gctx *g, struct flow_err *err)
 	o.updated_at_ms = (int64_t)now;
 	fsnp_iter_init(&it, ids);
 	while (fsnp_iter_next(&it, NULL, &e)) {
-		struct fsnp_bytes parts[2] = {scope, e.as.bin};
-		struct sbuf v;
-		int got;
-		sbuf_init(&v);
-		gov_key(g, GK_LIMIT_RES, parts, 2);
-		got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+		int got = credit_release(g, &o, shard, e.as.bin);
 		if (got < 0) {
-			sbuf_free(&v);
 			rv = -1;
 			goto out;
 		}
-		if (got == 1) {
-			struct lease *x = NULL;
-			/* A credit counts only while its lease lives on. */
-			if (v.len == 16 && (int64_t)be_get64(v.p) == shard) {
-				x = owner_lease(&o, shard);
-			}
-			if (x != NULL &&
-			    x->epoch == (int64_t)be_get64(v.p + 8) &&
-			    x->in_use > 0) {
-				x->in_use--;
-				x->available++;
-				back++;
-			}
-			store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
-		}
-		sbuf_free(&v);
+		back += got;
 	}
 	owner_rebalance(&o);
 	owner_save(g, &o);

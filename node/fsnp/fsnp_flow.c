@@ -60,6 +60,8 @@ enum flow_kind {
 	FK_RESERVE2,
 	/* EFFECT.RESERVE refused by such a circuit: is it a replay? */
 	FK_REPLAY,
+	/* a claim admitted by a governance limit: the credits' spend */
+	FK_ADMIT,
 	/* a circuit count after the answer (probe given back, outcome fed):
 	 * the saved answer is sent whatever it gives */
 	FK_SIDE,
@@ -93,6 +95,11 @@ struct fsnp_flow {
 
 	struct wbuf decided; /* an answer kept while a second step runs */
 	bool probe;          /* step 1 counted a half-open probe */
+
+	/* a claim admitted by a governance limit: the credits spent (the
+	 * encoded reservation_ids list), and whether they were recorded */
+	bool admitted, admit_done;
+	struct wbuf credits;
 };
 
 static uint32_t claim_rotor;
@@ -102,8 +109,11 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len);
 static bool approval_wake(struct fsnp_req *r);
 static bool circuit_side(struct fsnp_req *r, bool after_reserve);
+static bool credit_return(struct fsnp_req *r);
 static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
                            size_t len);
+static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
+                        size_t len);
 static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
                       size_t len);
 
@@ -116,6 +126,7 @@ void fsnp_flow_free(struct fsnp_req *r)
 	free(f->body);
 	wbuf_free(&f->acc);
 	wbuf_free(&f->decided);
+	wbuf_free(&f->credits);
 	if (f->res != NULL) {
 		for (uint32_t i = 0; i < f->n_res; i++) {
 			free(f->res[i].data);
@@ -714,7 +725,8 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		    wire_load_u16(r->reply.data) == 0) {
 			flow_woke(r);
 		}
-		if (approval_wake(r) || circuit_side(r, false)) {
+		if (approval_wake(r) || circuit_side(r, false) ||
+		    credit_return(r)) {
 			return;
 		}
 		fsnp_exec_finish(r);
@@ -733,6 +745,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_REPLAY:
 		r->pending = 0;
 		replay_checked(r, status, result, len);
+		return;
+	case FK_ADMIT:
+		r->pending = 0;
+		admit_spent(r, status, result, len);
 		return;
 	case FK_SIDE:
 		r->pending = 0;
@@ -1057,6 +1073,7 @@ int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	f->seed = flow_seed();
 	wbuf_init(&f->acc);
 	wbuf_init(&f->decided);
+	wbuf_init(&f->credits);
 	r->flow = f;
 	r->plan.opcode = opcode;
 	r->srv->stats.flow_requests++;
@@ -1602,43 +1619,329 @@ static bool circuit_side(struct fsnp_req *r, bool after_reserve)
 	return true;
 }
 
-/* CLAIM_DUE admission through a governance limit (governance_limit_scope
- * with governance_shard_id) is not wired: rather than claim without the
- * limit, the claim is refused, saying so (docs/flow.md "Not done"). The
- * two options alone are the reference's error. True when refused. */
-static bool claim_admission_refused(struct fsnp_req *r)
+/* The admission options of a body (top level, else `opts`): the limit's
+ * scope and shard id. Returns how many of the two are present. */
+static int admission_opts(const uint8_t *body, size_t len,
+                          struct fsnp_val *scope, struct fsnp_val *shard)
+{
+	struct fsnp_val m, opts;
+	bool has_scope, has_shard;
+
+	if (fsnp_value_decode_body(body, len, NULL, &m) != 0 ||
+	    m.tag != FSNP_MAP) {
+		return 0;
+	}
+	has_scope = fsnp_map_get(&m, "governance_limit_scope", scope) == 0 &&
+	            !fsnp_val_is_nil(scope);
+	has_shard = fsnp_map_get(&m, "governance_shard_id", shard) == 0 &&
+	            !fsnp_val_is_nil(shard);
+	if (fsnp_map_get(&m, "opts", &opts) == 0 && opts.tag == FSNP_MAP) {
+		if (!has_scope) {
+			has_scope =
+			    fsnp_map_get(&opts, "governance_limit_scope",
+			                 scope) == 0 &&
+			    !fsnp_val_is_nil(scope);
+		}
+		if (!has_shard) {
+			has_shard = fsnp_map_get(&opts, "governance_shard_id",
+			                         shard) == 0 &&
+			            !fsnp_val_is_nil(shard);
+		}
+	}
+	return (int)has_scope + (int)has_shard;
+}
+
+/* Proposes an internal governance command (`op`, `body`) to `group`, the
+ * answer so far kept in f->decided and sent when it is done (FK_SIDE).
+ * Returns whether it was started. */
+static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
+                      const struct wbuf *body)
 {
 	struct fsnp_flow *f = r->flow;
-	struct fsnp_val body, opts, v;
-	bool scope = false, shard = false;
+	uint16_t was = f->opcode;
+	int rv;
 
-	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
-	    body.tag != FSNP_MAP) {
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	if (f->decided.oom) {
 		return false;
 	}
-	scope = fsnp_map_get(&body, "governance_limit_scope", &v) == 0 &&
-	        !fsnp_val_is_nil(&v);
-	shard = fsnp_map_get(&body, "governance_shard_id", &v) == 0 &&
-	        !fsnp_val_is_nil(&v);
-	if (fsnp_map_get(&body, "opts", &opts) == 0 && opts.tag == FSNP_MAP) {
-		scope = scope || (fsnp_map_get(&opts, "governance_limit_scope",
-		                               &v) == 0 &&
-		                  !fsnp_val_is_nil(&v));
-		shard = shard ||
-		        (fsnp_map_get(&opts, "governance_shard_id", &v) == 0 &&
-		         !fsnp_val_is_nil(&v));
-	}
-	if (!scope && !shard) {
+	f->opcode = op;
+	rv = part_encode(r, &r->plan.one, group, body->data, body->len);
+	f->opcode = was;
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
 		return false;
 	}
-	flow_error(r, FSNP_STATUS_ERROR,
-	           scope != shard
-	               ? "ERR flow governance_limit_scope and "
-	                 "governance_shard_id must be provided together"
-	               : "ERR flow claim admission through "
-	                 "governance_limit_scope is not supported by this "
-	                 "server; spend credits with FLOW.LIMIT.SPEND");
+	f->kind = FK_SIDE;
+	submit_one(r);
 	return true;
+}
+
+/* CLAIM_DUE / RECLAIM with governance_limit_scope and governance_shard_id
+ * (docs/flow.md "Claim admission"): step 1 spends `limit` credits of the
+ * shard's lease (LIMIT.SPEND in the scope's group; a refusal is the
+ * answer), step 2 is the claim, step 3 (fsnp_flow_finishing) records the
+ * credit of each claimed flow and gives the rest back. One option alone
+ * is the reference's error. True when the request was taken over here. */
+static bool claim_admission(struct fsnp_req *r, const struct flow_req *req)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	int64_t id;
+	int n = admission_opts(f->body, f->len, &scope, &shard);
+	uint16_t was;
+	int rv;
+
+	if (n == 0 || f->admitted) {
+		return false;
+	}
+	if (n == 1) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR flow governance_limit_scope and "
+		           "governance_shard_id must be provided together");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	if (fsnp_val_bin(&scope, &s) != 0 || s.len == 0) {
+		flow_error(
+		    r, FSNP_STATUS_ERROR,
+		    "ERR flow governance_limit_scope must be a non-empty "
+		    "string");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	if (fsnp_val_i64(&shard, &id) != 0 || id < 0) {
+		flow_error(
+		    r, FSNP_STATUS_ERROR,
+		    "ERR flow governance_shard_id must be a non-negative "
+		    "integer");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, id);
+	fsnp_w_key(&w, "amount");
+	fsnp_w_i64(&w, req->f[FF_LIMIT].set && req->f[FF_LIMIT].i > 0
+	                   ? req->f[FF_LIMIT].i
+	                   : 1);
+	if (req->f[FF_LEASE_MS].set && req->f[FF_LEASE_MS].i > 0) {
+		fsnp_w_key(&w, "ttl_ms");
+		fsnp_w_i64(&w, req->f[FF_LEASE_MS].i);
+	}
+	fsnp_w_map_end(&w);
+	was = f->opcode;
+	f->opcode = FSNP_OP_FLOW_LIMIT_SPEND;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
+	wbuf_free(&b);
+	if (rv != 0) {
+		if (r->reply.len == 0) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		}
+		fsnp_exec_finish(r);
+		return true;
+	}
+	f->kind = FK_ADMIT;
+	submit_one(r);
+	return true;
+}
+
+/* Step 1's answer: the limit's refusal is the reply; spent credits are
+ * kept and the claim runs. */
+static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
+                        size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v, ids;
+
+	if (!result_ok(status, res, len, &v) || v.tag != FSNP_MAP ||
+	    fsnp_map_get(&v, "reservation_ids", &ids) != 0 ||
+	    ids.tag != FSNP_ARRAY) {
+		reply_result(r, status, r->plan.one.group, res, len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	wbuf_append(&f->credits, ids.enc, ids.enc_len);
+	if (f->credits.oom) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r); /* gives the credits back */
+		return;
+	}
+	f->admitted = true;
+	fsnp_flow_start(r);
+}
+
+/* The id and partition key of a claimed item (a record or job map, or a
+ * compact job [id, partition_key, ...]). */
+static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
+                         struct fsnp_val *pk)
+{
+	struct fsnp_iter it;
+
+	if (e->tag == FSNP_MAP) {
+		if (fsnp_map_get(e, "id", id) != 0 || id->tag != FSNP_BIN) {
+			return false;
+		}
+		if (fsnp_map_get(e, "partition_key", pk) != 0) {
+			pk->tag = FSNP_NIL;
+		}
+		return true;
+	}
+	if (e->tag != FSNP_ARRAY) {
+		return false;
+	}
+	fsnp_iter_init(&it, e);
+	if (!fsnp_iter_next(&it, NULL, id) || id->tag != FSNP_BIN) {
+		return false;
+	}
+	if (!fsnp_iter_next(&it, NULL, pk)) {
+		pk->tag = FSNP_NIL;
+	}
+	return true;
+}
+
+bool fsnp_flow_finishing(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val ids, rid, item, id, pk, scope, shard;
+	struct fsnp_iter cit;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const uint8_t *p = f->acc.data;
+	size_t left = f->acc.len;
+	uint32_t claimed = 0;
+	int64_t sid;
+	bool started;
+
+	if (!f->admitted || f->admit_done) {
+		return false;
+	}
+	f->admit_done = true;
+	if (fsnp_value_decode(f->credits.data, f->credits.len, NULL, &ids,
+	                      NULL) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || fsnp_val_i64(&shard, &sid) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	/* One credit per claimed flow, in order; the rest go back. */
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	fsnp_iter_init(&cit, &ids);
+	while (claimed < f->n_acc && left > 0) {
+		size_t used = 0;
+		if (fsnp_value_decode(p, left, NULL, &item, &used) != 0) {
+			break;
+		}
+		p += used;
+		left -= used;
+		claimed++;
+		if (!claimed_item(&item, &id, &pk) ||
+		    !fsnp_iter_next(&cit, NULL, &rid)) {
+			continue;
+		}
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "id");
+		fsnp_w_val(&w, &id);
+		if (pk.tag == FSNP_BIN) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &pk);
+		}
+		fsnp_w_key(&w, "reservation_id");
+		fsnp_w_val(&w, &rid);
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_key(&w, "reservation_ids");
+	fsnp_w_array_begin(&w);
+	while (fsnp_iter_next(&cit, NULL, &rid)) {
+		fsnp_w_val(&w, &rid);
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_CLAIM,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
+}
+
+/* COMPLETE, FAIL, CANCEL or RETRY with the admission options, done: the
+ * credit the flow holds goes back (LIMIT.RETURN in the scope's group).
+ * The answer waits for it; a return that fails leaves the credit in use
+ * until its lease expires. */
+static bool credit_return(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard, body, v;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	int64_t sid;
+	bool started;
+
+	if ((f->opcode != FSNP_OP_FLOW_COMPLETE &&
+	     f->opcode != FSNP_OP_FLOW_FAIL &&
+	     f->opcode != FSNP_OP_FLOW_CANCEL &&
+	     f->opcode != FSNP_OP_FLOW_RETRY) ||
+	    r->reply.len < 2 || wire_load_u16(r->reply.data) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
+	    fsnp_val_i64(&shard, &sid) != 0 ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	fsnp_w_key(&w, "id");
+	fsnp_w_val(&w, &v);
+	if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
+	    v.tag == FSNP_BIN) {
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_val(&w, &v);
+	}
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
 }
 
 void fsnp_flow_start(struct fsnp_req *r)
@@ -1677,8 +1980,7 @@ void fsnp_flow_start(struct fsnp_req *r)
 
 	if ((opcode == FSNP_OP_FLOW_CLAIM_DUE ||
 	     opcode == FSNP_OP_FLOW_RECLAIM) &&
-	    claim_admission_refused(r)) {
-		fsnp_exec_finish(r);
+	    claim_admission(r, req)) {
 		goto out;
 	}
 	switch (opcode) {

@@ -559,6 +559,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 void fsnp_flow_poll(struct fsnp_req *r);
 /* Frees r->flow. */
 void fsnp_flow_free(struct fsnp_req *r);
+/* Called by fsnp_exec_finish for a Flow request: true when a last step
+ * (a claim admitted by a governance limit recording its credits) was
+ * started instead, which calls fsnp_exec_finish again when done. */
+bool fsnp_flow_finishing(struct fsnp_req *r);
 
 /* --- fsnp_control.c ---------------------------------------------------- */
 

@@ -834,21 +834,6 @@ static void test_approval_wakes_flow(void **state)
 	state_is(&c, f3, "awaiting_approval");
 	assert_false(claim_in(&c, type, "awaiting_approval"));
 	assert_false(claim_in(&c, type, "rejected"));
-	/* CLAIM_DUE admission through a limit is refused, not ignored. */
-	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
-	            "type=s worker=s governance_limit_scope=s", type, "w9",
-	            "lim"),
-	       1,
-	       "ERR flow governance_limit_scope and governance_shard_id must "
-	       "be provided together");
-	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
-	            "type=s worker=s governance_limit_scope=s "
-	            "governance_shard_id=i",
-	            type, "w9", "lim", (int64_t)0),
-	       1,
-	       "ERR flow claim admission through governance_limit_scope is "
-	       "not supported by this server; spend credits with "
-	       "FLOW.LIMIT.SPEND");
 	/* An approval requested as the reference does has no wake keys. */
 	name(a3, sizeof a3, "ap-plain");
 	m = call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST, "id=s flow_id=s scope=s",
@@ -862,6 +847,135 @@ static void test_approval_wakes_flow(void **state)
 		    fsnp_map_get(&m.value, "partition_key", &v), 0);
 	}
 	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+/* The limit's lease on shard 0: available and in use. */
+static void lease_is(struct ftc *c, const char *scope, int64_t avail,
+                     int64_t in_use)
+{
+	struct fsnp_val ls, l0;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+	assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+	if (ftc_map_int(&l0, "available") != avail ||
+	    ftc_map_int(&l0, "in_use") != in_use) {
+		fail_msg("lease: available %lld in use %lld, want %lld %lld",
+		         (long long)ftc_map_int(&l0, "available"),
+		         (long long)ftc_map_int(&l0, "in_use"),
+		         (long long)avail, (long long)in_use);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A governed claim: one flow, its lease token and fencing token (false
+ * when the claim was refused or found nothing; the reply in *out). */
+static bool gclaim(struct ftc *c, const char *type, const char *scope, char *id,
+                   char *tok, int64_t *fen, struct ftc_msg *out)
+{
+	struct fsnp_iter it;
+	struct fsnp_val j;
+	struct fsnp_bytes b;
+	*out = call(c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s lease_ms=i governance_limit_scope=s "
+	            "governance_shard_id=i",
+	            type, "gw", (int64_t)60000, scope, (int64_t)0);
+	if (out->status != 0 || out->value.tag != FSNP_ARRAY ||
+	    out->value.as.count != 1) {
+		return false;
+	}
+	fsnp_iter_init(&it, &out->value);
+	assert_true(fsnp_iter_next(&it, NULL, &j));
+	assert_int_equal(fsnp_map_bin(&j, "id", &b), 0);
+	memcpy(id, b.ptr, b.len);
+	id[b.len] = '\0';
+	assert_int_equal(fsnp_map_bin(&j, "lease_token", &b), 0);
+	memcpy(tok, b.ptr, b.len);
+	tok[b.len] = '\0';
+	*fen = ftc_map_int(&j, "fencing_token");
+	return true;
+}
+
+static void gcomplete(struct ftc *c, const char *id, const char *tok,
+                      int64_t fen, const char *scope)
+{
+	struct ftc_msg m =
+	    call(c, FSNP_OP_FLOW_COMPLETE,
+	         "id=s lease_token=s fencing_token=i governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         id, tok, fen, scope, (int64_t)0);
+	ok(&m);
+	ftc_msg_free(&m);
+}
+
+/* CLAIM_DUE admission through a limit: each claim spends a credit of the
+ * shard's lease (refused when none is left), an empty claim gives its
+ * credit back, and COMPLETE with the same options returns the flow's
+ * credit once. */
+static void test_claim_admission(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char type[64], scope[64], ids[3][64], toks[3][128], fid[64];
+	int64_t fens[3];
+	(void)state;
+	name(type, sizeof type, "admtype");
+	name(scope, sizeof scope, "admlimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s", type, "gw",
+	            scope),
+	       1,
+	       "ERR flow governance_limit_scope and governance_shard_id must "
+	       "be provided together");
+	/* No lease: refused. */
+	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	         "type=s worker=s governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         type, "gw", scope, (int64_t)0);
+	assert_int_equal(m.status, 1);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)2, (int64_t)600000, (int64_t)2);
+	ok(&m);
+	ftc_msg_free(&m);
+	for (int i = 0; i < 3; i++) {
+		char what[16];
+		snprintf(what, sizeof what, "adm%d", i);
+		name(fid, sizeof fid, what);
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_true(
+		    gclaim(&c, type, scope, ids[i], toks[i], &fens[i], &m));
+		ftc_msg_free(&m);
+		lease_is(&c, scope, 1 - i, i + 1);
+	}
+	/* Both credits in use: the third flow waits. */
+	assert_false(gclaim(&c, type, scope, ids[2], toks[2], &fens[2], &m));
+	denial(&m, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	ftc_msg_free(&m);
+	gcomplete(&c, ids[0], toks[0], fens[0], scope);
+	lease_is(&c, scope, 1, 1);
+	gcomplete(&c, ids[0], toks[0], fens[0], scope); /* once only */
+	lease_is(&c, scope, 1, 1);
+	assert_true(gclaim(&c, type, scope, ids[2], toks[2], &fens[2], &m));
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 0, 2);
+	gcomplete(&c, ids[1], toks[1], fens[1], scope);
+	lease_is(&c, scope, 1, 1);
+	/* Nothing due: the credit spent for the claim comes back. */
+	assert_false(gclaim(&c, type, scope, fid, toks[0], &fens[0], &m));
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 1, 1);
+	gcomplete(&c, ids[2], toks[2], fens[2], scope);
+	lease_is(&c, scope, 2, 0);
 	ftc_close(&c);
 }
 
@@ -1161,6 +1275,7 @@ int main(void)
 	    cmocka_unit_test(test_effects),
 	    cmocka_unit_test(test_circuit_across_shards),
 	    cmocka_unit_test(test_approval_wakes_flow),
+	    cmocka_unit_test(test_claim_admission),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -96,7 +96,7 @@ static void check_result(const struct fsm_result *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint16_t ops[65];
+	uint16_t ops[67];
 	unsigned nops = 0;
 	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
 	struct flow_err err;
@@ -120,8 +120,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ops[nops++] = (uint16_t)o;
 		}
 	}
-	/* the internal circuit count the FSNP layer proposes */
+	/* the internal governance commands the FSNP layer proposes */
 	ops[nops++] = FLOW_GOV_OP_CIRCUIT_COUNT;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_CLAIM;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_RETURN;
 	op = ops[data[0] % nops];
 	fdb->now += data[1];
 	meta.seed = fdb->now * 31 + size;

@@ -1561,6 +1561,75 @@ static void test_circuit_count(void **state)
 	tdb_close(&t);
 }
 
+/* The internal LIMIT.CLAIM / LIMIT.RETURN of claim admission: a claimed
+ * flow keeps its credit until returned (once), unused credits go back at
+ * once, and a credit of an expired lease is not returned. */
+static void test_limit_claim_return(void **state)
+{
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	struct fsnp_val ids, e, ls, l0;
+	struct fsnp_iter it;
+	char rid[2][64];
+	const char *items_id[] = {"f1"};
+
+	(void)state;
+	ftdb_open(&t);
+	lease(&t, 1000, 0, 3, 1000, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	spend(&t, 1001, 0, 2, &r);
+	assert_int_equal(r.status, 0);
+	ids = fr_get(&r.v, "reservation_ids");
+	fsnp_iter_init(&it, &ids);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		snprintf(rid[i], sizeof rid[i], "%.*s", (int)e.as.bin.len,
+		         (const char *)e.as.bin.ptr);
+	}
+	freply_free(&r);
+	/* f1 got rid[0]; rid[1] was not used. */
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	fb_int(&b, "shard_id", 0);
+	fb_key(&b, "items");
+	fsnp_w_array_begin(&b.w);
+	fsnp_w_map_begin(&b.w);
+	fsnp_w_key(&b.w, "id");
+	fsnp_w_str(&b.w, items_id[0]);
+	fsnp_w_key(&b.w, "reservation_id");
+	fsnp_w_str(&b.w, rid[0]);
+	fsnp_w_map_end(&b.w);
+	fsnp_w_array_end(&b.w);
+	fb_strs(&b, "reservation_ids", (const char *const[]){rid[1]}, 1);
+	run(&t, 1002, FLOW_GOV_OP_LIMIT_CLAIM, &b, &r);
+	assert_int_equal(r.status, 0);
+	ls = fr_get(&r.v, "leases");
+	l0 = fr_get(&ls, "0");
+	assert_int_equal(fr_int(&l0, "in_use"), 1);
+	assert_int_equal(fr_int(&l0, "available"), 2);
+	freply_free(&r);
+	for (int k = 0; k < 2; k++) {
+		fb_begin(&b);
+		fb_str(&b, "scope", "api");
+		fb_int(&b, "shard_id", 0);
+		fb_str(&b, "id", "f1");
+		run(&t, 1003 + (uint64_t)k, FLOW_GOV_OP_LIMIT_RETURN, &b, &r);
+		assert_int_equal(r.status, 0);
+		if (k == 0) {
+			ls = fr_get(&r.v, "leases");
+			l0 = fr_get(&ls, "0");
+			assert_int_equal(fr_int(&l0, "in_use"), 0);
+			assert_int_equal(fr_int(&l0, "available"), 3);
+		} else {
+			assert_int_equal(r.v.tag, FSNP_NIL); /* held nothing */
+		}
+		freply_free(&r);
+	}
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1575,6 +1644,7 @@ int main(void)
 	    cmocka_unit_test(test_model_effects_approvals),
 	    cmocka_unit_test(test_retention_drops_governance),
 	    cmocka_unit_test(test_circuit_count),
+	    cmocka_unit_test(test_limit_claim_return),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,7 @@ struct fsnp_flow {
 	uint32_t *item_pos;  /* split: its position within the part */
 
 	struct wbuf decided; /* an answer kept while a second step runs */
+	bool decided_custom; /* ... and whether it is a compact payload */
 	bool probe;          /* step 1 counted a half-open probe */
 
 	/* a claim admitted by a governance limit: the credits spent (the
@@ -753,7 +754,7 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_SIDE:
 		r->pending = 0;
 		wbuf_reset(&r->reply);
-		r->custom = false;
+		r->custom = r->flow->decided_custom;
 		wbuf_append(&r->reply, r->flow->decided.data,
 		            r->flow->decided.len);
 		fsnp_exec_finish(r);
@@ -1600,6 +1601,7 @@ static bool circuit_side(struct fsnp_req *r, bool after_reserve)
 	}
 	wbuf_reset(&f->decided);
 	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = false;
 	if (f->decided.oom) {
 		wbuf_free(&b);
 		return false;
@@ -1663,6 +1665,7 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 
 	wbuf_reset(&f->decided);
 	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = r->custom;
 	if (f->decided.oom) {
 		return false;
 	}
@@ -1671,7 +1674,7 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 	f->opcode = was;
 	if (rv != 0) {
 		wbuf_reset(&r->reply);
-		r->custom = false;
+		r->custom = f->decided_custom;
 		wbuf_append(&r->reply, f->decided.data, f->decided.len);
 		return false;
 	}

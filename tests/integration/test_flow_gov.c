@@ -976,6 +976,32 @@ static void test_claim_admission(void **state)
 	lease_is(&c, scope, 1, 1);
 	gcomplete(&c, ids[2], toks[2], fens[2], scope);
 	lease_is(&c, scope, 2, 0);
+	/* A compact reply (flow_claim_jobs_v1) stays compact after the
+	 * credits are recorded. */
+	{
+		struct ftc cc;
+		name(fid, sizeof fid, "adm-compact");
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+		assert_int_equal(ftc_connect(&cc, cl.nodes[live_node()].fsnp),
+		                 0);
+		m = call(&cc, FSNP_OP_STARTUP, "compact_flow_responses=b", 1);
+		ok(&m);
+		ftc_msg_free(&m);
+		m = call(&cc, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s lease_ms=i return=s "
+		         "governance_limit_scope=s governance_shard_id=i",
+		         type, "gw", (int64_t)60000, "jobs_compact", scope,
+		         (int64_t)0);
+		assert_int_equal(m.status, 0);
+		assert_true(m.flags & FSNP_FLAG_CUSTOM);
+		assert_int_equal(m.body[2], 0x80);
+		assert_int_equal(m.body[6], 1); /* one job */
+		ftc_msg_free(&m);
+		ftc_close(&cc);
+		lease_is(&c, scope, 1, 1);
+	}
 	ftc_close(&c);
 }
 

@@ -10,7 +10,10 @@
 #include <string.h>
 
 #include "flow/flow_gov_internal.h"
+#include "flow/flow_ops.h"
 #include "flow/flow_record.h"
+#include "wire/flow_route.h"
+#include "wire/fsnp_opcode.h"
 #include "store/ext.h"
 
 #define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
@@ -324,6 +327,62 @@ int gov_approval_request(struct gctx *g, struct flow_err *err)
 	return 0;
 }
 
+/* The decision's wake when the flow lives in this group too: the same
+ * FLOW.SIGNAL {id, partition_key, signal, if_state: wait_state,
+ * transition_to} the FSNP layer sends otherwise, run in this apply. A
+ * flow not here, or not in wait_state, is left alone. 0, or -1 on an I/O
+ * failure. */
+static int wake_here(struct gctx *g, const struct approval *a, bool approve)
+{
+	struct fsnp_bytes to = approve ? a->transition_to : a->exhaust_to;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *p;
+	size_t n;
+	struct fsnp_bytes part;
+	struct frec rec;
+	struct flow_req req;
+	struct flow_err ferr;
+	struct fsnp_writer w;
+	struct wbuf body, out;
+	int rv;
+
+	if (a->wait_state.len == 0 || to.len == 0 || !g->c->write) {
+		return 0;
+	}
+	flow_route_partition(a->flow_id.ptr, a->flow_id.len,
+	                     a->flow_pk.len > 0 ? a->flow_pk.ptr : NULL,
+	                     a->flow_pk.len, buf, &p, &n);
+	part.ptr = fctx_dup(g->c, p, n);
+	part.len = n;
+	if ((rv = frec_load(g->c, part, a->flow_id, &rec)) != 1) {
+		return rv < 0 ? -1 : 0;
+	}
+	wbuf_init(&body);
+	fsnp_w_init(&w, &body);
+	fsnp_w_map_begin(&w);
+	gov_wt(&w, "id", a->flow_id);
+	if (a->flow_pk.len > 0) {
+		gov_wt(&w, "partition_key", a->flow_pk);
+	}
+	fsnp_w_key(&w, "signal");
+	fsnp_w_str(&w, approve ? "approval_approved" : "approval_rejected");
+	gov_wt(&w, "if_state", a->wait_state);
+	gov_wt(&w, "transition_to", to);
+	fsnp_w_map_end(&w);
+	fsnp_w_finish(&w);
+	rv = 0;
+	if (!body.oom && flow_body_decode_bytes(FSNP_OP_FLOW_SIGNAL, body.data,
+	                                        body.len, &req, &ferr) == 0) {
+		wbuf_init(&out);
+		fsnp_w_init(&w, &out);
+		/* a refusal (not waiting any more) writes nothing */
+		rv = flow_op_run(g->c, &req, &w, &ferr) < 0 ? -1 : 0;
+		wbuf_free(&out);
+	}
+	wbuf_free(&body);
+	return rv;
+}
+
 int gov_approval_decide(struct gctx *g, bool approve, struct flow_err *err)
 {
 	struct approval a;
@@ -369,6 +428,9 @@ int gov_approval_decide(struct gctx *g, bool approve, struct flow_err *err)
 	if (approval_event(g, &a,
 	                   approve ? "approval_approved" : "approval_rejected",
 	                   NULL) != 0) {
+		return -1;
+	}
+	if (wake_here(g, &a, approve) != 0) {
 		return -1;
 	}
 	approval_write(g->w, &a);

@@ -1413,8 +1413,9 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
 }
 
 /* APPROVE / REJECT of an approval that names how its flow waits
- * (`wait_state`, `transition_to`, `exhaust_to`): step 2 signals the flow
- * out of wait_state in the flow's group (docs/flow.md "Approvals"). It
+ * (`wait_state`, `transition_to`, `exhaust_to`), the flow in another group
+ * (in the same group the decision's apply wakes it): step 2 signals the
+ * flow out of wait_state in the flow's group (docs/flow.md "Approvals"). It
  * runs after the decision committed, and again after a repeated decision
  * (GOVERNANCE_CONFLICT carrying the same status and the wake keys), so a
  * wake lost to a failure is repaired by repeating the decision; the
@@ -1453,6 +1454,9 @@ static bool approval_wake(struct fsnp_req *r)
 	flow_route_partition(fid.ptr, fid.len, pk.len > 0 ? pk.ptr : NULL,
 	                     pk.len, buf, &part, &plen);
 	g = shards_group_of_slot(r->srv->shards, flow_route_slot(part, plen));
+	if (g == r->plan.one.group) {
+		return false; /* woken in the decision's own apply */
+	}
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);
 	fsnp_w_map_begin(&w);

@@ -1630,6 +1630,56 @@ static void test_limit_claim_return(void **state)
 	tdb_close(&t);
 }
 
+/* An approval whose flow is in the same group wakes it in the decision's
+ * apply: APPROVE moves it from wait_state to transition_to (due now); a
+ * flow no longer waiting is left alone. */
+static void test_approval_wake_here(void **state)
+{
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	char lt[128], buf[64];
+	int64_t ft;
+
+	(void)state;
+	ftdb_open(&t);
+	claimed_flow(&t, 1000, "wf", lt, &ft);
+	fb_begin(&b);
+	fb_str(&b, "id", "wf");
+	fb_str(&b, "from_state", "running");
+	fb_str(&b, "to_state", "waiting");
+	fb_str(&b, "lease_token", lt);
+	fb_int(&b, "fencing_token", ft);
+	fb_int(&b, "run_at_ms", 999999);
+	run(&t, 1001, FSNP_OP_FLOW_TRANSITION, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "ap");
+	fb_str(&b, "flow_id", "wf");
+	fb_str(&b, "scope", "s");
+	fb_str(&b, "wait_state", "waiting");
+	fb_str(&b, "transition_to", "go");
+	run(&t, 1002, FSNP_OP_FLOW_APPROVAL_REQUEST, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "ap");
+	fb_str(&b, "approver", "ann");
+	run(&t, 1003, FSNP_OP_FLOW_APPROVAL_APPROVE, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "status", buf), "approved");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "wf");
+	run(&t, 1004, FSNP_OP_FLOW_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "state", buf), "go");
+	assert_int_equal(fr_int(&r.v, "next_run_at_ms"), 1003);
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1645,6 +1695,7 @@ int main(void)
 	    cmocka_unit_test(test_retention_drops_governance),
 	    cmocka_unit_test(test_circuit_count),
 	    cmocka_unit_test(test_limit_claim_return),
+	    cmocka_unit_test(test_approval_wake_here),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

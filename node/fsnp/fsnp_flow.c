@@ -1218,11 +1218,11 @@ static bool circuit_step(struct fsnp_req *r, uint32_t flow_group)
 	return true;
 }
 
+/* A governance denial made here (the reference's map, no context). */
 static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
-                       const char *msg, const struct fsnp_val *circuit)
+                       const char *msg)
 {
 	struct fsnp_writer w;
-	struct fsnp_val v;
 	wbuf_reset(&r->reply);
 	r->custom = false;
 	fsnp_w_init(&w, &r->reply);
@@ -1238,18 +1238,6 @@ static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
 	fsnp_w_bool(&w, false);
 	fsnp_w_key(&w, "safe_to_retry");
 	fsnp_w_bool(&w, false);
-	if (circuit != NULL && fsnp_map_get(circuit, "scope", &v) == 0) {
-		int64_t at = 0, open_ms = 0, left;
-		fsnp_w_key(&w, "scope");
-		fsnp_w_val(&w, &v);
-		fsnp_map_i64(circuit, "opened_at_ms", &at);
-		fsnp_map_i64(circuit, "open_ms", &open_ms);
-		left = at + open_ms - (int64_t)fsnp_now_ms(r->srv);
-		fsnp_w_key(&w, "retry_after_ms");
-		fsnp_w_i64(&w, left > 0 ? left : 0);
-		fsnp_w_key(&w, "policy");
-		fsnp_w_str(&w, "circuit");
-	}
 	fsnp_w_map_end(&w);
 	fsnp_w_finish(&w);
 }
@@ -1393,8 +1381,7 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
 		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
 		           "governance_unavailable",
 		           "the circuit named by governance_scope could not be "
-		           "read; nothing was reserved",
-		           NULL);
+		           "checked; nothing was reserved");
 		fsnp_exec_finish(r);
 		return;
 	}
@@ -1516,7 +1503,7 @@ static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
 		         "woken (%s); repeat the decision to wake it",
 		         shards_strerror(status));
 		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
-		           "governance_unavailable", msg, NULL);
+		           "governance_unavailable", msg);
 		fsnp_exec_finish(r);
 		return;
 	}

@@ -1612,6 +1612,13 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 
 static int plan_parts(struct fsnp_req *r, uint32_t n)
 {
+	/* A step before (a claim's admission) may have left its command in
+	 * plan.one, which the plan frees no more once parts moves off it. */
+	if (r->plan.parts == &r->plan.one &&
+	    r->plan.one.cmd != r->plan.one_cmd) {
+		free(r->plan.one.cmd);
+		r->plan.one.cmd = NULL;
+	}
 	r->plan.parts = calloc(n, sizeof *r->plan.parts);
 	if (r->plan.parts == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
@@ -2378,6 +2385,28 @@ static int admission_opts(const uint8_t *body, size_t len,
 	return (int)has_scope + (int)has_shard;
 }
 
+/* Back to a one-part plan after a step over several groups (a claim's
+ * fan-out): its parts and ops are released, so that the op submitted next
+ * carries plan.one's command and not a group's stale claim or peek. */
+static void plan_single(struct fsnp_req *r)
+{
+	if (r->plan.parts != NULL && r->plan.parts != &r->plan.one) {
+		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
+			if (r->plan.parts[i].cmd != r->plan.one_cmd) {
+				free(r->plan.parts[i].cmd);
+			}
+			free(r->plan.parts[i].pos);
+		}
+		free(r->plan.parts);
+	}
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	if (r->ops != NULL && r->ops != &r->op1) {
+		free(r->ops);
+	}
+	r->ops = &r->op1;
+}
+
 /* Proposes an internal governance command (`op`, `body`) to `group`, the
  * answer so far kept in f->decided and sent when it is done (FK_SIDE).
  * Returns whether it was started. */
@@ -2388,6 +2417,7 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 	uint16_t was = f->opcode;
 	int rv;
 
+	plan_single(r);
 	wbuf_reset(&f->decided);
 	wbuf_append(&f->decided, r->reply.data, r->reply.len);
 	f->decided_custom = r->custom;

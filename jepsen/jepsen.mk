@@ -92,6 +92,7 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_hist.c jepsen/workload_hist.h \
 	jepsen/workload_idem.c \
 	jepsen/workload_impl.h \
+	jepsen/workload_member.c jepsen/workload_member.h \
 	jepsen/workload_queue.c \
 	jepsen/workload_register.c \
 	jepsen/workload_stream.c \

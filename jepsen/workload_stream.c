@@ -806,7 +806,7 @@ static int st_start(struct wl_ctx *x)
 		w->pid = i;
 		uv_timer_init(x->loop, &w->timer);
 		w->timer.data = w;
-		wl_fx_init(&w->fx, x, wl_ctx_home(x, i), w_on_conn, w);
+		wl_fx_init_home(&w->fx, x, i, w_on_conn, w);
 		wl_fx_connect(&w->fx);
 		w_schedule(w, wl_rand(x, 0, THINK_MAX_MS));
 	}

@@ -363,8 +363,8 @@ void nemesis_plan_defaults(struct nemesis_plan *p, unsigned nodes,
 	p->max_skew_ms = 60000;
 	p->shards = 8;
 	p->client = NEMESIS_CLIENT_ALL;
-	p->member_min_ms = 10000;
-	p->member_max_ms = 16000;
+	p->member_min_ms = 12000;
+	p->member_max_ms = 20000;
 }
 
 /* A random set of k nodes as a bit mask. */
@@ -1001,6 +1001,10 @@ int nemesis_partition(struct nemesis *nem, const struct nemesis_grudge *g,
 	return 0;
 }
 
+static unsigned members_now(const struct hosts *h, unsigned *mem);
+static void map_grudge(const struct nemesis_grudge *lg, const unsigned *mem,
+                       unsigned c, unsigned n, struct nemesis_grudge *out);
+
 int nemesis_partition_leader(struct nemesis *nem, unsigned shard,
                              enum nemesis_client_side side)
 {
@@ -1020,7 +1024,20 @@ int nemesis_partition_leader(struct nemesis *nem, unsigned shard,
 		return 0;
 	}
 	struct nemesis_grudge g;
-	nemesis_grudge_isolate(&g, nem->hosts->n, leader, side);
+	unsigned mem[HOSTS_MAX_NODES], c = members_now(nem->hosts, mem);
+	unsigned pos = 0;
+	for (unsigned i = 0; i < c; i++) {
+		pos = mem[i] == leader ? i + 1 : pos;
+	}
+	if (nem->hosts->n != nem->hosts->bootstrap && pos != 0 && c >= 2) {
+		/* Cut from the members only (spares and removed nodes do
+		 * not run). */
+		struct nemesis_grudge lg;
+		nemesis_grudge_isolate(&lg, c, pos, side);
+		map_grudge(&lg, mem, c, nem->hosts->n, &g);
+	} else {
+		nemesis_grudge_isolate(&g, nem->hosts->n, leader, side);
+	}
 	snprintf(g.desc + strlen(g.desc), sizeof g.desc - strlen(g.desc),
 	         " shard=%u", shard);
 	return nemesis_partition(nem, &g, f);

@@ -173,7 +173,7 @@ struct nemesis_plan {
 };
 
 /* The defaults for a run of total_ms: quiet 1-4 s, faults 2-8 s,
- * membership steps 10-16 s, a final phase of max(3 s, total/5), skew up
+ * membership steps 12-20 s, a final phase of max(3 s, total/5), skew up
  * to 60 s, 8 shards, no spare. */
 void nemesis_plan_defaults(struct nemesis_plan *p, unsigned nodes,
                            uint64_t seed, unsigned faults, int64_t total_ms);

@@ -124,9 +124,23 @@ static int member_state(struct hosts *h, unsigned via, unsigned id, char *state,
 	return rc;
 }
 
-/* Polls until `via` sees node id in state `want` ("" = any state: known
- * at all). 0, -ESRCH when id stopped running, -ETIMEDOUT at the deadline
- * (the last state seen in last). */
+/* Whether state is one of the '|'-separated states of want. */
+static bool state_in(const char *state, const char *want)
+{
+	size_t l = strlen(state);
+	for (const char *p = want; *p != '\0';) {
+		size_t wl = strcspn(p, "|");
+		if (wl == l && strncmp(p, state, l) == 0) {
+			return true;
+		}
+		p += wl + (p[wl] == '|');
+	}
+	return false;
+}
+
+/* Polls until `via` sees node id in one of the states of `want`
+ * ("joining|active"). 0, -ESRCH when id stopped running, -ETIMEDOUT at
+ * the deadline (the last state seen in last). */
 static int wait_state(struct hosts *h, unsigned via, unsigned id,
                       const char *want, int64_t deadline_ns, char *last,
                       size_t cap)
@@ -141,7 +155,7 @@ static int wait_state(struct hosts *h, unsigned via, unsigned id,
 		if (member_state(h, via, id, st, sizeof st) == 0 &&
 		    st[0] != '\0') {
 			snprintf(last, cap, "%s", st);
-			if (want[0] == '\0' || strcmp(st, want) == 0) {
+			if (state_in(st, want)) {
 				return 0;
 			}
 		}
@@ -251,10 +265,16 @@ static void do_add(struct hosts *h, int64_t deadline_ns,
 		set_res(res, NEMESIS_MEMBER_ERROR, "%s", hosts_error(h));
 		return;
 	}
-	int rc =
-	    wait_state(h, via, spare, "active", deadline_ns, last, sizeof last);
+	/* Admitted, it is a member the clients may use (it forwards what
+	 * it does not hold), even if it never turns active in time. */
+	int rc = wait_state(h, via, spare, "joining|active", deadline_ns, last,
+	                    sizeof last);
 	if (rc == 0) {
 		endpoint(h, spare, true);
+		rc = wait_state(h, via, spare, "active", deadline_ns, last,
+		                sizeof last);
+	}
+	if (rc == 0) {
 		set_res(res, NEMESIS_MEMBER_DONE,
 		        "joined through n%u, active after %.1f s", via,
 		        secs(h, t0));
@@ -385,7 +405,8 @@ static void do_replace(struct hosts *h, unsigned pick, int64_t deadline_ns,
 		revive(h, dead);
 		return;
 	}
-	int rc = wait_state(h, via, spare, "", deadline_ns, last, sizeof last);
+	int rc = wait_state(h, via, spare, "joining|active", deadline_ns, last,
+	                    sizeof last);
 	if (rc != 0) {
 		revive(h, dead);
 		set_res(res,
@@ -401,14 +422,19 @@ static void do_replace(struct hosts *h, unsigned pick, int64_t deadline_ns,
 	snprintf(body, sizeof body, "{\"with\": %u}", spare);
 	for (;;) {
 		rc = op_start(h, via, "POST", path, body, &op, why, sizeof why);
-		/* Refused while the members still hold a connection to the
-		 * dead node: that ends within moments. */
-		if (rc != 1 || strstr(why, "connected") == NULL ||
+		/* Refused while the member still counts the dead node alive
+		 * or has not read the new one's record: both pass within
+		 * moments. */
+		if (rc != 1 ||
+		    (strstr(why, "is alive") == NULL &&
+		     strstr(why, "not a joining or active") == NULL) ||
 		    past(h, deadline_ns)) {
 			break;
 		}
 		sleep_ms(POLL_MS);
 	}
+	/* Admitted: a member the clients may use, replace or not. */
+	endpoint(h, spare, true);
 	if (rc != 0) {
 		revive(h, dead);
 		set_res(res,
@@ -426,7 +452,6 @@ static void do_replace(struct hosts *h, unsigned pick, int64_t deadline_ns,
 	rc =
 	    wait_state(h, via, spare, "active", deadline_ns, last, sizeof last);
 	if (rc == 0) {
-		endpoint(h, spare, true);
 		set_res(res, NEMESIS_MEMBER_DONE,
 		        "n%u killed, n%u took its place through n%u, active "
 		        "after %.1f s",

@@ -886,6 +886,7 @@ int hosts_http_request(const char *ns, const char *addr, uint16_t port,
 		return fd;
 	}
 	int rc = 0;
+	errno = 0;
 	/* Small requests: they fit in an empty socket buffer. */
 	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) != n ||
 	    (blen > 0 && send(fd, body, blen, MSG_NOSIGNAL) != (ssize_t)blen)) {

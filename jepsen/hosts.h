@@ -11,6 +11,10 @@
  * parallel run (lock held) and removed by the next run or `jepsen/run
  * cleanup`. Node processes die with the harness (PR_SET_PDEATHSIG).
  *
+ * A run may have spare hosts beyond its nodes (namespace, address and
+ * directory made, nothing started): a membership nemesis starts them with
+ * --join, and marks the members it removes or replaces as gone.
+ *
  * A struct hosts owns its namespaces, its node processes (children of the
  * calling process) and the lock; hosts_destroy() releases all of them.
  * Use it from one thread, the one that lives as long as the run: the

@@ -61,7 +61,8 @@ jepsen_run_SOURCES = jepsen/run.c
 jepsen_run_LDADD = jepsen/libjhosts.a
 
 EXTRA_DIST += docs/fault-testing.md jepsen/schedules/kill2-pause1.sched \
-	jepsen/schedules/membership-quick.sched
+	jepsen/schedules/membership-quick.sched \
+	jepsen/schedules/membership-stress.sched
 
 UNIT_TESTS += tests/unit/test_jepsen_nemesis
 tests_unit_test_jepsen_nemesis_SOURCES = tests/unit/test_jepsen_nemesis.c

@@ -748,6 +748,10 @@ int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
 	if (copy == NULL) {
 		return -ENOMEM;
 	}
+	/* With membership steps, node numbers are positions among the
+	 * members of the moment, which may outnumber the nodes. */
+	unsigned limit =
+	    strstr(text, "membership") != NULL ? HOSTS_MAX_NODES : nodes;
 	s->total_ms = total_ms;
 	s->final_ms = total_ms - final_ms;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL;
@@ -759,7 +763,7 @@ int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
 		if (*line == '#' || *line == '\0') {
 			continue;
 		}
-		if (parse_step(line, nodes, &st, why, sizeof why) != 0 ||
+		if (parse_step(line, limit, &st, why, sizeof why) != 0 ||
 		    (st.start_ms < last &&
 		     snprintf(why, sizeof why,
 		              "steps overlap or are out of order") > 0) ||
@@ -1348,18 +1352,18 @@ static enum nemesis_client_side nem_client_side(const struct nemesis_step *st)
 }
 
 /* Step st over the members of now, when the hosts have spares: the
- * schedule's node ids are positions among the members. While the members
- * are still the bootstrap nodes, the step is the schedule's; otherwise its
- * shape or its nodes are drawn again over the members (seeded by the
- * schedule's seed and the step's index), with as many nodes as the
- * schedule's step hits. */
+ * schedule's node numbers are positions among the members (the k-th
+ * member in id order). A partition shape planned for as many nodes as
+ * there are members is mapped as it is; otherwise it is drawn again over
+ * the members, as are the nodes of a kill, pause or skew that names a
+ * position beyond them (as many nodes as the planned step, seeded by the
+ * schedule's seed and the step's index). */
 static void apply_step_members(struct nemesis *nem,
                                const struct nemesis_step *st, size_t idx)
 {
 	struct hosts *h = nem->hosts;
 	unsigned mem[HOSTS_MAX_NODES];
 	unsigned c = members_now(h, mem);
-	bool same = c == h->bootstrap && mem[c - 1] == c;
 	struct nemesis_rng r;
 	struct nemesis_grudge lg, g;
 
@@ -1368,13 +1372,14 @@ static void apply_step_members(struct nemesis *nem,
 	case NEMESIS_PARTITION_HALVES:
 	case NEMESIS_PARTITION_ISOLATE:
 	case NEMESIS_PARTITION_RING:
-		if (same) {
-			lg = st->grudge;
-		} else if (c < 2) {
+		if (c < 2) {
 			nem->faults_skipped++;
 			nemesis_log(nem, "skip", nemesis_fault_name(st->fault),
 			            "-", "%u member(s): nothing to cut", c);
 			return;
+		}
+		if (st->grudge.n == c) {
+			lg = st->grudge;
 		} else if (st->fault == NEMESIS_PARTITION_ISOLATE) {
 			unsigned pos =
 			    st->targets != 0
@@ -1396,38 +1401,45 @@ static void apply_step_members(struct nemesis *nem,
 	default:
 		break;
 	}
-	unsigned targets = 0, k = (unsigned)__builtin_popcount(st->targets);
-	int64_t skews[HOSTS_MAX_NODES + 1] = {0};
-	unsigned ns = 0;
-	for (unsigned id = 1; id <= HOSTS_MAX_NODES; id++) {
-		if (st->targets & (1u << id)) {
-			skews[ns++] = st->skew_ms[id];
-		}
+	unsigned pos = st->targets, k = (unsigned)__builtin_popcount(pos);
+	/* offs[i]: the skew for position i. */
+	int64_t offs[HOSTS_MAX_NODES + 1] = {0};
+	if (c == 0) {
+		return;
 	}
-	if (same) {
-		targets = st->targets;
+	if (pos < 1u << (c + 1)) {
+		for (unsigned i = 1; i <= c; i++) {
+			offs[i] = st->skew_ms[i];
+		}
 	} else {
-		unsigned pos = pick_nodes(&r, c, k < c ? k : c);
+		/* A position beyond the members: as many of them, drawn;
+		 * the planned offsets in order. */
+		int64_t planned[HOSTS_MAX_NODES + 1];
+		unsigned np = 0, nd = 0;
+		for (unsigned i = 1; i <= HOSTS_MAX_NODES; i++) {
+			if (pos & (1u << i)) {
+				planned[np++] = st->skew_ms[i];
+			}
+		}
+		pos = pick_nodes(&r, c, k < c ? k : c);
 		for (unsigned i = 1; i <= c; i++) {
 			if (pos & (1u << i)) {
-				targets |= 1u << mem[i - 1];
+				offs[i] = planned[nd++];
 			}
 		}
 	}
-	ns = 0;
-	for (unsigned id = 1; id <= h->n; id++) {
-		if (!(targets & (1u << id))) {
+	for (unsigned i = 1; i <= c; i++) {
+		if (!(pos & (1u << i))) {
 			continue;
 		}
+		unsigned id = mem[i - 1];
 		if (st->fault == NEMESIS_KILL) {
 			nemesis_kill(nem, id);
 		} else if (st->fault == NEMESIS_PAUSE) {
 			nemesis_pause(nem, id);
 		} else if (st->fault == NEMESIS_SKEW) {
-			nemesis_skew(nem, id,
-			             same ? st->skew_ms[id] : skews[ns]);
+			nemesis_skew(nem, id, offs[i]);
 		}
-		ns++;
 	}
 }
 

@@ -14,8 +14,10 @@
  *   one. The schedule says which (and when); a caller's callback runs it
  *   against the cluster within the step's time and says how it ended
  *   (done, refused, timed out, ...). While membership changes, the other
- *   faults are drawn again over the nodes that are members when they
- *   start (the schedule's node ids are then positions, not ids).
+ *   faults apply to the nodes that are members when they start: the
+ *   schedule's node numbers are positions among them (the k-th member in
+ *   id order); a partition shape planned for another number of nodes, or
+ *   nodes beyond the members, are drawn again over them.
  *
  * Everything done is recorded in a timeline file, one event a line:
  *     TIME_NS EVENT FAULT TARGETS [DETAIL...]
@@ -195,7 +197,8 @@ void nemesis_schedule_free(struct nemesis_schedule *s);
 /* A written schedule: one step a line, as nemesis_step_describe writes
  * them ("START_MS HEAL_MS FAULT TARGETS [nI=+Nms...]"), for kill, pause,
  * skew, partition-isolate and membership (TARGETS: add, drain-remove or
- * replace); '#' lines are comments. Steps in order, not
+ * replace); '#' lines are comments. With membership steps, node numbers
+ * are positions among the members (up to HOSTS_MAX_NODES). Steps in order, not
  * overlapping, healed before the final phase (total_ms - final_ms).
  * -EINVAL with why in err. */
 int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,

@@ -329,7 +329,9 @@ static void do_remove(struct hosts *h, unsigned pick, int64_t deadline_ns,
 	nd->leaving = true;
 	rc = op_start(h, via, "DELETE", path, NULL, &op, why, sizeof why);
 	if (rc != 0) {
-		nd->leaving = false;
+		/* Unanswered, the removal may still happen: the node stays
+		 * leaving, so that its clean exit is not taken for a crash. */
+		nd->leaving = rc != 1;
 		endpoint(h, target, true);
 		set_res(res,
 		        rc == 1 ? NEMESIS_MEMBER_REFUSED

@@ -242,6 +242,11 @@ struct wl_fx *wl_follow_fx(struct wl_follow *f)
 
 bool wl_follow_connect(struct wl_follow *f)
 {
+	/* A node that left the endpoints (removed, replaced) since it was
+	 * chosen: the next one instead, so no request waits on it. */
+	if (!wl_ctx_is_endpoint(f->x, f->node)) {
+		f->node = wl_ctx_next_endpoint(f->x, f->node);
+	}
 	return wl_fx_connect(wl_follow_fx(f));
 }
 

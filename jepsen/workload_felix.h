@@ -116,7 +116,8 @@ void wl_follow_close(struct wl_follow *f, const struct wl_ctx *x);
 /* The connection to the node being asked. */
 struct wl_fx *wl_follow_fx(struct wl_follow *f);
 
-/* wl_fx_connect, wl_fx_reset of that connection. */
+/* wl_fx_connect, wl_fx_reset of that connection; wl_follow_connect first
+ * moves on to the next endpoint when the node asked is none any more. */
 bool wl_follow_connect(struct wl_follow *f);
 void wl_follow_reset(struct wl_follow *f);
 

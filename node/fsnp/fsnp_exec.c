@@ -649,6 +649,9 @@ static void plan_finish(struct fsnp_req *r)
 
 void fsnp_exec_finish(struct fsnp_req *r)
 {
+	if (r->flow != NULL && fsnp_flow_finishing(r)) {
+		return;
+	}
 	finish_reply(r);
 	fsnp_req_complete(r);
 }

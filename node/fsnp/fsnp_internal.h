@@ -577,6 +577,10 @@ void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
                        const struct flow_change *ch, size_t n);
 /* Frees r->flow. */
 void fsnp_flow_free(struct fsnp_req *r);
+/* Called by fsnp_exec_finish for a Flow request: true when a last step
+ * (a claim admitted by a governance limit recording its credits) was
+ * started instead, which calls fsnp_exec_finish again when done. */
+bool fsnp_flow_finishing(struct fsnp_req *r);
 
 /* --- fsnp_control.c ---------------------------------------------------- */
 

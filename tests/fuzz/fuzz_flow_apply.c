@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
 #include "flow/flow_overview.h"
 #include "flow/flow_schedule.h"
 #include "flow/flow_sweep.h"
@@ -196,7 +197,7 @@ static void leader(uint8_t kind, const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint16_t ops[64];
+	uint16_t ops[67];
 	unsigned nops = 0;
 	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
 	struct flow_err err;
@@ -220,6 +221,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ops[nops++] = (uint16_t)o;
 		}
 	}
+	/* the internal governance commands the FSNP layer proposes */
+	ops[nops++] = FLOW_GOV_OP_CIRCUIT_COUNT;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_CLAIM;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_RETURN;
 	fdb->now += data[1];
 	if (data[0] >= 0xF0) {
 		leader(data[0], data + 2, size - 2);

@@ -17,8 +17,10 @@ flow_libflow_a_SOURCES = \
 	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \
 	flow/flow_gov_approval.c \
 	flow/fql_error.c flow/fql_error.h \
+	flow/fql_exec.c flow/fql_exec.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \
+	flow/fql_plan.c flow/fql_plan.h \
 	flow/fql_print.c flow/fql_print.h \
 	flow/fql_shape.c flow/fql_shape.h \
 	flow/tz.c flow/tz.h \

@@ -29,9 +29,9 @@ enum {
 };
 
 static const char *const usage_names[U_N] = {
-    "range_seeks",      "range_pages",      "scanned_entries",
-    "scanned_bytes",    "hydrated_records", "residual_checks",
-    "duplicate_entries", "result_records",  "memory_high_water_bytes",
+    "range_seeks",       "range_pages",      "scanned_entries",
+    "scanned_bytes",     "hydrated_records", "residual_checks",
+    "duplicate_entries", "result_records",   "memory_high_water_bytes",
     "wall_time_us"};
 
 struct run {
@@ -295,7 +295,9 @@ static int cmp_scalar(const struct fsnp_val *a, const struct fql_value *bv)
 		size_t n = ka.len < kb.len ? ka.len : kb.len;
 		c = memcmp(ka.p, kb.p, n);
 		c = c != 0 ? (c < 0 ? -1 : 1)
-		           : (ka.len == kb.len ? 0 : ka.len < kb.len ? -1 : 1);
+		           : (ka.len == kb.len  ? 0
+		              : ka.len < kb.len ? -1
+		                                : 1);
 	}
 	sbuf_free(&ka);
 	sbuf_free(&kb);
@@ -341,7 +343,8 @@ static bool pred_matches(const struct frec *r, const struct fql_pred *pr)
 	if (!have) {
 		return false;
 	}
-	if (v.tag == FSNP_ARRAY && (pr->op == FQL_OP_EQ || pr->op == FQL_OP_IN)) {
+	if (v.tag == FSNP_ARRAY &&
+	    (pr->op == FQL_OP_EQ || pr->op == FQL_OP_IN)) {
 		/* a list attribute matches when it contains the value, as its
 		 * index entries do */
 		fsnp_iter_init(&it, &v);
@@ -502,9 +505,9 @@ struct rng {
 	struct sbuf prefix;
 	struct flow_ix_page page;
 	size_t pos;
-	bool more;    /* the index has entries after the page */
-	bool started; /* scanned once */
-	struct sbuf last; /* the key to continue after */
+	bool more;               /* the index has entries after the page */
+	bool started;            /* scanned once */
+	struct sbuf last;        /* the key to continue after */
 	struct fsnp_bytes state; /* covering: the state component */
 };
 
@@ -514,7 +517,8 @@ static int cmp_tail(const struct rng *a, const struct rng *b, bool desc)
 	const struct flow_ix_hit *hb = &b->page.hits[b->pos];
 	const uint8_t *ta = ha->key.ptr + a->prefix.len;
 	const uint8_t *tb = hb->key.ptr + b->prefix.len;
-	size_t la = ha->key.len - a->prefix.len, lb = hb->key.len - b->prefix.len;
+	size_t la = ha->key.len - a->prefix.len,
+	       lb = hb->key.len - b->prefix.len;
 	size_t n = la < lb ? la : lb;
 	int c = memcmp(ta, tb, n);
 	if (c == 0) {
@@ -710,7 +714,8 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
 			}
 			mem += g[i].page.store.cap;
 			if (g[i].pos < g[i].page.n &&
-			    (best == NULL || cmp_tail(&g[i], best, p->desc) < 0)) {
+			    (best == NULL ||
+			     cmp_tail(&g[i], best, p->desc) < 0)) {
 				best = &g[i];
 			}
 		}
@@ -844,14 +849,16 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 	if (fsnp_value_decode_body(body, len, NULL, &map) != 0 ||
 	    fsnp_map_get(&map, "query", &qv) != 0 || qv.tag != FSNP_BIN) {
 		free(q);
-		res_error(res, STORE_BAD_COMMAND, "ERR flow query body invalid");
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR flow query body invalid");
 		return 0;
 	}
 	(void)fsnp_map_get(&map, "params", &params);
 	if (fsnp_map_get(&map, "resume", &rs) == 0 && rs.tag == FSNP_BIN) {
 		if (!fql_exec_tail_ok(rs.as.bin.ptr, rs.as.bin.len)) {
 			fql_diag_set(&d, FQL_QUERY_CURSOR_INVALID,
-			             "the cursor's position is malformed", NULL);
+			             "the cursor's position is malformed",
+			             NULL);
 			error_result(res, &d);
 			free(q);
 			return 0;

@@ -50,7 +50,7 @@ struct fql_plan {
 	uint32_t neq;
 	const struct fql_pred *eq[3];
 	const struct fql_pred *multi;
-	uint32_t multi_slot; /* which eq component the IN fills */
+	uint32_t multi_slot;          /* which eq component the IN fills */
 	const struct fql_pred *range; /* bounds the order, or NULL */
 	bool desc;
 	/* FQL_ACCESS_COUNTER: type and the optional state (IN: summed)

@@ -4,7 +4,8 @@
 node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
-	node/fsnp/fsnp_flow.c node/fsnp/fsnp_flow_sched.c \
+	node/fsnp/fsnp_flow.c node/fsnp/fsnp_flow_query.c \
+	node/fsnp/fsnp_flow_sched.c \
 	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/fsnp/fsnp_acl.c \
 	node/fsnp/fsnp_admin.c node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
 

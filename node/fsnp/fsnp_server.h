@@ -46,6 +46,7 @@ struct fsnp_server_stats {
 	uint64_t flow_requests;         /* FerricFlow requests */
 	uint64_t flow_compact_requests; /* of them, compact (flag 0x02) */
 	uint64_t flow_compact_replies;  /* flow_claim_jobs_v1 replies */
+	uint64_t flow_query_compact;    /* flow_query_result_v1 replies */
 };
 
 struct fsnp_server;

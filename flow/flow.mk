@@ -43,6 +43,11 @@ tests_unit_test_flow_index_SOURCES = tests/unit/test_flow_index.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_index_LDADD = $(FLOW_TEST_LDADD)
 
+UNIT_TESTS += tests/unit/test_fql_exec
+tests_unit_test_fql_exec_SOURCES = tests/unit/test_fql_exec.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_fql_exec_LDADD = $(FLOW_TEST_LDADD)
+
 UNIT_TESTS += tests/unit/test_flow_model
 tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \
 	$(FLOW_TEST_UTIL)

@@ -664,7 +664,7 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
 	struct sbuf vk, val, last_tail;
 	uint64_t lo = 0, hi = UINT64_MAX, consumed = 0;
 	uint32_t limit = x->q->limit;
-	size_t page = p->nresidual > 0 ? 128 : (size_t)limit + 1;
+	size_t page = p->nresidual > 0 ? 128 : (size_t)limit;
 	bool empty = false, has_more = false;
 	int rv = 0;
 

@@ -941,8 +941,31 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 
 int fql_exec_canonical(const struct fql_query *q, struct wbuf *out)
 {
+	size_t start = out->len;
 	if (fql_print(q, out) != 0) {
 		return -1;
+	}
+	if (q->has_cursor) {
+		/* Leave out " CURSOR @name": the page that issued the cursor
+		 * had none. It is the last such text (literals only come
+		 * earlier, in WHERE), followed by " RETURN". */
+		static const char kw[] = " CURSOR @";
+		size_t n = out->len - start, at = SIZE_MAX;
+		const char *t = (const char *)out->data + start;
+		for (size_t i = 0; i + sizeof kw - 1 <= n; i++) {
+			if (memcmp(t + i, kw, sizeof kw - 1) == 0) {
+				at = i;
+			}
+		}
+		if (at != SIZE_MAX) {
+			size_t end = at + sizeof kw - 1;
+			while (end < n && t[end] != ' ') {
+				end++;
+			}
+			memmove(out->data + start + at, out->data + start + end,
+			        n - end);
+			out->len -= end - at;
+		}
 	}
 	for (uint32_t i = 0; i < q->npreds; i++) {
 		const struct fql_pred *pr = &q->preds[i];

@@ -787,6 +787,41 @@ static void test_plans(void **state)
 	assert_null(memmem(a.data, a.len, "'eu'", 4));
 	wbuf_free(&a);
 	wbuf_free(&b);
+
+	/* A cursor resumes the query that issued it: the cursor clause is
+	 * not part of the fingerprint input, the values are. */
+	{
+		static const char *const t1 =
+		    "FROM runs WHERE partition_key = 'p' AND type = 't' AND "
+		    "state = 'queued' ORDER BY updated_at_ms LIMIT 3 RETURN "
+		    "RECORDS";
+		static const char *const t2 =
+		    "FROM runs WHERE partition_key = 'p' AND type = 't' AND "
+		    "state = 'queued' ORDER BY updated_at_ms LIMIT 3 CURSOR @c "
+		    "RETURN RECORDS";
+		struct fbody pb;
+		struct fsnp_val params;
+		struct wbuf c1, c2;
+		fb_begin(&pb);
+		fb_str(&pb, "c", "fqc1_AAAAAAAAAAAAAAAAAAAA");
+		fb_end(&pb);
+		assert_int_equal(
+		    fsnp_value_decode_body(pb.b.data, pb.b.len, NULL, &params),
+		    0);
+		assert_int_equal(fql_parse(t1, strlen(t1), q, &d), 0);
+		assert_int_equal(fql_bind(q, NULL, &d), 0);
+		assert_int_equal(fql_parse(t2, strlen(t2), q2, &d), 0);
+		assert_int_equal(fql_bind(q2, &params, &d), 0);
+		wbuf_init(&c1);
+		wbuf_init(&c2);
+		assert_int_equal(fql_exec_canonical(q, &c1), 0);
+		assert_int_equal(fql_exec_canonical(q2, &c2), 0);
+		assert_int_equal(c1.len, c2.len);
+		assert_memory_equal(c1.data, c2.data, c1.len);
+		wbuf_free(&c1);
+		wbuf_free(&c2);
+		fb_free(&pb);
+	}
 	free(q);
 	free(q2);
 }

@@ -104,6 +104,13 @@ tests_integration_test_flow_SOURCES = \
 	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
 
+# FLOW.QUERY on 3 nodes: a cursor resumes on another node after the
+# partition's leader is killed.
+INTEGRATION_TESTS += tests/integration/test_flow_query
+tests_integration_test_flow_query_SOURCES = \
+	tests/integration/test_flow_query.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_query_LDADD = $(FSNP_ITEST_LDADD)
+
 INTEGRATION_TESTS += tests/integration/test_flow_stats
 tests_integration_test_flow_stats_SOURCES = \
 	tests/integration/test_flow_stats.c $(FSNP_ITEST_SOURCES)

@@ -509,6 +509,7 @@ struct rng {
 	bool started;            /* scanned once */
 	struct sbuf last;        /* the key to continue after */
 	struct fsnp_bytes state; /* covering: the state component */
+	int priority;            /* the due index's priority, or -1 */
 };
 
 static int cmp_tail(const struct rng *a, const struct rng *b, bool desc)
@@ -529,7 +530,8 @@ static int cmp_tail(const struct rng *a, const struct rng *b, bool desc)
 
 bool fql_exec_tail_ok(const uint8_t *t, size_t len)
 {
-	return len >= 12 && be_get32(t + 8) == len - 12;
+	/* an index tail (order, id), or a history event's version */
+	return len == 8 || (len >= 12 && be_get32(t + 8) == len - 12);
 }
 
 /* The equality components of range i. */
@@ -540,6 +542,19 @@ static void components(struct run *x, uint32_t i, struct fsnp_bytes *eq,
 	const struct fql_pred *pr;
 	struct fsnp_val v;
 	*neq = 0;
+	g->priority = -1;
+	if (p->due) {
+		/* one range per state and priority (the key stores 255 -
+		 * priority, so higher priorities come first; the merge
+		 * orders them by the tail alone) */
+		uint32_t si = i / FQL_PLAN_DUE_PRIORITIES;
+		eq[0] = bound_bytes(&p->eq[0]->v[0]);
+		eq[1] = bound_bytes(&p->eq[1]->v[p->multi != NULL ? si : 0]);
+		g->state = eq[1];
+		g->priority = (int)(i % FQL_PLAN_DUE_PRIORITIES);
+		*neq = 2;
+		return;
+	}
 	switch (p->ix) {
 	case FLOW_IX_UPDATED:
 	case FLOW_IX_CREATED:
@@ -634,6 +649,8 @@ static void write_covering(struct run *x, struct fsnp_writer *w,
 			fsnp_w_bin(w, h->id.ptr, h->id.len);
 		} else if (b == FSNP_FQR_F_VERSION) {
 			fsnp_w_i64(w, (int64_t)h->version);
+		} else if (b == FSNP_FQR_F_PRIORITY && g->priority >= 0) {
+			fsnp_w_i64(w, g->priority);
 		} else if (b == FSNP_FQR_F_PARTITION_KEY) {
 			fsnp_w_bin(w, x->part.ptr, x->part.len);
 		} else if (b == (unsigned)of) {
@@ -659,7 +676,8 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
                      struct fsnp_writer *w)
 {
 	const struct fql_plan *p = x->p;
-	uint32_t nr = p->multi != NULL ? p->multi->nvals : 1;
+	uint32_t nr = (p->multi != NULL ? p->multi->nvals : 1) *
+	              (p->due ? FQL_PLAN_DUE_PRIORITIES : 1);
 	struct rng g[FQL_PLAN_MAX_RANGES];
 	struct sbuf vk, val, last_tail;
 	uint64_t lo = 0, hi = UINT64_MAX, consumed = 0;
@@ -690,8 +708,13 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
 		sbuf_init(&g[i].last);
 		flow_ix_page_init(&g[i].page);
 		components(x, i, eq, &neq, &vk, &g[i]);
-		flow_ix_prefix(&g[i].prefix, x->c->group, x->part, p->ix, eq,
-		               neq);
+		if (p->due) {
+			flow_ix_due_prefix(&g[i].prefix, x->c->group, x->part,
+			                   eq[0], eq[1], g[i].priority);
+		} else {
+			flow_ix_prefix(&g[i].prefix, x->c->group, x->part,
+			               p->ix, eq, neq);
+		}
 		if (rlen > 0) {
 			sbuf_add(&g[i].last, g[i].prefix.p, g[i].prefix.len);
 			sbuf_add(&g[i].last, resume, rlen);
@@ -788,6 +811,148 @@ out:
 	sbuf_free(&val);
 	sbuf_free(&last_tail);
 	return rv;
+}
+
+/* --- History ----------------------------------------------------------- */
+
+/* A history event ([event_id, [name, value, ...]]) as a row: event_id
+ * and fields (the whole map, or the projected names). */
+static int write_event(struct fsnp_writer *w, const struct fql_query *q,
+                       uint32_t bits, const struct fsnp_val *ev)
+{
+	struct fsnp_iter it, jt;
+	struct fsnp_val id, list, k, v;
+	fsnp_iter_init(&it, ev);
+	if (ev->tag != FSNP_ARRAY || !fsnp_iter_next(&it, NULL, &id) ||
+	    !fsnp_iter_next(&it, NULL, &list) || list.tag != FSNP_ARRAY) {
+		return -1;
+	}
+	fsnp_w_map_begin(w);
+	if (bits & (1u << FSNP_FQR_F_EVENT_ID)) {
+		fsnp_w_key(w, "event_id");
+		fsnp_w_val(w, &id);
+	}
+	if (bits & (1u << FSNP_FQR_F_FIELDS)) {
+		bool all = whole(q, FQL_F_FIELDS);
+		fsnp_w_key(w, "fields");
+		fsnp_w_map_begin(w);
+		fsnp_iter_init(&jt, &list);
+		while (fsnp_iter_next(&jt, NULL, &k) &&
+		       fsnp_iter_next(&jt, NULL, &v)) {
+			bool want = all;
+			if (k.tag != FSNP_BIN) {
+				continue;
+			}
+			for (uint32_t i = 0; i < q->nproj && !want; i++) {
+				want = q->proj[i].id == FQL_F_FIELD &&
+				       bin_eq(k.as.bin, q->proj[i].a,
+				              q->proj[i].alen);
+			}
+			if (want) {
+				fsnp_w_key_bin(w, k.as.bin.ptr, k.as.bin.len);
+				fsnp_w_val(w, &v);
+			}
+		}
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_map_end(w);
+	return 0;
+}
+
+static int run_history(struct run *x, const uint8_t *resume, size_t rlen,
+                       struct fsnp_writer *w)
+{
+	const struct fql_value *id = NULL;
+	struct store_tx_iter *it;
+	struct sbuf pfx, start;
+	uint64_t last = 0;
+	bool valid, has_more = false, desc = x->p->desc;
+	int rv = 0;
+
+	for (uint32_t i = 0; i < x->q->npreds; i++) {
+		if (x->q->preds[i].field.id == FQL_F_RUN_ID) {
+			id = &x->q->preds[i].v[0];
+		}
+	}
+	if (rlen != 0 && rlen != 8) {
+		fql_diag_set(x->d, FQL_QUERY_CURSOR_INVALID,
+		             "the cursor's position is malformed", NULL);
+		return -1;
+	}
+	sbuf_init(&pfx);
+	sbuf_init(&start);
+	fkey_hist_prefix(&pfx, x->c->group, x->part, bound_bytes(id));
+	sbuf_add(&start, pfx.p, pfx.len);
+	if (rlen == 8) {
+		sbuf_add(&start, resume, 8);
+	} else if (desc) {
+		sbuf_u64(&start, UINT64_MAX);
+	}
+	it = store_tx_iter_open(x->c->tx, pfx.p, pfx.len);
+	valid = desc ? store_tx_iter_seek_prev(it, start.p, start.len)
+	             : store_tx_iter_seek(it, start.p, start.len);
+	x->u[U_SEEKS] = 1;
+	fsnp_w_key(w, "records");
+	fsnp_w_array_begin(w);
+	for (; valid; valid = store_tx_iter_valid(it)) {
+		size_t kl, vl;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		struct fsnp_val ev;
+		uint64_t ver;
+		if (kl != pfx.len + 8) {
+			goto next; /* not an event key */
+		}
+		ver = be_get64(k + pfx.len);
+		if (rlen == 8 && ver == be_get64(resume)) {
+			goto next; /* the page before ended here */
+		}
+		x->u[U_ENTRIES]++;
+		x->u[U_BYTES] += kl + vl;
+		if (x->u[U_RESULTS] == (x->q->has_limit ? x->q->limit : 1)) {
+			has_more = true; /* the look-ahead event */
+			break;
+		}
+		if (fsnp_value_decode_body(v, vl, NULL, &ev) != 0 ||
+		    write_event(w, x->q, x->p->proj_bits, &ev) != 0) {
+			fql_diag_set(x->d, FQL_QUERY_STORAGE_INCONSISTENT,
+			             "a history event is malformed", NULL);
+			rv = -1;
+			break;
+		}
+		x->u[U_HYDRATED]++;
+		x->u[U_RESULTS]++;
+		last = ver;
+		high_water(x, w->buf->cap + vl);
+	next:
+		if (desc) {
+			store_tx_iter_prev(it);
+		} else {
+			store_tx_iter_next(it);
+		}
+	}
+	if (x->u[U_ENTRIES] > 0) {
+		x->u[U_PAGES] = 1;
+	}
+	if (store_tx_iter_close(it) != 0 && rv == 0) {
+		fql_diag_set(x->d, FQL_QUERY_STORAGE_UNAVAILABLE, NULL, NULL);
+		rv = -1;
+	}
+	sbuf_free(&pfx);
+	sbuf_free(&start);
+	if (rv != 0) {
+		return rv;
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "has_more");
+	fsnp_w_bool(w, has_more);
+	if (has_more) {
+		uint8_t t[8];
+		be_put64(t, last);
+		fsnp_w_key(w, "resume");
+		fsnp_w_bin(w, t, 8);
+	}
+	return 0;
 }
 
 /* --- Entry -------------------------------------------------------------- */
@@ -914,6 +1079,9 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 		break;
 	case FQL_ACCESS_COUNTER:
 		rv = run_count(&x, &w);
+		break;
+	case FQL_ACCESS_HISTORY:
+		rv = run_history(&x, resume, rlen, &w);
 		break;
 	default:
 		rv = run_range(&x, resume, rlen, &w);

@@ -92,12 +92,35 @@ static void plan_count(const struct fql_query *q, struct fql_plan *p)
 	}
 }
 
+/* Whether the due index holds every flow of these states in this order:
+ * it keeps non-terminal flows by next_run_at_ms, which for running flows
+ * is their lease deadline. */
+static bool due_states(const struct fql_pred *state, const struct fql_order *o)
+{
+	for (uint32_t i = 0; i < state->nvals; i++) {
+		struct fsnp_bytes st = {state->v[i].bp, state->v[i].blen};
+		if (fsnp_bytes_eq(st, "completed") ||
+		    fsnp_bytes_eq(st, "failed") ||
+		    fsnp_bytes_eq(st, "cancelled")) {
+			return false;
+		}
+		if (o->field.id == FQL_F_LEASE_DEADLINE_MS &&
+		    !fsnp_bytes_eq(st, "running")) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Bits a covering entry answers: the identity, the version (the entry's
- * value), the order field and the equality components. */
+ * value; the due index has none, but its key names the priority), the
+ * order field and the equality components. */
 static uint32_t covered_bits(const struct fql_plan *p, enum fql_fid order)
 {
-	uint32_t b = 1u << FSNP_FQR_F_ID | 1u << FSNP_FQR_F_VERSION |
-	             1u << FSNP_FQR_F_PARTITION_KEY | 1u << (unsigned)order;
+	uint32_t b =
+	    1u << FSNP_FQR_F_ID | 1u << FSNP_FQR_F_PARTITION_KEY |
+	    1u << (unsigned)order |
+	    (p->due ? 1u << FSNP_FQR_F_PRIORITY : 1u << FSNP_FQR_F_VERSION);
 	for (uint32_t i = 0; i < p->neq; i++) {
 		enum fql_fid id = p->eq[i]->field.id;
 		if (id != FQL_F_ATTRIBUTE && id != FQL_F_STATE_META_KEY) {
@@ -186,6 +209,18 @@ static void plan_collection(const struct fql_query *q, struct fql_plan *p)
 			p->ix = FLOW_IX_PART_UPDATED;
 			p->index = "flow_runs_partition_updated";
 		}
+	} else if ((o->field.id == FQL_F_NEXT_RUN_AT_MS ||
+	            o->field.id == FQL_F_LEASE_DEADLINE_MS) &&
+	           type != NULL && state != NULL && due_states(state, o)) {
+		p->due = true;
+		p->index = "flow_runs_partition_type_state_due";
+		p->eq[0] = type;
+		p->eq[1] = state;
+		p->neq = 2;
+		if (state->op == FQL_OP_IN) {
+			p->multi = state;
+			p->multi_slot = 1;
+		}
 	} else if (o->field.id == FQL_F_CREATED_AT_MS && type != NULL &&
 	           state != NULL) {
 		p->ix = FLOW_IX_CREATED;
@@ -222,8 +257,8 @@ static void plan_collection(const struct fql_query *q, struct fql_plan *p)
 		}
 		p->residual[p->nresidual++] = pr;
 	}
-	if (p->nresidual == 0 &&
-	    (p->proj_bits & ~covered_bits(p, o->field.id)) == 0) {
+	p->covered = covered_bits(p, o->field.id);
+	if (p->nresidual == 0 && (p->proj_bits & ~p->covered) == 0) {
 		p->source = "covering_index";
 		p->requires_hydration = false;
 	} else {
@@ -257,8 +292,11 @@ void fql_plan(const struct fql_query *q, struct fql_plan *p)
 		return;
 	case FQL_K_HISTORY:
 	default:
-		none(p, "event history is not served by this provider",
-		     "partition_key,run_id", "event_id");
+		p->access = FQL_ACCESS_HISTORY;
+		p->index = "flow_events_by_run";
+		p->source = "authoritative_log";
+		p->requires_hydration = true;
+		p->desc = q->norder > 0 && q->order[0].desc;
 		return;
 	}
 }
@@ -280,6 +318,8 @@ static const char *access_name(enum fql_access a)
 		return "index_range";
 	case FQL_ACCESS_COUNTER:
 		return "counter_read";
+	case FQL_ACCESS_HISTORY:
+		return "history_range";
 	default:
 		return "none";
 	}
@@ -319,10 +359,12 @@ void fql_plan_write(const struct fql_query *q, const struct fql_plan *p,
 	uint32_t ranges = 0;
 
 	if (p->access == FQL_ACCESS_RANGE) {
-		ranges = p->multi != NULL ? p->multi->nvals : 1;
+		ranges = (p->multi != NULL ? p->multi->nvals : 1) *
+		         (p->due ? FQL_PLAN_DUE_PRIORITIES : 1);
 	} else if (p->access == FQL_ACCESS_COUNTER) {
 		ranges = p->state != NULL ? p->state->nvals : 1;
-	} else if (p->access == FQL_ACCESS_POINT) {
+	} else if (p->access == FQL_ACCESS_POINT ||
+	           p->access == FQL_ACCESS_HISTORY) {
 		ranges = 1;
 	}
 	fsnp_w_map_begin(w);

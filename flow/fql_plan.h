@@ -25,13 +25,16 @@
  * (it then ends early with has_more and a cursor after the last entry
  * read, so a selective residual never turns into a long scan). */
 #define FQL_PLAN_SCAN_BUDGET 10000u
-/* At most this many ranges merged (an IN list on the range's key). */
-#define FQL_PLAN_MAX_RANGES FQL_MAX_IN_VALUES
+/* At most this many ranges merged: an IN list on the range's key, times
+ * the three priorities of the due index. */
+#define FQL_PLAN_DUE_PRIORITIES 3
+#define FQL_PLAN_MAX_RANGES (FQL_MAX_IN_VALUES * FQL_PLAN_DUE_PRIORITIES)
 
 enum fql_access {
 	FQL_ACCESS_POINT,   /* primary record by (partition, run id) */
 	FQL_ACCESS_RANGE,   /* ordered index range(s) */
 	FQL_ACCESS_COUNTER, /* exact counters */
+	FQL_ACCESS_HISTORY, /* a run's history events, by event id */
 	FQL_ACCESS_NONE,    /* no bounded plan */
 };
 
@@ -47,6 +50,12 @@ struct fql_plan {
 	 * (predicates whose values fill them, in key order; `multi` is the
 	 * one IN predicate whose values make one range each, or NULL). */
 	enum flow_ix_kind ix;
+	/* The range is the due index (partition, type, state, priority;
+	 * next_run_at_ms, which is the lease deadline of running flows):
+	 * one range per state and priority. */
+	bool due;
+	/* 0xA0 bits an index entry answers (a covering plan's fields). */
+	uint32_t covered;
 	uint32_t neq;
 	const struct fql_pred *eq[3];
 	const struct fql_pred *multi;

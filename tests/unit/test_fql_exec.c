@@ -111,6 +111,10 @@ static void s_create(struct w *w)
 	if (pick(w, 3) == 0) {
 		fb_str(&b, "parent_flow_id", "parent-1");
 	}
+	fb_int(&b, "priority", pick(w, 3));
+	if (pick(w, 2)) {
+		fb_int(&b, "run_at_ms", (int64_t)(w->now + pick(w, 50)));
+	}
 	run(w, FSNP_OP_FLOW_CREATE, &b, &r);
 	if (r.status == 0) {
 		w->part[i] = p;
@@ -204,7 +208,8 @@ static void step(struct w *w)
 struct mrec {
 	char id[16], part[8], type[8], state[16], corr[8], region[8];
 	bool has_corr, has_region, has_parent;
-	int64_t upd, version;
+	int64_t upd, version, next, lease;
+	bool has_next, has_lease;
 };
 
 static void copy(char *out, size_t cap, struct fsnp_bytes b)
@@ -254,6 +259,10 @@ static size_t model(struct w *w, struct mrec *out)
 			copy(m->region, sizeof m->region, reg.as.bin);
 		}
 		m->upd = r.i[RI_UPDATED_AT_MS];
+		m->has_next = r.i_set[RI_NEXT_RUN_AT_MS];
+		m->next = r.i[RI_NEXT_RUN_AT_MS];
+		m->has_lease = r.i_set[RI_LEASE_DEADLINE_MS];
+		m->lease = r.i[RI_LEASE_DEADLINE_MS];
 		m->version = r.i[RI_VERSION];
 		n++;
 	}
@@ -271,6 +280,7 @@ enum qk {
 	Q_REGION,
 	Q_PART_RESIDUAL,
 	Q_PART_RANGE,
+	Q_DUE,
 	Q_KINDS
 };
 
@@ -326,6 +336,14 @@ static void gen(struct w *w, struct spec *s, int64_t tmin, int64_t tmax)
 	case Q_PART_RESIDUAL:
 		snprintf(where, sizeof where, "type = '%s'", s->type);
 		break;
+	case Q_DUE:
+		/* the due index: running by lease deadline, queued by
+		 * next run */
+		s->states[0] = pick(w, 2) ? "running" : "queued";
+		s->nstates = 1;
+		snprintf(where, sizeof where, "type = '%s' AND state = '%s'",
+		         s->type, s->states[0]);
+		break;
 	case Q_PART_RANGE:
 		s->lo = tmin + (int64_t)pick(w, (unsigned)(tmax - tmin + 1));
 		s->hi = s->lo + (int64_t)pick(w, 200);
@@ -338,8 +356,12 @@ static void gen(struct w *w, struct spec *s, int64_t tmin, int64_t tmax)
 	}
 	snprintf(s->text, sizeof s->text,
 	         "FROM runs WHERE partition_key = '%s' AND %s ORDER BY "
-	         "updated_at_ms %s LIMIT %u RETURN RECORDS",
-	         s->part, where, s->desc ? "DESC" : "ASC", s->limit);
+	         "%s %s LIMIT %u RETURN RECORDS",
+	         s->part, where,
+	         s->kind != Q_DUE                       ? "updated_at_ms"
+	         : strcmp(s->states[0], "running") == 0 ? "lease_deadline_ms"
+	                                                : "next_run_at_ms",
+	         s->desc ? "DESC" : "ASC", s->limit);
 }
 
 static bool matches(const struct spec *s, const struct mrec *m)
@@ -348,6 +370,7 @@ static bool matches(const struct spec *s, const struct mrec *m)
 		return false;
 	}
 	switch (s->kind) {
+	case Q_DUE:
 	case Q_TYPE_STATE:
 	case Q_TERMINALS:
 		if (strcmp(m->type, s->type) != 0) {
@@ -372,16 +395,21 @@ static bool matches(const struct spec *s, const struct mrec *m)
 	}
 }
 
-/* Index order: updated_at_ms, then the id as the index key orders it
- * (length first, then bytes). */
-static bool desc_sort;
+/* Index order: the order field (updated_at_ms, or the due index's
+ * next_run_at_ms, which is a running flow's lease deadline), then the id
+ * as the index key orders it (length first, then bytes). */
+static bool desc_sort, due_sort;
+static int64_t okey(const struct mrec *m)
+{
+	return due_sort ? m->next : m->upd;
+}
 static int mcmp(const void *x, const void *y)
 {
 	const struct mrec *a = x, *b = y;
 	size_t la = strlen(a->id), lb = strlen(b->id);
-	int c = a->upd != b->upd ? (a->upd < b->upd ? -1 : 1)
-	        : la != lb       ? (la < lb ? -1 : 1)
-	                         : strcmp(a->id, b->id);
+	int c = okey(a) != okey(b) ? (okey(a) < okey(b) ? -1 : 1)
+	        : la != lb         ? (la < lb ? -1 : 1)
+	                           : strcmp(a->id, b->id);
 	return desc_sort ? -c : c;
 }
 
@@ -395,7 +423,16 @@ static size_t expected(const struct spec *s, const struct mrec *all, size_t n,
 		}
 	}
 	desc_sort = s->desc;
+	due_sort = s->kind == Q_DUE;
 	qsort(out, k, sizeof *out, mcmp);
+	for (size_t i = 0; due_sort && i < k; i++) {
+		/* running flows: the due order is the lease deadline */
+		assert_true(out[i].has_next);
+		if (strcmp(s->states[0], "running") == 0) {
+			assert_true(out[i].has_lease &&
+			            out[i].lease == out[i].next);
+		}
+	}
 	return k;
 }
 
@@ -502,6 +539,7 @@ static void check_queries(struct w *w, int nq)
 				assert_true(
 				    scanned <=
 				    (int64_t)(s.nstates ? s.nstates : 1) *
+				        (s.kind == Q_DUE ? 3 : 1) *
 				        (s.limit + 1));
 			}
 			if (rlen == 0) {
@@ -669,6 +707,87 @@ static void check_counts_and_points(struct w *w)
 	}
 }
 
+/* Event history pages (both directions, LIMIT 2, resumed) against
+ * FLOW.HISTORY's events. */
+static void check_history(struct w *w)
+{
+	for (int i = 0; i < NIDS; i += 3) {
+		char id[16], text[256], want[64][48], got[64][48];
+		size_t nw = 0;
+		struct fbody b;
+		struct freply r;
+		struct fsnp_iter it;
+		struct fsnp_val ev, eid;
+		const char *pk;
+		if (w->part[i] < 0) {
+			continue;
+		}
+		idstr(i, id);
+		pk = parts[w->part[i]];
+		fb_begin(&b);
+		fb_str(&b, "id", id);
+		with_part(w, &b, i);
+		run(w, FSNP_OP_FLOW_HISTORY, &b, &r);
+		assert_int_equal(r.status, 0);
+		fsnp_iter_init(&it, &r.v);
+		while (fsnp_iter_next(&it, NULL, &ev) && nw < 64) {
+			struct fsnp_iter jt;
+			fsnp_iter_init(&jt, &ev);
+			assert_true(fsnp_iter_next(&jt, NULL, &eid));
+			copy(want[nw++], 48, eid.as.bin);
+		}
+		freply_free(&r);
+		assert_true(nw >= 1);
+		for (int desc = 0; desc < 2; desc++) {
+			uint8_t resume[16];
+			size_t rlen = 0, ng = 0;
+			snprintf(
+			    text, sizeof text,
+			    "FROM events WHERE run_id = '%s'%s%s%s ORDER BY "
+			    "event_id %s LIMIT 2 RETURN RECORDS",
+			    id, pk[0] ? " AND partition_key = '" : "", pk,
+			    pk[0] ? "'" : "", desc ? "DESC" : "ASC");
+			for (int pg = 0; pg < 64; pg++) {
+				struct fsnp_val recs, rec, hm, rs, f;
+				fb_begin(&b);
+				fb_str(&b, "query", text);
+				if (rlen > 0) {
+					fb_key(&b, "resume");
+					fsnp_w_bin(&b.w, resume, rlen);
+				}
+				run(w, FSNP_OP_FLOW_QUERY, &b, &r);
+				assert_int_equal(r.status, 0);
+				recs = fr_get(&r.v, "records");
+				fsnp_iter_init(&it, &recs);
+				while (fsnp_iter_next(&it, NULL, &rec)) {
+					assert_true(ng < 64);
+					eid = fr_get(&rec, "event_id");
+					copy(got[ng++], 48, eid.as.bin);
+					f = fr_get(&rec, "fields");
+					assert_int_equal(f.tag, FSNP_MAP);
+				}
+				hm = fr_get(&r.v, "has_more");
+				rlen = 0;
+				if (hm.tag == FSNP_TRUE) {
+					rs = fr_get(&r.v, "resume");
+					assert_int_equal(rs.as.bin.len, 8);
+					memcpy(resume, rs.as.bin.ptr, 8);
+					rlen = 8;
+				}
+				freply_free(&r);
+				if (rlen == 0) {
+					break;
+				}
+			}
+			assert_int_equal(ng, nw);
+			for (size_t k = 0; k < nw; k++) {
+				assert_string_equal(
+				    got[k], want[desc ? nw - 1 - k : k]);
+			}
+		}
+	}
+}
+
 static void run_seed(uint64_t seed)
 {
 	struct w *w = calloc(1, sizeof *w);
@@ -683,6 +802,7 @@ static void run_seed(uint64_t seed)
 	}
 	check_queries(w, 120);
 	check_counts_and_points(w);
+	check_history(w);
 	check_live(w, 25);
 	tdb_close(&w->t);
 	free(w);

@@ -156,6 +156,23 @@ try {
     assert.deepEqual(cov.records.map((r) => text(r.id)), [...queued].reverse());
   });
 
+  await step("event history and the due index (lease deadlines)", async () => {
+    const h = await c.query(
+      "FROM events WHERE run_id = @id AND partition_key = @pk ORDER BY event_id DESC LIMIT 5 RETURN RECORDS",
+      { id: ids[0], pk });
+    assert.ok(h.records.length >= 1);
+    for (const r of h.records) {
+      assert.match(text(r.event_id), /^\d+-\d+$/);
+      assert.equal(typeof r.fields, "object");
+    }
+    const leased = await c.query(
+      "FROM runs WHERE partition_key = @pk AND type = @type AND state = 'running' " +
+      "AND lease_deadline_ms BETWEEN 0 AND 9007199254740991 ORDER BY lease_deadline_ms ASC LIMIT 10 RETURN RECORDS",
+      { pk, type });
+    assert.equal(leased.records.length, 2);
+    assert.ok(Number(leased.records[0].lease_deadline_ms) <= Number(leased.records[1].lease_deadline_ms));
+  });
+
   await step("explain() and explainAnalyze(): ferric.flow.explain/v1", async () => {
     const e = await c.explain(LIST, { pk, type, state: "queued" });
     assert.equal(e.status, "planned");

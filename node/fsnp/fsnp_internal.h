@@ -553,8 +553,7 @@ bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);
  * authorized, then answered (static EXPLAIN, an error) or run on the
  * partition's group (answered in fsnp_flow_query_done). Called from
  * fsnp_flow_start; answers through fsnp_exec_finish. */
-void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body,
-                           size_t len);
+void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len);
 /* The group's answer to a started query: the reply. */
 void fsnp_flow_query_done(struct fsnp_req *r, const uint8_t *body, size_t len,
                           int status, const uint8_t *res, size_t rlen);

@@ -1039,8 +1039,20 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 	}
 	fql_plan(q, &plan);
 	if (plan.access == FQL_ACCESS_NONE) {
-		fql_plan_diag(&plan, &d);
-		error_result(res, &d);
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "error");
+		fql_plan_error_write(q, &plan, &w);
+		fsnp_w_map_end(&w);
+		if (fsnp_w_finish(&w) == 0 && !b.oom) {
+			res_begin(res, STORE_OK);
+			sbuf_add(res, b.data, b.len);
+		} else {
+			res_error(res, STORE_ERR,
+			          "ERR Flow query engine failed");
+		}
+		wbuf_free(&b);
 		free(q);
 		return 0;
 	}

@@ -462,3 +462,76 @@ void fql_plan_write(const struct fql_query *q, const struct fql_plan *p,
 	wbuf_free(&b);
 	fsnp_w_map_end(w);
 }
+
+/* A field's name with metadata names as placeholders (they may be
+ * tenant data). */
+static const char *field_shape(const struct fql_field *f)
+{
+	switch (f->id) {
+	case FQL_F_ATTRIBUTE:
+		return "attribute.<name>";
+	case FQL_F_STATE_META_KEY:
+		return "state_meta.<state>.<name>";
+	case FQL_F_FIELD:
+		return "fields.<name>";
+	default:
+		return fql_field_name(f->id);
+	}
+}
+
+void fql_plan_error_write(const struct fql_query *q, const struct fql_plan *p,
+                          struct fsnp_writer *w)
+{
+	struct fql_diag d;
+	fql_plan_diag(p, &d);
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "code");
+	fsnp_w_str(w, fql_code_name(d.code));
+	fsnp_w_key(w, "message");
+	fsnp_w_str(w, fql_code_message(d.code));
+	fsnp_w_key(w, "retryable");
+	fsnp_w_bool(w, false);
+	fsnp_w_key(w, "safe_to_retry");
+	fsnp_w_bool(w, false);
+	fsnp_w_key(w, "retry_after_ms");
+	fsnp_w_i64(w, 0);
+	if (d.detail != NULL) {
+		fsnp_w_key(w, "detail");
+		fsnp_w_str(w, d.detail);
+	}
+	fsnp_w_key(w, "hint");
+	fsnp_w_str(w, d.hint);
+	fsnp_w_key(w, "context");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "predicates");
+	fsnp_w_array_begin(w);
+	for (uint32_t i = 0; i < q->npreds; i++) {
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "field");
+		fsnp_w_str(w, field_shape(&q->preds[i].field));
+		fsnp_w_key(w, "op");
+		fsnp_w_str(w, op_name(q->preds[i].op));
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "order");
+	fsnp_w_array_begin(w);
+	for (uint32_t i = 0; i < q->norder; i++) {
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "field");
+		fsnp_w_str(w, field_shape(&q->order[i].field));
+		fsnp_w_key(w, "direction");
+		fsnp_w_str(w, q->order[i].desc ? "desc" : "asc");
+		fsnp_w_map_end(w);
+	}
+	fsnp_w_array_end(w);
+	fsnp_w_key(w, "suggested_index");
+	fsnp_w_map_begin(w);
+	fsnp_w_key(w, "fields");
+	w_list(w, p->suggest_fields);
+	fsnp_w_key(w, "order");
+	w_list(w, p->suggest_order);
+	fsnp_w_map_end(w);
+	fsnp_w_map_end(w);
+	fsnp_w_map_end(w);
+}

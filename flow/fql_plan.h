@@ -86,6 +86,13 @@ void fql_plan(const struct fql_query *q, struct fql_plan *p);
  * the suggestion as hint). */
 void fql_plan_diag(const struct fql_plan *p, struct fql_diag *d);
 
+/* Writes the no-plan error map: the fixed query_no_bounded_plan code,
+ * message, retry flags, detail and hint, and a context of only redacted
+ * predicate shapes ({field, op}, metadata names as placeholders), the
+ * ordering and the suggested index layout ({fields, order}). */
+void fql_plan_error_write(const struct fql_query *q, const struct fql_plan *p,
+                          struct fsnp_writer *w);
+
 /* Writes the EXPLAIN plan map (`plan` of ferric.flow.explain/v1): shape,
  * access, index, source, requires_hydration, ranges, residual predicate
  * shapes, order, limit, projection, redacted query; value-free and

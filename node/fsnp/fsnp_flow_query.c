@@ -58,6 +58,18 @@ static void reply_diag(struct fsnp_req *r, const struct fql_diag *d)
 	fsnp_w_finish(&w);
 }
 
+/* query_no_bounded_plan with its redacted context. */
+static void reply_no_plan(struct fsnp_req *r, const struct prep *p)
+{
+	struct fsnp_writer w;
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	fsnp_w_status(&w, (uint16_t)fql_code_status(FQL_QUERY_NO_BOUNDED_PLAN));
+	fql_plan_error_write(p->q, &p->plan, &w);
+	fsnp_w_finish(&w);
+}
+
 static void busy(struct fsnp_req *r)
 {
 	fsnp_reply_error(r, FSNP_STATUS_BUSY, "busy", "BUSY out of memory",
@@ -334,7 +346,7 @@ void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len)
 		if (p.q->mode == FQL_EXPLAIN_ANALYZE) {
 			reply_explain(r, &p, "rejected", NULL, &p.d);
 		} else {
-			reply_diag(r, &p.d);
+			reply_no_plan(r, &p);
 		}
 		goto done;
 	}

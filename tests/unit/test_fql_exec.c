@@ -874,8 +874,21 @@ static void test_plans(void **state)
 	fsnp_w_init(&wa, &a);
 	fql_plan_write(q, &p, &wa);
 	fql_diag_write(&d, &wa);
+	fql_plan_error_write(q, &p, &wa);
 	assert_int_equal(fsnp_w_finish(&wa), 0);
 	assert_null(memmem(a.data, a.len, "secret-tenant", 13));
+	assert_non_null(memmem(a.data, a.len, "suggested_index", 15));
+	wbuf_free(&a);
+	/* The error's context names metadata fields only by placeholder. */
+	plan_of("FROM runs WHERE partition_key = 'p' AND attribute.secret_name "
+	        "= 'v' ORDER BY priority LIMIT 5 RETURN RECORDS",
+	        q, &p);
+	wbuf_init(&a);
+	fsnp_w_init(&wa, &a);
+	fql_plan_error_write(q, &p, &wa);
+	assert_int_equal(fsnp_w_finish(&wa), 0);
+	assert_null(memmem(a.data, a.len, "secret_name", 11));
+	assert_non_null(memmem(a.data, a.len, "attribute.<name>", 16));
 	wbuf_free(&a);
 
 	/* Counting needs a type. */

@@ -42,7 +42,9 @@ struct prep {
 	struct fql_query *q;
 	struct fql_plan plan;
 	struct fql_diag d;
-	struct fsnp_bytes part;
+	struct fsnp_bytes part; /* routing: the bound or auto partition */
+	struct fsnp_bytes id;   /* a point read's run id */
+	bool has_pk;
 	char buf[FLOW_AUTO_PARTITION_MAX];
 	uint8_t fp[FLOW_CURSOR_FP_BYTES];
 };
@@ -142,6 +144,8 @@ static int prep_init(struct prep *p, const uint8_t *body, size_t len)
 		                     &part, &plen);
 		p->part.ptr = part;
 		p->part.len = plen;
+		p->id = id;
+		p->has_pk = pk.ptr != NULL;
 	}
 	wbuf_init(&canon);
 	if (fql_exec_canonical(p->q, &canon) != 0) {
@@ -317,7 +321,9 @@ void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len)
 	struct fsnp_writer w;
 	struct wbuf b;
 	uint8_t *cmd = NULL;
-	size_t n = 0;
+	size_t n = 0, acl_len;
+	const uint8_t *acl_key;
+	char akey[24];
 
 	if (prep_init(&p, body, len) != 0) {
 		if (p.q == NULL && p.d.code == FQL_OK) {
@@ -327,7 +333,17 @@ void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len)
 		}
 		goto done;
 	}
-	if (!fsnp_acl_check_flow_query(r, p.part.ptr, p.part.len,
+	acl_key = p.part.ptr;
+	acl_len = p.part.len;
+	if (!p.has_pk) {
+		/* A point read's auto partition, named for ACLs as every
+		 * Flow command names it ("fa:<bucket>"). */
+		int kn = snprintf(akey, sizeof akey, "fa:%u",
+		                  flow_route_bucket(p.id.ptr, p.id.len));
+		acl_key = (const uint8_t *)akey;
+		acl_len = (size_t)kn;
+	}
+	if (!fsnp_acl_check_flow_query(r, acl_key, acl_len,
 	                               p.q->mode != FQL_EXECUTE,
 	                               p.q->mode == FQL_EXPLAIN_ANALYZE)) {
 		goto done;

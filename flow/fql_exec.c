@@ -41,7 +41,25 @@ struct run {
 	struct fsnp_bytes part;
 	uint64_t u[U_N];
 	struct fql_diag *d;
+	uint64_t deadline_ms; /* wall clock; 0: none */
 };
+
+/* Checked every 64 entries a page reads: past the request's deadline_ms
+ * the query stops with query_deadline_exceeded. */
+static bool past_deadline(struct run *x, uint64_t n)
+{
+	struct timespec ts;
+	if (x->deadline_ms == 0 || n % 64 != 63) {
+		return false;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if ((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u <
+	    x->deadline_ms) {
+		return false;
+	}
+	fql_diag_set(x->d, FQL_QUERY_DEADLINE_EXCEEDED, NULL, NULL);
+	return true;
+}
 
 static uint64_t mono_us(void)
 {
@@ -730,6 +748,10 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
 			has_more = true;
 			break;
 		}
+		if (past_deadline(x, consumed)) {
+			rv = -1;
+			goto out;
+		}
 		for (uint32_t i = 0; i < nr; i++) {
 			if (refill(x, &g[i], lo, hi, page) != 0) {
 				rv = -1;
@@ -909,6 +931,10 @@ static int run_history(struct run *x, const uint8_t *resume, size_t rlen,
 		}
 		x->u[U_ENTRIES]++;
 		x->u[U_BYTES] += kl + vl;
+		if (past_deadline(x, x->u[U_ENTRIES])) {
+			rv = -1;
+			break;
+		}
 		if (x->u[U_RESULTS] == (x->q->has_limit ? x->q->limit : 1)) {
 			has_more = true; /* the look-ahead event */
 			break;
@@ -1004,6 +1030,7 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 	uint64_t t0 = mono_us();
 	const uint8_t *resume = NULL;
 	size_t rlen = 0;
+	int64_t deadline = 0;
 	int rv;
 
 	memset(&d, 0, sizeof d);
@@ -1019,6 +1046,9 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 		return 0;
 	}
 	(void)fsnp_map_get(&map, "params", &params);
+	if (fsnp_map_get(&map, "deadline_ms", &rs) == 0) {
+		(void)fsnp_val_i64(&rs, &deadline);
+	}
 	if (fsnp_map_get(&map, "resume", &rs) == 0 && rs.tag == FSNP_BIN) {
 		if (!fql_exec_tail_ok(rs.as.bin.ptr, rs.as.bin.len)) {
 			fql_diag_set(&d, FQL_QUERY_CURSOR_INVALID,
@@ -1062,6 +1092,7 @@ int fql_exec_apply(struct tx *tx, const uint8_t *body, size_t len,
 	x.q = q;
 	x.p = &plan;
 	x.d = &d;
+	x.deadline_ms = deadline > 0 ? (uint64_t)deadline : 0;
 	{
 		struct fsnp_bytes id = {0}, pk = {0};
 		for (uint32_t i = 0; i < q->npreds; i++) {

@@ -2,11 +2,13 @@
  * group that holds its partition (the Flow store extension's read op,
  * opcode FLOW.QUERY), measuring what it reads.
  *
- * The command body is {query, params?, resume?} where `resume` is the
- * index tail (u64 order, u32 id length, id) after which a page continues
- * (the FSNP layer takes it out of a verified cursor). The group parses
- * and binds the same text again (pure, so the same prepared query), plans
- * it and answers one internal map:
+ * The command body is {query, params?, resume?, deadline_ms?} where
+ * `resume` is the index tail (u64 order, u32 id length, id), or a history
+ * event's u64 version, after which a page continues (the FSNP layer takes
+ * it out of a verified cursor), and `deadline_ms` the request's wall-clock
+ * deadline (a page past it stops with query_deadline_exceeded). The group
+ * parses and binds the same text again (pure, so the same prepared query),
+ * plans it and answers one internal map:
  *
  *   {kind: "records", records: [record maps], has_more, resume: bin|nil,
  *    usage: {...}}

@@ -45,6 +45,7 @@ struct prep {
 	struct fsnp_bytes part; /* routing: the bound or auto partition */
 	struct fsnp_bytes id;   /* a point read's run id */
 	bool has_pk;
+	int64_t deadline_ms; /* the request's, wall clock ms; 0 none */
 	char buf[FLOW_AUTO_PARTITION_MAX];
 	uint8_t fp[FLOW_CURSOR_FP_BYTES];
 };
@@ -88,7 +89,7 @@ static void prep_free(struct prep *p)
  * memory). */
 static int prep_init(struct prep *p, const uint8_t *body, size_t len)
 {
-	struct fsnp_val v;
+	struct fsnp_val v, dv;
 	struct wbuf canon;
 	memset(p, 0, sizeof *p);
 	p->params.tag = FSNP_NIL;
@@ -113,6 +114,12 @@ static int prep_init(struct prep *p, const uint8_t *body, size_t len)
 		return -1;
 	}
 	(void)fsnp_map_get(&p->body, "params", &p->params);
+	if (fsnp_map_get(&p->body, "deadline_ms", &dv) == 0 &&
+	    fsnp_val_i64(&dv, &p->deadline_ms) != 0) {
+		fql_diag_set(&p->d, FQL_INVALID_PARAMETERS,
+		             "deadline_ms must be an integer", NULL);
+		return -1;
+	}
 	p->q = malloc(sizeof *p->q);
 	if (p->q == NULL) {
 		return -1;
@@ -306,6 +313,10 @@ static void add_group_body(struct fsnp_writer *w, const struct prep *p,
 		fsnp_w_key(w, "resume");
 		fsnp_w_bin(w, resume, rlen);
 	}
+	if (p->deadline_ms > 0) {
+		fsnp_w_key(w, "deadline_ms");
+		fsnp_w_i64(w, p->deadline_ms);
+	}
 	fsnp_w_map_end(w);
 }
 
@@ -346,6 +357,12 @@ void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len)
 	if (!fsnp_acl_check_flow_query(r, acl_key, acl_len,
 	                               p.q->mode != FQL_EXECUTE,
 	                               p.q->mode == FQL_EXPLAIN_ANALYZE)) {
+		goto done;
+	}
+	if (p.deadline_ms > 0 &&
+	    (uint64_t)p.deadline_ms <= fsnp_now_ms(r->srv)) {
+		fql_diag_set(&p.d, FQL_QUERY_DEADLINE_EXCEEDED, NULL, NULL);
+		reply_diag(r, &p.d);
 		goto done;
 	}
 	if (p.q->mode == FQL_EXPLAIN) {

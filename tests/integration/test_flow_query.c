@@ -6,7 +6,7 @@
  * the new leader (0x0231), to the end: every flow once, in updated_at_ms
  * order. Also: a count and a point read through a follower, EXPLAIN
  * answered on any node without storage, a forged cursor refused with
- * query_cursor_invalid. */
+ * query_cursor_invalid, a past deadline with query_deadline_exceeded. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -320,6 +320,16 @@ static void test_cursor_across_leader_change(void **state)
 		assert_int_equal(fsnp_map_get(&m.value, "records", &recs), 0);
 		assert_int_equal(recs.as.count, 1);
 	}
+	ftc_msg_free(&m);
+
+	/* A deadline already past. */
+	ftc_body(&b, "version=s query=s deadline_ms=i", "FQL1",
+	         "FROM runs WHERE partition_key = 'tq-tenant' AND run_id = "
+	         "'fq-03' RETURN RECORD",
+	         (int64_t)1);
+	m = callb(&c, FSNP_OP_FLOW_QUERY, &b);
+	assert_int_equal(m.status, 6);
+	assert_true(ftc_map_str(&m.value, "code", "query_deadline_exceeded"));
 	ftc_msg_free(&m);
 
 	/* A forged cursor. */

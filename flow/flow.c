@@ -13,6 +13,7 @@
 #include "flow/flow_schedule.h"
 #include "flow/flow_sweep.h"
 #include "flow/flow_wait.h"
+#include "flow/fql_exec.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -56,6 +57,7 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_STATS:
 	case FSNP_OP_FLOW_ATTRIBUTES:
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+	case FSNP_OP_FLOW_QUERY:
 		return true;
 	case FSNP_OP_FLOW_SCHEDULE_CREATE:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
@@ -84,6 +86,7 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
 	case FSNP_OP_FLOW_SCHEDULE_LIST:
+	case FSNP_OP_FLOW_QUERY:
 		return true;
 	default:
 		return flow_gov_is_read(opcode);
@@ -137,7 +140,10 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 		                 "ERR native unsupported flow opcode 0x%04x",
 		                 opcode);
 	}
-	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
+	/* FLOW.QUERY bodies are checked by the FQL1 parser and binder
+	 * (flow/fql_exec.h); everything else by the Flow body decoder. */
+	if (opcode != FSNP_OP_FLOW_QUERY &&
+	    flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
 		return -1;
 	}
 	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
@@ -368,6 +374,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR native unsupported flow opcode");
 		return 0;
+	}
+	if (c.opcode == FSNP_OP_FLOW_QUERY) {
+		return fql_exec_apply(tx, c.body, c.body_len, res);
 	}
 	if (flow_gov_opcode(c.opcode)) {
 		return flow_gov_apply(tx, c.opcode, c.body, c.body_len,

@@ -20,8 +20,10 @@ flow_libflow_a_SOURCES = \
 	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \
 	flow/flow_gov_approval.c \
 	flow/fql_error.c flow/fql_error.h \
+	flow/fql_exec.c flow/fql_exec.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \
+	flow/fql_plan.c flow/fql_plan.h \
 	flow/fql_print.c flow/fql_print.h \
 	flow/fql_shape.c flow/fql_shape.h \
 	flow/tz.c flow/tz.h \
@@ -48,6 +50,11 @@ UNIT_TESTS += tests/unit/test_flow_overview
 tests_unit_test_flow_overview_SOURCES = tests/unit/test_flow_overview.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_overview_LDADD = $(FLOW_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_fql_exec
+tests_unit_test_fql_exec_SOURCES = tests/unit/test_fql_exec.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_fql_exec_LDADD = $(FLOW_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_flow_model
 tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \

@@ -1287,6 +1287,11 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 {
 	struct fsnp_req *r = op->req;
 	struct fsnp_flow *f = r->flow;
+	if (f->opcode == FSNP_OP_FLOW_QUERY) {
+		r->pending = 0;
+		fsnp_flow_query_done(r, f->body, f->len, status, result, len);
+		return;
+	}
 	switch (f->kind) {
 	case FK_ONE:
 		r->pending = 0;
@@ -2713,6 +2718,11 @@ void fsnp_flow_start(struct fsnp_req *r)
 	size_t plen;
 	uint32_t group;
 
+	if (opcode == FSNP_OP_FLOW_QUERY) {
+		free(req);
+		fsnp_flow_query_start(r, f->body, f->len);
+		return;
+	}
 	if (req == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);
@@ -3299,6 +3309,9 @@ int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
 	struct wbuf b;
 	char msg[128];
 	int rv;
+	if (opcode == FSNP_OP_FLOW_QUERY) {
+		return fsnp_flow_query_prepare_args(r, args);
+	}
 	wbuf_init(&b);
 	if (ce_body(opcode, args, &b, msg, sizeof msg) != 0 || b.oom) {
 		if (b.oom) {

@@ -362,7 +362,9 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 	}
 	o.free -= grant;
 	shard = x->shard_id;
-	qsort(o.leases, o.n, sizeof *o.leases, lease_cmp);
+	if (o.n > 1) {
+		qsort(o.leases, o.n, sizeof *o.leases, lease_cmp);
+	}
 	x = owner_lease(&o, shard);
 	owner_save(g, &o);
 	if (limit_event(g, &o, "limit_leased", grant, NULL) != 0) {

@@ -388,8 +388,12 @@ static int overview(struct tx *tx, uint32_t max, struct fsnp_writer *w)
 	if (rv != 0) {
 		goto out;
 	}
-	qsort(fc.v, fc.n, sizeof *fc.v, cmp_desc);
-	qsort(stuck.v, stuck.n, sizeof *stuck.v, cmp_asc);
+	if (fc.n > 1) {
+		qsort(fc.v, fc.n, sizeof *fc.v, cmp_desc);
+	}
+	if (stuck.n > 1) {
+		qsort(stuck.v, stuck.n, sizeof *stuck.v, cmp_asc);
+	}
 
 	fsnp_w_map_begin(w);
 	fsnp_w_key(w, "now_ms");

@@ -210,7 +210,9 @@ static json_t *sort_cut(json_t *arr, int (*cmp)(const void *, const void *),
 	for (size_t i = 0; i < n; i++) {
 		v[i] = json_array_get(arr, i);
 	}
-	qsort(v, n, sizeof *v, cmp);
+	if (n > 1) {
+		qsort(v, n, sizeof *v, cmp);
+	}
 	for (size_t i = 0; i < n && i < limit; i++) {
 		json_array_append(out, v[i]);
 	}

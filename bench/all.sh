@@ -2,7 +2,8 @@
 # all.sh: every benchmark script behind docs/benchmarks.md, in order, each
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
 # interleaved SET and GET rounds against Redis, the Felix and Flow rows,
-# 3 nodes with and without internal mTLS, the CPU-quota cluster comparison
+# the FLOW.QUERY rows, 3 nodes with and without internal mTLS, the CPU-quota
+# cluster comparison
 # (as root) and latency under load. Run on an otherwise idle machine; each
 # step's time is printed (docs/benchmarks.md "Reproducing" has what is
 # known of the runtime).
@@ -31,6 +32,7 @@ SECS=6 step "$D/felix-1node.sh" "--batch 64 --size 1024 --fanout 1" \
 	"--mode latency --batch 1 --size 1024 --fanout 1"
 step "$D/flow-1node.sh" "-c 50 -n 20000" "-c 50 -n 20000 --auto"
 step "$D/flow-3node.sh" "-c 50 -n 20000"
+step "$D/flow-query-1node.sh"
 step "$D/kv-mtls.sh" 2
 if [ "$(id -u)" -eq 0 ] && [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then
 	step "$D/cluster-quota.sh"

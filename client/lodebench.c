@@ -16,6 +16,8 @@ static const struct family families[] = {
      "Felix publish throughput, latency and fan-out over QUIC"},
     {"flow", lodebench_flow_main,
      "FerricFlow create/claim/complete cycles per second, claim latency"},
+    {"flow-query", lodebench_flow_query_main,
+     "FLOW.QUERY point reads and LIMIT 50 pages: queries/s, latency, cost"},
     {"kv", lodebench_kv_main,
      "FSNP GET/SET ops/s and latency (redis-benchmark style)"},
 };

@@ -10,5 +10,6 @@ typedef int (*lodebench_family_fn)(int argc, char **argv);
 int lodebench_felix_main(int argc, char **argv);
 int lodebench_kv_main(int argc, char **argv);
 int lodebench_flow_main(int argc, char **argv);
+int lodebench_flow_query_main(int argc, char **argv);
 
 #endif

@@ -58,6 +58,11 @@ void lodectl_flow_schedule_usage(FILE *f);
 int lodectl_flow_governance_main(const struct lodectl_global *g, int argc,
                                  char **argv);
 void lodectl_flow_governance_usage(FILE *f);
+/* `lodectl flow query` (client/lodectl_flow_query.c); argv[0] is
+ * "query". */
+int lodectl_flow_query_main(const struct lodectl_global *g, int argc,
+                            char **argv);
+void lodectl_flow_query_usage(FILE *f);
 int lodectl_felix_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_stream_main(const struct lodectl_global *g, int argc, char **argv);
 int lodectl_cache_main(const struct lodectl_global *g, int argc, char **argv);

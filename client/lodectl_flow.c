@@ -32,6 +32,8 @@ static void flow_usage(FILE *f)
 	        "  cancel ID FENCING [--lease-token T] [--reason TEXT]\n"
 	        "  extend ID LEASE_TOKEN FENCING [--lease-ms N]\n"
 	        "  history ID [--count N] [--rev]\n"
+	        "  query 'FQL1 QUERY' [--param NAME=VALUE] [--int NAME=N] "
+	        "[--cursor TOKEN]\n"
 	        "  schedule SUBCOMMAND ...  (lodectl flow schedule help)\n"
 	        "  governance OBJECT VERB ...  (lodectl flow governance "
 	        "help)\n\n"
@@ -283,6 +285,9 @@ int lodectl_flow_main(const struct lodectl_global *g, int argc, char **argv)
 	}
 	if (strcmp(argv[1], "governance") == 0) {
 		return lodectl_flow_governance_main(g, argc - 1, argv + 1);
+	}
+	if (strcmp(argv[1], "query") == 0) {
+		return lodectl_flow_query_main(g, argc - 1, argv + 1);
 	}
 	for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
 		if (strcmp(argv[1], subs[k].name) == 0) {

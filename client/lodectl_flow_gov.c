@@ -29,7 +29,9 @@ void lodectl_flow_governance_usage(FILE *f)
 	       "RESERVATION_ID...\n"
 	       "  approval get ID | list [--status S] [--flow-id F] | request "
 	       "ID FLOW_ID SCOPE\n"
-	       "           [--timeout-ms MS] [--requested-by W] | approve ID "
+	       "           [--timeout-ms MS] [--requested-by W] [--wait-state "
+	       "S --transition-to S\n"
+	       "           [--exhaust-to S] [--pk FLOW_PK]] | approve ID "
 	       "APPROVER | reject ID APPROVER\n"
 	       "  circuit get SCOPE | open SCOPE [--open-ms MS] "
 	       "[--failure-threshold N] | close SCOPE\n"
@@ -153,6 +155,9 @@ static const struct {
     {"--to-ms", "to_ms", true},
     {"--ttl-ms", "ttl_ms", true},
     {"--now", "now_ms", true},
+    {"--wait-state", "wait_state", false},
+    {"--transition-to", "transition_to", false},
+    {"--exhaust-to", "exhaust_to", false},
 };
 
 static int put(struct fsnp_writer *w, const char *key, const char *v,

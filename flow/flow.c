@@ -8,10 +8,12 @@
 
 #include "flow/flow_gov.h"
 #include "flow/flow_ops.h"
+#include "flow/flow_overview.h"
 #include "flow/flow_record.h"
 #include "flow/flow_schedule.h"
 #include "flow/flow_sweep.h"
 #include "flow/flow_wait.h"
+#include "flow/fql_exec.h"
 #include "wire/flow_route.h"
 #include "store/command.h"
 #include "store/ext.h"
@@ -55,6 +57,7 @@ bool flow_opcode_supported(uint16_t opcode)
 	case FSNP_OP_FLOW_STATS:
 	case FSNP_OP_FLOW_ATTRIBUTES:
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
+	case FSNP_OP_FLOW_QUERY:
 		return true;
 	case FSNP_OP_FLOW_SCHEDULE_CREATE:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
@@ -83,6 +86,7 @@ bool flow_opcode_is_read(uint16_t opcode)
 	case FSNP_OP_FLOW_ATTRIBUTE_VALUES:
 	case FSNP_OP_FLOW_SCHEDULE_GET:
 	case FSNP_OP_FLOW_SCHEDULE_LIST:
+	case FSNP_OP_FLOW_QUERY:
 		return true;
 	default:
 		return flow_gov_is_read(opcode);
@@ -136,7 +140,10 @@ int flow_cmd_encode(uint16_t opcode, const uint8_t *body, size_t len,
 		                 "ERR native unsupported flow opcode 0x%04x",
 		                 opcode);
 	}
-	if (flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
+	/* FLOW.QUERY bodies are checked by the FQL1 parser and binder
+	 * (flow/fql_exec.h); everything else by the Flow body decoder. */
+	if (opcode != FSNP_OP_FLOW_QUERY &&
+	    flow_body_decode_bytes(opcode, body, len, &req, err) != 0) {
 		return -1;
 	}
 	return cmd_wrap(opcode, body, len, meta, out, out_len, err);
@@ -330,7 +337,8 @@ void flow_changes_notify(struct fctx *c, uint16_t opcode)
 static bool flow_is_read(uint8_t op)
 {
 	return op == FLOW_STORE_OP_READ || op == FLOW_STORE_OP_PEEK ||
-	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE;
+	       op == FLOW_STORE_OP_SWEEP_SCAN || op == FLOW_STORE_OP_NEXT_DUE ||
+	       op == FLOW_STORE_OP_OVERVIEW;
 }
 
 static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
@@ -353,6 +361,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 	if (len >= 2 && cmd[1] == FLOW_STORE_OP_NEXT_DUE) {
 		return flow_wait_apply(tx, cmd, len, res);
 	}
+	if (len >= 2 && cmd[1] == FLOW_STORE_OP_OVERVIEW) {
+		return flow_overview_apply(tx, cmd, len, res);
+	}
 	if (flow_cmd_decode(cmd, len, &c, &msg) != 0) {
 		char text[128];
 		snprintf(text, sizeof text, "ERR %s", msg);
@@ -363,6 +374,9 @@ static int flow_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		res_error(res, STORE_BAD_COMMAND,
 		          "ERR native unsupported flow opcode");
 		return 0;
+	}
+	if (c.opcode == FSNP_OP_FLOW_QUERY) {
+		return fql_exec_apply(tx, c.body, c.body_len, res);
 	}
 	if (flow_gov_opcode(c.opcode)) {
 		return flow_gov_apply(tx, c.opcode, c.body, c.body_len,

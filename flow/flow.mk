@@ -10,6 +10,7 @@ flow_libflow_a_SOURCES = \
 	flow/flow_children.c flow/flow_children.h \
 	flow/flow_index.c flow/flow_index.h \
 	flow/flow_stats.c flow/flow_stats.h \
+	flow/flow_overview.c flow/flow_overview.h \
 	flow/flow_cursor.c flow/flow_cursor.h \
 	flow/flow_ops.c flow/flow_ops.h \
 	flow/flow_sweep.c flow/flow_sweep.h \
@@ -19,8 +20,10 @@ flow_libflow_a_SOURCES = \
 	flow/flow_gov_budget.c flow/flow_gov_limit.c flow/flow_gov_effect.c \
 	flow/flow_gov_approval.c \
 	flow/fql_error.c flow/fql_error.h \
+	flow/fql_exec.c flow/fql_exec.h \
 	flow/fql_lex.c flow/fql_lex.h \
 	flow/fql_parse.c flow/fql_parse.h \
+	flow/fql_plan.c flow/fql_plan.h \
 	flow/fql_print.c flow/fql_print.h \
 	flow/fql_shape.c flow/fql_shape.h \
 	flow/tz.c flow/tz.h \
@@ -42,6 +45,16 @@ UNIT_TESTS += tests/unit/test_flow_index
 tests_unit_test_flow_index_SOURCES = tests/unit/test_flow_index.c \
 	$(FLOW_TEST_UTIL)
 tests_unit_test_flow_index_LDADD = $(FLOW_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_flow_overview
+tests_unit_test_flow_overview_SOURCES = tests/unit/test_flow_overview.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_flow_overview_LDADD = $(FLOW_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_fql_exec
+tests_unit_test_fql_exec_SOURCES = tests/unit/test_fql_exec.c \
+	$(FLOW_TEST_UTIL)
+tests_unit_test_fql_exec_LDADD = $(FLOW_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_flow_model
 tests_unit_test_flow_model_SOURCES = tests/unit/test_flow_model.c \

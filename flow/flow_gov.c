@@ -375,6 +375,23 @@ struct fsnp_bytes gov_flow_part(struct gctx *g, struct fsnp_bytes id)
 	return out;
 }
 
+bool flow_gov_flow_prefix(struct sbuf *k, uint32_t group, unsigned i,
+                          struct fsnp_bytes part, struct fsnp_bytes id)
+{
+	static const uint8_t kinds[] = {GK_EFFECT, GK_LEDGER, GK_LEDGER_META};
+
+	if (i >= sizeof kinds) {
+		return false;
+	}
+	sbuf_reset(k);
+	sbuf_u32(k, group);
+	sbuf_u8(k, K_FLOW_GOV);
+	sbuf_u8(k, kinds[i]);
+	sbuf_lbytes(k, part.ptr, part.len);
+	sbuf_lbytes(k, id.ptr, id.len);
+	return true;
+}
+
 struct fsnp_bytes gov_auto_part(struct gctx *g, struct fsnp_bytes id)
 {
 	char buf[FLOW_AUTO_PARTITION_MAX];
@@ -639,6 +656,12 @@ static int run(struct gctx *g, struct flow_err *err)
 		return gov_circuit_set(g, false, err);
 	case FSNP_OP_FLOW_CIRCUIT_GET:
 		return gov_circuit_get(g, err);
+	case FLOW_GOV_OP_CIRCUIT_COUNT:
+		return gov_circuit_count(g, err);
+	case FLOW_GOV_OP_LIMIT_CLAIM:
+		return gov_limit_claim(g, err);
+	case FLOW_GOV_OP_LIMIT_RETURN:
+		return gov_limit_return(g, err);
 	case FSNP_OP_FLOW_BUDGET_RESERVE:
 		return gov_budget_reserve(g, err);
 	case FSNP_OP_FLOW_BUDGET_COMMIT:

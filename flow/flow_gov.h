@@ -24,6 +24,24 @@
 
 struct tx;
 
+/* An internal governance command, proposed by the FSNP layer and never
+ * accepted from a client (no wire name): CIRCUIT.COUNT {scope, kind} in
+ * the circuit's group, kind "admit" (a reservation in another group asks
+ * to pass: refused when open or when half-open probes are all out,
+ * else a half-open probe is counted), "unadmit" (that reservation was not
+ * made: the probe is given back), "success" or "failure" (a settled
+ * effect's outcome). docs/flow.md "Circuits, and the two-step check". */
+#define FLOW_GOV_OP_CIRCUIT_COUNT 0x02FE
+
+/* Internal too: CLAIM_DUE admission through a limit (governance_limit_scope
+ * + governance_shard_id; docs/flow.md "Claim admission"). LIMIT.CLAIM
+ * {scope, shard_id, items: [{id, partition_key, reservation_id}],
+ * reservation_ids} records the credit each claimed flow holds and gives
+ * back the unused ones; LIMIT.RETURN {scope, shard_id, id, partition_key}
+ * gives back the credit a settled flow holds. */
+#define FLOW_GOV_OP_LIMIT_CLAIM 0x02FC
+#define FLOW_GOV_OP_LIMIT_RETURN 0x02FD
+
 /* Read-only governance opcodes (served by store_read). */
 bool flow_gov_is_read(uint16_t opcode);
 
@@ -44,6 +62,14 @@ void flow_gov_partition(const struct flow_req *req, char *buf,
  * ledger event, an approval that expired), or -1 on an I/O failure. */
 int flow_gov_apply(struct tx *tx, uint16_t opcode, const uint8_t *body,
                    size_t len, uint64_t skew, uint64_t seed, struct sbuf *res);
+
+/* The key prefixes of what a flow owns in governance (its effects, its
+ * ledger events and the ledger's counter), i = 0, 1, 2: writes prefix i
+ * of flow (part, id) in `group` into `k` and returns true, or false past
+ * the last. RETENTION_CLEANUP deletes them with the flow, as the
+ * reference does. */
+bool flow_gov_flow_prefix(struct sbuf *k, uint32_t group, unsigned i,
+                          struct fsnp_bytes part, struct fsnp_bytes id);
 
 /* Merges the replies of every group for a fanned-out listing opcode
  * (values[i], n of them) into one reply written to `w`, honouring the

@@ -1,12 +1,19 @@
 /* Governance approvals (reference/flow.md 6.3, 6.4): pending until one
  * decision; a decision at or after expires_at_ms stores `expired` and is
- * refused. Listing filters by status, scope, partition key and flow id. */
+ * refused. Listing filters by status, scope, partition key and flow id.
+ * An approval may name how its flow waits (`wait_state`, and the states a
+ * decision moves it to); the record keeps them and the FSNP layer wakes
+ * the flow after the decision (docs/flow.md "Approvals"). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flow/flow_gov_internal.h"
+#include "flow/flow_ops.h"
+#include "flow/flow_record.h"
+#include "wire/flow_route.h"
+#include "wire/fsnp_opcode.h"
 #include "store/ext.h"
 
 #define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
@@ -17,6 +24,8 @@ struct approval {
 	bool exists;
 	struct fsnp_bytes id, flow_id, scope, requested_by, policy_hash, status,
 	    decided_by;
+	/* the flow's wake: absent (empty) unless the request named them */
+	struct fsnp_bytes flow_pk, wait_state, transition_to, exhaust_to;
 	int64_t requested_at_ms, expires_at_ms, decided_at_ms;
 	bool has_expires, has_decided, has_reason, has_dreason, has_assignees,
 	    has_pv;
@@ -42,6 +51,33 @@ static void approval_from(struct approval *a, const struct fsnp_val *m)
 	a->has_dreason = gov_mv(m, "decision_reason", &a->decision_reason);
 	a->has_assignees = gov_mv(m, "assignees", &a->assignees);
 	a->has_pv = gov_mv(m, "policy_version", &a->policy_version);
+	a->flow_pk = gov_mt(m, "partition_key");
+	a->wait_state = gov_mt(m, "wait_state");
+	a->transition_to = gov_mt(m, "transition_to");
+	a->exhaust_to = gov_mt(m, "exhaust_to");
+}
+
+/* The wake keys, written only when set so that an approval requested as
+ * the reference does reads exactly as the reference's. */
+static void approval_write_wake(struct fsnp_writer *w, const struct approval *a,
+                                bool flow_id)
+{
+	if (a->wait_state.len == 0) {
+		return;
+	}
+	if (flow_id) {
+		gov_wt(w, "flow_id", a->flow_id);
+	}
+	if (a->flow_pk.len > 0) {
+		gov_wt(w, "partition_key", a->flow_pk);
+	}
+	gov_wt(w, "wait_state", a->wait_state);
+	if (a->transition_to.len > 0) {
+		gov_wt(w, "transition_to", a->transition_to);
+	}
+	if (a->exhaust_to.len > 0) {
+		gov_wt(w, "exhaust_to", a->exhaust_to);
+	}
 }
 
 static void approval_write(struct fsnp_writer *w, const struct approval *a)
@@ -68,6 +104,7 @@ static void approval_write(struct fsnp_writer *w, const struct approval *a)
 	gov_wi_opt(w, "decided_at_ms", a->has_decided, a->decided_at_ms);
 	gov_wv(w, "decision_reason",
 	       a->has_dreason ? &a->decision_reason : NULL);
+	approval_write_wake(w, a, false);
 	fsnp_w_map_end(w);
 }
 
@@ -134,8 +171,56 @@ static int approval_conflict(struct gctx *g, const struct approval *a,
 	gov_wt(d, "status", a->status);
 	fsnp_w_key(d, "policy");
 	fsnp_w_str(d, "approval");
+	/* a repeated decision wakes the flow again (its first wake may
+	 * have been lost) */
+	approval_write_wake(d, a, true);
 	gov_deny_end(g);
 	return GOV_ERR;
+}
+
+/* A target state of a wake: SIGNAL moves a flow to neither running nor a
+ * terminal state. */
+static int wake_target(const struct gov_opt *o, const char *name,
+                       struct flow_err *err)
+{
+	if (o != NULL &&
+	    (fsnp_bytes_eq(o->t, "running") || frec_terminal_state(o->t))) {
+		return E1("ERR flow approval %s cannot be running or a "
+		          "terminal state",
+		          name);
+	}
+	return 0;
+}
+
+/* `wait_state` names the state the flow waits in; `transition_to` (where
+ * APPROVE moves it) comes with it; `exhaust_to` (where REJECT moves it)
+ * may. */
+static int wake_check(struct gctx *g, struct flow_err *err)
+{
+	const struct gov_opt *ws = GO(g, GF_WAIT_STATE);
+	const struct gov_opt *tt = GO(g, GF_TRANSITION_TO);
+	const struct gov_opt *ex = GO(g, GF_EXHAUST_TO);
+
+	if (ws == NULL) {
+		if (tt != NULL || ex != NULL) {
+			return E1("ERR flow approval transition_to and "
+			          "exhaust_to require wait_state");
+		}
+		return 0;
+	}
+	if (tt == NULL) {
+		return E1("ERR flow approval wait_state requires "
+		          "transition_to");
+	}
+	if (fsnp_bytes_eq(ws->t, "running") || frec_terminal_state(ws->t)) {
+		return E1("ERR flow approval wait_state cannot be running or "
+		          "a terminal state");
+	}
+	if (wake_target(tt, "transition_to", err) != 0 ||
+	    wake_target(ex, "exhaust_to", err) != 0) {
+		return GOV_ERR;
+	}
+	return 0;
 }
 
 int gov_approval_request(struct gctx *g, struct flow_err *err)
@@ -160,6 +245,9 @@ int gov_approval_request(struct gctx *g, struct flow_err *err)
 	if (ex != NULL && ex->i <= (int64_t)now) {
 		return E1("ERR flow approval expires_at_ms must be greater "
 		          "than now_ms");
+	}
+	if (wake_check(g, err) != 0) {
+		return GOV_ERR;
 	}
 	if (as != NULL) {
 		struct fsnp_iter it, it2;
@@ -214,6 +302,16 @@ int gov_approval_request(struct gctx *g, struct flow_err *err)
 		a.has_assignees = true;
 		a.assignees = as->v;
 	}
+	if (GO(g, GF_WAIT_STATE) != NULL) {
+		a.wait_state = GO(g, GF_WAIT_STATE)->t;
+		a.transition_to = GO(g, GF_TRANSITION_TO)->t;
+		if (GO(g, GF_PARTITION_KEY) != NULL) {
+			a.flow_pk = GO(g, GF_PARTITION_KEY)->t;
+		}
+		if (GO(g, GF_EXHAUST_TO) != NULL) {
+			a.exhaust_to = GO(g, GF_EXHAUST_TO)->t;
+		}
+	}
 	if (to != NULL) {
 		a.has_expires = true;
 		a.expires_at_ms = (int64_t)now + to->i;
@@ -227,6 +325,62 @@ int gov_approval_request(struct gctx *g, struct flow_err *err)
 	}
 	approval_write(g->w, &a);
 	return 0;
+}
+
+/* The decision's wake when the flow lives in this group too: the same
+ * FLOW.SIGNAL {id, partition_key, signal, if_state: wait_state,
+ * transition_to} the FSNP layer sends otherwise, run in this apply. A
+ * flow not here, or not in wait_state, is left alone. 0, or -1 on an I/O
+ * failure. */
+static int wake_here(struct gctx *g, const struct approval *a, bool approve)
+{
+	struct fsnp_bytes to = approve ? a->transition_to : a->exhaust_to;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *p;
+	size_t n;
+	struct fsnp_bytes part;
+	struct frec rec;
+	struct flow_req req;
+	struct flow_err ferr;
+	struct fsnp_writer w;
+	struct wbuf body, out;
+	int rv;
+
+	if (a->wait_state.len == 0 || to.len == 0 || !g->c->write) {
+		return 0;
+	}
+	flow_route_partition(a->flow_id.ptr, a->flow_id.len,
+	                     a->flow_pk.len > 0 ? a->flow_pk.ptr : NULL,
+	                     a->flow_pk.len, buf, &p, &n);
+	part.ptr = fctx_dup(g->c, p, n);
+	part.len = n;
+	if ((rv = frec_load(g->c, part, a->flow_id, &rec)) != 1) {
+		return rv < 0 ? -1 : 0;
+	}
+	wbuf_init(&body);
+	fsnp_w_init(&w, &body);
+	fsnp_w_map_begin(&w);
+	gov_wt(&w, "id", a->flow_id);
+	if (a->flow_pk.len > 0) {
+		gov_wt(&w, "partition_key", a->flow_pk);
+	}
+	fsnp_w_key(&w, "signal");
+	fsnp_w_str(&w, approve ? "approval_approved" : "approval_rejected");
+	gov_wt(&w, "if_state", a->wait_state);
+	gov_wt(&w, "transition_to", to);
+	fsnp_w_map_end(&w);
+	fsnp_w_finish(&w);
+	rv = 0;
+	if (!body.oom && flow_body_decode_bytes(FSNP_OP_FLOW_SIGNAL, body.data,
+	                                        body.len, &req, &ferr) == 0) {
+		wbuf_init(&out);
+		fsnp_w_init(&w, &out);
+		/* a refusal (not waiting any more) writes nothing */
+		rv = flow_op_run(g->c, &req, &w, &ferr) < 0 ? -1 : 0;
+		wbuf_free(&out);
+	}
+	wbuf_free(&body);
+	return rv;
 }
 
 int gov_approval_decide(struct gctx *g, bool approve, struct flow_err *err)
@@ -274,6 +428,9 @@ int gov_approval_decide(struct gctx *g, bool approve, struct flow_err *err)
 	if (approval_event(g, &a,
 	                   approve ? "approval_approved" : "approval_rejected",
 	                   NULL) != 0) {
+		return -1;
+	}
+	if (wake_here(g, &a, approve) != 0) {
 		return -1;
 	}
 	approval_write(g->w, &a);

@@ -7,7 +7,9 @@
  * of the scope's group. When the window has passed, the next command
  * starts a new one (used 0, settled reservations dropped); reservations
  * of an old window no longer count and settling them leaves the new
- * window's `used` alone. */
+ * window's `used` alone. As in the reference, the 128 most recently
+ * settled reservations are kept for replay (an index in settle order
+ * finds the oldest to drop). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +19,14 @@
 
 #define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
 #define BUDGET_MAX_OPEN 4096
+#define BUDGET_MAX_SETTLED 128
 #define RES_ID_MAX 256
 
 struct budget {
 	bool exists;
 	struct fsnp_bytes scope;
 	int64_t limit, window_ms, window_start_ms, used, open, updated_at_ms;
+	int64_t settled, settle_seq; /* kept settled reservations; last seq */
 };
 
 struct resv {
@@ -42,7 +46,12 @@ static void budget_from(struct budget *b, const struct fsnp_val *m)
 	b->window_ms = gov_mi(m, "window_ms", 1);
 	b->window_start_ms = gov_mi(m, "window_start_ms", 0);
 	b->used = gov_mi(m, "used", 0);
-	b->open = gov_mi(m, "reservations_count", 0);
+	b->settled = gov_mi(m, "settled_count", 0);
+	b->settle_seq = gov_mi(m, "settle_seq", 0);
+	b->open = gov_mi(m, "open_count", -1);
+	if (b->open < 0) {
+		b->open = gov_mi(m, "reservations_count", 0);
+	}
 	b->updated_at_ms = gov_mi(m, "updated_at_ms", 0);
 }
 
@@ -56,7 +65,8 @@ static void budget_fields(struct fsnp_writer *w, const struct budget *b)
 	gov_wi(w, "remaining", b->limit > b->used ? b->limit - b->used : 0);
 	fsnp_w_key(w, "over_budget");
 	fsnp_w_bool(w, b->used > b->limit);
-	gov_wi(w, "reservations_count", b->open);
+	/* as the reference counts: open and kept settled ones */
+	gov_wi(w, "reservations_count", b->open + b->settled);
 	gov_wi(w, "updated_at_ms", b->updated_at_ms);
 }
 
@@ -126,6 +136,9 @@ static void budget_save(struct gctx *g, const struct budget *b)
 	fsnp_w_init(&w, &buf);
 	fsnp_w_map_begin(&w);
 	budget_fields(&w, b);
+	gov_wi(&w, "open_count", b->open);
+	gov_wi(&w, "settled_count", b->settled);
+	gov_wi(&w, "settle_seq", b->settle_seq);
 	fsnp_w_map_end(&w);
 	gov_key(g, GK_BUDGET, &b->scope, 1);
 	fsnp_w_finish(&w);
@@ -165,6 +178,86 @@ static void resv_save(struct gctx *g, struct fsnp_bytes scope,
 	gov_store(g, &buf);
 }
 
+/* Deletes the settle-order index of `scope`. */
+static int settled_index_clear(struct gctx *g, struct fsnp_bytes scope)
+{
+	struct store_tx_iter *it;
+	struct sbuf prefix, keys;
+	size_t n = 0, off = 0;
+	int rv;
+
+	gov_key(g, GK_BUDGET_SETTLED, &scope, 1);
+	sbuf_init(&prefix);
+	sbuf_init(&keys);
+	sbuf_add(&prefix, g->c->key.p, g->c->key.len);
+	it = store_tx_iter_open(g->c->tx, prefix.p, prefix.len);
+	for (bool ok = store_tx_iter_seek(it, NULL, 0); ok;
+	     store_tx_iter_next(it), ok = store_tx_iter_valid(it)) {
+		size_t kl;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		sbuf_lbytes(&keys, k, kl);
+		n++;
+	}
+	rv = store_tx_iter_close(it);
+	for (size_t i = 0; rv == 0 && i < n; i++) {
+		uint32_t kl = be_get32(keys.p + off);
+		store_tx_del(g->c->tx, keys.p + off + 4, kl);
+		off += 4 + kl;
+	}
+	sbuf_free(&keys);
+	sbuf_free(&prefix);
+	return rv;
+}
+
+/* A reservation was settled: it joins the settle order, and past
+ * BUDGET_MAX_SETTLED the oldest settled one is forgotten (index entry and
+ * record), as the reference trims its settled reservations. */
+static int settled_push(struct gctx *g, struct budget *b, struct fsnp_bytes rid)
+{
+	struct fsnp_bytes parts[2];
+	struct store_tx_iter *it;
+	struct sbuf prefix, first, fid;
+	uint8_t seq[8];
+	int rv;
+
+	b->settle_seq++;
+	be_put64(seq, (uint64_t)b->settle_seq);
+	parts[0] = b->scope;
+	parts[1].ptr = seq;
+	parts[1].len = sizeof seq;
+	gov_key(g, GK_BUDGET_SETTLED, parts, 2);
+	store_tx_put(g->c->tx, g->c->key.p, g->c->key.len, rid.ptr, rid.len);
+	if (++b->settled <= BUDGET_MAX_SETTLED) {
+		return 0;
+	}
+	gov_key(g, GK_BUDGET_SETTLED, &b->scope, 1);
+	sbuf_init(&prefix);
+	sbuf_init(&first);
+	sbuf_init(&fid);
+	sbuf_add(&prefix, g->c->key.p, g->c->key.len);
+	it = store_tx_iter_open(g->c->tx, prefix.p, prefix.len);
+	if (store_tx_iter_seek(it, NULL, 0)) {
+		size_t kl, vl;
+		const uint8_t *k = store_tx_iter_key(it, &kl);
+		const uint8_t *v = store_tx_iter_value(it, &vl);
+		sbuf_add(&first, k, kl);
+		sbuf_add(&fid, v, vl);
+	}
+	rv = store_tx_iter_close(it);
+	if (rv == 0 && first.len > 0) {
+		struct fsnp_bytes old = {fid.p, fid.len};
+		store_tx_del(g->c->tx, first.p, first.len);
+		parts[1] = old;
+		gov_key(g, GK_BUDGET_RES, parts, 2);
+		store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+		b->settled--;
+	}
+	sbuf_free(&fid);
+	sbuf_free(&first);
+	sbuf_free(&prefix);
+	return rv;
+}
+
 /* Starts a new window when the current one has passed; returns whether
  * it did. Settled reservations of the old window are dropped. */
 static int budget_roll(struct gctx *g, struct budget *b, uint64_t now)
@@ -179,6 +272,7 @@ static int budget_roll(struct gctx *g, struct budget *b, uint64_t now)
 	}
 	b->used = 0;
 	b->window_start_ms = (int64_t)now;
+	b->settled = 0;
 	if (!g->c->write) {
 		return 0;
 	}
@@ -217,6 +311,9 @@ static int budget_roll(struct gctx *g, struct budget *b, uint64_t now)
 	}
 	free(dead);
 	sbuf_free(&prefix);
+	if (rv == 0) {
+		rv = settled_index_clear(g, b->scope);
+	}
 	return rv;
 }
 
@@ -384,15 +481,19 @@ int gov_budget_settle(struct gctx *g, bool commit, struct flow_err *err)
 	if (!b.exists) {
 		return E1("ERR flow budget not found");
 	}
+	if (gov_time(g, b.updated_at_ms, "budget", "updated_at_ms", &now,
+	             err) != 0) {
+		return GOV_ERR;
+	}
+	/* A passed window first: its settled reservations are gone. */
+	if (budget_roll(g, &b, now) != 0) {
+		return -1;
+	}
 	if (resv_load(g, scope, rid, &r) < 0) {
 		return -1;
 	}
 	if (!r.exists) {
 		return E1("ERR flow budget reservation not found");
-	}
-	if (gov_time(g, b.updated_at_ms, "budget", "updated_at_ms", &now,
-	             err) != 0) {
-		return GOV_ERR;
 	}
 	if (!fsnp_bytes_eq(r.status, "reserved")) {
 		/* Replaying the same settlement answers it again. */
@@ -403,9 +504,6 @@ int gov_budget_settle(struct gctx *g, bool commit, struct flow_err *err)
 		}
 		return E1("ERR flow budget reservation already %.*s",
 		          (int)r.status.len, (const char *)r.status.ptr);
-	}
-	if (budget_roll(g, &b, now) != 0) {
-		return -1;
 	}
 	if (r.window_start_ms == b.window_start_ms) {
 		int64_t delta = commit ? GO(g, GF_ACTUAL_AMOUNT)->i - r.reserved
@@ -436,8 +534,11 @@ int gov_budget_settle(struct gctx *g, bool commit, struct flow_err *err)
 			r.usage = GO(g, GF_USAGE)->v;
 		}
 	}
-	budget_save(g, &b);
 	resv_save(g, scope, &r);
+	if (settled_push(g, &b, rid) != 0) {
+		return -1;
+	}
+	budget_save(g, &b);
 	if (budget_event(g, &b, commit ? "budget_committed" : "budget_released",
 	                 rid, commit ? r.actual : r.reserved, NULL) != 0) {
 		return -1;
@@ -476,6 +577,7 @@ static bool budget_item(struct gctx *g, const struct fsnp_val *m,
 	}
 	if ((int64_t)g->c->now - b.window_start_ms >= b.window_ms) {
 		b.used = 0;
+		b.settled = 0;
 		b.window_start_ms = (int64_t)g->c->now;
 	}
 	fsnp_w_map_begin(w);

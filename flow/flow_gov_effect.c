@@ -288,7 +288,7 @@ int gov_circuit_get(struct gctx *g, struct flow_err *err)
 struct effect {
 	bool exists;
 	struct fsnp_bytes flow_id, part, type, state, key, etype, status,
-	    digest, idem, external_id, circuit;
+	    digest, idem, external_id, circuit, gscope;
 	int64_t created_at_ms, updated_at_ms, latency_ms;
 	bool has_latency, has_error, has_reason;
 	struct fsnp_val error, reason;
@@ -308,6 +308,7 @@ static void effect_from(struct effect *x, const struct fsnp_val *m)
 	x->idem = gov_mt(m, "idempotency_key");
 	x->external_id = gov_mt(m, "external_id");
 	x->circuit = gov_mt(m, "circuit_scope");
+	x->gscope = gov_mt(m, "governance_scope");
 	x->created_at_ms = gov_mi(m, "created_at_ms", 0);
 	x->updated_at_ms = gov_mi(m, "updated_at_ms", 0);
 	x->has_latency = gov_mhas(m, "latency_ms");
@@ -338,6 +339,11 @@ static void effect_write(struct fsnp_writer *w, const struct effect *x,
 	gov_wv(w, "reason", x->has_reason ? &x->reason : NULL);
 	gov_wi_opt(w, "latency_ms", x->has_latency, x->latency_ms);
 	gov_wt(w, "circuit_scope", x->circuit);
+	if (x->gscope.len > 0) {
+		/* the circuit named, wherever it lives: the FSNP layer
+		 * feeds a settled outcome to one in another group */
+		gov_wt(w, "governance_scope", x->gscope);
+	}
 	if (decision != NULL) {
 		fsnp_w_key(w, "decision");
 		fsnp_w_str(w, decision);
@@ -479,6 +485,7 @@ int gov_effect_reserve(struct gctx *g, struct flow_err *err)
 	}
 	x.created_at_ms = x.updated_at_ms = (int64_t)g->c->now;
 	if (scope != NULL) {
+		x.gscope = scope->t;
 		if (circuit_load(g, scope->t, &k) < 0) {
 			return -1;
 		}
@@ -525,20 +532,23 @@ int gov_effect_reserve(struct gctx *g, struct flow_err *err)
 	return 0;
 }
 
-/* A settled effect's outcome, counted by its circuit (same group). */
-static int circuit_outcome(struct gctx *g, const struct effect *x, bool ok)
+/* A settled effect's outcome, counted by circuit `scope` of this group;
+ * writes the circuit (when it exists) to `w` when not NULL. */
+static int circuit_outcome_of(struct gctx *g, struct fsnp_bytes scope, bool ok,
+                              struct fsnp_writer *w)
 {
 	struct circuit k;
 	uint64_t now = g->c->now;
 	bool was_open;
+	int rv = 0;
 
-	if (x->circuit.ptr == NULL) {
-		return 0;
-	}
-	if (circuit_load(g, x->circuit, &k) < 0) {
+	if (circuit_load(g, scope, &k) < 0) {
 		return -1;
 	}
 	if (!k.exists) {
+		if (w != NULL) {
+			fsnp_w_nil(w);
+		}
 		return 0;
 	}
 	circuit_age(&k, now);
@@ -573,9 +583,82 @@ static int circuit_outcome(struct gctx *g, const struct effect *x, bool ok)
 	k.updated_at_ms = (int64_t)now;
 	circuit_save(g, &k);
 	if (was_open != !fsnp_bytes_eq(k.status, "closed")) {
-		return circuit_event(
+		rv = circuit_event(
 		    g, &k, was_open ? "circuit_closed" : "circuit_opened");
 	}
+	if (w != NULL) {
+		circuit_write(w, &k);
+	}
+	return rv;
+}
+
+/* A settled effect's outcome, counted by its circuit (same group). */
+static int circuit_outcome(struct gctx *g, const struct effect *x, bool ok)
+{
+	if (x->circuit.ptr == NULL) {
+		return 0;
+	}
+	return circuit_outcome_of(g, x->circuit, ok, NULL);
+}
+
+int gov_circuit_count(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	struct fsnp_bytes kind = GO(g, GF_KIND)->t;
+	struct circuit k;
+	uint64_t now = g->c->now;
+
+	if (fsnp_bytes_eq(kind, "success") || fsnp_bytes_eq(kind, "failure")) {
+		return circuit_outcome_of(g, scope,
+		                          fsnp_bytes_eq(kind, "success"), g->w);
+	}
+	if (!fsnp_bytes_eq(kind, "admit") && !fsnp_bytes_eq(kind, "unadmit")) {
+		return E1("ERR flow circuit count kind must be admit, unadmit, "
+		          "success or failure");
+	}
+	if (circuit_load(g, scope, &k) < 0) {
+		return -1;
+	}
+	if (!k.exists) {
+		fsnp_w_nil(g->w);
+		return 0;
+	}
+	circuit_age(&k, now);
+	if (fsnp_bytes_eq(kind, "unadmit")) {
+		if (fsnp_bytes_eq(k.status, "half_open") &&
+		    k.half_open_in_flight > 0) {
+			k.half_open_in_flight--;
+			k.updated_at_ms = (int64_t)now;
+			circuit_save(g, &k);
+		}
+		circuit_write(g->w, &k);
+		return 0;
+	}
+	if (fsnp_bytes_eq(k.status, "open") ||
+	    (fsnp_bytes_eq(k.status, "half_open") &&
+	     k.half_open_in_flight >= k.half_open_max_probes)) {
+		/* Refused; nothing written (the flow's ledger is in the
+		 * other group). */
+		struct fsnp_writer *d;
+		int64_t left = k.opened_at_ms + k.open_ms - (int64_t)now;
+		d = gov_deny(g, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open",
+		             "circuit is open for scope");
+		gov_wt(d, "scope", scope);
+		if (GO(g, GF_EFFECT_TYPE) != NULL) {
+			gov_wt(d, "effect_type", GO(g, GF_EFFECT_TYPE)->t);
+		}
+		gov_wi(d, "retry_after_ms", left > 0 ? left : 0);
+		fsnp_w_key(d, "policy");
+		fsnp_w_str(d, "circuit");
+		gov_deny_end(g);
+		return GOV_ERR;
+	}
+	if (fsnp_bytes_eq(k.status, "half_open")) {
+		k.half_open_in_flight++;
+		k.updated_at_ms = (int64_t)now;
+		circuit_save(g, &k);
+	}
+	circuit_write(g->w, &k);
 	return 0;
 }
 

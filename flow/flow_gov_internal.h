@@ -17,8 +17,12 @@ enum {
 	GK_CIRCUIT = 'c',     /* scope */
 	GK_BUDGET = 'b',      /* scope */
 	GK_BUDGET_RES = 'r',  /* scope + reservation id */
-	GK_LIMIT = 'l',       /* scope */
-	GK_LIMIT_RES = 'k',   /* scope + reservation id: u64 shard, epoch */
+	/* scope + u64 settle seq: the reservation id (settle order) */
+	GK_BUDGET_SETTLED = 's',
+	GK_LIMIT = 'l',     /* scope */
+	GK_LIMIT_RES = 'k', /* scope + reservation id: u64 shard, epoch */
+	/* scope + flow partition + flow id: u64 shard, the credit's id */
+	GK_LIMIT_FLOW = 'f',
 };
 
 #define GOV_LEDGER_MAX 1000
@@ -132,6 +136,9 @@ int gov_effect_settle(struct gctx *g, const char *to, struct flow_err *err);
 int gov_effect_get(struct gctx *g, struct flow_err *err);
 int gov_circuit_set(struct gctx *g, bool open, struct flow_err *err);
 int gov_circuit_get(struct gctx *g, struct flow_err *err);
+int gov_circuit_count(struct gctx *g, struct flow_err *err);
+int gov_limit_claim(struct gctx *g, struct flow_err *err);
+int gov_limit_return(struct gctx *g, struct flow_err *err);
 void gov_circuit_item(struct gov_lister *l, const struct fsnp_val *m,
                       struct fsnp_writer *w);
 int gov_approval_request(struct gctx *g, struct flow_err *err);

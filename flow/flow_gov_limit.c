@@ -4,16 +4,23 @@
  * lease per shard id: LEASE moves credits from free to the lease's
  * `available`, SPEND from available to `in_use` (one reservation id per
  * credit, generated from the command's seed, kept as a credit record
- * naming the lease's epoch), RELEASE back to free. A lease past its
- * expires_at_ms is dropped, with its credits, by the next command (reads
- * show the owner as it would be); a credit of a dropped lease no longer
- * counts. */
+ * naming the lease's epoch), RELEASE back to the lease's available, as
+ * the reference's CreditLease does. A lease past its expires_at_ms is
+ * dropped, with its credits, by the next command (reads show the owner as
+ * it would be); a credit of a dropped lease no longer counts. After every
+ * change `free` is the limit less what the leases hold; a limit lowered
+ * below that drains the leases' available credits in shard order. A
+ * LEASE refused for want of free credits marks up to the amount asked as
+ * `pending_reclaim` on the other shards' leases (in shard order); credits
+ * granted to a lease lower its own mark. `drain_rate` is 0.0, as the
+ * reference never sets it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flow/flow_gov_internal.h"
 #include "store/ext.h"
+#include "wire/flow_route.h"
 
 #define E1(...) ((void)flow_fail(err, FLOW_STATUS_ERROR, __VA_ARGS__), GOV_ERR)
 #define LIMIT_LEASES_MAX 1024
@@ -37,6 +44,57 @@ static void owner_free(struct owner *o)
 	free(o->leases);
 	o->leases = NULL;
 	o->n = 0;
+}
+
+static int lease_cmp(const void *a, const void *b)
+{
+	const struct lease *x = a, *y = b;
+
+	return (x->shard_id > y->shard_id) - (x->shard_id < y->shard_id);
+}
+
+/* free = limit - what the leases hold; past the limit, available credits
+ * are drained in shard order and marks kept within what is available. */
+static void owner_rebalance(struct owner *o)
+{
+	int64_t held = 0, excess;
+
+	for (size_t i = 0; i < o->n; i++) {
+		held += o->leases[i].available + o->leases[i].in_use;
+	}
+	if (held <= o->limit) {
+		o->free = o->limit - held;
+		return;
+	}
+	excess = held - o->limit;
+	for (size_t i = 0; i < o->n && excess > 0; i++) {
+		struct lease *x = &o->leases[i];
+		int64_t d = x->available < excess ? x->available : excess;
+		x->available -= d;
+		held -= d;
+		excess -= d;
+		if (x->pending_reclaim > x->available) {
+			x->pending_reclaim = x->available;
+		}
+	}
+	o->free = held < o->limit ? o->limit - held : 0;
+}
+
+/* A LEASE of `amount` refused: mark credits to reclaim on the other
+ * shards' leases, in shard order, up to the amount. */
+static void owner_mark_reclaim(struct owner *o, int64_t shard, int64_t amount)
+{
+	for (size_t i = 0; i < o->n && amount > 0; i++) {
+		struct lease *x = &o->leases[i];
+		int64_t can = x->available - x->pending_reclaim;
+		int64_t r;
+		if (x->shard_id == shard || can <= 0) {
+			continue;
+		}
+		r = can < amount ? can : amount;
+		x->pending_reclaim += r;
+		amount -= r;
+	}
 }
 
 static int owner_load(struct gctx *g, struct fsnp_bytes scope, struct owner *o)
@@ -76,6 +134,7 @@ static int owner_load(struct gctx *g, struct fsnp_bytes scope, struct owner *o)
 			x->pending_reclaim = gov_mi(&l, "pending_reclaim", 0);
 			x->last_spend_at_ms = gov_mi(&l, "last_spend_at_ms", 0);
 		}
+		qsort(o->leases, o->n, sizeof *o->leases, lease_cmp);
 	}
 	return 1;
 }
@@ -150,9 +209,7 @@ static void owner_expire(struct owner *o, uint64_t now)
 		o->leases[j++] = *x;
 	}
 	o->n = j;
-	if (o->free > o->limit) {
-		o->free = o->limit;
-	}
+	owner_rebalance(o);
 }
 
 static struct lease *owner_lease(struct owner *o, int64_t shard)
@@ -249,24 +306,29 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 		o.has_config = cv != NULL;
 		o.config_version = cv != NULL ? cv->i : 0;
 		o.updated_at_ms = (int64_t)g->c->now;
-	} else if (cv != NULL && (!o.has_config || cv->i != o.config_version)) {
-		/* A new configuration version re-sizes the owner. */
-		if (o.has_config && cv->i < o.config_version) {
+	} else if (cv != NULL && lim == NULL) {
+		rv = E1("ERR flow limit limit is required with configuration "
+		        "version");
+		goto out;
+	} else if (lim != NULL && cv == NULL) {
+		if (lim->i != o.limit) {
+			rv = E1("ERR flow limit config_version is required to "
+			        "change limit");
+			goto out;
+		}
+	} else if (lim != NULL && cv->i == o.config_version) {
+		if (lim->i != o.limit) {
 			rv = E1("ERR flow limit config_version conflict");
 			goto out;
 		}
-		if (lim == NULL) {
-			rv = E1("ERR flow limit limit is required with "
-			        "configuration version");
-			goto out;
-		}
-		o.free += lim->i - o.limit;
-		if (o.free < 0) {
-			o.free = 0;
-		}
+		o.has_config = true;
+	} else if (lim != NULL && cv->i > o.config_version) {
+		/* A newer configuration re-sizes the owner (an older one
+		 * is ignored, as in the reference). */
 		o.limit = lim->i;
 		o.has_config = true;
 		o.config_version = cv->i;
+		owner_rebalance(&o);
 	}
 	if (gov_time(g, o.updated_at_ms, "limit", "updated_at_ms", &now, err) !=
 	    0) {
@@ -275,6 +337,7 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 	owner_expire(&o, now);
 	o.updated_at_ms = (int64_t)now;
 	if (o.free <= 0) {
+		owner_mark_reclaim(&o, shard, amount);
 		rv = limit_deny(g, &o, amount, 0);
 		goto out;
 	}
@@ -292,8 +355,17 @@ int gov_limit_lease(struct gctx *g, struct flow_err *err)
 		x->epoch = ++o.epoch;
 	}
 	x->available += grant;
-	x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	x->pending_reclaim =
+	    x->pending_reclaim > grant ? x->pending_reclaim - grant : 0;
+	if (x->expires_at_ms < (int64_t)now + GO(g, GF_TTL_MS)->i) {
+		x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
+	}
 	o.free -= grant;
+	shard = x->shard_id;
+	if (o.n > 1) {
+		qsort(o.leases, o.n, sizeof *o.leases, lease_cmp);
+	}
+	x = owner_lease(&o, shard);
 	owner_save(g, &o);
 	if (limit_event(g, &o, "limit_leased", grant, NULL) != 0) {
 		rv = -1;
@@ -355,7 +427,8 @@ int gov_limit_spend(struct gctx *g, struct flow_err *err)
 	x->available -= amount;
 	x->in_use += amount;
 	x->last_spend_at_ms = (int64_t)now;
-	if (GO(g, GF_TTL_MS) != NULL && GO(g, GF_TTL_MS)->i > 0) {
+	if (GO(g, GF_TTL_MS) != NULL && GO(g, GF_TTL_MS)->i > 0 &&
+	    x->expires_at_ms < (int64_t)now + GO(g, GF_TTL_MS)->i) {
 		x->expires_at_ms = (int64_t)now + GO(g, GF_TTL_MS)->i;
 	}
 	owner_save(g, &o);
@@ -387,6 +460,188 @@ int gov_limit_spend(struct gctx *g, struct flow_err *err)
 	}
 	rv = 0;
 out:
+	owner_free(&o);
+	return rv;
+}
+
+/* Gives credit `rid` of lease `shard` back to that lease (in_use to
+ * available) and forgets it. 1 when it counted, 0 when it did not (an
+ * unknown id, or a credit of a lease since dropped), -1 on I/O failure. */
+static int credit_release(struct gctx *g, struct owner *o, int64_t shard,
+                          struct fsnp_bytes rid)
+{
+	struct fsnp_bytes parts[2] = {o->scope, rid};
+	struct sbuf v;
+	int got, back = 0;
+
+	sbuf_init(&v);
+	gov_key(g, GK_LIMIT_RES, parts, 2);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got < 0) {
+		sbuf_free(&v);
+		return -1;
+	}
+	if (got == 1) {
+		struct lease *x = NULL;
+		/* A credit counts only while its lease lives on. */
+		if (v.len == 16 && (int64_t)be_get64(v.p) == shard) {
+			x = owner_lease(o, shard);
+		}
+		if (x != NULL && x->epoch == (int64_t)be_get64(v.p + 8) &&
+		    x->in_use > 0) {
+			x->in_use--;
+			x->available++;
+			back = 1;
+		}
+		store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+	}
+	sbuf_free(&v);
+	return back;
+}
+
+/* The key of the credit a claimed flow (id, partition) holds. */
+static void flow_credit_key(struct gctx *g, struct fsnp_bytes scope,
+                            struct fsnp_bytes id, const struct fsnp_bytes *pk)
+{
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	const uint8_t *p;
+	size_t n;
+	struct fsnp_bytes parts[3];
+
+	flow_route_partition(id.ptr, id.len, pk != NULL ? pk->ptr : NULL,
+	                     pk != NULL ? pk->len : 0, buf, &p, &n);
+	parts[0] = scope;
+	parts[1].ptr = fctx_dup(g->c, p, n);
+	parts[1].len = n;
+	parts[2] = id;
+	gov_key(g, GK_LIMIT_FLOW, parts, 3);
+}
+
+/* The internal LIMIT.CLAIM after a claim admitted by the limit (the
+ * FSNP layer spent the credits first): each claimed flow (`items`: {id,
+ * partition_key, reservation_id}) keeps its credit until it is settled,
+ * and the credits nobody got (`reservation_ids`) go back to the lease. */
+int gov_limit_claim(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	int64_t shard = GO(g, GF_SHARD_ID)->i;
+	const struct gov_opt *items = GO(g, GF_ITEMS);
+	const struct gov_opt *ids = GO(g, GF_RESERVATION_IDS);
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	struct owner o;
+	int64_t back = 0;
+	int rv = 0;
+
+	(void)err;
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	if (!o.exists) {
+		fsnp_w_nil(g->w);
+		goto out;
+	}
+	owner_expire(&o, g->c->now);
+	if (items != NULL) {
+		fsnp_iter_init(&it, &items->v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fsnp_bytes id, pk, rid;
+			uint8_t v[8];
+			bool has_pk =
+			    fsnp_map_bin(&e, "partition_key", &pk) == 0;
+			if (e.tag != FSNP_MAP ||
+			    fsnp_map_bin(&e, "id", &id) != 0 ||
+			    fsnp_map_bin(&e, "reservation_id", &rid) != 0) {
+				continue;
+			}
+			flow_credit_key(g, scope, id, has_pk ? &pk : NULL);
+			be_put64(v, (uint64_t)shard);
+			{
+				struct wbuf b;
+				wbuf_init(&b);
+				wbuf_append(&b, v, sizeof v);
+				wbuf_append(&b, rid.ptr, rid.len);
+				gov_store(g, &b);
+			}
+		}
+	}
+	if (ids != NULL) {
+		fsnp_iter_init(&it, &ids->v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			int got;
+			if (e.tag != FSNP_BIN) {
+				continue;
+			}
+			if ((got = credit_release(g, &o, shard, e.as.bin)) <
+			    0) {
+				rv = -1;
+				goto out;
+			}
+			back += got;
+		}
+	}
+	owner_rebalance(&o);
+	o.updated_at_ms = o.updated_at_ms > (int64_t)g->c->now
+	                      ? o.updated_at_ms
+	                      : (int64_t)g->c->now;
+	owner_save(g, &o);
+	if (back > 0 && limit_event(g, &o, "limit_released", back, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_write(g->w, &o);
+out:
+	owner_free(&o);
+	return rv;
+}
+
+/* The internal LIMIT.RETURN after COMPLETE, FAIL, CANCEL or RETRY with
+ * the admission options: the credit the flow holds goes back to its
+ * lease (once: the flow's record of it is deleted). */
+int gov_limit_return(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	struct fsnp_bytes id = GO(g, GF_ID)->t;
+	const struct gov_opt *pk = GO(g, GF_PARTITION_KEY);
+	struct owner o;
+	struct sbuf v;
+	int got, rv = 0;
+
+	(void)err;
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	sbuf_init(&v);
+	flow_credit_key(g, scope, id, pk != NULL ? &pk->t : NULL);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got < 0) {
+		rv = -1;
+		goto out;
+	}
+	if (got != 1 || v.len < 8 || !o.exists) {
+		fsnp_w_nil(g->w); /* nothing held */
+		goto out;
+	}
+	store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+	owner_expire(&o, g->c->now);
+	got = credit_release(g, &o, (int64_t)be_get64(v.p),
+	                     (struct fsnp_bytes){v.p + 8, v.len - 8});
+	if (got < 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_rebalance(&o);
+	if (o.updated_at_ms < (int64_t)g->c->now) {
+		o.updated_at_ms = (int64_t)g->c->now;
+	}
+	owner_save(g, &o);
+	if (got > 0 && limit_event(g, &o, "limit_released", 1, NULL) != 0) {
+		rv = -1;
+		goto out;
+	}
+	owner_write(g->w, &o);
+out:
+	sbuf_free(&v);
 	owner_free(&o);
 	return rv;
 }
@@ -446,34 +701,14 @@ int gov_limit_release(struct gctx *g, struct flow_err *err)
 	o.updated_at_ms = (int64_t)now;
 	fsnp_iter_init(&it, ids);
 	while (fsnp_iter_next(&it, NULL, &e)) {
-		struct fsnp_bytes parts[2] = {scope, e.as.bin};
-		struct sbuf v;
-		int got;
-		sbuf_init(&v);
-		gov_key(g, GK_LIMIT_RES, parts, 2);
-		got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+		int got = credit_release(g, &o, shard, e.as.bin);
 		if (got < 0) {
-			sbuf_free(&v);
 			rv = -1;
 			goto out;
 		}
-		if (got == 1) {
-			struct lease *x = NULL;
-			/* A credit counts only while its lease lives on. */
-			if (v.len == 16 && (int64_t)be_get64(v.p) == shard) {
-				x = owner_lease(&o, shard);
-			}
-			if (x != NULL &&
-			    x->epoch == (int64_t)be_get64(v.p + 8) &&
-			    x->in_use > 0) {
-				x->in_use--;
-				o.free++;
-				back++;
-			}
-			store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
-		}
-		sbuf_free(&v);
+		back += got;
 	}
+	owner_rebalance(&o);
 	owner_save(g, &o);
 	if (limit_event(g, &o, "limit_released", back, NULL) != 0) {
 		rv = -1;

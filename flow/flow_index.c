@@ -346,7 +346,9 @@ static struct kref *klist(const struct sbuf *b, size_t *n)
 		v[m].p = b->p + off + 4;
 		off += 4 + v[m].len;
 	}
-	qsort(v, m, sizeof *v, kref_cmp);
+	if (m > 1) {
+		qsort(v, m, sizeof *v, kref_cmp);
+	}
 	*n = 0;
 	for (size_t i = 0; i < m; i++) {
 		if (*n == 0 || kref_cmp(&v[*n - 1], &v[i]) != 0) {

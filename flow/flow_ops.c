@@ -11,6 +11,7 @@
 #include "flow/flow_children.h"
 #include "flow/flow_index.h"
 #include "flow/flow_stats.h"
+#include "flow/flow_gov.h"
 #include "wire/flow_route.h"
 #include "store/keys.h"
 #include "wire/fsnp_opcode.h"
@@ -3548,7 +3549,7 @@ static int op_retention(struct fctx *c, const struct flow_req *q,
                         struct fsnp_writer *w, struct flow_err *err)
 {
 	const struct flow_opt *o = F(q, FF_LIMIT);
-	int64_t limit = 100, flows = 0, hist = 0, values = 0;
+	int64_t limit = 100, flows = 0, hist = 0, values = 0, gov = 0;
 	struct store_tx_iter *it;
 	struct sbuf pfx, found;
 	size_t nfound = 0, off = 0;
@@ -3609,6 +3610,16 @@ static int op_retention(struct fctx *c, const struct flow_req *q,
 		}
 		fkey_signal(&pfx, c->group, part, id, fb(""));
 		if ((rv = del_prefix(c, &pfx, &hist)) != 0) {
+			break;
+		}
+		/* its governance effects and ledger go with it */
+		for (unsigned g = 0;
+		     rv == 0 &&
+		     flow_gov_flow_prefix(&pfx, c->group, g, part, id);
+		     g++) {
+			rv = del_prefix(c, &pfx, &gov);
+		}
+		if (rv != 0) {
 			break;
 		}
 		if (r.v_set[RV_VALUE_REFS]) {

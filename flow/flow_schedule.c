@@ -870,7 +870,9 @@ static int list_cmp(const void *a, const void *b)
 static void list_write(struct fsnp_writer *w, struct list_item *items, size_t n,
                        int64_t count, bool rev)
 {
-	qsort(items, n, sizeof *items, list_cmp);
+	if (n > 1) {
+		qsort(items, n, sizeof *items, list_cmp);
+	}
 	if ((int64_t)n > count) {
 		if (rev) {
 			items += n - (size_t)count;
@@ -975,7 +977,9 @@ static void list_trim(struct list_item *items, size_t *n, int64_t count,
 	if (*n <= keep) {
 		return;
 	}
-	qsort(items, *n, sizeof *items, list_cmp);
+	if (*n > 1) {
+		qsort(items, *n, sizeof *items, list_cmp);
+	}
 	drop = *n - keep;
 	if (rev) {
 		for (size_t i = 0; i < drop; i++) {

@@ -643,7 +643,9 @@ int flow_stats_merge(const struct flow_req *q, const struct fsnp_val *parts,
 			}
 		}
 	}
-	qsort(items, ni, sizeof *items, mitem_cmp);
+	if (ni > 1) {
+		qsort(items, ni, sizeof *items, mitem_cmp);
+	}
 	fsnp_w_array_begin(w);
 	for (size_t j = 0; j < ni && (int64_t)j < limit; j++) {
 		fsnp_w_map_begin(w);

@@ -15,6 +15,8 @@
 
 #define PREFIX "lodestone: crash: "
 #define MAX_LOG (64u << 20) /* read at most the log's last 64 MiB */
+/* The line jepsen/hosts.c writes to a node's log before each start. */
+#define START_MARK "=== lsj: start "
 
 static void copy_name(char *dst, const char *src, size_t len)
 {
@@ -251,26 +253,22 @@ static bool sanitizer_report(const char *text, size_t len, unsigned max_frames,
 	return true;
 }
 
-int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
-                           size_t cap)
+/* The last MAX_LOG bytes of the file at path, NUL-terminated, in *out
+ * (malloc'd) and *len; -errno. */
+static int read_tail(const char *path, char **out, size_t *len_out)
 {
-	struct crashlog_report *r;
 	struct stat sb;
-	char *text;
 	size_t len, got = 0;
 	off_t from = 0;
-	int fd, rc = 0;
-
-	if (cap > 0) {
-		out[0] = '\0';
-	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *text;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		return -errno;
 	}
 	if (fstat(fd, &sb) != 0) {
-		rc = -errno;
-		goto err_fd;
+		int rc = -errno;
+		close(fd);
+		return rc;
 	}
 	len = (size_t)sb.st_size;
 	if (len > MAX_LOG) {
@@ -278,10 +276,9 @@ int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
 		len = MAX_LOG;
 	}
 	text = malloc(len + 1);
-	r = malloc(sizeof *r);
-	if (text == NULL || r == NULL) {
-		rc = -ENOMEM;
-		goto err_mem;
+	if (text == NULL) {
+		close(fd);
+		return -ENOMEM;
 	}
 	while (got < len) {
 		ssize_t k = pread(fd, text + got, len - got, from + (off_t)got);
@@ -293,16 +290,83 @@ int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
 		}
 		got += (size_t)k;
 	}
+	close(fd);
+	text[got] = '\0';
+	*out = text;
+	*len_out = got;
+	return 0;
+}
+
+int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
+                           size_t cap)
+{
+	struct crashlog_report *r;
+	char *text = NULL;
+	size_t got = 0;
+	int rc;
+
+	if (cap > 0) {
+		out[0] = '\0';
+	}
+	rc = read_tail(path, &text, &got);
+	if (rc != 0) {
+		return rc;
+	}
+	r = malloc(sizeof *r);
+	if (r == NULL) {
+		free(text);
+		return -ENOMEM;
+	}
 	if (crashlog_parse(text, got, r, 1) > 0) {
 		crashlog_describe(r, max_frames, out, cap);
 		rc = 1;
 	} else if (sanitizer_report(text, got, max_frames, out, cap)) {
 		rc = 1;
 	}
-err_mem:
 	free(r);
 	free(text);
-err_fd:
-	close(fd);
+	return rc;
+}
+
+int crashlog_removed_exit_text(const char *text, size_t len, unsigned node_id)
+{
+	char said[96];
+	const char *start = text, *end = text + len, *p;
+	struct crashlog_report *r;
+	char why[8];
+
+	/* Only the node's last run counts: from the harness's last start
+	 * mark on. */
+	for (p = text; (p = memmem(p, (size_t)(end - p), START_MARK,
+	                           strlen(START_MARK))) != NULL;
+	     p += strlen(START_MARK)) {
+		start = p;
+	}
+	snprintf(said, sizeof said,
+	         "node %u was removed from the cluster: stopping", node_id);
+	if (memmem(start, (size_t)(end - start), said, strlen(said)) == NULL) {
+		return 0;
+	}
+	r = malloc(sizeof *r);
+	if (r == NULL) {
+		return -ENOMEM;
+	}
+	int crashed =
+	    crashlog_parse(start, (size_t)(end - start), r, 1) > 0 ||
+	    sanitizer_report(start, (size_t)(end - start), 1, why, sizeof why);
+	free(r);
+	return crashed ? 0 : 1;
+}
+
+int crashlog_removed_exit(const char *path, unsigned node_id)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = read_tail(path, &text, &len);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = crashlog_removed_exit_text(text, len, node_id);
+	free(text);
 	return rc;
 }

@@ -51,4 +51,13 @@ void crashlog_describe(const struct crashlog_report *r, unsigned max_frames,
 int crashlog_describe_file(const char *path, unsigned max_frames, char *out,
                            size_t cap);
 
+/* Whether a node's exit was its clean leave of the cluster: its last run
+ * (the text after the harness's last "=== lsj: start" line) logged
+ * "node N was removed from the cluster: stopping" and holds no crash or
+ * sanitizer report. 1 yes, 0 no, -errno when the log cannot be read. The
+ * caller also wants exit status 0. */
+int crashlog_removed_exit(const char *path, unsigned node_id);
+/* The same on a log's text (len bytes). */
+int crashlog_removed_exit_text(const char *text, size_t len, unsigned node_id);
+
 #endif

@@ -4,6 +4,8 @@
  * namespace, which lodestone does not need. */
 #include "jepsen/hosts.h"
 
+#include "jepsen/crashlog.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -858,6 +860,59 @@ static int64_t http_date(const char *head)
 	return 0;
 }
 
+int hosts_http_request(const char *ns, const char *addr, uint16_t port,
+                       const char *method, const char *path, const char *body,
+                       unsigned timeout_ms, int *status, char *out, size_t cap)
+{
+	char head[768];
+	size_t blen = body != NULL ? strlen(body) : 0, len = 0;
+	size_t rcap = cap + 4096;
+	int64_t deadline = mono_ns() + (int64_t)timeout_ms * 1000000;
+	int n = snprintf(head, sizeof head,
+	                 "%s %s HTTP/1.0\r\nHost: %s:%u\r\n"
+	                 "Content-Type: application/json\r\n"
+	                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+	                 method, path, addr, (unsigned)port, blen);
+	if (n < 0 || (size_t)n >= sizeof head) {
+		return -ENAMETOOLONG;
+	}
+	char *resp = malloc(rcap);
+	if (resp == NULL) {
+		return -ENOMEM;
+	}
+	int fd = hosts_tcp_connect(ns, addr, port, timeout_ms);
+	if (fd < 0) {
+		free(resp);
+		return fd;
+	}
+	int rc = 0;
+	errno = 0;
+	/* Small requests: they fit in an empty socket buffer. */
+	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) != n ||
+	    (blen > 0 && send(fd, body, blen, MSG_NOSIGNAL) != (ssize_t)blen)) {
+		rc = errno != 0 ? -errno : -EIO;
+	}
+	if (rc == 0) {
+		resp[0] = '\0';
+		rc = drain(fd, resp, rcap, &len, deadline);
+	}
+	close(fd);
+	int st = 0;
+	char *sep = rc == 0 ? strstr(resp, "\r\n\r\n") : NULL;
+	if (rc == 0 &&
+	    (sscanf(resp, "HTTP/%*d.%*d %d", &st) != 1 || sep == NULL)) {
+		rc = -EPROTO;
+	}
+	if (rc == 0) {
+		if (out != NULL && cap > 0) {
+			snprintf(out, cap, "%s", sep + 4);
+		}
+		*status = st;
+	}
+	free(resp);
+	return rc;
+}
+
 int hosts_http_get(const char *ns, const char *addr, uint16_t port,
                    const char *path, unsigned timeout_ms, int *status,
                    char *body, size_t cap, int64_t *date_out)
@@ -921,6 +976,13 @@ struct hosts_node *hosts_node(struct hosts *h, unsigned id)
 		return NULL;
 	}
 	return &h->nodes[id - 1];
+}
+
+bool hosts_node_live(const struct hosts *h, unsigned id)
+{
+	return id >= 1 && id <= h->n &&
+	       h->nodes[id - 1].member == HOSTS_MEMBER &&
+	       h->nodes[id - 1].pid > 0;
 }
 
 int64_t hosts_now_ns(const struct hosts *h)
@@ -1089,8 +1151,9 @@ static int write_hosts_txt(struct hosts *h)
 	fprintf(f, "subnet %s\nbridge %s %s-br0\nclient %s %s\n", h->subnet,
 	        h->bridge_ns, h->tag, h->client_ns, h->client_addr);
 	for (unsigned i = 0; i < h->n; i++) {
-		fprintf(f, "node %u %s %s %s\n", h->nodes[i].id, h->nodes[i].ns,
-		        h->nodes[i].addr, h->nodes[i].log_path);
+		fprintf(f, "node %u %s %s %s%s\n", h->nodes[i].id,
+		        h->nodes[i].ns, h->nodes[i].addr, h->nodes[i].log_path,
+		        i < h->bootstrap ? "" : " spare");
 	}
 	fprintf(f, "iptables %s\nfaketime %s\n", h->iptables,
 	        h->faketime ? h->faketime_lib : "off");
@@ -1105,6 +1168,11 @@ static int check_config(struct hosts *h, const struct hosts_config *cfg)
 	if (cfg->nodes < HOSTS_MIN_NODES || cfg->nodes > HOSTS_MAX_NODES) {
 		seterr(h, "%u nodes: a run has %d to %d", cfg->nodes,
 		       HOSTS_MIN_NODES, HOSTS_MAX_NODES);
+		return -EINVAL;
+	}
+	if (cfg->spares > HOSTS_MAX_NODES - cfg->nodes) {
+		seterr(h, "%u nodes and %u spares: at most %d hosts in all",
+		       cfg->nodes, cfg->spares, HOSTS_MAX_NODES);
 		return -EINVAL;
 	}
 	if (cfg->run_id > HOSTS_MAX_RUN_ID) {
@@ -1228,11 +1296,15 @@ int hosts_create(struct hosts *h, const struct hosts_config *cfg)
 	if (rc != 0) {
 		return rc;
 	}
-	h->n = cfg->nodes;
+	h->bootstrap = cfg->nodes;
+	h->n = cfg->nodes + cfg->spares;
 	h->faketime = cfg->faketime;
 	for (unsigned i = 0; i < h->n; i++) {
 		h->nodes[i].id = i + 1;
+		h->nodes[i].member =
+		    i < h->bootstrap ? HOSTS_MEMBER : HOSTS_SPARE;
 	}
+	atomic_init(&h->endpoints, 0);
 	const char *ipargv[] = {"ip", "netns", "list", NULL};
 	rc = hosts_run(NULL, ipargv, NULL, NULL, out, sizeof out, IP_TIMEOUT_MS,
 	               &st);
@@ -1375,9 +1447,16 @@ static int node_argv(struct hosts *h, struct hosts_node *nd,
 	FMT("%s:%d", nd->addr, HOSTS_PORT_ADMIN);
 	ARG("--advertise-host");
 	ARG(nd->addr);
+	if (nd->join[0] != '\0') {
+		/* A restart keeps it: with data, the node reads its members
+		 * from DATA/cluster and the flag is harmless. */
+		ARG("--join");
+		ARG(nd->join);
+		goto extra;
+	}
 	ARG("--peers");
 	bufs[b][0] = '\0';
-	for (unsigned i = 0; i < h->n; i++) {
+	for (unsigned i = 0; i < h->bootstrap; i++) {
 		size_t l = strlen(bufs[b]);
 		snprintf(bufs[b] + l, HOSTS_PATH_LEN - l, "%s%u=%s:%d",
 		         i > 0 ? "," : "", h->nodes[i].id, h->nodes[i].addr,
@@ -1386,6 +1465,7 @@ static int node_argv(struct hosts *h, struct hosts_node *nd,
 	argv[a++] = bufs[b++];
 #undef ARG
 #undef FMT
+extra:
 	for (size_t k = 0; h->extra_args[k] != NULL; k++) {
 		if (a + 1 >= max) {
 			return -E2BIG;
@@ -1411,6 +1491,12 @@ int hosts_node_start(struct hosts *h, unsigned id)
 		seterr(h, "node %u is already running (pid %d)", id,
 		       (int)nd->pid);
 		return -EALREADY;
+	}
+	if (nd->member != HOSTS_MEMBER) {
+		seterr(h, "node %u is %s, not a member: not started", id,
+		       nd->member == HOSTS_SPARE ? "a spare that never joined"
+		                                 : "removed from the cluster");
+		return -EINVAL;
 	}
 	rc = node_argv(h, nd, bufs, argv, sizeof argv / sizeof argv[0]);
 	if (rc != 0) {
@@ -1526,6 +1612,43 @@ err_ns:
 	return rc;
 }
 
+int hosts_node_join(struct hosts *h, unsigned id, unsigned via)
+{
+	struct hosts_node *nd = hosts_node(h, id);
+	struct hosts_node *vn = hosts_node(h, via);
+	if (nd == NULL || vn == NULL || nd->member != HOSTS_SPARE ||
+	    vn->member != HOSTS_MEMBER) {
+		seterr(h,
+		       "node %u cannot join through node %u: it must be a "
+		       "spare and the other a member",
+		       id, via);
+		return -EINVAL;
+	}
+	snprintf(nd->join, sizeof nd->join, "%s:%d", vn->addr,
+	         HOSTS_PORT_INTERNAL);
+	nd->member = HOSTS_MEMBER;
+	int rc = hosts_node_start(h, id);
+	if (rc != 0) {
+		nd->member = HOSTS_SPARE;
+		nd->join[0] = '\0';
+	}
+	return rc;
+}
+
+/* Whether exit status st of nd is its own clean leave: it was being
+ * removed, exited 0, and its log says the cluster removed it (with no
+ * crash or sanitizer report after). Such a node is gone for good. */
+static bool clean_leave(struct hosts_node *nd, int st)
+{
+	if (!nd->leaving || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+	    crashlog_removed_exit(nd->log_path, nd->id) != 1) {
+		return false;
+	}
+	nd->member = HOSTS_GONE;
+	nd->removed_exit = true;
+	return true;
+}
+
 /* A core dumped as n<i>/core is renamed core.<pid>, so that the next
  * death does not overwrite it. */
 static void keep_core(struct hosts_node *nd, int st)
@@ -1555,6 +1678,10 @@ unsigned hosts_reap(struct hosts *h)
 			nd->pid = 0;
 			nd->paused = false;
 			nd->last_status = st;
+			atomic_fetch_and(&h->endpoints, ~(1u << nd->id));
+			if (clean_leave(nd, st)) {
+				continue;
+			}
 			nd->unexpected_exits++;
 			n++;
 		}
@@ -1617,17 +1744,18 @@ int hosts_node_wait_healthy(struct hosts *h, unsigned id, unsigned timeout_ms)
 int hosts_start_all(struct hosts *h, unsigned timeout_ms)
 {
 	int rc;
-	for (unsigned i = 1; i <= h->n; i++) {
+	for (unsigned i = 1; i <= h->bootstrap; i++) {
 		rc = hosts_node_start(h, i);
 		if (rc != 0) {
 			return rc;
 		}
 	}
-	for (unsigned i = 1; i <= h->n; i++) {
+	for (unsigned i = 1; i <= h->bootstrap; i++) {
 		rc = hosts_node_wait_healthy(h, i, timeout_ms);
 		if (rc != 0) {
 			return rc;
 		}
+		atomic_fetch_or(&h->endpoints, 1u << i);
 	}
 	return 0;
 }
@@ -1652,7 +1780,8 @@ int hosts_node_signal(struct hosts *h, unsigned id, int sig)
 		int st = 0;
 		while (waitpid(nd->pid, &st, 0) < 0 && errno == EINTR) {
 		}
-		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+		if ((!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) &&
+		    !clean_leave(nd, st)) {
 			/* It had died by itself before the kill: that is
 			 * still its own exit. */
 			keep_core(nd, st);

@@ -11,6 +11,10 @@
  * parallel run (lock held) and removed by the next run or `jepsen/run
  * cleanup`. Node processes die with the harness (PR_SET_PDEATHSIG).
  *
+ * A run may have spare hosts beyond its nodes (namespace, address and
+ * directory made, nothing started): a membership nemesis starts them with
+ * --join, and marks the members it removes or replaces as gone.
+ *
  * A struct hosts owns its namespaces, its node processes (children of the
  * calling process) and the lock; hosts_destroy() releases all of them.
  * Use it from one thread, the one that lives as long as the run: the
@@ -19,6 +23,7 @@
 #ifndef LS_JEPSEN_HOSTS_H
 #define LS_JEPSEN_HOSTS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +69,18 @@ struct hosts_config {
 	/* Pin every node to CPU `cpu` (sched_setaffinity). */
 	bool pin_cpu;
 	unsigned cpu;
+	/* Spare hosts for membership changes: namespaces, addresses and
+	 * directories of nodes nodes+1 .. nodes+spares, made now and started
+	 * later with --join (hosts_node_join). nodes + spares <=
+	 * HOSTS_MAX_NODES. */
+	unsigned spares;
+};
+
+/* Where a host stands in the cluster's membership. */
+enum hosts_member {
+	HOSTS_MEMBER, /* a bootstrap node, or a spare that joined */
+	HOSTS_SPARE,  /* prepared, never started */
+	HOSTS_GONE,   /* removed or replaced: never started again */
 };
 
 struct hosts_node {
@@ -81,10 +98,20 @@ struct hosts_node {
 	unsigned starts;
 	unsigned unexpected_exits;      /* exits the harness did not cause */
 	char core_path[HOSTS_PATH_LEN]; /* core of its last death, or "" */
+	enum hosts_member member;
+	/* The member's internal address it joined through ("" for a
+	 * bootstrap node, started with --peers). */
+	char join[HOSTS_ADDR_LEN + 8];
+	/* Being removed from the cluster: an exit with status 0 whose log
+	 * says so (crashlog_removed_exit) is its own, not a crash; it then
+	 * becomes HOSTS_GONE. */
+	bool leaving;
+	bool removed_exit; /* it exited so */
 };
 
 struct hosts {
-	unsigned n;
+	unsigned n;         /* hosts (nodes and spares), ids 1..n */
+	unsigned bootstrap; /* nodes 1..bootstrap start with --peers */
 	unsigned run_id;
 	char tag[HOSTS_NAME_LEN]; /* "lsj<run>" */
 	char bridge_ns[HOSTS_NAME_LEN];
@@ -106,6 +133,10 @@ struct hosts {
 	bool created[HOSTS_MAX_NODES + 2]; /* namespaces made: br, nodes, c */
 	int64_t t0_ns;                     /* CLOCK_MONOTONIC origin */
 	struct hosts_node nodes[HOSTS_MAX_NODES]; /* nodes[i] is id i + 1 */
+	/* Bit (1u << id) per node the clients may use: running members
+	 * that are not leaving. Written by the harness's thread, read by
+	 * the workload's (jepsen/workload_driver.h). */
+	atomic_uint endpoints;
 	char err[HOSTS_ERR_LEN];
 };
 
@@ -127,7 +158,14 @@ struct hosts_node *hosts_node(struct hosts *h, unsigned id);
 /* Starts (or restarts) node id in its namespace, appending to its log. */
 int hosts_node_start(struct hosts *h, unsigned id);
 
-/* Starts every node, then waits until each answers /healthz. */
+/* Starts spare node id for the first time, with --join through member
+ * `via`'s internal address, and makes it a member. */
+int hosts_node_join(struct hosts *h, unsigned id, unsigned via);
+
+/* Whether node id is a member that runs now. */
+bool hosts_node_live(const struct hosts *h, unsigned id);
+
+/* Starts every bootstrap node, then waits until each answers /healthz. */
 int hosts_start_all(struct hosts *h, unsigned timeout_ms);
 
 /* Polls node id's GET /healthz from inside its own namespace (so
@@ -148,7 +186,9 @@ int hosts_node_run(struct hosts *h, unsigned id, const char *const argv[],
                    char *out, size_t cap, int *exit_status);
 
 /* Reaps nodes that exited without the harness killing them; returns how
- * many did since the last call (each counted in unexpected_exits). */
+ * many did since the last call (each counted in unexpected_exits). A
+ * leaving node's exit 0 after its log said it was removed is not counted:
+ * it becomes HOSTS_GONE with removed_exit set. */
 unsigned hosts_reap(struct hosts *h);
 
 /* Monotonic nanoseconds since the run's origin (hosts_create, or the last
@@ -182,6 +222,13 @@ int hosts_tcp_connect(const char *ns, const char *addr, uint16_t port,
 int hosts_http_get(const char *ns, const char *addr, uint16_t port,
                    const char *path, unsigned timeout_ms, int *status,
                    char *body, size_t cap, int64_t *date_out);
+
+/* An HTTP/1.0 request from namespace ns: METHOD path with `body` (may be
+ * NULL; sent as application/json). 0 with *status and the response body
+ * (NUL-terminated, truncated to cap); -errno on failure. */
+int hosts_http_request(const char *ns, const char *addr, uint16_t port,
+                       const char *method, const char *path, const char *body,
+                       unsigned timeout_ms, int *status, char *out, size_t cap);
 
 /* Runs argv (PATH search) in namespace ns (NULL: the current one) with the
  * extra environment entries env (NULL-terminated, may be NULL), feeding it

@@ -60,7 +60,9 @@ noinst_PROGRAMS += jepsen/run
 jepsen_run_SOURCES = jepsen/run.c
 jepsen_run_LDADD = jepsen/libjhosts.a
 
-EXTRA_DIST += docs/fault-testing.md jepsen/schedules/kill2-pause1.sched
+EXTRA_DIST += docs/fault-testing.md jepsen/schedules/kill2-pause1.sched \
+	jepsen/schedules/membership-quick.sched \
+	jepsen/schedules/membership-stress.sched
 
 UNIT_TESTS += tests/unit/test_jepsen_nemesis
 tests_unit_test_jepsen_nemesis_SOURCES = tests/unit/test_jepsen_nemesis.c
@@ -92,6 +94,7 @@ jepsen_libjwork_a_SOURCES = \
 	jepsen/workload_hist.c jepsen/workload_hist.h \
 	jepsen/workload_idem.c \
 	jepsen/workload_impl.h \
+	jepsen/workload_member.c jepsen/workload_member.h \
 	jepsen/workload_queue.c \
 	jepsen/workload_register.c \
 	jepsen/workload_stream.c \
@@ -143,4 +146,5 @@ jepsen-quick: lodestone lodestone-faulty jepsen/run jepsen/check \
 	LS_LODESTONE_FAULTY='$(abs_top_builddir)/lodestone-faulty' \
 	LS_LODESTONE_ASAN='$(JEPSEN_ASAN_LODESTONE)' \
 	LS_JEPSEN_QUICK_DIR='$(abs_top_builddir)/jepsen-runs/quick' \
+	LS_JEPSEN_SCHEDULES='$(abs_top_srcdir)/jepsen/schedules' \
 	  ./tests/integration/test_jepsen_quick

@@ -260,7 +260,30 @@ static const char *const fault_names[NEMESIS_N_FAULTS] = {
     [NEMESIS_KILL] = "kill",
     [NEMESIS_PAUSE] = "pause",
     [NEMESIS_SKEW] = "skew",
+    [NEMESIS_MEMBERSHIP] = "membership",
 };
+
+static const char *const member_op_names[NEMESIS_MEMBER_N_OPS] = {
+    [NEMESIS_MEMBER_ADD] = "add",
+    [NEMESIS_MEMBER_REMOVE] = "drain-remove",
+    [NEMESIS_MEMBER_REPLACE] = "replace",
+};
+
+static const char *const outcome_names[NEMESIS_MEMBER_N_OUTCOMES] = {
+    [NEMESIS_MEMBER_DONE] = "done",       [NEMESIS_MEMBER_REFUSED] = "refused",
+    [NEMESIS_MEMBER_FAILED] = "failed",   [NEMESIS_MEMBER_TIMEOUT] = "timeout",
+    [NEMESIS_MEMBER_SKIPPED] = "skipped", [NEMESIS_MEMBER_ERROR] = "error",
+};
+
+const char *nemesis_member_op_name(enum nemesis_member_op op)
+{
+	return (unsigned)op < NEMESIS_MEMBER_N_OPS ? member_op_names[op] : "?";
+}
+
+const char *nemesis_member_outcome_name(enum nemesis_member_outcome o)
+{
+	return (unsigned)o < NEMESIS_MEMBER_N_OUTCOMES ? outcome_names[o] : "?";
+}
 
 const char *nemesis_fault_name(enum nemesis_fault f)
 {
@@ -279,6 +302,8 @@ static int parse_one_mask(const char *name, size_t len, unsigned parts,
 		*mask = NEMESIS_BIT(NEMESIS_PAUSE);
 	} else if (IS("skew")) {
 		*mask = NEMESIS_BIT(NEMESIS_SKEW);
+	} else if (IS("membership")) {
+		*mask = NEMESIS_BIT(NEMESIS_MEMBERSHIP);
 	} else if (IS("mixed")) {
 		*mask = parts | NEMESIS_BIT(NEMESIS_KILL) |
 		        NEMESIS_BIT(NEMESIS_PAUSE) | NEMESIS_BIT(NEMESIS_SKEW);
@@ -338,6 +363,8 @@ void nemesis_plan_defaults(struct nemesis_plan *p, unsigned nodes,
 	p->max_skew_ms = 60000;
 	p->shards = 8;
 	p->client = NEMESIS_CLIENT_ALL;
+	p->member_min_ms = 12000;
+	p->member_max_ms = 20000;
 }
 
 /* A random set of k nodes as a bit mask. */
@@ -405,11 +432,51 @@ static int check_plan(const struct nemesis_plan *p, char *err, size_t cap)
 		fmt_err(err, cap, "a leader partition needs shards > 0");
 		return -EINVAL;
 	}
+	if ((p->faults & NEMESIS_BIT(NEMESIS_MEMBERSHIP)) &&
+	    (p->member_min_ms <= 0 || p->member_max_ms < p->member_min_ms)) {
+		fmt_err(err, cap, "bad membership step duration range");
+		return -EINVAL;
+	}
 	if ((p->faults & NEMESIS_BIT(NEMESIS_SKEW)) && p->max_skew_ms <= 0) {
 		fmt_err(err, cap, "skew needs max_skew_ms > 0");
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* The next membership operation, given how many members and spares
+ * there would be if every earlier one succeeded: back to the bootstrap
+ * size first (a node leaves only when one was added, so a removal never
+ * goes below the size the cluster started with, where R may forbid it),
+ * else an add or a replace while spares last. */
+static void plan_member(struct nemesis_step *st, const struct nemesis_plan *p,
+                        struct nemesis_rng *r, unsigned *members,
+                        unsigned *spares)
+{
+	st->pick = (unsigned)nemesis_rng_below(r, 1u << 16);
+	if (*members > p->nodes) {
+		st->member_op = NEMESIS_MEMBER_REMOVE;
+	} else if (*members < p->nodes || nemesis_rng_below(r, 2) == 0) {
+		st->member_op = NEMESIS_MEMBER_ADD;
+	} else {
+		st->member_op = NEMESIS_MEMBER_REPLACE;
+	}
+	if (st->member_op != NEMESIS_MEMBER_REMOVE && *spares == 0) {
+		/* No spare left: the step will be skipped. */
+		return;
+	}
+	switch (st->member_op) {
+	case NEMESIS_MEMBER_ADD:
+		(*members)++;
+		(*spares)--;
+		break;
+	case NEMESIS_MEMBER_REMOVE:
+		(*members)--;
+		break;
+	default:
+		(*spares)--;
+		break;
+	}
 }
 
 static void make_step(struct nemesis_step *st, const struct nemesis_plan *p,
@@ -498,6 +565,7 @@ int nemesis_schedule_make(struct nemesis_schedule *s,
 		return 0;
 	}
 	nemesis_rng_seed(&r, p->seed);
+	unsigned members = p->nodes, spares = p->spares;
 	for (int64_t t = 0;;) {
 		int64_t start =
 		    t + rng_range(&r, p->quiet_min_ms, p->quiet_max_ms);
@@ -505,6 +573,17 @@ int nemesis_schedule_make(struct nemesis_schedule *s,
 		    start + rng_range(&r, p->fault_min_ms, p->fault_max_ms);
 		if (heal > s->final_ms) {
 			break;
+		}
+		struct nemesis_step next;
+		memset(&next, 0, sizeof next);
+		make_step(&next, p, &r);
+		if (next.fault == NEMESIS_MEMBERSHIP) {
+			heal = start + rng_range(&r, p->member_min_ms,
+			                         p->member_max_ms);
+			if (heal > s->final_ms) {
+				break;
+			}
+			plan_member(&next, p, &r, &members, &spares);
 		}
 		if (s->n == room) {
 			size_t nr = room == 0 ? 16 : room * 2;
@@ -519,10 +598,9 @@ int nemesis_schedule_make(struct nemesis_schedule *s,
 			room = nr;
 		}
 		struct nemesis_step *st = &s->steps[s->n++];
-		memset(st, 0, sizeof *st);
+		*st = next;
 		st->start_ms = start;
 		st->heal_ms = heal;
-		make_step(st, p, &r);
 		t = heal;
 	}
 	return 0;
@@ -619,9 +697,26 @@ static int parse_step(char *line, unsigned n, struct nemesis_step *st,
 		nemesis_grudge_isolate(&st->grudge, n,
 		                       (unsigned)__builtin_ctz(mask),
 		                       NEMESIS_CLIENT_ALL);
+	} else if (strcmp(tok[2], "membership") == 0) {
+		st->fault = NEMESIS_MEMBERSHIP;
+		st->member_op = NEMESIS_MEMBER_N_OPS;
+		for (unsigned o = 0; o < NEMESIS_MEMBER_N_OPS; o++) {
+			if (strcmp(tok[3], member_op_names[o]) == 0) {
+				st->member_op = (enum nemesis_member_op)o;
+			}
+		}
+		if (st->member_op == NEMESIS_MEMBER_N_OPS ||
+		    (k > 4 && sscanf(tok[4], "pick=%u", &st->pick) != 1)) {
+			fmt_err(err, cap,
+			        "membership '%s': add, drain-remove or "
+			        "replace [pick=N]",
+			        tok[3]);
+			return -EINVAL;
+		}
 	} else {
 		fmt_err(err, cap,
-		        "fault '%s': kill, pause, skew or partition-isolate",
+		        "fault '%s': kill, pause, skew, partition-isolate or "
+		        "membership",
 		        tok[2]);
 		return -EINVAL;
 	}
@@ -653,6 +748,10 @@ int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
 	if (copy == NULL) {
 		return -ENOMEM;
 	}
+	/* With membership steps, node numbers are positions among the
+	 * members of the moment, which may outnumber the nodes. */
+	unsigned limit =
+	    strstr(text, "membership") != NULL ? HOSTS_MAX_NODES : nodes;
 	s->total_ms = total_ms;
 	s->final_ms = total_ms - final_ms;
 	for (char *line = strtok_r(copy, "\n", &save); line != NULL;
@@ -664,7 +763,7 @@ int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
 		if (*line == '#' || *line == '\0') {
 			continue;
 		}
-		if (parse_step(line, nodes, &st, why, sizeof why) != 0 ||
+		if (parse_step(line, limit, &st, why, sizeof why) != 0 ||
 		    (st.start_ms < last &&
 		     snprintf(why, sizeof why,
 		              "steps overlap or are out of order") > 0) ||
@@ -711,6 +810,10 @@ void nemesis_step_describe(const struct nemesis_step *st, char *buf, size_t cap)
 		break;
 	case NEMESIS_PARTITION_LEADER:
 		append(buf, cap, "shard=%u", st->shard);
+		break;
+	case NEMESIS_MEMBERSHIP:
+		append(buf, cap, "%s pick=%u",
+		       nemesis_member_op_name(st->member_op), st->pick);
 		break;
 	case NEMESIS_SKEW:
 		targets_text(st->targets, t, sizeof t);
@@ -902,6 +1005,10 @@ int nemesis_partition(struct nemesis *nem, const struct nemesis_grudge *g,
 	return 0;
 }
 
+static unsigned members_now(const struct hosts *h, unsigned *mem);
+static void map_grudge(const struct nemesis_grudge *lg, const unsigned *mem,
+                       unsigned c, unsigned n, struct nemesis_grudge *out);
+
 int nemesis_partition_leader(struct nemesis *nem, unsigned shard,
                              enum nemesis_client_side side)
 {
@@ -921,7 +1028,20 @@ int nemesis_partition_leader(struct nemesis *nem, unsigned shard,
 		return 0;
 	}
 	struct nemesis_grudge g;
-	nemesis_grudge_isolate(&g, nem->hosts->n, leader, side);
+	unsigned mem[HOSTS_MAX_NODES], c = members_now(nem->hosts, mem);
+	unsigned pos = 0;
+	for (unsigned i = 0; i < c; i++) {
+		pos = mem[i] == leader ? i + 1 : pos;
+	}
+	if (nem->hosts->n != nem->hosts->bootstrap && pos != 0 && c >= 2) {
+		/* Cut from the members only (spares and removed nodes do
+		 * not run). */
+		struct nemesis_grudge lg;
+		nemesis_grudge_isolate(&lg, c, pos, side);
+		map_grudge(&lg, mem, c, nem->hosts->n, &g);
+	} else {
+		nemesis_grudge_isolate(&g, nem->hosts->n, leader, side);
+	}
 	snprintf(g.desc + strlen(g.desc), sizeof g.desc - strlen(g.desc),
 	         " shard=%u", shard);
 	return nemesis_partition(nem, &g, f);
@@ -1112,9 +1232,229 @@ static int wait_until(struct nemesis *nem, int64_t t_ns)
 	}
 }
 
-static void apply_step(struct nemesis *nem, const struct nemesis_step *st)
+int nemesis_membership(struct nemesis *nem, enum nemesis_member_op op,
+                       unsigned pick, int64_t deadline_ns)
+{
+	const char *f = nemesis_fault_name(NEMESIS_MEMBERSHIP);
+	const char *opn = nemesis_member_op_name(op);
+	struct nemesis_member_result res;
+	char t[32];
+
+	note_exits(nem);
+	if (nem->member == NULL || (unsigned)op >= NEMESIS_MEMBER_N_OPS) {
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", f, "-", "op=%s no membership callback",
+		            opn);
+		return 0;
+	}
+	memset(&res, 0, sizeof res);
+	nem->faults_started++;
+	nemesis_log(
+	    nem, "start", f, "-", "op=%s pick=%u within=%lldms", opn, pick,
+	    (long long)((deadline_ns - hosts_now_ns(nem->hosts)) / 1000000));
+	nem->member(nem->member_arg, op, pick, deadline_ns, &res);
+	note_exits(nem);
+	if ((unsigned)res.outcome >= NEMESIS_MEMBER_N_OUTCOMES) {
+		res.outcome = NEMESIS_MEMBER_ERROR;
+	}
+	nem->member_counts[op][res.outcome]++;
+	if (res.node != 0 && res.with != 0) {
+		snprintf(t, sizeof t, "n%u,n%u", res.node, res.with);
+	} else if (res.node != 0) {
+		snprintf(t, sizeof t, "n%u", res.node);
+	} else {
+		snprintf(t, sizeof t, "-");
+	}
+	switch (res.outcome) {
+	case NEMESIS_MEMBER_ERROR:
+		nem->faults_started--;
+		return fail(nem, -EIO, f, t, res.detail);
+	case NEMESIS_MEMBER_SKIPPED:
+		nem->faults_started--;
+		nem->faults_skipped++;
+		nemesis_log(nem, "skip", f, t, "op=%s %s", opn, res.detail);
+		return 0;
+	default:
+		/* Refused, failed and timed-out operations are outcomes the
+		 * cluster may give: recorded, not errors. */
+		nem->faults_healed++;
+		nemesis_log(nem, nemesis_member_outcome_name(res.outcome), f, t,
+		            "op=%s %s", opn, res.detail);
+		return 0;
+	}
+}
+
+/* The members now, ids in order; how many. */
+static unsigned members_now(const struct hosts *h, unsigned *mem)
+{
+	unsigned c = 0;
+	for (unsigned id = 1; id <= h->n; id++) {
+		if (h->nodes[id - 1].member == HOSTS_MEMBER) {
+			mem[c++] = id;
+		}
+	}
+	return c;
+}
+
+/* lg, a grudge over positions 1..c (0: the client), as a grudge over the
+ * n hosts: position i is node mem[i - 1]. Node numbers in the
+ * description are mapped too. */
+static void map_grudge(const struct nemesis_grudge *lg, const unsigned *mem,
+                       unsigned c, unsigned n, struct nemesis_grudge *out)
+{
+	nemesis_grudge_none(out, n);
+	for (unsigned a = 0; a <= c; a++) {
+		for (unsigned b = 0; b <= c; b++) {
+			if (lg->cut[a][b]) {
+				out->cut[a == 0 ? 0 : mem[a - 1]]
+				        [b == 0 ? 0 : mem[b - 1]] = true;
+			}
+		}
+	}
+	/* Words without '=' other than "ring" list positions. */
+	out->desc[0] = '\0';
+	const char *p = lg->desc;
+	while (*p != '\0') {
+		size_t wl = strcspn(p, " ");
+		bool nodes = memchr(p, '=', wl) == NULL &&
+		             !(wl == 4 && strncmp(p, "ring", 4) == 0);
+		for (size_t i = 0; i < wl;) {
+			if (nodes && p[i] >= '0' && p[i] <= '9') {
+				char *end;
+				unsigned long pos = strtoul(p + i, &end, 10);
+				append(out->desc, sizeof out->desc, "%u",
+				       pos >= 1 && pos <= c ? mem[pos - 1]
+				                            : (unsigned)pos);
+				i = (size_t)(end - p);
+			} else {
+				append(out->desc, sizeof out->desc, "%c", p[i]);
+				i++;
+			}
+		}
+		p += wl;
+		if (*p == ' ') {
+			append(out->desc, sizeof out->desc, " ");
+			p++;
+		}
+	}
+}
+
+/* Where the client stood in step st's two-sided partition. */
+static enum nemesis_client_side nem_client_side(const struct nemesis_step *st)
+{
+	if (strstr(st->grudge.desc, "client=majority") != NULL) {
+		return NEMESIS_CLIENT_MAJORITY;
+	}
+	if (strstr(st->grudge.desc, "client=minority") != NULL) {
+		return NEMESIS_CLIENT_MINORITY;
+	}
+	return NEMESIS_CLIENT_ALL;
+}
+
+/* Step st over the members of now, when the hosts have spares: the
+ * schedule's node numbers are positions among the members (the k-th
+ * member in id order). A partition shape planned for as many nodes as
+ * there are members is mapped as it is; otherwise it is drawn again over
+ * the members, as are the nodes of a kill, pause or skew that names a
+ * position beyond them (as many nodes as the planned step, seeded by the
+ * schedule's seed and the step's index). */
+static void apply_step_members(struct nemesis *nem,
+                               const struct nemesis_step *st, size_t idx)
+{
+	struct hosts *h = nem->hosts;
+	unsigned mem[HOSTS_MAX_NODES];
+	unsigned c = members_now(h, mem);
+	struct nemesis_rng r;
+	struct nemesis_grudge lg, g;
+
+	nemesis_rng_seed(&r, nem->seed ^ (0x9e3779b97f4a7c15ULL * (idx + 1)));
+	switch (st->fault) {
+	case NEMESIS_PARTITION_HALVES:
+	case NEMESIS_PARTITION_ISOLATE:
+	case NEMESIS_PARTITION_RING:
+		if (c < 2) {
+			nem->faults_skipped++;
+			nemesis_log(nem, "skip", nemesis_fault_name(st->fault),
+			            "-", "%u member(s): nothing to cut", c);
+			return;
+		}
+		if (st->grudge.n == c) {
+			lg = st->grudge;
+		} else if (st->fault == NEMESIS_PARTITION_ISOLATE) {
+			unsigned pos =
+			    st->targets != 0
+			        ? (unsigned)__builtin_ctz(st->targets)
+			        : 1;
+			nemesis_grudge_isolate(&lg, c, (pos - 1) % c + 1,
+			                       nem_client_side(st));
+		} else if (st->fault == NEMESIS_PARTITION_RING && c >= 4) {
+			nemesis_grudge_ring(&lg, c, &r);
+		} else {
+			nemesis_grudge_halves(&lg, c, &r, nem_client_side(st));
+		}
+		map_grudge(&lg, mem, c, h->n, &g);
+		nemesis_partition(nem, &g, nemesis_fault_name(st->fault));
+		return;
+	case NEMESIS_PARTITION_LEADER:
+		nemesis_partition_leader(nem, st->shard, NEMESIS_CLIENT_ALL);
+		return;
+	default:
+		break;
+	}
+	unsigned pos = st->targets, k = (unsigned)__builtin_popcount(pos);
+	/* offs[i]: the skew for position i. */
+	int64_t offs[HOSTS_MAX_NODES + 1] = {0};
+	if (c == 0) {
+		return;
+	}
+	if (pos < 1u << (c + 1)) {
+		for (unsigned i = 1; i <= c; i++) {
+			offs[i] = st->skew_ms[i];
+		}
+	} else {
+		/* A position beyond the members: as many of them, drawn;
+		 * the planned offsets in order. */
+		int64_t planned[HOSTS_MAX_NODES + 1];
+		unsigned np = 0, nd = 0;
+		for (unsigned i = 1; i <= HOSTS_MAX_NODES; i++) {
+			if (pos & (1u << i)) {
+				planned[np++] = st->skew_ms[i];
+			}
+		}
+		pos = pick_nodes(&r, c, k < c ? k : c);
+		for (unsigned i = 1; i <= c; i++) {
+			if (pos & (1u << i)) {
+				offs[i] = planned[nd++];
+			}
+		}
+	}
+	for (unsigned i = 1; i <= c; i++) {
+		if (!(pos & (1u << i))) {
+			continue;
+		}
+		unsigned id = mem[i - 1];
+		if (st->fault == NEMESIS_KILL) {
+			nemesis_kill(nem, id);
+		} else if (st->fault == NEMESIS_PAUSE) {
+			nemesis_pause(nem, id);
+		} else if (st->fault == NEMESIS_SKEW) {
+			nemesis_skew(nem, id, offs[i]);
+		}
+	}
+}
+
+static void apply_step(struct nemesis *nem, const struct nemesis_step *st,
+                       size_t idx, int64_t heal_ns)
 {
 	unsigned n = nem->hosts->n;
+	if (st->fault == NEMESIS_MEMBERSHIP) {
+		nemesis_membership(nem, st->member_op, st->pick, heal_ns);
+		return;
+	}
+	if (nem->hosts->n != nem->hosts->bootstrap) {
+		apply_step_members(nem, st, idx);
+		return;
+	}
 	switch (st->fault) {
 	case NEMESIS_PARTITION_HALVES:
 	case NEMESIS_PARTITION_ISOLATE:
@@ -1146,6 +1486,7 @@ int nemesis_run(struct nemesis *nem, const struct nemesis_schedule *s)
 {
 	int64_t base = hosts_now_ns(nem->hosts);
 	int rc = 0;
+	nem->seed = s->seed;
 	nemesis_log(nem, "phase", "schedule", "-",
 	            "seed=%llu steps=%zu total_ms=%lld final_ms=%lld",
 	            (unsigned long long)s->seed, s->n, (long long)s->total_ms,
@@ -1156,7 +1497,7 @@ int nemesis_run(struct nemesis *nem, const struct nemesis_schedule *s)
 		if (rc != 0) {
 			break;
 		}
-		apply_step(nem, st);
+		apply_step(nem, st, i, base + st->heal_ms * 1000000);
 		rc = wait_until(nem, base + st->heal_ms * 1000000);
 		/* Heal even when stopped: nothing stays broken. */
 		nemesis_heal_all(nem);

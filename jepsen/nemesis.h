@@ -10,6 +10,14 @@
  *   shard isolated (asked of a caller's callback), and a majorities ring.
  * - kill -9 and restart, SIGSTOP and SIGCONT, clock skew (libfaketime
  *   timestamp file of the node; the nodes must run under libfaketime).
+ * - Membership changes: add a node, drain and remove one, replace a dead
+ *   one. The schedule says which (and when); a caller's callback runs it
+ *   against the cluster within the step's time and says how it ended
+ *   (done, refused, timed out, ...). While membership changes, the other
+ *   faults apply to the nodes that are members when they start: the
+ *   schedule's node numbers are positions among them (the k-th member in
+ *   id order); a partition shape planned for another number of nodes, or
+ *   nodes beyond the members, are drawn again over them.
  *
  * Everything done is recorded in a timeline file, one event a line:
  *     TIME_NS EVENT FAULT TARGETS [DETAIL...]
@@ -104,8 +112,20 @@ enum nemesis_fault {
 	NEMESIS_KILL,
 	NEMESIS_PAUSE,
 	NEMESIS_SKEW,
+	NEMESIS_MEMBERSHIP,
 	NEMESIS_N_FAULTS
 };
+
+/* What a membership step does. */
+enum nemesis_member_op {
+	NEMESIS_MEMBER_ADD,     /* start a spare node with --join */
+	NEMESIS_MEMBER_REMOVE,  /* drain a member, then remove it (exit 0) */
+	NEMESIS_MEMBER_REPLACE, /* kill -9 a member, start a spare, replace */
+	NEMESIS_MEMBER_N_OPS
+};
+
+/* "add", "drain-remove", "replace" */
+const char *nemesis_member_op_name(enum nemesis_member_op op);
 
 #define NEMESIS_BIT(f) (1u << (f))
 #define NEMESIS_PARTITIONS                                                     \
@@ -117,9 +137,10 @@ enum nemesis_fault {
 const char *nemesis_fault_name(enum nemesis_fault f);
 
 /* Fault mask of a --nemesis name: partition, kill, pause, skew, mixed
- * (all of them), none, or a comma-separated list of them (the union,
- * e.g. "kill,pause"). `nodes` drops the ring below 4 nodes, `leader`
- * adds the leader partition (only with a leader oracle). */
+ * (all of them but membership), membership, none, or a comma-separated
+ * list of them (the union, e.g. "kill,pause" or "membership,kill"). `nodes`
+ * drops the ring below 4 nodes, `leader` adds the leader partition (only with a
+ * leader oracle). */
 int nemesis_parse_mask(const char *name, unsigned nodes, bool leader,
                        unsigned *mask);
 
@@ -132,6 +153,8 @@ struct nemesis_step {
 	unsigned shard;   /* leader partition */
 	int64_t skew_ms[HOSTS_MAX_NODES + 1]; /* skew, per node id */
 	struct nemesis_grudge grudge;         /* halves, isolate, ring */
+	enum nemesis_member_op member_op;     /* membership */
+	unsigned pick; /* membership: chooses the node among candidates */
 };
 
 struct nemesis_plan {
@@ -146,10 +169,14 @@ struct nemesis_plan {
 	int64_t max_skew_ms;                /* |offset| bound */
 	unsigned shards;                    /* for the leader partition */
 	enum nemesis_client_side client;    /* halves and isolate */
+	/* How long a membership step may take (it ends when done). */
+	int64_t member_min_ms, member_max_ms;
+	unsigned spares; /* spare nodes: adds and replaces use one each */
 };
 
-/* The defaults for a run of total_ms: quiet 1-4 s, faults 2-8 s, a final
- * phase of max(3 s, total/5), skew up to 60 s, 8 shards. */
+/* The defaults for a run of total_ms: quiet 1-4 s, faults 2-8 s,
+ * membership steps 12-20 s, a final phase of max(3 s, total/5), skew up
+ * to 60 s, 8 shards, no spare. */
 void nemesis_plan_defaults(struct nemesis_plan *p, unsigned nodes,
                            uint64_t seed, unsigned faults, int64_t total_ms);
 
@@ -169,7 +196,9 @@ void nemesis_schedule_free(struct nemesis_schedule *s);
 
 /* A written schedule: one step a line, as nemesis_step_describe writes
  * them ("START_MS HEAL_MS FAULT TARGETS [nI=+Nms...]"), for kill, pause,
- * skew and partition-isolate; '#' lines are comments. Steps in order, not
+ * skew, partition-isolate and membership (TARGETS: add, drain-remove or
+ * replace); '#' lines are comments. With membership steps, node numbers
+ * are positions among the members (up to HOSTS_MAX_NODES). Steps in order, not
  * overlapping, healed before the final phase (total_ms - final_ms).
  * -EINVAL with why in err. */
 int nemesis_schedule_parse(struct nemesis_schedule *s, const char *text,
@@ -185,11 +214,43 @@ void nemesis_step_describe(const struct nemesis_step *st, char *buf,
 /* Answers which node leads `shard` now: 0 and *node, or an error. */
 typedef int (*nemesis_leader_cb)(void *arg, unsigned shard, unsigned *node);
 
+/* How a membership step ended. */
+enum nemesis_member_outcome {
+	NEMESIS_MEMBER_DONE,    /* the cluster did it */
+	NEMESIS_MEMBER_REFUSED, /* the cluster said no (e.g. below R) */
+	NEMESIS_MEMBER_FAILED,  /* the cluster's operation failed */
+	NEMESIS_MEMBER_TIMEOUT, /* not finished within the step */
+	NEMESIS_MEMBER_SKIPPED, /* nothing to do it with (no spare, ...) */
+	NEMESIS_MEMBER_ERROR,   /* the harness could not act: fails the run */
+	NEMESIS_MEMBER_N_OUTCOMES
+};
+
+/* "done", "refused", "failed", "timeout", "skipped", "error" */
+const char *nemesis_member_outcome_name(enum nemesis_member_outcome o);
+
+struct nemesis_member_result {
+	enum nemesis_member_outcome outcome;
+	unsigned node; /* the node added, removed or replaced (0: none) */
+	unsigned with; /* replace: the new node */
+	char detail[256];
+};
+
+/* Runs membership operation op until hosts time deadline_ns at the latest
+ * (pick chooses among candidate nodes) and fills res. */
+typedef void (*nemesis_member_cb)(void *arg, enum nemesis_member_op op,
+                                  unsigned pick, int64_t deadline_ns,
+                                  struct nemesis_member_result *res);
+
 struct nemesis {
 	struct hosts *hosts; /* borrowed */
 	FILE *timeline;      /* owned */
 	nemesis_leader_cb leader;
 	void *leader_arg;
+	nemesis_member_cb member; /* NULL: membership steps are skipped */
+	void *member_arg;
+	/* Outcomes of the membership steps, per operation. */
+	unsigned member_counts[NEMESIS_MEMBER_N_OPS][NEMESIS_MEMBER_N_OUTCOMES];
+	uint64_t seed; /* the schedule's, to draw faults over members again */
 	/* Signals that stop a schedule early (blocked by the caller and
 	 * waited for with sigtimedwait); empty: sleeps are plain. */
 	sigset_t stop_signals;
@@ -229,6 +290,11 @@ int nemesis_pause(struct nemesis *nem, unsigned node);
 int nemesis_resume(struct nemesis *nem, unsigned node);
 /* Needs the hosts created with faketime. */
 int nemesis_skew(struct nemesis *nem, unsigned node, int64_t skew_ms);
+
+/* Runs one membership operation now (the member callback), bounded by
+ * hosts time deadline_ns; logged and counted. */
+int nemesis_membership(struct nemesis *nem, enum nemesis_member_op op,
+                       unsigned pick, int64_t deadline_ns);
 
 /* Heals everything in place: partition, paused, killed, skewed nodes. */
 int nemesis_heal_all(struct nemesis *nem);

@@ -36,6 +36,7 @@
 #include "jepsen/selftest.h"
 #include "jepsen/workload_cluster.h"
 #include "jepsen/workload_driver.h"
+#include "jepsen/workload_member.h"
 
 #define EXIT_CHECK 1
 #define EXIT_USAGE 2
@@ -48,6 +49,9 @@
 #define READY_TIMEOUT_MS 30000
 /* Final reads may run this long past the end of the schedule. */
 #define FINAL_GRACE_MS 30000
+/* Spare hosts a membership nemesis may add (at most what is left of
+ * HOSTS_MAX_NODES). */
+#define RUN_SPARES 6
 
 /* The fault hooks of lodestone-faulty (raft/replica.c, flow/flow_ops.c,
  * flow/flow_schedule.c, LS_FAULT_HOOKS). */
@@ -84,8 +88,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: jepsen/run WORKLOAD [--nemesis "
-	        "partition|partition-leader|kill|pause|skew|mixed|none\n"
-	        "                  or a list of classes, e.g. kill,pause]\n"
+	        "partition|partition-leader|kill|pause|skew|membership|\n"
+	        "                  mixed|none or a list of classes, e.g. "
+	        "membership,kill]\n"
 	        "                  [--time S] [--nodes N] [--seed X] [--dir D] "
 	        "[--binary PATH]\n"
 	        "                  [--run-id N] [--prefix A.B] [--procs N] "
@@ -128,7 +133,11 @@ static void usage(FILE *f)
 	        "--schedule FILE runs the\n"
 	        "steps written in FILE (the lines --dry-run prints: kill, "
 	        "pause, skew,\n"
-	        "partition-isolate) instead of a seeded schedule.\n"
+	        "partition-isolate, membership) instead of a seeded "
+	        "schedule.\n"
+	        "membership adds nodes (--join), drains and removes them, "
+	        "and replaces\n"
+	        "killed ones, on spare hosts; not part of mixed.\n"
 	        "Needs root (network namespaces, iptables); skew "
 	        "needs\n"
 	        "libfaketime and a build without sanitizers.\n"
@@ -412,6 +421,8 @@ struct summary {
 	size_t steps;
 	int64_t final_ms;
 	unsigned healthy;
+	unsigned members; /* members at the end (the nodes checked) */
+	bool membership;  /* the nemesis changes membership */
 	unsigned exits;
 	bool stopped;
 	const struct wl_workload *w; /* NULL: workload none */
@@ -512,11 +523,32 @@ static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
 	if (nem->errors > 0) {
 		fprintf(f, "           last error: %s\n", nem->err);
 	}
+	if (s->membership) {
+		fprintf(f, "membership");
+		for (unsigned op = 0; op < NEMESIS_MEMBER_N_OPS; op++) {
+			fprintf(
+			    f, "%s%s:", op == 0 ? " " : "; ",
+			    nemesis_member_op_name((enum nemesis_member_op)op));
+			for (unsigned o = 0; o < NEMESIS_MEMBER_N_OUTCOMES;
+			     o++) {
+				fprintf(f, " %u %s", nem->member_counts[op][o],
+				        nemesis_member_outcome_name(
+				            (enum nemesis_member_outcome)o));
+			}
+		}
+		fprintf(f, "\n           members at the end:");
+		for (unsigned id = 1; id <= h->n; id++) {
+			if (hosts_node(h, id)->member == HOSTS_MEMBER) {
+				fprintf(f, " n%u", id);
+			}
+		}
+		fprintf(f, "\n");
+	}
 	fprintf(f, "duration   %u s, final phase from %.1f s%s\n", s->o->time_s,
 	        (double)s->final_ms / 1000,
 	        s->stopped ? " (stopped early by a signal)" : "");
-	fprintf(f, "nodes      %u, exits the nemesis did not cause: %u\n", h->n,
-	        s->exits);
+	fprintf(f, "nodes      %u, exits the nemesis did not cause: %u\n",
+	        s->members, s->exits);
 	for (unsigned id = 1; id <= h->n; id++) {
 		struct hosts_node *nd = hosts_node(h, id);
 		if (nd->unexpected_exits > 0) {
@@ -529,7 +561,7 @@ static void write_summary(FILE *f, struct hosts *h, struct nemesis *nem,
 		fprintf(f,
 		        "health     %u/%u nodes healthy after the final "
 		        "phase\n",
-		        s->healthy, h->n);
+		        s->healthy, s->members);
 	}
 	if (s->w != NULL) {
 		fprintf(f,
@@ -608,7 +640,9 @@ static void workload_config(struct hosts *h, const struct opts *o,
 {
 	memset(wc, 0, sizeof *wc);
 	wc->client_ns = h->client_ns;
-	wc->n_nodes = h->n;
+	wc->n_nodes = h->bootstrap;
+	wc->n_slots = h->n;
+	wc->endpoints = &h->endpoints;
 	for (unsigned id = 1; id <= h->n; id++) {
 		struct hosts_node *nd = hosts_node(h, id);
 		struct wl_node_info *ni = &wc->nodes[id - 1];
@@ -742,6 +776,11 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	nemesis_plan_defaults(&plan, oo.nodes, oo.seed, mask,
 	                      (int64_t)oo.time_s * 1000);
 	plan.shards = RUN_SHARDS;
+	if (mask & NEMESIS_BIT(NEMESIS_MEMBERSHIP)) {
+		plan.spares = HOSTS_MAX_NODES - oo.nodes < RUN_SPARES
+		                  ? HOSTS_MAX_NODES - oo.nodes
+		                  : RUN_SPARES;
+	}
 	if (oo.schedule != NULL) {
 		char *text = read_text(oo.schedule);
 		if (text == NULL) {
@@ -762,6 +801,11 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		mask = 0; /* what the steps need (skew: libfaketime) */
 		for (size_t i = 0; i < sched.n; i++) {
 			mask |= NEMESIS_BIT(sched.steps[i].fault);
+		}
+		if (mask & NEMESIS_BIT(NEMESIS_MEMBERSHIP)) {
+			plan.spares = HOSTS_MAX_NODES - oo.nodes < RUN_SPARES
+			                  ? HOSTS_MAX_NODES - oo.nodes
+			                  : RUN_SPARES;
 		}
 	} else if (nemesis_schedule_make(&sched, &plan, err, sizeof err) != 0) {
 		fprintf(stderr, "jepsen/run: %s\n", err);
@@ -841,6 +885,7 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	cfg.faketime = (mask & NEMESIS_BIT(NEMESIS_SKEW)) != 0;
 	cfg.pin_cpu = oo.pin_cpu;
 	cfg.cpu = oo.cpu;
+	cfg.spares = plan.spares;
 	if (!none) {
 		/* Dev mode: the generated Felix certificate, no auth. The
 		 * scopes path is filled in once the run directory exists
@@ -899,8 +944,13 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		nem.leader = leader_oracle;
 		nem.leader_arg = h;
 	}
-	printf("run %s in %s: %u nodes on %s%s%s\n", h->tag, h->dir, h->n,
-	       h->subnet, oo.fault != NULL ? ", fault hook " : "",
+	if (mask & NEMESIS_BIT(NEMESIS_MEMBERSHIP)) {
+		nem.member = wl_member_run;
+		nem.member_arg = h;
+	}
+	printf("run %s in %s: %u nodes (%u spare) on %s%s%s\n", h->tag, h->dir,
+	       h->bootstrap, h->n - h->bootstrap, h->subnet,
+	       oo.fault != NULL ? ", fault hook " : "",
 	       oo.fault != NULL ? oo.fault : "");
 	fflush(stdout);
 	if (hosts_start_all(h, 20000) != 0) {
@@ -960,6 +1010,8 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 	                    .steps = sched.n,
 	                    .final_ms = sched.final_ms,
 	                    .stopped = rc == -EINTR,
+	                    .membership =
+	                        (mask & NEMESIS_BIT(NEMESIS_MEMBERSHIP)) != 0,
 	                    .w = w};
 	if (run != NULL) {
 		if (s.stopped) {
@@ -979,13 +1031,20 @@ static int cmd_run(const struct opts *o, const char *binary, int argc,
 		}
 		run = NULL;
 	}
+	hosts_reap(h);
 	for (unsigned id = 1; id <= h->n; id++) {
-		if (!s.stopped && hosts_node_wait_healthy(h, id, 15000) == 0) {
-			s.healthy++;
+		/* Removed and replaced nodes are out; a spare never ran. */
+		if (hosts_node(h, id)->member == HOSTS_MEMBER) {
+			s.members++;
+			if (!s.stopped &&
+			    hosts_node_wait_healthy(h, id, 15000) == 0) {
+				s.healthy++;
+			}
 		}
 		s.exits += hosts_node(h, id)->unexpected_exits;
 	}
-	bool cluster_ok = s.healthy == h->n && s.exits == 0 && nem.errors == 0;
+	bool cluster_ok =
+	    s.healthy == s.members && s.exits == 0 && nem.errors == 0;
 	if (s.checked && !s.stopped) {
 		snprintf(path, sizeof path, "%s/verdicts.txt", h->dir);
 		FILE *vf = fopen(path, "we");

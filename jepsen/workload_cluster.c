@@ -33,8 +33,9 @@ int wl_cluster_fetch(struct hosts *h, const char *ns, unsigned id,
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
 	}
-	rc = hosts_http_get(ns, nd->addr, HOSTS_PORT_ADMIN, "/v1/cluster",
-	                    timeout_ms, &status, body, BODY_CAP, NULL);
+	rc = hosts_http_request(ns, nd->addr, HOSTS_PORT_ADMIN, "GET",
+	                        "/v1/cluster", NULL, timeout_ms, &status, body,
+	                        BODY_CAP);
 	if (rc != 0) {
 		snprintf(err, cap, "n%u: GET /v1/cluster: %s", id,
 		         strerror(-rc));
@@ -75,10 +76,32 @@ int wl_cluster_fetch(struct hosts *h, const char *ns, unsigned id,
 			v->n_groups = (unsigned)gid + 1;
 		}
 	}
+	json_t *nodes = json_object_get(root, "nodes");
+	for (size_t i = 0;
+	     i < json_array_size(nodes) && v->n_members < WL_MAX_MEMBERS; i++) {
+		json_t *m = json_array_get(nodes, i);
+		const char *st = json_string_value(json_object_get(m, "state"));
+		struct wl_member_view *mv = &v->members[v->n_members++];
+		mv->id = (uint64_t)json_integer_value(json_object_get(m, "id"));
+		snprintf(mv->state, sizeof mv->state, "%s",
+		         st != NULL ? st : "");
+		mv->connected = json_is_true(json_object_get(m, "connected"));
+	}
 out:
 	json_decref(root);
 	free(body);
 	return rc;
+}
+
+const struct wl_member_view *wl_cluster_member(const struct wl_cluster_view *v,
+                                               uint64_t id)
+{
+	for (unsigned i = 0; i < v->n_members; i++) {
+		if (v->members[i].id == id) {
+			return &v->members[i];
+		}
+	}
+	return NULL;
 }
 
 int wl_cluster_leader(struct hosts *h, uint32_t group, unsigned *node)
@@ -92,7 +115,8 @@ int wl_cluster_leader(struct hosts *h, uint32_t group, unsigned *node)
 		return -ENOMEM;
 	}
 	for (unsigned id = 1; id <= h->n; id++) {
-		if (wl_cluster_fetch(h, h->client_ns, id, FETCH_TIMEOUT_MS, v,
+		if (!hosts_node_live(h, id) ||
+		    wl_cluster_fetch(h, h->client_ns, id, FETCH_TIMEOUT_MS, v,
 		                     err, sizeof err) != 0 ||
 		    group >= v->n_groups) {
 			continue;
@@ -135,7 +159,11 @@ static bool all_led(struct hosts *h, struct wl_cluster_view *v, unsigned groups,
 	for (unsigned g = 0; g < groups; g++) {
 		agree[g] = true;
 	}
+	bool first = true;
 	for (unsigned id = 1; id <= h->n; id++) {
+		if (!hosts_node_live(h, id)) {
+			continue;
+		}
 		if (wl_cluster_fetch(h, h->client_ns, id, FETCH_TIMEOUT_MS, v,
 		                     err, cap) != 0) {
 			return false;
@@ -145,20 +173,22 @@ static bool all_led(struct hosts *h, struct wl_cluster_view *v, unsigned groups,
 			if (g < v->n_groups && v->groups[g].here_leader) {
 				claimed[g] = id;
 			}
-			if (id == 1) {
+			if (first) {
 				named[g] = l;
 			} else if (named[g] != l) {
 				agree[g] = false;
 			}
 		}
+		first = false;
 	}
 	for (unsigned g = 0; g < groups; g++) {
 		if (claimed[g] == 0 || !agree[g] || named[g] != claimed[g]) {
-			snprintf(err, cap,
-			         "group %u: no ready leader every node knows "
-			         "(claimed by n%llu, n1 names n%llu)",
-			         g, (unsigned long long)claimed[g],
-			         (unsigned long long)named[g]);
+			snprintf(
+			    err, cap,
+			    "group %u: no ready leader every node knows "
+			    "(claimed by n%llu, the first node names n%llu)",
+			    g, (unsigned long long)claimed[g],
+			    (unsigned long long)named[g]);
 			return false;
 		}
 	}

@@ -110,17 +110,62 @@ int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
 	return wl_hist_write(h, path);
 }
 
+unsigned wl_ctx_slots(const struct wl_ctx *x)
+{
+	return x->cfg->n_slots > x->cfg->n_nodes ? x->cfg->n_slots
+	                                         : x->cfg->n_nodes;
+}
+
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id)
 {
-	if (id < 1 || id > x->cfg->n_nodes) {
+	if (id < 1 || id > wl_ctx_slots(x)) {
 		return NULL;
 	}
 	return &x->cfg->nodes[id - 1];
 }
 
+/* The endpoints now; never empty (the bootstrap nodes when the harness
+ * names none, e.g. while every node is being replaced). */
+static unsigned endpoint_mask(const struct wl_ctx *x)
+{
+	unsigned all = ((1u << x->cfg->n_nodes) - 1) << 1;
+	unsigned m =
+	    x->cfg->endpoints != NULL ? atomic_load(x->cfg->endpoints) : all;
+	return m != 0 ? m : all;
+}
+
+bool wl_ctx_is_endpoint(const struct wl_ctx *x, unsigned id)
+{
+	return id < 32 && (endpoint_mask(x) & (1u << id)) != 0;
+}
+
+unsigned wl_ctx_n_endpoints(const struct wl_ctx *x)
+{
+	return (unsigned)__builtin_popcount(endpoint_mask(x));
+}
+
 unsigned wl_ctx_home(const struct wl_ctx *x, unsigned i)
 {
+	unsigned m = endpoint_mask(x);
+	unsigned k = i % (unsigned)__builtin_popcount(m);
+	for (unsigned id = 1; id <= wl_ctx_slots(x); id++) {
+		if ((m & (1u << id)) && k-- == 0) {
+			return id;
+		}
+	}
 	return 1 + i % x->cfg->n_nodes;
+}
+
+unsigned wl_ctx_next_endpoint(const struct wl_ctx *x, unsigned id)
+{
+	unsigned m = endpoint_mask(x), n = wl_ctx_slots(x);
+	for (unsigned k = 1; k <= n; k++) {
+		unsigned c = (id - 1 + k) % n + 1;
+		if (m & (1u << c)) {
+			return c;
+		}
+	}
+	return id;
 }
 
 unsigned wl_ctx_timeout(const struct wl_ctx *x)

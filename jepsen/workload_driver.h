@@ -30,6 +30,7 @@
 #ifndef LS_JEPSEN_WORKLOAD_DRIVER_H
 #define LS_JEPSEN_WORKLOAD_DRIVER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,8 +47,14 @@ struct wl_node_info {
 
 struct wl_config {
 	const char *client_ns; /* namespace the clients run in */
-	unsigned n_nodes;
-	struct wl_node_info nodes[HOSTS_MAX_NODES];
+	unsigned n_nodes;      /* the cluster's size at the start */
+	/* Hosts the cluster may use, ids 1..n_slots (0: n_nodes): with a
+	 * membership nemesis, spares join and members leave. */
+	unsigned n_slots;
+	struct wl_node_info nodes[HOSTS_MAX_NODES]; /* by id - 1 */
+	/* Bit (1u << id) per node clients may use now, kept by the harness
+	 * (struct hosts endpoints); NULL: nodes 1..n_nodes, always. */
+	const atomic_uint *endpoints;
 	int64_t t0_ns;      /* the run's CLOCK_MONOTONIC origin */
 	uint64_t seed;      /* drives every random choice of the clients */
 	int64_t ops_end_ms; /* no operation is invoked after this */

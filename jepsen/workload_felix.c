@@ -33,6 +33,14 @@ void wl_fx_init(struct wl_fx *fx, struct wl_ctx *x, unsigned node, wl_fx_cb cb,
 	fx->timer_init = true;
 }
 
+void wl_fx_init_home(struct wl_fx *fx, struct wl_ctx *x, unsigned i,
+                     wl_fx_cb cb, void *data)
+{
+	wl_fx_init(fx, x, wl_ctx_home(x, i), cb, data);
+	fx->homed = true;
+	fx->home_idx = i;
+}
+
 static void reap(struct wl_fx *fx)
 {
 	for (unsigned i = 0; i < fx->n_dying; i++) {
@@ -113,6 +121,9 @@ static void on_ready(void *data, struct felix_client *c, int status,
 
 static void open_now(struct wl_fx *fx)
 {
+	if (fx->homed) {
+		fx->node = wl_ctx_home(fx->x, fx->home_idx);
+	}
 	const struct wl_node_info *nd = wl_ctx_node(fx->x, fx->node);
 	struct felix_client_config cfg;
 	char err[256];
@@ -210,15 +221,16 @@ void wl_fx_close(struct wl_fx *fx)
 void wl_follow_init(struct wl_follow *f, struct wl_ctx *x, unsigned node,
                     wl_fx_cb cb, void *data)
 {
-	for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
+	for (unsigned n = 0; n < wl_ctx_slots(x); n++) {
 		wl_fx_init(&f->fx[n], x, n + 1, cb, data);
 	}
+	f->x = x;
 	wl_follow_start(f, node);
 }
 
 void wl_follow_close(struct wl_follow *f, const struct wl_ctx *x)
 {
-	for (unsigned n = 0; n < x->cfg->n_nodes; n++) {
+	for (unsigned n = 0; n < wl_ctx_slots(x); n++) {
 		wl_fx_close(&f->fx[n]);
 	}
 }
@@ -230,6 +242,11 @@ struct wl_fx *wl_follow_fx(struct wl_follow *f)
 
 bool wl_follow_connect(struct wl_follow *f)
 {
+	/* A node that left the endpoints (removed, replaced) since it was
+	 * chosen: the next one instead, so no request waits on it. */
+	if (!wl_ctx_is_endpoint(f->x, f->node)) {
+		f->node = wl_ctx_next_endpoint(f->x, f->node);
+	}
 	return wl_fx_connect(wl_follow_fx(f));
 }
 
@@ -240,18 +257,21 @@ void wl_follow_reset(struct wl_follow *f)
 
 void wl_follow_start(struct wl_follow *f, unsigned node)
 {
+	if (!wl_ctx_is_endpoint(f->x, node)) {
+		node = wl_ctx_next_endpoint(f->x, node);
+	}
 	f->node = node;
 	f->tried = 0;
 }
 
 void wl_follow_next(struct wl_follow *f, const struct wl_ctx *x)
 {
-	f->node = f->node % x->cfg->n_nodes + 1;
+	f->node = wl_ctx_next_endpoint(x, f->node);
 }
 
 bool wl_follow_retry(struct wl_follow *f, const struct wl_ctx *x)
 {
-	if (++f->tried >= x->cfg->n_nodes) {
+	if (++f->tried >= wl_ctx_n_endpoints(x)) {
 		return false;
 	}
 	wl_follow_next(f, x);

@@ -52,6 +52,10 @@ typedef void (*wl_fx_cb)(void *data, struct wl_fx *fx, bool up);
 struct wl_fx {
 	struct wl_ctx *x;
 	unsigned node;
+	/* Homed: each (re)connection goes to wl_ctx_home(x, home_idx), so
+	 * a process follows membership when its connection drops. */
+	bool homed;
+	unsigned home_idx;
 	struct felix_client *c; /* NULL when down */
 	bool up;
 	bool connecting;
@@ -70,6 +74,11 @@ struct wl_fx {
 void wl_fx_init(struct wl_fx *fx, struct wl_ctx *x, unsigned node, wl_fx_cb cb,
                 void *data);
 
+/* The same for the i-th process: its node is wl_ctx_home(x, i) at each
+ * (re)connection. */
+void wl_fx_init_home(struct wl_fx *fx, struct wl_ctx *x, unsigned i,
+                     wl_fx_cb cb, void *data);
+
 /* Brings the connection up unless it is up or on its way; `cb` follows
  * (possibly after the backoff). Returns true when it is up now. */
 bool wl_fx_connect(struct wl_fx *fx);
@@ -87,12 +96,14 @@ void wl_fx_close(struct wl_fx *fx);
  * reads, idempotent publishes, watches) a process asks one node at a time,
  * over a connection per node opened on demand: first the node that last
  * served the shard, then, when refused or unanswered, the next one in turn
- * (or the one a refusal names). */
+ * (or the one a refusal names). Only the nodes clients may use now (the
+ * endpoints, wl_ctx_is_endpoint) are asked. */
 
 struct wl_follow {
-	struct wl_fx fx[HOSTS_MAX_NODES]; /* by node, opened on demand */
+	struct wl_fx fx[HOSTS_MAX_NODES]; /* by node id - 1, on demand */
 	unsigned node;                    /* being asked (1-based) */
 	unsigned tried;                   /* nodes tried for what is asked */
+	const struct wl_ctx *x;
 };
 
 /* A connection per node of x (none open yet), asking `node` first. */
@@ -105,19 +116,20 @@ void wl_follow_close(struct wl_follow *f, const struct wl_ctx *x);
 /* The connection to the node being asked. */
 struct wl_fx *wl_follow_fx(struct wl_follow *f);
 
-/* wl_fx_connect, wl_fx_reset of that connection. */
+/* wl_fx_connect, wl_fx_reset of that connection; wl_follow_connect first
+ * moves on to the next endpoint when the node asked is none any more. */
 bool wl_follow_connect(struct wl_follow *f);
 void wl_follow_reset(struct wl_follow *f);
 
-/* Asks `node` first (the node that last served the shard, say), no node
- * tried yet. */
+/* Asks `node` first (the node that last served the shard, say; the next
+ * endpoint when it is none now), no node tried yet. */
 void wl_follow_start(struct wl_follow *f, unsigned node);
 
-/* Moves on to the next node in turn. */
+/* Moves on to the next endpoint in turn. */
 void wl_follow_next(struct wl_follow *f, const struct wl_ctx *x);
 
-/* Counts the node being asked as tried and, unless that makes every node,
- * moves on to the next one (then returns true). */
+/* Counts the node being asked as tried and, unless that makes every
+ * endpoint, moves on to the next one (then returns true). */
 bool wl_follow_retry(struct wl_follow *f, const struct wl_ctx *x);
 
 /* --- Tickets ----------------------------------------------------------------

@@ -149,7 +149,8 @@ struct flw;
 struct fl_proc {
 	struct flw *g;
 	unsigned idx;
-	unsigned pid; /* logical process; +nprocs after an info */
+	unsigned node; /* its FSNP connection's node */
+	unsigned pid;  /* logical process; +nprocs after an info */
 	struct fsnp_client *c;
 	uv_timer_t think;
 	bool busy;
@@ -449,7 +450,8 @@ static void invoke(struct fl_proc *p)
 	if (p->f != F_CLAIM && p->f != F_READ) {
 		record(p, WL_INVOKE);
 	}
-	if (flow_client_call(p->c, ops[p->f], &a, 0, on_reply, p) != 0) {
+	if (p->c == NULL ||
+	    flow_client_call(p->c, ops[p->f], &a, 0, on_reply, p) != 0) {
 		/* Never sent. */
 		complete(p, WL_FAIL);
 	}
@@ -942,11 +944,57 @@ static void start_finals(struct flw *g)
 	maybe_finish(g);
 }
 
+static void on_ready(void *data, struct fsnp_client *c, int status,
+                     const char *err);
+static void on_client_closed(void *data);
+
+/* Opens p's connection to node id. */
+static int connect_to(struct fl_proc *p, unsigned id)
+{
+	struct wl_ctx *x = p->g->x;
+	const struct wl_node_info *nd = wl_ctx_node(x, id);
+	struct fsnp_client_options o;
+	memset(&o, 0, sizeof o);
+	o.host = nd->addr;
+	o.port = HOSTS_PORT_FSNP;
+	o.client_name = "jepsen-flow";
+	o.timeout_ms = wl_ctx_timeout(x);
+	o.max_attempts = 3;
+	p->node = nd->id;
+	if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
+		p->c = NULL;
+		snprintf(x->note, sizeof x->note,
+		         "cannot open an FSNP client to %s", nd->addr);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Between operations: follows membership to the node p should use now
+ * (wl_ctx_home), as the register workload does. */
+static void rehome(struct fl_proc *p)
+{
+	unsigned want = wl_ctx_home(p->g->x, p->idx);
+	if (want == p->node && p->c != NULL) {
+		return;
+	}
+	if (p->c != NULL) {
+		fsnp_client_close(p->c, on_client_closed, NULL);
+		p->c = NULL;
+	}
+	connect_to(p, want);
+}
+
 static void on_think(uv_timer_t *t)
 {
 	struct fl_proc *p = t->data;
 	struct flw *g = p->g;
 	if (g->x->done || p->busy || g->x->deadline) {
+		return;
+	}
+	rehome(p);
+	if (p->c == NULL) {
+		schedule(p, THINK_MAX_MS);
 		return;
 	}
 	if (g->x->ops_over) {
@@ -1044,23 +1092,12 @@ static int flw_start(struct wl_ctx *x)
 	                g->nprocs, cfg->n_nodes, NPARTS, LEASE_MS);
 	for (unsigned i = 0; i < g->nprocs; i++) {
 		struct fl_proc *p = &g->procs[i];
-		const struct wl_node_info *nd =
-		    wl_ctx_node(x, wl_ctx_home(x, i));
-		struct fsnp_client_options o;
-		memset(&o, 0, sizeof o);
-		o.host = nd->addr;
-		o.port = HOSTS_PORT_FSNP;
-		o.client_name = "jepsen-flow";
-		o.timeout_ms = wl_ctx_timeout(x);
-		o.max_attempts = 3;
 		p->g = g;
 		p->idx = i;
 		p->pid = i;
 		uv_timer_init(x->loop, &p->think);
 		p->think.data = p;
-		if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
-			snprintf(x->note, sizeof x->note,
-			         "cannot open an FSNP client to %s", nd->addr);
+		if (connect_to(p, wl_ctx_home(x, i)) != 0) {
 			return -EIO;
 		}
 	}

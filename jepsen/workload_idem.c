@@ -180,7 +180,7 @@ static unsigned node_named(struct id *g, const char *id)
 {
 	char *end;
 	unsigned long v = id != NULL ? strtoul(id, &end, 10) : 0;
-	if (id == NULL || *end != '\0' || v < 1 || v > g->x->cfg->n_nodes) {
+	if (id == NULL || *end != '\0' || v < 1 || v > wl_ctx_slots(g->x)) {
 		return 0;
 	}
 	return (unsigned)v;

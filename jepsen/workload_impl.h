@@ -106,9 +106,21 @@ int wl_ctx_write(const struct wl_ctx *x, const struct wl_hist *h,
 /* Node `id`'s address (1-based). */
 const struct wl_node_info *wl_ctx_node(const struct wl_ctx *x, unsigned id);
 
-/* The node that the i-th process (or shard) starts at: the processes
- * spread over the nodes in turn. */
+/* The node that the i-th process (or shard) uses: the processes spread
+ * over the nodes clients may use now (the endpoints) in turn. The answer
+ * changes when membership does. */
 unsigned wl_ctx_home(const struct wl_ctx *x, unsigned i);
+
+/* Node ids run 1..wl_ctx_slots(x). */
+unsigned wl_ctx_slots(const struct wl_ctx *x);
+
+/* Whether clients may use node id now; how many such nodes there are. */
+bool wl_ctx_is_endpoint(const struct wl_ctx *x, unsigned id);
+unsigned wl_ctx_n_endpoints(const struct wl_ctx *x);
+
+/* The endpoint after node id in id order (wrapping), or id when there is
+ * none other. */
+unsigned wl_ctx_next_endpoint(const struct wl_ctx *x, unsigned id);
 
 /* The op timeout. */
 unsigned wl_ctx_timeout(const struct wl_ctx *x);

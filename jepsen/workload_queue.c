@@ -59,7 +59,8 @@ struct q_proc {
 	bool consumer;
 	unsigned shard;        /* consumers: theirs; publishers: the op's */
 	struct wl_follow lead; /* node of the op in flight */
-	unsigned home;         /* publishers' node */
+	unsigned home;         /* publishers' node at the start */
+	unsigned idx;          /* its index, for its node now */
 	uv_timer_t timer;
 	bool busy;
 	bool waiting;
@@ -363,8 +364,8 @@ static void invoke(struct q_proc *p)
 	if (p->f == Q_PUBLISH) {
 		g->pubs_busy++;
 	}
-	wl_follow_start(&p->lead,
-	                p->f == Q_PUBLISH ? p->home : g->hint[p->shard]);
+	wl_follow_start(&p->lead, p->f == Q_PUBLISH ? wl_ctx_home(g->x, p->idx)
+	                                            : g->hint[p->shard]);
 	record(p, WL_INVOKE, NULL);
 	uv_timer_start(&p->timer, on_timer,
 	               wl_ctx_timeout(g->x) + (p->f == Q_CONSUME ? WAIT_MS : 0),
@@ -456,6 +457,7 @@ static int q_start(struct wl_ctx *x)
 		p->consumer = i >= g->npub;
 		p->shard = p->consumer ? (i - g->npub) % QSHARDS : 0;
 		p->home = wl_ctx_home(x, i);
+		p->idx = i;
 		uv_timer_init(x->loop, &p->timer);
 		p->timer.data = p;
 		wl_follow_init(&p->lead, x, p->home, on_conn, p);

@@ -3,14 +3,16 @@
  *
  * Processes (2 per node by default) each hold one FSNP connection to
  * their node, without topology (the node forwards to the shard's leader),
- * and run one operation at a time with a short random pause between
- * operations. Each shard has KEYS_PER_SHARD key slots; a slot moves to a
- * fresh key after OPS_PER_KEY invocations, which keeps every key's
- * history small enough for the linearizability search even when
- * indeterminate operations pile up under faults. Written values are
- * unique (a counter), so a read names the write it saw. A CAS expects the
- * value last seen on its key. After the operations, every key ever used is
- * read once more on the healed cluster.
+ * and run one operation at a time; between operations a process whose
+ * node is no longer the one membership gives it (wl_ctx_home: a node
+ * left, or one joined) moves its connection there, with a short random pause
+ * between operations. Each shard has KEYS_PER_SHARD key slots; a slot moves to
+ * a fresh key after OPS_PER_KEY invocations, which keeps every key's history
+ * small enough for the linearizability search even when indeterminate
+ * operations pile up under faults. Written values are unique (a counter), so a
+ * read names the write it saw. A CAS expects the value last seen on its key.
+ * After the operations, every key ever used is read once more on the healed
+ * cluster.
  *
  * Outcomes: an answer is `ok` (a CAS that did not swap is `fail`); an
  * error the server gives before executing (busy, a reroute it marks safe
@@ -302,7 +304,7 @@ static void invoke(struct reg_proc *p)
 	p->busy = true;
 	g->busy++;
 	record(p, WL_INVOKE, NULL);
-	if (fsnp_w_finish(&w) != 0 ||
+	if (fsnp_w_finish(&w) != 0 || p->c == NULL ||
 	    fsnp_client_send(p->c, op, p->key, strlen(p->key), b.data, b.len,
 	                     flags, on_reply, p) != 0) {
 		/* Never sent. */
@@ -379,6 +381,46 @@ static void start_finals(struct reg *g)
 	maybe_finish(g);
 }
 
+static void on_ready(void *data, struct fsnp_client *c, int status,
+                     const char *err);
+static void on_client_closed(void *data);
+
+/* Opens p's connection to node id. */
+static int connect_to(struct reg_proc *p, unsigned id)
+{
+	struct wl_ctx *x = p->g->x;
+	const struct wl_node_info *nd = wl_ctx_node(x, id);
+	struct fsnp_client_options o;
+	memset(&o, 0, sizeof o);
+	o.host = nd->addr;
+	o.port = HOSTS_PORT_FSNP;
+	o.client_name = "jepsen-register";
+	o.timeout_ms = wl_ctx_timeout(x);
+	o.max_attempts = 3;
+	p->node = nd->id;
+	if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
+		p->c = NULL;
+		snprintf(x->note, sizeof x->note,
+		         "cannot open an FSNP client to %s", nd->addr);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Between operations: follows membership to the node p should use now. */
+static void rehome(struct reg_proc *p)
+{
+	unsigned want = wl_ctx_home(p->g->x, p->idx);
+	if (want == p->node && p->c != NULL) {
+		return;
+	}
+	if (p->c != NULL) {
+		fsnp_client_close(p->c, on_client_closed, NULL);
+		p->c = NULL;
+	}
+	connect_to(p, want);
+}
+
 static void on_think(uv_timer_t *t)
 {
 	struct reg_proc *p = t->data;
@@ -387,6 +429,12 @@ static void on_think(uv_timer_t *t)
 		return;
 	}
 	if (g->x->deadline) {
+		return;
+	}
+	rehome(p);
+	if (p->c == NULL) {
+		/* No client could be opened: try again shortly. */
+		schedule(p, THINK_MAX_MS);
 		return;
 	}
 	if (g->x->ops_over) {
@@ -451,24 +499,12 @@ static int reg_start(struct wl_ctx *x)
 	                g->nprocs, cfg->n_nodes, g->nslots, KEYS_PER_SHARD);
 	for (unsigned i = 0; i < g->nprocs; i++) {
 		struct reg_proc *p = &g->procs[i];
-		const struct wl_node_info *nd =
-		    wl_ctx_node(x, wl_ctx_home(x, i));
-		struct fsnp_client_options o;
-		memset(&o, 0, sizeof o);
-		o.host = nd->addr;
-		o.port = HOSTS_PORT_FSNP;
-		o.client_name = "jepsen-register";
-		o.timeout_ms = wl_ctx_timeout(x);
-		o.max_attempts = 3;
 		p->g = g;
 		p->idx = i;
 		p->pid = i;
-		p->node = nd->id;
 		uv_timer_init(x->loop, &p->think);
 		p->think.data = p;
-		if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
-			snprintf(x->note, sizeof x->note,
-			         "cannot open an FSNP client to %s", nd->addr);
+		if (connect_to(p, wl_ctx_home(x, i)) != 0) {
 			return -EIO;
 		}
 	}

@@ -596,9 +596,8 @@ static void r_try(struct st_reader *r)
 	if (!r->busy || r->g->x->done) {
 		return;
 	}
-	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	r->awaiting = true;
-	if (wl_fx_connect(fx)) {
+	if (wl_follow_connect(&r->lead)) {
 		r_subscribe(r);
 	}
 }
@@ -677,11 +676,11 @@ static void r_on_ack(void *data, int status, const char *message)
 static void r_sentinel_send(struct st_reader *r)
 {
 	struct st *g = r->g;
-	struct wl_fx *fx = wl_follow_fx(&r->lead);
-	if (!wl_fx_connect(fx)) {
+	if (!wl_follow_connect(&r->lead)) {
 		r->awaiting = true;
 		return;
 	}
+	struct wl_fx *fx = wl_follow_fx(&r->lead);
 	r->awaiting = false;
 	r->ticket = wl_ticket_new(&g->tickets, r, r->seq, fx);
 	if (r->ticket == NULL) {
@@ -806,7 +805,7 @@ static int st_start(struct wl_ctx *x)
 		w->pid = i;
 		uv_timer_init(x->loop, &w->timer);
 		w->timer.data = w;
-		wl_fx_init(&w->fx, x, wl_ctx_home(x, i), w_on_conn, w);
+		wl_fx_init_home(&w->fx, x, i, w_on_conn, w);
 		wl_fx_connect(&w->fx);
 		w_schedule(w, wl_rand(x, 0, THINK_MAX_MS));
 	}

@@ -362,7 +362,7 @@ static unsigned named_leader(const struct wt *g, const char *message)
 		return 0;
 	}
 	unsigned long n = strtoul(p + strlen("led by node "), NULL, 10);
-	return n >= 1 && n <= g->x->cfg->n_nodes ? (unsigned)n : 0;
+	return n >= 1 && n <= wl_ctx_slots(g->x) ? (unsigned)n : 0;
 }
 
 static void r_started(void *data, struct felix_sub *sub, int status,
@@ -390,7 +390,7 @@ static void r_started(void *data, struct felix_sub *sub, int status,
 			wl_follow_reset(&r->lead);
 		}
 		if (leader != 0 && leader != r->lead.node &&
-		    ++r->lead.tried < g->x->cfg->n_nodes) {
+		    ++r->lead.tried < wl_ctx_n_endpoints(g->x)) {
 			r->lead.node = leader;
 			r_schedule(r, REDIRECT_MS);
 		} else {
@@ -713,7 +713,7 @@ static int wt_start(struct wl_ctx *x)
 		w->pid = i;
 		uv_timer_init(x->loop, &w->timer);
 		w->timer.data = w;
-		wl_fx_init(&w->fx, x, wl_ctx_home(x, i), w_on_conn, w);
+		wl_fx_init_home(&w->fx, x, i, w_on_conn, w);
 		wl_fx_connect(&w->fx);
 		w_schedule(w, wl_rand(x, 0, THINK_MAX_MS));
 	}

@@ -1522,8 +1522,18 @@ static void op_voting(struct shards *s, struct op *o, const struct member *m)
 	}
 }
 
+bool membership_group_rebuilt(const uint64_t *target, size_t k, size_t have,
+                              uint64_t with, bool with_holds)
+{
+	if (have < k) {
+		return false;
+	}
+	return with == 0 || with_holds || !membership_has(target, k, with);
+}
+
 /* Groups `gone` held whose new replicas are in: every other holder set
- * reaches the target again (and holds `with` when given). */
+ * reaches the target again (and holds `with` where the target names
+ * it). */
 static void op_moved(struct shards *s, struct op *o, const struct member *gone,
                      const struct member *with)
 {
@@ -1543,7 +1553,9 @@ static void op_moved(struct shards *s, struct op *o, const struct member *gone,
 				have++;
 			}
 		}
-		if (have >= k && (with == NULL || held_has(with, g))) {
+		if (membership_group_rebuilt(
+		        t, k, have, with != NULL ? with->id : 0,
+		        with != NULL && held_has(with, g))) {
 			done++;
 		}
 	}

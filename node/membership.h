@@ -44,6 +44,16 @@ int membership_op_start(struct shards *s, int kind, uint64_t node,
  * -1 when unknown. */
 int membership_op_json(struct shards *s, uint64_t op, char **out, size_t *len);
 
+/* Whether a group that a removed or replaced node held is rebuilt, for
+ * the progress of its operation: `have` other holders reach the k nodes
+ * of the group's `target`, and for a replace (`with` != 0) the new node
+ * holds the group if the target gives it the group. A dead node's last
+ * published groups may list one it had already left; the new node, in its
+ * slot, is then not due there and the group counts as rebuilt without it.
+ * Pure. */
+bool membership_group_rebuilt(const uint64_t *target, size_t k, size_t have,
+                              uint64_t with, bool with_holds);
+
 /* ---- for node/shards.c ---- */
 
 /* Every group's target from the membership; a changed target bumps the

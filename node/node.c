@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "node/cluster_api.h"
+#include "node/flow_admin.h"
 #include "node/devcert.h"
 #include "node/flow_sched.h"
 #include "node/felix/felix.h"
@@ -484,6 +485,11 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	admin_http_route(&n->admin, "GET", "/v1/debug/group/", true,
 	                 on_group_hash, n); /* cluster */
 	cluster_api_register(&n->admin, n->shards);
+	if (flow_admin_register(&n->admin, n->shards) != 0) {
+		log_warn(
+		    &n->log, "admin",
+		    "Flow views not served: the admin route table is full");
+	}
 	/* admin: the dashboard (GET /, /v1/dashboard) and its history */
 	if (history_start(&n->history, &n->loop, n->shards, &n->metrics,
 	                  &n->admin) == 0) {

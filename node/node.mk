@@ -9,6 +9,7 @@ node_libnode_a_SOURCES = \
 	node/crash.c node/crash.h \
 	node/datadir.c node/datadir.h \
 	node/devcert.c node/devcert.h \
+	node/flow_admin.c node/flow_admin.h \
 	node/flow_sched.c node/flow_sched.h \
 	node/log.c node/log.h \
 	node/membership.c node/membership.h \
@@ -20,3 +21,10 @@ bin_PROGRAMS += lodestone
 lodestone_SOURCES = node/main.c
 # Libraries of later layers are appended by their fragments via NODE_LIBS.
 lodestone_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS)
+
+# Unit: when a group counts as rebuilt for a remove or replace operation.
+UNIT_TESTS += tests/unit/test_membership_progress
+tests_unit_test_membership_progress_SOURCES = \
+	tests/unit/test_membership_progress.c
+tests_unit_test_membership_progress_LDADD = node/libnode.a $(NODE_LIBS) \
+	$(DEP_LIBS) $(CMOCKA_LIBS)

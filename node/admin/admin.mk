@@ -29,11 +29,12 @@ tests_unit_test_admin_history_SOURCES = tests/unit/test_admin_history.c
 tests_unit_test_admin_history_LDADD = node/libnode.a $(NODE_LIBS) $(DEP_LIBS) \
 	$(CMOCKA_LIBS)
 
-# Integration: GET / and /v1/dashboard on a real node.
+# Integration: GET /, /v1/dashboard and the Flow views on a real node.
 INTEGRATION_TESTS += tests/integration/test_dashboard
-tests_integration_test_dashboard_SOURCES = tests/integration/test_dashboard.c
+tests_integration_test_dashboard_SOURCES = tests/integration/test_dashboard.c \
+	tests/integration/fsnp_test_client.c tests/integration/fsnp_test_client.h
 tests_integration_test_dashboard_LDADD = tests/integration/libharness.a \
-	$(CMOCKA_LIBS) $(DEP_LIBS)
+	$(CLIENT_LIBS) wire/libwire.la $(CMOCKA_LIBS) $(DEP_LIBS)
 
 # Integration: /metrics after FSNP and Felix traffic on one node and on
 # three, checked by promtool; --metrics-max-groups.

@@ -129,6 +129,10 @@ static json_t *build_nodes(json_t *root, json_t *problems)
 		if (json_is_string(admin)) {
 			json_object_set(o, "admin", admin);
 		}
+		/* A demoted member says voter: false; absent means it votes. */
+		json_object_set_new(
+		    o, "voter",
+		    json_boolean(!json_is_false(json_object_get(v, "voter"))));
 		json_array_append_new(out, o);
 		if (!up && !removed) {
 			char subject[64], detail[160];

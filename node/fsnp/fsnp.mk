@@ -4,7 +4,8 @@
 node_libnode_a_SOURCES += node/fsnp/fsnp.h \
 	node/fsnp/fsnp_server.c node/fsnp/fsnp_server.h node/fsnp/fsnp_internal.h \
 	node/fsnp/fsnp_conn.c node/fsnp/fsnp_exec.c node/fsnp/fsnp_control.c \
-	node/fsnp/fsnp_flow.c node/fsnp/fsnp_flow_sched.c \
+	node/fsnp/fsnp_flow.c node/fsnp/fsnp_flow_query.c \
+	node/fsnp/fsnp_flow_sched.c \
 	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/fsnp/fsnp_acl.c \
 	node/fsnp/fsnp_admin.c node/fsnp/fsnp_admin_args.c node/fsnp/fsnp_admin.h
 
@@ -102,6 +103,13 @@ INTEGRATION_TESTS += tests/integration/test_flow
 tests_integration_test_flow_SOURCES = \
 	tests/integration/test_flow.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_flow_LDADD = $(FSNP_ITEST_LDADD)
+
+# FLOW.QUERY on 3 nodes: a cursor resumes on another node after the
+# partition's leader is killed.
+INTEGRATION_TESTS += tests/integration/test_flow_query
+tests_integration_test_flow_query_SOURCES = \
+	tests/integration/test_flow_query.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_flow_query_LDADD = $(FSNP_ITEST_LDADD)
 
 INTEGRATION_TESTS += tests/integration/test_flow_stats
 tests_integration_test_flow_stats_SOURCES = \

@@ -151,8 +151,7 @@ static void w_multiplexing(struct fsnp_conn *c, struct fsnp_writer *w)
  * shapes are those flow/'s indexes serve (flow_index_shapes), and
  * `indexes` is their catalog (FLOW.QUERY.INDEXES answers the
  * ferric.flow.query.indexes/v1 status).
- * FLOW.QUERY itself is not executed by this build yet: `available` says
- * so. */
+ * FLOW.QUERY is served (node/fsnp/fsnp_flow_query.c). */
 static void w_flow_query(struct fsnp_writer *w)
 {
 	static const char *const caps[] = {
@@ -175,8 +174,7 @@ static void w_flow_query(struct fsnp_writer *w)
 	w_strs(w, shapes, n_shapes);
 	fsnp_w_key(w, "indexes");
 	flow_index_catalog_write(w);
-	w_kv_bool(w, "available", false);
-	w_kv_str(w, "reason", "FLOW.QUERY is not executed by this build");
+	w_kv_bool(w, "available", true);
 	fsnp_w_map_end(w);
 }
 
@@ -405,13 +403,20 @@ void fsnp_control_capabilities(struct fsnp_conn *c, struct fsnp_writer *w)
 	fsnp_w_i64(w, FSNP_OP_FLOW_CLAIM_DUE);
 	fsnp_w_i64(w, FSNP_OP_FLOW_RECLAIM);
 	fsnp_w_array_end(w);
+	/* Sent to connections that listed flow_query_result_v1. */
+	fsnp_w_key(w, FSNP_FQR_CODEC);
+	fsnp_w_array_begin(w);
+	fsnp_w_i64(w, FSNP_OP_COMMAND_EXEC);
+	fsnp_w_i64(w, FSNP_OP_FLOW_QUERY);
+	fsnp_w_array_end(w);
 	fsnp_w_map_end(w);
 	fsnp_w_key(w, "supported");
 	w_strs(w,
 	       (const char *const[]){"typed_value", "kv_get_v1", "kv_mget_v1",
 	                             "ok_list_v1", "flow_claim_jobs_v1",
-	                             "flow_record_v1", "flow_record_list_v1"},
-	       7);
+	                             "flow_record_v1", "flow_record_list_v1",
+	                             FSNP_FQR_CODEC},
+	       8);
 	fsnp_w_map_end(w);
 
 	fsnp_w_key(w, "pipeline");

@@ -649,6 +649,9 @@ static void plan_finish(struct fsnp_req *r)
 
 void fsnp_exec_finish(struct fsnp_req *r)
 {
+	if (r->flow != NULL && fsnp_flow_finishing(r)) {
+		return;
+	}
 	finish_reply(r);
 	fsnp_req_complete(r);
 }
@@ -1575,7 +1578,10 @@ void fsnp_exec_message(struct fsnp_conn *c, const struct fsnp_message *m)
 		reply_cmd_err(r, &err);
 		goto done;
 	}
-	if (r->deadline_ms > 0 && r->deadline_ms < fsnp_now_ms(s)) {
+	/* FLOW.QUERY answers a past deadline with its own fixed code
+	 * (query_deadline_exceeded, fsnp_flow_query.c). */
+	if (r->deadline_ms > 0 && r->deadline_ms < fsnp_now_ms(s) &&
+	    r->opcode != FSNP_OP_FLOW_QUERY) {
 		fsnp_reply_error(r, FSNP_STATUS_ERROR, "deadline_exceeded",
 		                 "ERR native request deadline exceeded", false,
 		                 0);

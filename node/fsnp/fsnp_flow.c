@@ -77,6 +77,17 @@ enum flow_kind {
 	/* EFFECT.RESERVE step 1: the named circuit's group */
 	FK_CIRCUIT,
 	FK_STATS, /* one group or every group; answers merged by flow/ */
+	/* APPROVE / REJECT step 2: the waiting flow's group */
+	FK_WAKE,
+	/* EFFECT.RESERVE step 2 after a cross-group circuit admitted it */
+	FK_RESERVE2,
+	/* EFFECT.RESERVE refused by such a circuit: is it a replay? */
+	FK_REPLAY,
+	/* a claim admitted by a governance limit: the credits' spend */
+	FK_ADMIT,
+	/* a circuit count after the answer (probe given back, outcome fed):
+	 * the saved answer is sent whatever it gives */
+	FK_SIDE,
 };
 
 struct fsnp_flow {
@@ -112,6 +123,15 @@ struct fsnp_flow {
 	uint32_t n_items;
 	uint32_t *item_part; /* split: the part of each item */
 	uint32_t *item_pos;  /* split: its position within the part */
+
+	struct wbuf decided; /* an answer kept while a second step runs */
+	bool decided_custom; /* ... and whether it is a compact payload */
+	bool probe;          /* step 1 counted a half-open probe */
+
+	/* a claim admitted by a governance limit: the credits spent (the
+	 * encoded reservation_ids list), and whether they were recorded */
+	bool admitted, admit_done;
+	struct wbuf credits;
 };
 
 struct fan_pick {
@@ -142,6 +162,15 @@ static bool held_here(struct fsnp_server *s, uint32_t group)
 {
 	return shards_replicated(s->shards, group);
 }
+static bool approval_wake(struct fsnp_req *r);
+static bool circuit_side(struct fsnp_req *r, bool after_reserve);
+static bool credit_return(struct fsnp_req *r);
+static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                           size_t len);
+static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
+                        size_t len);
+static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
+                      size_t len);
 
 void fsnp_flow_free(struct fsnp_req *r)
 {
@@ -152,6 +181,8 @@ void fsnp_flow_free(struct fsnp_req *r)
 	free(f->body);
 	free(f->req);
 	wbuf_free(&f->acc);
+	wbuf_free(&f->decided);
+	wbuf_free(&f->credits);
 	if (f->res != NULL) {
 		for (uint32_t i = 0; i < f->n_res; i++) {
 			free(f->res[i].data);
@@ -1256,6 +1287,11 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 {
 	struct fsnp_req *r = op->req;
 	struct fsnp_flow *f = r->flow;
+	if (f->opcode == FSNP_OP_FLOW_QUERY) {
+		r->pending = 0;
+		fsnp_flow_query_done(r, f->body, f->len, status, result, len);
+		return;
+	}
 	switch (f->kind) {
 	case FK_ONE:
 		r->pending = 0;
@@ -1268,7 +1304,42 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		    !held_here(r->srv, r->plan.one.group)) {
 			flow_woke(r);
 		}
+		if (approval_wake(r) || circuit_side(r, false) ||
+		    credit_return(r)) {
+			return;
+		}
 		fsnp_exec_finish(r);
+		return;
+	case FK_RESERVE2:
+		r->pending = 0;
+		reply_result(r, status, r->plan.one.group, result, len);
+		if (r->reply.len >= 2 && wire_load_u16(r->reply.data) == 0) {
+			flow_woke(r);
+		}
+		if (circuit_side(r, true)) {
+			return;
+		}
+		fsnp_exec_finish(r);
+		return;
+	case FK_REPLAY:
+		r->pending = 0;
+		replay_checked(r, status, result, len);
+		return;
+	case FK_ADMIT:
+		r->pending = 0;
+		admit_spent(r, status, result, len);
+		return;
+	case FK_SIDE:
+		r->pending = 0;
+		wbuf_reset(&r->reply);
+		r->custom = r->flow->decided_custom;
+		wbuf_append(&r->reply, r->flow->decided.data,
+		            r->flow->decided.len);
+		fsnp_exec_finish(r);
+		return;
+	case FK_WAKE:
+		r->pending = 0;
+		wake_done(r, status, result, len);
 		return;
 	case FK_CLAIM:
 		r->pending = 0;
@@ -1546,6 +1617,13 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 
 static int plan_parts(struct fsnp_req *r, uint32_t n)
 {
+	/* A step before (a claim's admission) may have left its command in
+	 * plan.one, which the plan frees no more once parts moves off it. */
+	if (r->plan.parts == &r->plan.one &&
+	    r->plan.one.cmd != r->plan.one_cmd) {
+		free(r->plan.one.cmd);
+		r->plan.one.cmd = NULL;
+	}
 	r->plan.parts = calloc(n, sizeof *r->plan.parts);
 	if (r->plan.parts == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
@@ -1741,6 +1819,8 @@ int fsnp_flow_prepare(struct fsnp_req *r, uint16_t opcode, const uint8_t *body,
 	f->opcode = opcode;
 	f->seed = flow_seed();
 	wbuf_init(&f->acc);
+	wbuf_init(&f->decided);
+	wbuf_init(&f->credits);
 	r->flow = f;
 	r->plan.opcode = opcode;
 	r->srv->stats.flow_requests++;
@@ -1858,12 +1938,16 @@ static bool circuit_step(struct fsnp_req *r, uint32_t flow_group)
 	fsnp_w_map_begin(&w);
 	fsnp_w_key(&w, "scope");
 	fsnp_w_bin(&w, scope->t.ptr, scope->t.len);
+	fsnp_w_key(&w, "kind");
+	fsnp_w_str(&w, "admit");
+	fsnp_w_key(&w, "effect_type");
+	fsnp_w_bin(&w, q.f[GF_EFFECT_TYPE].t.ptr, q.f[GF_EFFECT_TYPE].t.len);
 	fsnp_w_map_end(&w);
 	f->kind = FK_CIRCUIT;
 	f->fixed_group = flow_group;
 	r->plan.parts = &r->plan.one;
 	r->plan.n_parts = 1;
-	f->opcode = FSNP_OP_FLOW_CIRCUIT_GET;
+	f->opcode = FLOW_GOV_OP_CIRCUIT_COUNT;
 	rv = fsnp_w_finish(&w) == 0 && !b.oom
 	         ? part_encode(r, &r->plan.one, g, b.data, b.len)
 	         : -1;
@@ -1880,11 +1964,11 @@ static bool circuit_step(struct fsnp_req *r, uint32_t flow_group)
 	return true;
 }
 
+/* A governance denial made here (the reference's map, no context). */
 static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
-                       const char *msg, const struct fsnp_val *circuit)
+                       const char *msg)
 {
 	struct fsnp_writer w;
-	struct fsnp_val v;
 	wbuf_reset(&r->reply);
 	r->custom = false;
 	fsnp_w_init(&w, &r->reply);
@@ -1900,20 +1984,124 @@ static void gov_denial(struct fsnp_req *r, const char *code, const char *reason,
 	fsnp_w_bool(&w, false);
 	fsnp_w_key(&w, "safe_to_retry");
 	fsnp_w_bool(&w, false);
-	if (circuit != NULL && fsnp_map_get(circuit, "scope", &v) == 0) {
-		int64_t at = 0, open_ms = 0, left;
-		fsnp_w_key(&w, "scope");
-		fsnp_w_val(&w, &v);
-		fsnp_map_i64(circuit, "opened_at_ms", &at);
-		fsnp_map_i64(circuit, "open_ms", &open_ms);
-		left = at + open_ms - (int64_t)fsnp_now_ms(r->srv);
-		fsnp_w_key(&w, "retry_after_ms");
-		fsnp_w_i64(&w, left > 0 ? left : 0);
-		fsnp_w_key(&w, "policy");
-		fsnp_w_str(&w, "circuit");
-	}
 	fsnp_w_map_end(&w);
 	fsnp_w_finish(&w);
+}
+
+/* Reads the effect a refused cross-group reservation names (the denial
+ * kept in f->decided). Returns whether the read was started. */
+static bool replay_check(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val body, v;
+	struct fsnp_writer w;
+	struct wbuf b;
+	static const char *const keys[] = {"id", "effect_key", "partition_key"};
+	int rv;
+
+	if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		if (fsnp_map_get(&body, keys[i], &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, keys[i]);
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->opcode = FSNP_OP_FLOW_EFFECT_GET;
+	rv = f->decided.oom
+	         ? -1
+	         : part_encode(r, &r->plan.one, f->fixed_group, b.data, b.len);
+	f->opcode = FSNP_OP_FLOW_EFFECT_RESERVE;
+	wbuf_free(&b);
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_REPLAY;
+	submit_one(r);
+	return true;
+}
+
+/* The effect of a refused reservation: none (or unreadable) → the
+ * circuit's denial; the same digest → the effect as a replay
+ * (already_reserved, or already_applied once settled); another digest →
+ * GOVERNANCE_CONFLICT, as the flow's group answers. */
+static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
+                           size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v, body, e;
+	struct fsnp_bytes have, want, st, k;
+	struct fsnp_iter it;
+	struct fsnp_writer w;
+
+	if (!result_ok(status, res, len, &v) || v.tag != FSNP_MAP ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    fsnp_map_bin(&body, "operation_digest", &want) != 0 ||
+	    fsnp_map_bin(&v, "operation_digest", &have) != 0 ||
+	    fsnp_map_bin(&v, "status", &st) != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	fsnp_w_init(&w, &r->reply);
+	if (have.len != want.len || memcmp(have.ptr, want.ptr, have.len) != 0) {
+		struct fsnp_bytes ek = {NULL, 0};
+		fsnp_map_bin(&v, "effect_key", &ek);
+		fsnp_w_status(&w, FSNP_STATUS_ERROR);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "code");
+		fsnp_w_str(&w, "GOVERNANCE_CONFLICT");
+		fsnp_w_key(&w, "message");
+		fsnp_w_str(&w, "effect already reserved with a different "
+		               "operation_digest");
+		fsnp_w_key(&w, "reason");
+		fsnp_w_str(&w, "governance_conflict");
+		fsnp_w_key(&w, "retryable");
+		fsnp_w_bool(&w, false);
+		fsnp_w_key(&w, "safe_to_retry");
+		fsnp_w_bool(&w, false);
+		fsnp_w_key(&w, "effect_key");
+		fsnp_w_bin(&w, ek.ptr, ek.len);
+		fsnp_w_key(&w, "status");
+		fsnp_w_bin(&w, st.ptr, st.len);
+		fsnp_w_map_end(&w);
+	} else {
+		fsnp_w_status(&w, FSNP_STATUS_OK);
+		fsnp_w_map_begin(&w);
+		fsnp_iter_init(&it, &v);
+		while (fsnp_iter_next(&it, &k, &e)) {
+			if (!fsnp_bytes_eq(k, "decision")) {
+				fsnp_w_key_bin(&w, k.ptr, k.len);
+				fsnp_w_val(&w, &e);
+			}
+		}
+		fsnp_w_key(&w, "decision");
+		fsnp_w_str(&w, fsnp_bytes_eq(st, "reserved")
+		                   ? "already_reserved"
+		                   : "already_applied");
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_finish(&w);
+	fsnp_exec_finish(r);
 }
 
 /* Step 1's answer: refuse, or propose the reservation (step 2). */
@@ -1922,32 +2110,601 @@ static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
 {
 	struct fsnp_flow *f = r->flow;
 	struct fsnp_val v;
+	if (status == SHARDS_OK && len > 2 && res[0] == STORE_RESULT_VERSION &&
+	    res[1] != STORE_OK && res[2] == FSNP_MAP) {
+		/* open, or every half-open probe out: the circuit's
+		 * denial, nothing written; unless the reservation exists
+		 * already (a client's retry), which is answered as the
+		 * flow's group would (a replay is looked at first there) */
+		reply_result(r, status, r->plan.one.group, res, len);
+		if (replay_check(r)) {
+			return;
+		}
+		fsnp_exec_finish(r);
+		return;
+	}
 	if (!result_ok(status, res, len, &v)) {
 		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
 		           "governance_unavailable",
 		           "the circuit named by governance_scope could not be "
-		           "read; nothing was reserved",
-		           NULL);
+		           "checked; nothing was reserved");
 		fsnp_exec_finish(r);
 		return;
 	}
 	if (v.tag == FSNP_MAP) {
 		struct fsnp_bytes st;
-		if (fsnp_map_bin(&v, "status", &st) == 0 &&
-		    fsnp_bytes_eq(st, "open")) {
-			gov_denial(r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open",
-			           "circuit is open for scope", &v);
-			fsnp_exec_finish(r);
-			return;
-		}
+		f->probe = fsnp_map_bin(&v, "status", &st) == 0 &&
+		           fsnp_bytes_eq(st, "half_open");
 	}
-	f->kind = FK_ONE;
+	f->kind = FK_RESERVE2;
 	if (part_encode(r, &r->plan.one, f->fixed_group, f->body, f->len) !=
 	    0) {
 		fsnp_exec_finish(r);
 		return;
 	}
 	submit_one(r);
+}
+
+/* APPROVE / REJECT of an approval that names how its flow waits
+ * (`wait_state`, `transition_to`, `exhaust_to`), the flow in another group
+ * (in the same group the decision's apply wakes it): step 2 signals the
+ * flow out of wait_state in the flow's group (docs/flow.md "Approvals"). It
+ * runs after the decision committed, and again after a repeated decision
+ * (GOVERNANCE_CONFLICT carrying the same status and the wake keys), so a
+ * wake lost to a failure is repaired by repeating the decision; the
+ * signal's if_state makes a second wake a no-op. Returns whether step 2
+ * was started. */
+static bool approval_wake(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	bool approve = f->opcode == FSNP_OP_FLOW_APPROVAL_APPROVE;
+	char buf[FLOW_AUTO_PARTITION_MAX];
+	struct fsnp_bytes st, fid, ws, to, pk = {0};
+	const uint8_t *part;
+	struct fsnp_writer w;
+	struct fsnp_val m;
+	struct wbuf b;
+	size_t plen;
+	uint32_t g;
+	int rv;
+
+	if ((!approve && f->opcode != FSNP_OP_FLOW_APPROVAL_REJECT) ||
+	    r->reply.len < 3 ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &m,
+	                      NULL) != 0 ||
+	    m.tag != FSNP_MAP || fsnp_map_bin(&m, "status", &st) != 0 ||
+	    !fsnp_bytes_eq(st, approve ? "approved" : "rejected") ||
+	    fsnp_map_bin(&m, "wait_state", &ws) != 0 ||
+	    fsnp_map_bin(&m, approve ? "transition_to" : "exhaust_to", &to) !=
+	        0 ||
+	    fsnp_map_bin(&m, "flow_id", &fid) != 0 || fid.len == 0) {
+		return false;
+	}
+	if (fsnp_map_bin(&m, "partition_key", &pk) != 0) {
+		pk.ptr = NULL;
+		pk.len = 0;
+	}
+	flow_route_partition(fid.ptr, fid.len, pk.len > 0 ? pk.ptr : NULL,
+	                     pk.len, buf, &part, &plen);
+	g = shards_group_of_slot(r->srv->shards, flow_route_slot(part, plen));
+	if (g == r->plan.one.group) {
+		return false; /* woken in the decision's own apply */
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "id");
+	fsnp_w_bin(&w, fid.ptr, fid.len);
+	if (pk.len > 0) {
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_bin(&w, pk.ptr, pk.len);
+	}
+	fsnp_w_key(&w, "signal");
+	fsnp_w_str(&w, approve ? "approval_approved" : "approval_rejected");
+	fsnp_w_key(&w, "if_state");
+	fsnp_w_bin(&w, ws.ptr, ws.len);
+	fsnp_w_key(&w, "transition_to");
+	fsnp_w_bin(&w, to.ptr, to.len);
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	if (f->decided.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	f->opcode = FSNP_OP_FLOW_SIGNAL;
+	rv = part_encode(r, &r->plan.one, g, b.data, b.len);
+	f->opcode = approve ? FSNP_OP_FLOW_APPROVAL_APPROVE
+	                    : FSNP_OP_FLOW_APPROVAL_REJECT;
+	wbuf_free(&b);
+	if (rv != 0) {
+		/* the decision stands; answer it */
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_WAKE;
+	submit_one(r);
+	return true;
+}
+
+/* Step 2's answer. A flow that is no longer in wait_state (woken before,
+ * moved on, terminal, deleted) needs no wake: the decision is answered.
+ * Only a flow group that could not answer leaves the wake undone:
+ * GOVERNANCE_UNAVAILABLE, and repeating the decision wakes it. */
+static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
+                      size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	char msg[256];
+
+	if (status != SHARDS_OK) {
+		snprintf(msg, sizeof msg,
+		         "the approval is decided, but its flow could not be "
+		         "woken (%s); repeat the decision to wake it",
+		         shards_strerror(status));
+		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
+		           "governance_unavailable", msg);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (len >= 2 && res[1] == STORE_OK) {
+		fsnp_server_flow_kick(r->srv);
+	}
+	wbuf_reset(&r->reply);
+	r->custom = false;
+	wbuf_append(&r->reply, f->decided.data, f->decided.len);
+	fsnp_exec_finish(r);
+}
+
+/* Circuit counts in another group, after the answer is known (docs/flow.md
+ * "Circuits, and the two-step check"): after a cross-group reservation
+ * that took a half-open probe but did not reserve (refused, or a replay),
+ * the probe is given back ("unadmit"); after EFFECT.CONFIRM / FAIL newly
+ * settled an effect whose circuit (governance_scope) lives in another
+ * group, its outcome is counted there ("success" / "failure"). The answer
+ * is kept and sent once the count is done, whatever the count gives: a
+ * count lost to a failure is not retried. Returns whether a count was
+ * started. */
+static bool circuit_side(struct fsnp_req *r, bool after_reserve)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val m, body;
+	struct fsnp_bytes scope, dec;
+	struct gov_req q;
+	struct flow_err err;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const char *kind;
+	uint16_t op = f->opcode;
+	bool ok_reply;
+	uint32_t g;
+	int rv;
+
+	if (!after_reserve && op != FSNP_OP_FLOW_EFFECT_CONFIRM &&
+	    op != FSNP_OP_FLOW_EFFECT_FAIL) {
+		return false;
+	}
+	if (after_reserve && !f->probe) {
+		return false;
+	}
+	ok_reply = r->reply.len >= 3 && wire_load_u16(r->reply.data) == 0 &&
+	           fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL,
+	                             &m, NULL) == 0 &&
+	           m.tag == FSNP_MAP;
+	if (after_reserve) {
+		if (ok_reply && fsnp_map_bin(&m, "decision", &dec) == 0 &&
+		    fsnp_bytes_eq(dec, "reserved")) {
+			return false; /* the probe is this reservation's */
+		}
+		if (fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+		    flow_gov_body_decode(op, &body, &q, &err) != 0 ||
+		    !q.f[GF_GOVERNANCE_SCOPE].set) {
+			return false;
+		}
+		scope = q.f[GF_GOVERNANCE_SCOPE].t;
+		kind = "unadmit";
+	} else {
+		if (!ok_reply || fsnp_map_bin(&m, "decision", &dec) != 0 ||
+		    !(fsnp_bytes_eq(dec, "confirmed") ||
+		      fsnp_bytes_eq(dec, "failed")) ||
+		    fsnp_map_bin(&m, "governance_scope", &scope) != 0 ||
+		    scope.len == 0) {
+			return false;
+		}
+		kind = fsnp_bytes_eq(dec, "confirmed") ? "success" : "failure";
+	}
+	g = shards_group_of_slot(r->srv->shards,
+	                         flow_route_slot(scope.ptr, scope.len));
+	if (g == r->plan.one.group) {
+		return false; /* counted in the apply */
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, scope.ptr, scope.len);
+	fsnp_w_key(&w, "kind");
+	fsnp_w_str(&w, kind);
+	fsnp_w_map_end(&w);
+	if (fsnp_w_finish(&w) != 0 || b.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = false;
+	if (f->decided.oom) {
+		wbuf_free(&b);
+		return false;
+	}
+	f->opcode = FLOW_GOV_OP_CIRCUIT_COUNT;
+	rv = part_encode(r, &r->plan.one, g, b.data, b.len);
+	f->opcode = op;
+	wbuf_free(&b);
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = false;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_SIDE;
+	submit_one(r);
+	return true;
+}
+
+/* The admission options of a body (top level, else `opts`): the limit's
+ * scope and shard id. Returns how many of the two are present. */
+static int admission_opts(const uint8_t *body, size_t len,
+                          struct fsnp_val *scope, struct fsnp_val *shard)
+{
+	struct fsnp_val m, opts;
+	bool has_scope, has_shard;
+
+	if (fsnp_value_decode_body(body, len, NULL, &m) != 0 ||
+	    m.tag != FSNP_MAP) {
+		return 0;
+	}
+	has_scope = fsnp_map_get(&m, "governance_limit_scope", scope) == 0 &&
+	            !fsnp_val_is_nil(scope);
+	has_shard = fsnp_map_get(&m, "governance_shard_id", shard) == 0 &&
+	            !fsnp_val_is_nil(shard);
+	if (fsnp_map_get(&m, "opts", &opts) == 0 && opts.tag == FSNP_MAP) {
+		if (!has_scope) {
+			has_scope =
+			    fsnp_map_get(&opts, "governance_limit_scope",
+			                 scope) == 0 &&
+			    !fsnp_val_is_nil(scope);
+		}
+		if (!has_shard) {
+			has_shard = fsnp_map_get(&opts, "governance_shard_id",
+			                         shard) == 0 &&
+			            !fsnp_val_is_nil(shard);
+		}
+	}
+	return (int)has_scope + (int)has_shard;
+}
+
+/* Back to a one-part plan after a step over several groups (a claim's
+ * fan-out): its parts and ops are released, so that the op submitted next
+ * carries plan.one's command and not a group's stale claim or peek. */
+static void plan_single(struct fsnp_req *r)
+{
+	if (r->plan.parts != NULL && r->plan.parts != &r->plan.one) {
+		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
+			if (r->plan.parts[i].cmd != r->plan.one_cmd) {
+				free(r->plan.parts[i].cmd);
+			}
+			free(r->plan.parts[i].pos);
+		}
+		free(r->plan.parts);
+	}
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	if (r->ops != NULL && r->ops != &r->op1) {
+		free(r->ops);
+	}
+	r->ops = &r->op1;
+}
+
+/* Proposes an internal governance command (`op`, `body`) to `group`, the
+ * answer so far kept in f->decided and sent when it is done (FK_SIDE).
+ * Returns whether it was started. */
+static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
+                      const struct wbuf *body)
+{
+	struct fsnp_flow *f = r->flow;
+	uint16_t was = f->opcode;
+	int rv;
+
+	plan_single(r);
+	wbuf_reset(&f->decided);
+	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = r->custom;
+	if (f->decided.oom) {
+		return false;
+	}
+	f->opcode = op;
+	rv = part_encode(r, &r->plan.one, group, body->data, body->len);
+	f->opcode = was;
+	if (rv != 0) {
+		wbuf_reset(&r->reply);
+		r->custom = f->decided_custom;
+		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		return false;
+	}
+	f->kind = FK_SIDE;
+	submit_one(r);
+	return true;
+}
+
+/* CLAIM_DUE / RECLAIM with governance_limit_scope and governance_shard_id
+ * (docs/flow.md "Claim admission"): step 1 spends `limit` credits of the
+ * shard's lease (LIMIT.SPEND in the scope's group; a refusal is the
+ * answer), step 2 is the claim, step 3 (fsnp_flow_finishing) records the
+ * credit of each claimed flow and gives the rest back. One option alone
+ * is the reference's error. True when the request was taken over here. */
+static bool claim_admission(struct fsnp_req *r, const struct flow_req *req)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	int64_t id;
+	int n = admission_opts(f->body, f->len, &scope, &shard);
+	uint16_t was;
+	int rv;
+
+	if (n == 0 || f->admitted) {
+		return false;
+	}
+	if (n == 1) {
+		flow_error(r, FSNP_STATUS_ERROR,
+		           "ERR flow governance_limit_scope and "
+		           "governance_shard_id must be provided together");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	if (fsnp_val_bin(&scope, &s) != 0 || s.len == 0) {
+		flow_error(
+		    r, FSNP_STATUS_ERROR,
+		    "ERR flow governance_limit_scope must be a non-empty "
+		    "string");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	if (fsnp_val_i64(&shard, &id) != 0 || id < 0) {
+		flow_error(
+		    r, FSNP_STATUS_ERROR,
+		    "ERR flow governance_shard_id must be a non-negative "
+		    "integer");
+		fsnp_exec_finish(r);
+		return true;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, id);
+	fsnp_w_key(&w, "amount");
+	fsnp_w_i64(&w, req->f[FF_LIMIT].set && req->f[FF_LIMIT].i > 0
+	                   ? req->f[FF_LIMIT].i
+	                   : 1);
+	if (req->f[FF_LEASE_MS].set && req->f[FF_LEASE_MS].i > 0) {
+		fsnp_w_key(&w, "ttl_ms");
+		fsnp_w_i64(&w, req->f[FF_LEASE_MS].i);
+	}
+	fsnp_w_map_end(&w);
+	was = f->opcode;
+	f->opcode = FSNP_OP_FLOW_LIMIT_SPEND;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
+	wbuf_free(&b);
+	if (rv != 0) {
+		if (r->reply.len == 0) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		}
+		fsnp_exec_finish(r);
+		return true;
+	}
+	f->kind = FK_ADMIT;
+	submit_one(r);
+	return true;
+}
+
+/* Step 1's answer: the limit's refusal is the reply; spent credits are
+ * kept and the claim runs. */
+static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
+                        size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v, ids;
+
+	if (!result_ok(status, res, len, &v) || v.tag != FSNP_MAP ||
+	    fsnp_map_get(&v, "reservation_ids", &ids) != 0 ||
+	    ids.tag != FSNP_ARRAY) {
+		reply_result(r, status, r->plan.one.group, res, len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	wbuf_append(&f->credits, ids.enc, ids.enc_len);
+	if (f->credits.oom) {
+		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		fsnp_exec_finish(r); /* gives the credits back */
+		return;
+	}
+	f->admitted = true;
+	fsnp_flow_start(r);
+}
+
+/* The id and partition key of a claimed item (a record or job map, or a
+ * compact job [id, partition_key, ...]). */
+static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
+                         struct fsnp_val *pk)
+{
+	struct fsnp_iter it;
+
+	if (e->tag == FSNP_MAP) {
+		if (fsnp_map_get(e, "id", id) != 0 || id->tag != FSNP_BIN) {
+			return false;
+		}
+		if (fsnp_map_get(e, "partition_key", pk) != 0) {
+			pk->tag = FSNP_NIL;
+		}
+		return true;
+	}
+	if (e->tag != FSNP_ARRAY) {
+		return false;
+	}
+	fsnp_iter_init(&it, e);
+	if (!fsnp_iter_next(&it, NULL, id) || id->tag != FSNP_BIN) {
+		return false;
+	}
+	if (!fsnp_iter_next(&it, NULL, pk)) {
+		pk->tag = FSNP_NIL;
+	}
+	return true;
+}
+
+bool fsnp_flow_finishing(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val ids, rid, item, id, pk, scope, shard;
+	struct fsnp_iter cit;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const uint8_t *p = f->acc.data;
+	size_t left = f->acc.len;
+	uint32_t claimed = 0;
+	int64_t sid;
+	bool started;
+
+	if (!f->admitted || f->admit_done) {
+		return false;
+	}
+	f->admit_done = true;
+	if (fsnp_value_decode(f->credits.data, f->credits.len, NULL, &ids,
+	                      NULL) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || fsnp_val_i64(&shard, &sid) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	/* One credit per claimed flow, in order; the rest go back. */
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	fsnp_iter_init(&cit, &ids);
+	while (claimed < f->n_acc && left > 0) {
+		size_t used = 0;
+		if (fsnp_value_decode(p, left, NULL, &item, &used) != 0) {
+			break;
+		}
+		p += used;
+		left -= used;
+		claimed++;
+		if (!claimed_item(&item, &id, &pk) ||
+		    !fsnp_iter_next(&cit, NULL, &rid)) {
+			continue;
+		}
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "id");
+		fsnp_w_val(&w, &id);
+		if (pk.tag == FSNP_BIN) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &pk);
+		}
+		fsnp_w_key(&w, "reservation_id");
+		fsnp_w_val(&w, &rid);
+		fsnp_w_map_end(&w);
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_key(&w, "reservation_ids");
+	fsnp_w_array_begin(&w);
+	while (fsnp_iter_next(&cit, NULL, &rid)) {
+		fsnp_w_val(&w, &rid);
+	}
+	fsnp_w_array_end(&w);
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_CLAIM,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
+}
+
+/* COMPLETE, FAIL, CANCEL or RETRY with the admission options, done: the
+ * credit the flow holds goes back (LIMIT.RETURN in the scope's group).
+ * The answer waits for it; a return that fails leaves the credit in use
+ * until its lease expires. */
+static bool credit_return(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard, body, v;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	int64_t sid;
+	bool started;
+
+	if ((f->opcode != FSNP_OP_FLOW_COMPLETE &&
+	     f->opcode != FSNP_OP_FLOW_FAIL &&
+	     f->opcode != FSNP_OP_FLOW_CANCEL &&
+	     f->opcode != FSNP_OP_FLOW_RETRY) ||
+	    r->reply.len < 2 || wire_load_u16(r->reply.data) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
+	    fsnp_val_i64(&shard, &sid) != 0 ||
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
+	    fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	fsnp_w_key(&w, "id");
+	fsnp_w_val(&w, &v);
+	if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
+	    v.tag == FSNP_BIN) {
+		fsnp_w_key(&w, "partition_key");
+		fsnp_w_val(&w, &v);
+	}
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
 }
 
 void fsnp_flow_start(struct fsnp_req *r)
@@ -1961,6 +2718,11 @@ void fsnp_flow_start(struct fsnp_req *r)
 	size_t plen;
 	uint32_t group;
 
+	if (opcode == FSNP_OP_FLOW_QUERY) {
+		free(req);
+		fsnp_flow_query_start(r, f->body, f->len);
+		return;
+	}
 	if (req == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		fsnp_exec_finish(r);
@@ -1984,6 +2746,11 @@ void fsnp_flow_start(struct fsnp_req *r)
 	                                        flow_route_slot(part, plen))
 	                 : 1;
 
+	if ((opcode == FSNP_OP_FLOW_CLAIM_DUE ||
+	     opcode == FSNP_OP_FLOW_RECLAIM) &&
+	    claim_admission(r, req)) {
+		goto out;
+	}
 	switch (opcode) {
 	case FSNP_OP_FLOW_CLAIM_DUE:
 	case FSNP_OP_FLOW_RECLAIM:
@@ -2542,6 +3309,9 @@ int fsnp_flow_prepare_args(struct fsnp_req *r, uint16_t opcode,
 	struct wbuf b;
 	char msg[128];
 	int rv;
+	if (opcode == FSNP_OP_FLOW_QUERY) {
+		return fsnp_flow_query_prepare_args(r, args);
+	}
 	wbuf_init(&b);
 	if (ce_body(opcode, args, &b, msg, sizeof msg) != 0 || b.oom) {
 		if (b.oom) {

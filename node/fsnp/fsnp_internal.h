@@ -45,7 +45,7 @@ enum {
 	FSNP_CODEC_KV_GET = 1u << 0,
 	FSNP_CODEC_KV_MGET = 1u << 1,
 	FSNP_CODEC_OK_LIST = 1u << 2,
-	FSNP_CODEC_FLOW_QUERY = 1u << 3, /* accepted, never used here */
+	FSNP_CODEC_FLOW_QUERY = 1u << 3, /* flow_query_result_v1 (0xA0) */
 };
 
 /* Events a connection may subscribe to. */
@@ -351,7 +351,8 @@ struct fsnp_server {
 	struct fsnp_server_stats stats;
 	struct metrics *metrics; /* the node's series (NULL: none) */
 	struct metric *m_conns, *m_conns_total, *m_requests, *m_busy,
-	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies;
+	    *m_bytes_in, *m_bytes_out, *m_flow_compact, *m_flow_compact_replies,
+	    *m_flow_query_compact;
 	/* lodestone_fsnp_errors_total by status (index: the status; 0, OK,
 	 * unused). */
 	struct metric *m_errors[FSNP_METRIC_STATUSES];
@@ -552,6 +553,22 @@ void fsnp_flow_start(struct fsnp_req *r);
  * running one (r->opcode). */
 bool fsnp_flow_compact(uint16_t opcode, const uint8_t *body, size_t len);
 
+/* --- fsnp_flow_query.c ------------------------------------------------- */
+
+/* FLOW.QUERY with its typed body {version, query, params}: parsed, bound,
+ * authorized, then answered (static EXPLAIN, an error) or run on the
+ * partition's group (answered in fsnp_flow_query_done). Called from
+ * fsnp_flow_start; answers through fsnp_exec_finish. */
+void fsnp_flow_query_start(struct fsnp_req *r, const uint8_t *body, size_t len);
+/* The group's answer to a started query: the reply. */
+void fsnp_flow_query_done(struct fsnp_req *r, const uint8_t *body, size_t len,
+                          int status, const uint8_t *res, size_t rlen);
+/* COMMAND_EXEC FLOW.QUERY FQL1 <query> name value...: the typed body
+ * (textual values of integer fields typed as integers), then
+ * fsnp_flow_prepare. */
+int fsnp_flow_query_prepare_args(struct fsnp_req *r,
+                                 const struct fsnp_val *args);
+
 /* --- fsnp_flow_sched.c --------------------------------------------------- */
 
 /* FLOW.SCHEDULE.FIRE or FIRE_DUE: a schedule pass, answered through
@@ -577,6 +594,10 @@ void fsnp_flow_changes(void *data, uint32_t group, uint16_t opcode,
                        const struct flow_change *ch, size_t n);
 /* Frees r->flow. */
 void fsnp_flow_free(struct fsnp_req *r);
+/* Called by fsnp_exec_finish for a Flow request: true when a last step
+ * (a claim admitted by a governance limit recording its credits) was
+ * started instead, which calls fsnp_exec_finish again when done. */
+bool fsnp_flow_finishing(struct fsnp_req *r);
 
 /* --- fsnp_control.c ---------------------------------------------------- */
 

@@ -694,6 +694,9 @@ static void init_metrics(struct fsnp_server *s, struct metrics *m)
 	    "FerricFlow replies sent in a compact codec (flow_claim_jobs_v1, "
 	    "flow_record_v1, flow_record_list_v1)",
 	    NULL);
+	s->m_flow_query_compact = metrics_counter(
+	    m, "lodestone_fsnp_flow_query_compact_replies_total",
+	    "FLOW.QUERY results sent as flow_query_result_v1 (0xA0)", NULL);
 	metrics_add_collector(m, metrics_collect, s);
 }
 

@@ -47,6 +47,7 @@ struct fsnp_server_stats {
 	uint64_t flow_compact_requests; /* of them, compact (flag 0x02) */
 	uint64_t flow_compact_replies;  /* flow_claim_jobs_v1, flow_record_v1
 	                                   and flow_record_list_v1 replies */
+	uint64_t flow_query_compact;    /* flow_query_result_v1 replies */
 };
 
 struct fsnp_server;

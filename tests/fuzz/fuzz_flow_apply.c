@@ -10,7 +10,9 @@
  * more instead feeds the rest to the leader's own commands (flow_sweep.h,
  * flow_wait.h and the claim peek): a raw max_active_ms sweep applied (and the
  * leader's scan and sweep at that time), a raw scan, a raw next-due read, or
- * a claim body peeked; all must answer well-formed results. */
+ * a claim body peeked; with 0xF4 or 0xFC, the operations overview read
+ * (flow_overview.h), raw and well formed. All must answer well-formed
+ * results. */
 #include <rocksdb/c.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +21,8 @@
 #include <unistd.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
+#include "flow/flow_overview.h"
 #include "flow/flow_schedule.h"
 #include "flow/flow_sweep.h"
 #include "flow/flow_wait.h"
@@ -145,6 +149,18 @@ static void leader(uint8_t kind, const uint8_t *p, size_t n)
 	if (n > 0) {
 		memcpy(buf + 3, p, n);
 	}
+	if ((kind & 7) == 4) {
+		struct sbuf ov;
+		buf[1] = FLOW_STORE_OP_OVERVIEW;
+		read_raw(buf, n + 3);
+		sbuf_init(&ov);
+		flow_overview_encode(1 + (n > 0 ? p[0] % FLOW_OVERVIEW_MAX : 0),
+		                     &ov);
+		read_raw(ov.p, ov.len);
+		sbuf_free(&ov);
+		free(buf);
+		return;
+	}
 	switch (kind & 3) {
 	case 0:
 		buf[1] = FLOW_STORE_OP_SWEEP;
@@ -181,7 +197,7 @@ static void leader(uint8_t kind, const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint16_t ops[64];
+	uint16_t ops[67];
 	unsigned nops = 0;
 	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
 	struct flow_err err;
@@ -205,6 +221,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ops[nops++] = (uint16_t)o;
 		}
 	}
+	/* the internal governance commands the FSNP layer proposes */
+	ops[nops++] = FLOW_GOV_OP_CIRCUIT_COUNT;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_CLAIM;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_RETURN;
 	fdb->now += data[1];
 	if (data[0] >= 0xF0) {
 		leader(data[0], data + 2, size - 2);

@@ -1,13 +1,15 @@
 /* Fuzz target: FQL1 query text. Whatever parses must print to canonical
  * text that parses back to the same query, print redacted,
  * summarize and classify its shape, and bind against no parameters and against
- * a map naming every parameter; whatever fails must carry a known code and, for
+ * a map naming every parameter, and plan (flow/fql_plan.h) what binds;
+ * whatever fails must carry a known code and, for
  * parse errors, a position inside the text (or just past its end). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flow/fql_parse.h"
+#include "flow/fql_plan.h"
 #include "flow/fql_print.h"
 #include "flow/fql_shape.h"
 #include "wire/fsnp_value.h"
@@ -40,6 +42,32 @@ static void check_diag(const struct fql_diag *d, size_t len, bool positioned)
 	fql_diag_write(d, &w);
 	CHECK(fsnp_w_finish(&w) == 0);
 	struct fsnp_val v;
+	CHECK(fsnp_value_decode_body(b.data, b.len, NULL, &v) == 0);
+	wbuf_free(&b);
+}
+
+/* A bound query plans to one bounded access path or to a value-free
+ * refusal, and its EXPLAIN plan map encodes. */
+static void check_plan(const struct fql_query *q)
+{
+	struct fql_plan p;
+	struct fql_diag d;
+	struct wbuf b;
+	struct fsnp_writer w;
+	struct fsnp_val v;
+	fql_plan(q, &p);
+	CHECK(p.index != NULL && p.source != NULL);
+	if (p.access == FQL_ACCESS_NONE) {
+		fql_plan_diag(&p, &d);
+		CHECK(d.code == FQL_QUERY_NO_BOUNDED_PLAN);
+	} else if (p.access == FQL_ACCESS_RANGE) {
+		CHECK(q->kind == FQL_K_COLLECTION && q->has_limit);
+		CHECK(p.multi == NULL || p.multi->nvals <= FQL_PLAN_MAX_RANGES);
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fql_plan_write(q, &p, &w);
+	CHECK(fsnp_w_finish(&w) == 0);
 	CHECK(fsnp_value_decode_body(b.data, b.len, NULL, &v) == 0);
 	wbuf_free(&b);
 }
@@ -120,6 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(q1.nparams > 0);
 	} else {
 		CHECK(fql_shape_name(fql_shape_classify(&q1)) != NULL);
+		check_plan(&q1);
 	}
 	for (int text_params = 0; text_params < 2; text_params++) {
 		struct wbuf pb;
@@ -133,6 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      d.code != FQL_UNEXPECTED_PARAMETER);
 		} else {
 			CHECK(fql_shape_name(fql_shape_classify(&q1)) != NULL);
+			check_plan(&q1);
 		}
 		wbuf_free(&pb);
 	}

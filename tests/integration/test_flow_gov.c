@@ -1,9 +1,11 @@
 /* Integration: FerricFlow governance over FSNP on three real nodes (two
  * shards), with the bodies exactly as reference/flow.md 6.4 lists them:
  *  - a budget is never overspent: 50 reservers over six connections on
- *    every node, the scope's leader killed half-way, retries with the
- *    same reservation id; exactly floor(limit / amount) reservations
- *    hold and `used` equals their sum;
+ *    every node, the scope's leader stopped and killed with half of them
+ *    in flight, unanswered ones retried with the same reservation id;
+ *    exactly floor(limit / amount) reservations hold, `used` equals
+ *    their sum and no reservation id is counted twice;
+ *  - a flow waiting on an approval is woken by the decision;
  *  - the budget's ledger lists every reservation decision in order;
  *  - an effect confirmed twice is applied once (one ledger event);
  *  - a stale fencing token (the flow was reclaimed) cannot confirm;
@@ -18,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,7 +195,10 @@ static void test_budget_never_overspent(void **state)
 	struct ftc conns[2 * NODES], c;
 	int out[RESERVERS];
 	char scope[64];
-	int leader, reserved = 0, denied = 0, live, retried = 0;
+	int leader, reserved = 0, denied = 0, live, retried = 0, replays = 0;
+	int64_t retry_at;
+	uint64_t rids[RESERVERS];
+	int conn_of[RESERVERS];
 	uint64_t t0 = harness_mono_ms();
 	uint64_t until;
 	struct ftc_msg m;
@@ -205,20 +211,67 @@ static void test_budget_never_overspent(void **state)
 		    ftc_connect(&conns[k], cl.nodes[k % NODES].fsnp), 0);
 	}
 	reserve_wave(conns, 2 * NODES, scope, 0, RESERVERS / 2, out);
-	/* Kill the scope's leader; the rest go to the survivors. */
+	/* The rest are outstanding when the scope's leader dies: it is
+	 * stopped, every connection (its own included) gets requests, and
+	 * it is killed with them in flight. Those sent to it are never
+	 * answered, so the retry path below runs; those forwarded to it by
+	 * the others may be answered by the next leader. Before that, two
+	 * lose their replies: sent through a follower whose connection is
+	 * closed at once, they commit (or not) unseen, and their retries
+	 * must replay, not count them again. */
+	{
+		unsigned x = (unsigned)(leader + 1) % NODES;
+		for (int i = RESERVERS / 2; i < RESERVERS / 2 + 2; i++) {
+			struct wbuf b;
+			conn_of[i] = -1;
+			reserve_body(&b, scope, i);
+			ftc_send(&conns[x], 1, FSNP_OP_FLOW_BUDGET_RESERVE, 0,
+			         &b);
+			wbuf_free(&b);
+		}
+		ftc_close(&conns[x]);
+		assert_int_equal(ftc_connect(&conns[x], cl.nodes[x].fsnp), 0);
+		harness_nap(200);
+	}
+	assert_int_equal(
+	    harness_node_signal(&cl, (unsigned)leader, SIGSTOP, NULL), 0);
+	for (int i = RESERVERS / 2 + 2; i < RESERVERS; i++) {
+		struct wbuf b;
+		conn_of[i] = i % (2 * NODES);
+		reserve_body(&b, scope, i);
+		rids[i] = ftc_send(&conns[conn_of[i]], 1,
+		                   FSNP_OP_FLOW_BUDGET_RESERVE, 0, &b);
+		wbuf_free(&b);
+	}
+	harness_nap(300);
 	assert_int_equal(
 	    harness_node_signal(&cl, (unsigned)leader, SIGKILL, NULL), 0);
 	killed[leader] = true;
+	for (int i = RESERVERS / 2; i < RESERVERS; i++) {
+		struct ftc_msg r;
+		out[i] = -1;
+		if (conn_of[i] < 0 || conn_of[i] % NODES == leader ||
+		    ftc_recv(&conns[conn_of[i]], &r, 15000) != 0) {
+			continue;
+		}
+		assert_int_equal(r.h.request_id, rids[i]);
+		out[i] = outcome(&r);
+		ftc_msg_free(&r);
+	}
 	for (unsigned k = 0; k < 2 * NODES; k++) {
 		if (k % NODES == (unsigned)leader) {
 			ftc_close(&conns[k]);
 		}
 	}
-	reserve_wave(conns, 2 * NODES, scope, RESERVERS / 2, RESERVERS, out);
 	/* Unknown outcomes are retried with the same reservation id. */
 	live = (leader + 1) % NODES;
 	assert_int_equal(ftc_connect(&c, cl.nodes[live].fsnp), 0);
 	until = harness_mono_ms() + 25000;
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		retry_at = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	}
 	for (int i = 0; i < RESERVERS; i++) {
 		retried += out[i] < 0;
 		while (out[i] < 0 && harness_mono_ms() < until) {
@@ -230,6 +283,10 @@ static void test_budget_never_overspent(void **state)
 			                 0);
 			wbuf_free(&b);
 			out[i] = outcome(&m);
+			/* reserved before the retry: a replay */
+			replays +=
+			    out[i] == 1 &&
+			    ftc_map_int(&m.value, "reserved_at_ms") < retry_at;
 			ftc_msg_free(&m);
 			if (out[i] < 0) {
 				harness_nap(100);
@@ -243,9 +300,12 @@ static void test_budget_never_overspent(void **state)
 	assert_int_not_equal(leader_of(scope), leader);
 	assert_int_not_equal(leader_of(scope), -1);
 	print_message("budget: %d reserved, %d denied, %d retried after the "
-	              "leader kill, %llu ms\n",
-	              reserved, denied, retried,
+	              "leader kill (%d of them replays of a reservation made "
+	              "before), %llu ms\n",
+	              reserved, denied, retried, replays,
 	              (unsigned long long)(harness_mono_ms() - t0));
+	/* The retry path ran (the killed leader's requests at least). */
+	assert_true(retried >= 1);
 	assert_int_equal(reserved, LIMIT / AMOUNT);
 	assert_int_equal(denied, RESERVERS - LIMIT / AMOUNT);
 	m = call(&c, FSNP_OP_FLOW_BUDGET_GET, "scope=s", scope);
@@ -280,13 +340,30 @@ static void test_budget_never_overspent(void **state)
 		struct fsnp_val e;
 		int n_res = 0, n_den = 0;
 		int64_t last_at = 0;
+		bool seen[RESERVERS] = {false};
 		fsnp_iter_init(&it, &m.value);
 		while (fsnp_iter_next(&it, NULL, &e)) {
 			int64_t at = ftc_map_int(&e, "at_ms");
 			assert_true(at >= last_at);
 			last_at = at;
-			n_res += ftc_map_str(&e, "kind", "budget_reserved");
 			n_den += ftc_map_str(&e, "kind", "budget_exhausted");
+			if (ftc_map_str(&e, "kind", "budget_reserved")) {
+				/* no reservation id counted twice */
+				struct fsnp_bytes sub;
+				char num[16];
+				int k;
+				n_res++;
+				assert_int_equal(
+				    fsnp_map_bin(&e, "subject", &sub), 0);
+				assert_true(sub.len > 4 && sub.len < 16 &&
+				            memcmp(sub.ptr, "res-", 4) == 0);
+				memcpy(num, sub.ptr + 4, sub.len - 4);
+				num[sub.len - 4] = '\0';
+				k = atoi(num);
+				assert_true(k >= 0 && k < RESERVERS);
+				assert_false(seen[k]);
+				seen[k] = true;
+			}
 		}
 		assert_int_equal(n_res, reserved);
 		assert_true(n_den >= denied);
@@ -454,6 +531,97 @@ static struct ftc_msg reserve_effect(struct ftc *c, const char *id,
 	            id, key, "charge", tok, fen, "d", scope);
 }
 
+/* Opens `scope` for 200 ms and waits (bounded) until it reads
+ * half-open. */
+static void half_open(struct ftc *c, const char *scope)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_CIRCUIT_OPEN,
+	                        "scope=s open_ms=i half_open_max_probes=i "
+	                        "half_open_success_threshold=i",
+	                        scope, (int64_t)200, (int64_t)1, (int64_t)1);
+	uint64_t until = harness_mono_ms() + 10000;
+	ok(&m);
+	ftc_msg_free(&m);
+	for (;;) {
+		bool ho;
+		m = call(c, FSNP_OP_FLOW_CIRCUIT_GET, "scope=s", scope);
+		ok(&m);
+		ho = ftc_map_str(&m.value, "status", "half_open");
+		ftc_msg_free(&m);
+		if (ho) {
+			return;
+		}
+		assert_true(harness_mono_ms() < until);
+		harness_nap(50);
+	}
+}
+
+static void circuit_is(struct ftc *c, const char *scope, const char *status,
+                       int64_t in_flight)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_CIRCUIT_GET, "scope=s", scope);
+	ok(&m);
+	if (!ftc_map_str(&m.value, "status", status)) {
+		fail_msg("circuit %s is not %s", scope, status);
+	}
+	if (in_flight >= 0) {
+		assert_int_equal(ftc_map_int(&m.value, "half_open_in_flight"),
+		                 in_flight);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A half-open circuit in another shard than the flow: its probe limit
+ * holds (step 1 counts the probe), a replayed reservation gives its probe
+ * back, and settled outcomes reach it (a confirmed probe closes it, a
+ * failed one opens it again). */
+static void half_open_across_shards(struct ftc *c, const char *id,
+                                    const char *tok, int64_t fen,
+                                    const char *other)
+{
+	struct ftc_msg m;
+	half_open(c, other);
+	m = reserve_effect(c, id, "p1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "reserved"));
+	assert_true(ftc_map_str(&m.value, "governance_scope", other));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "half_open", 1);
+	m = reserve_effect(c, id, "p2", tok, fen, other);
+	denial(&m, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	ftc_msg_free(&m);
+	m = call(c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id, "p2");
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	/* A replay of p1 takes no second probe. */
+	m = reserve_effect(c, id, "p1", tok, fen, other);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "already_reserved"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "half_open", 1);
+	/* The probe succeeds: the circuit closes. */
+	m = call(c, FSNP_OP_FLOW_EFFECT_CONFIRM,
+	         "id=s effect_key=s lease_token=s fencing_token=i", id, "p1",
+	         tok, fen);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "confirmed"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "closed", -1);
+	/* Half-open again; a failed probe opens it. */
+	half_open(c, other);
+	m = reserve_effect(c, id, "p3", tok, fen, other);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = call(c, FSNP_OP_FLOW_EFFECT_FAIL,
+	         "id=s effect_key=s lease_token=s fencing_token=i error=s", id,
+	         "p3", tok, fen, "timeout");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "decision", "failed"));
+	ftc_msg_free(&m);
+	circuit_is(c, other, "open", -1);
+}
+
 /* A circuit in the flow's shard is checked in the reservation's apply
  * (and the denial ledgered); one in the other shard by the two-step
  * protocol (read first, nothing written on a denial). */
@@ -513,6 +681,327 @@ static void test_circuit_across_shards(void **state)
 	ok(&m);
 	assert_int_equal(m.value.as.count, 2);
 	ftc_msg_free(&m);
+	half_open_across_shards(&c, id, tok, fen, other);
+	ftc_close(&c);
+}
+
+/* Claims one flow of `type` in `st`; whether one was claimed. */
+static bool claim_in(struct ftc *c, const char *type, const char *st)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_CLAIM_DUE,
+	                        "type=s worker=s lease_ms=i state=s", type,
+	                        "w9", (int64_t)30000, st);
+	bool got;
+	ok(&m);
+	got = m.value.tag == FSNP_ARRAY && m.value.as.count == 1;
+	ftc_msg_free(&m);
+	return got;
+}
+
+static void state_is(struct ftc *c, const char *id, const char *st)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GET, "id=s", id);
+	ok(&m);
+	if (!ftc_map_str(&m.value, "state", st)) {
+		fail_msg("flow %s is not in state %s", id, st);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A claimed flow parks in awaiting_approval (not due for an hour), then
+ * asks for approval `aid`: parked first, so that no decision can come
+ * before the flow waits. */
+static void park(struct ftc *c, const char *id, const char *type,
+                 const char *aid, bool reject_target)
+{
+	char tok[128];
+	int64_t fen, now = (int64_t)time(NULL) * 1000;
+	struct ftc_msg m =
+	    call(c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	claim(c, type, 30000, false, tok, &fen);
+	m = call(c, FSNP_OP_FLOW_TRANSITION,
+	         "id=s from_state=s to_state=s lease_token=s fencing_token=i "
+	         "run_at_ms=i",
+	         id, "running", "awaiting_approval", tok, fen, now + 3600000);
+	ok(&m);
+	ftc_msg_free(&m);
+	m = reject_target
+	        ? call(c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+	               "id=s flow_id=s scope=s timeout_ms=i wait_state=s "
+	               "transition_to=s exhaust_to=s",
+	               aid, id, "refunds", (int64_t)3600000,
+	               "awaiting_approval", "approved", "rejected")
+	        : call(c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+	               "id=s flow_id=s scope=s timeout_ms=i wait_state=s "
+	               "transition_to=s",
+	               aid, id, "refunds", (int64_t)3600000,
+	               "awaiting_approval", "approved");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "pending"));
+	assert_true(ftc_map_str(&m.value, "wait_state", "awaiting_approval"));
+	ftc_msg_free(&m);
+}
+
+/* A flow waiting on an approval becomes due only by the decision: APPROVE
+ * moves it to transition_to, REJECT to exhaust_to (or, without one,
+ * leaves it waiting as the reference does); the approval and the flow
+ * in different shards (the two-step wake) and in the same one. */
+static void test_approval_wakes_flow(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char type[64], f1[64], f2[64], f3[64], a1[64], a2[64], a3[64];
+	int64_t s1;
+	(void)state;
+	name(type, sizeof type, "atype");
+	name(f1, sizeof f1, "af1");
+	name(f2, sizeof f2, "af2");
+	name(f3, sizeof f3, "af3");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	/* a1 in another shard than f1, a2 in the same as f2 */
+	s1 = shard_of(&c, f1, NULL);
+	a1[0] = a2[0] = 0;
+	for (int i = 0; i < 64 && (a1[0] == 0 || a2[0] == 0); i++) {
+		char s[64], what[16];
+		snprintf(what, sizeof what, "ap%d", i);
+		name(s, sizeof s, what);
+		if (shard_of(&c, s, NULL) != s1 && a1[0] == 0) {
+			strcpy(a1, s);
+		} else if (shard_of(&c, s, NULL) == shard_of(&c, f2, NULL) &&
+		           a2[0] == 0) {
+			strcpy(a2, s);
+		}
+	}
+	assert_true(a1[0] != 0 && a2[0] != 0);
+	name(a3, sizeof a3, "ap-none");
+	/* Bad wake keys. */
+	err_is(call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+	            "id=s flow_id=s scope=s transition_to=s", a3, f3, "x",
+	            "approved"),
+	       1,
+	       "ERR flow approval transition_to and exhaust_to require "
+	       "wait_state");
+	err_is(call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+	            "id=s flow_id=s scope=s wait_state=s", a3, f3, "x", "w"),
+	       1, "ERR flow approval wait_state requires transition_to");
+	err_is(call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST,
+	            "id=s flow_id=s scope=s wait_state=s transition_to=s", a3,
+	            f3, "x", "w", "completed"),
+	       1,
+	       "ERR flow approval transition_to cannot be running or a "
+	       "terminal state");
+
+	park(&c, f1, type, a1, true);
+	assert_false(claim_in(&c, type, "awaiting_approval"));
+	assert_false(claim_in(&c, type, "approved"));
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a1,
+	         "ann");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "approved"));
+	ftc_msg_free(&m);
+	/* The reply came after the wake: due now. */
+	state_is(&c, f1, "approved");
+	assert_true(claim_in(&c, type, "approved"));
+	/* A repeated decision is the reference's conflict; the wake it
+	 * repeats finds the flow moved on and changes nothing. */
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a1,
+	         "ann");
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	assert_true(ftc_map_str(&m.value, "status", "approved"));
+	ftc_msg_free(&m);
+	state_is(&c, f1, "running");
+
+	/* REJECT moves the flow to exhaust_to (same shard: same steps). */
+	park(&c, f2, type, a2, true);
+	assert_false(claim_in(&c, type, "awaiting_approval"));
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REJECT, "id=s approver=s reason=s",
+	         a2, "bob", "too large");
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "rejected"));
+	ftc_msg_free(&m);
+	state_is(&c, f2, "rejected");
+	assert_false(claim_in(&c, type, "approved"));
+	assert_true(claim_in(&c, type, "rejected"));
+
+	/* Without exhaust_to, REJECT leaves the flow waiting. */
+	park(&c, f3, type, a3, false);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REJECT, "id=s approver=s", a3,
+	         "bob");
+	ok(&m);
+	ftc_msg_free(&m);
+	state_is(&c, f3, "awaiting_approval");
+	assert_false(claim_in(&c, type, "awaiting_approval"));
+	assert_false(claim_in(&c, type, "rejected"));
+	/* An approval requested as the reference does has no wake keys. */
+	name(a3, sizeof a3, "ap-plain");
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_REQUEST, "id=s flow_id=s scope=s",
+	         a3, f3, "refunds");
+	ok(&m);
+	{
+		struct fsnp_val v;
+		assert_int_not_equal(fsnp_map_get(&m.value, "wait_state", &v),
+		                     0);
+		assert_int_not_equal(
+		    fsnp_map_get(&m.value, "partition_key", &v), 0);
+	}
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+/* The limit's lease on shard 0: available and in use. */
+static void lease_is(struct ftc *c, const char *scope, int64_t avail,
+                     int64_t in_use)
+{
+	struct fsnp_val ls, l0;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+	assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+	if (ftc_map_int(&l0, "available") != avail ||
+	    ftc_map_int(&l0, "in_use") != in_use) {
+		fail_msg("lease: available %lld in use %lld, want %lld %lld",
+		         (long long)ftc_map_int(&l0, "available"),
+		         (long long)ftc_map_int(&l0, "in_use"),
+		         (long long)avail, (long long)in_use);
+	}
+	ftc_msg_free(&m);
+}
+
+/* A governed claim: one flow, its lease token and fencing token (false
+ * when the claim was refused or found nothing; the reply in *out). */
+static bool gclaim(struct ftc *c, const char *type, const char *scope, char *id,
+                   char *tok, int64_t *fen, struct ftc_msg *out)
+{
+	struct fsnp_iter it;
+	struct fsnp_val j;
+	struct fsnp_bytes b;
+	*out = call(c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s lease_ms=i governance_limit_scope=s "
+	            "governance_shard_id=i",
+	            type, "gw", (int64_t)60000, scope, (int64_t)0);
+	if (out->status != 0 || out->value.tag != FSNP_ARRAY ||
+	    out->value.as.count != 1) {
+		return false;
+	}
+	fsnp_iter_init(&it, &out->value);
+	assert_true(fsnp_iter_next(&it, NULL, &j));
+	assert_int_equal(fsnp_map_bin(&j, "id", &b), 0);
+	memcpy(id, b.ptr, b.len);
+	id[b.len] = '\0';
+	assert_int_equal(fsnp_map_bin(&j, "lease_token", &b), 0);
+	memcpy(tok, b.ptr, b.len);
+	tok[b.len] = '\0';
+	*fen = ftc_map_int(&j, "fencing_token");
+	return true;
+}
+
+static void gcomplete(struct ftc *c, const char *id, const char *tok,
+                      int64_t fen, const char *scope)
+{
+	struct ftc_msg m =
+	    call(c, FSNP_OP_FLOW_COMPLETE,
+	         "id=s lease_token=s fencing_token=i governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         id, tok, fen, scope, (int64_t)0);
+	ok(&m);
+	ftc_msg_free(&m);
+}
+
+/* CLAIM_DUE admission through a limit: each claim spends a credit of the
+ * shard's lease (refused when none is left), an empty claim gives its
+ * credit back, and COMPLETE with the same options returns the flow's
+ * credit once. */
+static void test_claim_admission(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char type[64], scope[64], ids[3][64], toks[3][128], fid[64];
+	int64_t fens[3];
+	(void)state;
+	name(type, sizeof type, "admtype");
+	name(scope, sizeof scope, "admlimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s", type, "gw",
+	            scope),
+	       1,
+	       "ERR flow governance_limit_scope and governance_shard_id must "
+	       "be provided together");
+	/* No lease: refused. */
+	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	         "type=s worker=s governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         type, "gw", scope, (int64_t)0);
+	assert_int_equal(m.status, 1);
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)2, (int64_t)600000, (int64_t)2);
+	ok(&m);
+	ftc_msg_free(&m);
+	for (int i = 0; i < 3; i++) {
+		char what[16];
+		snprintf(what, sizeof what, "adm%d", i);
+		name(fid, sizeof fid, what);
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_true(
+		    gclaim(&c, type, scope, ids[i], toks[i], &fens[i], &m));
+		ftc_msg_free(&m);
+		lease_is(&c, scope, 1 - i, i + 1);
+	}
+	/* Both credits in use: the third flow waits. */
+	assert_false(gclaim(&c, type, scope, ids[2], toks[2], &fens[2], &m));
+	denial(&m, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	ftc_msg_free(&m);
+	gcomplete(&c, ids[0], toks[0], fens[0], scope);
+	lease_is(&c, scope, 1, 1);
+	gcomplete(&c, ids[0], toks[0], fens[0], scope); /* once only */
+	lease_is(&c, scope, 1, 1);
+	assert_true(gclaim(&c, type, scope, ids[2], toks[2], &fens[2], &m));
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 0, 2);
+	gcomplete(&c, ids[1], toks[1], fens[1], scope);
+	lease_is(&c, scope, 1, 1);
+	/* Nothing due: the credit spent for the claim comes back. */
+	assert_false(gclaim(&c, type, scope, fid, toks[0], &fens[0], &m));
+	assert_int_equal(m.status, 0);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 1, 1);
+	gcomplete(&c, ids[2], toks[2], fens[2], scope);
+	lease_is(&c, scope, 2, 0);
+	/* A compact reply (flow_claim_jobs_v1) stays compact after the
+	 * credits are recorded. */
+	{
+		struct ftc cc;
+		name(fid, sizeof fid, "adm-compact");
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+		assert_int_equal(ftc_connect(&cc, cl.nodes[live_node()].fsnp),
+		                 0);
+		m = call(&cc, FSNP_OP_STARTUP, "compact_flow_responses=b", 1);
+		ok(&m);
+		ftc_msg_free(&m);
+		m = call(&cc, FSNP_OP_FLOW_CLAIM_DUE,
+		         "type=s worker=s lease_ms=i return=s "
+		         "governance_limit_scope=s governance_shard_id=i",
+		         type, "gw", (int64_t)60000, "jobs_compact", scope,
+		         (int64_t)0);
+		assert_int_equal(m.status, 0);
+		assert_true(m.flags & FSNP_FLAG_CUSTOM);
+		assert_int_equal(m.body[2], 0x80);
+		assert_int_equal(m.body[6], 1); /* one job */
+		ftc_msg_free(&m);
+		ftc_close(&cc);
+		lease_is(&c, scope, 1, 1);
+	}
 	ftc_close(&c);
 }
 
@@ -543,7 +1032,7 @@ static int lodectl(char *out, size_t cap, const char *const *args)
 
 static void test_lodectl(void **state)
 {
-	char out[8192], scope[64], id[64];
+	char out[65536], scope[64], id[64];
 	(void)state;
 	name(scope, sizeof scope, "ctl-budget");
 	name(id, sizeof id, "ctl-approval");
@@ -589,6 +1078,22 @@ static void test_lodectl(void **state)
 		const char *a[] = {"approval", "list", "--scope", scope, NULL};
 		assert_int_equal(lodectl(out, sizeof out, a), 0);
 		assert_non_null(strstr(out, id));
+	}
+	{
+		/* wake keys; the flow does not exist, so the decision has
+		 * nothing to wake and is answered as usual */
+		char id2[80];
+		snprintf(id2, sizeof id2, "%s-w", id);
+		const char *a[] = {"approval", "request",
+		                   id2,        "no-such-flow",
+		                   scope,      "--wait-state",
+		                   "waiting",  "--transition-to",
+		                   "go",       NULL};
+		assert_int_equal(lodectl(out, sizeof out, a), 0);
+		assert_non_null(strstr(out, "wait_state"));
+		const char *b[] = {"approval", "approve", id2, "ann", NULL};
+		assert_int_equal(lodectl(out, sizeof out, b), 0);
+		assert_non_null(strstr(out, "approved"));
 	}
 	{
 		const char *a[] = {"circuit",   "open", scope,
@@ -676,7 +1181,15 @@ static void test_objects_raw(void **state)
 	         "scope=s shard_id=i reservation_ids=a", scope, (int64_t)0, rel,
 	         1);
 	ok(&m);
-	assert_int_equal(ftc_map_int(&m.value, "free"), 1);
+	/* the credit goes back to its lease (reference) */
+	assert_int_equal(ftc_map_int(&m.value, "free"), 0);
+	{
+		struct fsnp_val ls, l0;
+		assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+		assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+		assert_int_equal(ftc_map_int(&l0, "available"), 2);
+		assert_int_equal(ftc_map_int(&l0, "in_use"), 0);
+	}
 	ftc_msg_free(&m);
 	m = call(&c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
 	ok(&m);
@@ -787,6 +1300,8 @@ int main(void)
 	    cmocka_unit_test(test_objects_raw),
 	    cmocka_unit_test(test_effects),
 	    cmocka_unit_test(test_circuit_across_shards),
+	    cmocka_unit_test(test_approval_wakes_flow),
+	    cmocka_unit_test(test_claim_admission),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -1,7 +1,8 @@
 /* Integration: FSNP ACL users on real lodestone processes. Users made
  * with COMMAND_EXEC ACL SETUSER (replicated through the meta group) are
  * limited to their commands and key patterns on every path (typed
- * opcodes, COMMAND_EXEC, PIPELINE items); passwords never show, in
+ * opcodes, COMMAND_EXEC, PIPELINE items; FLOW.QUERY's split between
+ * FLOW.QUERY and FLOW.QUERY.EXPLAIN); passwords never show, in
  * replies or logs; a changed or deleted user's sessions get
  * AUTH_INVALIDATED and are closed, on every node of a cluster. Also the
  * auth deadline, a flood of unauthenticated oversized frames beside an
@@ -312,6 +313,114 @@ static void test_users_and_rules(void **state)
 /* Flow is @flow with @read or @write and checked against the flow's
  * partition key (or its id's auto partition "fa:<n>"); a request that spans
  * partitions needs every key. Cluster administration is @admin. */
+/* FLOW.QUERY through COMMAND_EXEC and PIPELINE: plain execution needs
+ * FLOW.QUERY, static EXPLAIN FLOW.QUERY.EXPLAIN, EXPLAIN ANALYZE both;
+ * the bound partition (or a point read's auto partition) is the key. */
+static void test_flow_query_acl(void **state)
+{
+	static const char *const count = "FROM runs WHERE partition_key = "
+	                                 "'tq:1' AND type = 't' RETURN COUNT";
+	static const char *const explain =
+	    "EXPLAIN FROM runs WHERE partition_key = 'tq:1' AND type = 't' "
+	    "RETURN COUNT";
+	static const char *const analyze =
+	    "EXPLAIN ANALYZE FROM runs WHERE partition_key = 'tq:1' AND type = "
+	    "'t' RETURN COUNT";
+	static const char *const other =
+	    "FROM runs WHERE partition_key = 'other' AND type = 't' RETURN "
+	    "COUNT";
+	static const char *const point =
+	    "FROM runs WHERE run_id = 'r1' RETURN RECORD";
+	struct ftc admin, qr, qe, qb;
+	(void)state;
+	login_admin(&admin, port);
+	const char *r1[] = {"on", ">" APP_PW, "+flow.query", "~tq:*"};
+	const char *r2[] = {"on", ">" APP_PW, "+flow.query.explain", "~tq:*"};
+	const char *r3[] = {"on", ">" APP_PW, "+flow.query",
+	                    "+flow.query.explain", "~tq:*"};
+	setuser(&admin, "fqr", r1, 4);
+	setuser(&admin, "fqe", r2, 4);
+	setuser(&admin, "fqb", r3, 5);
+	assert_int_equal(login_eventually(&qr, port, "fqr", APP_PW), 0);
+	assert_int_equal(login_eventually(&qe, port, "fqe", APP_PW), 0);
+	assert_int_equal(login_eventually(&qb, port, "fqb", APP_PW), 0);
+
+	const char *a_count[] = {"FQL1", count};
+	const char *a_explain[] = {"FQL1", explain};
+	const char *a_analyze[] = {"FQL1", analyze};
+	const char *a_other[] = {"FQL1", other};
+	const char *a_point[] = {"FQL1", point};
+	expect_ok(EXEC(&qr, "FLOW.QUERY", a_count, 2));
+	expect_error(EXEC(&qr, "FLOW.QUERY", a_explain, 2), 3,
+	             "flow.query.explain");
+	expect_error(EXEC(&qr, "FLOW.QUERY", a_analyze, 2), 3,
+	             "flow.query.explain");
+	expect_error(EXEC(&qr, "FLOW.QUERY", a_other, 2), 3, "'other' key");
+	/* A point read without a partition: its auto partition. */
+	expect_error(EXEC(&qr, "FLOW.QUERY", a_point, 2), 3, "'fa:");
+	expect_ok(EXEC(&qe, "FLOW.QUERY", a_explain, 2));
+	expect_error(EXEC(&qe, "FLOW.QUERY", a_count, 2), 3, "flow.query");
+	expect_error(EXEC(&qe, "FLOW.QUERY", a_analyze, 2), 3, "flow.query");
+	expect_ok(EXEC(&qb, "FLOW.QUERY", a_analyze, 2));
+	/* FLOW.QUERY.EXPLAIN is not in @read nor @flow. */
+	const char *r4[] = {"on", ">" APP_PW, "+@read", "+@flow", "~tq:*"};
+	setuser(&admin, "fqr", r4, 5);
+	ftc_close(&qr);
+	assert_int_equal(login_eventually(&qr, port, "fqr", APP_PW), 0);
+	expect_ok(EXEC(&qr, "FLOW.QUERY", a_count, 2));
+	expect_error(EXEC(&qr, "FLOW.QUERY", a_explain, 2), 3,
+	             "flow.query.explain");
+
+	/* PIPELINE items of opcode 0x0231 take the same checks. */
+	{
+		struct wbuf b, items[2];
+		struct fsnp_writer w;
+		struct ftc_msg m;
+		char text[4096];
+		size_t n;
+		ftc_body(&items[0], "version=s query=s", "FQL1", count);
+		ftc_body(&items[1], "version=s query=s", "FQL1", explain);
+		wbuf_init(&b);
+		fsnp_w_init(&w, &b);
+		fsnp_w_map_begin(&w);
+		fsnp_w_key(&w, "commands");
+		fsnp_w_array_begin(&w);
+		for (int i = 0; i < 2; i++) {
+			struct fsnp_val v;
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "opcode");
+			fsnp_w_i64(&w, FSNP_OP_FLOW_QUERY);
+			fsnp_w_key(&w, "body");
+			assert_int_equal(fsnp_value_decode(items[i].data,
+			                                   items[i].len, NULL,
+			                                   &v, NULL),
+			                 0);
+			fsnp_w_val(&w, &v);
+			fsnp_w_map_end(&w);
+			wbuf_free(&items[i]);
+		}
+		fsnp_w_array_end(&w);
+		fsnp_w_map_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		assert_int_equal(ftc_call(&qr, 1, FSNP_OP_PIPELINE, 0, &b, &m),
+		                 0);
+		wbuf_free(&b);
+		assert_int_equal(m.status, 0);
+		n = m.len < sizeof text - 1 ? m.len : sizeof text - 1;
+		for (size_t i = 0; i < n; i++) {
+			text[i] = m.body[i] ? (char)m.body[i] : ' ';
+		}
+		text[n] = '\0';
+		assert_non_null(strstr(text, "ferric.flow.query.result/v1"));
+		assert_non_null(strstr(text, "'flow.query.explain' command"));
+		ftc_msg_free(&m);
+	}
+	ftc_close(&qr);
+	ftc_close(&qe);
+	ftc_close(&qb);
+	ftc_close(&admin);
+}
+
 static void test_flow_and_admin(void **state)
 {
 	struct ftc admin, fl;
@@ -808,6 +917,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_users_and_rules),
 	    cmocka_unit_test(test_flow_and_admin),
+	    cmocka_unit_test(test_flow_query_acl),
 	    cmocka_unit_test(test_invalidated_on_change),
 	    cmocka_unit_test(test_lodectl_acl),
 	    cmocka_unit_test(test_restart_keeps_users),

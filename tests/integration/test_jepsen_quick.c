@@ -14,10 +14,14 @@
  * Two cases change the nodes: register-asan runs the sanitizer build's
  * lodestone (LS_LODESTONE_ASAN; skipped when it does not exist) under
  * every fault but clock skew, register-loaded pins the nodes to one CPU
- * beside a busy loop (jepsen/run --node-cpu --cpu-hog).
+ * beside a busy loop (jepsen/run --node-cpu --cpu-hog). One changes the
+ * cluster: register-membership adds, drains and removes, or replaces
+ * nodes among kills, and fails when no add and no removal or replace
+ * was done.
  *
  * Environment: LS_JEPSEN_RUN, LS_LODESTONE, LS_LODESTONE_FAULTY,
- * LS_LODESTONE_ASAN, LS_JEPSEN_QUICK_DIR (set by the make target);
+ * LS_LODESTONE_ASAN, LS_JEPSEN_QUICK_DIR, LS_JEPSEN_SCHEDULES (the
+ * written schedules' directory; set by the make target);
  * LS_JEPSEN_QUICK_TIME (seconds per workload run, default 60),
  * LS_JEPSEN_QUICK_NODES (default 3), LS_JEPSEN_QUICK_SEED (default fixed
  * seeds), LS_JEPSEN_QUICK_ONLY (run only the cases whose name contains it).
@@ -44,7 +48,7 @@
 
 #define OUT_CAP 65536
 
-enum { Q_PLAIN = 0, Q_ASAN = 1, Q_LOADED = 2 };
+enum { Q_PLAIN = 0, Q_ASAN = 1, Q_LOADED = 2, Q_MEMBERS = 3 };
 
 struct qcase {
 	const char *name;
@@ -55,7 +59,9 @@ struct qcase {
 	unsigned seed;
 	/* Q_ASAN: the nodes are the ASan + UBSan build's lodestone
 	 * (LS_LODESTONE_ASAN; skipped when there is none); Q_LOADED: the
-	 * nodes share one CPU with a busy loop while the nemesis runs. */
+	 * nodes share one CPU with a busy loop while the nemesis runs;
+	 * Q_MEMBERS: the membership nemesis must also have added a node and
+	 * removed or replaced one (its summary says so). */
 	int mode;
 };
 
@@ -141,6 +147,30 @@ static int run_child(char *const argv[], char *out, size_t cap,
 	return status;
 }
 
+/* How many `op` operations the membership line of the run's summary
+ * counts as done ("membership add: 1 done ...; drain-remove: 0 done
+ * ..."); -1 when the summary has no such line. */
+static int member_done(const char *dir, const char *op)
+{
+	char path[1100], line[1024], key[64];
+	int done = -1;
+	snprintf(path, sizeof path, "%s/summary.txt", dir);
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		return -1;
+	}
+	snprintf(key, sizeof key, " %s: ", op);
+	while (fgets(line, sizeof line, f) != NULL) {
+		char *p;
+		if (strncmp(line, "membership", 10) == 0 &&
+		    (p = strstr(line, key)) != NULL) {
+			done = atoi(p + strlen(key));
+		}
+	}
+	fclose(f);
+	return done;
+}
+
 /* The last CPU this process may run on (the first is where most other
  * work lands), as text. */
 static int pick_cpu(char *out, size_t cap)
@@ -176,7 +206,7 @@ static void run_case(const struct qcase *c)
 	const char *nodes = env_or("LS_JEPSEN_QUICK_NODES", "3");
 	const char *seed_env = getenv("LS_JEPSEN_QUICK_SEED");
 	const char *asan = getenv("LS_LODESTONE_ASAN");
-	char dir[1024], tbuf[16], sbuf[32], path[1100], cpu[16];
+	char dir[1024], tbuf[16], sbuf[32], path[1100], cpu[16], sched[1100];
 	char *out;
 
 	if (c->mode == Q_ASAN &&
@@ -228,6 +258,12 @@ static void run_case(const struct qcase *c)
 		argv[a++] = "--binary";
 		argv[a++] = (char *)asan;
 	}
+	if (c->mode == Q_MEMBERS) {
+		snprintf(sched, sizeof sched, "%s/membership-quick.sched",
+		         env_or("LS_JEPSEN_SCHEDULES", "jepsen/schedules"));
+		argv[a++] = "--schedule";
+		argv[a++] = sched;
+	}
 	if (c->mode == Q_LOADED) {
 		argv[a++] = "--node-cpu";
 		argv[a++] = cpu;
@@ -256,6 +292,22 @@ static void run_case(const struct qcase *c)
 		skip();
 	}
 	bool ok = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (ok && c->mode == Q_MEMBERS) {
+		int adds = member_done(dir, "add");
+		int removes = member_done(dir, "drain-remove");
+		int replaces = member_done(dir, "replace");
+		printf("== %s: membership done: %d add, %d drain-remove, %d "
+		       "replace\n",
+		       c->name, adds, removes, replaces);
+		if (adds < 1 || removes + replaces < 1) {
+			fprintf(stderr,
+			        "test_jepsen_quick: %s: the membership nemesis "
+			        "did not add a node and remove or replace one "
+			        "(see %s/nemesis.log)\n",
+			        c->name, dir);
+			ok = false;
+		}
+	}
 	if (!ok) {
 		fprintf(stderr,
 		        "test_jepsen_quick: %s FAILED (status %d): see "
@@ -281,6 +333,11 @@ static const struct qcase cases[] = {
      * machine (slow fsyncs, late timers, long turns). */
     {"register-loaded", "register", "mixed", NULL, 0, 1108, Q_LOADED},
     {"flow-mixed", "flow", "mixed", NULL, 30, 1109, Q_PLAIN},
+    /* Membership changes among kills: a spare joins, a member is killed
+     * and restarted, another is drained and removed
+     * (jepsen/schedules/membership-quick.sched). */
+    {"register-membership", "register", "membership,kill", NULL, 45, 1110,
+     Q_MEMBERS},
     /* The proofs: each must be caught. */
     {"proof-register-read-no-barrier", "register", "partition",
      "read-no-barrier", 30, 2101, Q_PLAIN},

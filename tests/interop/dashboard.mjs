@@ -3,9 +3,14 @@
 // ($LS_LODESTONE, free loopback ports), registers a stream whose name is
 // markup, loads node 1's dashboard and checks that the nodes, the groups
 // and the charts are rendered from live values (data attributes), that the
-// stream's name is shown as text, then kills node 3 and waits for the page
-// to mark it down. Screenshots go to $LS_BUILDDIR (or the directory make
-// runs in): dashboard.png and dashboard-node-down.png.
+// stream's name is shown as text; creates flows through the official SDK
+// (a failed one, one whose lease runs out), opens a circuit, requests an
+// approval, fills a budget to 90% and moves a group's leadership, and
+// checks the Membership operations, Flow and Governance panels; then kills
+// node 3 and waits for the page to mark it down and for the Flow panel to
+// answer for every group again. Screenshots go to
+// $LS_BUILDDIR (or the directory make runs in): dashboard.png,
+// dashboard-flow.png and dashboard-node-down.png.
 //
 // Without chromium and chromedriver the test is skipped (exit 77), unless
 // CI=true, where that is a failure. Every wait is bounded; chromedriver and
@@ -206,7 +211,75 @@ try {
   await screenshot("dashboard.png");
   traffic = false;
   await writes;
+
+  // Flow, governance and a membership operation through the official
+  // SDK and the admin API; the new panels must show them from live values.
+  await kv.create("ok-1", { type: "dash-ok" });
+  await kv.create("ok-2", { type: "dash-ok" });
+  await kv.create("bad-1", { type: "dash-bad" });
+  const [failing] = await kv.claimDue("dash-bad", { worker: "dash-worker", leaseMs: 30000, limit: 1 });
+  await kv.fail("bad-1", { leaseToken: failing.leaseToken, fencingToken: failing.fencingToken, error: "card declined" });
+  await kv.create("bad-2", { type: "dash-bad" });
+  const [stuck] = await kv.claimDue("dash-bad", { worker: "dash-worker", leaseMs: 300, limit: 1 });
+  assert.equal(String(stuck.id), "bad-2");
+  await kv.create("bad-3", { type: "dash-bad" });
+  await kv.circuitOpen("dash-payments", { openMs: 600000 });
+  await kv.approvalRequest("dash-refund-1", { flowId: "bad-3", scope: "refunds", requestedBy: "bot", timeoutMs: 600000 });
+  await kv.budgetReserve("dash-llm", 90, { limit: 100, windowMs: 3600000, reservationId: "r1" });
+  await kv.budgetReserve("dash-cheap", 10, { limit: 100, windowMs: 3600000, reservationId: "r2" });
   await kv.close();
+  const led = JSON.parse((await http(admin, "GET", "/v1/dashboard")).text).groups.find((g) => g.id > 0 && g.leader === 1);
+  assert.ok(led, "node 1 leads a data group");
+  const moved = await http(admin, "POST", `/v1/cluster/groups/${led.id}/transfer`, {});
+  assert.equal(moved.status, 202, moved.text);
+  const opId = String(JSON.parse(moved.text).op);
+
+  const panelsView = () => js(`
+    const q = (s) => [...document.querySelectorAll(s)];
+    const a = (e, ...names) => Object.fromEntries(names.map((n) => [n, e.getAttribute("data-" + n)]));
+    return {
+      members: q("tr[data-member-id]").map((e) => a(e, "member-id", "member-state", "voter")),
+      ops: q("tr[data-op-id]").map((e) => a(e, "op-id", "op-kind", "op-state", "done", "total")),
+      types: q("tr[data-flow-type]").map((e) => a(e, "flow-type", "total", "failed", "stuck", "queued", "running")),
+      flows: q("#panel-flow tr[data-flow-id]").map((e) => ({ ...a(e, "flow-id", "reason"), text: e.textContent })),
+      circuits: q("tr[data-circuit-scope]").map((e) => a(e, "circuit-scope", "status")),
+      approvals: q("tr[data-approval-id]").map((e) => a(e, "approval-id")),
+      budgets: q("tr[data-budget-scope]").map((e) => a(e, "budget-scope", "ratio")),
+      states: Object.fromEntries(q("section[data-panel]").map((e) => [e.getAttribute("data-panel"), e.getAttribute("data-state")])),
+      order: q("section[data-panel]").map((e) => e.getAttribute("data-panel")),
+    };`);
+  const pv = await waitFor("the membership, Flow and governance panels", 30000, async () => {
+    const v = await panelsView();
+    const bad = v.types.find((t) => t["flow-type"] === "dash-bad");
+    const ok = v.members.length === 3 && v.ops.some((o) => o["op-id"] === opId) &&
+      bad && bad.stuck === "1" && bad.failed === "1" &&
+      v.flows.some((f) => f["flow-id"] === "bad-2" && f.reason === "lease_expired") &&
+      v.circuits.length > 0 && v.approvals.length > 0 && v.budgets.length > 0;
+    return ok ? v : false;
+  });
+  assert.deepEqual(pv.members.map((m) => m["member-id"]).sort(), ["1", "2", "3"]);
+  for (const m of pv.members) assert.deepEqual([m["member-state"], m.voter], ["active", "true"], JSON.stringify(m));
+  const op = pv.ops.find((o) => o["op-id"] === opId);
+  assert.equal(op["op-kind"], "transfer-leader");
+  assert.ok(["running", "done"].includes(op["op-state"]), JSON.stringify(op));
+  // The failing type first, with its counts by state; then the healthy one.
+  assert.deepEqual(pv.types.map((t) => t["flow-type"]), ["dash-bad", "dash-ok"]);
+  assert.deepEqual(pv.types[0], { "flow-type": "dash-bad", total: "3", failed: "1", stuck: "1", queued: "1", running: "1" });
+  assert.equal(pv.types[1].queued, "2");
+  const failedRow = pv.flows.find((f) => f["flow-id"] === "bad-1");
+  assert.ok(failedRow && failedRow.text.includes("card declined"), JSON.stringify(pv.flows));
+  assert.deepEqual(pv.circuits, [{ "circuit-scope": "dash-payments", status: "open" }]);
+  assert.deepEqual(pv.approvals, [{ "approval-id": "dash-refund-1" }]);
+  assert.deepEqual(pv.budgets, [{ "budget-scope": "dash-llm", ratio: "0.900" }]);
+  for (const id of ["membership", "flow", "governance"]) assert.equal(pv.states[id], "live", JSON.stringify(pv.states));
+  assert.equal(pv.order[0], "problems");
+  // What the Flow panel shows is what the node's JSON says.
+  const fs_ = JSON.parse((await http(admin, "GET", "/v1/flow/stats")).text);
+  assert.equal(fs_.failed_total, 1);
+  assert.equal(fs_.groups_answered, SHARDS);
+  await js(`document.getElementById("panel-membership").scrollIntoView();`);
+  await screenshot("dashboard-flow.png");
+  await js(`window.scrollTo(0, 0);`);
 
   // Node 3 dies: the page marks it down within a bounded time.
   nodes[2].killed = true;
@@ -226,6 +299,14 @@ try {
   await waitFor("the nodes-up chart at 2", 10000, async () => {
     const v = await view();
     return v.charts.some((c) => c.name === "nodes-up" && c.series[0].last === "2");
+  });
+  // The Flow views go on without node 3: the groups it led elect new
+  // leaders and every group answers again.
+  await waitFor("the Flow panel live with every group after node 3 died", 30000, async () => {
+    const v = await panelsView();
+    const f = JSON.parse((await http(admin, "GET", "/v1/flow/stats")).text);
+    return v.states.flow === "live" && f.groups_answered === SHARDS && f.failed_total === 1 &&
+      v.types.some((t) => t["flow-type"] === "dash-bad" && t.failed === "1") ? v : false;
   });
   await screenshot("dashboard-node-down.png");
 

@@ -104,7 +104,10 @@ check("limits: lease, spend, release", async (c) => {
   assert.equal(spent.reservation_ids.length, 2);
   await denied(() => c.limitSpend(scope, { shardId: 0, amount: 2 }), "GOVERNANCE_LIMIT_EXCEEDED");
   const owner = await c.limitRelease(scope, { shardId: 0, reservationIds: spent.reservation_ids });
-  assert.equal(owner.free, 2);
+  // the credits go back to the lease, as the reference's CreditLease does
+  assert.equal(owner.free, 0);
+  assert.equal(owner.leases["0"].available, 3);
+  assert.equal(owner.leases["0"].in_use, 0);
   assert.equal((await c.limitGet(scope)).limit, 3);
   assert.ok((await c.limitList({ scope })).length === 1);
 });

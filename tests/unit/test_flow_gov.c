@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "flow/flow.h"
+#include "flow/flow_gov.h"
 #include "tests/unit/flow_test_util.h"
 #include "wire/fsnp_opcode.h"
 
@@ -93,6 +94,56 @@ static int64_t budget_used(struct tdb *t, uint64_t now, const char *scope)
 	used = r.v.tag == FSNP_NIL ? -1 : fr_int(&r.v, "used");
 	freply_free(&r);
 	return used;
+}
+
+/* The 128 most recently settled reservations are kept (replayable);
+ * older ones are forgotten, as in the reference; reservations_count
+ * counts open and kept settled ones. */
+static void test_budget_settled_cap(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	char rid[16];
+
+	(void)state;
+	ftdb_open(&t);
+	for (int i = 0; i < 130; i++) {
+		snprintf(rid, sizeof rid, "s%d", i);
+		reserve(&t, 1000 + (uint64_t)i, "cap", 1, rid, &r);
+		assert_int_equal(r.status, 0);
+		freply_free(&r);
+		settle(&t, 1000 + (uint64_t)i, "cap", rid, i % 2 ? 0 : -1, &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(fr_int(&r.v, "reservations_count"),
+		                 i < 128 ? i + 1 : 128);
+		freply_free(&r);
+	}
+	reserve(&t, 1200, "cap", 1, "open", &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "reservations_count"), 129);
+	freply_free(&r);
+	/* s0 and s1 were forgotten; s2 still replays. */
+	settle(&t, 1201, "cap", "s0", -1, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s1", 0, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s2", -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	settle(&t, 1201, "cap", "s129", 0, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	/* A new window drops the settled ones; the open one stays. */
+	settle(&t, 2500, "cap", "s2", -1, &r);
+	fr_err(&r, 1, "ERR flow budget reservation not found");
+	freply_free(&r);
+	reserve(&t, 2501, "cap", 1, "open", &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "reservations_count"), 1);
+	freply_free(&r);
+	tdb_close(&t);
 }
 
 static void test_budget(void **state)
@@ -262,6 +313,78 @@ static void spend(struct tdb *t, uint64_t now, int64_t shard, int64_t amount,
 	run(t, now, FSNP_OP_FLOW_LIMIT_SPEND, &b, r);
 }
 
+/* A limit's configuration as the reference applies it: a new limit needs
+ * a newer config_version; an older one is ignored; the same one with
+ * another limit conflicts; shrinking drains available credits in shard
+ * order. */
+static void cfg_lease(struct tdb *t, uint64_t now, int64_t shard,
+                      int64_t amount, int64_t limit, int64_t cv,
+                      struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "scope", "cfg");
+	fb_int(&b, "shard_id", shard);
+	fb_int(&b, "amount", amount);
+	fb_int(&b, "ttl_ms", 100000);
+	fb_int(&b, "limit", limit);
+	if (cv >= 0) {
+		fb_int(&b, "config_version", cv);
+	}
+	run(t, now, FSNP_OP_FLOW_LIMIT_LEASE, &b, r);
+}
+
+static void limit_config(struct tdb *t)
+{
+	struct freply r;
+	struct fsnp_val o, ls, l;
+
+	cfg_lease(t, 3000, 0, 4, 10, -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	cfg_lease(t, 3000, 1, 4, 10, -1, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 12, -1, &r);
+	fr_err(&r, 1,
+	       "ERR flow limit config_version is required to change "
+	       "limit");
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 10, 0, &r);
+	assert_int_equal(r.status, 0); /* the same configuration */
+	freply_free(&r);
+	cfg_lease(t, 3001, 1, 1, 11, 0, &r);
+	fr_err(&r, 1, "ERR flow limit config_version conflict");
+	freply_free(&r);
+	/* Version 2 shrinks the limit to 6 while 9 are held (shard 0: 4,
+	 * shard 1: 5): 3 are drained from shard 0 first (shard order). */
+	cfg_lease(t, 3002, 1, 1, 6, 2, &r);
+	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	freply_free(&r);
+	cfg_lease(t, 3003, 0, 1, 99, 1, &r); /* older: ignored */
+	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
+	freply_free(&r);
+	{
+		struct fbody b;
+		fb_begin(&b);
+		fb_str(&b, "scope", "cfg");
+		run(t, 3004, FSNP_OP_FLOW_LIMIT_GET, &b, &r);
+	}
+	o = r.v;
+	assert_int_equal(fr_int(&o, "limit"), 6);
+	assert_int_equal(fr_int(&o, "config_version"), 2);
+	assert_int_equal(fr_int(&o, "free"), 0);
+	ls = fr_get(&o, "leases");
+	l = fr_get(&ls, "0");
+	assert_int_equal(fr_int(&l, "available"), 1);
+	assert_int_equal(fr_int(&l, "pending_reclaim"), 1);
+	l = fr_get(&ls, "1");
+	assert_int_equal(fr_int(&l, "available"), 5);
+	assert_int_equal(fr_int(&l, "pending_reclaim"), 1);
+	freply_free(&r);
+}
+
 static void test_limit(void **state)
 {
 	struct tdb t;
@@ -303,6 +426,20 @@ static void test_limit(void **state)
 	denied(&r, "GOVERNANCE_LIMIT_EXCEEDED", "limit_exhausted");
 	assert_int_equal(fr_int(&r.v, "free"), 0);
 	assert_int_equal(fr_int(&r.v, "limit"), 10);
+	freply_free(&r);
+	/* The refused lease marked a credit to reclaim on shard 0 (the
+	 * first other lease in shard order). */
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	run(&t, 1001, FSNP_OP_FLOW_LIMIT_GET, &b, &r);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		struct fsnp_val l1 = fr_get(&ls, "1");
+		assert_int_equal(fr_int(&l0, "pending_reclaim"), 1);
+		assert_int_equal(fr_int(&l1, "pending_reclaim"), 0);
+		assert_int_equal(fr_get(&l0, "drain_rate").tag, FSNP_F64);
+	}
 	freply_free(&r);
 	/* Spend 2 of shard 0's 6. */
 	spend(&t, 1100, 0, 2, &r);
@@ -361,7 +498,14 @@ static void test_limit(void **state)
 	fb_strs(&b, "reservation_ids", (const char *const[]){id0}, 1);
 	run(&t, 1200, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
 	assert_int_equal(r.status, 0);
-	assert_int_equal(fr_int(&r.v, "free"), 1);
+	/* As the reference: the credit goes back to the lease. */
+	assert_int_equal(fr_int(&r.v, "free"), 0);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		assert_int_equal(fr_int(&l0, "available"), 5);
+		assert_int_equal(fr_int(&l0, "in_use"), 1);
+	}
 	freply_free(&r);
 	/* Releasing the same id again gives nothing back. */
 	fb_begin(&b);
@@ -369,7 +513,12 @@ static void test_limit(void **state)
 	fb_int(&b, "shard_id", 0);
 	fb_strs(&b, "reservation_ids", (const char *const[]){id0}, 1);
 	run(&t, 1201, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
-	assert_int_equal(fr_int(&r.v, "free"), 1);
+	assert_int_equal(fr_int(&r.v, "free"), 0);
+	{
+		struct fsnp_val ls = fr_get(&r.v, "leases");
+		struct fsnp_val l0 = fr_get(&ls, "0");
+		assert_int_equal(fr_int(&l0, "available"), 5);
+	}
 	freply_free(&r);
 	/* Leases expire with their credits (in use included). */
 	fb_begin(&b);
@@ -393,6 +542,7 @@ static void test_limit(void **state)
 	run(&t, 2002, FSNP_OP_FLOW_LIMIT_LIST, &b, &r);
 	assert_int_equal(r.v.as.count, 1);
 	freply_free(&r);
+	limit_config(&t);
 	tdb_close(&t);
 }
 
@@ -1006,7 +1156,7 @@ static void test_model(void **state)
 			run(&t, now, FSNP_OP_FLOW_LIMIT_RELEASE, &b, &r);
 			assert_int_equal(r.status, 0);
 			nheld--;
-			free_c++;
+			avail++; /* back to the lease (reference) */
 			assert_int_equal(fr_int(&r.v, "free"), free_c);
 			freply_free(&r);
 		}
@@ -1281,10 +1431,260 @@ static void test_model_effects_approvals(void **state)
 	tdb_close(&t);
 }
 
+/* RETENTION_CLEANUP deletes a flow's effects and ledger with it (as the
+ * reference's cleanup does); another flow's stay. */
+static void test_retention_drops_governance(void **state)
+{
+	static const char *const one[] = {"effect_reserved"};
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	char lt[128], lt2[128];
+	int64_t ft, ft2;
+
+	(void)state;
+	ftdb_open(&t);
+	claimed_flow(&t, 1000, "gone", lt, &ft);
+	effect(&t, 1001, FSNP_OP_FLOW_EFFECT_RESERVE, "gone", "k1", lt, ft,
+	       "d1", NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	effect(&t, 1002, FSNP_OP_FLOW_EFFECT_CONFIRM, "gone", "k1", lt, ft,
+	       NULL, NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	claimed_flow(&t, 1003, "kept", lt2, &ft2);
+	effect(&t, 1004, FSNP_OP_FLOW_EFFECT_RESERVE, "kept", "k1", lt2, ft2,
+	       "d1", NULL, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "gone");
+	fb_str(&b, "lease_token", lt);
+	fb_int(&b, "fencing_token", ft);
+	fb_int(&b, "ttl_ms", 10);
+	run(&t, 1005, FSNP_OP_FLOW_COMPLETE, &b, &r);
+	fr_ok(&r);
+	freply_free(&r);
+	fb_begin(&b);
+	run(&t, 5000, FSNP_OP_FLOW_RETENTION_CLEANUP, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(fr_int(&r.v, "flows"), 1);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "gone");
+	fb_str(&b, "effect_key", "k1");
+	run(&t, 5001, FSNP_OP_FLOW_EFFECT_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	ledger_kinds(&t, 5001, "gone", NULL, NULL, 0);
+	fb_begin(&b);
+	fb_str(&b, "id", "kept");
+	fb_str(&b, "effect_key", "k1");
+	run(&t, 5001, FSNP_OP_FLOW_EFFECT_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_MAP);
+	freply_free(&r);
+	ledger_kinds(&t, 5001, "kept", NULL, one, 1);
+	tdb_close(&t);
+}
+
+static void count(struct tdb *t, uint64_t now, const char *kind,
+                  struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "scope", "effect:charge");
+	fb_str(&b, "kind", kind);
+	run(t, now, FLOW_GOV_OP_CIRCUIT_COUNT, &b, r);
+}
+
+/* The internal CIRCUIT.COUNT a reservation or settlement in another
+ * group sends: admit counts a half-open probe or refuses, unadmit gives
+ * it back, success / failure are outcomes. */
+static void test_circuit_count(void **state)
+{
+	struct tdb t;
+	struct freply r;
+	char buf[64];
+
+	(void)state;
+	ftdb_open(&t);
+	count(&t, 1000, "admit", &r); /* no circuit: admitted, nil */
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	count(&t, 1000, "sideways", &r);
+	fr_err(&r, 1,
+	       "ERR flow circuit count kind must be admit, unadmit, success "
+	       "or failure");
+	freply_free(&r);
+	circuit(&t, 1000, FSNP_OP_FLOW_CIRCUIT_OPEN, 100, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	count(&t, 1050, "admit", &r);
+	denied(&r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	assert_int_equal(fr_int(&r.v, "retry_after_ms"), 50);
+	freply_free(&r);
+	count(&t, 1100, "admit", &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "status", buf), "half_open");
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 1);
+	freply_free(&r);
+	count(&t, 1101, "admit", &r); /* the one probe is out */
+	denied(&r, "GOVERNANCE_CIRCUIT_OPEN", "circuit_open");
+	freply_free(&r);
+	count(&t, 1102, "unadmit", &r);
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 0);
+	freply_free(&r);
+	count(&t, 1103, "admit", &r);
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 1);
+	freply_free(&r);
+	count(&t, 1104, "success", &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "closed");
+	freply_free(&r);
+	/* Closed: admitted without a probe; failures open it. */
+	count(&t, 1105, "admit", &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "closed");
+	assert_int_equal(fr_int(&r.v, "half_open_in_flight"), 0);
+	freply_free(&r);
+	for (int i = 0; i < 5; i++) {
+		count(&t, 1106 + (uint64_t)i, "failure", &r);
+		assert_int_equal(r.status, 0);
+		freply_free(&r);
+	}
+	circuit(&t, 1200, FSNP_OP_FLOW_CIRCUIT_GET, 0, &r);
+	assert_string_equal(fr_str(&r.v, "status", buf), "open");
+	freply_free(&r);
+	tdb_close(&t);
+}
+
+/* The internal LIMIT.CLAIM / LIMIT.RETURN of claim admission: a claimed
+ * flow keeps its credit until returned (once), unused credits go back at
+ * once, and a credit of an expired lease is not returned. */
+static void test_limit_claim_return(void **state)
+{
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	struct fsnp_val ids, e, ls, l0;
+	struct fsnp_iter it;
+	char rid[2][64];
+	const char *items_id[] = {"f1"};
+
+	(void)state;
+	ftdb_open(&t);
+	lease(&t, 1000, 0, 3, 1000, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	spend(&t, 1001, 0, 2, &r);
+	assert_int_equal(r.status, 0);
+	ids = fr_get(&r.v, "reservation_ids");
+	fsnp_iter_init(&it, &ids);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		snprintf(rid[i], sizeof rid[i], "%.*s", (int)e.as.bin.len,
+		         (const char *)e.as.bin.ptr);
+	}
+	freply_free(&r);
+	/* f1 got rid[0]; rid[1] was not used. */
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	fb_int(&b, "shard_id", 0);
+	fb_key(&b, "items");
+	fsnp_w_array_begin(&b.w);
+	fsnp_w_map_begin(&b.w);
+	fsnp_w_key(&b.w, "id");
+	fsnp_w_str(&b.w, items_id[0]);
+	fsnp_w_key(&b.w, "reservation_id");
+	fsnp_w_str(&b.w, rid[0]);
+	fsnp_w_map_end(&b.w);
+	fsnp_w_array_end(&b.w);
+	fb_strs(&b, "reservation_ids", (const char *const[]){rid[1]}, 1);
+	run(&t, 1002, FLOW_GOV_OP_LIMIT_CLAIM, &b, &r);
+	assert_int_equal(r.status, 0);
+	ls = fr_get(&r.v, "leases");
+	l0 = fr_get(&ls, "0");
+	assert_int_equal(fr_int(&l0, "in_use"), 1);
+	assert_int_equal(fr_int(&l0, "available"), 2);
+	freply_free(&r);
+	for (int k = 0; k < 2; k++) {
+		fb_begin(&b);
+		fb_str(&b, "scope", "api");
+		fb_int(&b, "shard_id", 0);
+		fb_str(&b, "id", "f1");
+		run(&t, 1003 + (uint64_t)k, FLOW_GOV_OP_LIMIT_RETURN, &b, &r);
+		assert_int_equal(r.status, 0);
+		if (k == 0) {
+			ls = fr_get(&r.v, "leases");
+			l0 = fr_get(&ls, "0");
+			assert_int_equal(fr_int(&l0, "in_use"), 0);
+			assert_int_equal(fr_int(&l0, "available"), 3);
+		} else {
+			assert_int_equal(r.v.tag, FSNP_NIL); /* held nothing */
+		}
+		freply_free(&r);
+	}
+	tdb_close(&t);
+}
+
+/* An approval whose flow is in the same group wakes it in the decision's
+ * apply: APPROVE moves it from wait_state to transition_to (due now); a
+ * flow no longer waiting is left alone. */
+static void test_approval_wake_here(void **state)
+{
+	struct tdb t;
+	struct fbody b;
+	struct freply r;
+	char lt[128], buf[64];
+	int64_t ft;
+
+	(void)state;
+	ftdb_open(&t);
+	claimed_flow(&t, 1000, "wf", lt, &ft);
+	fb_begin(&b);
+	fb_str(&b, "id", "wf");
+	fb_str(&b, "from_state", "running");
+	fb_str(&b, "to_state", "waiting");
+	fb_str(&b, "lease_token", lt);
+	fb_int(&b, "fencing_token", ft);
+	fb_int(&b, "run_at_ms", 999999);
+	run(&t, 1001, FSNP_OP_FLOW_TRANSITION, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "ap");
+	fb_str(&b, "flow_id", "wf");
+	fb_str(&b, "scope", "s");
+	fb_str(&b, "wait_state", "waiting");
+	fb_str(&b, "transition_to", "go");
+	run(&t, 1002, FSNP_OP_FLOW_APPROVAL_REQUEST, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "ap");
+	fb_str(&b, "approver", "ann");
+	run(&t, 1003, FSNP_OP_FLOW_APPROVAL_APPROVE, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "status", buf), "approved");
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "id", "wf");
+	run(&t, 1004, FSNP_OP_FLOW_GET, &b, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(fr_str(&r.v, "state", buf), "go");
+	assert_int_equal(fr_int(&r.v, "next_run_at_ms"), 1003);
+	freply_free(&r);
+	tdb_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_budget),
+	    cmocka_unit_test(test_budget_settled_cap),
 	    cmocka_unit_test(test_limit),
 	    cmocka_unit_test(test_effect),
 	    cmocka_unit_test(test_circuit),
@@ -1292,6 +1692,10 @@ int main(void)
 	    cmocka_unit_test(test_model),
 	    cmocka_unit_test(test_bodies),
 	    cmocka_unit_test(test_model_effects_approvals),
+	    cmocka_unit_test(test_retention_drops_governance),
+	    cmocka_unit_test(test_circuit_count),
+	    cmocka_unit_test(test_limit_claim_return),
+	    cmocka_unit_test(test_approval_wake_here),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,6 +127,45 @@ __attribute__((noinline)) static void fault_here(uintptr_t addr)
 	*(volatile int *)a = 1;
 }
 
+/* A removed node's clean exit is told apart from a crash: the removal
+ * must be logged in its last run, with no report after it. */
+static void test_removed_exit(void **state)
+{
+	static const char clean[] =
+	    "=== lsj: start 1 of node 4 at 1.500 s ===\n"
+	    "info  shards: node 4 is draining\n"
+	    "warn  shards: node 4 was removed from the cluster: stopping\n"
+	    "info  node: stopped\n";
+	static const char earlier[] =
+	    "=== lsj: start 1 of node 4 at 1.500 s ===\n"
+	    "warn  shards: node 4 was removed from the cluster: stopping\n"
+	    "=== lsj: start 2 of node 4 at 9.000 s ===\n"
+	    "info  node: listening\n";
+	static const char crashed[] =
+	    "=== lsj: start 1 of node 4 at 1.500 s ===\n"
+	    "warn  shards: node 4 was removed from the cluster: stopping\n"
+	    "lodestone: crash: signal 11 (SIGSEGV) addr 0x18 pid 42\n"
+	    "lodestone: crash: object 0x1000 /bin/lodestone\n"
+	    "lodestone: crash: frame 0 0x1010 /bin/lodestone+0x10\n"
+	    "lodestone: crash: end\n";
+	static const char leak[] =
+	    "=== lsj: start 1 of node 4 at 1.500 s ===\n"
+	    "warn  shards: node 4 was removed from the cluster: stopping\n"
+	    "==7==ERROR: LeakSanitizer: detected memory leaks\n";
+	(void)state;
+	assert_int_equal(crashlog_removed_exit_text(clean, strlen(clean), 4),
+	                 1);
+	/* Another node's removal is not this one's. */
+	assert_int_equal(crashlog_removed_exit_text(clean, strlen(clean), 5),
+	                 0);
+	assert_int_equal(
+	    crashlog_removed_exit_text(earlier, strlen(earlier), 4), 0);
+	assert_int_equal(
+	    crashlog_removed_exit_text(crashed, strlen(crashed), 4), 0);
+	assert_int_equal(crashlog_removed_exit_text(leak, strlen(leak), 4), 0);
+	assert_true(crashlog_removed_exit("/nonexistent/lodestone.log", 4) < 0);
+}
+
 static void test_handler(void **state)
 {
 	char path[] = "/tmp/test_crashlog_XXXXXX", out[4096];
@@ -189,6 +228,7 @@ int main(void)
 	    cmocka_unit_test(test_parse),
 	    cmocka_unit_test(test_describe_unknown_objects),
 	    cmocka_unit_test(test_sanitizer_report),
+	    cmocka_unit_test(test_removed_exit),
 	    cmocka_unit_test(test_handler),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

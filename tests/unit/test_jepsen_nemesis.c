@@ -424,6 +424,108 @@ static void test_schedule_well_formed(void **state)
 	}
 }
 
+/* Membership steps: opt-in (not in mixed), planned so that a node is
+ * removed only after one was added (never below the bootstrap size),
+ * adds and replaces only while spares last, each step within its own
+ * duration range; written membership steps read back. */
+static void test_schedule_membership(void **state)
+{
+	char err[256], line[256];
+	unsigned mask, mixed;
+	(void)state;
+	assert_int_equal(nemesis_parse_mask("membership", 3, true, &mask), 0);
+	assert_int_equal(mask, NEMESIS_BIT(NEMESIS_MEMBERSHIP));
+	assert_int_equal(nemesis_parse_mask("mixed", 5, true, &mixed), 0);
+	assert_int_equal(mixed & NEMESIS_BIT(NEMESIS_MEMBERSHIP), 0);
+	assert_int_equal(nemesis_parse_mask("membership,kill", 3, true, &mask),
+	                 0);
+	assert_int_equal(mask, NEMESIS_BIT(NEMESIS_MEMBERSHIP) |
+	                           NEMESIS_BIT(NEMESIS_KILL));
+	unsigned seen[NEMESIS_MEMBER_N_OPS] = {0};
+	for (uint64_t seed = 0; seed < 300; seed++) {
+		unsigned n = 3 + (unsigned)(seed % 5);
+		struct nemesis_plan p;
+		struct nemesis_schedule s;
+		nemesis_plan_defaults(&p, n, seed, mask,
+		                      20000 + (int64_t)seed * 499);
+		p.spares = (unsigned)(seed % 4);
+		assert_int_equal(nemesis_schedule_make(&s, &p, err, sizeof err),
+		                 0);
+		unsigned members = n, spares = p.spares;
+		int64_t prev = 0;
+		for (size_t i = 0; i < s.n; i++) {
+			const struct nemesis_step *st = &s.steps[i];
+			assert_true(st->start_ms >= prev);
+			assert_true(st->heal_ms <= s.final_ms);
+			prev = st->heal_ms;
+			if (st->fault != NEMESIS_MEMBERSHIP) {
+				continue;
+			}
+			assert_true(st->heal_ms - st->start_ms >=
+			            p.member_min_ms);
+			assert_true(st->heal_ms - st->start_ms <=
+			            p.member_max_ms);
+			seen[st->member_op]++;
+			switch (st->member_op) {
+			case NEMESIS_MEMBER_REMOVE:
+				assert_true(members > n);
+				members--;
+				break;
+			case NEMESIS_MEMBER_ADD:
+				if (spares > 0) {
+					assert_true(members <= n);
+					members++;
+					spares--;
+				}
+				break;
+			default:
+				assert_int_equal(members, n);
+				if (spares > 0) {
+					spares--;
+				}
+				break;
+			}
+			/* Reads back as written. */
+			struct nemesis_schedule back;
+			nemesis_step_describe(st, line, sizeof line);
+			assert_int_equal(
+			    nemesis_schedule_parse(&back, line, n, s.total_ms,
+			                           s.total_ms - s.final_ms, err,
+			                           sizeof err),
+			    0);
+			assert_int_equal(back.n, 1);
+			assert_int_equal(back.steps[0].member_op,
+			                 st->member_op);
+			assert_int_equal(back.steps[0].pick, st->pick);
+			nemesis_schedule_free(&back);
+		}
+		nemesis_schedule_free(&s);
+	}
+	for (unsigned op = 0; op < NEMESIS_MEMBER_N_OPS; op++) {
+		assert_true(seen[op] > 0);
+	}
+	struct nemesis_schedule w;
+	assert_int_equal(nemesis_schedule_parse(
+	                     &w,
+	                     "1000 12000 membership add\n"
+	                     "13000 14000 kill n1\n"
+	                     "15000 30000 membership drain-remove pick=7\n"
+	                     "31000 40000 membership replace\n",
+	                     3, 60000, 12000, err, sizeof err),
+	                 0);
+	assert_int_equal(w.n, 4);
+	assert_int_equal(w.steps[0].fault, NEMESIS_MEMBERSHIP);
+	assert_int_equal(w.steps[0].member_op, NEMESIS_MEMBER_ADD);
+	assert_int_equal(w.steps[2].member_op, NEMESIS_MEMBER_REMOVE);
+	assert_int_equal(w.steps[2].pick, 7);
+	assert_int_equal(w.steps[3].member_op, NEMESIS_MEMBER_REPLACE);
+	nemesis_schedule_free(&w);
+	assert_int_equal(nemesis_schedule_parse(&w, "1 2 membership grow\n", 3,
+	                                        60000, 12000, err, sizeof err),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "drain-remove"));
+}
+
 static void test_schedule_errors(void **state)
 {
 	struct nemesis_plan p;
@@ -533,6 +635,7 @@ int main(void)
 	    cmocka_unit_test(test_schedule_parse),
 	    cmocka_unit_test(test_schedule_deterministic),
 	    cmocka_unit_test(test_schedule_well_formed),
+	    cmocka_unit_test(test_schedule_membership),
 	    cmocka_unit_test(test_schedule_errors),
 	    cmocka_unit_test(test_parse_tag),
 	    cmocka_unit_test(test_asan_detect),

@@ -70,6 +70,7 @@ done
 # start_nodes N STORAGE: N fresh nodes, each in its cgroup; sets DATA.
 start_nodes() {
 	if [ "$2" = tmpfs ]; then DATA=$SHM; else DATA=$BENCH_DIR/cq; fi
+	# shellcheck disable=SC2034 # read by nodes_start
 	NODE_ARGS=(--shards "$SHARDS")
 	nodes_start "$1" "$DATA" "$CG"
 	sleep "$SETTLE"

@@ -27,6 +27,8 @@ SETTLE=${SETTLE:-6}
 OUT=$BENCH_DIR/latency-under-load.jsonl
 DATA=$BENCH_DIR/lul
 
+# shellcheck disable=SC2034 # read by nodes_start
+NODE_ARGS=()
 trap nodes_stop EXIT
 trap 'exit 1' INT TERM
 
@@ -72,12 +74,12 @@ for n in $NODES; do
 		ops=$(echo "$sat" | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["ops_per_s"]))')
 		echo "nodes=$n $w saturation $ops ops/s"
 		for pct in $LOADS; do
-			rate=$((ops * pct / 100))
-			[ "$rate" -lt 1 ] && rate=1
-			res=$(run "$w" "$l" "$rate")
+			offered=$((ops * pct / 100))
+			[ "$offered" -lt 1 ] && offered=1
+			res=$(run "$w" "$l" "$offered")
 			[ -z "$res" ] && continue
 			echo "{\"nodes\":$n,\"workload\":\"$w\",\"load\":$pct,\"bench\":$res}" >>"$OUT"
-			echo "nodes=$n $w $pct% ($rate/s): $(echo "$res" | python3 -c 'import json,sys; r=json.load(sys.stdin); l=r["latency_us"]; print("p50 %d p99 %d p999 %d us, late %d" % (l["p50"], l["p99"], l["p999"], r["late"]))')"
+			echo "nodes=$n $w $pct% ($offered/s): $(echo "$res" | python3 -c 'import json,sys; r=json.load(sys.stdin); l=r["latency_us"]; print("p50 %d p99 %d p999 %d us, late %d" % (l["p50"], l["p99"], l["p999"], r["late"]))')"
 		done
 	done
 	nodes_stop

@@ -1252,6 +1252,22 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	char msg[512];
 	uint32_t n;
 
+	/* Redis tells a non-integer expiry from a bad one (the FSNP layer
+	 * calls both invalid). */
+	if (info != NULL && info->store_op == STORE_OP_KV_SET) {
+		for (uint32_t i = 3; i + 1 < argc; i++) {
+			long long x;
+			if ((arg_eq(&argv[i], "EX") || arg_eq(&argv[i], "PX") ||
+			     arg_eq(&argv[i], "EXAT") ||
+			     arg_eq(&argv[i], "PXAT")) &&
+			    arg_ll(&argv[i + 1], &x) != 0) {
+				resp_w_error(&r->out, "ERR value is not an "
+				                      "integer or out of range");
+				finish(r);
+				return;
+			}
+		}
+	}
 	wbuf_init(&buf);
 	if (info == NULL || info->kind != FSNP_CMD_KV ||
 	    args_value(argv, argc, &buf, &args) != 0) {

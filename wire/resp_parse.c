@@ -209,8 +209,9 @@ static int parse_inline(const uint8_t *buf, size_t len,
 
 	if (nl == NULL) {
 		if (len > lim->max_inline) {
-			return fail(err, errlen,
-			            "ERR Protocol error: too big inline request");
+			return fail(
+			    err, errlen,
+			    "ERR Protocol error: too big inline request");
 		}
 		return RESP_PARSE_MORE;
 	}

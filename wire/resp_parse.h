@@ -29,19 +29,19 @@ struct resp_arg {
 struct resp_cmd {
 	struct resp_arg *argv; /* caller's, argv_cap entries */
 	uint32_t argv_cap;
-	uint8_t *scratch;      /* caller's, scratch_cap bytes (inline) */
-	size_t scratch_cap;    /* at least max_inline */
-	uint32_t argc;         /* out */
-	uint32_t need_args;    /* out, RESP_PARSE_GROW: argv entries needed */
-	size_t consumed;       /* out, RESP_PARSE_OK: bytes of the command */
-	int inline_cmd;        /* out: 1 when it was an inline command */
+	uint8_t *scratch;   /* caller's, scratch_cap bytes (inline) */
+	size_t scratch_cap; /* at least max_inline */
+	uint32_t argc;      /* out */
+	uint32_t need_args; /* out, RESP_PARSE_GROW: argv entries needed */
+	size_t consumed;    /* out, RESP_PARSE_OK: bytes of the command */
+	int inline_cmd;     /* out: 1 when it was an inline command */
 };
 
 enum {
-	RESP_PARSE_OK = 0,    /* one command (argc may be 0: skip it) */
-	RESP_PARSE_MORE = 1,  /* incomplete: read more */
-	RESP_PARSE_GROW = 2,  /* argv too small: need_args entries */
-	RESP_PARSE_ERR = -1,  /* protocol error, text in err */
+	RESP_PARSE_OK = 0,   /* one command (argc may be 0: skip it) */
+	RESP_PARSE_MORE = 1, /* incomplete: read more */
+	RESP_PARSE_GROW = 2, /* argv too small: need_args entries */
+	RESP_PARSE_ERR = -1, /* protocol error, text in err */
 };
 
 #define RESP_ERR_MAX 128

@@ -30,8 +30,9 @@ void resp_w_error(struct wbuf *b, const char *msg)
 	p = wbuf_extend(b, n);
 	if (p != NULL) {
 		for (size_t i = 0; i < n; i++) {
-			p[i] = msg[i] == '\r' || msg[i] == '\n' ? ' '
-			                                        : (uint8_t)msg[i];
+			p[i] = msg[i] == '\r' || msg[i] == '\n'
+			           ? ' '
+			           : (uint8_t)msg[i];
 		}
 	}
 	wbuf_append(b, "\r\n", 2);

@@ -483,7 +483,12 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_ACL_LIST:
 		return ACL_CAT_ADMIN | ACL_CAT_DANGEROUS | ACL_CAT_SLOW;
 	case STORE_OP_KV_DEL:
+	case STORE_OP_KV_EXISTS:
+	case STORE_OP_KV_KEYINFO:
+	case STORE_OP_KV_EXPIRE_SET:
 		return c | ACL_CAT_KEYSPACE;
+	case STORE_OP_KV_LEN:
+		return c;
 	case STORE_OP_KV_HSET:
 	case STORE_OP_KV_HGET:
 	case STORE_OP_KV_HMGET:
@@ -663,6 +668,7 @@ static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn,
 		return true;
 	case STORE_OP_KV_DEL:
 	case STORE_OP_KV_MGET:
+	case STORE_OP_KV_EXISTS:
 		store_list_iter_init(&it, &sc.items);
 		while (store_list_next(&it, &k)) {
 			if (!fn(ctx, k.p, k.len, need)) {

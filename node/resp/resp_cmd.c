@@ -22,7 +22,7 @@
 #define CLUSTER_SLOTS 16384u
 
 enum kind {
-	K_KV,      /* planned by fsnp_cmd (store command) */
+	K_KV, /* planned by fsnp_cmd (store command) */
 	K_PING,
 	K_ECHO,
 	K_QUIT,
@@ -33,8 +33,8 @@ enum kind {
 	K_COMMAND,
 	K_INFO,
 	K_CLUSTER,
-	K_OK,      /* READONLY, READWRITE: nothing to do */
-	K_REFUSE,  /* known, not served: a clear error */
+	K_OK,     /* READONLY, READWRITE: nothing to do */
+	K_REFUSE, /* known, not served: a clear error */
 };
 
 struct rcmd {
@@ -50,8 +50,10 @@ struct rcmd {
 };
 
 #define CONN (ACL_CAT_CONNECTION | ACL_CAT_FAST)
-#define KVC(n, a, f, k1, k2, ks, g, s, args)                                  \
-	{n, a, f, k1, k2, ks, g, s, args, K_KV, 0}
+#define KVC(n, a, f, k1, k2, ks, g, s, args)                                   \
+	{                                                                      \
+		n, a, f, k1, k2, ks, g, s, args, K_KV, 0                       \
+	}
 
 static const struct rcmd cmds[] = {
     KVC("get", 2, "readonly fast", 1, 1, 1, "string",
@@ -75,16 +77,14 @@ static const struct rcmd cmds[] = {
     KVC("hget", 3, "readonly fast", 1, 1, 1, "hash",
         "Returns the value of a field in a hash.", "key:key field:string"),
     KVC("hmget", -3, "readonly fast", 1, 1, 1, "hash",
-        "Returns the values of all fields in a hash.",
-        "key:key field:string*"),
+        "Returns the values of all fields in a hash.", "key:key field:string*"),
     KVC("hgetall", 2, "readonly", 1, 1, 1, "hash",
         "Returns all fields and values in a hash.", "key:key"),
     KVC("hdel", -3, "write fast", 1, 1, 1, "hash",
         "Deletes one or more fields and their values from a hash.",
         "key:key field:string*"),
     KVC("lpush", -3, "write denyoom fast", 1, 1, 1, "list",
-        "Prepends one or more elements to a list.",
-        "key:key element:string*"),
+        "Prepends one or more elements to a list.", "key:key element:string*"),
     KVC("rpush", -3, "write denyoom fast", 1, 1, 1, "list",
         "Appends one or more elements to a list.", "key:key element:string*"),
     KVC("lpop", -2, "write fast", 1, 1, 1, "list",
@@ -116,6 +116,46 @@ static const struct rcmd cmds[] = {
     KVC("zscore", 3, "readonly fast", 1, 1, 1, "sorted-set",
         "Returns the score of a member in a sorted set.",
         "key:key member:string"),
+    KVC("incr", 2, "write denyoom fast", 1, 1, 1, "string",
+        "Increments the integer value of a key by one.", "key:key"),
+    KVC("decr", 2, "write denyoom fast", 1, 1, 1, "string",
+        "Decrements the integer value of a key by one.", "key:key"),
+    KVC("incrby", 3, "write denyoom fast", 1, 1, 1, "string",
+        "Increments the integer value of a key by a number.",
+        "key:key increment:integer"),
+    KVC("decrby", 3, "write denyoom fast", 1, 1, 1, "string",
+        "Decrements a number from the integer value of a key.",
+        "key:key decrement:integer"),
+    KVC("exists", -2, "readonly fast", 1, -1, 1, "keyspace",
+        "Determines whether one or more keys exist.", "key:key*"),
+    KVC("type", 2, "readonly fast", 1, 1, 1, "keyspace",
+        "Determines the type of value stored at a key.", "key:key"),
+    KVC("ttl", 2, "readonly fast", 1, 1, 1, "keyspace",
+        "Returns the expiration time in seconds of a key.", "key:key"),
+    KVC("pttl", 2, "readonly fast", 1, 1, 1, "keyspace",
+        "Returns the expiration time in milliseconds of a key.", "key:key"),
+    KVC("expire", -3, "write fast", 1, 1, 1, "keyspace",
+        "Sets the expiration time of a key in seconds.",
+        "key:key seconds:integer"),
+    KVC("pexpire", -3, "write fast", 1, 1, 1, "keyspace",
+        "Sets the expiration time of a key in milliseconds.",
+        "key:key milliseconds:integer"),
+    KVC("persist", 2, "write fast", 1, 1, 1, "keyspace",
+        "Removes the expiration time of a key.", "key:key"),
+    KVC("append", 3, "write denyoom fast", 1, 1, 1, "string",
+        "Appends a string to the value of a key.", "key:key value:string"),
+    KVC("strlen", 2, "readonly fast", 1, 1, 1, "string",
+        "Returns the length of a string value.", "key:key"),
+    KVC("getdel", 2, "write fast", 1, 1, 1, "string",
+        "Returns the string value of a key after deleting the key.", "key:key"),
+    KVC("hlen", 2, "readonly fast", 1, 1, 1, "hash",
+        "Returns the number of fields in a hash.", "key:key"),
+    KVC("llen", 2, "readonly fast", 1, 1, 1, "list",
+        "Returns the length of a list.", "key:key"),
+    KVC("scard", 2, "readonly fast", 1, 1, 1, "set",
+        "Returns the number of members in a set.", "key:key"),
+    KVC("zcard", 2, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the number of members in a sorted set.", "key:key"),
     {"ping", -1, "fast", 0, 0, 0, "connection",
      "Returns the server's liveliness response.", "?message:string", K_PING,
      CONN},
@@ -136,14 +176,14 @@ static const struct rcmd cmds[] = {
      "A container for client connection commands.", "subcommand:string",
      K_CLIENT, ACL_CAT_CONNECTION | ACL_CAT_SLOW},
     {"command", -1, "loading stale", 0, 0, 0, "server",
-     "Returns detailed information about all commands.",
-     "?subcommand:string", K_COMMAND, ACL_CAT_CONNECTION | ACL_CAT_SLOW},
+     "Returns detailed information about all commands.", "?subcommand:string",
+     K_COMMAND, ACL_CAT_CONNECTION | ACL_CAT_SLOW},
     {"info", -1, "loading stale", 0, 0, 0, "server",
-     "Returns information and statistics about the server.",
-     "?section:string*", K_INFO, ACL_CAT_SLOW | ACL_CAT_DANGEROUS},
+     "Returns information and statistics about the server.", "?section:string*",
+     K_INFO, ACL_CAT_SLOW | ACL_CAT_DANGEROUS},
     {"cluster", -2, "slow", 0, 0, 0, "cluster",
-     "A container for Redis Cluster commands.", "subcommand:string",
-     K_CLUSTER, ACL_CAT_SLOW},
+     "A container for Redis Cluster commands.", "subcommand:string", K_CLUSTER,
+     ACL_CAT_SLOW},
     {"readonly", 1, "loading stale fast", 0, 0, 0, "cluster",
      "Enables read-only queries for a connection (every node answers "
      "every key already).",
@@ -155,19 +195,20 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi", "exec", "discard", "watch", "unwatch", "incr", "decr", "incrby",
-    "decrby", "incrbyfloat", "append", "strlen", "getrange", "setrange",
-    "getdel", "getex", "rename", "renamenx", "scan", "keys", "dbsize",
-    "exists", "expire", "pexpire", "expireat", "pexpireat", "ttl", "pttl",
-    "persist", "type", "llen", "lindex", "ltrim", "lset", "linsert", "zcard",
-    "zrank", "zrevrank", "zincrby", "zrangebyscore", "zcount", "msetnx",
-    "setnx", "setex", "psetex", "hlen", "hexists", "hincrby", "hkeys",
-    "hvals", "scard", "spop", "srandmember", "flushdb", "flushall",
-    "subscribe", "publish", "psubscribe", "eval", "evalsha", "script",
-    "function", "blpop", "brpop", "object", "dump", "restore", "move",
-    "copy", "unlink", "touch", "randomkey", "wait", "save", "bgsave",
-    "config", "debug", "monitor", "sync", "psync", "replicaof", "slaveof",
-    "shutdown", "swapdb", "xadd", "xread", "xrange", "xlen",
+    "multi",       "exec",     "discard",   "watch",         "unwatch",
+    "incrbyfloat", "getrange", "setrange",  "getex",         "rename",
+    "renamenx",    "scan",     "keys",      "dbsize",        "expireat",
+    "pexpireat",   "lindex",   "ltrim",     "lset",          "linsert",
+    "zrank",       "zrevrank", "zincrby",   "zrangebyscore", "zcount",
+    "msetnx",      "setnx",    "setex",     "psetex",        "hexists",
+    "hincrby",     "hkeys",    "hvals",     "spop",          "srandmember",
+    "flushdb",     "flushall", "subscribe", "publish",       "psubscribe",
+    "eval",        "evalsha",  "script",    "function",      "blpop",
+    "brpop",       "object",   "dump",      "restore",       "move",
+    "copy",        "unlink",   "touch",     "randomkey",     "wait",
+    "save",        "bgsave",   "config",    "debug",         "monitor",
+    "sync",        "psync",    "replicaof", "slaveof",       "shutdown",
+    "swapdb",      "xadd",     "xread",     "xrange",        "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)
@@ -267,8 +308,7 @@ static void do_auth(struct resp_req *r, const struct resp_arg *user,
 	const uint8_t *un = user ? user->p : (const uint8_t *)"default";
 	size_t ul = user ? user->len : 7;
 
-	if (user == NULL &&
-	    (u == NULL || !fsnp_server_acl_has_password(u))) {
+	if (user == NULL && (u == NULL || !fsnp_server_acl_has_password(u))) {
 		resp_w_error(&r->out,
 		             "ERR AUTH <password> called without any password "
 		             "configured for the default user. Are you sure "
@@ -276,8 +316,9 @@ static void do_auth(struct resp_req *r, const struct resp_arg *user,
 		return;
 	}
 	if (u == NULL || !fsnp_server_acl_auth(u, un, ul, pass->p, pass->len)) {
-		resp_w_error(&r->out, "WRONGPASS invalid username-password pair "
-		                      "or user is disabled.");
+		resp_w_error(&r->out,
+		             "WRONGPASS invalid username-password pair "
+		             "or user is disabled.");
 		return;
 	}
 	memcpy(c->user, un, ul);
@@ -343,7 +384,8 @@ static void do_hello(struct resp_req *r, const struct resp_arg *argv,
 		return;
 	}
 	if (name != NULL) {
-		size_t n = name->len < RESP_NAME_MAX ? name->len : RESP_NAME_MAX;
+		size_t n =
+		    name->len < RESP_NAME_MAX ? name->len : RESP_NAME_MAX;
 		memcpy(c->name, name->p, n);
 		c->name[n] = '\0';
 	}
@@ -398,8 +440,8 @@ static void do_client(struct resp_req *r, const struct resp_arg *argv,
 			                      "characters.");
 			return;
 		}
-		size_t n = argv[2].len < RESP_NAME_MAX ? argv[2].len
-		                                       : RESP_NAME_MAX;
+		size_t n =
+		    argv[2].len < RESP_NAME_MAX ? argv[2].len : RESP_NAME_MAX;
 		memcpy(c->name, argv[2].p, n);
 		c->name[n] = '\0';
 		resp_w_simple(&r->out, "OK");
@@ -741,7 +783,8 @@ static void do_info(struct resp_req *r, const struct resp_arg *argv,
 		  "lodestone_shards_with_leader:%u\r\n",
 		  nn > 0 ? nn - 1 : 0, groups, led, known);
 		for (size_t i = 0; i < nn; i++) {
-			L("lodestone_node%zu:id=%" PRIu64 ",self=%d,connected=%d,"
+			L("lodestone_node%zu:id=%" PRIu64
+			  ",self=%d,connected=%d,"
 			  "resp=%s\r\n",
 			  i, nodes[i].id, nodes[i].self, nodes[i].connected,
 			  nodes[i].resp);
@@ -878,8 +921,8 @@ static void do_cluster(struct resp_req *r, const struct resp_arg *argv,
 			resp_w_bulk_str(&r->out, "replication-offset");
 			resp_w_int(&r->out, 0);
 			resp_w_bulk_str(&r->out, "health");
-			resp_w_bulk_str(&r->out,
-			                nodes[i].connected ? "online" : "failed");
+			resp_w_bulk_str(&r->out, nodes[i].connected ? "online"
+			                                            : "failed");
 		}
 	} else if (arg_eq(sub, "NODES") && argc == 2) {
 		struct wbuf t;
@@ -897,8 +940,7 @@ static void do_cluster(struct resp_req *r, const struct resp_arg *argv,
 			    (unsigned)(CLUSTER_SLOTS * (i + 1) / n) - 1);
 			wbuf_append(&t, line, (size_t)k);
 		}
-		resp_w_verbatim(&r->out, (const char *)t.data, t.len,
-		                r->proto);
+		resp_w_verbatim(&r->out, (const char *)t.data, t.len, r->proto);
 		wbuf_free(&t);
 	} else if (arg_eq(sub, "INFO") && argc == 2) {
 		char txt[256];
@@ -989,6 +1031,9 @@ static void store_error(struct resp_req *r, const struct store_result *res)
 
 static bool is_status_ok(const struct resp_req *r)
 {
+	if (r->op == STORE_OP_KV_KEYINFO && r->kind == STORE_KEYINFO_TYPE) {
+		return true; /* TYPE answers a status */
+	}
 	return (r->op == STORE_OP_KV_SET && !(r->flags & STORE_SET_GET)) ||
 	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK;
 }
@@ -1009,9 +1054,9 @@ static void emit(struct resp_req *r, struct store_result *res,
 	case STORE_T_TRUE:
 	case STORE_T_FALSE:
 		if (r->proto >= 3) {
-			wbuf_append(&r->out,
-			            v->tag == STORE_T_TRUE ? "#t\r\n" : "#f\r\n",
-			            4);
+			wbuf_append(
+			    &r->out,
+			    v->tag == STORE_T_TRUE ? "#t\r\n" : "#f\r\n", 4);
 		} else {
 			resp_w_int(&r->out, v->tag == STORE_T_TRUE);
 		}
@@ -1027,9 +1072,15 @@ static void emit(struct resp_req *r, struct store_result *res,
 		resp_w_double(&r->out, v->f, r->proto);
 		break;
 	case STORE_T_BYTES:
-		if (depth == 0 && is_status_ok(r) && v->len == 2 &&
-		    memcmp(v->p, "OK", 2) == 0) {
-			resp_w_simple(&r->out, "OK");
+		if (depth == 0 && is_status_ok(r) &&
+		    (r->op == STORE_OP_KV_KEYINFO ||
+		     (v->len == 2 && memcmp(v->p, "OK", 2) == 0))) {
+			char st[32];
+			size_t n =
+			    v->len < sizeof st - 1 ? v->len : sizeof st - 1;
+			memcpy(st, v->p, n);
+			st[n] = '\0';
+			resp_w_simple(&r->out, st);
 		} else if (r->proto >= 3 && r->op == STORE_OP_KV_ZSCORE) {
 			char tmp[64];
 			size_t n = v->len < 63 ? v->len : 63;
@@ -1141,7 +1192,8 @@ static void reply_merged(struct resp_req *r)
 			struct store_result res;
 			struct store_value v;
 			store_result_open(r->res[i], r->res_len[i], &res);
-			if (store_result_next(&res, &v) && v.tag == STORE_T_I64) {
+			if (store_result_next(&res, &v) &&
+			    v.tag == STORE_T_I64) {
 				sum += v.i;
 			}
 		}
@@ -1261,8 +1313,9 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 			     arg_eq(&argv[i], "EXAT") ||
 			     arg_eq(&argv[i], "PXAT")) &&
 			    arg_ll(&argv[i + 1], &x) != 0) {
-				resp_w_error(&r->out, "ERR value is not an "
-				                      "integer or out of range");
+				resp_w_error(&r->out,
+				             "ERR value is not an "
+				             "integer or out of range");
 				finish(r);
 				return;
 			}
@@ -1279,8 +1332,8 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	int rc = fsnp_cmd_parse_args(info, &args, &ctx, &r->plan, &err);
 	wbuf_free(&buf);
 	if (rc != 0) {
-		resp_w_error(&r->out, err.message[0] ? err.message
-		                                     : "ERR syntax error");
+		resp_w_error(&r->out,
+		             err.message[0] ? err.message : "ERR syntax error");
 		finish(r);
 		return;
 	}
@@ -1290,9 +1343,10 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	    store_cmd_decode(r->plan.parts[0].cmd, r->plan.parts[0].len, &sc,
 	                     &emsg) == 0) {
 		r->flags = sc.flags;
-		r->counted = (sc.op == STORE_OP_KV_LPOP ||
-		              sc.op == STORE_OP_KV_RPOP) &&
-		             sc.count > 0;
+		r->kind = sc.kind;
+		r->counted =
+		    (sc.op == STORE_OP_KV_LPOP || sc.op == STORE_OP_KV_RPOP) &&
+		    sc.count > 0;
 	}
 	if (s->cfg.users != NULL &&
 	    fsnp_server_acl_check_plan(s->cfg.users, c->user, &r->plan, msg,
@@ -1355,16 +1409,17 @@ static void unknown(struct resp_req *r, const struct resp_arg *argv,
                     uint32_t argc)
 {
 	char msg[512];
-	size_t n = (size_t)snprintf(msg, sizeof msg,
-	                            "ERR unknown command '%.*s', with args "
-	                            "beginning with: ",
-	                            (int)(argv[0].len < 128 ? argv[0].len : 128),
-	                            (const char *)argv[0].p);
+	size_t n =
+	    (size_t)snprintf(msg, sizeof msg,
+	                     "ERR unknown command '%.*s', with args "
+	                     "beginning with: ",
+	                     (int)(argv[0].len < 128 ? argv[0].len : 128),
+	                     (const char *)argv[0].p);
 	for (uint32_t i = 1; i < argc && n < sizeof msg - 1; i++) {
-		n += (size_t)snprintf(msg + n, sizeof msg - n, "'%.*s' ",
-		                      (int)(argv[i].len < 128 ? argv[i].len
-		                                              : 128),
-		                      (const char *)argv[i].p);
+		n += (size_t)snprintf(
+		    msg + n, sizeof msg - n, "'%.*s' ",
+		    (int)(argv[i].len < 128 ? argv[i].len : 128),
+		    (const char *)argv[i].p);
 	}
 	resp_w_error(&r->out, msg);
 }
@@ -1379,14 +1434,16 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	lower_name(&argv[0], c->last_cmd, sizeof c->last_cmd);
 	if (d == NULL) {
 		if (!c->authed) {
-			resp_w_error(&r->out, "NOAUTH Authentication required.");
+			resp_w_error(&r->out,
+			             "NOAUTH Authentication required.");
 		} else if (is_refused(argv[0].p, argv[0].len)) {
 			char lower[64];
 			lower_name(&argv[0], lower, sizeof lower);
-			resp_w_errorf(&r->out,
-			              "ERR '%s' is not supported by Lodestone's "
-			              "RESP listener (docs/resp.md)",
-			              lower);
+			resp_w_errorf(
+			    &r->out,
+			    "ERR '%s' is not supported by Lodestone's "
+			    "RESP listener (docs/resp.md)",
+			    lower);
 		} else {
 			unknown(r, argv, argc);
 		}
@@ -1438,8 +1495,9 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	case K_SELECT: {
 		long long db;
 		if (arg_ll(&argv[1], &db) != 0) {
-			resp_w_error(&r->out,
-			             "ERR value is not an integer or out of range");
+			resp_w_error(
+			    &r->out,
+			    "ERR value is not an integer or out of range");
 		} else if (db != 0) {
 			resp_w_error(&r->out, "ERR DB index is out of range");
 		} else {
@@ -1454,7 +1512,8 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 		if (argc > 3) {
 			resp_w_error(&r->out, "ERR syntax error");
 		} else {
-			do_auth(r, argc == 3 ? &argv[1] : NULL, &argv[argc - 1]);
+			do_auth(r, argc == 3 ? &argv[1] : NULL,
+			        &argv[argc - 1]);
 		}
 		break;
 	case K_CLIENT:

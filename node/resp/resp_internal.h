@@ -74,8 +74,8 @@ struct resp_conn {
 	struct resp_req *head, *tail;
 	unsigned inflight;
 	size_t out_bytes; /* written to libuv, not yet sent */
-	bool denied; /* protected mode: refuse the first command */
-	bool processing; /* conn_process on the stack */
+	bool denied;      /* protected mode: refuse the first command */
+	bool processing;  /* conn_process on the stack */
 	bool reading;
 	bool quit;   /* close once the replies are out */
 	bool closed; /* uv_close called */
@@ -97,14 +97,15 @@ struct resp_req {
 	struct fsnp_plan plan;
 	bool planned;
 	int proto;
-	uint8_t op;     /* store op */
-	uint8_t flags;  /* the command's SET / ZRANGE flags */
-	bool counted;   /* LPOP/RPOP with a count */
+	uint8_t op;    /* store op */
+	uint8_t flags; /* the command's SET / ZRANGE flags */
+	uint8_t kind;  /* the command's kind (KEYINFO: TYPE, TTL, PTTL) */
+	bool counted;  /* LPOP/RPOP with a count */
 	unsigned pending;
 	struct resp_op one;
 	struct resp_op *ops;
-	int *status;      /* per part */
-	uint8_t **res;    /* per part (owned) */
+	int *status;   /* per part */
+	uint8_t **res; /* per part (owned) */
 	size_t *res_len;
 };
 

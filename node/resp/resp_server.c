@@ -254,8 +254,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		c->q = q;
 		c->qcap = cap;
 	}
-	*buf = uv_buf_init((char *)c->q + c->qlen,
-	                   (unsigned)(c->qcap - c->qlen));
+	*buf =
+	    uv_buf_init((char *)c->q + c->qlen, (unsigned)(c->qcap - c->qlen));
 }
 
 /* Decrypts what the session holds into the query buffer. */
@@ -535,7 +535,8 @@ static void on_connection(uv_stream_t *l, int status)
 	uv_tcp_nodelay(&c->tcp, 1);
 	s->conns_total++;
 	if (s->n_conns > s->cfg.maxclients) {
-		static const char full[] = "-ERR max number of clients reached\r\n";
+		static const char full[] =
+		    "-ERR max number of clients reached\r\n";
 		struct wbuf b;
 		s->conns_rejected++;
 		wbuf_init(&b);
@@ -634,7 +635,8 @@ int resp_server_start(struct resp_server **out, uv_loop_t *loop,
 	}
 	s->listening = cfg->tcp;
 	if (cfg->tls) {
-		if (cfg->tls_cert_file == NULL || cfg->tls_cert_file[0] == '\0' ||
+		if (cfg->tls_cert_file == NULL ||
+		    cfg->tls_cert_file[0] == '\0' ||
 		    cfg->tls_key_file == NULL || cfg->tls_key_file[0] == '\0') {
 			snprintf(err, errlen,
 			         "RESP TLS: the listener needs 'tls-cert' and "

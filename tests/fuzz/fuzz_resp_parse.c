@@ -24,8 +24,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static bool inside(const uint8_t *p, size_t n, const uint8_t *base,
-                   size_t len)
+static bool inside(const uint8_t *p, size_t n, const uint8_t *base, size_t len)
 {
 	return p >= base && p + n <= base + len;
 }
@@ -88,15 +87,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!c.inline_cmd && c.consumed <= 4096) {
 			/* A shorter prefix is never a whole command. */
 			for (size_t n = 1; n < c.consumed; n += 1 + n / 8) {
-				struct resp_cmd p = {
-				    .argv = argv,
-				    .argv_cap = cap,
-				    .scratch = scratch,
-				    .scratch_cap = lim.max_inline};
+				struct resp_cmd p = {.argv = argv,
+				                     .argv_cap = cap,
+				                     .scratch = scratch,
+				                     .scratch_cap =
+				                         lim.max_inline};
 				int r2 = resp_parse(copy, n, &lim, &p, err,
 				                    sizeof err);
-				CHECK(r2 != RESP_PARSE_OK ||
-				      p.consumed <= n);
+				CHECK(r2 != RESP_PARSE_OK || p.consumed <= n);
 			}
 		}
 		free(copy);

@@ -141,7 +141,8 @@ static const char *rc_reply(struct rc *c)
 		if (poll(&pf, 1, 200) <= 0) {
 			continue;
 		}
-		ssize_t k = read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
+		ssize_t k =
+		    read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
 		if (k <= 0) {
 			out[0] = '\0';
 			return out;
@@ -237,7 +238,8 @@ static void test_connection(void **state)
 	EXPECT(c, "HELLO 4", "-NOPROTO unsupported protocol version\r\n");
 	/* inline and pipelined */
 	{
-		const char *pipe = "PING\r\nECHO \"a b\"\r\n*1\r\n$4\r\nPING\r\n";
+		const char *pipe =
+		    "PING\r\nECHO \"a b\"\r\n*1\r\n$4\r\nPING\r\n";
 		rc_send(c, pipe, strlen(pipe));
 	}
 	assert_string_equal(rc_reply(c), "+PONG\r\n");
@@ -263,26 +265,31 @@ static void test_kv(void **state)
 	EXPECT(c, "SET k1 v3 PX 100000", "+OK\r\n");
 	EXPECT(c, "SET k1 v3 EX 0",
 	       "-ERR invalid expire time in 'set' command\r\n");
-	EXPECT(c, "GET", "-ERR wrong number of arguments for 'get' "
-	                 "command\r\n");
+	EXPECT(c, "GET",
+	       "-ERR wrong number of arguments for 'get' "
+	       "command\r\n");
 	EXPECT(c, "MSET a 1 {a}b 2", "+OK\r\n");
 	EXPECT(c, "MGET a nokey {a}b", "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n");
 	/* DEL and MGET fan out over groups */
-	EXPECT(c, "MSET x1 1 x2 2", "-CROSSSLOT Keys in request don't hash to "
-	                            "the same slot\r\n");
+	EXPECT(c, "MSET x1 1 x2 2",
+	       "-CROSSSLOT Keys in request don't hash to "
+	       "the same slot\r\n");
 	EXPECT(c, "SET x1 1", "+OK\r\n");
 	EXPECT(c, "SET x2 2", "+OK\r\n");
 	EXPECT(c, "DEL x1 x2 x3", ":2\r\n");
 	EXPECT(c, "HSET h f1 a f2 b", ":2\r\n");
 	EXPECT(c, "HGET h f1", "$1\r\na\r\n");
-	EXPECT(c, "HGETALL h", "*4\r\n$2\r\nf1\r\n$1\r\na\r\n$2\r\nf2\r\n$1\r\n"
-	                       "b\r\n");
-	EXPECT(c, "GET h", "-WRONGTYPE Operation against a key holding the "
-	                   "wrong kind of value\r\n");
+	EXPECT(c, "HGETALL h",
+	       "*4\r\n$2\r\nf1\r\n$1\r\na\r\n$2\r\nf2\r\n$1\r\n"
+	       "b\r\n");
+	EXPECT(c, "GET h",
+	       "-WRONGTYPE Operation against a key holding the "
+	       "wrong kind of value\r\n");
 	EXPECT(c, "RPUSH l a b c", ":3\r\n");
 	EXPECT(c, "LRANGE l 0 -1", "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n");
-	EXPECT(c, "LRANGE l x 1", "-ERR value is not an integer or out of "
-	                          "range\r\n");
+	EXPECT(c, "LRANGE l x 1",
+	       "-ERR value is not an integer or out of "
+	       "range\r\n");
 	EXPECT(c, "LPOP l", "$1\r\na\r\n");
 	EXPECT(c, "LPOP nolist 2", "*-1\r\n");
 	EXPECT(c, "SADD s m", ":1\r\n");
@@ -295,8 +302,9 @@ static void test_kv(void **state)
 	/* RESP3 shapes */
 	assert_non_null(strstr(rc_cmd(c, "HELLO 3"), "proto"));
 	EXPECT(c, "GET nokey", "_\r\n");
-	EXPECT(c, "HGETALL h", "%2\r\n$2\r\nf1\r\n$1\r\na\r\n$2\r\nf2\r\n$1\r\n"
-	                       "b\r\n");
+	EXPECT(c, "HGETALL h",
+	       "%2\r\n$2\r\nf1\r\n$1\r\na\r\n$2\r\nf2\r\n$1\r\n"
+	       "b\r\n");
 	EXPECT(c, "SMEMBERS s", "~1\r\n$1\r\nm\r\n");
 	EXPECT(c, "ZSCORE z b", ",2.5\r\n");
 	EXPECT(c, "ZRANGE z 0 -1 WITHSCORES",
@@ -352,25 +360,120 @@ static void test_protocol_errors(void **state)
 
 /* Commands whose answers are meant to be identical, byte for byte. */
 static const char *const script[] = {
-    "PING", "PING hi", "ECHO ~", "SELECT 0", "SELECT x",
-    "CLIENT SETNAME n1", "CLIENT GETNAME", "CLIENT SETNAME a\tb",
-    "GET", "NOSUCH x", "SET d:k v", "GET d:k", "SET d:k v2 NX",
-    "SET d:k v3 XX GET", "GET d:k", "SET d:k v EX 0", "SET d:k v EX x",
-    "SET d:k v NX XX", "SET d:k v PX 100000", "SET d:k v PX 5 EX 5",
-    "GET d:none", "MSET d:{t}1 a d:{t}2 b", "MGET d:{t}1 d:none d:{t}2",
-    "MSET d:{t}1", "DEL d:{t}1 d:{t}2 d:none", "HSET d:h f v g w",
-    "HSET d:h f", "HGET d:h f", "HMGET d:h f nof g", "HDEL d:h g nof",
-    "HGETALL d:h", "GET d:h", "LPUSH d:h x", "RPUSH d:l a b c",
-    "LPUSH d:l z", "LRANGE d:l 0 -1", "LRANGE d:l 1 2", "LRANGE d:l 5 9",
-    "LRANGE d:l a 1", "LPOP d:l", "RPOP d:l 2", "LPOP d:none",
-    "LPOP d:none 2", "SADD d:s a a b", "SREM d:s b x",
-    "SISMEMBER d:s a", "SISMEMBER d:s x", "SMEMBERS d:s", "ZADD d:z 1 a 2 b",
-    "ZADD d:z 1.5 c", "ZADD d:z x a", "ZADD d:z 1", "ZRANGE d:z 0 -1",
-    "ZRANGE d:z 0 1 WITHSCORES", "ZSCORE d:z c", "ZSCORE d:z nope",
-    "ZREM d:z a nope", "ZRANGE d:z 0 -1 WITHSCORES", "HELLO 4", "HELLO 3 x",
-    "HELLO 3", "GET d:none", "HGETALL d:h", "SMEMBERS d:s", "ZSCORE d:z c",
-    "ZRANGE d:z 0 -1 WITHSCORES", "LPOP d:none 2", "MGET d:k d:none",
-    "HELLO 2", "DEL d:k d:h d:l d:s d:z",
+    "PING",
+    "PING hi",
+    "ECHO ~",
+    "SELECT 0",
+    "SELECT x",
+    "CLIENT SETNAME n1",
+    "CLIENT GETNAME",
+    "CLIENT SETNAME a\tb",
+    "GET",
+    "NOSUCH x",
+    "SET d:k v",
+    "GET d:k",
+    "SET d:k v2 NX",
+    "SET d:k v3 XX GET",
+    "GET d:k",
+    "SET d:k v EX 0",
+    "SET d:k v EX x",
+    "SET d:k v NX XX",
+    "SET d:k v PX 100000",
+    "SET d:k v PX 5 EX 5",
+    "GET d:none",
+    "MSET d:{t}1 a d:{t}2 b",
+    "MGET d:{t}1 d:none d:{t}2",
+    "MSET d:{t}1",
+    "DEL d:{t}1 d:{t}2 d:none",
+    "HSET d:h f v g w",
+    "HSET d:h f",
+    "HGET d:h f",
+    "HMGET d:h f nof g",
+    "HDEL d:h g nof",
+    "HGETALL d:h",
+    "GET d:h",
+    "LPUSH d:h x",
+    "RPUSH d:l a b c",
+    "LPUSH d:l z",
+    "LRANGE d:l 0 -1",
+    "LRANGE d:l 1 2",
+    "LRANGE d:l 5 9",
+    "LRANGE d:l a 1",
+    "LPOP d:l",
+    "RPOP d:l 2",
+    "LPOP d:none",
+    "LPOP d:none 2",
+    "SADD d:s a a b",
+    "SREM d:s b x",
+    "SISMEMBER d:s a",
+    "SISMEMBER d:s x",
+    "SMEMBERS d:s",
+    "ZADD d:z 1 a 2 b",
+    "ZADD d:z 1.5 c",
+    "ZADD d:z x a",
+    "ZADD d:z 1",
+    "ZRANGE d:z 0 -1",
+    "ZRANGE d:z 0 1 WITHSCORES",
+    "ZSCORE d:z c",
+    "ZSCORE d:z nope",
+    "ZREM d:z a nope",
+    "ZRANGE d:z 0 -1 WITHSCORES",
+    "HELLO 4",
+    "HELLO 3 x",
+    "HELLO 3",
+    "GET d:none",
+    "HGETALL d:h",
+    "SMEMBERS d:s",
+    "ZSCORE d:z c",
+    "ZRANGE d:z 0 -1 WITHSCORES",
+    "LPOP d:none 2",
+    "MGET d:k d:none",
+    "HELLO 2",
+    "INCR d:n",
+    "INCRBY d:n 41",
+    "DECR d:n",
+    "DECRBY d:n 2",
+    "INCRBY d:n x",
+    "INCR d:k",
+    "INCR d:h",
+    "SET d:n 9223372036854775807",
+    "INCR d:n",
+    "SET d:n 012",
+    "INCR d:n",
+    "EXISTS d:k d:none d:k d:h",
+    "TYPE d:k",
+    "TYPE d:h",
+    "TYPE d:l",
+    "TYPE d:s",
+    "TYPE d:z",
+    "TYPE d:none",
+    "TTL d:k",
+    "PTTL d:none",
+    "EXPIRE d:k 100",
+    "TTL d:k",
+    "PERSIST d:k",
+    "PERSIST d:k",
+    "TTL d:k",
+    "EXPIRE d:none 10",
+    "EXPIRE d:k x",
+    "PEXPIRE d:h 0",
+    "EXISTS d:h",
+    "APPEND d:a xy",
+    "APPEND d:a z",
+    "STRLEN d:a",
+    "STRLEN d:none",
+    "STRLEN d:l",
+    "GETDEL d:a",
+    "GETDEL d:a",
+    "GETDEL d:l",
+    "HSET d:h2 a 1 b 2",
+    "HLEN d:h2",
+    "LLEN d:l",
+    "SCARD d:s",
+    "ZCARD d:z",
+    "LLEN d:k",
+    "ZCARD d:none",
+    "DEL d:k d:h d:l d:s d:z d:n d:h2",
 };
 
 static pid_t redis_start(uint16_t p)

@@ -132,9 +132,9 @@ static void test_grow(void **state)
 	c.argv_cap = 1;
 	c.scratch = scratch;
 	c.scratch_cap = sizeof scratch;
-	assert_int_equal(resp_parse((const uint8_t *)"*2\r\n", 4, &lim, &c,
-	                            err, sizeof err),
-	                 RESP_PARSE_GROW);
+	assert_int_equal(
+	    resp_parse((const uint8_t *)"*2\r\n", 4, &lim, &c, err, sizeof err),
+	    RESP_PARSE_GROW);
 	assert_int_equal(c.need_args, 2);
 	assert_int_equal(resp_parse((const uint8_t *)"a b c\n", 6, &lim, &c,
 	                            err, sizeof err),

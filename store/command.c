@@ -244,8 +244,7 @@ static const struct op_desc ops[] = {
                                 {F_KEY, F_KIND, F_DELTA}},
     [STORE_OP_KV_APPEND] =
         {STORE_OP_KV_APPEND, false, false, "APPEND", {F_KEY, F_VALUE}},
-    [STORE_OP_KV_STRLEN] =
-        {STORE_OP_KV_STRLEN, true, false, "STRLEN", {F_KEY}},
+    [STORE_OP_KV_STRLEN] = {STORE_OP_KV_STRLEN, true, false, "STRLEN", {F_KEY}},
     [STORE_OP_KV_GETDEL] =
         {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =

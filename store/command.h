@@ -214,7 +214,7 @@ enum store_op {
 	/* key count (0 = one value, else a list of up to count) */
 	STORE_OP_KV_LPOP = 0x6A,
 	STORE_OP_KV_RPOP = 0x6B,
-	STORE_OP_KV_LRANGE = 0x6C,    /* (read) key start stop -> [..] */
+	STORE_OP_KV_LRANGE = 0x6C, /* (read) key start stop -> [..] */
 	/* (read) key kind=the type (2 hash, 3 list, 4 set, 5 zset) -> i64
 	 * its element count (0 absent), WRONGTYPE for another type */
 	STORE_OP_KV_LEN = 0x6D,

@@ -647,8 +647,8 @@ bool fsnp_acl_check_flow_query(struct fsnp_req *r, const uint8_t *pk,
 typedef bool (*part_key_fn)(void *ctx, const uint8_t *key, size_t len,
                             uint8_t need);
 
-static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn,
-                           void *ctx, bool *decoded)
+static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn, void *ctx,
+                           bool *decoded)
 {
 	struct store_cmd sc;
 	struct store_list_iter it;
@@ -699,8 +699,7 @@ static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn,
 	return fn(ctx, sc.key.p, sc.key.len, need);
 }
 
-static bool req_key_ok(void *ctx, const uint8_t *key, size_t len,
-                       uint8_t need)
+static bool req_key_ok(void *ctx, const uint8_t *key, size_t len, uint8_t need)
 {
 	return fsnp_acl_check_key(ctx, key, len, need);
 }
@@ -1261,8 +1260,7 @@ struct user_keys {
 	size_t cap;
 };
 
-static bool user_key_ok(void *ctx, const uint8_t *key, size_t len,
-                        uint8_t need)
+static bool user_key_ok(void *ctx, const uint8_t *key, size_t len, uint8_t need)
 {
 	struct user_keys *k = ctx;
 	if (k->u != NULL && acl_user_allows_key(k->u, key, len, need)) {
@@ -1298,8 +1296,9 @@ int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		if (!walk_part_keys(&pl->parts[i], user_key_ok, &k, &decoded)) {
 			if (!decoded) {
-				snprintf(msg, cap, "NOPERM the command's keys "
-				                   "cannot be checked");
+				snprintf(msg, cap,
+				         "NOPERM the command's keys "
+				         "cannot be checked");
 			}
 			return -1;
 		}

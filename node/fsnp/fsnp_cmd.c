@@ -984,8 +984,8 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		}
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_INCRBY: {
-		bool by = strcmp(name, "INCRBY") == 0 ||
-		          strcmp(name, "DECRBY") == 0;
+		bool by =
+		    strcmp(name, "INCRBY") == 0 || strcmp(name, "DECRBY") == 0;
 		if (n != (by ? 2u : 1u)) {
 			return wrong_args(r, name);
 		}
@@ -1018,9 +1018,10 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return wrong_args(r, name);
 		}
 		/* the kv record types of store/kv.h */
-		c->kind = name[0] == 'H' ? 2 : name[0] == 'L' ? 3
-		          : name[0] == 'S'                    ? 4
-		                                              : 5;
+		c->kind = name[0] == 'H'   ? 2
+		          : name[0] == 'L' ? 3
+		          : name[0] == 'S' ? 4
+		                           : 5;
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_EXPIRE_SET:
 		if (strcmp(name, "PERSIST") == 0) {
@@ -1034,8 +1035,9 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return wrong_args(r, name);
 		}
 		if (n > 2) {
-			return cmd_error(r->err, "ERR NX, XX, GT and LT options "
-			                         "are not supported");
+			return cmd_error(r->err,
+			                 "ERR NX, XX, GT and LT options "
+			                 "are not supported");
 		}
 		if (val_int(&v[1], &x) != 0) {
 			return cmd_error(r->err, "ERR value is not an integer "

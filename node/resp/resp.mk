@@ -16,7 +16,7 @@ FUZZ_TARGETS += tests/fuzz/fuzz_resp_parse
 tests_fuzz_fuzz_resp_parse_SOURCES = tests/fuzz/fuzz_resp_parse.c
 tests_fuzz_fuzz_resp_parse_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_resp_parse_LDFLAGS = $(FUZZER_LINKFLAGS)
-EXTRA_DIST += tests/fuzz/corpus/fuzz_resp_parse
+EXTRA_DIST += tests/fuzz/corpus/fuzz_resp_parse tests/interop/resp_redis_cli.mjs
 
 # Integration: a real lodestone over RESP (a small client in the test),
 # and the same session against redis-server, compared byte for byte.

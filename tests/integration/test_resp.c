@@ -356,6 +356,44 @@ static void test_protocol_errors(void **state)
 	free(c);
 }
 
+/* AUTH against --requirepass (the FSNP listener's default user). */
+static void test_auth(void **state)
+{
+	static struct harness_cluster auth;
+	const char *const extra[] = {"--requirepass", "s3cret pw", NULL};
+	struct rc *c = malloc(sizeof *c);
+	(void)state;
+	memset(&auth, 0, sizeof auth);
+	auth.resp = true;
+	assert_int_equal(harness_cluster_start(&auth, 1, extra, true), 0);
+	harness_secret(&auth, "s3cret pw");
+	assert_int_equal(rc_connect(c, auth.nodes[0].resp), 0);
+	EXPECT(c, "GET k", "-NOAUTH Authentication required.\r\n");
+	EXPECT(c, "PING", "-NOAUTH Authentication required.\r\n");
+	EXPECT(c, "AUTH nope",
+	       "-WRONGPASS invalid username-password pair or "
+	       "user is disabled.\r\n");
+	EXPECT(c, "HELLO 3",
+	       "-NOAUTH HELLO must be called with the client already "
+	       "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+	       "option can be used to authenticate the client and select the "
+	       "RESP protocol version at the same time\r\n");
+	rc_send(c, "AUTH \"s3cret pw\"\r\n", 18);
+	assert_string_equal(rc_reply(c), "+OK\r\n");
+	EXPECT(c, "PING", "+PONG\r\n");
+	rc_close(c);
+	assert_int_equal(rc_connect(c, auth.nodes[0].resp), 0);
+	rc_send(c, "HELLO 2 AUTH default \"s3cret pw\"\r\n", 34);
+	assert_true(rc_reply(c)[0] == '*');
+	EXPECT(c, "PING", "+PONG\r\n");
+	EXPECT(c, "AUTH default wrong",
+	       "-WRONGPASS invalid username-password "
+	       "pair or user is disabled.\r\n");
+	rc_close(c);
+	free(c);
+	harness_cluster_stop(&auth);
+}
+
 /* --- The same session against redis-server -------------------------------- */
 
 /* Commands whose answers are meant to be identical, byte for byte. */
@@ -558,6 +596,7 @@ int main(void)
 	    cmocka_unit_test(test_kv),
 	    cmocka_unit_test(test_server_commands),
 	    cmocka_unit_test(test_protocol_errors),
+	    cmocka_unit_test(test_auth),
 	    cmocka_unit_test(test_differential),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,6 +37,10 @@ struct resp_server {
 	uint16_t port, tls_port;
 	struct resp_conn *conns;
 	size_t n_conns;
+	/* Connections with replies ready, sent together once per loop turn
+	 * (uv_check): one write for every reply a turn finished. */
+	uv_check_t flush;
+	struct resp_conn *dirty;
 	uint64_t next_id;
 	unsigned handles; /* open listener handles */
 	unsigned ops;     /* store operations in flight */
@@ -76,6 +80,8 @@ struct resp_conn {
 	size_t out_bytes; /* written to libuv, not yet sent */
 	bool denied;      /* protected mode: refuse the first command */
 	bool processing;  /* conn_process on the stack */
+	bool dirty;       /* on the server's dirty list */
+	struct resp_conn *dnext;
 	bool reading;
 	bool quit;   /* close once the replies are out */
 	bool closed; /* uv_close called */

@@ -21,9 +21,20 @@ uint64_t resp_now_ms(const struct resp_server *s)
 	return uv_now(s->loop);
 }
 
+static void on_listener_closed(uv_handle_t *h);
+
 static void server_maybe_finish(struct resp_server *s)
 {
-	if (!s->closing || s->handles > 0 || s->n_conns > 0) {
+	if (!s->closing) {
+		return;
+	}
+	/* The flush handle sends closing connections' last replies: it
+	 * goes with the last connection. */
+	if (s->n_conns == 0 && s->flush.data == s &&
+	    !uv_is_closing((uv_handle_t *)&s->flush)) {
+		uv_close((uv_handle_t *)&s->flush, on_listener_closed);
+	}
+	if (s->handles > 0 || s->n_conns > 0) {
 		return;
 	}
 	if (s->close_cb != NULL) {
@@ -227,7 +238,23 @@ void resp_req_done(struct resp_req *r)
 {
 	struct resp_conn *c = r->c;
 	r->done = true;
-	if (c->head == r) {
+	/* While dirty the head is a finished request, so the connection is
+	 * not freed before the flush. */
+	if (c->head == r && !c->dirty) {
+		c->dirty = true;
+		c->dnext = c->srv->dirty;
+		c->srv->dirty = c;
+	}
+}
+
+static void on_flush(uv_check_t *h)
+{
+	struct resp_server *s = h->data;
+	while (s->dirty != NULL) {
+		struct resp_conn *c = s->dirty;
+		s->dirty = c->dnext;
+		c->dirty = false;
+		c->dnext = NULL;
 		conn_flush(c);
 	}
 }
@@ -629,6 +656,10 @@ int resp_server_start(struct resp_server **out, uv_loop_t *loop,
 	s->cfg.host = s->host;
 	s->cfg.tls_host = s->tls_host;
 	s->started_ms = resp_now_ms(s);
+	uv_check_init(loop, &s->flush);
+	s->flush.data = s;
+	s->handles++;
+	uv_check_start(&s->flush, on_flush);
 	if (cfg->tcp && bind_listener(s, &s->listener, "RESP", s->host,
 	                              cfg->port, &s->port, err, errlen) != 0) {
 		goto err_close;

@@ -173,6 +173,20 @@ static const char *rc_cmd(struct rc *c, const char *line)
 	return rc_reply(c);
 }
 
+/* A send that may meet a connection the server closed (the limits). */
+static void rc_send_try(struct rc *c, const void *p, size_t n)
+{
+	const char *s = p;
+	while (n > 0) {
+		ssize_t k = send(c->fd, s, n, MSG_NOSIGNAL);
+		if (k <= 0) {
+			return;
+		}
+		s += k;
+		n -= (size_t)k;
+	}
+}
+
 #define EXPECT(c, cmd, want) assert_string_equal(rc_cmd(c, cmd), want)
 
 /* --- Lodestone alone ------------------------------------------------------ */
@@ -394,6 +408,121 @@ static void test_auth(void **state)
 	harness_cluster_stop(&auth);
 }
 
+/* ACL users made over FSNP (lodectl acl) checked on RESP: AUTH user
+ * pass, commands and keys refused with Redis's NOPERM texts. Runs last on
+ * the shared node: the default user stays without a password. */
+static void test_acl_users(void **state)
+{
+	struct rc *c = malloc(sizeof *c);
+	char fsnp[32], out[4096];
+	const char *setuser[] = {LS_ABS_BUILDDIR "/lodectl",
+	                         "--fsnp",
+	                         fsnp,
+	                         "acl",
+	                         "setuser",
+	                         "alice",
+	                         "on",
+	                         ">alicepw",
+	                         "~a:*",
+	                         "+get",
+	                         "+ping",
+	                         NULL};
+	uint64_t until = harness_mono_ms() + 20000;
+	(void)state;
+	snprintf(fsnp, sizeof fsnp, "127.0.0.1:%u", cluster.nodes[0].fsnp);
+	assert_int_equal(harness_run(setuser, out, sizeof out), 0);
+	assert_int_equal(rc_connect(c, port), 0);
+	/* The listener's copy of the users follows the meta group. */
+	for (;;) {
+		const char *r = rc_cmd(c, "AUTH alice alicepw");
+		if (strcmp(r, "+OK\r\n") == 0) {
+			break;
+		}
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+	EXPECT(c, "GET a:1", "$-1\r\n");
+	EXPECT(c, "PING", "+PONG\r\n");
+	EXPECT(c, "GET b:1",
+	       "-NOPERM User alice has no permissions to access "
+	       "the 'b:1' key\r\n");
+	EXPECT(c, "SET a:1 x",
+	       "-NOPERM User alice has no permissions to run "
+	       "the 'set' command\r\n");
+	EXPECT(c, "AUTH alice wrong",
+	       "-WRONGPASS invalid username-password "
+	       "pair or user is disabled.\r\n");
+	rc_close(c);
+	free(c);
+}
+
+/* A client past --resp-max-query-bytes or --resp-max-output-bytes (a
+ * reader that does not read) is closed. */
+static void test_buffer_limits(void **state)
+{
+	static struct harness_cluster lim;
+	const char *const extra[] = {"--resp-max-query-bytes", "65536",
+	                             "--resp-max-output-bytes", "65536", NULL};
+	struct rc *c = malloc(sizeof *c);
+	static char big[70000];
+	char head[64];
+	size_t n, got = 0;
+	(void)state;
+	memset(&lim, 0, sizeof lim);
+	lim.resp = true;
+	assert_int_equal(harness_cluster_start(&lim, 1, extra, true), 0);
+	/* query: a command whose two bulks pass the bound together */
+	assert_int_equal(rc_connect(c, lim.nodes[0].resp), 0);
+	memset(big, 'q', sizeof big);
+	n = (size_t)snprintf(head, sizeof head, "*2\r\n$60000\r\n");
+	rc_send_try(c, head, n);
+	rc_send_try(c, big, 60000);
+	n = (size_t)snprintf(head, sizeof head, "\r\n$60000\r\n");
+	rc_send_try(c, head, n);
+	rc_send_try(c, big, 10000);
+	assert_string_equal(rc_reply(c), "");
+	rc_close(c);
+	/* output: a 60000-byte value asked for many times, nothing read */
+	assert_int_equal(rc_connect(c, lim.nodes[0].resp), 0);
+	wait_ready(c);
+	n = (size_t)snprintf(head, sizeof head,
+	                     "*3\r\n$3\r\nSET\r\n$3\r\n"
+	                     "big\r\n$60000\r\n");
+	rc_send(c, head, n);
+	rc_send(c, big, 60000);
+	rc_send(c, "\r\n", 2);
+	assert_string_equal(rc_reply(c), "+OK\r\n");
+	for (int i = 0; i < 2000; i++) {
+		rc_send_try(c, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 22);
+	}
+	harness_nap(500);
+	/* Reading now: the connection ends before 2000 replies. */
+	for (;;) {
+		struct pollfd pf = {c->fd, POLLIN, 0};
+		ssize_t k;
+		assert_true(poll(&pf, 1, 10000) > 0);
+		k = read(c->fd, c->buf, sizeof c->buf);
+		if (k <= 0) {
+			break;
+		}
+		got += (size_t)k;
+	}
+	assert_true(got < 2000u * 60000u);
+	rc_close(c);
+	/* Both closes counted as the limits' */
+	assert_int_equal(rc_connect(c, lim.nodes[0].resp), 0);
+	{
+		const char *info = rc_cmd(c, "INFO stats");
+		assert_non_null(strstr(
+		    info, "client_query_buffer_limit_disconnections:1\r\n"));
+		assert_non_null(strstr(
+		    info, "client_output_buffer_limit_disconnections:1\r\n"));
+	}
+	rc_close(c);
+	free(c);
+	harness_cluster_stop(&lim);
+}
+
 /* --- The same session against redis-server -------------------------------- */
 
 /* Commands whose answers are meant to be identical, byte for byte. */
@@ -597,7 +726,9 @@ int main(void)
 	    cmocka_unit_test(test_server_commands),
 	    cmocka_unit_test(test_protocol_errors),
 	    cmocka_unit_test(test_auth),
+	    cmocka_unit_test(test_buffer_limits),
 	    cmocka_unit_test(test_differential),
+	    cmocka_unit_test(test_acl_users),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -738,7 +738,9 @@ bool fsnp_acl_check_plan(struct fsnp_req *r)
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		read &= pl->parts[i].read;
 	}
-	name = op_name(pl->op);
+	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
+	           ? pl->name
+	           : op_name(pl->op);
 	if (!fsnp_acl_check_cmd(r, name, strlen(name), op_cats(pl->op, read))) {
 		return false;
 	}
@@ -1288,7 +1290,9 @@ int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		read &= pl->parts[i].read;
 	}
-	name = op_name(pl->op);
+	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
+	           ? pl->name
+	           : op_name(pl->op);
 	if (fsnp_server_acl_check_cmd(s, user, name, strlen(name),
 	                              op_cats(pl->op, read), msg, cap) != 0) {
 		return -1;

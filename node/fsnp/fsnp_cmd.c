@@ -1578,6 +1578,9 @@ int fsnp_cmd_parse_args(const struct fsnp_cmd_info *info,
 	}
 	/* COMMAND_EXEC replies answer for COMMAND_EXEC. */
 	out->opcode = FSNP_OP_COMMAND_EXEC;
+	if (rv == 0) {
+		out->name = info->name;
+	}
 	preq_fini(&r);
 	free(a.v);
 	return rv;

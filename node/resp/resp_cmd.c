@@ -35,6 +35,7 @@ enum kind {
 	K_CLUSTER,
 	K_OK,     /* READONLY, READWRITE: nothing to do */
 	K_REFUSE, /* known, not served: a clear error */
+	K_SETX,   /* SETNX, SETEX, PSETEX: SET with options */
 };
 
 struct rcmd {
@@ -156,6 +157,16 @@ static const struct rcmd cmds[] = {
         "Returns the number of members in a set.", "key:key"),
     KVC("zcard", 2, "readonly fast", 1, 1, 1, "sorted-set",
         "Returns the number of members in a sorted set.", "key:key"),
+    {"setnx", 3, "write denyoom fast", 1, 1, 1, "string",
+     "Set the string value of a key only when the key doesn't exist.",
+     "key:key value:string", K_SETX, 0},
+    {"setex", 4, "write denyoom", 1, 1, 1, "string",
+     "Sets the string value and expiration time of a key.",
+     "key:key seconds:integer value:string", K_SETX, 0},
+    {"psetex", 4, "write denyoom", 1, 1, 1, "string",
+     "Sets both string value and expiration time in milliseconds of a "
+     "key.",
+     "key:key milliseconds:integer value:string", K_SETX, 0},
     {"ping", -1, "fast", 0, 0, 0, "connection",
      "Returns the server's liveliness response.", "?message:string", K_PING,
      CONN},
@@ -195,20 +206,20 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",       "exec",     "discard",   "watch",         "unwatch",
-    "incrbyfloat", "getrange", "setrange",  "getex",         "rename",
-    "renamenx",    "scan",     "keys",      "dbsize",        "expireat",
-    "pexpireat",   "lindex",   "ltrim",     "lset",          "linsert",
-    "zrank",       "zrevrank", "zincrby",   "zrangebyscore", "zcount",
-    "msetnx",      "setnx",    "setex",     "psetex",        "hexists",
-    "hincrby",     "hkeys",    "hvals",     "spop",          "srandmember",
-    "flushdb",     "flushall", "subscribe", "publish",       "psubscribe",
-    "eval",        "evalsha",  "script",    "function",      "blpop",
-    "brpop",       "object",   "dump",      "restore",       "move",
-    "copy",        "unlink",   "touch",     "randomkey",     "wait",
-    "save",        "bgsave",   "config",    "debug",         "monitor",
-    "sync",        "psync",    "replicaof", "slaveof",       "shutdown",
-    "swapdb",      "xadd",     "xread",     "xrange",        "xlen",
+    "multi",       "exec",        "discard",  "watch",         "unwatch",
+    "incrbyfloat", "getrange",    "setrange", "getex",         "rename",
+    "renamenx",    "scan",        "keys",     "dbsize",        "expireat",
+    "pexpireat",   "lindex",      "ltrim",    "lset",          "linsert",
+    "zrank",       "zrevrank",    "zincrby",  "zrangebyscore", "zcount",
+    "msetnx",      "hexists",     "hincrby",  "hkeys",         "hvals",
+    "spop",        "srandmember", "flushdb",  "flushall",      "subscribe",
+    "publish",     "psubscribe",  "eval",     "evalsha",       "script",
+    "function",    "blpop",       "brpop",    "object",        "dump",
+    "restore",     "move",        "copy",     "unlink",        "touch",
+    "randomkey",   "wait",        "save",     "bgsave",        "config",
+    "debug",       "monitor",     "sync",     "psync",         "replicaof",
+    "slaveof",     "shutdown",    "swapdb",   "xadd",          "xread",
+    "xrange",      "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)
@@ -1045,7 +1056,9 @@ static void emit(struct resp_req *r, struct store_result *res,
 	struct store_value e, k;
 	switch (v->tag) {
 	case STORE_T_NIL:
-		if (r->counted && depth == 0) {
+		if (r->setnx && depth == 0) {
+			resp_w_int(&r->out, 0);
+		} else if (r->counted && depth == 0) {
 			resp_w_null_array(&r->out, r->proto);
 		} else {
 			resp_w_null(&r->out, r->proto);
@@ -1072,9 +1085,11 @@ static void emit(struct resp_req *r, struct store_result *res,
 		resp_w_double(&r->out, v->f, r->proto);
 		break;
 	case STORE_T_BYTES:
-		if (depth == 0 && is_status_ok(r) &&
-		    (r->op == STORE_OP_KV_KEYINFO ||
-		     (v->len == 2 && memcmp(v->p, "OK", 2) == 0))) {
+		if (depth == 0 && r->setnx) {
+			resp_w_int(&r->out, 1);
+		} else if (depth == 0 && is_status_ok(r) &&
+		           (r->op == STORE_OP_KV_KEYINFO ||
+		            (v->len == 2 && memcmp(v->p, "OK", 2) == 0))) {
 			char st[32];
 			size_t n =
 			    v->len < sizeof st - 1 ? v->len : sizeof st - 1;
@@ -1403,6 +1418,43 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	}
 }
 
+/* SETNX k v, SETEX k s v, PSETEX k ms v: SET with NX, EX or PX. */
+static void run_setx(struct resp_req *r, const struct rcmd *d,
+                     const struct resp_arg *argv)
+{
+	static const struct resp_arg set = {(const uint8_t *)"SET", 3};
+	static const struct resp_arg nx = {(const uint8_t *)"NX", 2};
+	static const struct resp_arg ex = {(const uint8_t *)"EX", 2};
+	static const struct resp_arg px = {(const uint8_t *)"PX", 2};
+	struct resp_arg a[5] = {set, argv[1]};
+	long long t;
+
+	if (strcmp(d->name, "setnx") == 0) {
+		a[2] = argv[2];
+		a[3] = nx;
+		r->setnx = true;
+		run_kv(r, a, 4);
+		return;
+	}
+	if (arg_ll(&argv[2], &t) != 0) {
+		resp_w_error(&r->out,
+		             "ERR value is not an integer or out of range");
+		finish(r);
+		return;
+	}
+	if (t <= 0) {
+		resp_w_errorf(&r->out,
+		              "ERR invalid expire time in '%s' command",
+		              d->name);
+		finish(r);
+		return;
+	}
+	a[2] = argv[3];
+	a[3] = d->name[0] == 's' ? ex : px;
+	a[4] = argv[2];
+	run_kv(r, a, 5);
+}
+
 /* --- Dispatch ------------------------------------------------------------- */
 
 static void unknown(struct resp_req *r, const struct resp_arg *argv,
@@ -1464,6 +1516,10 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	}
 	if (d->kind == K_KV) {
 		run_kv(r, argv, argc);
+		return;
+	}
+	if (d->kind == K_SETX) {
+		run_setx(r, d, argv);
 		return;
 	}
 	if (d->kind != K_AUTH && d->kind != K_HELLO && d->kind != K_QUIT &&

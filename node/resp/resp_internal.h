@@ -107,6 +107,7 @@ struct resp_req {
 	uint8_t flags; /* the command's SET / ZRANGE flags */
 	uint8_t kind;  /* the command's kind (KEYINFO: TYPE, TTL, PTTL) */
 	bool counted;  /* LPOP/RPOP with a count */
+	bool setnx;    /* SETNX: OK / nil answer 1 / 0 */
 	unsigned pending;
 	struct resp_op one;
 	struct resp_op *ops;

@@ -640,7 +640,17 @@ static const char *const script[] = {
     "ZCARD d:z",
     "LLEN d:k",
     "ZCARD d:none",
-    "DEL d:k d:h d:l d:s d:z d:n d:h2",
+    "SETNX d:x 1",
+    "SETNX d:x 2",
+    "GET d:x",
+    "SETEX d:x 100 v",
+    "TTL d:x",
+    "SETEX d:x 0 v",
+    "SETEX d:x y v",
+    "PSETEX d:x 100000 w",
+    "GET d:x",
+    "SETNX d:h2 1",
+    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x",
 };
 
 static pid_t redis_start(uint16_t p)

@@ -982,13 +982,14 @@ static void do_cluster(struct resp_req *r, const struct resp_arg *argv,
 
 void resp_req_release(struct resp_req *r)
 {
-	if (r->planned) {
-		fsnp_plan_free(&r->plan);
-	}
+	/* The results first: freeing the plan forgets its part count. */
 	if (r->res != NULL) {
 		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
 			free(r->res[i]);
 		}
+	}
+	if (r->planned) {
+		fsnp_plan_free(&r->plan);
 	}
 	free(r->res);
 	free(r->res_len);

@@ -236,6 +236,8 @@ static const struct op_desc ops[] = {
         {STORE_OP_KV_EXISTS, true, false, "EXISTS", {F_ITEMS}},
     [STORE_OP_KV_KEYINFO] =
         {STORE_OP_KV_KEYINFO, true, false, "KEYINFO", {F_KEY, F_KIND}},
+    [STORE_OP_KV_MSETNX] =
+        {STORE_OP_KV_MSETNX, false, false, "MSETNX", {F_ITEMS}},
     [STORE_OP_KV_LEN] = {STORE_OP_KV_LEN, true, false, "LEN", {F_KEY, F_KIND}},
     [STORE_OP_KV_EXPIRE_SET] = {STORE_OP_KV_EXPIRE_SET,
                                 false,

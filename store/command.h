@@ -218,6 +218,9 @@ enum store_op {
 	/* (read) key kind=the type (2 hash, 3 list, 4 set, 5 zset) -> i64
 	 * its element count (0 absent), WRONGTYPE for another type */
 	STORE_OP_KV_LEN = 0x6D,
+	/* items=k,v,k,v... -> i64 1 every key set, 0 none (one of them
+	 * exists) */
+	STORE_OP_KV_MSETNX = 0x6E,
 	STORE_OP_KV_SADD = 0x70,      /* key items -> i64 added */
 	STORE_OP_KV_SREM = 0x71,      /* key items -> i64 removed */
 	STORE_OP_KV_SMEMBERS = 0x72,  /* (read) key -> [member...] */

@@ -1,6 +1,6 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
  * TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN, GETDEL and the
- * element count of a collection (HLEN, LLEN, SCARD, ZCARD). Results are
+ * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the
  * leader's clock on reads), so apply stays deterministic. */
 #include <inttypes.h>
@@ -263,6 +263,46 @@ static int kv_len(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	return 0;
 }
 
+/* MSETNX: every key set when none exists, else nothing. */
+static int kv_msetnx(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct store_list_iter it;
+	struct store_slice key, value;
+
+	if (c->items.n == 0 || c->items.n % 2 != 0) {
+		res_error(res, STORE_BAD_COMMAND,
+		          "ERR wrong number of arguments for 'msetnx' command");
+		return 0;
+	}
+	store_list_iter_init(&it, &c->items);
+	while (store_list_next(&it, &key) && store_list_next(&it, &value)) {
+		struct kv_obj o;
+		bool live;
+		if (kv_load(tx, key, &o) != 0) {
+			return -1;
+		}
+		live = o.state == KV_LIVE;
+		kv_obj_free(&o);
+		if (live) {
+			res_begin(res, STORE_OK);
+			res_i64(res, 0);
+			return 0;
+		}
+	}
+	store_list_iter_init(&it, &c->items);
+	while (store_list_next(&it, &key) && store_list_next(&it, &value)) {
+		struct kv_obj o;
+		if (kv_load_w(tx, key, &o) != 0) {
+			return -1;
+		}
+		kv_store(tx, key, T_STRING, 0, value.p, value.len, &o);
+		kv_obj_free(&o);
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, 1);
+	return 0;
+}
+
 int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	switch (c->op) {
@@ -280,6 +320,8 @@ int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kv_strlen(tx, c, res);
 	case STORE_OP_KV_GETDEL:
 		return kv_getdel(tx, c, res);
+	case STORE_OP_KV_MSETNX:
+		return kv_msetnx(tx, c, res);
 	default:
 		return kv_len(tx, c, res);
 	}

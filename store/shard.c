@@ -491,6 +491,7 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_KV_EXISTS:
 	case STORE_OP_KV_KEYINFO:
 	case STORE_OP_KV_LEN:
+	case STORE_OP_KV_MSETNX:
 	case STORE_OP_KV_EXPIRE_SET:
 	case STORE_OP_KV_APPEND:
 	case STORE_OP_KV_STRLEN:

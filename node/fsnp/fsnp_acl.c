@@ -677,6 +677,7 @@ static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn, void *ctx,
 		}
 		return true;
 	case STORE_OP_KV_MSET:
+	case STORE_OP_KV_MSETNX:
 		store_list_iter_init(&it, &sc.items);
 		while (store_list_next(&it, &k)) {
 			if (!fn(ctx, k.p, k.len, need)) {

@@ -76,6 +76,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("LLEN", 0, STORE_OP_KV_LEN),
     KV("SCARD", 0, STORE_OP_KV_LEN),
     KV("ZCARD", 0, STORE_OP_KV_LEN),
+    KV("MSETNX", 0, STORE_OP_KV_MSETNX),
     KV("ACL", 0, STORE_OP_ACL_LIST),
     CTL("HELLO", FSNP_OP_HELLO),
     CTL("AUTH", FSNP_OP_AUTH),
@@ -1067,6 +1068,7 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		}
 		return args_items(r, a, 0);
 	case STORE_OP_KV_MSET:
+	case STORE_OP_KV_MSETNX:
 		if (n == 0 || n % 2 != 0) {
 			return wrong_args(r, name);
 		}
@@ -1401,7 +1403,7 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	}
 	out->merge = FSNP_MERGE_ONE;
 	uint32_t group;
-	if (c->op == STORE_OP_KV_MSET) {
+	if (c->op == STORE_OP_KV_MSET || c->op == STORE_OP_KV_MSETNX) {
 		unsigned slot = 0;
 		if (c->items.n == 0) {
 			return bad_request(err, "ERR native pairs must not be "

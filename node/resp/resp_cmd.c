@@ -72,6 +72,10 @@ static const struct rcmd cmds[] = {
         "Atomically creates or modifies the string values of one or more "
         "keys.",
         "data:block*"),
+    KVC("msetnx", -3, "write denyoom", 1, -1, 2, "string",
+        "Atomically modifies the string values of one or more keys only "
+        "when all keys don't exist.",
+        "data:block*"),
     KVC("hset", -4, "write denyoom fast", 1, 1, 1, "hash",
         "Creates or modifies the value of a field in a hash.",
         "key:key data:block*"),
@@ -206,20 +210,20 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",       "exec",        "discard",  "watch",         "unwatch",
-    "incrbyfloat", "getrange",    "setrange", "getex",         "rename",
-    "renamenx",    "scan",        "keys",     "dbsize",        "expireat",
-    "pexpireat",   "lindex",      "ltrim",    "lset",          "linsert",
-    "zrank",       "zrevrank",    "zincrby",  "zrangebyscore", "zcount",
-    "msetnx",      "hexists",     "hincrby",  "hkeys",         "hvals",
-    "spop",        "srandmember", "flushdb",  "flushall",      "subscribe",
-    "publish",     "psubscribe",  "eval",     "evalsha",       "script",
-    "function",    "blpop",       "brpop",    "object",        "dump",
-    "restore",     "move",        "copy",     "unlink",        "touch",
-    "randomkey",   "wait",        "save",     "bgsave",        "config",
-    "debug",       "monitor",     "sync",     "psync",         "replicaof",
-    "slaveof",     "shutdown",    "swapdb",   "xadd",          "xread",
-    "xrange",      "xlen",
+    "multi",       "exec",     "discard",  "watch",         "unwatch",
+    "incrbyfloat", "getrange", "setrange", "getex",         "rename",
+    "renamenx",    "scan",     "keys",     "dbsize",        "expireat",
+    "pexpireat",   "lindex",   "ltrim",    "lset",          "linsert",
+    "zrank",       "zrevrank", "zincrby",  "zrangebyscore", "zcount",
+    "hexists",     "hincrby",  "hkeys",    "hvals",         "spop",
+    "srandmember", "flushdb",  "flushall", "subscribe",     "publish",
+    "psubscribe",  "eval",     "evalsha",  "script",        "function",
+    "blpop",       "brpop",    "object",   "dump",          "restore",
+    "move",        "copy",     "unlink",   "touch",         "randomkey",
+    "wait",        "save",     "bgsave",   "config",        "debug",
+    "monitor",     "sync",     "psync",    "replicaof",     "slaveof",
+    "shutdown",    "swapdb",   "xadd",     "xread",         "xrange",
+    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)

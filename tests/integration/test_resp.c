@@ -288,6 +288,9 @@ static void test_kv(void **state)
 	EXPECT(c, "MSET x1 1 x2 2",
 	       "-CROSSSLOT Keys in request don't hash to "
 	       "the same slot\r\n");
+	EXPECT(c, "MSETNX x1 1 x2 2",
+	       "-CROSSSLOT Keys in request don't hash "
+	       "to the same slot\r\n");
 	EXPECT(c, "SET x1 1", "+OK\r\n");
 	EXPECT(c, "SET x2 2", "+OK\r\n");
 	EXPECT(c, "DEL x1 x2 x3", ":2\r\n");
@@ -650,6 +653,11 @@ static const char *const script[] = {
     "PSETEX d:x 100000 w",
     "GET d:x",
     "SETNX d:h2 1",
+    "MSETNX d:{m}1 a d:{m}2 b",
+    "MSETNX d:{m}2 c d:{m}3 d",
+    "MGET d:{m}1 d:{m}2 d:{m}3",
+    "DEL d:{m}1 d:{m}2",
+
     "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x",
 };
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # all.sh: every benchmark script behind docs/benchmarks.md, in order, each
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
-# interleaved SET and GET rounds against Redis, the Felix and Flow rows,
+# interleaved SET and GET rounds against Redis, the RESP listener against
+# Redis, the Felix and Flow rows,
 # the FLOW.QUERY rows, 3 nodes with and without internal mTLS, the CPU-quota
 # cluster comparison (as root) and latency under load. Run on an otherwise idle machine; each
 # step's time is printed (docs/benchmarks.md "Reproducing" has what is
@@ -21,6 +22,7 @@ if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; 
 	step "$D/redis-table.sh" no
 	step "$D/kv-get-vs-redis.sh" 3
 	step "$D/kv-set-vs-redis.sh" 3
+	step "$D/resp-vs-redis.sh"
 else
 	echo "== no redis-server/redis-benchmark: the Redis rows are skipped"
 fi

@@ -51,6 +51,18 @@ static const struct opt opts[] = {
      "FSNP TCP listener (default :6388)"},
     {"fsnp-tls", OPT_ADDR, OFF(fsnp_tls), 0, 0, 0, "HOST:PORT",
      "FSNP TLS listener, served when given (e.g. :6389)"},
+    {"resp", OPT_ADDR, OFF(resp), 0, 0, 0, "HOST:PORT",
+     "RESP (Redis protocol) listener, served when given (e.g. "
+     "127.0.0.1:6379)"},
+    {"resp-tls", OPT_ADDR, OFF(resp_tls), 0, 0, 0, "HOST:PORT",
+     "RESP TLS listener, served when given"},
+    {"resp-max-query-bytes", OPT_UINT, OFF(resp_max_query_bytes), 8, 65536,
+     4294967296ull, "BYTES",
+     "close a RESP client whose unparsed input passes this (default 64 "
+     "MiB)"},
+    {"resp-max-output-bytes", OPT_UINT, OFF(resp_max_output_bytes), 8, 65536,
+     4294967296ull, "BYTES",
+     "close a RESP client whose unsent replies pass this (default 64 MiB)"},
     {"admin", OPT_ADDR, OFF(admin), 0, 0, 0, "HOST:PORT",
      "admin HTTP listener (default :8080)"},
     {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host), 0,
@@ -645,6 +657,12 @@ static void set_defaults(struct node_config *c)
 	c->fsnp_tls.port = 6389;
 	strcpy(c->admin.host, "0.0.0.0");
 	c->admin.port = 8080;
+	strcpy(c->resp.host, "127.0.0.1");
+	c->resp.port = 6379;
+	strcpy(c->resp_tls.host, "127.0.0.1");
+	c->resp_tls.port = 6380;
+	c->resp_max_query_bytes = 64ull << 20;
+	c->resp_max_output_bytes = 64ull << 20;
 	c->shards = 8;
 	c->auto_create_shards = 4;
 	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;
@@ -853,6 +871,9 @@ static int finish(struct node_config *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	/* RESP is served only when asked for (--dev does not turn it on). */
+	c->resp_enabled = is_set(c, "resp");
+	c->resp_tls_enabled = is_set(c, "resp-tls");
 	/* The FSNP TLS listener is served only when asked for: a default
 	 * port would collide between nodes sharing a host. */
 	c->native.tls_enabled = is_set(c, "fsnp-tls");

@@ -92,6 +92,13 @@ struct node_config {
 	struct config_addr fsnp;
 	struct config_addr fsnp_tls;
 	struct config_addr admin;
+	/* RESP listeners (node/resp/): served only when given. */
+	struct config_addr resp;
+	struct config_addr resp_tls;
+	bool resp_enabled;     /* derived: resp was given */
+	bool resp_tls_enabled; /* derived: resp-tls was given */
+	uint64_t resp_max_query_bytes;
+	uint64_t resp_max_output_bytes;
 	char advertise_host[CONFIG_HOST_MAX];
 	struct config_peer peers[CONFIG_PEERS_MAX];
 	unsigned n_peers;

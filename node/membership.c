@@ -346,7 +346,8 @@ static void parse_held(struct shards *s, struct member *m, const char *list)
 	}
 }
 
-/* "internal=H:P felix=H:P fsnp=H:P fsnp_tls=H:P admin=H:P groups=..."
+/* "internal=H:P felix=H:P fsnp=H:P fsnp_tls=H:P admin=H:P resp=H:P
+ * groups=..."
  * (a listener absent: not served). */
 void membership_make_record(struct shards *s)
 {
@@ -359,7 +360,8 @@ void membership_make_record(struct shards *s)
 	} l[] = {{"felix", s->cfg.felix_port},
 	         {"fsnp", s->cfg.fsnp_port},
 	         {"fsnp_tls", s->cfg.fsnp_tls_port},
-	         {"admin", s->cfg.admin_port}};
+	         {"admin", s->cfg.admin_port},
+	         {"resp", s->cfg.resp_port}};
 
 	n += (size_t)snprintf(s->record + n, sizeof s->record - n,
 	                      "internal=%s", s->address);
@@ -407,7 +409,7 @@ static bool apply_record(struct shards *s, uint64_t id, const uint8_t *p,
 {
 	char felix[SHARDS_ADDR_MAX], fsnp[SHARDS_ADDR_MAX],
 	    fsnp_tls[SHARDS_ADDR_MAX], admin[SHARDS_ADDR_MAX],
-	    internal[SHARDS_ADDR_MAX];
+	    internal[SHARDS_ADDR_MAX], resp[SHARDS_ADDR_MAX];
 	char held[RECORD_MAX];
 	int state = STORE_NODE_ACTIVE;
 	uint64_t slot = id;
@@ -443,12 +445,14 @@ static bool apply_record(struct shards *s, uint64_t id, const uint8_t *p,
 	shards_record_field(rec, len, "fsnp", fsnp, sizeof fsnp);
 	shards_record_field(rec, len, "fsnp_tls", fsnp_tls, sizeof fsnp_tls);
 	shards_record_field(rec, len, "admin", admin, sizeof admin);
+	shards_record_field(rec, len, "resp", resp, sizeof resp);
 	shards_record_field(rec, len, "groups", held, sizeof held);
 	parse_held(s, m, held);
 	if (!m->has_record || strcmp(felix, m->felix) != 0 ||
 	    strcmp(fsnp, m->fsnp) != 0 || strcmp(admin, m->admin) != 0 ||
-	    strcmp(fsnp_tls, m->fsnp_tls) != 0) {
+	    strcmp(fsnp_tls, m->fsnp_tls) != 0 || strcmp(resp, m->resp) != 0) {
 		memcpy(m->felix, felix, sizeof felix);
+		memcpy(m->resp, resp, sizeof resp);
 		memcpy(m->fsnp, fsnp, sizeof fsnp);
 		memcpy(m->fsnp_tls, fsnp_tls, sizeof fsnp_tls);
 		memcpy(m->admin, admin, sizeof admin);

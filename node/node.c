@@ -17,6 +17,7 @@
 #include "node/flow_sched.h"
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
+#include "node/resp/resp.h"
 #include "raft/group.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
@@ -375,6 +376,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	    .fsnp_port = cfg->fsnp.port,
 	    .fsnp_tls_port = cfg->native.tls_enabled ? cfg->fsnp_tls.port : 0,
 	    .admin_port = cfg->admin.port,
+	    .resp_port = cfg->resp_enabled ? cfg->resp.port : 0,
 	    .on_removed = on_removed,
 	    .on_removed_data = n,
 	};
@@ -448,6 +450,33 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		}
 	}
 	/* fsnp: end */
+	/* resp: the RESP listener, with the FSNP listener's ACL users */
+	if (cfg->resp_enabled || cfg->resp_tls_enabled) {
+		struct resp_server_config rcfg = {
+		    .tcp = cfg->resp_enabled,
+		    .host = cfg->resp.host,
+		    .port = cfg->resp.port,
+		    .tls = cfg->resp_tls_enabled,
+		    .tls_host = cfg->resp_tls.host,
+		    .tls_port = cfg->resp_tls.port,
+		    .tls_cert_file = n->cert_path,
+		    .tls_key_file = n->key_path,
+		    .tls_ca_file = cfg->native.tls_ca,
+		    .node_id = cfg->node_id,
+		    .maxclients = cfg->native.maxclients,
+		    .protected_mode = cfg->native.protected_mode,
+		    .max_query_bytes = cfg->resp_max_query_bytes,
+		    .max_output_bytes = cfg->resp_max_output_bytes,
+		    .max_items = cfg->native.max_value_items,
+		    .users = n->fsnp,
+		};
+		if (resp_server_start(&n->resp, &n->loop, n->shards, &rcfg,
+		                      &n->log, err, errlen) != 0) {
+			n->resp = NULL;
+			goto err_fsnp;
+		}
+	}
+	/* resp: end */
 	if (cfg->flow_scheduler &&
 	    flow_scheduler_start(&n->flow_sched, &n->loop, n->shards, &n->log,
 	                         cfg->native.flow_clock_skew_ms) != 0) {
@@ -521,6 +550,12 @@ err_fsnp:
 	}
 	flow_scheduler_stop(n->flow_sched);
 	n->flow_sched = NULL;
+	/* resp: frees itself once closed */
+	if (n->resp != NULL) {
+		resp_server_close(n->resp, NULL, NULL);
+		n->resp = NULL;
+	}
+	/* resp: end */
 	/* fsnp: frees itself once closed */
 	if (n->fsnp != NULL) {
 		fsnp_server_close(n->fsnp, 0, NULL, NULL);
@@ -566,6 +601,7 @@ void node_print_endpoints(const struct node *n, int fd)
 	    "  Felix QUIC   %s:%u/udp  (ALPN felix/1 or none; %s)\n"
 	    "  FSNP         %s:%u/tcp  (%s)\n"
 	    "  FSNP TLS     %s:%u/tcp  (%s)\n"
+	    "  RESP         %s:%u/tcp  (%s)\n"
 	    "  internal     %s:%u/tcp  (%s)\n"
 	    "  data         %s\n",
 	    PACKAGE_VERSION, c->node_id, c->cluster_id,
@@ -587,6 +623,13 @@ void node_print_endpoints(const struct node *n, int fd)
 	        ? (c->native.require_tls ? "KV over TLS; plaintext FSNP refused"
 	                                 : "KV over TLS")
 	        : "not served: give --fsnp-tls and a certificate",
+	    c->resp.host,
+	    n->resp != NULL && resp_server_port(n->resp) != 0
+	        ? resp_server_port(n->resp)
+	        : c->resp.port,
+	    n->resp != NULL && resp_server_port(n->resp) != 0
+	        ? "Redis protocol, KV"
+	        : "not served: give --resp",
 	    c->internal.host, c->internal.port,
 	    c->n_peers > 0 || c->join.port != 0
 	        ? "node transport: Raft, forwarding"
@@ -674,6 +717,12 @@ void node_stop(struct node *n)
 		scopes_close(n->scopes, NULL, NULL);
 	}
 	/* felix: end */
+	/* resp: clients closed before the FSNP users they check go */
+	if (n->resp != NULL) {
+		resp_server_close(n->resp, NULL, NULL);
+		n->resp = NULL;
+	}
+	/* resp: end */
 	/* fsnp: GOAWAY to FSNP clients; the groups wait for their answers */
 	if (n->fsnp != NULL) {
 		fsnp_server_close(n->fsnp, 5000, on_fsnp_closed, n);

@@ -35,6 +35,9 @@ struct node {
 	struct fsnp_server *fsnp;
 	bool fsnp_holds_groups; /* raft groups close once FSNP drained */
 	/* fsnp: end */
+	/* resp: the RESP listener (owned; frees itself after its close) */
+	struct resp_server *resp;
+	/* resp: end */
 	/* The built-in FerricFlow scheduler (owned; frees itself once
 	 * stopped and its passes ended), or NULL. */
 	struct flow_scheduler *flow_sched;

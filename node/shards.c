@@ -477,9 +477,13 @@ size_t shards_nodes(struct shards *s, struct shards_node *out, size_t max)
 			 * it. */
 			shards_record_field(s->record, strlen(s->record),
 			                    "felix", o->felix, sizeof o->felix);
+			shards_record_field(s->record, strlen(s->record),
+			                    "resp", o->resp, sizeof o->resp);
 		} else if (m->has_record) {
 			snprintf(o->felix, sizeof o->felix, "%s", m->felix);
+			snprintf(o->resp, sizeof o->resp, "%s", m->resp);
 		}
+		o->state = m->state;
 	}
 	return n;
 }

@@ -112,6 +112,7 @@ struct shards_config {
 	uint16_t fsnp_port;
 	uint16_t fsnp_tls_port;
 	uint16_t admin_port;
+	uint16_t resp_port;
 
 	/* This node was removed from the cluster (called once): the owner
 	 * stops the node, which exits 0. */
@@ -224,6 +225,8 @@ struct shards_node {
 	bool self;
 	bool connected;
 	char felix[SHARDS_ADDR_MAX];
+	char resp[SHARDS_ADDR_MAX]; /* RESP listener ("" not served) */
+	int state;                  /* STORE_NODE_* */
 };
 /* Fills up to `max` members in ascending id order; returns how many (1,
  * itself, for a node without peers). */

@@ -38,6 +38,7 @@ struct member {
 	char fsnp[SHARDS_ADDR_MAX];
 	char admin[SHARDS_ADDR_MAX];
 	char fsnp_tls[SHARDS_ADDR_MAX];
+	char resp[SHARDS_ADDR_MAX]; /* RESP listener ("" not served) */
 	bool has_record;
 	uint64_t up_ms; /* connected since (0 = not connected) */
 	int state;      /* STORE_NODE_*: active until a record says */

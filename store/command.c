@@ -230,6 +230,25 @@ static const struct op_desc ops[] = {
                                false,
                                "FETCH_OR_COMPUTE_ERROR",
                                {F_KEY, F_ARG, F_VALUE}},
+    [STORE_OP_KV_INCRBY] =
+        {STORE_OP_KV_INCRBY, false, false, "INCRBY", {F_KEY, F_DELTA}},
+    [STORE_OP_KV_EXISTS] =
+        {STORE_OP_KV_EXISTS, true, false, "EXISTS", {F_ITEMS}},
+    [STORE_OP_KV_KEYINFO] =
+        {STORE_OP_KV_KEYINFO, true, false, "KEYINFO", {F_KEY, F_KIND}},
+    [STORE_OP_KV_MSETNX] =
+        {STORE_OP_KV_MSETNX, false, false, "MSETNX", {F_ITEMS}},
+    [STORE_OP_KV_LEN] = {STORE_OP_KV_LEN, true, false, "LEN", {F_KEY, F_KIND}},
+    [STORE_OP_KV_EXPIRE_SET] = {STORE_OP_KV_EXPIRE_SET,
+                                false,
+                                false,
+                                "EXPIRE_SET",
+                                {F_KEY, F_KIND, F_DELTA}},
+    [STORE_OP_KV_APPEND] =
+        {STORE_OP_KV_APPEND, false, false, "APPEND", {F_KEY, F_VALUE}},
+    [STORE_OP_KV_STRLEN] = {STORE_OP_KV_STRLEN, true, false, "STRLEN", {F_KEY}},
+    [STORE_OP_KV_GETDEL] =
+        {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =
         {STORE_OP_KV_HSET, false, false, "HSET", {F_KEY, F_ITEMS}},
     [STORE_OP_KV_HGET] =

@@ -194,6 +194,16 @@ enum store_op {
 	STORE_OP_KV_FOC_RESULT = 0x5B,
 	/* key arg=token value=message -> "OK" */
 	STORE_OP_KV_FOC_ERROR = 0x5C,
+	/* Keyspace commands (store/kvkey.c). */
+	/* key delta -> i64 the new value (the key keeps its expiry); ERR
+	 * when the value is not an integer or it would overflow */
+	STORE_OP_KV_INCRBY = 0x5D,
+	/* (read) items=keys -> i64 how many exist (repeats count) */
+	STORE_OP_KV_EXISTS = 0x5E,
+	/* (read) key kind (STORE_KEYINFO_*) -> TYPE: text ("none",
+	 * "string", "hash", "list", "set", "zset"); TTL (s, rounded) / PTTL
+	 * (ms): i64, -2 absent, -1 no expiry */
+	STORE_OP_KV_KEYINFO = 0x5F,
 	STORE_OP_KV_HSET = 0x60,    /* key items=f,v,f,v... -> i64 new */
 	STORE_OP_KV_HGET = 0x61,    /* (read) key arg=field -> bytes|nil */
 	STORE_OP_KV_HMGET = 0x62,   /* (read) key items=fields -> [..] */
@@ -204,7 +214,13 @@ enum store_op {
 	/* key count (0 = one value, else a list of up to count) */
 	STORE_OP_KV_LPOP = 0x6A,
 	STORE_OP_KV_RPOP = 0x6B,
-	STORE_OP_KV_LRANGE = 0x6C,    /* (read) key start stop -> [..] */
+	STORE_OP_KV_LRANGE = 0x6C, /* (read) key start stop -> [..] */
+	/* (read) key kind=the type (2 hash, 3 list, 4 set, 5 zset) -> i64
+	 * its element count (0 absent), WRONGTYPE for another type */
+	STORE_OP_KV_LEN = 0x6D,
+	/* items=k,v,k,v... -> i64 1 every key set, 0 none (one of them
+	 * exists) */
+	STORE_OP_KV_MSETNX = 0x6E,
 	STORE_OP_KV_SADD = 0x70,      /* key items -> i64 added */
 	STORE_OP_KV_SREM = 0x71,      /* key items -> i64 removed */
 	STORE_OP_KV_SMEMBERS = 0x72,  /* (read) key -> [member...] */
@@ -217,6 +233,14 @@ enum store_op {
 	 * [member...] or [member, score text, ...] */
 	STORE_OP_KV_ZRANGE = 0x7A,
 	STORE_OP_KV_ZSCORE = 0x7B, /* (read) key arg=member -> text|nil */
+	/* key kind delta: kind STORE_EXPIRE_TTL sets the expiry `delta` ms
+	 * after the entry's time (delta <= 0 deletes the key), kind
+	 * STORE_EXPIRE_NONE removes it (PERSIST) -> i64 1 changed, 0 not
+	 * (absent key, or PERSIST of a key without expiry) */
+	STORE_OP_KV_EXPIRE_SET = 0x7C,
+	STORE_OP_KV_APPEND = 0x7D, /* key value -> i64 the new length */
+	STORE_OP_KV_STRLEN = 0x7E, /* (read) key -> i64 (0 absent) */
+	STORE_OP_KV_GETDEL = 0x7F, /* key -> bytes | nil; deletes a string */
 
 	/* Maintenance, proposed by the leader (store_expire_scan). */
 	/* items=expiry index entries -> i64 reclaimed */
@@ -249,6 +273,13 @@ enum {
 #define STORE_SET_KEEPTTL 0x08
 
 #define STORE_ZRANGE_WITHSCORES 0x01
+
+/* KV_KEYINFO kinds. */
+enum {
+	STORE_KEYINFO_TYPE = 0,
+	STORE_KEYINFO_TTL = 1,
+	STORE_KEYINFO_PTTL = 2,
+};
 
 struct store_slice {
 	const uint8_t *p;

@@ -487,6 +487,16 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_KV_FOC_RESULT:
 	case STORE_OP_KV_FOC_ERROR:
 		return kv_apply(tx, c, res);
+	case STORE_OP_KV_INCRBY:
+	case STORE_OP_KV_EXISTS:
+	case STORE_OP_KV_KEYINFO:
+	case STORE_OP_KV_LEN:
+	case STORE_OP_KV_MSETNX:
+	case STORE_OP_KV_EXPIRE_SET:
+	case STORE_OP_KV_APPEND:
+	case STORE_OP_KV_STRLEN:
+	case STORE_OP_KV_GETDEL:
+		return kvkey_apply(tx, c, res);
 	case STORE_OP_EXPIRE:
 		return expire_apply(tx, c, res);
 	default:

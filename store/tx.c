@@ -92,6 +92,8 @@ static bool row_cacheable(const uint8_t *k, size_t len)
 	case K_FOC:
 	case K_FLOW_COUNT:  /* read by key at every Flow state change */
 	case K_FLOW_ACOUNT: /* and at every attribute change */
+	case K_FLOW:        /* records: read by key at every Flow command */
+	case K_FLOW_FLOOR:  /* and at every write that makes a flow due */
 		return true;
 	default:
 		return false;

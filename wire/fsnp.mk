@@ -10,7 +10,9 @@ wire_libwire_la_SOURCES += \
 	wire/fsnp_fqr.c wire/fsnp_fqr.h \
 	wire/fsnp_opcode.c wire/fsnp_opcode.h \
 	wire/fsnp_slot.c wire/fsnp_slot.h \
-	wire/flow_route.c wire/flow_route.h
+	wire/flow_route.c wire/flow_route.h \
+	wire/resp_parse.c wire/resp_parse.h \
+	wire/resp_reply.c wire/resp_reply.h
 
 # Unit tests share a few helpers (hex, vector paths, a seeded PRNG).
 FSNP_TEST_HELPERS = tests/unit/fsnp_test_util.c tests/unit/fsnp_test_util.h

@@ -483,7 +483,12 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_ACL_LIST:
 		return ACL_CAT_ADMIN | ACL_CAT_DANGEROUS | ACL_CAT_SLOW;
 	case STORE_OP_KV_DEL:
+	case STORE_OP_KV_EXISTS:
+	case STORE_OP_KV_KEYINFO:
+	case STORE_OP_KV_EXPIRE_SET:
 		return c | ACL_CAT_KEYSPACE;
+	case STORE_OP_KV_LEN:
+		return c;
 	case STORE_OP_KV_HSET:
 	case STORE_OP_KV_HGET:
 	case STORE_OP_KV_HMGET:
@@ -636,8 +641,14 @@ bool fsnp_acl_check_flow_query(struct fsnp_req *r, const uint8_t *pk,
 	return true;
 }
 
-/* The keys of one planned store command, and the access each needs. */
-static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
+/* Calls `fn` for every key of one planned store command with the access
+ * it needs; false when `fn` refuses one. *decoded is false when the part
+ * cannot be decoded (nothing the planner builds). */
+typedef bool (*part_key_fn)(void *ctx, const uint8_t *key, size_t len,
+                            uint8_t need);
+
+static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn, void *ctx,
+                           bool *decoded)
 {
 	struct store_cmd sc;
 	struct store_list_iter it;
@@ -645,10 +656,8 @@ static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
 	const char *msg;
 	uint8_t need = p->read ? ACL_KEY_READ : ACL_KEY_WRITE;
 
-	if (store_cmd_decode(p->cmd, p->len, &sc, &msg) != 0) {
-		/* Nothing the planner built fails to decode; refuse what
-		 * cannot be checked. */
-		deny(r, "NOPERM the command's keys cannot be checked");
+	*decoded = store_cmd_decode(p->cmd, p->len, &sc, &msg) == 0;
+	if (!*decoded) {
 		return false;
 	}
 	switch (sc.op) {
@@ -659,17 +668,19 @@ static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
 		return true;
 	case STORE_OP_KV_DEL:
 	case STORE_OP_KV_MGET:
+	case STORE_OP_KV_EXISTS:
 		store_list_iter_init(&it, &sc.items);
 		while (store_list_next(&it, &k)) {
-			if (!fsnp_acl_check_key(r, k.p, k.len, need)) {
+			if (!fn(ctx, k.p, k.len, need)) {
 				return false;
 			}
 		}
 		return true;
 	case STORE_OP_KV_MSET:
+	case STORE_OP_KV_MSETNX:
 		store_list_iter_init(&it, &sc.items);
 		while (store_list_next(&it, &k)) {
-			if (!fsnp_acl_check_key(r, k.p, k.len, need)) {
+			if (!fn(ctx, k.p, k.len, need)) {
 				return false;
 			}
 			store_list_next(&it, &v);
@@ -686,7 +697,27 @@ static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
 	default:
 		break;
 	}
-	return fsnp_acl_check_key(r, sc.key.p, sc.key.len, need);
+	return fn(ctx, sc.key.p, sc.key.len, need);
+}
+
+static bool req_key_ok(void *ctx, const uint8_t *key, size_t len, uint8_t need)
+{
+	return fsnp_acl_check_key(ctx, key, len, need);
+}
+
+/* The keys of one planned store command, and the access each needs. */
+static bool check_part_keys(struct fsnp_req *r, const struct fsnp_part *p)
+{
+	bool decoded;
+	if (walk_part_keys(p, req_key_ok, r, &decoded)) {
+		return true;
+	}
+	if (!decoded) {
+		/* Nothing the planner built fails to decode; refuse what
+		 * cannot be checked. */
+		deny(r, "NOPERM the command's keys cannot be checked");
+	}
+	return false;
 }
 
 bool fsnp_acl_check_plan(struct fsnp_req *r)
@@ -708,7 +739,9 @@ bool fsnp_acl_check_plan(struct fsnp_req *r)
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		read &= pl->parts[i].read;
 	}
-	name = op_name(pl->op);
+	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
+	           ? pl->name
+	           : op_name(pl->op);
 	if (!fsnp_acl_check_cmd(r, name, strlen(name), op_cats(pl->op, read))) {
 		return false;
 	}
@@ -1161,4 +1194,119 @@ void fsnp_acl_shape(struct fsnp_req *r)
 	}
 	wbuf_free(&r->reply);
 	r->reply = out;
+}
+
+/* --- Users for other listeners (fsnp_server.h) ---------------------------- */
+
+bool fsnp_server_acl_open(const struct fsnp_server *s)
+{
+	return fsnp_acl_default_open(s);
+}
+
+bool fsnp_server_acl_has_password(const struct fsnp_server *s)
+{
+	return fsnp_acl_has_password(s);
+}
+
+bool fsnp_server_acl_auth(const struct fsnp_server *s, const uint8_t *user,
+                          size_t ulen, const uint8_t *pass, size_t plen)
+{
+	struct fsnp_bytes pw = {pass, plen};
+	const struct acl_user *u;
+
+	if (ulen == 0 || ulen > ACL_NAME_MAX) {
+		return false;
+	}
+	u = acl_table_find(&s->acl, (const char *)user, ulen);
+	if (u != NULL) {
+		return acl_user_password_ok(u, pass, plen);
+	}
+	if (ulen == 7 && memcmp(user, "default", 7) == 0) {
+		return s->lim.requirepass[0] == '\0' ||
+		       secret_eq(pw, s->lim.requirepass);
+	}
+	return false;
+}
+
+/* The user a session authenticated as ("" none yet: the default user when
+ * it needs no password): NULL with *all for the implicit default. */
+static const struct acl_user *named_user(const struct fsnp_server *s,
+                                         const char *user, bool *all)
+{
+	const char *name = user[0] != '\0' ? user : "default";
+	const struct acl_user *u = acl_table_find(&s->acl, name, strlen(name));
+	*all = u == NULL && is_default(name);
+	return u;
+}
+
+int fsnp_server_acl_check_cmd(const struct fsnp_server *s, const char *user,
+                              const char *name, size_t len, uint32_t cats,
+                              char *msg, size_t cap)
+{
+	const struct acl_user *u;
+	bool all;
+	if (s->acl.n == 0) {
+		return 0;
+	}
+	u = named_user(s, user, &all);
+	if (all || (u != NULL && acl_user_allows_cmd(u, name, len, cats))) {
+		return 0;
+	}
+	acl_noperm_cmd(msg, cap, user[0] ? user : "default", name, len);
+	return -1;
+}
+
+struct user_keys {
+	const struct acl_user *u;
+	const char *name;
+	char *msg;
+	size_t cap;
+};
+
+static bool user_key_ok(void *ctx, const uint8_t *key, size_t len, uint8_t need)
+{
+	struct user_keys *k = ctx;
+	if (k->u != NULL && acl_user_allows_key(k->u, key, len, need)) {
+		return true;
+	}
+	acl_noperm_key(k->msg, k->cap, k->name, key, len);
+	return false;
+}
+
+int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
+                               const struct fsnp_plan *pl, char *msg,
+                               size_t cap)
+{
+	struct user_keys k = {NULL, user[0] ? user : "default", msg, cap};
+	const char *name;
+	bool read = true, all, decoded;
+
+	if (s->acl.n == 0) {
+		return 0;
+	}
+	k.u = named_user(s, user, &all);
+	if (all) {
+		return 0;
+	}
+	for (uint32_t i = 0; i < pl->n_parts; i++) {
+		read &= pl->parts[i].read;
+	}
+	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
+	           ? pl->name
+	           : op_name(pl->op);
+	if (fsnp_server_acl_check_cmd(s, user, name, strlen(name),
+	                              op_cats(pl->op, read), msg, cap) != 0) {
+		return -1;
+	}
+	for (uint32_t i = 0; i < pl->n_parts; i++) {
+		if (!walk_part_keys(&pl->parts[i], user_key_ok, &k, &decoded)) {
+			if (!decoded) {
+				snprintf(msg, cap,
+				         "NOPERM the command's keys "
+				         "cannot be checked");
+			}
+			return -1;
+		}
+	}
+	return 0;
 }

@@ -58,6 +58,25 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("ZREM", FSNP_OP_ZREM, STORE_OP_KV_ZREM),
     KV("ZRANGE", FSNP_OP_ZRANGE, STORE_OP_KV_ZRANGE),
     KV("ZSCORE", FSNP_OP_ZSCORE, STORE_OP_KV_ZSCORE),
+    KV("INCR", 0, STORE_OP_KV_INCRBY),
+    KV("DECR", 0, STORE_OP_KV_INCRBY),
+    KV("INCRBY", 0, STORE_OP_KV_INCRBY),
+    KV("DECRBY", 0, STORE_OP_KV_INCRBY),
+    KV("EXISTS", 0, STORE_OP_KV_EXISTS),
+    KV("TYPE", 0, STORE_OP_KV_KEYINFO),
+    KV("TTL", 0, STORE_OP_KV_KEYINFO),
+    KV("PTTL", 0, STORE_OP_KV_KEYINFO),
+    KV("EXPIRE", 0, STORE_OP_KV_EXPIRE_SET),
+    KV("PEXPIRE", 0, STORE_OP_KV_EXPIRE_SET),
+    KV("PERSIST", 0, STORE_OP_KV_EXPIRE_SET),
+    KV("APPEND", 0, STORE_OP_KV_APPEND),
+    KV("STRLEN", 0, STORE_OP_KV_STRLEN),
+    KV("GETDEL", 0, STORE_OP_KV_GETDEL),
+    KV("HLEN", 0, STORE_OP_KV_LEN),
+    KV("LLEN", 0, STORE_OP_KV_LEN),
+    KV("SCARD", 0, STORE_OP_KV_LEN),
+    KV("ZCARD", 0, STORE_OP_KV_LEN),
+    KV("MSETNX", 0, STORE_OP_KV_MSETNX),
     KV("ACL", 0, STORE_OP_ACL_LIST),
     CTL("HELLO", FSNP_OP_HELLO),
     CTL("AUTH", FSNP_OP_AUTH),
@@ -959,10 +978,87 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 	case STORE_OP_KV_GET:
 	case STORE_OP_KV_HGETALL:
 	case STORE_OP_KV_SMEMBERS:
+	case STORE_OP_KV_STRLEN:
+	case STORE_OP_KV_GETDEL:
 		if (n != 1) {
 			return wrong_args(r, name);
 		}
 		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_INCRBY: {
+		bool by =
+		    strcmp(name, "INCRBY") == 0 || strcmp(name, "DECRBY") == 0;
+		if (n != (by ? 2u : 1u)) {
+			return wrong_args(r, name);
+		}
+		c->delta = 1;
+		if (by && (val_int(&v[1], &c->delta) != 0 ||
+		           (name[0] == 'D' && c->delta == INT64_MIN))) {
+			return cmd_error(r->err, "ERR value is not an integer "
+			                         "or out of range");
+		}
+		if (name[0] == 'D') {
+			c->delta = -c->delta;
+		}
+		return arg_key(r, &v[0], &c->key);
+	}
+	case STORE_OP_KV_EXISTS:
+		if (n == 0) {
+			return wrong_args(r, name);
+		}
+		return args_items(r, a, 0);
+	case STORE_OP_KV_KEYINFO:
+		if (n != 1) {
+			return wrong_args(r, name);
+		}
+		c->kind = strcmp(name, "TYPE") == 0  ? STORE_KEYINFO_TYPE
+		          : strcmp(name, "TTL") == 0 ? STORE_KEYINFO_TTL
+		                                     : STORE_KEYINFO_PTTL;
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_LEN:
+		if (n != 1) {
+			return wrong_args(r, name);
+		}
+		/* the kv record types of store/kv.h */
+		c->kind = name[0] == 'H'   ? 2
+		          : name[0] == 'L' ? 3
+		          : name[0] == 'S' ? 4
+		                           : 5;
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_EXPIRE_SET:
+		if (strcmp(name, "PERSIST") == 0) {
+			if (n != 1) {
+				return wrong_args(r, name);
+			}
+			c->kind = STORE_EXPIRE_NONE;
+			return arg_key(r, &v[0], &c->key);
+		}
+		if (n < 2) {
+			return wrong_args(r, name);
+		}
+		if (n > 2) {
+			return cmd_error(r->err,
+			                 "ERR NX, XX, GT and LT options "
+			                 "are not supported");
+		}
+		if (val_int(&v[1], &x) != 0) {
+			return cmd_error(r->err, "ERR value is not an integer "
+			                         "or out of range");
+		}
+		if (name[0] == 'E' &&
+		    (x > INT64_MAX / 1000 || x < INT64_MIN / 1000)) {
+			return cmd_error(r->err, "ERR invalid expire time in "
+			                         "'expire' command");
+		}
+		c->kind = STORE_EXPIRE_TTL;
+		c->delta = name[0] == 'E' ? x * 1000 : x;
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_APPEND:
+		if (n != 2) {
+			return wrong_args(r, name);
+		}
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[1], &c->value);
 	case STORE_OP_KV_SET:
 		return args_set(r, a);
 	case STORE_OP_KV_DEL:
@@ -972,6 +1068,7 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		}
 		return args_items(r, a, 0);
 	case STORE_OP_KV_MSET:
+	case STORE_OP_KV_MSETNX:
 		if (n == 0 || n % 2 != 0) {
 			return wrong_args(r, name);
 		}
@@ -1294,9 +1391,10 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	plan_reset(out);
 	out->opcode = opcode;
 	out->op = c->op;
-	if (c->op == STORE_OP_KV_DEL || c->op == STORE_OP_KV_MGET) {
-		out->merge = c->op == STORE_OP_KV_DEL ? FSNP_MERGE_SUM
-		                                      : FSNP_MERGE_ORDER;
+	if (c->op == STORE_OP_KV_DEL || c->op == STORE_OP_KV_MGET ||
+	    c->op == STORE_OP_KV_EXISTS) {
+		out->merge = c->op == STORE_OP_KV_MGET ? FSNP_MERGE_ORDER
+		                                       : FSNP_MERGE_SUM;
 		if (plan_fanout(c, ctx, out, err) != 0) {
 			fsnp_plan_free(out);
 			return -1;
@@ -1305,7 +1403,7 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	}
 	out->merge = FSNP_MERGE_ONE;
 	uint32_t group;
-	if (c->op == STORE_OP_KV_MSET) {
+	if (c->op == STORE_OP_KV_MSET || c->op == STORE_OP_KV_MSETNX) {
 		unsigned slot = 0;
 		if (c->items.n == 0) {
 			return bad_request(err, "ERR native pairs must not be "
@@ -1482,6 +1580,9 @@ int fsnp_cmd_parse_args(const struct fsnp_cmd_info *info,
 	}
 	/* COMMAND_EXEC replies answer for COMMAND_EXEC. */
 	out->opcode = FSNP_OP_COMMAND_EXEC;
+	if (rv == 0) {
+		out->name = info->name;
+	}
 	preq_fini(&r);
 	free(a.v);
 	return rv;

@@ -93,6 +93,9 @@ struct fsnp_plan {
 	 * for the caller to act on right after parsing (prefetching). */
 	const uint8_t *key;
 	size_t key_len;
+	/* The command's name when several share its store op (INCR and
+	 * DECRBY are INCRBY; static), for the ACL check; NULL otherwise. */
+	const char *name;
 	/* COMMAND_EXEC ACL: the subcommand and user name (fsnp_acl.c). */
 	uint8_t acl_sub;
 	char acl_name[65];

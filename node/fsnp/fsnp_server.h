@@ -83,4 +83,25 @@ void fsnp_server_on_flow_write(struct fsnp_server *s,
 void fsnp_server_close(struct fsnp_server *s, uint64_t grace_ms,
                        fsnp_server_close_cb cb, void *data);
 
+/* ACL users for the node's other Redis-style listener (node/resp/): this
+ * server's copy of the meta group's users and --requirepass, checked as
+ * FSNP checks them (fsnp_acl.c). `user` is the name a session
+ * authenticated as, "" before AUTH (the default user). */
+struct fsnp_plan;
+/* A new session is the default user without a password. */
+bool fsnp_server_acl_open(const struct fsnp_server *s);
+/* Some user (or --requirepass) has a password: protected mode is off. */
+bool fsnp_server_acl_has_password(const struct fsnp_server *s);
+bool fsnp_server_acl_auth(const struct fsnp_server *s, const uint8_t *user,
+                          size_t ulen, const uint8_t *pass, size_t plen);
+/* 0 allowed, or -1 with Redis's NOPERM text in `msg`. `cats`: ACL_CAT_*
+ * (node/auth/acl.h). */
+int fsnp_server_acl_check_cmd(const struct fsnp_server *s, const char *user,
+                              const char *name, size_t len, uint32_t cats,
+                              char *msg, size_t cap);
+/* A planned KV command (fsnp_cmd.h): its name, then every key. */
+int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
+                               const struct fsnp_plan *pl, char *msg,
+                               size_t cap);
+
 #endif

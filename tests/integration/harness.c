@@ -210,6 +210,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 {
 	struct harness_node *nd = &c->nodes[i];
 	char id[16], felix[32], fsnp[32], tls[32], internal[32], admin[32];
+	char resp[32];
 	char peers[1024], join[32];
 	char subst[HARNESS_MAX_ARGS][600];
 	size_t pl = 0;
@@ -222,6 +223,7 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	snprintf(tls, sizeof tls, "127.0.0.1:%u", nd->fsnp_tls);
 	snprintf(internal, sizeof internal, "127.0.0.1:%u", nd->internal);
 	snprintf(admin, sizeof admin, "127.0.0.1:%u", nd->admin);
+	snprintf(resp, sizeof resp, "127.0.0.1:%u", nd->resp);
 	peers[0] = '\0';
 	for (unsigned k = 0; k < c->n; k++) {
 		if (c->nodes[k].join != 0) {
@@ -247,6 +249,10 @@ int harness_node_start(struct harness_cluster *c, unsigned i)
 	argv[a++] = internal;
 	argv[a++] = "--admin";
 	argv[a++] = admin;
+	if (c->resp) {
+		argv[a++] = "--resp";
+		argv[a++] = resp;
+	}
 	argv[a++] = "--advertise-host";
 	argv[a++] = "127.0.0.1";
 	if (nd->join != 0) {
@@ -304,6 +310,7 @@ static void node_prepare(struct harness_cluster *c, unsigned i)
 	nd->felix = harness_free_port();
 	nd->fsnp = harness_free_port();
 	nd->fsnp_tls = harness_free_port();
+	nd->resp = harness_free_port();
 	nd->internal = harness_free_port();
 	nd->admin = harness_free_port();
 }
@@ -324,7 +331,9 @@ int harness_cluster_start(struct harness_cluster *c, unsigned n,
                           const char *const extra[], bool wait)
 {
 	const char *tmp = getenv("TMPDIR");
+	bool resp = c->resp; /* the one field set before the start */
 	memset(c, 0, sizeof *c);
+	c->resp = resp;
 	if (n == 0 || n > HARNESS_MAX_NODES) {
 		return -1;
 	}

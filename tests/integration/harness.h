@@ -19,6 +19,7 @@ struct harness_node {
 	char data_dir[512];
 	char log_path[512];
 	uint16_t felix, fsnp, fsnp_tls, internal, admin;
+	uint16_t resp; /* RESP port, served with harness_cluster.resp */
 	uint16_t join; /* internal port of the member it joins through
 	                  (0: bootstrapped with --peers) */
 };
@@ -33,6 +34,9 @@ struct harness_cluster {
 	 * id (the first occurrence). */
 	const char *extra[HARNESS_MAX_ARGS];
 	unsigned n_extra;
+	/* Serve RESP on every node (--resp on a free port); set it before
+	 * harness_cluster_start, which keeps it. */
+	bool resp;
 	/* Secrets the test gave the nodes (harness_secret), searched for in
 	 * every node's log at harness_cluster_stop. */
 	char secrets[HARNESS_MAX_SECRETS][1024]; /* a JWT fits */

@@ -728,6 +728,122 @@ static void test_expire(void **state)
 	tdb_close(&t);
 }
 
+/* The keyspace commands (store/kvkey.c): INCRBY, EXISTS, KEYINFO, LEN,
+ * EXPIRE_SET, APPEND, STRLEN, GETDEL, with expiry from the entry's time
+ * and the expiry index left clean. */
+static void test_keyspace(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice fv[4] = {S("f"), S("v"), S("g"), S("w")};
+	struct tres x;
+	uint64_t before;
+
+	(void)state;
+	tdb_open(&t);
+	before = tdb_hash_group_x(&t, G, true);
+	c = kcmd(STORE_OP_KV_INCRBY, "n");
+	c.delta = 5;
+	do_int(&t, false, 100, &c, 5);
+	c.delta = -7;
+	do_int(&t, false, 100, &c, -2);
+	get(&t, 100, "n", "-2");
+	set(&t, 100, "s", "abc", 0, STORE_EXPIRE_TTL, 1000, "OK");
+	c = kcmd(STORE_OP_KV_INCRBY, "s");
+	c.delta = 1;
+	do_status(&t, false, 100, &c, STORE_ERR,
+	          "ERR value is not an integer or out of range");
+	set(&t, 100, "m", "9223372036854775807", 0, 0, 0, "OK");
+	c = kcmd(STORE_OP_KV_INCRBY, "m");
+	c.delta = 1;
+	do_status(&t, false, 100, &c, STORE_ERR,
+	          "ERR increment or decrement would overflow");
+	c = kcmd(STORE_OP_KV_HSET, "h");
+	c.items.n = 4;
+	c.items.v = fv;
+	do_int(&t, false, 100, &c, 2);
+	c = kcmd(STORE_OP_KV_INCRBY, "h");
+	c.delta = 1;
+	do_status(&t, false, 100, &c, STORE_WRONGTYPE, WT);
+	/* EXISTS counts repeats */
+	c = kcmd(STORE_OP_KV_EXISTS, "");
+	c.items.n = 4;
+	c.items.v = (struct store_slice[]){S("n"), S("none"), S("n"), S("h")};
+	do_int(&t, true, 100, &c, 3);
+	/* TYPE, TTL, PTTL */
+	c = kcmd(STORE_OP_KV_KEYINFO, "h");
+	c.kind = STORE_KEYINFO_TYPE;
+	do_str(&t, true, 100, &c, "hash");
+	c.key = S("none");
+	do_str(&t, true, 100, &c, "none");
+	c.key = S("s");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 400, &c, 700);
+	c.kind = STORE_KEYINFO_TTL;
+	do_int(&t, true, 400, &c, 1);
+	c.key = S("n");
+	do_int(&t, true, 400, &c, -1);
+	c.key = S("none");
+	do_int(&t, true, 400, &c, -2);
+	/* LEN of the asked type */
+	c = kcmd(STORE_OP_KV_LEN, "h");
+	c.kind = 2;
+	do_int(&t, true, 100, &c, 2);
+	c.kind = 3;
+	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	c.key = S("none");
+	do_int(&t, true, 100, &c, 0);
+	/* EXPIRE from the entry's time; PERSIST; a past deadline deletes */
+	c = kcmd(STORE_OP_KV_EXPIRE_SET, "n");
+	c.kind = STORE_EXPIRE_TTL;
+	c.delta = 50;
+	do_int(&t, false, 200, &c, 1);
+	c = kcmd(STORE_OP_KV_KEYINFO, "n");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 210, &c, 40);
+	c = kcmd(STORE_OP_KV_EXPIRE_SET, "n");
+	c.kind = STORE_EXPIRE_NONE;
+	do_int(&t, false, 220, &c, 1);
+	do_int(&t, false, 220, &c, 0);
+	c = kcmd(STORE_OP_KV_EXPIRE_SET, "none");
+	c.kind = STORE_EXPIRE_TTL;
+	c.delta = 10;
+	do_int(&t, false, 220, &c, 0);
+	c = kcmd(STORE_OP_KV_EXPIRE_SET, "h");
+	c.kind = STORE_EXPIRE_TTL;
+	c.delta = 0;
+	do_int(&t, false, 220, &c, 1);
+	c = kcmd(STORE_OP_KV_LEN, "h");
+	c.kind = 2;
+	do_int(&t, true, 220, &c, 0);
+	/* APPEND keeps the expiry; STRLEN; GETDEL */
+	c = kcmd(STORE_OP_KV_APPEND, "s");
+	c.value = S("de");
+	do_int(&t, false, 300, &c, 5);
+	get(&t, 300, "s", "abcde");
+	c = kcmd(STORE_OP_KV_STRLEN, "s");
+	do_int(&t, true, 300, &c, 5);
+	c = kcmd(STORE_OP_KV_KEYINFO, "s");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 800);
+	c = kcmd(STORE_OP_KV_GETDEL, "s");
+	do_str(&t, false, 300, &c, "abcde");
+	do_str(&t, false, 300, &c, NULL);
+	c = kcmd(STORE_OP_KV_APPEND, "a");
+	c.value = S("x");
+	do_int(&t, false, 300, &c, 1);
+	/* Delete the rest: only the applied index remains (no stray
+	 * expiry entries). */
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 3;
+	c.items.v = (struct store_slice[]){S("n"), S("m"), S("a")};
+	do_int(&t, false, 400, &c, 3);
+	tapply(&x, &t, G, 400, &c);
+	tres_free(&x);
+	assert_int_equal(tdb_hash_group_x(&t, G, true), before);
+	tdb_close(&t);
+}
+
 /* A key's type and TTL (FERRICSTORE.KEY_INFO), the group's size and a
  * compaction request. */
 static void test_key_info(void **state)
@@ -785,6 +901,7 @@ int main(void)
 	    cmocka_unit_test(test_sorted_sets),
 	    cmocka_unit_test(test_expire),
 	    cmocka_unit_test(test_key_info),
+	    cmocka_unit_test(test_keyspace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

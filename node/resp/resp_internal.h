@@ -1,0 +1,133 @@
+/* What the RESP room's modules share:
+ *   resp_server.c  listeners, connections, reading, ordered replies,
+ *                  buffer limits, TLS
+ *   resp_cmd.c     the commands: connection commands, INFO, COMMAND,
+ *                  CLUSTER, and KV commands planned by the FSNP command
+ *                  layer, run on the groups and answered in RESP2/RESP3 */
+#ifndef LS_NODE_RESP_INTERNAL_H
+#define LS_NODE_RESP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "net/tls.h"
+#include "node/auth/auth.h"
+#include "node/fsnp/fsnp_cmd.h"
+#include "node/resp/resp.h"
+#include "wire/buf.h"
+#include "wire/resp_parse.h"
+
+/* Commands of one connection executing at once (pipelining); reading
+ * pauses above it. */
+#define RESP_MAX_INFLIGHT 1024
+/* Inline commands and count/length lines, as Redis's 64 KiB. */
+#define RESP_MAX_INLINE 65536
+#define RESP_NAME_MAX 128
+
+struct resp_server {
+	uv_loop_t *loop;
+	struct shards *shards;
+	const struct log *log;
+	struct resp_server_config cfg; /* strings copied below */
+	char host[64], tls_host[64];
+	uv_tcp_t listener, tls_listener;
+	bool listening, tls_listening;
+	struct tls_ctx *tls_ctx;
+	uint16_t port, tls_port;
+	struct resp_conn *conns;
+	size_t n_conns;
+	/* Connections with replies ready, sent together once per loop turn
+	 * (uv_check): one write for every reply a turn finished. */
+	uv_check_t flush;
+	struct resp_conn *dirty;
+	uint64_t next_id;
+	unsigned handles; /* open listener handles */
+	unsigned ops;     /* store operations in flight */
+	bool closing;
+	resp_server_close_cb close_cb;
+	void *close_data;
+	uint64_t started_ms;
+	/* INFO stats */
+	uint64_t conns_total, conns_rejected, commands, output_kills,
+	    query_kills;
+};
+
+struct resp_req;
+
+struct resp_conn {
+	struct resp_server *srv;
+	uv_tcp_t tcp; /* tcp.data = this */
+	struct resp_conn *prev, *next;
+	struct tls_session *tls; /* NULL on the plaintext listener */
+	uint64_t id;
+	char peer[64];
+	char laddr[64];
+	bool remote;
+	char name[RESP_NAME_MAX + 1];
+	char user[ACL_NAME_MAX + 1]; /* "" before AUTH */
+	bool authed;
+	int proto; /* 2 or 3 */
+	/* query buffer */
+	uint8_t *q;
+	size_t qlen, qcap;
+	struct resp_arg *argv;
+	uint32_t argv_cap;
+	uint8_t *scratch;
+	/* commands in order; the head answers first */
+	struct resp_req *head, *tail;
+	unsigned inflight;
+	size_t out_bytes; /* written to libuv, not yet sent */
+	bool denied;      /* protected mode: refuse the first command */
+	bool processing;  /* conn_process on the stack */
+	bool dirty;       /* on the server's dirty list */
+	struct resp_conn *dnext;
+	bool reading;
+	bool quit;   /* close once the replies are out */
+	bool closed; /* uv_close called */
+	bool handle_gone;
+	uint64_t created_ms, last_ms;
+	char last_cmd[32];
+};
+
+struct resp_op {
+	struct resp_req *req;
+	uint32_t part;
+};
+
+struct resp_req {
+	struct resp_conn *c;
+	struct resp_req *next;
+	bool done;
+	struct wbuf out;
+	struct fsnp_plan plan;
+	bool planned;
+	int proto;
+	uint8_t op;    /* store op */
+	uint8_t flags; /* the command's SET / ZRANGE flags */
+	uint8_t kind;  /* the command's kind (KEYINFO: TYPE, TTL, PTTL) */
+	bool counted;  /* LPOP/RPOP with a count */
+	bool setnx;    /* SETNX: OK / nil answer 1 / 0 */
+	unsigned pending;
+	struct resp_op one;
+	struct resp_op *ops;
+	int *status;   /* per part */
+	uint8_t **res; /* per part (owned) */
+	size_t *res_len;
+};
+
+/* resp_server.c */
+uint64_t resp_now_ms(const struct resp_server *s);
+/* A finished command: its reply may go out (in order). */
+void resp_req_done(struct resp_req *r);
+/* Closes a connection now, logging why. */
+void resp_conn_kill(struct resp_conn *c, const char *why);
+/* CLIENT LIST's line of one connection. */
+void resp_conn_describe(const struct resp_conn *c, struct wbuf *out);
+
+/* resp_cmd.c */
+void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
+                  uint32_t argc);
+void resp_req_release(struct resp_req *r);
+
+#endif

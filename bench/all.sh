@@ -2,11 +2,11 @@
 # all.sh: every benchmark script behind docs/benchmarks.md, in order, each
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
 # interleaved SET and GET rounds against Redis, the RESP listener against
-# Redis, the Felix and Flow rows,
-# the FLOW.QUERY rows, 3 nodes with and without internal mTLS, the CPU-quota
-# cluster comparison (as root) and latency under load. Run on an otherwise idle machine; each
-# step's time is printed (docs/benchmarks.md "Reproducing" has what is
-# known of the runtime).
+# Redis, the Felix and Flow rows, the FLOW.QUERY rows, 3 nodes with and
+# without internal mTLS, the CPU-quota cluster comparison (as root) and
+# latency under load. Run on an otherwise idle machine; each step's time is
+# printed (docs/benchmarks.md "Reproducing" has what is known of the
+# runtime).
 D=$(dirname "$0")
 step() {
 	local t0=$SECONDS

@@ -267,18 +267,10 @@ void membership_recompute(struct shards *s)
 /* Whether this node votes in its replica of group g. */
 static bool local_voter(struct shards *s, uint32_t g)
 {
-	struct group_status st;
+	struct group_brief b;
 	struct route *r = &s->routes[g];
-	if (!r->local || r->deleting ||
-	    group_status(s->groups, g, &st) != REPLICA_OK) {
-		return false;
-	}
-	for (unsigned i = 0; i < st.n_voters; i++) {
-		if (st.voters[i] == s->cfg.node_id) {
-			return true;
-		}
-	}
-	return false;
+	return r->local && !r->deleting &&
+	       group_brief(s->groups, g, &b) == REPLICA_OK && b.voter;
 }
 
 /* " groups=0-3,5": the groups this node votes in, as ranges. */
@@ -886,14 +878,14 @@ static bool looks_removed(struct shards *s, uint32_t g, bool *empty)
 {
 	struct route *r = &s->routes[g];
 	struct group_server sv[GROUP_MAX_VOTERS];
-	struct group_status st;
+	struct group_brief st;
 	unsigned n = 0;
 	bool changing, in = false;
 
 	*empty = false;
 	if (group_config(s->groups, g, sv, GROUP_MAX_VOTERS, &n, &changing) !=
 	        REPLICA_OK ||
-	    group_status(s->groups, g, &st) != REPLICA_OK) {
+	    group_brief(s->groups, g, &st) != REPLICA_OK) {
 		return false;
 	}
 	for (unsigned i = 0; i < n; i++) {

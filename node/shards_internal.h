@@ -73,6 +73,10 @@ struct route {
 	bool deleting;       /* stopped; its state goes once it closed */
 	uint64_t orphan_ms;  /* since this replica looks removed (0 = not) */
 	bool handoff;        /* stopping: its leadership is being handed over */
+	/* The expiry sweep found nothing due before expire_quiet_ms at
+	 * applied index expire_applied: no scan until either moves. */
+	uint64_t expire_applied;
+	uint64_t expire_quiet_ms;
 };
 
 /* A cluster operation started here (shards_op_start). */
@@ -104,6 +108,8 @@ struct shards {
 	const struct log *log;
 	struct db *db;
 	struct shards_config cfg;
+	uint64_t refresh_activity; /* group_mgr_activity at refresh_local */
+	uint64_t refresh_ms;
 	char address[256];
 	char cluster_id[MSG_CLUSTER_MAX + 1];
 	char data_dir[1024];

@@ -85,6 +85,11 @@ struct rio_hooks {
 	 * false refuses it (rio_store_deliver then answers RAFT_INVALID and
 	 * the message stays the caller's to free). NULL: all are handed on. */
 	bool (*admit)(void *data, const struct raft_message *m);
+	/* Runs on the loop when a message from `from` arrives for a quiet
+	 * instance, before libraft sees it (after admit): the owner wakes
+	 * the group (rio_set_quiet(io, false) and whatever its timers need).
+	 * NULL: the instance stays quiet. */
+	void (*wake)(void *data, uint64_t from);
 };
 
 /* The log writer's sync latency histogram: upper bounds (100 us .. 10 s;
@@ -180,6 +185,14 @@ void rio_install_done(struct rio_install *req, int status);
 /* Releases what rio_init allocated; only after libraft's close callback
  * (raft_close) or if raft_init was never called. */
 void rio_release(struct raft_io *io);
+
+/* A quiet instance is not ticked (libraft neither sends heartbeats nor
+ * runs its election timer); see raft/quiesce.h. Quiet or not may be set
+ * before start. A message for a quiet instance runs its wake hook first. */
+void rio_set_quiet(struct raft_io *io, bool quiet);
+bool rio_is_quiet(const struct raft_io *io);
+/* Started instances that are quiet. */
+unsigned rio_store_quiet_count(const struct rio_store *s);
 
 /* The most entries rio_recent_entry_bytes() covers. */
 #define RIO_RECENT_ENTRIES 16

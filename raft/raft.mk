@@ -15,6 +15,7 @@ raft_liblsraft_a_SOURCES = \
 	raft/join.c raft/join.h \
 	raft/msg_codec.c raft/msg_codec.h \
 	raft/placement.c raft/placement.h \
+	raft/quiesce.c raft/quiesce.h \
 	raft/rebalance.c raft/rebalance.h \
 	raft/replica.c raft/replica.h \
 	raft/transport.c raft/transport.h \

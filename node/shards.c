@@ -28,7 +28,8 @@
 #define EXPIRE_BATCH 1000
 #define EXPIRE_LOOKAHEAD_MS 60000 /* an idle group's sweep rests this long */
 #define TICK_MS 100
-#define REFRESH_MAX_MS 1000 /* refresh_local without any group event */
+#define REFRESH_MAX_MS 1000   /* refresh_local without any group event */
+#define START_FLUSH_EVERY 256 /* groups started between log flushes */
 #define ANNOUNCE_MS 500
 #define META_MS 1000
 #define BALANCE_STABLE_MS 2000  /* lead this long before handing over */
@@ -1831,6 +1832,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	 * (first start of a bootstrapped cluster) its place in the initial
 	 * placement, every group bootstrapped with the same configuration on
 	 * every node. A joining node starts with none: leaders add it. */
+	unsigned started = 0;
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
 		struct route *r = &s->routes[g];
 		if (found > 0 ? !local_groups[g]
@@ -1843,6 +1845,14 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		                           found > 0 ? 0 : r->n_replicas, err,
 		                           errlen) != 0) {
 			goto err_groups;
+		}
+		if (++started % START_FLUSH_EVERY == 0) {
+			char why[RAFT_ERRMSG_BUF_SIZE];
+			if (rio_store_flush_log(s->rio, why) != 0) {
+				snprintf(err, errlen, "starting the groups: %s",
+				         why);
+				goto err_groups;
+			}
 		}
 	}
 	free(local_groups);

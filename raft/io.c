@@ -1060,6 +1060,11 @@ static void async_cb(uv_async_t *a)
 	maybe_finish_close(s);
 }
 
+int rio_store_flush_log(struct rio_store *s, char *errmsg)
+{
+	return flush_log_cfs(s, errmsg, RAFT_ERRMSG_BUF_SIZE);
+}
+
 void rio_store_flush(struct rio_store *s)
 {
 	run_soon(s);

@@ -156,6 +156,14 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
  * prepare handle calls it to make sure the batch leaves this turn. */
 void rio_store_flush(struct rio_store *s);
 
+/* Flushes the log's RocksDB memtables into SST files, waiting (blocks the
+ * calling thread). The log's memtable is a vector, which every read sorts
+ * whole: a node starting thousands of groups, each reading its log while
+ * the earlier ones' writes pile up in the memtable, flushes every few
+ * hundred groups so that start-up stays linear. RAFT_* code and a message
+ * in `errmsg` (RAFT_ERRMSG_BUF_SIZE bytes) on failure. */
+int rio_store_flush_log(struct rio_store *s, char *errmsg);
+
 void rio_store_stats(const struct rio_store *s, struct rio_stats *st);
 
 /* One group's snapshot counts (zero for another raft_io). */

@@ -28,7 +28,7 @@
 #define EXPIRE_BATCH 1000
 #define EXPIRE_LOOKAHEAD_MS 60000 /* an idle group's sweep rests this long */
 #define TICK_MS 100
-#define REFRESH_MAX_MS 1000   /* refresh_local without any group event */
+#define REFRESH_FULL_MS 10000 /* refresh_local: every group this often */
 #define START_FLUSH_EVERY 256 /* groups started between log flushes */
 #define ANNOUNCE_MS 500
 #define META_MS 1000
@@ -393,7 +393,7 @@ uint64_t shards_group_applied(struct shards *s, uint32_t group)
 	if (!valid_group(s, group) || !s->routes[group].local) {
 		return 0;
 	}
-	return group_applied_index(s->groups, group);
+	return s->routes[group].applied;
 }
 
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self)
@@ -554,51 +554,65 @@ static int xfer_applied(void *data, uint32_t group, uint64_t *index)
 	return store_applied_index(s->store, group, index);
 }
 
-/* Refreshes the local groups' entries; returns whether a leader changed.
- * Skipped while no group had any event (with thousands of quiet groups
- * the walk would be most of an idle node's work), but not for longer
- * than REFRESH_MAX_MS. */
+struct refresh {
+	struct shards *s;
+	uint64_t now;
+	bool changed;
+};
+
+/* Refreshes group g's entry from its local replica. */
+static void refresh_one(void *data, uint32_t g)
+{
+	struct refresh *x = data;
+	struct shards *s = x->s;
+	struct route *r;
+	uint64_t before;
+	bool was_leader;
+	struct group_brief b;
+
+	if (!valid_group(s, g) || !s->routes[g].local) {
+		return;
+	}
+	r = &s->routes[g];
+	before = effective_leader(s, r);
+	was_leader = r->role == GROUP_ROLE_LEADER && r->ready;
+	if (group_brief(s->groups, g, &b) != REPLICA_OK) {
+		return;
+	}
+	r->role = b.role;
+	r->ready = b.ready;
+	r->term = b.term;
+	r->leader = b.leader_id;
+	r->voter = b.voter;
+	r->applied = group_applied_index(s->groups, g);
+	if (b.role == GROUP_ROLE_LEADER && b.ready && !was_leader) {
+		r->leader_since_ms = x->now;
+		s->announce_now = true;
+	} else if (was_leader && !(b.role == GROUP_ROLE_LEADER && b.ready)) {
+		s->announce_now = true;
+	}
+	if (effective_leader(s, r) != before) {
+		x->changed = true;
+	}
+	x->changed |= track_generation(s, r);
+}
+
+/* Refreshes the entries of the local groups that had an event since the
+ * last refresh (with thousands of quiet groups a walk over all of them
+ * would be most of an idle node's work), and every group now and then;
+ * returns whether a leader changed. */
 static bool refresh_local(struct shards *s)
 {
-	uint64_t now = now_ms(s);
-	uint64_t activity = group_mgr_activity(s->groups);
-	bool changed = false;
+	struct refresh x = {.s = s, .now = now_ms(s), .changed = false};
 
-	if (activity == s->refresh_activity &&
-	    now - s->refresh_ms < REFRESH_MAX_MS) {
-		return false;
+	group_mgr_drain_changed(s->groups, refresh_one, &x);
+	if (x.now - s->refresh_ms >= REFRESH_FULL_MS) {
+		s->refresh_ms = x.now;
+		for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+			refresh_one(&x, g);
+		}
 	}
-	s->refresh_activity = activity;
-	s->refresh_ms = now;
-	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
-		struct route *r = &s->routes[g];
-		uint64_t before = effective_leader(s, r);
-		bool was_leader = r->role == GROUP_ROLE_LEADER && r->ready;
-		struct group_brief b;
-
-		if (!r->local) {
-			continue;
-		}
-		if (group_brief(s->groups, g, &b) != REPLICA_OK) {
-			continue;
-		}
-		r->role = b.role;
-		r->ready = b.ready;
-		r->term = b.term;
-		r->leader = b.leader_id;
-		if (b.role == GROUP_ROLE_LEADER && b.ready && !was_leader) {
-			r->leader_since_ms = now;
-			s->announce_now = true;
-		} else if (was_leader &&
-		           !(b.role == GROUP_ROLE_LEADER && b.ready)) {
-			s->announce_now = true;
-		}
-		if (effective_leader(s, r) != before) {
-			changed = true;
-		}
-		changed |= track_generation(s, r);
-	}
-	return changed;
+	return x.changed;
 }
 
 static void announce(struct shards *s)
@@ -1332,7 +1346,7 @@ static void on_expired(void *data, int status, const uint8_t *result,
 static bool expire_rests(struct shards *s, uint32_t g, uint64_t now)
 {
 	struct route *r = &s->routes[g];
-	uint64_t applied = group_applied_index(s->groups, g);
+	uint64_t applied = r->applied;
 	uint8_t *cmd = NULL;
 	size_t len = 0;
 

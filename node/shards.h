@@ -169,8 +169,9 @@ struct store *shards_store(struct shards *s);
 /* The leader's wall clock in ms, for TTL visibility on reads. */
 uint64_t shards_now_ms(struct shards *s);
 
-/* The local replica's applied index of `group` (0: none here); it moves
- * with every entry the group applies. */
+/* The local replica's applied index of `group` (0: none here), as of the
+ * core's last look (at most ~100 ms old); it moves with every entry the
+ * group applies. */
 uint64_t shards_group_applied(struct shards *s, uint32_t group);
 
 unsigned shards_data_groups(const struct shards *s);

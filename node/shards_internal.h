@@ -77,6 +77,9 @@ struct route {
 	 * applied index expire_applied: no scan until either moves. */
 	uint64_t expire_applied;
 	uint64_t expire_quiet_ms;
+	/* The local replica's, as of the last refresh_local (shards.c): */
+	bool voter;       /* this node votes in the group */
+	uint64_t applied; /* applied index */
 };
 
 /* A cluster operation started here (shards_op_start). */
@@ -108,8 +111,7 @@ struct shards {
 	const struct log *log;
 	struct db *db;
 	struct shards_config cfg;
-	uint64_t refresh_activity; /* group_mgr_activity at refresh_local */
-	uint64_t refresh_ms;
+	uint64_t refresh_ms; /* refresh_local's last look at every group */
 	char address[256];
 	char cluster_id[MSG_CLUSTER_MAX + 1];
 	char data_dir[1024];

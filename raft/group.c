@@ -70,6 +70,7 @@ struct group {
 	bool broken; /* fail at the next poll (errmsg says why) */
 	struct install *install;
 	bool dirty;
+	bool in_changed; /* on the manager's changed list */
 	struct group *dirty_next;
 	unsigned trailing_max;   /* configured snapshot_trailing */
 	uint64_t trailing_bytes; /* target bytes kept after a snapshot */
@@ -102,6 +103,11 @@ struct group_mgr {
 	uint64_t elections; /* every group's, removed ones too */
 	uint64_t leaderships;
 	uint64_t activity; /* group events and polls (group_mgr_activity) */
+	uint32_t *changed; /* ids of the groups with events since the last
+	                      group_mgr_drain_changed */
+	size_t n_changed;
+	size_t cap_changed;
+	bool changed_lost; /* the list could not grow: report every group */
 	unsigned quiesce_idle_ms;
 	group_mgr_close_cb close_cb;
 	void *close_data;
@@ -150,10 +156,31 @@ static void idle_cb(uv_idle_t *h)
 	(void)h; /* only keeps the loop from sleeping while groups are dirty */
 }
 
+static void note_changed(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	if (g->in_changed) {
+		return;
+	}
+	if (m->n_changed == m->cap_changed) {
+		size_t cap = m->cap_changed == 0 ? 64 : 2 * m->cap_changed;
+		uint32_t *v = realloc(m->changed, cap * sizeof *v);
+		if (v == NULL) {
+			m->changed_lost = true;
+			return;
+		}
+		m->changed = v;
+		m->cap_changed = cap;
+	}
+	m->changed[m->n_changed++] = g->id;
+	g->in_changed = true;
+}
+
 static void mark_dirty(struct group *g)
 {
 	struct group_mgr *m = g->m;
 	m->activity++;
+	note_changed(g);
 	if (g->dirty) {
 		return;
 	}
@@ -465,6 +492,38 @@ int group_brief(struct group_mgr *m, uint32_t id, struct group_brief *b)
 	}
 	track_elections(g);
 	return 0;
+}
+
+void group_mgr_drain_changed(struct group_mgr *m, group_changed_fn fn,
+                             void *data)
+{
+	/* fn may make groups change again: those go on a fresh list. */
+	uint32_t *ids = m->changed;
+	size_t i, n = m->n_changed;
+	bool all = m->changed_lost;
+
+	m->changed = NULL;
+	m->n_changed = m->cap_changed = 0;
+	m->changed_lost = false;
+	for (i = 0; i < n; i++) {
+		struct group *g = find(m, ids[i]);
+		if (g != NULL) {
+			g->in_changed = false;
+		}
+	}
+	if (all) {
+		for (i = 0; i < m->n; i++) {
+			m->v[i]->in_changed = false;
+		}
+		for (i = 0; i < m->n; i++) {
+			fn(data, m->v[i]->id);
+		}
+	} else {
+		for (i = 0; i < n; i++) {
+			fn(data, ids[i]);
+		}
+	}
+	free(ids);
 }
 
 unsigned group_mgr_quiet(const struct group_mgr *m)
@@ -1477,6 +1536,7 @@ void group_mgr_free(struct group_mgr *m)
 		return;
 	}
 	free(m->v);
+	free(m->changed);
 	free(m->address);
 	free(m);
 }

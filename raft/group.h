@@ -259,6 +259,13 @@ struct group_brief {
 /* REPLICA_ENOGROUP for an unknown group. */
 int group_brief(struct group_mgr *m, uint32_t id, struct group_brief *b);
 
+/* Calls fn(data, id) for each group that had an event (a message, tick,
+ * completion, start or stop) since the previous call, and forgets them:
+ * a node keeping a view of its groups refreshes only those. */
+typedef void (*group_changed_fn)(void *data, uint32_t id);
+void group_mgr_drain_changed(struct group_mgr *m, group_changed_fn fn,
+                             void *data);
+
 /* Groups that are quiet now. */
 unsigned group_mgr_quiet(const struct group_mgr *m);
 

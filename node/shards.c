@@ -1059,6 +1059,7 @@ static json_t *group_json(struct shards *s, uint32_t g)
 		return o;
 	}
 	json_object_set_new(o, "role", json_string(role_name(st.role)));
+	json_object_set_new(o, "quiet", json_boolean(st.quiet));
 	{
 		/* The replica's configuration as it stands (the latest
 		 * appended), roles included. */

@@ -280,9 +280,37 @@ static void group_wake(struct group *g, uint64_t from)
 	mark_dirty(g);
 }
 
-static void io_wake(void *data, uint64_t from)
+static void io_wake(void *data, const struct raft_message *msg)
 {
-	group_wake(data, from);
+	struct group *g = data;
+	struct raft *r = &g->raft;
+	struct quiesce_msg_view v = {0};
+
+	if (g->state == G_STARTED && raft_state(r) == RAFT_LEADER) {
+		v.role = QUIESCE_LEADER;
+	} else if (g->state == G_STARTED && raft_state(r) == RAFT_FOLLOWER) {
+		v.role = QUIESCE_FOLLOWER;
+		v.leader_id = r->follower_state.current_leader.id;
+	}
+	v.term = r->current_term;
+	v.last_index = raft_last_index(r);
+	v.commit_index = r->commit_index;
+	v.from = msg->server_id;
+	if (msg->type == RAFT_IO_APPEND_ENTRIES) {
+		v.kind = QUIESCE_MSG_APPEND;
+		v.msg_term = msg->append_entries.term;
+		v.msg_index = msg->append_entries.prev_log_index;
+		v.msg_commit = msg->append_entries.leader_commit;
+		v.msg_entries = msg->append_entries.n_entries;
+	} else if (msg->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
+		v.kind = QUIESCE_MSG_APPEND_RESULT;
+		v.msg_term = msg->append_entries_result.term;
+		v.msg_index = msg->append_entries_result.last_log_index;
+		v.msg_rejected = msg->append_entries_result.rejected != 0;
+	}
+	if (quiesce_msg_wakes(&v)) {
+		group_wake(g, msg->server_id);
+	}
 }
 
 static bool peer_live(struct group_mgr *m, uint64_t peer)

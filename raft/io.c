@@ -2397,7 +2397,7 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 	}
 	if (r->quiet && r->hooks.wake != NULL) {
 		/* Any message wakes a quiet group before libraft sees it. */
-		r->hooks.wake(r->hooks.data, m->server_id);
+		r->hooks.wake(r->hooks.data, m);
 	}
 	r->recv(r->io, m);
 	notify(r);

@@ -85,11 +85,11 @@ struct rio_hooks {
 	 * false refuses it (rio_store_deliver then answers RAFT_INVALID and
 	 * the message stays the caller's to free). NULL: all are handed on. */
 	bool (*admit)(void *data, const struct raft_message *m);
-	/* Runs on the loop when a message from `from` arrives for a quiet
-	 * instance, before libraft sees it (after admit): the owner wakes
-	 * the group (rio_set_quiet(io, false) and whatever its timers need).
-	 * NULL: the instance stays quiet. */
-	void (*wake)(void *data, uint64_t from);
+	/* Runs on the loop when message `m` arrives for a quiet instance,
+	 * before libraft sees it (after admit): the owner wakes the group
+	 * (rio_set_quiet(io, false) and whatever its timers need) unless the
+	 * message needs no wake. NULL: the instance stays quiet. */
+	void (*wake)(void *data, const struct raft_message *m);
 };
 
 /* The log writer's sync latency histogram: upper bounds (100 us .. 10 s;

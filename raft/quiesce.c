@@ -60,6 +60,20 @@ bool quiesce_follower_accept(const struct quiesce_follower_view *v,
 	       v->last_index == index && v->commit_index == index;
 }
 
+bool quiesce_msg_wakes(const struct quiesce_msg_view *v)
+{
+	if (v->role == QUIESCE_LEADER && v->kind == QUIESCE_MSG_APPEND_RESULT) {
+		return v->msg_term != v->term || v->msg_rejected ||
+		       v->msg_index != v->last_index;
+	}
+	if (v->role == QUIESCE_FOLLOWER && v->kind == QUIESCE_MSG_APPEND) {
+		return v->from != v->leader_id || v->msg_term != v->term ||
+		       v->msg_entries != 0 || v->msg_index != v->last_index ||
+		       v->msg_commit != v->commit_index;
+	}
+	return true;
+}
+
 bool quiesce_wake_on_peer(int role, uint64_t leader, bool member, uint64_t peer,
                           bool up)
 {

@@ -80,8 +80,39 @@ struct quiesce_follower_view {
 bool quiesce_follower_accept(const struct quiesce_follower_view *v,
                              uint64_t leader, uint64_t term, uint64_t index);
 
-/* Roles for quiesce_wake_on_peer. */
+/* Roles for quiesce_wake_on_peer and quiesce_msg_wakes. */
 enum { QUIESCE_FOLLOWER = 1, QUIESCE_LEADER };
+
+/* Kinds of message for quiesce_msg_wakes. */
+enum {
+	QUIESCE_MSG_OTHER = 0,
+	QUIESCE_MSG_APPEND,       /* AppendEntries */
+	QUIESCE_MSG_APPEND_RESULT /* AppendEntries result */
+};
+
+/* A message arriving for a quiet replica, and the replica's state. */
+struct quiesce_msg_view {
+	int role; /* QUIESCE_FOLLOWER, QUIESCE_LEADER, or 0 */
+	uint64_t term;
+	uint64_t last_index;
+	uint64_t commit_index;
+	uint64_t leader_id; /* followers: the leader followed */
+	int kind;           /* QUIESCE_MSG_* */
+	uint64_t from;
+	uint64_t msg_term;
+	uint64_t msg_index;   /* append: prev index; result: last index */
+	uint64_t msg_commit;  /* append: leader commit */
+	unsigned msg_entries; /* append: entries carried */
+	bool msg_rejected;    /* result */
+};
+
+/* Whether the message wakes the quiet replica. Everything does except
+ * the tail of the exchange that quiesced it: the answer to the leader's
+ * last heartbeat reaching the quiet leader (same term, accepted, the log
+ * matching), or that heartbeat reaching a quiet follower (its leader, same
+ * term, no entries, its log and commit index already there). Waking on
+ * those would keep a group from ever settling. */
+bool quiesce_msg_wakes(const struct quiesce_msg_view *v);
 
 /* Whether a quiet replica in `role` (following `leader` when a follower;
  * `member` tells whether `peer` is in the group's configuration) wakes

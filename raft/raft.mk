@@ -63,6 +63,11 @@ UNIT_TESTS += tests/unit/test_raft_msg
 tests_unit_test_raft_msg_SOURCES = tests/unit/test_raft_msg.c
 tests_unit_test_raft_msg_LDADD = $(RAFT_TEST_LIBS)
 
+# Quiescence decisions (pure).
+UNIT_TESTS += tests/unit/test_raft_quiesce
+tests_unit_test_raft_quiesce_SOURCES = tests/unit/test_raft_quiesce.c
+tests_unit_test_raft_quiesce_LDADD = $(RAFT_TEST_LIBS)
+
 UNIT_TESTS += tests/unit/test_raft_rebalance
 tests_unit_test_raft_rebalance_SOURCES = tests/unit/test_raft_rebalance.c
 tests_unit_test_raft_rebalance_LDADD = $(RAFT_TEST_LIBS)

@@ -58,7 +58,8 @@ static const struct opt opts[] = {
     {"peers", OPT_PEERS, OFF(peers), 0, 0, 0, "ID=HOST:PORT,...",
      "internal addresses of the cluster's nodes"},
     {"shards", OPT_UINT, OFF(shards), 4, 1, 16384, "S",
-     "data shards (Raft groups) in the cluster (default 8)"},
+     "data shards (Raft groups) in the cluster, at most 16384: each owns "
+     "at least one FSNP hash slot (default 8)"},
     {"join", OPT_ADDR, OFF(join), 0, 0, 0, "HOST:PORT",
      "join the cluster of the member at this internal address (needs "
      "--node-id and an empty data directory)"},

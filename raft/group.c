@@ -1480,6 +1480,10 @@ int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
 		rv = raft_assign(&g->raft, &c->req, node, raft_role, change_cb);
 		break;
 	case GROUP_CHANGE_REMOVE:
+		/* The removed replica gets no more messages from this
+		 * leader: if it is quiet it must wake, time out and see that
+		 * it was removed (docs/cluster.md "Membership"). */
+		send_quiesce(g, node, g->raft.current_term, 0, true, NULL);
 		rv = raft_remove(&g->raft, &c->req, node, change_cb);
 		break;
 	default:

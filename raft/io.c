@@ -179,8 +179,8 @@ struct rio {
 	struct rio *held_next;
 	struct rio *prev;
 	struct rio *next;
+	bool quiet; /* not ticked (rio_set_quiet) */
 	/* Started, not closing and not quiet: on the store's ticking list. */
-	bool quiet;
 	bool ticking;
 	struct rio *tick_prev;
 	struct rio *tick_next;
@@ -1145,12 +1145,6 @@ void rio_set_quiet(struct raft_io *io, bool quiet)
 		}
 		tick_link(r);
 	}
-}
-
-bool rio_is_quiet(const struct raft_io *io)
-{
-	const struct rio *r = io->impl;
-	return r != NULL && r->quiet;
 }
 
 unsigned rio_store_quiet_count(const struct rio_store *s)

@@ -198,7 +198,6 @@ void rio_release(struct raft_io *io);
  * runs its election timer); see raft/quiesce.h. Quiet or not may be set
  * before start. A message for a quiet instance runs its wake hook first. */
 void rio_set_quiet(struct raft_io *io, bool quiet);
-bool rio_is_quiet(const struct raft_io *io);
 /* Started instances that are quiet. */
 unsigned rio_store_quiet_count(const struct rio_store *s);
 

@@ -13,14 +13,15 @@
 #             group between them (lodestone_raft_groups{role="leader"})
 # Usage: bench/groups-scale.sh [COUNTS...]   (default 64 1000 4096 10000)
 # Env: WINDOW (60), SETTLE (10), EXTRA (more lodestone flags, e.g.
-# --no-quiesce), PORT (29400: uses PORT..PORT+40), BIN, BENCH_DIR.
+# --no-quiesce), PORT (17400: uses PORT..PORT+30; below the 20000-32000
+# the integration tests draw ports from), BIN, BENCH_DIR.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$top/build/main}
 BENCH_DIR=${BENCH_DIR:-/tmp/lodestone-bench}/groups
 WINDOW=${WINDOW:-60}
 SETTLE=${SETTLE:-10}
-PORT=${PORT:-29400}
+PORT=${PORT:-17400}
 read -r -a EXTRA <<<"${EXTRA:-}"
 COUNTS=("$@")
 [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(64 1000 4096 10000)
@@ -33,11 +34,12 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_mib() { awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$1/status"; }
 status() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "127.0.0.1:$1$2"; }
 
-# wait_ready ADMIN_PORT: up to 600 s for /readyz 200.
+# wait_ready I: up to 600 s for node I's /readyz 200, while it runs.
 wait_ready() {
 	local i
 	for i in $(seq 1 3000); do
-		[ "$(status "$1" /readyz)" = 200 ] && return 0
+		kill -0 "${PIDS[$1]}" 2>/dev/null || return 1
+		[ "$(status "$(admin "$1")" /readyz)" = 200 ] && return 0
 		sleep 0.2
 	done
 	return 1
@@ -79,6 +81,7 @@ idle() {
 	local dt
 	dt=$(echo "$(now) - $s0" | bc)
 	for i in "$@"; do
+		kill -0 "${PIDS[$i]}" 2>/dev/null || { echo "groups-scale: node $i exited (see its log in $BENCH_DIR)" >&2; exit 1; }
 		out+="$(echo "scale=2; ($(ticks "${PIDS[$i]}") - ${c0[$i]}) / $dt" | bc)% / $(rss_mib "${PIDS[$i]}") MiB; "
 	done
 	echo "${out%; }"
@@ -99,14 +102,14 @@ for g in "${COUNTS[@]}"; do
 	# One node.
 	rm -rf "$BENCH_DIR"/n1-* && mkdir -p "$BENCH_DIR/n1-1"
 	t=$(now); spawn 1 "$g" 1
-	wait_ready "$(admin 1)" || { echo "groups-scale: 1 node, $g groups: not ready" >&2; exit 1; }
+	wait_ready 1 || { echo "groups-scale: 1 node, $g groups: not ready" >&2; exit 1; }
 	start=$(since "$t")
 	sleep "$SETTLE"
 	cpu=$(idle 1)
 	q=$(quiet "$(admin 1)")
 	stop 1
 	t=$(now); spawn 1 "$g" 1
-	wait_ready "$(admin 1)" || { echo "groups-scale: 1 node, $g groups: restart not ready" >&2; exit 1; }
+	wait_ready 1 || { echo "groups-scale: 1 node, $g groups: restart not ready" >&2; exit 1; }
 	restart=$(since "$t")
 	stop 1
 	echo "| 1 | $g | $start | $cpu | $q | $restart | - |"
@@ -116,7 +119,7 @@ for g in "${COUNTS[@]}"; do
 	t=$(now)
 	for i in 1 2 3; do spawn "$i" "$g" 3; done
 	for i in 1 2 3; do
-		wait_ready "$(admin "$i")" || { echo "groups-scale: 3 nodes, $g groups: node $i not ready" >&2; exit 1; }
+		wait_ready "$i" || { echo "groups-scale: 3 nodes, $g groups: node $i not ready" >&2; exit 1; }
 	done
 	start=$(since "$t")
 	sleep "$SETTLE"
@@ -124,7 +127,7 @@ for g in "${COUNTS[@]}"; do
 	q="$(quiet "$(admin 1)")/$(quiet "$(admin 2)")/$(quiet "$(admin 3)")"
 	stop 3
 	t=$(now); spawn 3 "$g" 3
-	wait_ready "$(admin 3)" || { echo "groups-scale: 3 nodes, $g groups: node 3 restart not ready" >&2; exit 1; }
+	wait_ready 3 || { echo "groups-scale: 3 nodes, $g groups: node 3 restart not ready" >&2; exit 1; }
 	restart=$(since "$t")
 	sleep "$SETTLE"
 	t=$(now); stop 1 KILL

@@ -48,6 +48,9 @@ struct member {
 };
 
 /* The routing snapshot's entry of one group. */
+/* membership_recompute's inputs: 4 per member and 2 more. */
+#define PLACEMENT_INPUTS (4 * MAX_NODES + 2)
+
 struct route {
 	bool local; /* this node replicates the group */
 	uint64_t leader;
@@ -112,6 +115,9 @@ struct shards {
 	struct db *db;
 	struct shards_config cfg;
 	uint64_t refresh_ms; /* refresh_local's last look at every group */
+	/* What membership_recompute last placed the groups from. */
+	uint64_t placement_in[PLACEMENT_INPUTS];
+	size_t placement_n; /* 0: never placed */
 	char address[256];
 	char cluster_id[MSG_CLUSTER_MAX + 1];
 	char data_dir[1024];

@@ -868,18 +868,19 @@ int flow_sched_pass(struct shards *s, const struct log *log,
 /* How far ahead an idle group is probed (see group_rests). */
 #define SCHED_LOOKAHEAD_MS 60000
 
+/* Nothing of a group was due before `until` at applied index `applied`. */
+struct sched_rest {
+	uint64_t applied;
+	uint64_t until;
+};
+
 struct flow_scheduler {
 	uv_timer_t timer;
 	struct shards *s;
 	const struct log *log;
 	uint64_t skew;
-	bool *inflight; /* by group */
-	/* By group: nothing was due before `until` at applied index
-	 * `applied` (see on_tick). */
-	struct {
-		uint64_t applied;
-		uint64_t until;
-	} * rest;
+	bool *inflight;          /* by group */
+	struct sched_rest *rest; /* by group (see group_rests) */
 	unsigned groups;
 	unsigned passes;
 	bool stopping, closed;

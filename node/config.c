@@ -69,8 +69,9 @@ static const struct opt opts[] = {
      0, "HOST", "host clients are told to reach this node at"},
     {"peers", OPT_PEERS, OFF(peers), 0, 0, 0, "ID=HOST:PORT,...",
      "internal addresses of the cluster's nodes"},
-    {"shards", OPT_UINT, OFF(shards), 4, 1, 4096, "S",
-     "data shards (Raft groups) in the cluster (default 8)"},
+    {"shards", OPT_UINT, OFF(shards), 4, 1, 16384, "S",
+     "data shards (Raft groups) in the cluster, at most 16384: each owns "
+     "at least one FSNP hash slot (default 8)"},
     {"join", OPT_ADDR, OFF(join), 0, 0, 0, "HOST:PORT",
      "join the cluster of the member at this internal address (needs "
      "--node-id and an empty data directory)"},
@@ -89,6 +90,9 @@ static const struct opt opts[] = {
      "N", "log entries kept after a snapshot (default 128)"},
     {"forward-timeout-ms", OPT_UINT, OFF(forward_timeout_ms), 4, 100, 600000,
      "MS", "how long a request waits for its shard's leader (default 5000)"},
+    {"no-quiesce", OPT_BOOL, OFF(no_quiesce), 0, 0, 0, NULL,
+     "idle Raft groups keep ticking and sending heartbeats (default: "
+     "they quiesce)"},
     {"read-barriers", OPT_BOOL, OFF(read_barriers), 0, 0, 0, NULL,
      "linearizable reads append a barrier entry instead of confirming "
      "leadership with the voters (slower; default off)"},

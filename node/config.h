@@ -113,6 +113,7 @@ struct node_config {
 	unsigned snapshot_threshold;
 	unsigned snapshot_trailing;
 	unsigned forward_timeout_ms;
+	bool no_quiesce;     /* idle groups keep ticking (docs/cluster.md) */
 	bool read_barriers;  /* reads take a barrier entry (docs/cluster.md) */
 	bool flow_scheduler; /* fire FerricFlow schedules (node/flow_sched.h) */
 	uint64_t row_cache_bytes; /* store/rowcache.h bound; 0 = off */

@@ -237,10 +237,38 @@ bool membership_has(const uint64_t *v, size_t n, uint64_t id)
 	return false;
 }
 
+/* What placement reads of the membership: each member's id, slot,
+ * whether it holds replicas and whether it votes, and the replica count.
+ * The same inputs give the same targets. Returns the count of values. */
+static size_t placement_inputs(const struct shards *s, uint64_t *v)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n_members && i < MAX_NODES; i++) {
+		const struct member *m = &s->members[i];
+		v[n++] = m->id;
+		v[n++] = m->slot;
+		v[n++] = holds_replicas(m);
+		v[n++] = m->nonvoter;
+	}
+	v[n++] = membership_replicas(s);
+	v[n++] = s->n_members;
+	return n;
+}
+
 /* Every group's target from the membership; a group whose target
- * changed gets a new generation. */
+ * changed gets a new generation. The node list is read every second:
+ * with thousands of groups the placement of each is the costly part of
+ * an idle node, so it runs only when what it reads changed. */
 void membership_recompute(struct shards *s)
 {
+	uint64_t in[PLACEMENT_INPUTS];
+	size_t n = placement_inputs(s, in);
+	if (n == s->placement_n &&
+	    memcmp(in, s->placement_in, n * sizeof in[0]) == 0) {
+		return;
+	}
+	memcpy(s->placement_in, in, n * sizeof in[0]);
+	s->placement_n = n;
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
 		struct route *r = &s->routes[g];
 		uint64_t out[MAX_NODES];
@@ -269,18 +297,8 @@ void membership_recompute(struct shards *s)
 /* Whether this node votes in its replica of group g. */
 static bool local_voter(struct shards *s, uint32_t g)
 {
-	struct group_status st;
 	struct route *r = &s->routes[g];
-	if (!r->local || r->deleting ||
-	    group_status(s->groups, g, &st) != REPLICA_OK) {
-		return false;
-	}
-	for (unsigned i = 0; i < st.n_voters; i++) {
-		if (st.voters[i] == s->cfg.node_id) {
-			return true;
-		}
-	}
-	return false;
+	return r->local && !r->deleting && r->voter;
 }
 
 /* " groups=0-3,5": the groups this node votes in, as ranges. */
@@ -1001,14 +1019,14 @@ static bool looks_removed(struct shards *s, uint32_t g, bool *empty)
 {
 	struct route *r = &s->routes[g];
 	struct group_server sv[GROUP_MAX_VOTERS];
-	struct group_status st;
+	struct group_brief st;
 	unsigned n = 0;
 	bool changing, in = false;
 
 	*empty = false;
 	if (group_config(s->groups, g, sv, GROUP_MAX_VOTERS, &n, &changing) !=
 	        REPLICA_OK ||
-	    group_status(s->groups, g, &st) != REPLICA_OK) {
+	    group_brief(s->groups, g, &st) != REPLICA_OK) {
 		return false;
 	}
 	for (unsigned i = 0; i < n; i++) {

@@ -27,7 +27,10 @@
 #include "wire/fsnp_slot.h"
 
 #define EXPIRE_BATCH 1000
+#define EXPIRE_LOOKAHEAD_MS 60000 /* an idle group's sweep rests this long */
 #define TICK_MS 100
+#define REFRESH_FULL_MS 10000 /* refresh_local: every group this often */
+#define START_FLUSH_EVERY 256 /* groups started between log flushes */
 #define ANNOUNCE_MS 500
 #define META_MS 1000
 #define BALANCE_STABLE_MS 2000  /* lead this long before handing over */
@@ -386,6 +389,14 @@ static uint64_t group_generation(const struct route *r)
 	return r->gen_term;
 }
 
+uint64_t shards_group_applied(struct shards *s, uint32_t group)
+{
+	if (!valid_group(s, group) || !s->routes[group].local) {
+		return 0;
+	}
+	return s->routes[group].applied;
+}
+
 uint64_t shards_leader(struct shards *s, uint32_t group, bool *is_self)
 {
 	struct route *r;
@@ -553,41 +564,65 @@ static int xfer_applied(void *data, uint32_t group, uint64_t *index)
 	return store_applied_index(s->store, group, index);
 }
 
-/* Refreshes the local groups' entries; returns whether a leader changed. */
+struct refresh {
+	struct shards *s;
+	uint64_t now;
+	bool changed;
+};
+
+/* Refreshes group g's entry from its local replica. */
+static void refresh_one(void *data, uint32_t g)
+{
+	struct refresh *x = data;
+	struct shards *s = x->s;
+	struct route *r;
+	uint64_t before;
+	bool was_leader;
+	struct group_brief b;
+
+	if (!valid_group(s, g) || !s->routes[g].local) {
+		return;
+	}
+	r = &s->routes[g];
+	before = effective_leader(s, r);
+	was_leader = r->role == GROUP_ROLE_LEADER && r->ready;
+	if (group_brief(s->groups, g, &b) != REPLICA_OK) {
+		return;
+	}
+	r->role = b.role;
+	r->ready = b.ready;
+	r->term = b.term;
+	r->leader = b.leader_id;
+	r->voter = b.voter;
+	r->applied = group_applied_index(s->groups, g);
+	if (b.role == GROUP_ROLE_LEADER && b.ready && !was_leader) {
+		r->leader_since_ms = x->now;
+		s->announce_now = true;
+	} else if (was_leader && !(b.role == GROUP_ROLE_LEADER && b.ready)) {
+		s->announce_now = true;
+	}
+	if (effective_leader(s, r) != before) {
+		x->changed = true;
+	}
+	x->changed |= track_generation(s, r);
+}
+
+/* Refreshes the entries of the local groups that had an event since the
+ * last refresh (with thousands of quiet groups a walk over all of them
+ * would be most of an idle node's work), and every group now and then;
+ * returns whether a leader changed. */
 static bool refresh_local(struct shards *s)
 {
-	uint64_t now = now_ms(s);
-	bool changed = false;
+	struct refresh x = {.s = s, .now = now_ms(s), .changed = false};
 
-	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
-		struct route *r = &s->routes[g];
-		struct group_status st;
-		uint64_t before = effective_leader(s, r);
-		bool was_leader = r->role == GROUP_ROLE_LEADER && r->ready;
-
-		if (!r->local) {
-			continue;
+	group_mgr_drain_changed(s->groups, refresh_one, &x);
+	if (x.now - s->refresh_ms >= REFRESH_FULL_MS) {
+		s->refresh_ms = x.now;
+		for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+			refresh_one(&x, g);
 		}
-		if (group_status(s->groups, g, &st) != REPLICA_OK) {
-			continue;
-		}
-		r->role = st.role;
-		r->ready = st.ready;
-		r->term = st.term;
-		r->leader = st.leader_id;
-		if (st.role == GROUP_ROLE_LEADER && st.ready && !was_leader) {
-			r->leader_since_ms = now;
-			s->announce_now = true;
-		} else if (was_leader &&
-		           !(st.role == GROUP_ROLE_LEADER && st.ready)) {
-			s->announce_now = true;
-		}
-		if (effective_leader(s, r) != before) {
-			changed = true;
-		}
-		changed |= track_generation(s, r);
 	}
-	return changed;
+	return x.changed;
 }
 
 static void announce(struct shards *s)
@@ -729,6 +764,20 @@ static void balance(struct shards *s)
 		     now - r->transfer_ms < BALANCE_RETRY_MS)) {
 			continue;
 		}
+		/* Most groups are led where placement prefers: that needs
+		 * no look at the configuration. */
+		for (i = 0; i < r->n_replicas; i++) {
+			uint64_t id = r->replicas[i];
+			struct member *m = member(s, id);
+			if (id == s->cfg.node_id ||
+			    (m != NULL && m->up_ms != 0 &&
+			     now - m->up_ms >= BALANCE_PEER_UP_MS)) {
+				break;
+			}
+		}
+		if (i == r->n_replicas || r->replicas[i] == s->cfg.node_id) {
+			continue;
+		}
 		if (group_status(s->groups, g, &st) != REPLICA_OK) {
 			continue;
 		}
@@ -826,6 +875,33 @@ static void send_confirm(void *data, uint64_t peer, uint32_t group, bool answer,
 	}
 }
 
+/* Quiescence (raft/quiesce.h): the transport's connections are the
+ * node-level liveness that stands in for quiet groups' heartbeats. */
+static int send_quiesce(void *data, uint64_t peer, uint32_t group,
+                        uint64_t term, uint64_t index, bool wake)
+{
+	struct shards *s = data;
+	struct msg_quiesce q = {
+	    .wake = wake, .group = group, .term = term, .index = index};
+	int st;
+	uint8_t *p;
+	if (s->t == NULL) {
+		return -1;
+	}
+	p = transport_reserve(s->t, peer, MSG_QUIESCE, msg_quiesce_size(), &st);
+	if (p == NULL) {
+		return -1;
+	}
+	msg_quiesce_write(p, &q);
+	return 0;
+}
+
+static bool peer_live(void *data, uint64_t peer)
+{
+	struct shards *s = data;
+	return s->t != NULL && transport_connected(s->t, peer);
+}
+
 /* ---- the transport's callbacks ---- */
 
 static void on_frame(void *data, uint64_t peer, uint8_t kind, const uint8_t *p,
@@ -840,6 +916,14 @@ static void on_frame(void *data, uint64_t peer, uint8_t kind, const uint8_t *p,
 	case MSG_ROUTES:
 		on_routes(s, peer, p, len);
 		break;
+	case MSG_QUIESCE: {
+		struct msg_quiesce q;
+		if (msg_quiesce_decode(p, len, &q) == 0 && s->groups != NULL) {
+			group_on_quiesce(s->groups, peer, q.group, q.term,
+			                 q.index, q.wake);
+		}
+		break;
+	}
 	case MSG_READ_CHECK: {
 		struct msg_read_check c;
 		if (msg_read_check_decode(p, len, &c) == 0 &&
@@ -867,6 +951,10 @@ static void on_peer(void *data, uint64_t peer, bool up, uint64_t gen)
 	struct member *m = member(s, peer);
 	if (m != NULL) {
 		m->up_ms = up ? now_ms(s) : 0;
+	}
+	if (s->groups != NULL) {
+		/* Before forget_peer: a quiet follower must tick to elect. */
+		group_on_peer(s->groups, peer, up);
 	}
 	if (up) {
 		s->announce_now = true;
@@ -981,6 +1069,7 @@ static json_t *group_json(struct shards *s, uint32_t g)
 		return o;
 	}
 	json_object_set_new(o, "role", json_string(role_name(st.role)));
+	json_object_set_new(o, "quiet", json_boolean(st.quiet));
 	{
 		/* The replica's configuration as it stands (the latest
 		 * appended), roles included. */
@@ -1054,18 +1143,29 @@ static json_t *wal_json(const struct rio_stats *rs)
 	                 (json_int_t)rs->wal_spare_errors);
 }
 
-int shards_status_json(struct shards *s, char **out, size_t *len)
+static int status_json(struct shards *s, bool summary, char **out, size_t *len)
 {
 	json_t *groups = json_array();
 	struct rio_stats rs;
 	struct forward_stats fs;
 	struct xfer_stats xs = {0};
 	json_t *root;
+	uint64_t commit_total = 0;
 
-	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+	for (uint32_t g = 0; g <= s->cfg.data_groups && !summary; g++) {
 		json_t *o = group_json(s, g);
 		if (o != NULL) {
 			json_array_append_new(groups, o);
+		}
+	}
+	if (summary) {
+		/* Without the per-group objects: a sampler's view that costs
+		 * little with thousands of groups. */
+		for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
+			if (s->routes[g].local) {
+				commit_total +=
+				    group_commit_index(s->groups, g);
+			}
 		}
 	}
 	rio_store_stats(s->rio, &rs);
@@ -1097,6 +1197,13 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	    "running", (json_int_t)xs.running);
 	if (root == NULL) {
 		return -1;
+	}
+	if (summary) {
+		json_object_set_new(root, "commit_total",
+		                    json_integer((json_int_t)commit_total));
+		json_object_set_new(
+		    root, "quiescent_groups",
+		    json_integer((json_int_t)group_mgr_quiet(s->groups)));
 	}
 	membership_status_json(s, root);
 	{
@@ -1131,6 +1238,16 @@ int shards_status_json(struct shards *s, char **out, size_t *len)
 	}
 	*len = strlen(*out);
 	return 0;
+}
+
+int shards_status_json(struct shards *s, char **out, size_t *len)
+{
+	return status_json(s, false, out, len);
+}
+
+int shards_summary_json(struct shards *s, char **out, size_t *len)
+{
+	return status_json(s, true, out, len);
 }
 
 static uint64_t get_be64(const uint8_t *p)
@@ -1234,6 +1351,35 @@ static void on_expired(void *data, int status, const uint8_t *result,
 	(void)len;
 }
 
+/* Whether group g has nothing due for expiry before now + EXPIRE_LOOKAHEAD_MS
+ * (the expiry index is sorted by deadline, so one probe tells): then its
+ * sweep rests until that time or the group's next applied entry. */
+static bool expire_rests(struct shards *s, uint32_t g, uint64_t now)
+{
+	struct route *r = &s->routes[g];
+	uint64_t applied = r->applied;
+	uint8_t *cmd = NULL;
+	size_t len = 0;
+
+	/* (The second bound guards against the wall clock going back.) */
+	if (applied == r->expire_applied && now < r->expire_quiet_ms &&
+	    r->expire_quiet_ms - now <= EXPIRE_LOOKAHEAD_MS) {
+		return true;
+	}
+	if (store_expire_scan(s->store, g, now + EXPIRE_LOOKAHEAD_MS, 1, &cmd,
+	                      &len) != 0) {
+		return false;
+	}
+	free(cmd);
+	if (len > 0) {
+		r->expire_quiet_ms = 0;
+		return false;
+	}
+	r->expire_applied = applied;
+	r->expire_quiet_ms = now + EXPIRE_LOOKAHEAD_MS;
+	return true;
+}
+
 static void on_maint(uv_timer_t *t)
 {
 	struct shards *s = t->data;
@@ -1243,7 +1389,7 @@ static void on_maint(uv_timer_t *t)
 		uint8_t *cmd = NULL;
 		size_t len = 0;
 		shards_leader(s, g, &self);
-		if (!self) {
+		if (!self || expire_rests(s, g, now)) {
 			continue;
 		}
 		if (store_expire_scan(s->store, g, now, EXPIRE_BATCH, &cmd,
@@ -1709,6 +1855,12 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		go.fetch = xfer_fetch;
 		go.fetch_data = s->x;
 	}
+	go.no_quiesce = cfg->no_quiesce;
+	if (s->cluster) {
+		go.quiesce_send = send_quiesce;
+		go.peer_live = peer_live;
+		go.quiesce_data = s;
+	}
 	rv = group_mgr_init(&s->groups, loop, s->rio, &go);
 	if (rv != REPLICA_OK) {
 		snprintf(err, errlen, "raft groups: cannot start (%d)", rv);
@@ -1718,6 +1870,7 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 	 * (first start of a bootstrapped cluster) its place in the initial
 	 * placement, every group bootstrapped with the same configuration on
 	 * every node. A joining node starts with none: leaders add it. */
+	unsigned started = 0;
 	for (uint32_t g = 0; g <= s->cfg.data_groups; g++) {
 		struct route *r = &s->routes[g];
 		if (found > 0 ? !local_groups[g]
@@ -1730,6 +1883,14 @@ int shards_open(struct shards **out, uv_loop_t *loop, struct db *db,
 		                           found > 0 ? 0 : r->n_replicas, err,
 		                           errlen) != 0) {
 			goto err_groups;
+		}
+		if (++started % START_FLUSH_EVERY == 0) {
+			char why[RAFT_ERRMSG_BUF_SIZE];
+			if (rio_store_flush_log(s->rio, why) != 0) {
+				snprintf(err, errlen, "starting the groups: %s",
+				         why);
+				goto err_groups;
+			}
 		}
 	}
 	free(local_groups);

@@ -96,6 +96,7 @@ struct shards_config {
 	const char *data_dir;        /* state transfer work files go in
 	                                DATA_DIR/xfer */
 	unsigned forward_timeout_ms; /* 0 = 5000 */
+	bool no_quiesce;             /* idle groups keep ticking */
 	bool read_barriers;          /* reads append a barrier entry instead of
 	                                confirming leadership (raft/replica.c) */
 	size_t row_cache_bytes;      /* store_set_row_cache() */
@@ -168,6 +169,11 @@ struct store *shards_store(struct shards *s);
 
 /* The leader's wall clock in ms, for TTL visibility on reads. */
 uint64_t shards_now_ms(struct shards *s);
+
+/* The local replica's applied index of `group` (0: none here), as of the
+ * core's last look (at most ~100 ms old); it moves with every entry the
+ * group applies. */
+uint64_t shards_group_applied(struct shards *s, uint32_t group);
 
 unsigned shards_data_groups(const struct shards *s);
 uint32_t shards_group_of_slot(const struct shards *s, unsigned slot);
@@ -245,6 +251,11 @@ int shards_status(struct shards *s, uint32_t group, struct group_status *st);
  *  configuration], "nodes":[membership], "ops":[operations run here],
  *  "raft_io":{..}, "forward":{..}, "transfer":{..}}. */
 int shards_status_json(struct shards *s, char **out, size_t *len);
+
+/* The same view with "groups" empty, plus "commit_total" (the local
+ * replicas' commit indexes summed) and "quiescent_groups": for samplers,
+ * whose cost must not grow with the groups' JSON. */
+int shards_summary_json(struct shards *s, char **out, size_t *len);
 
 /* Writes the core's metric families at scrape time (shards_metrics.c):
  * per-group Raft series while the node replicates at most `max_groups`

@@ -49,6 +49,9 @@ struct member {
 };
 
 /* The routing snapshot's entry of one group. */
+/* membership_recompute's inputs: 4 per member and 2 more. */
+#define PLACEMENT_INPUTS (4 * MAX_NODES + 2)
+
 struct route {
 	bool local; /* this node replicates the group */
 	uint64_t leader;
@@ -74,6 +77,13 @@ struct route {
 	bool deleting;       /* stopped; its state goes once it closed */
 	uint64_t orphan_ms;  /* since this replica looks removed (0 = not) */
 	bool handoff;        /* stopping: its leadership is being handed over */
+	/* The expiry sweep found nothing due before expire_quiet_ms at
+	 * applied index expire_applied: no scan until either moves. */
+	uint64_t expire_applied;
+	uint64_t expire_quiet_ms;
+	/* The local replica's, as of the last refresh_local (shards.c): */
+	bool voter;       /* this node votes in the group */
+	uint64_t applied; /* applied index */
 };
 
 /* A cluster operation started here (shards_op_start). */
@@ -105,6 +115,10 @@ struct shards {
 	const struct log *log;
 	struct db *db;
 	struct shards_config cfg;
+	uint64_t refresh_ms; /* refresh_local's last look at every group */
+	/* What membership_recompute last placed the groups from. */
+	uint64_t placement_in[PLACEMENT_INPUTS];
+	size_t placement_n; /* 0: never placed */
 	char address[256];
 	char cluster_id[MSG_CLUSTER_MAX + 1];
 	char data_dir[1024];

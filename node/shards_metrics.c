@@ -177,6 +177,10 @@ static void raft_groups(struct shards *s, struct metrics_out *o,
 		metrics_out_uint(o, "lodestone_raft_groups", labels,
 		                 by_role[r]);
 	}
+	one_family(o, "lodestone_raft_groups_quiescent", METRIC_GAUGE,
+	           "Local Raft replicas quiescent now: idle, not ticking, "
+	           "no heartbeats (docs/cluster.md \"Quiescence\")",
+	           group_mgr_quiet(s->groups));
 	one_family(o, "lodestone_metrics_group_series", METRIC_GAUGE,
 	           "1 when the lodestone_raft_group_* families list every "
 	           "local group; 0 when the node has more groups than "

@@ -8,6 +8,8 @@
 
 #include <raft.h>
 
+#include "raft/quiesce.h"
+
 #define DEFAULT_ELECTION_MS 1000
 #define DEFAULT_HEARTBEAT_MS 100
 /* Entries between snapshots. Each snapshot flushes the data CF and
@@ -68,6 +70,7 @@ struct group {
 	bool broken; /* fail at the next poll (errmsg says why) */
 	struct install *install;
 	bool dirty;
+	bool in_changed; /* on the manager's changed list */
 	struct group *dirty_next;
 	unsigned trailing_max;   /* configured snapshot_trailing */
 	uint64_t trailing_bytes; /* target bytes kept after a snapshot */
@@ -78,6 +81,7 @@ struct group {
 	raft_term led_term;
 	uint64_t elections;
 	uint64_t leaderships;
+	struct quiesce q;
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 };
 
@@ -98,6 +102,13 @@ struct group_mgr {
 	bool closing;
 	uint64_t elections; /* every group's, removed ones too */
 	uint64_t leaderships;
+	uint64_t activity; /* group events and polls (group_mgr_activity) */
+	uint32_t *changed; /* ids of the groups with events since the last
+	                      group_mgr_drain_changed */
+	size_t n_changed;
+	size_t cap_changed;
+	bool changed_lost; /* the list could not grow: report every group */
+	unsigned quiesce_idle_ms;
 	group_mgr_close_cb close_cb;
 	void *close_data;
 	unsigned open_handles;
@@ -145,9 +156,31 @@ static void idle_cb(uv_idle_t *h)
 	(void)h; /* only keeps the loop from sleeping while groups are dirty */
 }
 
+static void note_changed(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	if (g->in_changed) {
+		return;
+	}
+	if (m->n_changed == m->cap_changed) {
+		size_t cap = m->cap_changed == 0 ? 64 : 2 * m->cap_changed;
+		uint32_t *v = realloc(m->changed, cap * sizeof *v);
+		if (v == NULL) {
+			m->changed_lost = true;
+			return;
+		}
+		m->changed = v;
+		m->cap_changed = cap;
+	}
+	m->changed[m->n_changed++] = g->id;
+	g->in_changed = true;
+}
+
 static void mark_dirty(struct group *g)
 {
 	struct group_mgr *m = g->m;
+	m->activity++;
+	note_changed(g);
 	if (g->dirty) {
 		return;
 	}
@@ -196,9 +229,339 @@ static void unlink_dirty(struct group *g)
 	g->dirty = false;
 }
 
+static void track_elections(struct group *g);
+
 static void group_notify(void *data)
 {
 	mark_dirty(data);
+}
+
+/* ---- quiescence (raft/quiesce.h, docs/cluster.md "Quiescence") ---- */
+
+static void send_quiesce(struct group *g, uint64_t peer, uint64_t term,
+                         uint64_t index, bool wake, int *rv)
+{
+	struct group_mgr *m = g->m;
+	int r = -1;
+	if (m->o.quiesce_send != NULL) {
+		r = m->o.quiesce_send(m->o.quiesce_data, peer, g->id, term,
+		                      index, wake);
+	}
+	if (rv != NULL) {
+		*rv = r;
+	}
+}
+
+/* Brings a quiet replica back to ticking. libraft measures its timers
+ * from election_timer_start: restarting it now keeps a follower from
+ * timing out at its first tick and a leader from stepping down for want
+ * of heartbeat answers it never asked for. A follower woken by anything
+ * but its leader asks the leader to wake too, or the leader's silence
+ * would make it start an election. */
+static void group_wake(struct group *g, uint64_t from)
+{
+	struct raft *r = &g->raft;
+	if (!g->q.quiet) {
+		return;
+	}
+	g->q.quiet = false;
+	g->q.idle_since_ms = 0;
+	rio_set_quiet(&g->io, false);
+	if (g->state != G_STARTED) {
+		return;
+	}
+	r->election_timer_start = g->io.time(&g->io);
+	if (raft_state(r) == RAFT_FOLLOWER) {
+		uint64_t leader = r->follower_state.current_leader.id;
+		if (leader != 0 && leader != from && leader != r->id) {
+			send_quiesce(g, leader, r->current_term, 0, true, NULL);
+		}
+	}
+	mark_dirty(g);
+}
+
+static void io_wake(void *data, const struct raft_message *msg)
+{
+	struct group *g = data;
+	struct raft *r = &g->raft;
+	struct quiesce_msg_view v = {0};
+
+	if (g->state == G_STARTED && raft_state(r) == RAFT_LEADER) {
+		v.role = QUIESCE_LEADER;
+	} else if (g->state == G_STARTED && raft_state(r) == RAFT_FOLLOWER) {
+		v.role = QUIESCE_FOLLOWER;
+		v.leader_id = r->follower_state.current_leader.id;
+	}
+	v.term = r->current_term;
+	v.last_index = raft_last_index(r);
+	v.commit_index = r->commit_index;
+	v.from = msg->server_id;
+	if (msg->type == RAFT_IO_APPEND_ENTRIES) {
+		v.kind = QUIESCE_MSG_APPEND;
+		v.msg_term = msg->append_entries.term;
+		v.msg_index = msg->append_entries.prev_log_index;
+		v.msg_commit = msg->append_entries.leader_commit;
+		v.msg_entries = msg->append_entries.n_entries;
+	} else if (msg->type == RAFT_IO_APPEND_ENTRIES_RESULT) {
+		v.kind = QUIESCE_MSG_APPEND_RESULT;
+		v.msg_term = msg->append_entries_result.term;
+		v.msg_index = msg->append_entries_result.last_log_index;
+		v.msg_rejected = msg->append_entries_result.rejected != 0;
+	}
+	if (quiesce_msg_wakes(&v)) {
+		group_wake(g, msg->server_id);
+	}
+}
+
+static bool peer_live(struct group_mgr *m, uint64_t peer)
+{
+	return m->o.peer_live == NULL ||
+	       m->o.peer_live(m->o.quiesce_data, peer);
+}
+
+/* On the leader, at each poll: quiesce once idle long enough. */
+static void quiesce_poll(struct group *g)
+{
+	struct group_mgr *m = g->m;
+	struct raft *r = &g->raft;
+	struct quiesce_leader_view v = {0};
+	unsigned i;
+
+	if (m->quiesce_idle_ms == 0 || g->q.quiet) {
+		return;
+	}
+	if (raft_state(r) != RAFT_LEADER || r->leader_state.progress == NULL) {
+		g->q.idle_since_ms = 0;
+		return;
+	}
+	v.busy = !replica_is_ready(g->rp) || !replica_idle(g->rp) ||
+	         r->leader_state.change != NULL ||
+	         r->leader_state.promotee_id != 0 || r->transfer != NULL ||
+	         g->install != NULL || r->configuration_uncommitted_index != 0;
+	v.term = r->current_term;
+	v.last_index = raft_last_index(r);
+	v.commit_index = r->commit_index;
+	v.applied_index = raft_last_applied(r);
+	for (i = 0; i < r->configuration.n; i++) {
+		const struct raft_server *sv = &r->configuration.servers[i];
+		if (sv->role == RAFT_VOTER) {
+			v.n_voters++;
+		}
+		if (sv->id == r->id) {
+			continue;
+		}
+		if (v.n == QUIESCE_MAX_SERVERS) {
+			v.busy = true;
+			break;
+		}
+		v.servers[v.n].id = sv->id;
+		v.servers[v.n].voter = sv->role == RAFT_VOTER;
+		v.servers[v.n].live = peer_live(m, sv->id);
+		v.servers[v.n].match_index =
+		    r->leader_state.progress[i].match_index;
+		v.n++;
+	}
+	if (quiesce_leader_poll(&g->q, &v, uv_now(m->loop),
+	                        m->quiesce_idle_ms) != QUIESCE_NOW) {
+		return;
+	}
+	for (i = 0; i < v.n; i++) {
+		int rv;
+		if (!v.servers[i].live) {
+			continue;
+		}
+		send_quiesce(g, v.servers[i].id, v.term, v.last_index, false,
+		             &rv);
+		if (rv != 0) {
+			/* Stay awake: followers that did quiesce wake at
+			 * the next heartbeat. */
+			g->q.idle_since_ms = 0;
+			return;
+		}
+	}
+	g->q.quiet = true;
+	rio_set_quiet(&g->io, true);
+}
+
+void group_on_quiesce(struct group_mgr *m, uint64_t peer, uint32_t group,
+                      uint64_t term, uint64_t index, bool wake)
+{
+	struct group *g = find(m, group);
+	struct raft *r;
+	struct quiesce_follower_view v = {0};
+
+	if (g == NULL || g->rp == NULL || g->state != G_STARTED || m->closing) {
+		return;
+	}
+	r = &g->raft;
+	if (wake) {
+		/* A follower that could not quiesce, or was woken: restart
+		 * the streak too, in case this leader was still awake. */
+		g->q.idle_since_ms = 0;
+		group_wake(g, peer);
+		return;
+	}
+	v.follower = raft_state(r) == RAFT_FOLLOWER;
+	v.busy = g->install != NULL;
+	v.leader_id = v.follower ? r->follower_state.current_leader.id : 0;
+	v.term = r->current_term;
+	v.last_index = raft_last_index(r);
+	v.commit_index = r->commit_index;
+	if (m->quiesce_idle_ms != 0 &&
+	    quiesce_follower_accept(&v, peer, term, index)) {
+		if (!g->q.quiet) {
+			g->q.quiet = true;
+			g->q.idle_since_ms = 0;
+			rio_set_quiet(&g->io, true);
+		}
+		return;
+	}
+	group_wake(g, peer);
+	send_quiesce(g, peer, r->current_term, 0, true, NULL);
+}
+
+void group_on_peer(struct group_mgr *m, uint64_t peer, bool up)
+{
+	size_t i;
+	for (i = 0; i < m->n; i++) {
+		struct group *g = m->v[i];
+		struct raft *r = &g->raft;
+		bool member = false;
+		int role = 0;
+		unsigned k;
+		if (!g->q.quiet || g->state != G_STARTED) {
+			continue;
+		}
+		if (raft_state(r) == RAFT_LEADER) {
+			role = QUIESCE_LEADER;
+		} else if (raft_state(r) == RAFT_FOLLOWER) {
+			role = QUIESCE_FOLLOWER;
+		}
+		for (k = 0; k < r->configuration.n; k++) {
+			member =
+			    member || r->configuration.servers[k].id == peer;
+		}
+		/* A quiet replica in any other state should not exist;
+		 * wake it rather than leave it unticked. */
+		if (role == 0 || quiesce_wake_on_peer(
+		                     role,
+		                     role == QUIESCE_FOLLOWER
+		                         ? r->follower_state.current_leader.id
+		                         : 0,
+		                     member, peer, up)) {
+			group_wake(g, peer);
+		}
+	}
+}
+
+uint64_t group_commit_index(const struct group_mgr *m, uint32_t id)
+{
+	const struct group *g = find(m, id);
+	return g != NULL && g->rp != NULL ? g->raft.commit_index : 0;
+}
+
+uint64_t group_applied_index(const struct group_mgr *m, uint32_t id)
+{
+	struct group *g = find(m, id);
+	return g != NULL && g->rp != NULL ? raft_last_applied(&g->raft) : 0;
+}
+
+int group_brief(struct group_mgr *m, uint32_t id, struct group_brief *b)
+{
+	struct group *g = find(m, id);
+	struct raft *r;
+	raft_id lid = 0;
+	const char *addr = NULL;
+	unsigned i;
+
+	memset(b, 0, sizeof *b);
+	b->role = GROUP_ROLE_UNAVAILABLE;
+	if (g == NULL) {
+		return REPLICA_ENOGROUP;
+	}
+	if (g->rp == NULL) {
+		return 0;
+	}
+	r = &g->raft;
+	b->ready = replica_is_ready(g->rp);
+	b->term = r->current_term;
+	b->quiet = g->q.quiet;
+	for (i = 0; i < r->configuration.n; i++) {
+		if (r->configuration.servers[i].id == m->o.node_id &&
+		    r->configuration.servers[i].role == RAFT_VOTER) {
+			b->voter = true;
+		}
+	}
+	if (g->state != G_STARTED) {
+		return 0;
+	}
+	switch (raft_state(r)) {
+	case RAFT_FOLLOWER:
+		b->role = GROUP_ROLE_FOLLOWER;
+		break;
+	case RAFT_CANDIDATE:
+		b->role = GROUP_ROLE_CANDIDATE;
+		break;
+	case RAFT_LEADER:
+		b->role = GROUP_ROLE_LEADER;
+		break;
+	default:
+		break;
+	}
+	raft_leader(r, &lid, &addr);
+	b->leader_id = lid;
+	if ((b->role == GROUP_ROLE_FOLLOWER ||
+	     b->role == GROUP_ROLE_CANDIDATE) &&
+	    !g->q.quiet) {
+		uint64_t now = uv_now(m->loop);
+		b->last_contact_ms = now > r->election_timer_start
+		                         ? now - r->election_timer_start
+		                         : 0;
+	}
+	track_elections(g);
+	return 0;
+}
+
+void group_mgr_drain_changed(struct group_mgr *m, group_changed_fn fn,
+                             void *data)
+{
+	/* fn may make groups change again: those go on a fresh list. */
+	uint32_t *ids = m->changed;
+	size_t i, n = m->n_changed;
+	bool all = m->changed_lost;
+
+	m->changed = NULL;
+	m->n_changed = m->cap_changed = 0;
+	m->changed_lost = false;
+	for (i = 0; i < n; i++) {
+		struct group *g = find(m, ids[i]);
+		if (g != NULL) {
+			g->in_changed = false;
+		}
+	}
+	if (all) {
+		for (i = 0; i < m->n; i++) {
+			m->v[i]->in_changed = false;
+		}
+		for (i = 0; i < m->n; i++) {
+			fn(data, m->v[i]->id);
+		}
+	} else {
+		for (i = 0; i < n; i++) {
+			fn(data, ids[i]);
+		}
+	}
+	free(ids);
+}
+
+unsigned group_mgr_quiet(const struct group_mgr *m)
+{
+	return rio_store_quiet_count(m->store);
+}
+
+uint64_t group_mgr_activity(const struct group_mgr *m)
+{
+	return m->activity;
 }
 
 static void group_confirm(void *data, uint64_t peer, uint64_t term,
@@ -535,11 +898,13 @@ static void prepare_cb(uv_prepare_t *p)
 			if (g->rp == NULL || g->state == G_CREATED) {
 				continue;
 			}
+			m->activity++;
 			if (g->broken || replica_poll(g->rp) != 0) {
 				group_failed(g);
 			} else if (g->state == G_STARTED) {
 				track_elections(g);
 				adapt_trailing(g);
+				quiesce_poll(g);
 			}
 		}
 		/* Hands this turn's appends to the writer; its deferred
@@ -577,6 +942,16 @@ int group_mgr_init(struct group_mgr **out, uv_loop_t *loop,
 		return REPLICA_ENOMEM;
 	}
 	m->o.address = m->address;
+	if (!o->no_quiesce) {
+		/* Long enough for a heartbeat or two after the last commit,
+		 * so the followers know it before they stop hearing. */
+		unsigned hb = o->defaults.heartbeat_timeout_ms != 0
+		                  ? o->defaults.heartbeat_timeout_ms
+		                  : DEFAULT_HEARTBEAT_MS;
+		m->quiesce_idle_ms = o->quiesce_idle_ms != 0
+		                         ? o->quiesce_idle_ms
+		                         : (4 * hb > 500 ? 4 * hb : 500);
+	}
 	uv_prepare_init(loop, &m->prepare);
 	m->prepare.data = m;
 	uv_prepare_start(&m->prepare, prepare_cb);
@@ -671,6 +1046,7 @@ int group_create(struct group_mgr *m, uint32_t id, struct fsm *fsm,
 	ioh.sync = group_sync;
 	ioh.install = group_install;
 	ioh.admit = group_admit;
+	ioh.wake = io_wake;
 	g->io.data = NULL;
 	rv = rio_init(&g->io, m->store, id, &ioh);
 	if (rv != 0) {
@@ -796,6 +1172,15 @@ int group_stop(struct group_mgr *m, uint32_t id)
 	return 0;
 }
 
+/* A proposal or read on a quiet leader wakes the group; on a follower it
+ * is refused with a leader hint, which needs no wake. */
+static void wake_leader(struct group *g)
+{
+	if (g->q.quiet && raft_state(&g->raft) == RAFT_LEADER) {
+		group_wake(g, 0);
+	}
+}
+
 static struct group *live(struct group_mgr *m, uint32_t id, int *rv)
 {
 	struct group *g = find(m, id);
@@ -821,6 +1206,7 @@ int group_propose(struct group_mgr *m, uint32_t id, const void *cmd, size_t len,
 		}
 		return rv;
 	}
+	wake_leader(g);
 	return replica_propose(g->rp, cmd, len, cb, data, leader_id);
 }
 
@@ -836,6 +1222,7 @@ int group_propose_reserve(struct group_mgr *m, uint32_t id, size_t len,
 		}
 		return rv;
 	}
+	wake_leader(g);
 	return replica_propose_reserve(g->rp, len, cb, data, leader_id, cmd);
 }
 
@@ -850,6 +1237,7 @@ int group_read(struct group_mgr *m, uint32_t id, replica_read_cb cb, void *data,
 		}
 		return rv;
 	}
+	wake_leader(g);
 	return replica_read(g->rp, cb, data, leader_id);
 }
 
@@ -866,6 +1254,7 @@ int group_transfer(struct group_mgr *m, uint32_t id, uint64_t target)
 	if (g == NULL) {
 		return set_err(m, rv, "group %u is not running", id);
 	}
+	wake_leader(g);
 	/* libraft refuses while a transfer is under way (r->transfer set),
 	 * so the request is free whenever it accepts. */
 	rv = raft_transfer(&g->raft, &g->transfer, target, transfer_cb);
@@ -894,6 +1283,7 @@ int group_expedite_election(struct group_mgr *m, uint32_t id, uint64_t gone,
 	    r->follower_state.current_leader.id != gone) {
 		return REPLICA_EINVAL;
 	}
+	group_wake(g, gone); /* a quiet follower must tick to elect */
 	/* libraft keeps the timer as start + randomized timeout: bring the
 	 * expiry forward, never back. */
 	now = g->io.time(&g->io);
@@ -988,8 +1378,11 @@ int group_status(struct group_mgr *m, uint32_t id, struct group_status *st)
 			st->n_progress++;
 		}
 	}
-	if (st->role == GROUP_ROLE_FOLLOWER ||
-	    st->role == GROUP_ROLE_CANDIDATE) {
+	st->quiet = g->q.quiet;
+	if ((st->role == GROUP_ROLE_FOLLOWER ||
+	     st->role == GROUP_ROLE_CANDIDATE) &&
+	    !g->q.quiet) {
+		/* A quiet follower hears its leader's node instead. */
 		uint64_t now = uv_now(m->loop);
 		st->last_contact_ms = now > r->election_timer_start
 		                          ? now - r->election_timer_start
@@ -1069,6 +1462,7 @@ int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
 	if (g == NULL) {
 		return set_err(m, rv, "group %u is not running", id);
 	}
+	wake_leader(g);
 	c = calloc(1, sizeof *c);
 	if (c == NULL) {
 		return set_err(m, REPLICA_ENOMEM, "out of memory");
@@ -1086,6 +1480,10 @@ int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
 		rv = raft_assign(&g->raft, &c->req, node, raft_role, change_cb);
 		break;
 	case GROUP_CHANGE_REMOVE:
+		/* The removed replica gets no more messages from this
+		 * leader: if it is quiet it must wake, time out and see that
+		 * it was removed (docs/cluster.md "Membership"). */
+		send_quiesce(g, node, g->raft.current_term, 0, true, NULL);
 		rv = raft_remove(&g->raft, &c->req, node, change_cb);
 		break;
 	default:
@@ -1170,6 +1568,7 @@ void group_mgr_free(struct group_mgr *m)
 		return;
 	}
 	free(m->v);
+	free(m->changed);
 	free(m->address);
 	free(m);
 }

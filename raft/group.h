@@ -88,6 +88,19 @@ struct group_options {
 	                     bool answer, uint64_t term, uint64_t round,
 	                     bool ok);
 	void *confirm_data;
+	/* Quiescence (raft/quiesce.h): sends QUIESCE (`wake` false: stop
+	 * ticking at `term`, log ending at `index`) or a wake request to
+	 * `peer`; non-zero when it cannot be queued. NULL: groups with other
+	 * servers never quiesce. */
+	int (*quiesce_send)(void *data, uint64_t peer, uint32_t group,
+	                    uint64_t term, uint64_t index, bool wake);
+	/* Whether `peer`'s node is reachable (its connection is up); NULL =
+	 * always. Shares quiesce_data. */
+	bool (*peer_live)(void *data, uint64_t peer);
+	void *quiesce_data;
+	bool no_quiesce;          /* groups always tick */
+	unsigned quiesce_idle_ms; /* idle this long before quiescing; 0 =
+	                             4 heartbeats, at least 500 ms */
 	/* A group stopped by itself (storage or state-machine failure). */
 	void (*on_failed)(void *data, uint32_t group, const char *msg);
 	void *on_failed_data;
@@ -114,9 +127,10 @@ struct group_status {
 	uint64_t applied_index;
 	uint64_t last_index;
 	uint64_t snapshot_index;
-	uint64_t last_contact_ms; /* follower: since the leader was heard;
-	                             candidate: since the election started;
-	                             leader: 0 */
+	uint64_t last_contact_ms; /* follower: since the leader was heard
+	                             (0 when quiet); candidate: since the
+	                             election started; leader: 0 */
+	bool quiet;               /* quiescent: not ticking */
 	struct replica_stats stats;
 	uint64_t elections;   /* elections this replica ran (since start) */
 	uint64_t leaderships; /* terms it led */
@@ -215,6 +229,50 @@ enum { GROUP_CHANGE_ADD = 1, GROUP_CHANGE_ASSIGN, GROUP_CHANGE_REMOVE };
 typedef void (*group_change_cb)(void *data, uint32_t id, int status);
 int group_change(struct group_mgr *m, uint32_t id, int op, uint64_t node,
                  const char *address, int role, group_change_cb cb, void *data);
+
+/* A QUIESCE or wake request from `peer` (see group_options.quiesce_send). */
+void group_on_quiesce(struct group_mgr *m, uint64_t peer, uint32_t group,
+                      uint64_t term, uint64_t index, bool wake);
+
+/* `peer`'s node connection went up or down: wakes the quiet followers
+ * whose leader it was (down; the caller then expedites their election)
+ * and the quiet leaders it replicates (up, to catch it up). */
+void group_on_peer(struct group_mgr *m, uint64_t peer, bool up);
+
+/* The local replica's commit and applied indexes (0 for an unknown
+ * group). */
+uint64_t group_commit_index(const struct group_mgr *m, uint32_t id);
+uint64_t group_applied_index(const struct group_mgr *m, uint32_t id);
+
+/* A few of group_status's fields, without the rest's cost: for a node's
+ * periodic looks at thousands of groups. */
+struct group_brief {
+	int role; /* GROUP_ROLE_* */
+	bool ready;
+	bool quiet;
+	bool voter; /* this node votes in the group's configuration */
+	uint64_t term;
+	uint64_t leader_id;
+	uint64_t last_contact_ms; /* as in group_status */
+};
+
+/* REPLICA_ENOGROUP for an unknown group. */
+int group_brief(struct group_mgr *m, uint32_t id, struct group_brief *b);
+
+/* Calls fn(data, id) for each group that had an event (a message, tick,
+ * completion, start or stop) since the previous call, and forgets them:
+ * a node keeping a view of its groups refreshes only those. */
+typedef void (*group_changed_fn)(void *data, uint32_t id);
+void group_mgr_drain_changed(struct group_mgr *m, group_changed_fn fn,
+                             void *data);
+
+/* Groups that are quiet now. */
+unsigned group_mgr_quiet(const struct group_mgr *m);
+
+/* A counter that moves whenever any group may have changed state (it
+ * counts the io's notifications and the polls): unchanged, every group's
+ * role, leader and term are too. */
+uint64_t group_mgr_activity(const struct group_mgr *m);
 
 /* Elections run and terms led by every group of the manager, removed
  * ones included (monotonic). */

@@ -179,6 +179,11 @@ struct rio {
 	struct rio *held_next;
 	struct rio *prev;
 	struct rio *next;
+	bool quiet; /* not ticked (rio_set_quiet) */
+	/* Started, not closing and not quiet: on the store's ticking list. */
+	bool ticking;
+	struct rio *tick_prev;
+	struct rio *tick_next;
 };
 
 /* Open-addressing map group -> instance (linear probing, backward-shift
@@ -216,9 +221,11 @@ struct rio_store {
 	rio_send_fn send;
 	void *send_data;
 
-	struct rio *ios; /* every instance, started or not */
+	struct rio *ios;     /* every instance, started or not */
+	struct rio *ticking; /* the instances the timer ticks */
 	struct rio_map map;
 	unsigned n_started;
+	unsigned n_quiet; /* started instances that are quiet */
 	struct rio *held; /* instances with held sends */
 
 	uv_timer_t timer;
@@ -1053,6 +1060,11 @@ static void async_cb(uv_async_t *a)
 	maybe_finish_close(s);
 }
 
+int rio_store_flush_log(struct rio_store *s, char *errmsg)
+{
+	return flush_log_cfs(s, errmsg, RAFT_ERRMSG_BUF_SIZE);
+}
+
 void rio_store_flush(struct rio_store *s)
 {
 	run_soon(s);
@@ -1065,19 +1077,79 @@ static void prepare_cb(uv_prepare_t *p)
 	rio_store_flush(p->data);
 }
 
+/* The ticking list holds the started instances that are neither closing
+ * nor quiet, so an idle node's timer costs nothing per quiet group. */
+static void tick_link(struct rio *r)
+{
+	struct rio_store *s = r->s;
+	if (r->ticking || !r->started || r->closing || r->quiet) {
+		return;
+	}
+	r->ticking = true;
+	r->tick_prev = NULL;
+	r->tick_next = s->ticking;
+	if (s->ticking != NULL) {
+		s->ticking->tick_prev = r;
+	}
+	s->ticking = r;
+}
+
+static void tick_unlink(struct rio *r)
+{
+	struct rio_store *s = r->s;
+	if (!r->ticking) {
+		return;
+	}
+	if (r->tick_prev != NULL) {
+		r->tick_prev->tick_next = r->tick_next;
+	} else {
+		s->ticking = r->tick_next;
+	}
+	if (r->tick_next != NULL) {
+		r->tick_next->tick_prev = r->tick_prev;
+	}
+	r->ticking = false;
+	r->tick_prev = r->tick_next = NULL;
+}
+
 static void timer_cb(uv_timer_t *t)
 {
 	struct rio_store *s = t->data;
-	struct rio *r = s->ios;
+	struct rio *r = s->ticking;
 
 	while (r != NULL) {
-		struct rio *next = r->next;
-		if (r->started && !r->closing && r->tick != NULL) {
+		struct rio *next = r->tick_next;
+		if (r->tick != NULL) {
 			r->tick(r->io);
 			notify(r);
 		}
 		r = next;
 	}
+}
+
+void rio_set_quiet(struct raft_io *io, bool quiet)
+{
+	struct rio *r = io->impl;
+	if (r == NULL || r->quiet == quiet) {
+		return;
+	}
+	r->quiet = quiet;
+	if (quiet) {
+		tick_unlink(r);
+		if (r->started && !r->closing) {
+			r->s->n_quiet++;
+		}
+	} else {
+		if (r->started && !r->closing) {
+			r->s->n_quiet--;
+		}
+		tick_link(r);
+	}
+}
+
+unsigned rio_store_quiet_count(const struct rio_store *s)
+{
+	return s->n_quiet;
 }
 
 /* ---- raft_io methods ---- */
@@ -1434,6 +1506,10 @@ static int io_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
 	r->recv = recv;
 	r->started = true;
 	s->n_started++;
+	if (r->quiet) {
+		s->n_quiet++;
+	}
+	tick_link(r);
 	if (!s->timer_running) {
 		uv_timer_start(&s->timer, timer_cb, s->tick_ms, s->tick_ms);
 		s->timer_running = true;
@@ -2139,6 +2215,10 @@ static void io_close(struct raft_io *io, raft_io_close_cb cb)
 	if (r->closing) {
 		return;
 	}
+	tick_unlink(r);
+	if (r->started && r->quiet) {
+		s->n_quiet--;
+	}
 	r->closing = true;
 	r->close_cb = cb;
 	if (r->started) {
@@ -2235,6 +2315,10 @@ void rio_release(struct raft_io *io)
 	s = r->s;
 	if (!r->closing) {
 		map_del(&s->map, r->group);
+		tick_unlink(r);
+		if (r->started && r->quiet) {
+			s->n_quiet--;
+		}
 		if (r->started && --s->n_started == 0 && s->timer_running) {
 			uv_timer_stop(&s->timer);
 			s->timer_running = false;
@@ -2304,6 +2388,10 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
 	}
 	if (m->type == RAFT_IO_INSTALL_SNAPSHOT) {
 		r->install_from = m->server_id;
+	}
+	if (r->quiet && r->hooks.wake != NULL) {
+		/* Any message wakes a quiet group before libraft sees it. */
+		r->hooks.wake(r->hooks.data, m);
 	}
 	r->recv(r->io, m);
 	notify(r);

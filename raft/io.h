@@ -85,6 +85,11 @@ struct rio_hooks {
 	 * false refuses it (rio_store_deliver then answers RAFT_INVALID and
 	 * the message stays the caller's to free). NULL: all are handed on. */
 	bool (*admit)(void *data, const struct raft_message *m);
+	/* Runs on the loop when message `m` arrives for a quiet instance,
+	 * before libraft sees it (after admit): the owner wakes the group
+	 * (rio_set_quiet(io, false) and whatever its timers need) unless the
+	 * message needs no wake. NULL: the instance stays quiet. */
+	void (*wake)(void *data, const struct raft_message *m);
 };
 
 /* The log writer's sync latency histogram: upper bounds (100 us .. 10 s;
@@ -151,6 +156,14 @@ int rio_store_deliver(struct rio_store *s, uint32_t group,
  * prepare handle calls it to make sure the batch leaves this turn. */
 void rio_store_flush(struct rio_store *s);
 
+/* Flushes the log's RocksDB memtables into SST files, waiting (blocks the
+ * calling thread). The log's memtable is a vector, which every read sorts
+ * whole: a node starting thousands of groups, each reading its log while
+ * the earlier ones' writes pile up in the memtable, flushes every few
+ * hundred groups so that start-up stays linear. RAFT_* code and a message
+ * in `errmsg` (RAFT_ERRMSG_BUF_SIZE bytes) on failure. */
+int rio_store_flush_log(struct rio_store *s, char *errmsg);
+
 void rio_store_stats(const struct rio_store *s, struct rio_stats *st);
 
 /* One group's snapshot counts (zero for another raft_io). */
@@ -180,6 +193,13 @@ void rio_install_done(struct rio_install *req, int status);
 /* Releases what rio_init allocated; only after libraft's close callback
  * (raft_close) or if raft_init was never called. */
 void rio_release(struct raft_io *io);
+
+/* A quiet instance is not ticked (libraft neither sends heartbeats nor
+ * runs its election timer); see raft/quiesce.h. Quiet or not may be set
+ * before start. A message for a quiet instance runs its wake hook first. */
+void rio_set_quiet(struct raft_io *io, bool quiet);
+/* Started instances that are quiet. */
+unsigned rio_store_quiet_count(const struct rio_store *s);
 
 /* The most entries rio_recent_entry_bytes() covers. */
 #define RIO_RECENT_ENTRIES 16

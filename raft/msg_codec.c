@@ -797,6 +797,35 @@ int msg_read_check_decode(const uint8_t *p, size_t len,
 	return done(&d) && (flags & ~3u) == 0 ? 0 : MSG_EMALFORMED;
 }
 
+/* ---- quiescence ----
+ * u8 flags (1 wake) | u32 group | u64 term | u64 index */
+
+size_t msg_quiesce_size(void)
+{
+	return 1 + 4 + 8 + 8;
+}
+
+void msg_quiesce_write(uint8_t *p, const struct msg_quiesce *q)
+{
+	p = w8(p, q->wake ? 1 : 0);
+	p = w32(p, q->group);
+	p = w64(p, q->term);
+	w64(p, q->index);
+}
+
+int msg_quiesce_decode(const uint8_t *p, size_t len, struct msg_quiesce *q)
+{
+	struct rd d;
+	uint8_t flags;
+	rd_init(&d, p, len);
+	flags = r8(&d);
+	q->wake = (flags & 1) != 0;
+	q->group = r32(&d);
+	q->term = r64(&d);
+	q->index = r64(&d);
+	return done(&d) && (flags & ~1u) == 0 ? 0 : MSG_EMALFORMED;
+}
+
 /* ---- state transfer ---- */
 
 size_t msg_xfer_req_size(void)

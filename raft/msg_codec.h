@@ -42,6 +42,9 @@
  *   XFER_END  u64 id
  *   READ_CHECK u8 flags (1 answer, 2 yes) | u32 group | u64 term | u64 round:
  *            read confirmation question or answer (raft/replica.c)
+ *   QUIESCE  u8 flags (1 wake) | u32 group | u64 term | u64 index: a
+ *            leader's "stop ticking, my log ends at index in term", or a
+ *            replica's request to wake (raft/quiesce.h)
  *
  * Decoded raft messages own their memory as rio_store_deliver() expects
  * (raft_malloc'd entries array and one batch block, snapshot data and
@@ -81,7 +84,8 @@ enum msg_kind {
 	MSG_READ_CHECK = 13,
 	MSG_JOIN = 14,      /* a node asks to join, instead of HELLO */
 	MSG_JOIN_RESP = 15, /* the answer; the connection then closes */
-	MSG_KIND_MAX = 15
+	MSG_QUIESCE = 16,
+	MSG_KIND_MAX = 16
 };
 
 /* Handshake outcome. */
@@ -183,6 +187,14 @@ struct msg_read_check {
 	uint64_t round;
 };
 
+/* Quiescence (raft/quiesce.h): QUIESCE or a wake request. */
+struct msg_quiesce {
+	bool wake;
+	uint32_t group;
+	uint64_t term;
+	uint64_t index; /* QUIESCE: the leader's last index; wake: 0 */
+};
+
 struct msg_xfer_req {
 	uint64_t id;
 	uint32_t group;
@@ -281,6 +293,10 @@ int msg_fwd_req_decode(const uint8_t *p, size_t len, struct msg_fwd_req *r);
 size_t msg_fwd_resp_size(const struct msg_fwd_resp *r);
 void msg_fwd_resp_write(uint8_t *p, const struct msg_fwd_resp *r);
 int msg_fwd_resp_decode(const uint8_t *p, size_t len, struct msg_fwd_resp *r);
+
+size_t msg_quiesce_size(void);
+void msg_quiesce_write(uint8_t *p, const struct msg_quiesce *q);
+int msg_quiesce_decode(const uint8_t *p, size_t len, struct msg_quiesce *q);
 
 size_t msg_read_check_size(void);
 void msg_read_check_write(uint8_t *p, const struct msg_read_check *c);

@@ -15,6 +15,7 @@ raft_liblsraft_a_SOURCES = \
 	raft/join.c raft/join.h \
 	raft/msg_codec.c raft/msg_codec.h \
 	raft/placement.c raft/placement.h \
+	raft/quiesce.c raft/quiesce.h \
 	raft/rebalance.c raft/rebalance.h \
 	raft/replica.c raft/replica.h \
 	raft/transport.c raft/transport.h \
@@ -61,6 +62,11 @@ EXTRA_DIST += tests/fuzz/corpus/fuzz_raft_entry
 UNIT_TESTS += tests/unit/test_raft_msg
 tests_unit_test_raft_msg_SOURCES = tests/unit/test_raft_msg.c
 tests_unit_test_raft_msg_LDADD = $(RAFT_TEST_LIBS)
+
+# Quiescence decisions (pure).
+UNIT_TESTS += tests/unit/test_raft_quiesce
+tests_unit_test_raft_quiesce_SOURCES = tests/unit/test_raft_quiesce.c
+tests_unit_test_raft_quiesce_LDADD = $(RAFT_TEST_LIBS)
 
 UNIT_TESTS += tests/unit/test_raft_rebalance
 tests_unit_test_raft_rebalance_SOURCES = tests/unit/test_raft_rebalance.c

@@ -1508,6 +1508,14 @@ void replica_free(struct replica *rp)
 	free(rp);
 }
 
+bool replica_idle(const struct replica *rp)
+{
+	return rp->q_head == NULL && rp->q_reads == NULL &&
+	       rp->confirming == NULL && rp->in_head == NULL &&
+	       rp->d_head == NULL && !rp->ready_inflight &&
+	       rp->pending_bytes == 0 && !rp->stopping && rp->failed == 0;
+}
+
 bool replica_is_ready(const struct replica *rp)
 {
 	return rp->ready;

@@ -187,6 +187,8 @@ void replica_shutdown(struct replica *rp);
 void replica_free(struct replica *rp);
 
 bool replica_is_ready(const struct replica *rp); /* leader, barrier done */
+/* Nothing queued, proposed, unapplied, confirming or due (quiescence). */
+bool replica_idle(const struct replica *rp);
 const char *replica_errmsg(const struct replica *rp);
 void replica_stats(const struct replica *rp, struct replica_stats *st);
 

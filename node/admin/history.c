@@ -112,7 +112,7 @@ static void read_cluster(struct history *h, struct history_counters *c,
 
 	*up = NAN;
 	if (h->shards == NULL ||
-	    shards_status_json(h->shards, &text, &len) != 0) {
+	    shards_summary_json(h->shards, &text, &len) != 0) {
 		return;
 	}
 	root = json_loadb(text, len, 0, NULL);
@@ -120,10 +120,7 @@ static void read_cluster(struct history *h, struct history_counters *c,
 	if (root == NULL) {
 		return;
 	}
-	json_array_foreach(json_object_get(root, "groups"), i, v)
-	{
-		c->raft_commit += jint(v, "commit_index");
-	}
+	c->raft_commit = jint(root, "commit_total");
 	json_t *io = json_object_get(root, "raft_io");
 	c->raft_syncs = jint(io, "syncs");
 	c->raft_sync_us = jint(io, "sync_us");

@@ -140,6 +140,13 @@ tests_integration_test_fsnp_admin_SOURCES = \
 	tests/integration/test_fsnp_admin.c $(FSNP_ITEST_SOURCES)
 tests_integration_test_fsnp_admin_LDADD = $(FSNP_ITEST_LDADD) -lpthread
 
+# Quiescent groups on 3 nodes with 512 groups: idle groups quiesce,
+# writes wake them, a killed leader node's groups are led again.
+INTEGRATION_TESTS += tests/integration/test_quiesce
+tests_integration_test_quiesce_SOURCES = \
+	tests/integration/test_quiesce.c $(FSNP_ITEST_SOURCES)
+tests_integration_test_quiesce_LDADD = $(FSNP_ITEST_LDADD)
+
 # Demoting and promoting nodes (CLUSTER.DEMOTE / PROMOTE, lodectl, the
 # admin API) on 4 nodes.
 INTEGRATION_TESTS += tests/integration/test_voting

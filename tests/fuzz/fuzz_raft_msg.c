@@ -176,11 +176,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 12: {
+		/* READ_CHECK and QUIESCE share a size: both decoders. */
 		struct msg_read_check c;
+		struct msg_quiesce q;
 		if (msg_read_check_decode(p, len, &c) == 0) {
 			again = malloc(msg_read_check_size());
 			msg_read_check_write(again, &c);
 			same(p, len, again, msg_read_check_size());
+			free(again);
+			again = NULL;
+		}
+		if (msg_quiesce_decode(p, len, &q) == 0) {
+			again = malloc(msg_quiesce_size());
+			msg_quiesce_write(again, &q);
+			same(p, len, again, msg_quiesce_size());
 		}
 		break;
 	}

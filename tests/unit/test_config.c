@@ -173,6 +173,16 @@ static void test_bad_values(void **state)
 	assert_non_null(strstr(err, "'shards'"));
 	assert_non_null(strstr(err, "--shards"));
 
+	/* Up to one group per FSNP hash slot. */
+	const char *a1b[] = {"lodestone", "--shards", "16385", NULL};
+	assert_int_equal(load(&c, a1b, env, err), -1);
+	assert_non_null(strstr(err, "'shards'"));
+	const char *a1c[] = {"lodestone", "--shards", "16384", "--no-quiesce",
+	                     NULL};
+	assert_int_equal(load(&c, a1c, env, err), 0);
+	assert_int_equal(c.shards, 16384);
+	assert_true(c.no_quiesce);
+
 	const char *a2[] = {"lodestone", "--felix", "localhost", NULL};
 	assert_int_equal(load(&c, a2, env, err), -1);
 	assert_non_null(strstr(err, "'felix'"));

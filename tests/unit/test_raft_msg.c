@@ -508,6 +508,31 @@ static void test_rpc_messages(void **state)
 		b[0] = 4;
 		assert_int_not_equal(msg_read_check_decode(b, clen, &cc), 0);
 	}
+	{
+		struct msg_quiesce q = {.wake = false,
+		                        .group = 9999,
+		                        .term = 7,
+		                        .index = 1ull << 33},
+		                   qq;
+		size_t qlen = msg_quiesce_size();
+		msg_quiesce_write(b, &q);
+		assert_int_equal(msg_quiesce_decode(b, qlen, &qq), 0);
+		assert_false(qq.wake);
+		assert_int_equal(qq.group, 9999);
+		assert_int_equal(qq.term, 7);
+		assert_int_equal(qq.index, 1ull << 33);
+		q.wake = true;
+		q.index = 0;
+		msg_quiesce_write(b, &q);
+		assert_int_equal(msg_quiesce_decode(b, qlen, &qq), 0);
+		assert_true(qq.wake);
+		assert_int_equal(qq.index, 0);
+		/* Short, long and unknown flags are refused. */
+		assert_int_not_equal(msg_quiesce_decode(b, qlen - 1, &qq), 0);
+		assert_int_not_equal(msg_quiesce_decode(b, qlen + 1, &qq), 0);
+		b[0] = 2;
+		assert_int_not_equal(msg_quiesce_decode(b, qlen, &qq), 0);
+	}
 }
 
 /* A joining node's request and the answer: round trips, every prefix

@@ -85,6 +85,8 @@ enum flow_kind {
 	FK_REPLAY,
 	/* a claim admitted by a governance limit: the credits' spend */
 	FK_ADMIT,
+	/* that spend refused: is anything due at all? (peeks) */
+	FK_ADMIT_PEEK,
 	/* a circuit count after the answer (probe given back, outcome fed):
 	 * the saved answer is sent whatever it gives */
 	FK_SIDE,
@@ -132,6 +134,9 @@ struct fsnp_flow {
 	 * encoded reservation_ids list), and whether they were recorded */
 	bool admitted, admit_done;
 	struct wbuf credits;
+	/* refused with nothing due and block_ms: parked without credits,
+	 * the spend asked again when polled */
+	bool admit_wait;
 };
 
 struct fan_pick {
@@ -155,6 +160,10 @@ static void reply_records_compact(struct fsnp_req *r, bool list);
 static void fan_begin(struct fsnp_req *r);
 static void claim_empty(struct fsnp_req *r);
 static int plan_parts(struct fsnp_req *r, uint32_t n);
+static void plan_single(struct fsnp_req *r);
+static void res_free(struct fsnp_flow *f);
+static void admit_peeked(struct fsnp_req *r);
+static bool claim_admission(struct fsnp_req *r, const struct flow_req *req);
 
 /* Whether this node holds a replica of `group` (so its apply, and the
  * changes hook, run here). */
@@ -929,6 +938,16 @@ void fsnp_flow_poll(struct fsnp_req *r)
 	}
 	r->waiting = false;
 	wbuf_reset(&r->reply);
+	if (r->flow->admit_wait) {
+		/* refused with nothing due: the spend is asked again */
+		r->flow->admit_wait = false;
+		plan_single(r);
+		res_free(r->flow);
+		if (!claim_admission(r, r->flow->req)) {
+			fsnp_exec_finish(r);
+		}
+		return;
+	}
 	claim_restart(r);
 	if (r->flow->kind == FK_FAN) {
 		fan_begin(r);
@@ -1383,6 +1402,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	if (--r->pending > 0) {
 		return;
 	}
+	if (f->kind == FK_ADMIT_PEEK) {
+		admit_peeked(r);
+		return;
+	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
 	} else if (f->kind == FK_STATS) {
@@ -1598,6 +1621,10 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 	}
 	if (--r->pending == 0) {
 		/* Every part answered inside submit: merge now. */
+		if (f->kind == FK_ADMIT_PEEK) {
+			admit_peeked(r);
+			return;
+		}
 		if (f->kind == FK_MGET) {
 			merge_mget(r);
 		} else if (f->kind == FK_STATS) {
@@ -2443,6 +2470,127 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 	return true;
 }
 
+static void res_free(struct fsnp_flow *f)
+{
+	if (f->res != NULL) {
+		for (uint32_t i = 0; i < f->n_res; i++) {
+			free(f->res[i].data);
+		}
+		free(f->res);
+	}
+	f->res = NULL;
+	f->n_res = 0;
+}
+
+/* The answer kept in f->decided becomes the reply. */
+static void reply_decided(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	wbuf_reset(&r->reply);
+	r->custom = f->decided_custom;
+	wbuf_append(&r->reply, f->decided.data, f->decided.len);
+}
+
+/* A claim's spend was refused (the refusal kept in f->decided): the
+ * claim's groups are peeked (what it would take, nothing written), and
+ * the refusal is the answer only when something is due; with nothing due
+ * the claim answers [] (or waits, with block_ms), as the reference checks
+ * for due work before returning a refused spend. */
+static void admit_peek(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	struct flow_err err;
+	uint32_t n = f->fixed_group != 0 ? 1 : r->srv->data_groups;
+
+	plan_single(r);
+	res_free(f);
+	if (plan_parts(r, n) != 0) {
+		reply_decided(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		if (flow_cmd_encode_peek(f->opcode, f->body, f->len, &meta,
+		                         &p->cmd, &p->len, &err) != 0) {
+			reply_decided(r);
+			fsnp_exec_finish(r);
+			return;
+		}
+		p->group = f->fixed_group != 0 ? f->fixed_group : i + 1;
+		p->read = true;
+	}
+	f->kind = FK_ADMIT_PEEK;
+	run_parts(r, n);
+}
+
+/* Nothing due and block_ms asked: the claim waits without credits, as a
+ * parked claim does; polled, it spends again (fsnp_flow_poll). */
+static bool admit_park(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct flow_err err;
+	int64_t ms;
+
+	if (f->req == NULL) {
+		struct flow_req *req = malloc(sizeof *req);
+		if (req == NULL || flow_body_decode_bytes(f->opcode, f->body,
+		                                          f->len, req,
+		                                          &err) != 0) {
+			free(req);
+			return false;
+		}
+		f->req = req;
+	}
+	if (!f->req->f[FF_BLOCK_MS].set) {
+		return false;
+	}
+	ms = f->req->f[FF_BLOCK_MS].i;
+	if (!f->block) {
+		f->block = true;
+		f->block_until =
+		    ms == 0 ? 0 : fsnp_now_ms(r->srv) + (uint64_t)ms;
+	}
+	f->kind = FK_CLAIM;
+	f->admit_wait = true;
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_empty(r);
+	return true;
+}
+
+/* The peeks of a refused claim answered. */
+static void admit_peeked(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	bool empty = true;
+
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		struct fsnp_val v;
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &v) ||
+		    v.tag != FSNP_ARRAY || v.as.count != 0) {
+			empty = false;
+		}
+	}
+	if (!empty) {
+		reply_decided(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (admit_park(r)) {
+		return;
+	}
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_reply(r);
+	fsnp_exec_finish(r);
+}
+
 /* CLAIM_DUE / RECLAIM with governance_limit_scope and governance_shard_id
  * (docs/flow.md "Claim admission"): step 1 spends `limit` credits of the
  * shard's lease (LIMIT.SPEND in the scope's group; a refusal is the
@@ -2540,7 +2688,14 @@ static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
 	    fsnp_map_get(&v, "reservation_ids", &ids) != 0 ||
 	    ids.tag != FSNP_ARRAY) {
 		reply_result(r, status, r->plan.one.group, res, len);
-		fsnp_exec_finish(r);
+		wbuf_reset(&f->decided);
+		wbuf_append(&f->decided, r->reply.data, r->reply.len);
+		f->decided_custom = r->custom;
+		if (f->decided.oom) {
+			fsnp_exec_finish(r);
+			return;
+		}
+		admit_peek(r);
 		return;
 	}
 	wbuf_append(&f->credits, ids.enc, ids.enc_len);
@@ -2746,10 +2901,12 @@ void fsnp_flow_start(struct fsnp_req *r)
 	                                        flow_route_slot(part, plen))
 	                 : 1;
 
-	if ((opcode == FSNP_OP_FLOW_CLAIM_DUE ||
-	     opcode == FSNP_OP_FLOW_RECLAIM) &&
-	    claim_admission(r, req)) {
-		goto out;
+	if (opcode == FSNP_OP_FLOW_CLAIM_DUE ||
+	    opcode == FSNP_OP_FLOW_RECLAIM) {
+		f->fixed_group = plen > 0 ? group : 0;
+		if (claim_admission(r, req)) {
+			goto out;
+		}
 	}
 	switch (opcode) {
 	case FSNP_OP_FLOW_CLAIM_DUE:
@@ -2760,7 +2917,7 @@ void fsnp_flow_start(struct fsnp_req *r)
 		if (f->limit < 1) {
 			f->limit = 1;
 		}
-		if (req->f[FF_BLOCK_MS].set) {
+		if (req->f[FF_BLOCK_MS].set && !f->block) {
 			f->block = true;
 			f->block_until =
 			    req->f[FF_BLOCK_MS].i == 0
@@ -2768,6 +2925,7 @@ void fsnp_flow_start(struct fsnp_req *r)
 			        : fsnp_now_ms(r->srv) +
 			              (uint64_t)req->f[FF_BLOCK_MS].i;
 		}
+		free(f->req);
 		f->req = req; /* matched against applied changes */
 		req = NULL;
 		claim_restart(r);

@@ -929,12 +929,15 @@ static void test_claim_admission(void **state)
 	       1,
 	       "ERR flow governance_limit_scope and governance_shard_id must "
 	       "be provided together");
-	/* No lease: refused. */
+	/* No lease and nothing due: [] (the reference checks for due work
+	 * before answering a refused spend). */
 	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
 	         "type=s worker=s governance_limit_scope=s "
 	         "governance_shard_id=i",
 	         type, "gw", scope, (int64_t)0);
-	assert_int_equal(m.status, 1);
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 0);
 	ftc_msg_free(&m);
 	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
 	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
@@ -1002,6 +1005,72 @@ static void test_claim_admission(void **state)
 		ftc_close(&cc);
 		lease_is(&c, scope, 1, 1);
 	}
+	ftc_close(&c);
+}
+
+/* A claim refused for want of credits answers [] when nothing is due and
+ * the refusal when something is; with block_ms and nothing due it waits
+ * without credits and spends when work arrives. */
+static void test_admission_nothing_due(void **state)
+{
+	struct ftc c, a;
+	struct ftc_msg m;
+	struct wbuf b;
+	char type[64], type2[64], scope[64], fid[64];
+	uint64_t rid, t0;
+	(void)state;
+	name(type, sizeof type, "ndtype");
+	name(type2, sizeof type2, "ndtype2");
+	name(scope, sizeof scope, "ndlimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	assert_int_equal(ftc_connect(&a, cl.nodes[live_node()].fsnp), 0);
+	/* Blocking, nothing due, no credits: waits block_ms, then []. */
+	t0 = harness_mono_ms();
+	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	         "type=s worker=s block_ms=i governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         type, "gw", (int64_t)300, scope, (int64_t)0);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	assert_true(harness_mono_ms() - t0 >= 250);
+	/* Something due, no credits: the refusal. */
+	name(fid, sizeof fid, "nd1");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s "
+	            "governance_shard_id=i",
+	            type, "gw", scope, (int64_t)0),
+	       1, "ERR flow limit not found");
+	/* A parked claim holds no credit: it spends once a flow is due. */
+	ftc_body(&b,
+	         "type=s worker=s lease_ms=i block_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         type2, "gw", (int64_t)60000, (int64_t)15000, scope,
+	         (int64_t)0);
+	rid = ftc_send(&a, 1, FSNP_OP_FLOW_CLAIM_DUE, 0, &b);
+	wbuf_free(&b);
+	assert_true(rid > 0);
+	harness_nap(300);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)1, (int64_t)600000, (int64_t)1);
+	ok(&m);
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 1, 0);
+	name(fid, sizeof fid, "nd2");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type2);
+	ok(&m);
+	ftc_msg_free(&m);
+	assert_int_equal(ftc_recv(&a, &m, 20000), 0);
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 1);
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 0, 1);
+	ftc_close(&a);
 	ftc_close(&c);
 }
 
@@ -1302,6 +1371,7 @@ int main(void)
 	    cmocka_unit_test(test_circuit_across_shards),
 	    cmocka_unit_test(test_approval_wakes_flow),
 	    cmocka_unit_test(test_claim_admission),
+	    cmocka_unit_test(test_admission_nothing_due),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -87,6 +87,9 @@ enum flow_kind {
 	FK_ADMIT,
 	/* that spend refused: is anything due at all? (peeks) */
 	FK_ADMIT_PEEK,
+	/* EXTEND_LEASE with the admission options: the credit's lease
+	 * renewed first (LIMIT.RENEW in the scope's group) */
+	FK_RENEW,
 	/* a circuit count after the answer (probe given back, outcome fed):
 	 * the saved answer is sent whatever it gives */
 	FK_SIDE,
@@ -163,6 +166,8 @@ static int plan_parts(struct fsnp_req *r, uint32_t n);
 static void plan_single(struct fsnp_req *r);
 static void res_free(struct fsnp_flow *f);
 static void admit_peeked(struct fsnp_req *r);
+static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
+                    size_t len);
 static bool claim_admission(struct fsnp_req *r, const struct flow_req *req);
 
 /* Whether this node holds a replica of `group` (so its apply, and the
@@ -1348,6 +1353,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		admit_spent(r, status, result, len);
 		return;
+	case FK_RENEW:
+		r->pending = 0;
+		renewed(r, status, result, len);
+		return;
 	case FK_SIDE:
 		r->pending = 0;
 		wbuf_reset(&r->reply);
@@ -1427,6 +1436,9 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		}
 		if (remote) {
 			flow_woke(r);
+		}
+		if (f->kind == FK_SPLIT && credit_return(r)) {
+			return;
 		}
 	}
 	fsnp_exec_finish(r);
@@ -1635,6 +1647,9 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 			merge_slist(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
+			if (credit_return(r)) {
+				return;
+			}
 		} else {
 			merge_all(r);
 		}
@@ -2711,10 +2726,12 @@ static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
 /* The id and partition key of a claimed item (a record or job map, or a
  * compact job [id, partition_key, ...]). */
 static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
-                         struct fsnp_val *pk)
+                         struct fsnp_val *pk, struct fsnp_val *fen)
 {
 	struct fsnp_iter it;
+	struct fsnp_val tok;
 
+	fen->tag = FSNP_NIL;
 	if (e->tag == FSNP_MAP) {
 		if (fsnp_map_get(e, "id", id) != 0 || id->tag != FSNP_BIN) {
 			return false;
@@ -2722,17 +2739,24 @@ static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
 		if (fsnp_map_get(e, "partition_key", pk) != 0) {
 			pk->tag = FSNP_NIL;
 		}
+		if (fsnp_map_get(e, "fencing_token", fen) != 0) {
+			fen->tag = FSNP_NIL;
+		}
 		return true;
 	}
 	if (e->tag != FSNP_ARRAY) {
 		return false;
 	}
+	/* a compact job: [id, partition_key, lease_token, fencing_token…] */
 	fsnp_iter_init(&it, e);
 	if (!fsnp_iter_next(&it, NULL, id) || id->tag != FSNP_BIN) {
 		return false;
 	}
 	if (!fsnp_iter_next(&it, NULL, pk)) {
 		pk->tag = FSNP_NIL;
+	} else if (!fsnp_iter_next(&it, NULL, &tok) ||
+	           !fsnp_iter_next(&it, NULL, fen)) {
+		fen->tag = FSNP_NIL;
 	}
 	return true;
 }
@@ -2740,7 +2764,7 @@ static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
 bool fsnp_flow_finishing(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
-	struct fsnp_val ids, rid, item, id, pk, scope, shard;
+	struct fsnp_val ids, rid, item, id, pk, fen, scope, shard;
 	struct fsnp_iter cit;
 	struct fsnp_bytes s;
 	struct fsnp_writer w;
@@ -2780,7 +2804,7 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 		p += used;
 		left -= used;
 		claimed++;
-		if (!claimed_item(&item, &id, &pk) ||
+		if (!claimed_item(&item, &id, &pk, &fen) ||
 		    !fsnp_iter_next(&cit, NULL, &rid)) {
 			continue;
 		}
@@ -2793,6 +2817,10 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 		}
 		fsnp_w_key(&w, "reservation_id");
 		fsnp_w_val(&w, &rid);
+		if (fen.tag == FSNP_I64) {
+			fsnp_w_key(&w, "fencing_token");
+			fsnp_w_val(&w, &fen);
+		}
 		fsnp_w_map_end(&w);
 	}
 	fsnp_w_array_end(&w);
@@ -2812,10 +2840,77 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 	return started;
 }
 
-/* COMPLETE, FAIL, CANCEL or RETRY with the admission options, done: the
- * credit the flow holds goes back (LIMIT.RETURN in the scope's group).
- * The answer waits for it; a return that fails leaves the credit in use
- * until its lease expires. */
+static bool settles_many(uint16_t op)
+{
+	return op == FSNP_OP_FLOW_COMPLETE_MANY ||
+	       op == FSNP_OP_FLOW_FAIL_MANY ||
+	       op == FSNP_OP_FLOW_CANCEL_MANY || op == FSNP_OP_FLOW_RETRY_MANY;
+}
+
+/* The items of a settled *_MANY batch that succeeded (every item when
+ * the reply is "OK", else those answered "OK"), as [{id,
+ * partition_key}]. False when none did. */
+static bool settled_items(struct fsnp_req *r, struct fsnp_writer *w)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val reply, e, res;
+	struct fsnp_iter it, rit;
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	bool all, any = false;
+
+	if (req == NULL ||
+	    flow_body_decode_bytes(f->opcode, f->body, f->len, req, &err) !=
+	        0 ||
+	    !req->f[FF_ITEMS].set || req->f[FF_ITEMS].v.tag != FSNP_ARRAY ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL,
+	                      &reply, NULL) != 0) {
+		free(req);
+		return false;
+	}
+	all = reply.tag == FSNP_BIN && fsnp_bytes_eq(reply.as.bin, "OK");
+	if (!all && reply.tag != FSNP_ARRAY) {
+		free(req);
+		return false;
+	}
+	if (!all) {
+		fsnp_iter_init(&rit, &reply);
+	}
+	fsnp_w_key(w, "items");
+	fsnp_w_array_begin(w);
+	fsnp_iter_init(&it, &req->f[FF_ITEMS].v);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct flow_req item;
+		const struct flow_opt *pk;
+		if (!all && (!fsnp_iter_next(&rit, NULL, &res) ||
+		             res.tag != FSNP_BIN ||
+		             !fsnp_bytes_eq(res.as.bin, "OK"))) {
+			continue;
+		}
+		if (flow_body_decode_item(req, &e, &item, &err) != 0 ||
+		    !item.f[FF_ID].set) {
+			continue;
+		}
+		pk = &item.f[FF_PARTITION_KEY];
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "id");
+		fsnp_w_bin(w, item.f[FF_ID].t.ptr, item.f[FF_ID].t.len);
+		if (pk->set && pk->t.len > 0) {
+			fsnp_w_key(w, "partition_key");
+			fsnp_w_bin(w, pk->t.ptr, pk->t.len);
+		}
+		fsnp_w_map_end(w);
+		any = true;
+	}
+	fsnp_w_array_end(w);
+	free(req);
+	return any;
+}
+
+/* COMPLETE, FAIL, CANCEL or RETRY (or their *_MANY batches) with the
+ * admission options, done: the credit each settled flow holds goes back
+ * (LIMIT.RETURN in the scope's group). The answer waits for it; a return
+ * that fails leaves the credits in use until their lease expires. */
 static bool credit_return(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -2824,18 +2919,79 @@ static bool credit_return(struct fsnp_req *r)
 	struct fsnp_writer w;
 	struct wbuf b;
 	int64_t sid;
+	bool many = settles_many(f->opcode);
 	bool started;
 
 	if ((f->opcode != FSNP_OP_FLOW_COMPLETE &&
 	     f->opcode != FSNP_OP_FLOW_FAIL &&
 	     f->opcode != FSNP_OP_FLOW_CANCEL &&
-	     f->opcode != FSNP_OP_FLOW_RETRY) ||
-	    r->reply.len < 2 || wire_load_u16(r->reply.data) != 0 ||
+	     f->opcode != FSNP_OP_FLOW_RETRY && !many) ||
+	    r->reply.len < 3 || wire_load_u16(r->reply.data) != 0 ||
 	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
 	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
 	    fsnp_val_i64(&shard, &sid) != 0 ||
-	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
-	    fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN) {
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return false;
+	}
+	if (!many && (fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN)) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	if (many) {
+		if (!settled_items(r, &w)) {
+			wbuf_free(&b);
+			return false;
+		}
+	} else {
+		fsnp_w_key(&w, "id");
+		fsnp_w_val(&w, &v);
+		if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
+}
+
+/* EXTEND_LEASE with governance_limit_scope and governance_shard_id: the
+ * reference renews the lease of the credit a governed flow holds before
+ * extending the flow's lease. Step 1, LIMIT.RENEW in the scope's group
+ * (the flow's credit from the claim with this fencing token, if any, keeps
+ * its lease lease_ms more; a lease already dropped is refused and the flow
+ * is not extended); step 2, the extension in the flow's group. True when
+ * step 1 was started. */
+static bool renew_step(struct fsnp_req *r, const struct flow_req *req,
+                       uint32_t flow_group)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const struct flow_opt *pk = &req->f[FF_PARTITION_KEY];
+	int64_t sid;
+	uint16_t was = f->opcode;
+	int rv;
+
+	if (admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
+	    fsnp_val_i64(&shard, &sid) != 0 || sid < 0 ||
+	    !req->f[FF_ID].set || !req->f[FF_LEASE_MS].set ||
+	    req->f[FF_LEASE_MS].i <= 0) {
 		return false;
 	}
 	wbuf_init(&b);
@@ -2846,20 +3002,72 @@ static bool credit_return(struct fsnp_req *r)
 	fsnp_w_key(&w, "shard_id");
 	fsnp_w_i64(&w, sid);
 	fsnp_w_key(&w, "id");
-	fsnp_w_val(&w, &v);
-	if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
-	    v.tag == FSNP_BIN) {
+	fsnp_w_bin(&w, req->f[FF_ID].t.ptr, req->f[FF_ID].t.len);
+	if (pk->set && pk->t.len > 0) {
 		fsnp_w_key(&w, "partition_key");
-		fsnp_w_val(&w, &v);
+		fsnp_w_bin(&w, pk->t.ptr, pk->t.len);
 	}
+	if (req->f[FF_FENCING_TOKEN].set) {
+		fsnp_w_key(&w, "fencing_token");
+		fsnp_w_i64(&w, req->f[FF_FENCING_TOKEN].i);
+	}
+	fsnp_w_key(&w, "ttl_ms");
+	fsnp_w_i64(&w, req->f[FF_LEASE_MS].i);
 	fsnp_w_map_end(&w);
-	started = fsnp_w_finish(&w) == 0 && !b.oom &&
-	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
-	                    shards_group_of_slot(r->srv->shards,
-	                                         flow_route_slot(s.ptr, s.len)),
-	                    &b);
+	f->kind = FK_RENEW;
+	f->fixed_group = flow_group;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	f->opcode = FLOW_GOV_OP_LIMIT_RENEW;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
 	wbuf_free(&b);
-	return started;
+	if (rv != 0) {
+		if (r->reply.len == 0) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		}
+		fsnp_exec_finish(r);
+		return true;
+	}
+	submit_one(r);
+	return true;
+}
+
+/* Step 1 of a governed EXTEND_LEASE answered: a refusal is the reply
+ * (nothing extended), an unreachable group GOVERNANCE_UNAVAILABLE; else
+ * the extension is proposed to the flow's group. */
+static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
+                    size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v;
+
+	if (status != SHARDS_OK) {
+		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
+		           "governance_unavailable",
+		           "the limit named by governance_limit_scope could not "
+		           "be renewed; the lease was not extended");
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (!result_ok(status, res, len, &v)) {
+		reply_result(r, status, r->plan.one.group, res, len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->kind = FK_ONE;
+	if (part_encode(r, &r->plan.one, f->fixed_group, f->body, f->len) !=
+	    0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	submit_one(r);
 }
 
 void fsnp_flow_start(struct fsnp_req *r)
@@ -2994,6 +3202,9 @@ void fsnp_flow_start(struct fsnp_req *r)
 		break;
 	}
 	if (opcode == FSNP_OP_FLOW_EFFECT_RESERVE && circuit_step(r, group)) {
+		goto out;
+	}
+	if (opcode == FSNP_OP_FLOW_EXTEND_LEASE && renew_step(r, req, group)) {
 		goto out;
 	}
 	f->kind = FK_ONE;

@@ -1074,6 +1074,115 @@ static void test_admission_nothing_due(void **state)
 	ftc_close(&c);
 }
 
+/* The lease of the limit's shard 0: expires_at_ms. */
+static int64_t lease_expiry(struct ftc *c, const char *scope)
+{
+	struct fsnp_val ls, l0;
+	int64_t at;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+	assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+	at = ftc_map_int(&l0, "expires_at_ms");
+	ftc_msg_free(&m);
+	return at;
+}
+
+/* EXTEND_LEASE with the admission options renews the lease of the flow's
+ * credit (only for the claim holding it); COMPLETE_MANY with them returns
+ * the credit of each completed item, once, and not of a refused item. */
+static void test_admission_extend_and_batch(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	struct fsnp_writer w;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	struct wbuf items;
+	char type[64], scope[64], ids[3][64], toks[3][128], fid[64];
+	int64_t fens[3], at0, at1;
+	(void)state;
+	name(type, sizeof type, "xbtype");
+	name(scope, sizeof scope, "xblimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)3, (int64_t)600000, (int64_t)3);
+	ok(&m);
+	ftc_msg_free(&m);
+	for (int i = 0; i < 3; i++) {
+		char what[16];
+		snprintf(what, sizeof what, "xb%d", i);
+		name(fid, sizeof fid, what);
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_true(
+		    gclaim(&c, type, scope, ids[i], toks[i], &fens[i], &m));
+		ftc_msg_free(&m);
+	}
+	lease_is(&c, scope, 0, 3);
+	at0 = lease_expiry(&c, scope);
+	/* A stale fencing token renews nothing and extends nothing. */
+	m = call(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	         "id=s lease_token=s fencing_token=i lease_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         ids[0], toks[0], fens[0] + 5, (int64_t)1200000, scope,
+	         (int64_t)0);
+	assert_int_equal(m.status, 1);
+	ftc_msg_free(&m);
+	assert_int_equal(lease_expiry(&c, scope), at0);
+	/* The holder's extension renews the credit's lease first. */
+	m = call(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	         "id=s lease_token=s fencing_token=i lease_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         ids[0], toks[0], fens[0], (int64_t)1200000, scope,
+	         (int64_t)0);
+	ok(&m);
+	ftc_msg_free(&m);
+	at1 = lease_expiry(&c, scope);
+	assert_true(at1 >= at0 + 600000 - 60000);
+	/* A batch: two completed, one refused (stale token). */
+	for (int round = 0; round < 2; round++) {
+		wbuf_init(&items);
+		fsnp_w_init(&w, &items);
+		fsnp_w_array_begin(&w);
+		for (int i = 0; i < 3; i++) {
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "id");
+			fsnp_w_str(&w, ids[i]);
+			fsnp_w_key(&w, "lease_token");
+			fsnp_w_str(&w, toks[i]);
+			fsnp_w_key(&w, "fencing_token");
+			fsnp_w_i64(&w, i == 2 ? fens[i] + 5 : fens[i]);
+			fsnp_w_map_end(&w);
+		}
+		fsnp_w_array_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		m = call(&c, FSNP_OP_FLOW_COMPLETE_MANY,
+		         "items=m independent=b governance_limit_scope=s "
+		         "governance_shard_id=i",
+		         items.data, items.len, 1, scope, (int64_t)0);
+		wbuf_free(&items);
+		ok(&m);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		fsnp_iter_init(&it, &m.value);
+		for (int i = 0; i < 3 && round == 0; i++) {
+			assert_true(fsnp_iter_next(&it, NULL, &e));
+			assert_int_equal(e.tag,
+			                 i == 2 ? FSNP_ARRAY : FSNP_BIN);
+		}
+		ftc_msg_free(&m);
+		/* the third flow keeps its credit; none returned twice */
+		lease_is(&c, scope, 2, 1);
+	}
+	gcomplete(&c, ids[2], toks[2], fens[2], scope);
+	lease_is(&c, scope, 3, 0);
+	ftc_close(&c);
+}
+
 /* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
  * live node; its exit status, output in out. */
 static int lodectl(char *out, size_t cap, const char *const *args)
@@ -1372,6 +1481,7 @@ int main(void)
 	    cmocka_unit_test(test_approval_wakes_flow),
 	    cmocka_unit_test(test_claim_admission),
 	    cmocka_unit_test(test_admission_nothing_due),
+	    cmocka_unit_test(test_admission_extend_and_batch),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -1183,6 +1183,121 @@ static void test_admission_extend_and_batch(void **state)
 	ftc_close(&c);
 }
 
+/* The flow's lease deadline and fencing token. */
+static void flow_lease(struct ftc *c, const char *id, int64_t *deadline,
+                       int64_t *fen)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GET, "id=s", id);
+	ok(&m);
+	*deadline = ftc_map_int(&m.value, "lease_deadline_ms");
+	*fen = ftc_map_int(&m.value, "fencing_token");
+	ftc_msg_free(&m);
+}
+
+/* Sends a request and waits (bounded) for its answer. */
+static struct ftc_msg call_slow(struct ftc *c, uint16_t op, const char *fmt,
+                                ...)
+{
+	struct wbuf b;
+	struct ftc_msg m;
+	uint64_t rid;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	rid = ftc_send(c, 1, op, 0, &b);
+	wbuf_free(&b);
+	assert_int_equal(ftc_recv(c, &m, 60000), 0);
+	assert_int_equal(m.h.request_id, rid);
+	return m;
+}
+
+/* The other group of a two-step command cannot answer: node 0 alone runs
+ * (the two others stopped, so no group has a quorum). EFFECT.RESERVE
+ * naming a circuit of the other group and a governed EXTEND_LEASE answer
+ * GOVERNANCE_UNAVAILABLE, and once the nodes are back nothing of the
+ * second step was written: no effect, the flow's lease as it was. */
+static void test_other_group_unavailable(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char id[64], type[64], scope[64], other[64] = "", tok[128];
+	int64_t fen, fshard, dl0, fen0, dl1, fen1;
+	uint64_t until;
+	(void)state;
+	name(type, sizeof type, "utype");
+	name(scope, sizeof scope, "ulimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[0].fsnp), 0);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)1, (int64_t)600000, (int64_t)1);
+	ok(&m);
+	ftc_msg_free(&m);
+	name(id, sizeof id, "uflow");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	assert_true(gclaim(&c, type, scope, id, tok, &fen, &m));
+	ftc_msg_free(&m);
+	fshard = shard_of(&c, id, NULL);
+	for (int i = 0; i < 64 && other[0] == 0; i++) {
+		char sc[64], what[16];
+		snprintf(what, sizeof what, "uc%d", i);
+		name(sc, sizeof sc, what);
+		if (shard_of(&c, "x", sc) != fshard) {
+			strcpy(other, sc);
+		}
+	}
+	assert_true(other[0] != 0);
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_CLOSE, "scope=s", other);
+	ok(&m);
+	ftc_msg_free(&m);
+	flow_lease(&c, id, &dl0, &fen0);
+	assert_int_equal(fen0, fen);
+
+	for (unsigned k = 1; k < NODES; k++) {
+		assert_int_equal(harness_node_signal(&cl, k, SIGSTOP, NULL), 0);
+	}
+	m = call_slow(&c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	              "id=s effect_key=s effect_type=s lease_token=s "
+	              "fencing_token=i operation_digest=s governance_scope=s",
+	              id, "u1", "charge", tok, fen, "d", other);
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	m = call_slow(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	              "id=s lease_token=s fencing_token=i lease_ms=i "
+	              "governance_limit_scope=s governance_shard_id=i",
+	              id, tok, fen, (int64_t)1200000, scope, (int64_t)0);
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	for (unsigned k = 1; k < NODES; k++) {
+		assert_int_equal(harness_node_signal(&cl, k, SIGCONT, NULL), 0);
+	}
+
+	/* Back: neither second step ran. */
+	until = harness_mono_ms() + 30000;
+	for (;;) {
+		m = call(&c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id,
+		         "u1");
+		if (m.status == 0) {
+			break;
+		}
+		ftc_msg_free(&m);
+		assert_true(harness_mono_ms() < until);
+		harness_nap(200);
+	}
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	flow_lease(&c, id, &dl1, &fen1);
+	assert_int_equal(dl1, dl0);
+	assert_int_equal(fen1, fen0);
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER, "id=s", id);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
 /* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
  * live node; its exit status, output in out. */
 static int lodectl(char *out, size_t cap, const char *const *args)
@@ -1482,6 +1597,7 @@ int main(void)
 	    cmocka_unit_test(test_claim_admission),
 	    cmocka_unit_test(test_admission_nothing_due),
 	    cmocka_unit_test(test_admission_extend_and_batch),
+	    cmocka_unit_test(test_other_group_unavailable),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -2553,9 +2553,9 @@ static bool admit_park(struct fsnp_req *r)
 
 	if (f->req == NULL) {
 		struct flow_req *req = malloc(sizeof *req);
-		if (req == NULL || flow_body_decode_bytes(f->opcode, f->body,
-		                                          f->len, req,
-		                                          &err) != 0) {
+		if (req == NULL ||
+		    flow_body_decode_bytes(f->opcode, f->body, f->len, req,
+		                           &err) != 0) {
 			free(req);
 			return false;
 		}
@@ -2843,8 +2843,8 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 static bool settles_many(uint16_t op)
 {
 	return op == FSNP_OP_FLOW_COMPLETE_MANY ||
-	       op == FSNP_OP_FLOW_FAIL_MANY ||
-	       op == FSNP_OP_FLOW_CANCEL_MANY || op == FSNP_OP_FLOW_RETRY_MANY;
+	       op == FSNP_OP_FLOW_FAIL_MANY || op == FSNP_OP_FLOW_CANCEL_MANY ||
+	       op == FSNP_OP_FLOW_RETRY_MANY;
 }
 
 /* The items of a settled *_MANY batch that succeeded (every item when
@@ -2863,8 +2863,8 @@ static bool settled_items(struct fsnp_req *r, struct fsnp_writer *w)
 	    flow_body_decode_bytes(f->opcode, f->body, f->len, req, &err) !=
 	        0 ||
 	    !req->f[FF_ITEMS].set || req->f[FF_ITEMS].v.tag != FSNP_ARRAY ||
-	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL,
-	                      &reply, NULL) != 0) {
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &reply,
+	                      NULL) != 0) {
 		free(req);
 		return false;
 	}
@@ -2882,9 +2882,9 @@ static bool settled_items(struct fsnp_req *r, struct fsnp_writer *w)
 	while (fsnp_iter_next(&it, NULL, &e)) {
 		struct flow_req item;
 		const struct flow_opt *pk;
-		if (!all && (!fsnp_iter_next(&rit, NULL, &res) ||
-		             res.tag != FSNP_BIN ||
-		             !fsnp_bytes_eq(res.as.bin, "OK"))) {
+		if (!all &&
+		    (!fsnp_iter_next(&rit, NULL, &res) || res.tag != FSNP_BIN ||
+		     !fsnp_bytes_eq(res.as.bin, "OK"))) {
 			continue;
 		}
 		if (flow_body_decode_item(req, &e, &item, &err) != 0 ||
@@ -2933,7 +2933,8 @@ static bool credit_return(struct fsnp_req *r)
 	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
 		return false;
 	}
-	if (!many && (fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN)) {
+	if (!many &&
+	    (fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN)) {
 		return false;
 	}
 	wbuf_init(&b);
@@ -2989,9 +2990,8 @@ static bool renew_step(struct fsnp_req *r, const struct flow_req *req,
 
 	if (admission_opts(f->body, f->len, &scope, &shard) != 2 ||
 	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
-	    fsnp_val_i64(&shard, &sid) != 0 || sid < 0 ||
-	    !req->f[FF_ID].set || !req->f[FF_LEASE_MS].set ||
-	    req->f[FF_LEASE_MS].i <= 0) {
+	    fsnp_val_i64(&shard, &sid) != 0 || sid < 0 || !req->f[FF_ID].set ||
+	    !req->f[FF_LEASE_MS].set || req->f[FF_LEASE_MS].i <= 0) {
 		return false;
 	}
 	wbuf_init(&b);
@@ -3049,10 +3049,10 @@ static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
 	struct fsnp_val v;
 
 	if (status != SHARDS_OK) {
-		gov_denial(r, "GOVERNANCE_UNAVAILABLE",
-		           "governance_unavailable",
-		           "the limit named by governance_limit_scope could not "
-		           "be renewed; the lease was not extended");
+		gov_denial(
+		    r, "GOVERNANCE_UNAVAILABLE", "governance_unavailable",
+		    "the limit named by governance_limit_scope could not "
+		    "be renewed; the lease was not extended");
 		fsnp_exec_finish(r);
 		return;
 	}

@@ -1138,8 +1138,7 @@ static void test_admission_extend_and_batch(void **state)
 	m = call(&c, FSNP_OP_FLOW_EXTEND_LEASE,
 	         "id=s lease_token=s fencing_token=i lease_ms=i "
 	         "governance_limit_scope=s governance_shard_id=i",
-	         ids[0], toks[0], fens[0], (int64_t)1200000, scope,
-	         (int64_t)0);
+	         ids[0], toks[0], fens[0], (int64_t)1200000, scope, (int64_t)0);
 	ok(&m);
 	ftc_msg_free(&m);
 	at1 = lease_expiry(&c, scope);
@@ -1171,8 +1170,7 @@ static void test_admission_extend_and_batch(void **state)
 		fsnp_iter_init(&it, &m.value);
 		for (int i = 0; i < 3 && round == 0; i++) {
 			assert_true(fsnp_iter_next(&it, NULL, &e));
-			assert_int_equal(e.tag,
-			                 i == 2 ? FSNP_ARRAY : FSNP_BIN);
+			assert_int_equal(e.tag, i == 2 ? FSNP_ARRAY : FSNP_BIN);
 		}
 		ftc_msg_free(&m);
 		/* the third flow keeps its credit; none returned twice */

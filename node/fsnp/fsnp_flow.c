@@ -87,6 +87,9 @@ enum flow_kind {
 	FK_ADMIT,
 	/* that spend refused: is anything due at all? (peeks) */
 	FK_ADMIT_PEEK,
+	/* an admitted claim that found nothing gives its credits back
+	 * before it waits */
+	FK_UNSPEND,
 	/* EXTEND_LEASE with the admission options: the credit's lease
 	 * renewed first (LIMIT.RENEW in the scope's group) */
 	FK_RENEW,
@@ -169,6 +172,8 @@ static void admit_peeked(struct fsnp_req *r);
 static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
                     size_t len);
 static bool claim_admission(struct fsnp_req *r, const struct flow_req *req);
+static bool admit_unspend(struct fsnp_req *r);
+static void admit_unspent(struct fsnp_req *r);
 
 /* Whether this node holds a replica of `group` (so its apply, and the
  * changes hook, run here). */
@@ -926,7 +931,9 @@ static int fan_setup(struct fsnp_req *r)
 	}
 	r->ops = calloc(n, sizeof *r->ops);
 	f->res = calloc(n, sizeof *f->res);
-	f->quota = calloc(n, sizeof *f->quota);
+	if (f->quota == NULL) { /* set up before the claim waited */
+		f->quota = calloc(n, sizeof *f->quota);
+	}
 	if (r->ops == NULL || f->res == NULL || f->quota == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		return -1;
@@ -1004,6 +1011,9 @@ static void claim_empty(struct fsnp_req *r)
 	    (r->deadline_ms != 0 && now >= r->deadline_ms)) {
 		claim_reply(r);
 		fsnp_exec_finish(r);
+		return;
+	}
+	if (f->admitted && !f->admit_done && admit_unspend(r)) {
 		return;
 	}
 	at = claim_recheck_ms(r, now);
@@ -1356,6 +1366,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	case FK_RENEW:
 		r->pending = 0;
 		renewed(r, status, result, len);
+		return;
+	case FK_UNSPEND:
+		r->pending = 0;
+		admit_unspent(r);
 		return;
 	case FK_SIDE:
 		r->pending = 0;
@@ -2576,6 +2590,78 @@ static bool admit_park(struct fsnp_req *r)
 	wbuf_reset(&f->acc);
 	claim_empty(r);
 	return true;
+}
+
+/* An admitted claim found nothing due and is to wait: as the reference
+ * spends per attempt and gives back what it did not use, its credits go
+ * back first (LIMIT.CLAIM naming no flow) and it waits holding none,
+ * spending again when polled. True when the give-back was started. */
+static bool admit_unspend(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val ids, scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	uint16_t was = f->opcode;
+	int64_t sid;
+	int rv;
+
+	if (fsnp_value_decode(f->credits.data, f->credits.len, NULL, &ids,
+	                      NULL) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || fsnp_val_i64(&shard, &sid) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	fsnp_w_array_end(&w);
+	fsnp_w_key(&w, "reservation_ids");
+	fsnp_w_val(&w, &ids);
+	fsnp_w_map_end(&w);
+	plan_single(r);
+	f->opcode = FLOW_GOV_OP_LIMIT_CLAIM;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
+	wbuf_free(&b);
+	if (rv != 0) {
+		return false;
+	}
+	f->admit_done = true;
+	f->kind = FK_UNSPEND;
+	submit_one(r);
+	return true;
+}
+
+/* The credits are back (or, the scope's group failing, left in use until
+ * their lease expires): the claim waits unadmitted. */
+static void admit_unspent(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+
+	f->admitted = false;
+	f->admit_done = false;
+	wbuf_reset(&f->credits);
+	wbuf_reset(&r->reply);
+	res_free(f);
+	f->kind = FK_CLAIM;
+	f->admit_wait = true;
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_empty(r);
 }
 
 /* The peeks of a refused claim answered. */

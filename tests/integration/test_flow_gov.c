@@ -1014,16 +1014,34 @@ static void test_claim_admission(void **state)
 	ftc_close(&c);
 }
 
+/* Whether the scope's ledger has an event of this kind. */
+static bool ledger_has(struct ftc *c, const char *scope, const char *kind)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	bool found = false;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GOVERNANCE_LEDGER,
+	                        "id=s partition_key=s", scope, scope);
+	ok(&m);
+	fsnp_iter_init(&it, &m.value);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		found = found || ftc_map_str(&e, "kind", kind);
+	}
+	ftc_msg_free(&m);
+	return found;
+}
+
 /* A claim refused for want of credits answers [] when nothing is due and
  * the refusal when something is; with block_ms and nothing due it waits
- * without credits and spends when work arrives. */
+ * without credits (refused, or having given back what it spent) and
+ * spends when work arrives. */
 static void test_admission_nothing_due(void **state)
 {
 	struct ftc c, a;
 	struct ftc_msg m;
 	struct wbuf b;
 	char type[64], type2[64], scope[64], fid[64];
-	uint64_t rid, t0;
+	uint64_t rid, t0, until;
 	(void)state;
 	name(type, sizeof type, "ndtype");
 	name(type2, sizeof type2, "ndtype2");
@@ -1065,6 +1083,13 @@ static void test_admission_nothing_due(void **state)
 	         (int64_t)0, (int64_t)1, (int64_t)600000, (int64_t)1);
 	ok(&m);
 	ftc_msg_free(&m);
+	/* Polled, it spends, finds nothing and gives the credit back
+	 * before it waits again (the scope's ledger shows the release). */
+	until = harness_mono_ms() + 20000;
+	while (!ledger_has(&c, scope, "limit_released")) {
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
 	name(fid, sizeof fid, "nd2");
 	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type2);
 	ok(&m);

@@ -1326,6 +1326,107 @@ static void test_other_group_unavailable(void **state)
 	ftc_close(&c);
 }
 
+/* The FSNP port of the node leading the group of flow `id` (or of the
+ * approval `id`'s auto partition, the same routing) in cluster `c2`. */
+static int64_t flow_port(struct ftc *c, const char *id)
+{
+	uint64_t until = harness_mono_ms() + 20000;
+	for (;;) {
+		struct ftc_msg m = call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+		int64_t p = -1;
+		if (m.status == 0 &&
+		    !ftc_map_str(&m.value, "hint", "local_fallback")) {
+			p = ftc_map_int(&m.value, "native_port");
+		}
+		ftc_msg_free(&m);
+		if (p > 0) {
+			return p;
+		}
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+}
+
+/* The step that cannot reach its group is the second one: one replica
+ * per shard, the waiting flow's node stopped after the approval and the
+ * flow are set up. APPROVE commits the decision (its own group is up) and
+ * answers GOVERNANCE_UNAVAILABLE; once the node is back the flow still
+ * waits (nothing was written in its group), and repeating the decision
+ * answers the reference's conflict and wakes it. */
+static void test_wake_unavailable(void **state)
+{
+	struct harness_cluster c2;
+	const char *extra[] = {"--shards", "2", "--replicas", "1", NULL};
+	struct ftc c;
+	struct ftc_msg m;
+	char type[64], f[64] = "", a[64] = "";
+	int64_t fport = -1, aport = -1;
+	unsigned fnode = 0, anode = 0;
+	uint64_t until;
+	(void)state;
+	assert_int_equal(harness_cluster_start(&c2, NODES, extra, true), 0);
+	for (unsigned i = 0; i < NODES; i++) {
+		assert_int_equal(ftc_wait_ready(c2.nodes[i].fsnp, 30000), 0);
+	}
+	assert_int_equal(ftc_connect(&c, c2.nodes[0].fsnp), 0);
+	name(type, sizeof type, "wutype");
+	name(f, sizeof f, "wuflow");
+	fport = flow_port(&c, f);
+	for (int i = 0; i < 64 && a[0] == 0; i++) {
+		char s[64], what[16];
+		snprintf(what, sizeof what, "wua%d", i);
+		name(s, sizeof s, what);
+		aport = flow_port(&c, s);
+		if (aport != fport) {
+			strcpy(a, s);
+		}
+	}
+	assert_true(a[0] != 0);
+	for (unsigned k = 0; k < NODES; k++) {
+		if (c2.nodes[k].fsnp == fport) {
+			fnode = k;
+		}
+		if (c2.nodes[k].fsnp == aport) {
+			anode = k;
+		}
+	}
+	assert_int_not_equal(fnode, anode);
+	ftc_close(&c);
+	assert_int_equal(ftc_connect(&c, c2.nodes[anode].fsnp), 0);
+	park(&c, f, type, a, false);
+
+	assert_int_equal(harness_node_signal(&c2, fnode, SIGSTOP, NULL), 0);
+	m = call_slow(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a,
+	              "ann");
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_GET, "id=s", a);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "approved"));
+	ftc_msg_free(&m);
+	assert_int_equal(harness_node_signal(&c2, fnode, SIGCONT, NULL), 0);
+
+	until = harness_mono_ms() + 30000;
+	for (;;) {
+		m = call(&c, FSNP_OP_FLOW_GET, "id=s", f);
+		if (m.status == 0) {
+			break;
+		}
+		ftc_msg_free(&m);
+		assert_true(harness_mono_ms() < until);
+		harness_nap(200);
+	}
+	assert_true(ftc_map_str(&m.value, "state", "awaiting_approval"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a,
+	         "ann");
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	ftc_msg_free(&m);
+	state_is(&c, f, "approved");
+	ftc_close(&c);
+	harness_cluster_stop(&c2);
+}
+
 /* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
  * live node; its exit status, output in out. */
 static int lodectl(char *out, size_t cap, const char *const *args)
@@ -1626,6 +1727,7 @@ int main(void)
 	    cmocka_unit_test(test_admission_nothing_due),
 	    cmocka_unit_test(test_admission_extend_and_batch),
 	    cmocka_unit_test(test_other_group_unavailable),
+	    cmocka_unit_test(test_wake_unavailable),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

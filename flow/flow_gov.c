@@ -662,6 +662,8 @@ static int run(struct gctx *g, struct flow_err *err)
 		return gov_limit_claim(g, err);
 	case FLOW_GOV_OP_LIMIT_RETURN:
 		return gov_limit_return(g, err);
+	case FLOW_GOV_OP_LIMIT_RENEW:
+		return gov_limit_renew(g, err);
 	case FSNP_OP_FLOW_BUDGET_RESERVE:
 		return gov_budget_reserve(g, err);
 	case FSNP_OP_FLOW_BUDGET_COMMIT:

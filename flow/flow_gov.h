@@ -35,12 +35,17 @@ struct tx;
 
 /* Internal too: CLAIM_DUE admission through a limit (governance_limit_scope
  * + governance_shard_id; docs/flow.md "Claim admission"). LIMIT.CLAIM
- * {scope, shard_id, items: [{id, partition_key, reservation_id}],
- * reservation_ids} records the credit each claimed flow holds and gives
- * back the unused ones; LIMIT.RETURN {scope, shard_id, id, partition_key}
- * gives back the credit a settled flow holds. */
+ * {scope, shard_id, items: [{id, partition_key, reservation_id,
+ * fencing_token}], reservation_ids} records the credit each claimed flow
+ * holds and gives back the unused ones; LIMIT.RETURN {scope, shard_id,
+ * id, partition_key} (or `items` [{id, partition_key}] after a batch)
+ * gives back the credit each settled flow holds. */
 #define FLOW_GOV_OP_LIMIT_CLAIM 0x02FC
 #define FLOW_GOV_OP_LIMIT_RETURN 0x02FD
+/* LIMIT.RENEW {scope, shard_id, id, partition_key, fencing_token, ttl_ms}
+ * before EXTEND_LEASE with the options: the lease of the credit the flow
+ * holds (from the claim with that fencing token) lives ttl_ms more. */
+#define FLOW_GOV_OP_LIMIT_RENEW 0x02FB
 
 /* Read-only governance opcodes (served by store_read). */
 bool flow_gov_is_read(uint16_t opcode);

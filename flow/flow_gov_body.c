@@ -136,7 +136,10 @@ static const struct positional positionals[] = {
     {FSNP_OP_FLOW_LIMIT_LIST, {{0, false}}, 0},
     {FLOW_GOV_OP_CIRCUIT_COUNT, {P(GF_SCOPE), P(GF_KIND)}, 2},
     {FLOW_GOV_OP_LIMIT_CLAIM, {P(GF_SCOPE), P(GF_SHARD_ID)}, 2},
-    {FLOW_GOV_OP_LIMIT_RETURN, {P(GF_SCOPE), P(GF_SHARD_ID), P(GF_ID)}, 3},
+    {FLOW_GOV_OP_LIMIT_RETURN, {P(GF_SCOPE), P(GF_SHARD_ID)}, 2},
+    {FLOW_GOV_OP_LIMIT_RENEW,
+     {P(GF_SCOPE), P(GF_SHARD_ID), P(GF_ID), PP(GF_TTL_MS)},
+     4},
 };
 
 bool flow_gov_opcode(uint16_t opcode)
@@ -145,7 +148,8 @@ bool flow_gov_opcode(uint16_t opcode)
 	        opcode <= FSNP_OP_FLOW_BUDGET_RELEASE) ||
 	       opcode == FLOW_GOV_OP_CIRCUIT_COUNT ||
 	       opcode == FLOW_GOV_OP_LIMIT_CLAIM ||
-	       opcode == FLOW_GOV_OP_LIMIT_RETURN;
+	       opcode == FLOW_GOV_OP_LIMIT_RETURN ||
+	       opcode == FLOW_GOV_OP_LIMIT_RENEW;
 }
 
 const char *flow_gov_field_name(enum gov_field f)

@@ -139,6 +139,7 @@ int gov_circuit_get(struct gctx *g, struct flow_err *err);
 int gov_circuit_count(struct gctx *g, struct flow_err *err);
 int gov_limit_claim(struct gctx *g, struct flow_err *err);
 int gov_limit_return(struct gctx *g, struct flow_err *err);
+int gov_limit_renew(struct gctx *g, struct flow_err *err);
 void gov_circuit_item(struct gov_lister *l, const struct fsnp_val *m,
                       struct fsnp_writer *w);
 int gov_approval_request(struct gctx *g, struct flow_err *err);

@@ -499,6 +499,37 @@ static int credit_release(struct gctx *g, struct owner *o, int64_t shard,
 	return back;
 }
 
+/* The record of the credit a claimed flow holds: FLOW_CREDIT_V1, the
+ * lease's shard id and the claim's fencing token (8 bytes each, big
+ * endian), then the credit's reservation id. A record written before the
+ * fencing token was kept is the shard id and the reservation id (its first
+ * byte is 0: shard ids are below LIMIT_LEASES_MAX). */
+#define FLOW_CREDIT_V1 0x01
+
+struct flow_credit {
+	int64_t shard, fencing;
+	bool has_fencing;
+	struct fsnp_bytes rid;
+};
+
+static bool flow_credit_parse(const struct sbuf *v, struct flow_credit *fc)
+{
+	memset(fc, 0, sizeof *fc);
+	if (v->len >= 17 && v->p[0] == FLOW_CREDIT_V1) {
+		fc->shard = (int64_t)be_get64(v->p + 1);
+		fc->fencing = (int64_t)be_get64(v->p + 9);
+		fc->has_fencing = true;
+		fc->rid = (struct fsnp_bytes){v->p + 17, v->len - 17};
+		return true;
+	}
+	if (v->len >= 8 && v->p[0] == 0) {
+		fc->shard = (int64_t)be_get64(v->p);
+		fc->rid = (struct fsnp_bytes){v->p + 8, v->len - 8};
+		return true;
+	}
+	return false;
+}
+
 /* The key of the credit a claimed flow (id, partition) holds. */
 static void flow_credit_key(struct gctx *g, struct fsnp_bytes scope,
                             struct fsnp_bytes id, const struct fsnp_bytes *pk)
@@ -546,7 +577,9 @@ int gov_limit_claim(struct gctx *g, struct flow_err *err)
 		fsnp_iter_init(&it, &items->v);
 		while (fsnp_iter_next(&it, NULL, &e)) {
 			struct fsnp_bytes id, pk, rid;
-			uint8_t v[8];
+			struct fsnp_val fv;
+			int64_t fen = 0;
+			uint8_t v[1 + 16];
 			bool has_pk =
 			    fsnp_map_bin(&e, "partition_key", &pk) == 0;
 			if (e.tag != FSNP_MAP ||
@@ -554,8 +587,13 @@ int gov_limit_claim(struct gctx *g, struct flow_err *err)
 			    fsnp_map_bin(&e, "reservation_id", &rid) != 0) {
 				continue;
 			}
+			if (fsnp_map_get(&e, "fencing_token", &fv) == 0) {
+				(void)fsnp_val_i64(&fv, &fen);
+			}
 			flow_credit_key(g, scope, id, has_pk ? &pk : NULL);
-			be_put64(v, (uint64_t)shard);
+			v[0] = FLOW_CREDIT_V1;
+			be_put64(v + 1, (uint64_t)shard);
+			be_put64(v + 9, (uint64_t)fen);
 			{
 				struct wbuf b;
 				wbuf_init(&b);
@@ -595,39 +633,87 @@ out:
 	return rv;
 }
 
-/* The internal LIMIT.RETURN after COMPLETE, FAIL, CANCEL or RETRY with
- * the admission options: the credit the flow holds goes back to its
- * lease (once: the flow's record of it is deleted). */
+/* Gives back the credit flow (id, pk) holds, if any: 1 when it counted,
+ * 0 when not, -1 on I/O failure. */
+static int flow_credit_return(struct gctx *g, struct owner *o,
+                              struct fsnp_bytes scope, struct fsnp_bytes id,
+                              const struct fsnp_bytes *pk)
+{
+	struct flow_credit fc;
+	struct sbuf v;
+	int got;
+
+	sbuf_init(&v);
+	flow_credit_key(g, scope, id, pk);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got != 1) {
+		sbuf_free(&v);
+		return got < 0 ? -1 : 0;
+	}
+	store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
+	got = flow_credit_parse(&v, &fc) && o->exists
+	          ? credit_release(g, o, fc.shard, fc.rid)
+	          : 0;
+	sbuf_free(&v);
+	return got;
+}
+
+/* The internal LIMIT.RETURN after COMPLETE, FAIL, CANCEL or RETRY (or
+ * their *_MANY batches: `items` [{id, partition_key}], the items that
+ * settled) with the admission options: the credit each flow holds goes
+ * back to its lease (once: the flow's record of it is deleted). Answers
+ * the owner, or nil when no flow held a credit. */
 int gov_limit_return(struct gctx *g, struct flow_err *err)
 {
 	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
-	struct fsnp_bytes id = GO(g, GF_ID)->t;
+	const struct gov_opt *id = GO(g, GF_ID);
 	const struct gov_opt *pk = GO(g, GF_PARTITION_KEY);
+	const struct gov_opt *items = GO(g, GF_ITEMS);
 	struct owner o;
-	struct sbuf v;
+	int64_t back = 0;
 	int got, rv = 0;
 
-	(void)err;
+	if (id == NULL && items == NULL) {
+		return E1("ERR flow limit return needs id or items");
+	}
 	if (owner_load(g, scope, &o) < 0) {
 		return -1;
 	}
-	sbuf_init(&v);
-	flow_credit_key(g, scope, id, pk != NULL ? &pk->t : NULL);
-	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
-	if (got < 0) {
-		rv = -1;
-		goto out;
+	if (o.exists) {
+		owner_expire(&o, g->c->now);
 	}
-	if (got != 1 || v.len < 8 || !o.exists) {
+	if (id != NULL) {
+		got = flow_credit_return(g, &o, scope, id->t,
+		                         pk != NULL ? &pk->t : NULL);
+		if (got < 0) {
+			rv = -1;
+			goto out;
+		}
+		back += got;
+	}
+	if (items != NULL) {
+		struct fsnp_iter it;
+		struct fsnp_val e;
+		fsnp_iter_init(&it, &items->v);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			struct fsnp_bytes iid, ipk;
+			bool has_pk;
+			if (e.tag != FSNP_MAP ||
+			    fsnp_map_bin(&e, "id", &iid) != 0) {
+				continue;
+			}
+			has_pk = fsnp_map_bin(&e, "partition_key", &ipk) == 0;
+			got = flow_credit_return(g, &o, scope, iid,
+			                         has_pk ? &ipk : NULL);
+			if (got < 0) {
+				rv = -1;
+				goto out;
+			}
+			back += got;
+		}
+	}
+	if (!o.exists || back == 0) {
 		fsnp_w_nil(g->w); /* nothing held */
-		goto out;
-	}
-	store_tx_del(g->c->tx, g->c->key.p, g->c->key.len);
-	owner_expire(&o, g->c->now);
-	got = credit_release(g, &o, (int64_t)be_get64(v.p),
-	                     (struct fsnp_bytes){v.p + 8, v.len - 8});
-	if (got < 0) {
-		rv = -1;
 		goto out;
 	}
 	owner_rebalance(&o);
@@ -635,11 +721,70 @@ int gov_limit_return(struct gctx *g, struct flow_err *err)
 		o.updated_at_ms = (int64_t)g->c->now;
 	}
 	owner_save(g, &o);
-	if (got > 0 && limit_event(g, &o, "limit_released", 1, NULL) != 0) {
+	if (limit_event(g, &o, "limit_released", back, NULL) != 0) {
 		rv = -1;
 		goto out;
 	}
 	owner_write(g->w, &o);
+out:
+	owner_free(&o);
+	return rv;
+}
+
+/* The internal LIMIT.RENEW before EXTEND_LEASE with the admission
+ * options: when the flow holds a credit of the claim whose fencing token
+ * the body carries, that credit's lease lives at least ttl_ms more (as
+ * the reference renews the lease of a governed flow before extending
+ * it); a lease already dropped is `ERR flow limit lease expired`. A flow
+ * holding no credit (ungoverned, settled, or claimed again since) renews
+ * nothing and answers nil. */
+int gov_limit_renew(struct gctx *g, struct flow_err *err)
+{
+	struct fsnp_bytes scope = GO(g, GF_SCOPE)->t;
+	const struct gov_opt *pk = GO(g, GF_PARTITION_KEY);
+	const struct gov_opt *fen = GO(g, GF_FENCING_TOKEN);
+	struct flow_credit fc;
+	struct owner o;
+	struct lease *x;
+	struct sbuf v;
+	int got, rv = GOV_ERR;
+
+	if (owner_load(g, scope, &o) < 0) {
+		return -1;
+	}
+	sbuf_init(&v);
+	flow_credit_key(g, scope, GO(g, GF_ID)->t, pk != NULL ? &pk->t : NULL);
+	got = store_tx_get(g->c->tx, g->c->key.p, g->c->key.len, &v);
+	if (got < 0) {
+		rv = -1;
+		goto out;
+	}
+	if (got != 1 || !o.exists || !flow_credit_parse(&v, &fc) ||
+	    (fc.has_fencing && fen != NULL && fc.fencing != fen->i)) {
+		fsnp_w_nil(g->w);
+		rv = 0;
+		goto out;
+	}
+	owner_expire(&o, g->c->now);
+	x = owner_lease(&o, fc.shard);
+	if (x == NULL) {
+		rv = E1("ERR flow limit lease expired");
+		goto out;
+	}
+	if (x->expires_at_ms < (int64_t)g->c->now + GO(g, GF_TTL_MS)->i) {
+		x->expires_at_ms = (int64_t)g->c->now + GO(g, GF_TTL_MS)->i;
+	}
+	if (o.updated_at_ms < (int64_t)g->c->now) {
+		o.updated_at_ms = (int64_t)g->c->now;
+	}
+	owner_save(g, &o);
+	fsnp_w_map_begin(g->w);
+	fsnp_w_key(g->w, "owner");
+	owner_write(g->w, &o);
+	fsnp_w_key(g->w, "lease");
+	lease_write(g->w, x);
+	fsnp_w_map_end(g->w);
+	rv = 0;
 out:
 	sbuf_free(&v);
 	owner_free(&o);

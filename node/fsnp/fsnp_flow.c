@@ -85,6 +85,14 @@ enum flow_kind {
 	FK_REPLAY,
 	/* a claim admitted by a governance limit: the credits' spend */
 	FK_ADMIT,
+	/* that spend refused: is anything due at all? (peeks) */
+	FK_ADMIT_PEEK,
+	/* an admitted claim that found nothing gives its credits back
+	 * before it waits */
+	FK_UNSPEND,
+	/* EXTEND_LEASE with the admission options: the credit's lease
+	 * renewed first (LIMIT.RENEW in the scope's group) */
+	FK_RENEW,
 	/* a circuit count after the answer (probe given back, outcome fed):
 	 * the saved answer is sent whatever it gives */
 	FK_SIDE,
@@ -132,6 +140,9 @@ struct fsnp_flow {
 	 * encoded reservation_ids list), and whether they were recorded */
 	bool admitted, admit_done;
 	struct wbuf credits;
+	/* refused with nothing due and block_ms: parked without credits,
+	 * the spend asked again when polled */
+	bool admit_wait;
 };
 
 struct fan_pick {
@@ -155,6 +166,14 @@ static void reply_records_compact(struct fsnp_req *r, bool list);
 static void fan_begin(struct fsnp_req *r);
 static void claim_empty(struct fsnp_req *r);
 static int plan_parts(struct fsnp_req *r, uint32_t n);
+static void plan_single(struct fsnp_req *r);
+static void res_free(struct fsnp_flow *f);
+static void admit_peeked(struct fsnp_req *r);
+static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
+                    size_t len);
+static bool claim_admission(struct fsnp_req *r, const struct flow_req *req);
+static bool admit_unspend(struct fsnp_req *r);
+static void admit_unspent(struct fsnp_req *r);
 
 /* Whether this node holds a replica of `group` (so its apply, and the
  * changes hook, run here). */
@@ -912,7 +931,9 @@ static int fan_setup(struct fsnp_req *r)
 	}
 	r->ops = calloc(n, sizeof *r->ops);
 	f->res = calloc(n, sizeof *f->res);
-	f->quota = calloc(n, sizeof *f->quota);
+	if (f->quota == NULL) { /* set up before the claim waited */
+		f->quota = calloc(n, sizeof *f->quota);
+	}
 	if (r->ops == NULL || f->res == NULL || f->quota == NULL) {
 		flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
 		return -1;
@@ -929,6 +950,16 @@ void fsnp_flow_poll(struct fsnp_req *r)
 	}
 	r->waiting = false;
 	wbuf_reset(&r->reply);
+	if (r->flow->admit_wait) {
+		/* refused with nothing due: the spend is asked again */
+		r->flow->admit_wait = false;
+		plan_single(r);
+		res_free(r->flow);
+		if (!claim_admission(r, r->flow->req)) {
+			fsnp_exec_finish(r);
+		}
+		return;
+	}
 	claim_restart(r);
 	if (r->flow->kind == FK_FAN) {
 		fan_begin(r);
@@ -980,6 +1011,9 @@ static void claim_empty(struct fsnp_req *r)
 	    (r->deadline_ms != 0 && now >= r->deadline_ms)) {
 		claim_reply(r);
 		fsnp_exec_finish(r);
+		return;
+	}
+	if (f->admitted && !f->admit_done && admit_unspend(r)) {
 		return;
 	}
 	at = claim_recheck_ms(r, now);
@@ -1329,6 +1363,14 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		r->pending = 0;
 		admit_spent(r, status, result, len);
 		return;
+	case FK_RENEW:
+		r->pending = 0;
+		renewed(r, status, result, len);
+		return;
+	case FK_UNSPEND:
+		r->pending = 0;
+		admit_unspent(r);
+		return;
 	case FK_SIDE:
 		r->pending = 0;
 		wbuf_reset(&r->reply);
@@ -1383,6 +1425,10 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 	if (--r->pending > 0) {
 		return;
 	}
+	if (f->kind == FK_ADMIT_PEEK) {
+		admit_peeked(r);
+		return;
+	}
 	if (f->kind == FK_MGET) {
 		merge_mget(r);
 	} else if (f->kind == FK_STATS) {
@@ -1404,6 +1450,9 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		}
 		if (remote) {
 			flow_woke(r);
+		}
+		if (f->kind == FK_SPLIT && credit_return(r)) {
+			return;
 		}
 	}
 	fsnp_exec_finish(r);
@@ -1598,6 +1647,10 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 	}
 	if (--r->pending == 0) {
 		/* Every part answered inside submit: merge now. */
+		if (f->kind == FK_ADMIT_PEEK) {
+			admit_peeked(r);
+			return;
+		}
 		if (f->kind == FK_MGET) {
 			merge_mget(r);
 		} else if (f->kind == FK_STATS) {
@@ -1608,6 +1661,9 @@ static void run_parts(struct fsnp_req *r, uint32_t n)
 			merge_slist(r);
 		} else if (f->kind == FK_SPLIT) {
 			merge_split(r);
+			if (credit_return(r)) {
+				return;
+			}
 		} else {
 			merge_all(r);
 		}
@@ -2443,6 +2499,199 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 	return true;
 }
 
+static void res_free(struct fsnp_flow *f)
+{
+	if (f->res != NULL) {
+		for (uint32_t i = 0; i < f->n_res; i++) {
+			free(f->res[i].data);
+		}
+		free(f->res);
+	}
+	f->res = NULL;
+	f->n_res = 0;
+}
+
+/* The answer kept in f->decided becomes the reply. */
+static void reply_decided(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	wbuf_reset(&r->reply);
+	r->custom = f->decided_custom;
+	wbuf_append(&r->reply, f->decided.data, f->decided.len);
+}
+
+/* A claim's spend was refused (the refusal kept in f->decided): the
+ * claim's groups are peeked (what it would take, nothing written), and
+ * the refusal is the answer only when something is due; with nothing due
+ * the claim answers [] (or waits, with block_ms), as the reference checks
+ * for due work before returning a refused spend. */
+static void admit_peek(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct flow_cmd_meta meta = {
+	    .max_clock_skew_ms = r->srv->lim.flow_clock_skew_ms,
+	    .seed = f->seed,
+	};
+	struct flow_err err;
+	uint32_t n = f->fixed_group != 0 ? 1 : r->srv->data_groups;
+
+	plan_single(r);
+	res_free(f);
+	if (plan_parts(r, n) != 0) {
+		reply_decided(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct fsnp_part *p = &r->plan.parts[i];
+		if (flow_cmd_encode_peek(f->opcode, f->body, f->len, &meta,
+		                         &p->cmd, &p->len, &err) != 0) {
+			reply_decided(r);
+			fsnp_exec_finish(r);
+			return;
+		}
+		p->group = f->fixed_group != 0 ? f->fixed_group : i + 1;
+		p->read = true;
+	}
+	f->kind = FK_ADMIT_PEEK;
+	run_parts(r, n);
+}
+
+/* Nothing due and block_ms asked: the claim waits without credits, as a
+ * parked claim does; polled, it spends again (fsnp_flow_poll). */
+static bool admit_park(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct flow_err err;
+	int64_t ms;
+
+	if (f->req == NULL) {
+		struct flow_req *req = malloc(sizeof *req);
+		if (req == NULL ||
+		    flow_body_decode_bytes(f->opcode, f->body, f->len, req,
+		                           &err) != 0) {
+			free(req);
+			return false;
+		}
+		f->req = req;
+	}
+	if (!f->req->f[FF_BLOCK_MS].set) {
+		return false;
+	}
+	ms = f->req->f[FF_BLOCK_MS].i;
+	if (!f->block) {
+		f->block = true;
+		f->block_until =
+		    ms == 0 ? 0 : fsnp_now_ms(r->srv) + (uint64_t)ms;
+	}
+	f->kind = FK_CLAIM;
+	f->admit_wait = true;
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_empty(r);
+	return true;
+}
+
+/* An admitted claim found nothing due and is to wait: as the reference
+ * spends per attempt and gives back what it did not use, its credits go
+ * back first (LIMIT.CLAIM naming no flow) and it waits holding none,
+ * spending again when polled. True when the give-back was started. */
+static bool admit_unspend(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val ids, scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	uint16_t was = f->opcode;
+	int64_t sid;
+	int rv;
+
+	if (fsnp_value_decode(f->credits.data, f->credits.len, NULL, &ids,
+	                      NULL) != 0 ||
+	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || fsnp_val_i64(&shard, &sid) != 0) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	fsnp_w_key(&w, "items");
+	fsnp_w_array_begin(&w);
+	fsnp_w_array_end(&w);
+	fsnp_w_key(&w, "reservation_ids");
+	fsnp_w_val(&w, &ids);
+	fsnp_w_map_end(&w);
+	plan_single(r);
+	f->opcode = FLOW_GOV_OP_LIMIT_CLAIM;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
+	wbuf_free(&b);
+	if (rv != 0) {
+		return false;
+	}
+	f->admit_done = true;
+	f->kind = FK_UNSPEND;
+	submit_one(r);
+	return true;
+}
+
+/* The credits are back (or, the scope's group failing, left in use until
+ * their lease expires): the claim waits unadmitted. */
+static void admit_unspent(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+
+	f->admitted = false;
+	f->admit_done = false;
+	wbuf_reset(&f->credits);
+	wbuf_reset(&r->reply);
+	res_free(f);
+	f->kind = FK_CLAIM;
+	f->admit_wait = true;
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_empty(r);
+}
+
+/* The peeks of a refused claim answered. */
+static void admit_peeked(struct fsnp_req *r)
+{
+	struct fsnp_flow *f = r->flow;
+	bool empty = true;
+
+	for (uint32_t i = 0; i < f->n_res; i++) {
+		struct fsnp_val v;
+		if (!result_ok(f->res[i].status, f->res[i].data, f->res[i].len,
+		               &v) ||
+		    v.tag != FSNP_ARRAY || v.as.count != 0) {
+			empty = false;
+		}
+	}
+	if (!empty) {
+		reply_decided(r);
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (admit_park(r)) {
+		return;
+	}
+	f->n_acc = 0;
+	wbuf_reset(&f->acc);
+	claim_reply(r);
+	fsnp_exec_finish(r);
+}
+
 /* CLAIM_DUE / RECLAIM with governance_limit_scope and governance_shard_id
  * (docs/flow.md "Claim admission"): step 1 spends `limit` credits of the
  * shard's lease (LIMIT.SPEND in the scope's group; a refusal is the
@@ -2540,7 +2789,14 @@ static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
 	    fsnp_map_get(&v, "reservation_ids", &ids) != 0 ||
 	    ids.tag != FSNP_ARRAY) {
 		reply_result(r, status, r->plan.one.group, res, len);
-		fsnp_exec_finish(r);
+		wbuf_reset(&f->decided);
+		wbuf_append(&f->decided, r->reply.data, r->reply.len);
+		f->decided_custom = r->custom;
+		if (f->decided.oom) {
+			fsnp_exec_finish(r);
+			return;
+		}
+		admit_peek(r);
 		return;
 	}
 	wbuf_append(&f->credits, ids.enc, ids.enc_len);
@@ -2556,10 +2812,12 @@ static void admit_spent(struct fsnp_req *r, int status, const uint8_t *res,
 /* The id and partition key of a claimed item (a record or job map, or a
  * compact job [id, partition_key, ...]). */
 static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
-                         struct fsnp_val *pk)
+                         struct fsnp_val *pk, struct fsnp_val *fen)
 {
 	struct fsnp_iter it;
+	struct fsnp_val tok;
 
+	fen->tag = FSNP_NIL;
 	if (e->tag == FSNP_MAP) {
 		if (fsnp_map_get(e, "id", id) != 0 || id->tag != FSNP_BIN) {
 			return false;
@@ -2567,17 +2825,24 @@ static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
 		if (fsnp_map_get(e, "partition_key", pk) != 0) {
 			pk->tag = FSNP_NIL;
 		}
+		if (fsnp_map_get(e, "fencing_token", fen) != 0) {
+			fen->tag = FSNP_NIL;
+		}
 		return true;
 	}
 	if (e->tag != FSNP_ARRAY) {
 		return false;
 	}
+	/* a compact job: [id, partition_key, lease_token, fencing_token…] */
 	fsnp_iter_init(&it, e);
 	if (!fsnp_iter_next(&it, NULL, id) || id->tag != FSNP_BIN) {
 		return false;
 	}
 	if (!fsnp_iter_next(&it, NULL, pk)) {
 		pk->tag = FSNP_NIL;
+	} else if (!fsnp_iter_next(&it, NULL, &tok) ||
+	           !fsnp_iter_next(&it, NULL, fen)) {
+		fen->tag = FSNP_NIL;
 	}
 	return true;
 }
@@ -2585,7 +2850,7 @@ static bool claimed_item(const struct fsnp_val *e, struct fsnp_val *id,
 bool fsnp_flow_finishing(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
-	struct fsnp_val ids, rid, item, id, pk, scope, shard;
+	struct fsnp_val ids, rid, item, id, pk, fen, scope, shard;
 	struct fsnp_iter cit;
 	struct fsnp_bytes s;
 	struct fsnp_writer w;
@@ -2625,7 +2890,7 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 		p += used;
 		left -= used;
 		claimed++;
-		if (!claimed_item(&item, &id, &pk) ||
+		if (!claimed_item(&item, &id, &pk, &fen) ||
 		    !fsnp_iter_next(&cit, NULL, &rid)) {
 			continue;
 		}
@@ -2638,6 +2903,10 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 		}
 		fsnp_w_key(&w, "reservation_id");
 		fsnp_w_val(&w, &rid);
+		if (fen.tag == FSNP_I64) {
+			fsnp_w_key(&w, "fencing_token");
+			fsnp_w_val(&w, &fen);
+		}
 		fsnp_w_map_end(&w);
 	}
 	fsnp_w_array_end(&w);
@@ -2657,10 +2926,77 @@ bool fsnp_flow_finishing(struct fsnp_req *r)
 	return started;
 }
 
-/* COMPLETE, FAIL, CANCEL or RETRY with the admission options, done: the
- * credit the flow holds goes back (LIMIT.RETURN in the scope's group).
- * The answer waits for it; a return that fails leaves the credit in use
- * until its lease expires. */
+static bool settles_many(uint16_t op)
+{
+	return op == FSNP_OP_FLOW_COMPLETE_MANY ||
+	       op == FSNP_OP_FLOW_FAIL_MANY || op == FSNP_OP_FLOW_CANCEL_MANY ||
+	       op == FSNP_OP_FLOW_RETRY_MANY;
+}
+
+/* The items of a settled *_MANY batch that succeeded (every item when
+ * the reply is "OK", else those answered "OK"), as [{id,
+ * partition_key}]. False when none did. */
+static bool settled_items(struct fsnp_req *r, struct fsnp_writer *w)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val reply, e, res;
+	struct fsnp_iter it, rit;
+	struct flow_req *req = malloc(sizeof *req);
+	struct flow_err err;
+	bool all, any = false;
+
+	if (req == NULL ||
+	    flow_body_decode_bytes(f->opcode, f->body, f->len, req, &err) !=
+	        0 ||
+	    !req->f[FF_ITEMS].set || req->f[FF_ITEMS].v.tag != FSNP_ARRAY ||
+	    fsnp_value_decode(r->reply.data + 2, r->reply.len - 2, NULL, &reply,
+	                      NULL) != 0) {
+		free(req);
+		return false;
+	}
+	all = reply.tag == FSNP_BIN && fsnp_bytes_eq(reply.as.bin, "OK");
+	if (!all && reply.tag != FSNP_ARRAY) {
+		free(req);
+		return false;
+	}
+	if (!all) {
+		fsnp_iter_init(&rit, &reply);
+	}
+	fsnp_w_key(w, "items");
+	fsnp_w_array_begin(w);
+	fsnp_iter_init(&it, &req->f[FF_ITEMS].v);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		struct flow_req item;
+		const struct flow_opt *pk;
+		if (!all &&
+		    (!fsnp_iter_next(&rit, NULL, &res) || res.tag != FSNP_BIN ||
+		     !fsnp_bytes_eq(res.as.bin, "OK"))) {
+			continue;
+		}
+		if (flow_body_decode_item(req, &e, &item, &err) != 0 ||
+		    !item.f[FF_ID].set) {
+			continue;
+		}
+		pk = &item.f[FF_PARTITION_KEY];
+		fsnp_w_map_begin(w);
+		fsnp_w_key(w, "id");
+		fsnp_w_bin(w, item.f[FF_ID].t.ptr, item.f[FF_ID].t.len);
+		if (pk->set && pk->t.len > 0) {
+			fsnp_w_key(w, "partition_key");
+			fsnp_w_bin(w, pk->t.ptr, pk->t.len);
+		}
+		fsnp_w_map_end(w);
+		any = true;
+	}
+	fsnp_w_array_end(w);
+	free(req);
+	return any;
+}
+
+/* COMPLETE, FAIL, CANCEL or RETRY (or their *_MANY batches) with the
+ * admission options, done: the credit each settled flow holds goes back
+ * (LIMIT.RETURN in the scope's group). The answer waits for it; a return
+ * that fails leaves the credits in use until their lease expires. */
 static bool credit_return(struct fsnp_req *r)
 {
 	struct fsnp_flow *f = r->flow;
@@ -2669,18 +3005,79 @@ static bool credit_return(struct fsnp_req *r)
 	struct fsnp_writer w;
 	struct wbuf b;
 	int64_t sid;
+	bool many = settles_many(f->opcode);
 	bool started;
 
 	if ((f->opcode != FSNP_OP_FLOW_COMPLETE &&
 	     f->opcode != FSNP_OP_FLOW_FAIL &&
 	     f->opcode != FSNP_OP_FLOW_CANCEL &&
-	     f->opcode != FSNP_OP_FLOW_RETRY) ||
-	    r->reply.len < 2 || wire_load_u16(r->reply.data) != 0 ||
+	     f->opcode != FSNP_OP_FLOW_RETRY && !many) ||
+	    r->reply.len < 3 || wire_load_u16(r->reply.data) != 0 ||
 	    admission_opts(f->body, f->len, &scope, &shard) != 2 ||
 	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
 	    fsnp_val_i64(&shard, &sid) != 0 ||
-	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0 ||
-	    fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN) {
+	    fsnp_value_decode_body(f->body, f->len, NULL, &body) != 0) {
+		return false;
+	}
+	if (!many &&
+	    (fsnp_map_get(&body, "id", &v) != 0 || v.tag != FSNP_BIN)) {
+		return false;
+	}
+	wbuf_init(&b);
+	fsnp_w_init(&w, &b);
+	fsnp_w_map_begin(&w);
+	fsnp_w_key(&w, "scope");
+	fsnp_w_bin(&w, s.ptr, s.len);
+	fsnp_w_key(&w, "shard_id");
+	fsnp_w_i64(&w, sid);
+	if (many) {
+		if (!settled_items(r, &w)) {
+			wbuf_free(&b);
+			return false;
+		}
+	} else {
+		fsnp_w_key(&w, "id");
+		fsnp_w_val(&w, &v);
+		if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
+		    v.tag == FSNP_BIN) {
+			fsnp_w_key(&w, "partition_key");
+			fsnp_w_val(&w, &v);
+		}
+	}
+	fsnp_w_map_end(&w);
+	started = fsnp_w_finish(&w) == 0 && !b.oom &&
+	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
+	                    shards_group_of_slot(r->srv->shards,
+	                                         flow_route_slot(s.ptr, s.len)),
+	                    &b);
+	wbuf_free(&b);
+	return started;
+}
+
+/* EXTEND_LEASE with governance_limit_scope and governance_shard_id: the
+ * reference renews the lease of the credit a governed flow holds before
+ * extending the flow's lease. Step 1, LIMIT.RENEW in the scope's group
+ * (the flow's credit from the claim with this fencing token, if any, keeps
+ * its lease lease_ms more; a lease already dropped is refused and the flow
+ * is not extended); step 2, the extension in the flow's group. True when
+ * step 1 was started. */
+static bool renew_step(struct fsnp_req *r, const struct flow_req *req,
+                       uint32_t flow_group)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val scope, shard;
+	struct fsnp_bytes s;
+	struct fsnp_writer w;
+	struct wbuf b;
+	const struct flow_opt *pk = &req->f[FF_PARTITION_KEY];
+	int64_t sid;
+	uint16_t was = f->opcode;
+	int rv;
+
+	if (admission_opts(f->body, f->len, &scope, &shard) != 2 ||
+	    fsnp_val_bin(&scope, &s) != 0 || s.len == 0 ||
+	    fsnp_val_i64(&shard, &sid) != 0 || sid < 0 || !req->f[FF_ID].set ||
+	    !req->f[FF_LEASE_MS].set || req->f[FF_LEASE_MS].i <= 0) {
 		return false;
 	}
 	wbuf_init(&b);
@@ -2691,20 +3088,72 @@ static bool credit_return(struct fsnp_req *r)
 	fsnp_w_key(&w, "shard_id");
 	fsnp_w_i64(&w, sid);
 	fsnp_w_key(&w, "id");
-	fsnp_w_val(&w, &v);
-	if (fsnp_map_get(&body, "partition_key", &v) == 0 &&
-	    v.tag == FSNP_BIN) {
+	fsnp_w_bin(&w, req->f[FF_ID].t.ptr, req->f[FF_ID].t.len);
+	if (pk->set && pk->t.len > 0) {
 		fsnp_w_key(&w, "partition_key");
-		fsnp_w_val(&w, &v);
+		fsnp_w_bin(&w, pk->t.ptr, pk->t.len);
 	}
+	if (req->f[FF_FENCING_TOKEN].set) {
+		fsnp_w_key(&w, "fencing_token");
+		fsnp_w_i64(&w, req->f[FF_FENCING_TOKEN].i);
+	}
+	fsnp_w_key(&w, "ttl_ms");
+	fsnp_w_i64(&w, req->f[FF_LEASE_MS].i);
 	fsnp_w_map_end(&w);
-	started = fsnp_w_finish(&w) == 0 && !b.oom &&
-	          side_step(r, FLOW_GOV_OP_LIMIT_RETURN,
-	                    shards_group_of_slot(r->srv->shards,
-	                                         flow_route_slot(s.ptr, s.len)),
-	                    &b);
+	f->kind = FK_RENEW;
+	f->fixed_group = flow_group;
+	r->plan.parts = &r->plan.one;
+	r->plan.n_parts = 1;
+	f->opcode = FLOW_GOV_OP_LIMIT_RENEW;
+	rv = fsnp_w_finish(&w) == 0 && !b.oom
+	         ? part_encode(
+	               r, &r->plan.one,
+	               shards_group_of_slot(r->srv->shards,
+	                                    flow_route_slot(s.ptr, s.len)),
+	               b.data, b.len)
+	         : -1;
+	f->opcode = was;
 	wbuf_free(&b);
-	return started;
+	if (rv != 0) {
+		if (r->reply.len == 0) {
+			flow_error(r, FSNP_STATUS_BUSY, "BUSY out of memory");
+		}
+		fsnp_exec_finish(r);
+		return true;
+	}
+	submit_one(r);
+	return true;
+}
+
+/* Step 1 of a governed EXTEND_LEASE answered: a refusal is the reply
+ * (nothing extended), an unreachable group GOVERNANCE_UNAVAILABLE; else
+ * the extension is proposed to the flow's group. */
+static void renewed(struct fsnp_req *r, int status, const uint8_t *res,
+                    size_t len)
+{
+	struct fsnp_flow *f = r->flow;
+	struct fsnp_val v;
+
+	if (status != SHARDS_OK) {
+		gov_denial(
+		    r, "GOVERNANCE_UNAVAILABLE", "governance_unavailable",
+		    "the limit named by governance_limit_scope could not "
+		    "be renewed; the lease was not extended");
+		fsnp_exec_finish(r);
+		return;
+	}
+	if (!result_ok(status, res, len, &v)) {
+		reply_result(r, status, r->plan.one.group, res, len);
+		fsnp_exec_finish(r);
+		return;
+	}
+	f->kind = FK_ONE;
+	if (part_encode(r, &r->plan.one, f->fixed_group, f->body, f->len) !=
+	    0) {
+		fsnp_exec_finish(r);
+		return;
+	}
+	submit_one(r);
 }
 
 void fsnp_flow_start(struct fsnp_req *r)
@@ -2746,10 +3195,12 @@ void fsnp_flow_start(struct fsnp_req *r)
 	                                        flow_route_slot(part, plen))
 	                 : 1;
 
-	if ((opcode == FSNP_OP_FLOW_CLAIM_DUE ||
-	     opcode == FSNP_OP_FLOW_RECLAIM) &&
-	    claim_admission(r, req)) {
-		goto out;
+	if (opcode == FSNP_OP_FLOW_CLAIM_DUE ||
+	    opcode == FSNP_OP_FLOW_RECLAIM) {
+		f->fixed_group = plen > 0 ? group : 0;
+		if (claim_admission(r, req)) {
+			goto out;
+		}
 	}
 	switch (opcode) {
 	case FSNP_OP_FLOW_CLAIM_DUE:
@@ -2760,7 +3211,7 @@ void fsnp_flow_start(struct fsnp_req *r)
 		if (f->limit < 1) {
 			f->limit = 1;
 		}
-		if (req->f[FF_BLOCK_MS].set) {
+		if (req->f[FF_BLOCK_MS].set && !f->block) {
 			f->block = true;
 			f->block_until =
 			    req->f[FF_BLOCK_MS].i == 0
@@ -2768,6 +3219,7 @@ void fsnp_flow_start(struct fsnp_req *r)
 			        : fsnp_now_ms(r->srv) +
 			              (uint64_t)req->f[FF_BLOCK_MS].i;
 		}
+		free(f->req);
 		f->req = req; /* matched against applied changes */
 		req = NULL;
 		claim_restart(r);
@@ -2836,6 +3288,9 @@ void fsnp_flow_start(struct fsnp_req *r)
 		break;
 	}
 	if (opcode == FSNP_OP_FLOW_EFFECT_RESERVE && circuit_step(r, group)) {
+		goto out;
+	}
+	if (opcode == FSNP_OP_FLOW_EXTEND_LEASE && renew_step(r, req, group)) {
 		goto out;
 	}
 	f->kind = FK_ONE;

@@ -197,7 +197,7 @@ static void leader(uint8_t kind, const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint16_t ops[67];
+	uint16_t ops[68];
 	unsigned nops = 0;
 	struct flow_cmd_meta meta = {FLOW_CLOCK_SKEW_DEFAULT_MS, 0};
 	struct flow_err err;
@@ -225,6 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ops[nops++] = FLOW_GOV_OP_CIRCUIT_COUNT;
 	ops[nops++] = FLOW_GOV_OP_LIMIT_CLAIM;
 	ops[nops++] = FLOW_GOV_OP_LIMIT_RETURN;
+	ops[nops++] = FLOW_GOV_OP_LIMIT_RENEW;
 	fdb->now += data[1];
 	if (data[0] >= 0xF0) {
 		leader(data[0], data + 2, size - 2);

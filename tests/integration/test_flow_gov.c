@@ -11,6 +11,12 @@
  *  - a stale fencing token (the flow was reclaimed) cannot confirm;
  *  - an open circuit refuses reservations naming it, in the flow's shard
  *    and (two-step protocol) in the other one;
+ *  - claim admission through a limit: credits spent and returned (by
+ *    COMPLETE and by COMPLETE_MANY, once), a refused claim with nothing
+ *    due answers [] (or waits with block_ms), a governed EXTEND_LEASE
+ *    renews the credit's lease;
+ *  - the other group of a two-step command unreachable (two nodes
+ *    stopped): GOVERNANCE_UNAVAILABLE and nothing of the second step;
  *  - limits, approvals (listed across shards), circuits and the
  *    overview; denial maps; bad bodies answered status 6;
  *  - `lodectl flow governance` against the cluster. */
@@ -929,12 +935,15 @@ static void test_claim_admission(void **state)
 	       1,
 	       "ERR flow governance_limit_scope and governance_shard_id must "
 	       "be provided together");
-	/* No lease: refused. */
+	/* No lease and nothing due: [] (the reference checks for due work
+	 * before answering a refused spend). */
 	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
 	         "type=s worker=s governance_limit_scope=s "
 	         "governance_shard_id=i",
 	         type, "gw", scope, (int64_t)0);
-	assert_int_equal(m.status, 1);
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 0);
 	ftc_msg_free(&m);
 	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
 	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
@@ -1003,6 +1012,419 @@ static void test_claim_admission(void **state)
 		lease_is(&c, scope, 1, 1);
 	}
 	ftc_close(&c);
+}
+
+/* Whether the scope's ledger has an event of this kind. */
+static bool ledger_has(struct ftc *c, const char *scope, const char *kind)
+{
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	bool found = false;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GOVERNANCE_LEDGER,
+	                        "id=s partition_key=s", scope, scope);
+	ok(&m);
+	fsnp_iter_init(&it, &m.value);
+	while (fsnp_iter_next(&it, NULL, &e)) {
+		found = found || ftc_map_str(&e, "kind", kind);
+	}
+	ftc_msg_free(&m);
+	return found;
+}
+
+/* A claim refused for want of credits answers [] when nothing is due and
+ * the refusal when something is; with block_ms and nothing due it waits
+ * without credits (refused, or having given back what it spent) and
+ * spends when work arrives. */
+static void test_admission_nothing_due(void **state)
+{
+	struct ftc c, a;
+	struct ftc_msg m;
+	struct wbuf b;
+	char type[64], type2[64], scope[64], fid[64];
+	uint64_t rid, t0, until;
+	(void)state;
+	name(type, sizeof type, "ndtype");
+	name(type2, sizeof type2, "ndtype2");
+	name(scope, sizeof scope, "ndlimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	assert_int_equal(ftc_connect(&a, cl.nodes[live_node()].fsnp), 0);
+	/* Blocking, nothing due, no credits: waits block_ms, then []. */
+	t0 = harness_mono_ms();
+	m = call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	         "type=s worker=s block_ms=i governance_limit_scope=s "
+	         "governance_shard_id=i",
+	         type, "gw", (int64_t)300, scope, (int64_t)0);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	assert_true(harness_mono_ms() - t0 >= 250);
+	/* Something due, no credits: the refusal. */
+	name(fid, sizeof fid, "nd1");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	err_is(call(&c, FSNP_OP_FLOW_CLAIM_DUE,
+	            "type=s worker=s governance_limit_scope=s "
+	            "governance_shard_id=i",
+	            type, "gw", scope, (int64_t)0),
+	       1, "ERR flow limit not found");
+	/* A parked claim holds no credit: it spends once a flow is due. */
+	ftc_body(&b,
+	         "type=s worker=s lease_ms=i block_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         type2, "gw", (int64_t)60000, (int64_t)15000, scope,
+	         (int64_t)0);
+	rid = ftc_send(&a, 1, FSNP_OP_FLOW_CLAIM_DUE, 0, &b);
+	wbuf_free(&b);
+	assert_true(rid > 0);
+	harness_nap(300);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)1, (int64_t)600000, (int64_t)1);
+	ok(&m);
+	ftc_msg_free(&m);
+	/* Polled, it spends, finds nothing and gives the credit back
+	 * before it waits again (the scope's ledger shows the release). */
+	until = harness_mono_ms() + 20000;
+	while (!ledger_has(&c, scope, "limit_released")) {
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+	name(fid, sizeof fid, "nd2");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type2);
+	ok(&m);
+	ftc_msg_free(&m);
+	assert_int_equal(ftc_recv(&a, &m, 20000), 0);
+	ok(&m);
+	assert_int_equal(m.value.tag, FSNP_ARRAY);
+	assert_int_equal(m.value.as.count, 1);
+	ftc_msg_free(&m);
+	lease_is(&c, scope, 0, 1);
+	ftc_close(&a);
+	ftc_close(&c);
+}
+
+/* The lease of the limit's shard 0: expires_at_ms. */
+static int64_t lease_expiry(struct ftc *c, const char *scope)
+{
+	struct fsnp_val ls, l0;
+	int64_t at;
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_LIMIT_GET, "scope=s", scope);
+	ok(&m);
+	assert_int_equal(fsnp_map_get(&m.value, "leases", &ls), 0);
+	assert_int_equal(fsnp_map_get(&ls, "0", &l0), 0);
+	at = ftc_map_int(&l0, "expires_at_ms");
+	ftc_msg_free(&m);
+	return at;
+}
+
+/* EXTEND_LEASE with the admission options renews the lease of the flow's
+ * credit (only for the claim holding it); COMPLETE_MANY with them returns
+ * the credit of each completed item, once, and not of a refused item. */
+static void test_admission_extend_and_batch(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	struct fsnp_writer w;
+	struct fsnp_iter it;
+	struct fsnp_val e;
+	struct wbuf items;
+	char type[64], scope[64], ids[3][64], toks[3][128], fid[64];
+	int64_t fens[3], at0, at1;
+	(void)state;
+	name(type, sizeof type, "xbtype");
+	name(scope, sizeof scope, "xblimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[live_node()].fsnp), 0);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)3, (int64_t)600000, (int64_t)3);
+	ok(&m);
+	ftc_msg_free(&m);
+	for (int i = 0; i < 3; i++) {
+		char what[16];
+		snprintf(what, sizeof what, "xb%d", i);
+		name(fid, sizeof fid, what);
+		m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", fid, type);
+		ok(&m);
+		ftc_msg_free(&m);
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_true(
+		    gclaim(&c, type, scope, ids[i], toks[i], &fens[i], &m));
+		ftc_msg_free(&m);
+	}
+	lease_is(&c, scope, 0, 3);
+	at0 = lease_expiry(&c, scope);
+	/* A stale fencing token renews nothing and extends nothing. */
+	m = call(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	         "id=s lease_token=s fencing_token=i lease_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         ids[0], toks[0], fens[0] + 5, (int64_t)1200000, scope,
+	         (int64_t)0);
+	assert_int_equal(m.status, 1);
+	ftc_msg_free(&m);
+	assert_int_equal(lease_expiry(&c, scope), at0);
+	/* The holder's extension renews the credit's lease first. */
+	m = call(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	         "id=s lease_token=s fencing_token=i lease_ms=i "
+	         "governance_limit_scope=s governance_shard_id=i",
+	         ids[0], toks[0], fens[0], (int64_t)1200000, scope, (int64_t)0);
+	ok(&m);
+	ftc_msg_free(&m);
+	at1 = lease_expiry(&c, scope);
+	assert_true(at1 >= at0 + 600000 - 60000);
+	/* A batch: two completed, one refused (stale token). */
+	for (int round = 0; round < 2; round++) {
+		wbuf_init(&items);
+		fsnp_w_init(&w, &items);
+		fsnp_w_array_begin(&w);
+		for (int i = 0; i < 3; i++) {
+			fsnp_w_map_begin(&w);
+			fsnp_w_key(&w, "id");
+			fsnp_w_str(&w, ids[i]);
+			fsnp_w_key(&w, "lease_token");
+			fsnp_w_str(&w, toks[i]);
+			fsnp_w_key(&w, "fencing_token");
+			fsnp_w_i64(&w, i == 2 ? fens[i] + 5 : fens[i]);
+			fsnp_w_map_end(&w);
+		}
+		fsnp_w_array_end(&w);
+		assert_int_equal(fsnp_w_finish(&w), 0);
+		m = call(&c, FSNP_OP_FLOW_COMPLETE_MANY,
+		         "items=m independent=b governance_limit_scope=s "
+		         "governance_shard_id=i",
+		         items.data, items.len, 1, scope, (int64_t)0);
+		wbuf_free(&items);
+		ok(&m);
+		assert_int_equal(m.value.tag, FSNP_ARRAY);
+		fsnp_iter_init(&it, &m.value);
+		for (int i = 0; i < 3 && round == 0; i++) {
+			assert_true(fsnp_iter_next(&it, NULL, &e));
+			assert_int_equal(e.tag, i == 2 ? FSNP_ARRAY : FSNP_BIN);
+		}
+		ftc_msg_free(&m);
+		/* the third flow keeps its credit; none returned twice */
+		lease_is(&c, scope, 2, 1);
+	}
+	gcomplete(&c, ids[2], toks[2], fens[2], scope);
+	lease_is(&c, scope, 3, 0);
+	ftc_close(&c);
+}
+
+/* The flow's lease deadline and fencing token. */
+static void flow_lease(struct ftc *c, const char *id, int64_t *deadline,
+                       int64_t *fen)
+{
+	struct ftc_msg m = call(c, FSNP_OP_FLOW_GET, "id=s", id);
+	ok(&m);
+	*deadline = ftc_map_int(&m.value, "lease_deadline_ms");
+	*fen = ftc_map_int(&m.value, "fencing_token");
+	ftc_msg_free(&m);
+}
+
+/* Sends a request and waits (bounded) for its answer. */
+static struct ftc_msg call_slow(struct ftc *c, uint16_t op, const char *fmt,
+                                ...)
+{
+	struct wbuf b;
+	struct ftc_msg m;
+	uint64_t rid;
+	va_list ap;
+	va_start(ap, fmt);
+	ftc_vbody(&b, fmt, ap);
+	va_end(ap);
+	rid = ftc_send(c, 1, op, 0, &b);
+	wbuf_free(&b);
+	assert_int_equal(ftc_recv(c, &m, 60000), 0);
+	assert_int_equal(m.h.request_id, rid);
+	return m;
+}
+
+/* The other group of a two-step command cannot answer: node 0 alone runs
+ * (the two others stopped, so no group has a quorum). EFFECT.RESERVE
+ * naming a circuit of the other group and a governed EXTEND_LEASE answer
+ * GOVERNANCE_UNAVAILABLE, and once the nodes are back nothing of the
+ * second step was written: no effect, the flow's lease as it was. */
+static void test_other_group_unavailable(void **state)
+{
+	struct ftc c;
+	struct ftc_msg m;
+	char id[64], type[64], scope[64], other[64] = "", tok[128];
+	int64_t fen, fshard, dl0, fen0, dl1, fen1;
+	uint64_t until;
+	(void)state;
+	name(type, sizeof type, "utype");
+	name(scope, sizeof scope, "ulimit");
+	assert_int_equal(ftc_connect(&c, cl.nodes[0].fsnp), 0);
+	m = call(&c, FSNP_OP_FLOW_LIMIT_LEASE,
+	         "scope=s shard_id=i amount=i ttl_ms=i limit=i", scope,
+	         (int64_t)0, (int64_t)1, (int64_t)600000, (int64_t)1);
+	ok(&m);
+	ftc_msg_free(&m);
+	name(id, sizeof id, "uflow");
+	m = call(&c, FSNP_OP_FLOW_CREATE, "id=s type=s", id, type);
+	ok(&m);
+	ftc_msg_free(&m);
+	assert_true(gclaim(&c, type, scope, id, tok, &fen, &m));
+	ftc_msg_free(&m);
+	fshard = shard_of(&c, id, NULL);
+	for (int i = 0; i < 64 && other[0] == 0; i++) {
+		char sc[64], what[16];
+		snprintf(what, sizeof what, "uc%d", i);
+		name(sc, sizeof sc, what);
+		if (shard_of(&c, "x", sc) != fshard) {
+			strcpy(other, sc);
+		}
+	}
+	assert_true(other[0] != 0);
+	m = call(&c, FSNP_OP_FLOW_CIRCUIT_CLOSE, "scope=s", other);
+	ok(&m);
+	ftc_msg_free(&m);
+	flow_lease(&c, id, &dl0, &fen0);
+	assert_int_equal(fen0, fen);
+
+	for (unsigned k = 1; k < NODES; k++) {
+		assert_int_equal(harness_node_signal(&cl, k, SIGSTOP, NULL), 0);
+	}
+	m = call_slow(&c, FSNP_OP_FLOW_EFFECT_RESERVE,
+	              "id=s effect_key=s effect_type=s lease_token=s "
+	              "fencing_token=i operation_digest=s governance_scope=s",
+	              id, "u1", "charge", tok, fen, "d", other);
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	m = call_slow(&c, FSNP_OP_FLOW_EXTEND_LEASE,
+	              "id=s lease_token=s fencing_token=i lease_ms=i "
+	              "governance_limit_scope=s governance_shard_id=i",
+	              id, tok, fen, (int64_t)1200000, scope, (int64_t)0);
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	for (unsigned k = 1; k < NODES; k++) {
+		assert_int_equal(harness_node_signal(&cl, k, SIGCONT, NULL), 0);
+	}
+
+	/* Back: neither second step ran. */
+	until = harness_mono_ms() + 30000;
+	for (;;) {
+		m = call(&c, FSNP_OP_FLOW_EFFECT_GET, "id=s effect_key=s", id,
+		         "u1");
+		if (m.status == 0) {
+			break;
+		}
+		ftc_msg_free(&m);
+		assert_true(harness_mono_ms() < until);
+		harness_nap(200);
+	}
+	assert_int_equal(m.value.tag, FSNP_NIL);
+	ftc_msg_free(&m);
+	flow_lease(&c, id, &dl1, &fen1);
+	assert_int_equal(dl1, dl0);
+	assert_int_equal(fen1, fen0);
+	m = call(&c, FSNP_OP_FLOW_GOVERNANCE_LEDGER, "id=s", id);
+	ok(&m);
+	assert_int_equal(m.value.as.count, 0);
+	ftc_msg_free(&m);
+	ftc_close(&c);
+}
+
+/* The FSNP port of the node leading the group of flow `id` (or of the
+ * approval `id`'s auto partition, the same routing) in cluster `c2`. */
+static int64_t flow_port(struct ftc *c, const char *id)
+{
+	uint64_t until = harness_mono_ms() + 20000;
+	for (;;) {
+		struct ftc_msg m = call(c, FSNP_OP_ROUTE, "flow_id=s", id);
+		int64_t p = -1;
+		if (m.status == 0 &&
+		    !ftc_map_str(&m.value, "hint", "local_fallback")) {
+			p = ftc_map_int(&m.value, "native_port");
+		}
+		ftc_msg_free(&m);
+		if (p > 0) {
+			return p;
+		}
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+}
+
+/* The step that cannot reach its group is the second one: one replica
+ * per shard, the waiting flow's node stopped after the approval and the
+ * flow are set up. APPROVE commits the decision (its own group is up) and
+ * answers GOVERNANCE_UNAVAILABLE; once the node is back the flow still
+ * waits (nothing was written in its group), and repeating the decision
+ * answers the reference's conflict and wakes it. */
+static void test_wake_unavailable(void **state)
+{
+	struct harness_cluster c2;
+	const char *extra[] = {"--shards", "2", "--replicas", "1", NULL};
+	struct ftc c;
+	struct ftc_msg m;
+	char type[64], f[64] = "", a[64] = "";
+	int64_t fport = -1, aport = -1;
+	unsigned fnode = 0, anode = 0;
+	uint64_t until;
+	(void)state;
+	assert_int_equal(harness_cluster_start(&c2, NODES, extra, true), 0);
+	for (unsigned i = 0; i < NODES; i++) {
+		assert_int_equal(ftc_wait_ready(c2.nodes[i].fsnp, 30000), 0);
+	}
+	assert_int_equal(ftc_connect(&c, c2.nodes[0].fsnp), 0);
+	name(type, sizeof type, "wutype");
+	name(f, sizeof f, "wuflow");
+	fport = flow_port(&c, f);
+	for (int i = 0; i < 64 && a[0] == 0; i++) {
+		char s[64], what[16];
+		snprintf(what, sizeof what, "wua%d", i);
+		name(s, sizeof s, what);
+		aport = flow_port(&c, s);
+		if (aport != fport) {
+			strcpy(a, s);
+		}
+	}
+	assert_true(a[0] != 0);
+	for (unsigned k = 0; k < NODES; k++) {
+		if (c2.nodes[k].fsnp == fport) {
+			fnode = k;
+		}
+		if (c2.nodes[k].fsnp == aport) {
+			anode = k;
+		}
+	}
+	assert_int_not_equal(fnode, anode);
+	ftc_close(&c);
+	assert_int_equal(ftc_connect(&c, c2.nodes[anode].fsnp), 0);
+	park(&c, f, type, a, false);
+
+	assert_int_equal(harness_node_signal(&c2, fnode, SIGSTOP, NULL), 0);
+	m = call_slow(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a,
+	              "ann");
+	denial(&m, "GOVERNANCE_UNAVAILABLE", "governance_unavailable");
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_GET, "id=s", a);
+	ok(&m);
+	assert_true(ftc_map_str(&m.value, "status", "approved"));
+	ftc_msg_free(&m);
+	assert_int_equal(harness_node_signal(&c2, fnode, SIGCONT, NULL), 0);
+
+	until = harness_mono_ms() + 30000;
+	for (;;) {
+		m = call(&c, FSNP_OP_FLOW_GET, "id=s", f);
+		if (m.status == 0) {
+			break;
+		}
+		ftc_msg_free(&m);
+		assert_true(harness_mono_ms() < until);
+		harness_nap(200);
+	}
+	assert_true(ftc_map_str(&m.value, "state", "awaiting_approval"));
+	ftc_msg_free(&m);
+	m = call(&c, FSNP_OP_FLOW_APPROVAL_APPROVE, "id=s approver=s", a,
+	         "ann");
+	denial(&m, "GOVERNANCE_CONFLICT", "governance_conflict");
+	ftc_msg_free(&m);
+	state_is(&c, f, "approved");
+	ftc_close(&c);
+	harness_cluster_stop(&c2);
 }
 
 /* Runs `lodectl --fsnp 127.0.0.1:PORT flow governance ARGS...` against a
@@ -1302,6 +1724,10 @@ int main(void)
 	    cmocka_unit_test(test_circuit_across_shards),
 	    cmocka_unit_test(test_approval_wakes_flow),
 	    cmocka_unit_test(test_claim_admission),
+	    cmocka_unit_test(test_admission_nothing_due),
+	    cmocka_unit_test(test_admission_extend_and_batch),
+	    cmocka_unit_test(test_other_group_unavailable),
+	    cmocka_unit_test(test_wake_unavailable),
 	    cmocka_unit_test(test_lodectl),
 	    cmocka_unit_test(test_budget_never_overspent),
 	};

@@ -1561,7 +1561,22 @@ static void test_circuit_count(void **state)
 	tdb_close(&t);
 }
 
-/* The internal LIMIT.CLAIM / LIMIT.RETURN of claim admission: a claimed
+static void renew(struct tdb *t, uint64_t now, const char *id, int64_t fen,
+                  struct freply *r)
+{
+	struct fbody b;
+
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	fb_int(&b, "shard_id", 0);
+	fb_str(&b, "id", id);
+	fb_int(&b, "fencing_token", fen);
+	fb_int(&b, "ttl_ms", 5000);
+	run(t, now, FLOW_GOV_OP_LIMIT_RENEW, &b, r);
+}
+
+/* The internal LIMIT.CLAIM / LIMIT.RETURN / LIMIT.RENEW of claim
+ * admission: a claimed
  * flow keeps its credit until returned (once), unused credits go back at
  * once, and a credit of an expired lease is not returned. */
 static void test_limit_claim_return(void **state)
@@ -1600,6 +1615,8 @@ static void test_limit_claim_return(void **state)
 	fsnp_w_str(&b.w, items_id[0]);
 	fsnp_w_key(&b.w, "reservation_id");
 	fsnp_w_str(&b.w, rid[0]);
+	fsnp_w_key(&b.w, "fencing_token");
+	fsnp_w_i64(&b.w, 7);
 	fsnp_w_map_end(&b.w);
 	fsnp_w_array_end(&b.w);
 	fb_strs(&b, "reservation_ids", (const char *const[]){rid[1]}, 1);
@@ -1610,12 +1627,27 @@ static void test_limit_claim_return(void **state)
 	assert_int_equal(fr_int(&l0, "in_use"), 1);
 	assert_int_equal(fr_int(&l0, "available"), 2);
 	freply_free(&r);
+	/* LIMIT.RENEW: only the claim holding the credit (its fencing
+	 * token) renews the lease; a flow holding none renews nothing. */
+	renew(&t, 1003, "f1", 6, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	renew(&t, 1003, "f9", 7, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.v.tag, FSNP_NIL);
+	freply_free(&r);
+	renew(&t, 1004, "f1", 7, &r);
+	assert_int_equal(r.status, 0);
+	l0 = fr_get(&r.v, "lease");
+	assert_int_equal(fr_int(&l0, "expires_at_ms"), 1004 + 5000);
+	freply_free(&r);
 	for (int k = 0; k < 2; k++) {
 		fb_begin(&b);
 		fb_str(&b, "scope", "api");
 		fb_int(&b, "shard_id", 0);
 		fb_str(&b, "id", "f1");
-		run(&t, 1003 + (uint64_t)k, FLOW_GOV_OP_LIMIT_RETURN, &b, &r);
+		run(&t, 1005 + (uint64_t)k, FLOW_GOV_OP_LIMIT_RETURN, &b, &r);
 		assert_int_equal(r.status, 0);
 		if (k == 0) {
 			ls = fr_get(&r.v, "leases");
@@ -1627,6 +1659,91 @@ static void test_limit_claim_return(void **state)
 		}
 		freply_free(&r);
 	}
+	/* A batch's return: each listed flow's credit once. */
+	spend(&t, 1010, 0, 2, &r);
+	assert_int_equal(r.status, 0);
+	ids = fr_get(&r.v, "reservation_ids");
+	fsnp_iter_init(&it, &ids);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fsnp_iter_next(&it, NULL, &e));
+		snprintf(rid[i], sizeof rid[i], "%.*s", (int)e.as.bin.len,
+		         (const char *)e.as.bin.ptr);
+	}
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	fb_int(&b, "shard_id", 0);
+	fb_key(&b, "items");
+	fsnp_w_array_begin(&b.w);
+	for (int i = 0; i < 2; i++) {
+		fsnp_w_map_begin(&b.w);
+		fsnp_w_key(&b.w, "id");
+		fsnp_w_str(&b.w, i == 0 ? "f2" : "f3");
+		fsnp_w_key(&b.w, "reservation_id");
+		fsnp_w_str(&b.w, rid[i]);
+		fsnp_w_key(&b.w, "fencing_token");
+		fsnp_w_i64(&b.w, 1);
+		fsnp_w_map_end(&b.w);
+	}
+	fsnp_w_array_end(&b.w);
+	run(&t, 1011, FLOW_GOV_OP_LIMIT_CLAIM, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	for (int k = 0; k < 2; k++) {
+		fb_begin(&b);
+		fb_str(&b, "scope", "api");
+		fb_int(&b, "shard_id", 0);
+		fb_key(&b, "items");
+		fsnp_w_array_begin(&b.w);
+		for (int i = 0; i < 3; i++) {
+			fsnp_w_map_begin(&b.w);
+			fsnp_w_key(&b.w, "id");
+			fsnp_w_str(&b.w, i == 0 ? "f2" : i == 1 ? "f3" : "f4");
+			fsnp_w_map_end(&b.w);
+		}
+		fsnp_w_array_end(&b.w);
+		run(&t, 1012 + (uint64_t)k, FLOW_GOV_OP_LIMIT_RETURN, &b, &r);
+		assert_int_equal(r.status, 0);
+		if (k == 0) {
+			ls = fr_get(&r.v, "leases");
+			l0 = fr_get(&ls, "0");
+			assert_int_equal(fr_int(&l0, "in_use"), 0);
+			assert_int_equal(fr_int(&l0, "available"), 3);
+		} else {
+			assert_int_equal(r.v.tag, FSNP_NIL);
+		}
+		freply_free(&r);
+	}
+	/* A credit whose lease was dropped: not renewed, the extension is
+	 * refused. */
+	spend(&t, 1020, 0, 1, &r);
+	assert_int_equal(r.status, 0);
+	ids = fr_get(&r.v, "reservation_ids");
+	fsnp_iter_init(&it, &ids);
+	assert_true(fsnp_iter_next(&it, NULL, &e));
+	snprintf(rid[0], sizeof rid[0], "%.*s", (int)e.as.bin.len,
+	         (const char *)e.as.bin.ptr);
+	freply_free(&r);
+	fb_begin(&b);
+	fb_str(&b, "scope", "api");
+	fb_int(&b, "shard_id", 0);
+	fb_key(&b, "items");
+	fsnp_w_array_begin(&b.w);
+	fsnp_w_map_begin(&b.w);
+	fsnp_w_key(&b.w, "id");
+	fsnp_w_str(&b.w, "f5");
+	fsnp_w_key(&b.w, "reservation_id");
+	fsnp_w_str(&b.w, rid[0]);
+	fsnp_w_key(&b.w, "fencing_token");
+	fsnp_w_i64(&b.w, 3);
+	fsnp_w_map_end(&b.w);
+	fsnp_w_array_end(&b.w);
+	run(&t, 1021, FLOW_GOV_OP_LIMIT_CLAIM, &b, &r);
+	assert_int_equal(r.status, 0);
+	freply_free(&r);
+	renew(&t, 7000, "f5", 3, &r);
+	fr_err(&r, 1, "ERR flow limit lease expired");
+	freply_free(&r);
 	tdb_close(&t);
 }
 

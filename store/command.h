@@ -225,6 +225,12 @@ enum store_op {
 	STORE_OP_KV_SREM = 0x71,      /* key items -> i64 removed */
 	STORE_OP_KV_SMEMBERS = 0x72,  /* (read) key -> [member...] */
 	STORE_OP_KV_SISMEMBER = 0x73, /* (read) key arg=member -> i64 1|0 */
+	/* (read) key start stop -> bytes: the string's bytes start..stop
+	 * (inclusive, negative from the end; "" absent or empty range) */
+	STORE_OP_KV_GETRANGE = 0x74,
+	/* (read) key start=index -> bytes | nil (absent key or index out of
+	 * range; negative counts from the tail) */
+	STORE_OP_KV_LINDEX = 0x75,
 	/* key items=score,member,... (score: 8-byte BE IEEE double) ->
 	 * i64 new members */
 	STORE_OP_KV_ZADD = 0x78,

@@ -35,6 +35,7 @@ static uint8_t coll_type(uint8_t op)
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
 	case STORE_OP_KV_LRANGE:
+	case STORE_OP_KV_LINDEX:
 		return T_LIST;
 	case STORE_OP_KV_SADD:
 	case STORE_OP_KV_SREM:
@@ -322,6 +323,30 @@ static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			cl->count--;
 		}
 		rv = coll_store(tx, c, T_LIST, cl);
+		break;
+	}
+	case STORE_OP_KV_LINDEX: {
+		struct val got;
+		int64_t i = c->start;
+		int found;
+		res_begin(res, STORE_OK);
+		if (cl->live && i < 0) {
+			i += (int64_t)cl->count;
+		}
+		if (!cl->live || i < 0 || (uint64_t)i >= cl->count) {
+			res_nil(res);
+			break;
+		}
+		pos_key(&k, tx->group, c->key, cl->head + (uint64_t)i);
+		found = elem_get(tx, &k, &got);
+		if (found <= 0) {
+			rv = found < 0
+			         ? -1
+			         : tx_fail(tx, "list element missing", NULL);
+		} else {
+			res_bytes(res, got.p, got.len);
+		}
+		val_free(&got);
 		break;
 	}
 	default: { /* LRANGE */

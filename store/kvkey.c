@@ -222,6 +222,43 @@ static int kv_strlen(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	return 0;
 }
 
+/* GETRANGE: Redis's clamping, so an empty or inverted range gives "". */
+static int kv_getrange(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct kv_obj o;
+	int64_t len, start = c->start, stop = c->stop;
+	if (kv_load(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		kv_obj_free(&o);
+		return 0;
+	}
+	len = o.state == KV_LIVE ? (int64_t)o.body.len : 0;
+	res_begin(res, STORE_OK);
+	if (start < 0 && stop < 0 && start > stop) {
+		len = 0;
+	}
+	if (start < 0) {
+		start = start < -len ? 0 : len + start;
+	}
+	if (stop < 0) {
+		stop = stop < -len ? 0 : len + stop;
+	}
+	if (stop >= len) {
+		stop = len - 1;
+	}
+	if (len == 0 || start > stop) {
+		res_bytes(res, "", 0);
+	} else {
+		res_bytes(res, o.body.p + start, (size_t)(stop - start + 1));
+	}
+	kv_obj_free(&o);
+	return 0;
+}
+
 static int kv_getdel(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct kv_obj o;
@@ -320,6 +357,8 @@ int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kv_strlen(tx, c, res);
 	case STORE_OP_KV_GETDEL:
 		return kv_getdel(tx, c, res);
+	case STORE_OP_KV_GETRANGE:
+		return kv_getrange(tx, c, res);
 	case STORE_OP_KV_MSETNX:
 		return kv_msetnx(tx, c, res);
 	default:

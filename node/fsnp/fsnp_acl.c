@@ -500,6 +500,7 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
 	case STORE_OP_KV_LRANGE:
+	case STORE_OP_KV_LINDEX:
 		return c | ACL_CAT_LIST;
 	case STORE_OP_KV_SADD:
 	case STORE_OP_KV_SREM:

@@ -72,6 +72,8 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("APPEND", 0, STORE_OP_KV_APPEND),
     KV("STRLEN", 0, STORE_OP_KV_STRLEN),
     KV("GETDEL", 0, STORE_OP_KV_GETDEL),
+    KV("GETRANGE", 0, STORE_OP_KV_GETRANGE),
+    KV("LINDEX", 0, STORE_OP_KV_LINDEX),
     KV("HLEN", 0, STORE_OP_KV_LEN),
     KV("LLEN", 0, STORE_OP_KV_LEN),
     KV("SCARD", 0, STORE_OP_KV_LEN),
@@ -1206,6 +1208,23 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 				return -1;
 			}
 			c->count = (uint64_t)x;
+		}
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_GETRANGE:
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+		    arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {
+			return -1;
+		}
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_LINDEX:
+		if (n != 2) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0) {
+			return -1;
 		}
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_LRANGE:

@@ -658,7 +658,31 @@ static const char *const script[] = {
     "MGET d:{m}1 d:{m}2 d:{m}3",
     "DEL d:{m}1 d:{m}2",
 
-    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x",
+    "SET d:g Hello",
+    "GETRANGE d:g 0 3",
+    "GETRANGE d:g -3 -1",
+    "GETRANGE d:g 0 -1",
+    "GETRANGE d:g 10 100",
+    "GETRANGE d:g -100 1",
+    "GETRANGE d:g 3 1",
+    "GETRANGE d:g -1 -3",
+    "GETRANGE d:g 0 9223372036854775807",
+    "GETRANGE d:none 0 -1",
+    "GETRANGE d:l 0 1",
+    "GETRANGE d:g x 1",
+    "GETRANGE d:g 0",
+    "RPUSH d:li a b c",
+    "LINDEX d:li 0",
+    "LINDEX d:li -1",
+    "LINDEX d:li 2",
+    "LINDEX d:li 3",
+    "LINDEX d:li -4",
+    "LINDEX d:none 0",
+    "LINDEX d:g 0",
+    "LINDEX d:li x",
+    "LINDEX d:li",
+
+    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li",
 };
 
 static pid_t redis_start(uint16_t p)

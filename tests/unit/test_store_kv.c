@@ -844,6 +844,62 @@ static void test_keyspace(void **state)
 	tdb_close(&t);
 }
 
+static void getrange(struct tdb *t, const char *key, int64_t start,
+                     int64_t stop, const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_GETRANGE, key);
+	c.start = start;
+	c.stop = stop;
+	do_str(t, true, 100, &c, want);
+}
+
+static void lindex(struct tdb *t, const char *key, int64_t index,
+                   const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_LINDEX, key);
+	c.start = index;
+	do_str(t, true, 100, &c, want);
+}
+
+/* GETRANGE with Redis's clamping; LINDEX from either end. */
+static void test_getrange_lindex(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice abc[3] = {S("a"), S("b"), S("c")};
+
+	(void)state;
+	tdb_open(&t);
+	set(&t, 100, "s", "Hello", 0, 0, 0, "OK");
+	getrange(&t, "s", 0, 3, "Hell");
+	getrange(&t, "s", -3, -1, "llo");
+	getrange(&t, "s", 0, -1, "Hello");
+	getrange(&t, "s", 10, 100, "");
+	getrange(&t, "s", -100, 1, "He");
+	getrange(&t, "s", 3, 1, "");
+	getrange(&t, "s", -1, -3, "");
+	getrange(&t, "s", 0, INT64_MAX, "Hello");
+	getrange(&t, "s", INT64_MIN, INT64_MIN, "H");
+	getrange(&t, "none", 0, -1, "");
+	c = kcmd(STORE_OP_KV_LPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 3); /* c b a */
+	lindex(&t, "l", 0, "c");
+	lindex(&t, "l", 2, "a");
+	lindex(&t, "l", -1, "a");
+	lindex(&t, "l", -3, "c");
+	lindex(&t, "l", 3, NULL);
+	lindex(&t, "l", -4, NULL);
+	lindex(&t, "l", INT64_MIN, NULL);
+	lindex(&t, "none", 0, NULL);
+	c = kcmd(STORE_OP_KV_LINDEX, "s");
+	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	c = kcmd(STORE_OP_KV_GETRANGE, "l");
+	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	tdb_close(&t);
+}
+
 /* A key's type and TTL (FERRICSTORE.KEY_INFO), the group's size and a
  * compaction request. */
 static void test_key_info(void **state)
@@ -897,6 +953,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_or_compute),
 	    cmocka_unit_test(test_hashes),
 	    cmocka_unit_test(test_lists),
+	    cmocka_unit_test(test_getrange_lindex),
 	    cmocka_unit_test(test_sets),
 	    cmocka_unit_test(test_sorted_sets),
 	    cmocka_unit_test(test_expire),

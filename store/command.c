@@ -254,6 +254,10 @@ static const struct op_desc ops[] = {
                               {F_KEY, F_START, F_STOP}},
     [STORE_OP_KV_LINDEX] =
         {STORE_OP_KV_LINDEX, true, false, "LINDEX", {F_KEY, F_START}},
+    [STORE_OP_KV_ZRANK] =
+        {STORE_OP_KV_ZRANK, true, false, "ZRANK", {F_KEY, F_ARG, F_KIND}},
+    [STORE_OP_KV_LTRIM] =
+        {STORE_OP_KV_LTRIM, false, false, "LTRIM", {F_KEY, F_START, F_STOP}},
     [STORE_OP_KV_GETDEL] =
         {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =

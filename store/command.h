@@ -231,6 +231,12 @@ enum store_op {
 	/* (read) key start=index -> bytes | nil (absent key or index out of
 	 * range; negative counts from the tail) */
 	STORE_OP_KV_LINDEX = 0x75,
+	/* (read) key arg=member kind (0 ZRANK, 1 ZREVRANK) -> i64 the
+	 * member's rank | nil (absent key or member) */
+	STORE_OP_KV_ZRANK = 0x76,
+	/* key start stop -> "OK": keeps the list's elements start..stop
+	 * (LRANGE's indexes), deleting the key when none remain */
+	STORE_OP_KV_LTRIM = 0x77,
 	/* key items=score,member,... (score: 8-byte BE IEEE double) ->
 	 * i64 new members */
 	STORE_OP_KV_ZADD = 0x78,

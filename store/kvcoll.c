@@ -36,6 +36,7 @@ static uint8_t coll_type(uint8_t op)
 	case STORE_OP_KV_RPOP:
 	case STORE_OP_KV_LRANGE:
 	case STORE_OP_KV_LINDEX:
+	case STORE_OP_KV_LTRIM:
 		return T_LIST;
 	case STORE_OP_KV_SADD:
 	case STORE_OP_KV_SREM:
@@ -325,6 +326,33 @@ static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		rv = coll_store(tx, c, T_LIST, cl);
 		break;
 	}
+	case STORE_OP_KV_LTRIM: {
+		uint64_t from = 0, to = 0;
+		bool keep = cl->live && resolve_range(c->start, c->stop,
+		                                      cl->count, &from, &to);
+		res_begin(res, STORE_OK);
+		res_str(res, "OK");
+		if (!cl->live) {
+			break;
+		}
+		if (!keep) {
+			from = cl->count;
+			to = cl->count;
+		}
+		/* one delete per removed element: bounded by the list */
+		for (uint64_t i = 0; i < cl->count; i++) {
+			if (keep && i >= from && i <= to) {
+				i = to;
+				continue;
+			}
+			pos_key(&k, tx->group, c->key, cl->head + i);
+			tx_del(tx, &k);
+		}
+		cl->head += keep ? from : 0;
+		cl->count = keep ? to - from + 1 : 0;
+		rv = coll_store(tx, c, T_LIST, cl);
+		break;
+	}
 	case STORE_OP_KV_LINDEX: {
 		struct val got;
 		int64_t i = c->start;
@@ -604,6 +632,49 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			res_nil(res);
 		}
 		break;
+	case STORE_OP_KV_ZRANK: {
+		/* the rank is the count of index entries before the member's:
+		 * a walk bounded by the set's size */
+		struct sbuf want;
+		struct titer ti;
+		uint64_t rank = 0;
+		bool hit = false;
+		found = cl->live ? zscore_get(tx, c->key, c->arg, &old) : 0;
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		res_begin(res, STORE_OK);
+		if (!found) {
+			res_nil(res);
+			break;
+		}
+		sbuf_init(&want);
+		score_key(&want, tx->group, c->key, old, c->arg);
+		kv_sub_prefix(&k, tx->group, K_ZSCORE, c->key);
+		titer_open(&ti, tx, &k);
+		for (titer_seek(&ti, NULL); titer_valid(&ti);
+		     titer_next(&ti), rank++) {
+			size_t kl;
+			const uint8_t *kp = titer_key(&ti, &kl);
+			if (kl == want.len && memcmp(kp, want.p, kl) == 0) {
+				hit = true;
+				break;
+			}
+		}
+		rv = titer_close(&ti);
+		sbuf_free(&want);
+		if (rv == 0 && !hit) {
+			rv =
+			    tx_fail(tx, "sorted set index entry missing", NULL);
+		}
+		if (rv == 0) {
+			res_i64(res, c->kind == 1
+			                 ? (int64_t)(cl->count - 1 - rank)
+			                 : (int64_t)rank);
+		}
+		break;
+	}
 	default: { /* ZRANGE by rank */
 		uint64_t from, to, rank = 0;
 		uint32_t cnt = 0;

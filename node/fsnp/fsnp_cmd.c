@@ -74,6 +74,9 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("GETDEL", 0, STORE_OP_KV_GETDEL),
     KV("GETRANGE", 0, STORE_OP_KV_GETRANGE),
     KV("LINDEX", 0, STORE_OP_KV_LINDEX),
+    KV("LTRIM", 0, STORE_OP_KV_LTRIM),
+    KV("ZRANK", 0, STORE_OP_KV_ZRANK),
+    KV("ZREVRANK", 0, STORE_OP_KV_ZRANK),
     KV("HLEN", 0, STORE_OP_KV_LEN),
     KV("LLEN", 0, STORE_OP_KV_LEN),
     KV("SCARD", 0, STORE_OP_KV_LEN),
@@ -1210,7 +1213,16 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			c->count = (uint64_t)x;
 		}
 		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_ZRANK:
+		if (n != 2) {
+			return wrong_args(r, name);
+		}
+		c->kind = strcmp(name, "ZREVRANK") == 0 ? 1 : 0;
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[1], &c->arg);
 	case STORE_OP_KV_GETRANGE:
+	case STORE_OP_KV_LTRIM:
 		if (n != 3) {
 			return wrong_args(r, name);
 		}

@@ -159,6 +159,18 @@ static const struct rcmd cmds[] = {
     KVC("lindex", 3, "readonly", 1, 1, 1, "list",
         "Returns an element from a list by its index.",
         "key:key index:integer"),
+    KVC("ltrim", 4, "write", 1, 1, 1, "list",
+        "Removes elements from both ends a list. Deletes the list if all "
+        "elements were trimmed.",
+        "key:key start:integer stop:integer"),
+    KVC("zrank", 3, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the index of a member in a sorted set ordered by "
+        "ascending scores.",
+        "key:key member:string"),
+    KVC("zrevrank", 3, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the index of a member in a sorted set ordered by "
+        "descending scores.",
+        "key:key member:string"),
     KVC("hlen", 2, "readonly fast", 1, 1, 1, "hash",
         "Returns the number of fields in a hash.", "key:key"),
     KVC("llen", 2, "readonly fast", 1, 1, 1, "list",
@@ -216,19 +228,19 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",       "exec",          "discard",   "watch",       "unwatch",
-    "incrbyfloat", "setrange",      "getex",     "rename",      "renamenx",
-    "scan",        "keys",          "dbsize",    "expireat",    "pexpireat",
-    "ltrim",       "lset",          "linsert",   "zrank",       "zrevrank",
-    "zincrby",     "zrangebyscore", "zcount",    "hexists",     "hincrby",
-    "hkeys",       "hvals",         "spop",      "srandmember", "flushdb",
-    "flushall",    "subscribe",     "publish",   "psubscribe",  "eval",
-    "evalsha",     "script",        "function",  "blpop",       "brpop",
-    "object",      "dump",          "restore",   "move",        "copy",
-    "unlink",      "touch",         "randomkey", "wait",        "save",
-    "bgsave",      "config",        "debug",     "monitor",     "sync",
-    "psync",       "replicaof",     "slaveof",   "shutdown",    "swapdb",
-    "xadd",        "xread",         "xrange",    "xlen",
+    "multi",       "exec",     "discard",  "watch",         "unwatch",
+    "incrbyfloat", "setrange", "getex",    "rename",        "renamenx",
+    "scan",        "keys",     "dbsize",   "expireat",      "pexpireat",
+    "lset",        "linsert",  "zincrby",  "zrangebyscore", "zcount",
+    "hexists",     "hincrby",  "hkeys",    "hvals",         "spop",
+    "srandmember", "flushdb",  "flushall", "subscribe",     "publish",
+    "psubscribe",  "eval",     "evalsha",  "script",        "function",
+    "blpop",       "brpop",    "object",   "dump",          "restore",
+    "move",        "copy",     "unlink",   "touch",         "randomkey",
+    "wait",        "save",     "bgsave",   "config",        "debug",
+    "monitor",     "sync",     "psync",    "replicaof",     "slaveof",
+    "shutdown",    "swapdb",   "xadd",     "xread",         "xrange",
+    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)
@@ -1056,7 +1068,8 @@ static bool is_status_ok(const struct resp_req *r)
 		return true; /* TYPE answers a status */
 	}
 	return (r->op == STORE_OP_KV_SET && !(r->flags & STORE_SET_GET)) ||
-	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK;
+	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK ||
+	       r->op == STORE_OP_KV_LTRIM;
 }
 
 /* One result value (and what nests in it) as RESP. */

@@ -655,6 +655,20 @@ static void test_sorted_sets(void **state)
 	c.items.v = (struct store_slice[]){S("a"), S("zz")};
 	do_int(&t, false, 1, &c, 1);
 	zrange(&t, 0, -1, false, "b,c,neg");
+	/* ZRANK / ZREVRANK (kind 1) */
+	c = kcmd(STORE_OP_KV_ZRANK, "z");
+	c.arg = S("b");
+	do_int(&t, true, 1, &c, 0);
+	c.arg = S("neg");
+	do_int(&t, true, 1, &c, 2);
+	c.kind = 1;
+	do_int(&t, true, 1, &c, 0);
+	c.arg = S("b");
+	do_int(&t, true, 1, &c, 2);
+	c.arg = S("none");
+	do_str(&t, true, 1, &c, NULL);
+	c.key = S("nokey");
+	do_str(&t, true, 1, &c, NULL);
 	/* NaN is refused. */
 	items[0] = score(b[5], 0.0 / 0.0);
 	items[1] = S("n");
@@ -861,7 +875,7 @@ static void lindex(struct tdb *t, const char *key, int64_t index,
 	do_str(t, true, 100, &c, want);
 }
 
-/* GETRANGE with Redis's clamping; LINDEX from either end. */
+/* GETRANGE with Redis's clamping; LINDEX from either end; LTRIM. */
 static void test_getrange_lindex(void **state)
 {
 	struct tdb t;
@@ -897,6 +911,38 @@ static void test_getrange_lindex(void **state)
 	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
 	c = kcmd(STORE_OP_KV_GETRANGE, "l");
 	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	/* LTRIM keeps start..stop; an empty range deletes the key */
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 6); /* c b a a b c */
+	c = kcmd(STORE_OP_KV_LTRIM, "l");
+	c.start = 1;
+	c.stop = -2;
+	do_str(&t, false, 100, &c, "OK");
+	lrange(&t, 0, -1, "b,a,a,b");
+	lindex(&t, "l", 0, "b");
+	c.start = -1;
+	c.stop = 100;
+	do_str(&t, false, 100, &c, "OK");
+	lrange(&t, 0, -1, "b");
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 1;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 2);
+	lrange(&t, 0, -1, "b,a");
+	c = kcmd(STORE_OP_KV_LTRIM, "l");
+	c.start = 2;
+	c.stop = 5;
+	do_str(&t, false, 100, &c, "OK");
+	c = kcmd(STORE_OP_KV_EXISTS, "");
+	c.items.n = 1;
+	c.items.v = (struct store_slice[]){S("l")};
+	do_int(&t, true, 100, &c, 0);
+	c = kcmd(STORE_OP_KV_LTRIM, "none");
+	do_str(&t, false, 100, &c, "OK");
+	c = kcmd(STORE_OP_KV_LTRIM, "s");
+	do_status(&t, false, 100, &c, STORE_WRONGTYPE, WT);
 	tdb_close(&t);
 }
 

@@ -258,6 +258,11 @@ static const struct op_desc ops[] = {
         {STORE_OP_KV_ZRANK, true, false, "ZRANK", {F_KEY, F_ARG, F_KIND}},
     [STORE_OP_KV_LTRIM] =
         {STORE_OP_KV_LTRIM, false, false, "LTRIM", {F_KEY, F_START, F_STOP}},
+    [STORE_OP_KV_INCRBYFLOAT] = {STORE_OP_KV_INCRBYFLOAT,
+                                 false,
+                                 false,
+                                 "INCRBYFLOAT",
+                                 {F_KEY, F_VALUE}},
     [STORE_OP_KV_GETDEL] =
         {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =

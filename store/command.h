@@ -209,8 +209,12 @@ enum store_op {
 	STORE_OP_KV_HMGET = 0x62,   /* (read) key items=fields -> [..] */
 	STORE_OP_KV_HGETALL = 0x63, /* (read) key -> map field->value */
 	STORE_OP_KV_HDEL = 0x64,    /* key items=fields -> i64 removed */
-	STORE_OP_KV_LPUSH = 0x68,   /* key items -> i64 length */
-	STORE_OP_KV_RPUSH = 0x69,   /* key items -> i64 length */
+	/* key value=increment text -> bytes the new value (Redis's long
+	 * double text; the key keeps its expiry); ERR when a value is not a
+	 * float or the sum is NaN or infinite */
+	STORE_OP_KV_INCRBYFLOAT = 0x65,
+	STORE_OP_KV_LPUSH = 0x68, /* key items -> i64 length */
+	STORE_OP_KV_RPUSH = 0x69, /* key items -> i64 length */
 	/* key count (0 = one value, else a list of up to count) */
 	STORE_OP_KV_LPOP = 0x6A,
 	STORE_OP_KV_RPOP = 0x6B,

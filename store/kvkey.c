@@ -1,10 +1,15 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
- * TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN, GETDEL and the
+ * INCRBYFLOAT, TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN,
+ * GETRANGE, GETDEL and the
  * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the
  * leader's clock on reads), so apply stays deterministic. */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/kv.h"
@@ -78,6 +83,97 @@ static int kv_incrby(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	res_begin(res, STORE_OK);
 	res_i64(res, cur);
 out:
+	kv_obj_free(&o);
+	return 0;
+}
+
+/* Redis's bound on a long double's text, parsed and printed. */
+#define LD_CHARS (5 * 1024)
+#define NOT_FLOAT "ERR value is not a valid float"
+
+/* Redis's string2ld: strtold over the whole text (up to a NUL), no leading
+ * space, no NaN, no overflow. */
+static bool parse_ld(const uint8_t *p, size_t n, long double *out)
+{
+	char buf[LD_CHARS];
+	char *end;
+	long double v;
+	if (n == 0 || n >= sizeof buf) {
+		return false;
+	}
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtold(buf, &end);
+	if (isspace((unsigned char)buf[0]) || end[0] != '\0' ||
+	    (errno == ERANGE &&
+	     (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
+	    errno == EINVAL || isnan(v)) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* INCRBYFLOAT: the sum in long double, as Redis, printed with 17 decimals
+ * less trailing zeros. The same binary on every replica gives the same
+ * text. */
+static int kv_incrbyfloat(struct tx *tx, const struct store_cmd *c,
+                          struct sbuf *res)
+{
+	struct kv_obj o;
+	long double cur = 0, incr;
+	char *text = NULL;
+	int n;
+
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	if ((o.state == KV_LIVE && !parse_ld(o.body.p, o.body.len, &cur)) ||
+	    !parse_ld(c->value.p, c->value.len, &incr)) {
+		res_error(res, STORE_ERR, NOT_FLOAT);
+		goto out;
+	}
+	cur += incr;
+	if (isnan(cur) || isinf(cur)) {
+		res_error(res, STORE_ERR,
+		          "ERR increment would produce NaN or Infinity");
+		goto out;
+	}
+	text = malloc(LD_CHARS);
+	if (text == NULL) {
+		kv_obj_free(&o);
+		return tx_fail(tx, "out of memory for INCRBYFLOAT", NULL);
+	}
+	n = snprintf(text, LD_CHARS, "%.17Lf", cur);
+	if (n < 0 || n >= LD_CHARS) {
+		res_error(res, STORE_ERR,
+		          "ERR increment would produce NaN or Infinity");
+		goto out;
+	}
+	if (strchr(text, '.') != NULL) {
+		while (text[n - 1] == '0') {
+			n--;
+		}
+		if (text[n - 1] == '.') {
+			n--;
+		}
+	}
+	if (n == 2 && text[0] == '-' && text[1] == '0') {
+		text[0] = '0';
+		n = 1;
+	}
+	/* As Redis, the key keeps its expiry. */
+	kv_store(tx, c->key, T_STRING, o.state == KV_LIVE ? o.expires : 0, text,
+	         (size_t)n, &o);
+	res_begin(res, STORE_OK);
+	res_bytes(res, text, (size_t)n);
+out:
+	free(text);
 	kv_obj_free(&o);
 	return 0;
 }
@@ -359,6 +455,8 @@ int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kv_getdel(tx, c, res);
 	case STORE_OP_KV_GETRANGE:
 		return kv_getrange(tx, c, res);
+	case STORE_OP_KV_INCRBYFLOAT:
+		return kv_incrbyfloat(tx, c, res);
 	case STORE_OP_KV_MSETNX:
 		return kv_msetnx(tx, c, res);
 	default:

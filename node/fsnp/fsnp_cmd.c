@@ -75,6 +75,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("GETRANGE", 0, STORE_OP_KV_GETRANGE),
     KV("LINDEX", 0, STORE_OP_KV_LINDEX),
     KV("LTRIM", 0, STORE_OP_KV_LTRIM),
+    KV("INCRBYFLOAT", 0, STORE_OP_KV_INCRBYFLOAT),
     KV("ZRANK", 0, STORE_OP_KV_ZRANK),
     KV("ZREVRANK", 0, STORE_OP_KV_ZRANK),
     KV("HLEN", 0, STORE_OP_KV_LEN),
@@ -1058,6 +1059,7 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		c->delta = name[0] == 'E' ? x * 1000 : x;
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_APPEND:
+	case STORE_OP_KV_INCRBYFLOAT:
 		if (n != 2) {
 			return wrong_args(r, name);
 		}

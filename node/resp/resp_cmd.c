@@ -159,6 +159,10 @@ static const struct rcmd cmds[] = {
     KVC("lindex", 3, "readonly", 1, 1, 1, "list",
         "Returns an element from a list by its index.",
         "key:key index:integer"),
+    KVC("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string",
+        "Increment the floating point value of a key by a number. Uses 0 "
+        "as initial value if the key doesn't exist.",
+        "key:key increment:double"),
     KVC("ltrim", 4, "write", 1, 1, 1, "list",
         "Removes elements from both ends a list. Deletes the list if all "
         "elements were trimmed.",
@@ -228,19 +232,18 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",       "exec",     "discard",  "watch",         "unwatch",
-    "incrbyfloat", "setrange", "getex",    "rename",        "renamenx",
-    "scan",        "keys",     "dbsize",   "expireat",      "pexpireat",
-    "lset",        "linsert",  "zincrby",  "zrangebyscore", "zcount",
-    "hexists",     "hincrby",  "hkeys",    "hvals",         "spop",
-    "srandmember", "flushdb",  "flushall", "subscribe",     "publish",
-    "psubscribe",  "eval",     "evalsha",  "script",        "function",
-    "blpop",       "brpop",    "object",   "dump",          "restore",
-    "move",        "copy",     "unlink",   "touch",         "randomkey",
-    "wait",        "save",     "bgsave",   "config",        "debug",
-    "monitor",     "sync",     "psync",    "replicaof",     "slaveof",
-    "shutdown",    "swapdb",   "xadd",     "xread",         "xrange",
-    "xlen",
+    "multi",    "exec",     "discard",       "watch",     "unwatch",
+    "setrange", "getex",    "rename",        "renamenx",  "scan",
+    "keys",     "dbsize",   "expireat",      "pexpireat", "lset",
+    "linsert",  "zincrby",  "zrangebyscore", "zcount",    "hexists",
+    "hincrby",  "hkeys",    "hvals",         "spop",      "srandmember",
+    "flushdb",  "flushall", "subscribe",     "publish",   "psubscribe",
+    "eval",     "evalsha",  "script",        "function",  "blpop",
+    "brpop",    "object",   "dump",          "restore",   "move",
+    "copy",     "unlink",   "touch",         "randomkey", "wait",
+    "save",     "bgsave",   "config",        "debug",     "monitor",
+    "sync",     "psync",    "replicaof",     "slaveof",   "shutdown",
+    "swapdb",   "xadd",     "xread",         "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)

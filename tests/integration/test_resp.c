@@ -709,7 +709,22 @@ static const char *const script[] = {
     "LTRIM d:li x 1",
     "LTRIM d:li 0",
 
-    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt",
+    "INCRBYFLOAT d:f 10.5",
+    "INCRBYFLOAT d:f 0.1",
+    "INCRBYFLOAT d:f -5.0e3",
+    "INCRBYFLOAT d:f 3.0e3",
+    "INCRBYFLOAT d:f 1.5e-7",
+    "INCRBYFLOAT d:f x",
+    "INCRBYFLOAT d:f inf",
+    "INCRBYFLOAT d:f",
+    "SET d:f 1e400",
+    "INCRBYFLOAT d:f 1",
+    "SET d:f 007",
+    "INCRBYFLOAT d:f 0x10",
+    "INCRBYFLOAT d:l 1",
+    "INCRBYFLOAT d:fn -0",
+
+    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt d:f d:fn",
 };
 
 static pid_t redis_start(uint16_t p)

@@ -846,6 +846,42 @@ static void test_keyspace(void **state)
 	c = kcmd(STORE_OP_KV_APPEND, "a");
 	c.value = S("x");
 	do_int(&t, false, 300, &c, 1);
+	/* INCRBYFLOAT: Redis's long double text, the key keeps its TTL */
+	set(&t, 300, "f", "10.50", 0, STORE_EXPIRE_TTL, 1000, "OK");
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "f");
+	c.value = S("0.1");
+	do_str(&t, false, 300, &c, "10.6");
+	c.value = S("-5.6");
+	do_str(&t, false, 300, &c, "5");
+	c.value = S("5.0e3");
+	do_str(&t, false, 300, &c, "5005");
+	c = kcmd(STORE_OP_KV_KEYINFO, "f");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 1000);
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "f");
+	c.value = S("x");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR value is not a valid float");
+	c.value = S(" 1");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR value is not a valid float");
+	c.value = S("inf");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR increment would produce NaN or Infinity");
+	c.key = S("nf");
+	c.value = S("-0");
+	do_str(&t, false, 300, &c, "0");
+	c = kcmd(STORE_OP_KV_HSET, "fh");
+	c.items.n = 2;
+	c.items.v = fv;
+	do_int(&t, false, 300, &c, 1);
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "fh");
+	c.value = S("1");
+	do_status(&t, false, 300, &c, STORE_WRONGTYPE, WT);
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 3;
+	c.items.v = (struct store_slice[]){S("f"), S("nf"), S("fh")};
+	do_int(&t, false, 300, &c, 3);
 	/* Delete the rest: only the applied index remains (no stray
 	 * expiry entries). */
 	c = kcmd(STORE_OP_KV_DEL, "");

@@ -263,6 +263,13 @@ static const struct op_desc ops[] = {
                                  false,
                                  "INCRBYFLOAT",
                                  {F_KEY, F_VALUE}},
+    [STORE_OP_KV_SETRANGE] = {STORE_OP_KV_SETRANGE,
+                              false,
+                              false,
+                              "SETRANGE",
+                              {F_KEY, F_START, F_VALUE}},
+    [STORE_OP_KV_GETEX] =
+        {STORE_OP_KV_GETEX, false, false, "GETEX", {F_KEY, F_KIND, F_DELTA}},
     [STORE_OP_KV_GETDEL] =
         {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =

@@ -213,6 +213,13 @@ enum store_op {
 	 * double text; the key keeps its expiry); ERR when a value is not a
 	 * float or the sum is NaN or infinite */
 	STORE_OP_KV_INCRBYFLOAT = 0x65,
+	/* key start=offset value -> i64 the new length: writes value at
+	 * offset, zero-padding; an empty value writes nothing */
+	STORE_OP_KV_SETRANGE = 0x66,
+	/* key kind (STORE_GETEX_*) delta=ms -> bytes | nil: GET, then sets
+	 * the expiry (TTL: delta ms after the entry's time; AT: at Unix ms
+	 * delta, a past one deletes the key) or removes it (PERSIST) */
+	STORE_OP_KV_GETEX = 0x67,
 	STORE_OP_KV_LPUSH = 0x68, /* key items -> i64 length */
 	STORE_OP_KV_RPUSH = 0x69, /* key items -> i64 length */
 	/* key count (0 = one value, else a list of up to count) */
@@ -280,6 +287,14 @@ enum {
 	STORE_EXPIRE_NONE = 0,
 	STORE_EXPIRE_TTL = 1, /* ttl_ms after the entry's time */
 	STORE_EXPIRE_AT = 2,  /* ttl_ms is an absolute Unix ms time */
+};
+
+/* GETEX kinds. */
+enum {
+	STORE_GETEX_KEEP = 0,
+	STORE_GETEX_TTL = 1,
+	STORE_GETEX_AT = 2,
+	STORE_GETEX_PERSIST = 3,
 };
 
 /* SET flags. */

@@ -1,6 +1,6 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
  * INCRBYFLOAT, TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN,
- * GETRANGE, GETDEL and the
+ * GETRANGE, SETRANGE, GETEX, GETDEL and the
  * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the
  * leader's clock on reads), so apply stays deterministic. */
@@ -176,6 +176,117 @@ out:
 	free(text);
 	kv_obj_free(&o);
 	return 0;
+}
+
+/* SETRANGE's bound on the string it makes: an offset must not make every
+ * replica allocate Redis's 512 MiB. */
+#define SETRANGE_MAX (64u << 20)
+
+static int kv_setrange(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct kv_obj o;
+	struct sbuf v;
+	size_t olen;
+
+	if (c->start < 0) {
+		res_error(res, STORE_ERR, "ERR offset is out of range");
+		return 0;
+	}
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	olen = o.state == KV_LIVE ? o.body.len : 0;
+	if (c->value.len == 0) {
+		res_begin(res, STORE_OK);
+		res_i64(res, (int64_t)olen);
+		goto out;
+	}
+	if ((uint64_t)c->start > SETRANGE_MAX ||
+	    (uint64_t)c->start + c->value.len > SETRANGE_MAX) {
+		res_error(res, STORE_ERR,
+		          "ERR string exceeds maximum allowed size "
+		          "(proto-max-bulk-len)");
+		goto out;
+	}
+	sbuf_init(&v);
+	if (olen > 0) {
+		sbuf_add(&v, o.body.p, olen);
+	}
+	if (v.len < (size_t)c->start + c->value.len) {
+		/* zero padding, then room for the value */
+		size_t grow = (size_t)c->start + c->value.len - v.len;
+		sbuf_reserve(&v, grow);
+		memset(v.p + v.len, 0, grow);
+		v.len += grow;
+	}
+	memcpy(v.p + c->start, c->value.p, c->value.len);
+	/* As Redis, the key keeps its expiry. */
+	kv_store(tx, c->key, T_STRING, o.state == KV_LIVE ? o.expires : 0, v.p,
+	         v.len, &o);
+	res_begin(res, STORE_OK);
+	res_i64(res, (int64_t)v.len);
+	sbuf_free(&v);
+out:
+	kv_obj_free(&o);
+	return 0;
+}
+
+static int kv_getex(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct kv_obj o;
+	int rv = 0;
+
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state != KV_LIVE) {
+		res_begin(res, STORE_OK);
+		res_nil(res);
+		goto out;
+	}
+	if (o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	if (c->kind == STORE_GETEX_TTL &&
+	    (c->delta <= 0 || (uint64_t)c->delta >= UINT64_MAX - tx->now_ms)) {
+		res_error(res, STORE_ERR,
+		          "ERR invalid expire time in 'getex' command");
+		goto out;
+	}
+	res_begin(res, STORE_OK);
+	res_bytes(res, o.body.p, o.body.len);
+	switch (c->kind) {
+	case STORE_GETEX_TTL:
+		kv_store(tx, c->key, T_STRING, tx->now_ms + (uint64_t)c->delta,
+		         o.body.p, o.body.len, &o);
+		break;
+	case STORE_GETEX_AT:
+		/* a deadline already past deletes the key, as Redis */
+		if (c->delta <= 0 || (uint64_t)c->delta <= tx->now_ms) {
+			rv = kv_clear(tx, c->key, &o);
+		} else {
+			kv_store(tx, c->key, T_STRING, (uint64_t)c->delta,
+			         o.body.p, o.body.len, &o);
+		}
+		break;
+	case STORE_GETEX_PERSIST:
+		if (o.expires != 0) {
+			kv_store(tx, c->key, T_STRING, 0, o.body.p, o.body.len,
+			         &o);
+		}
+		break;
+	default:
+		break;
+	}
+out:
+	kv_obj_free(&o);
+	return rv;
 }
 
 static int kv_exists(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
@@ -457,6 +568,10 @@ int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kv_getrange(tx, c, res);
 	case STORE_OP_KV_INCRBYFLOAT:
 		return kv_incrbyfloat(tx, c, res);
+	case STORE_OP_KV_SETRANGE:
+		return kv_setrange(tx, c, res);
+	case STORE_OP_KV_GETEX:
+		return kv_getex(tx, c, res);
 	case STORE_OP_KV_MSETNX:
 		return kv_msetnx(tx, c, res);
 	default:

@@ -76,6 +76,8 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("LINDEX", 0, STORE_OP_KV_LINDEX),
     KV("LTRIM", 0, STORE_OP_KV_LTRIM),
     KV("INCRBYFLOAT", 0, STORE_OP_KV_INCRBYFLOAT),
+    KV("SETRANGE", 0, STORE_OP_KV_SETRANGE),
+    KV("GETEX", 0, STORE_OP_KV_GETEX),
     KV("ZRANK", 0, STORE_OP_KV_ZRANK),
     KV("ZREVRANK", 0, STORE_OP_KV_ZRANK),
     KV("HLEN", 0, STORE_OP_KV_LEN),
@@ -972,6 +974,63 @@ static int args_set(struct preq *r, const struct args *a)
 	return 0;
 }
 
+/* GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST], with Redis's
+ * acceptance (a repeated EX or PX is taken, the last one wins). */
+static int args_getex(struct preq *r, const struct args *a)
+{
+	struct store_cmd *c = &r->c;
+	bool secs = false;
+	int64_t x;
+	if (a->n < 1) {
+		return wrong_args(r, "GETEX");
+	}
+	if (arg_key(r, &a->v[0], &c->key) != 0) {
+		return -1;
+	}
+	c->kind = STORE_GETEX_KEEP;
+	for (uint32_t i = 1; i < a->n; i++) {
+		const struct fsnp_val *o = &a->v[i];
+		bool next = i + 1 < a->n;
+		bool ex = arg_is(o, "EX"), px = arg_is(o, "PX");
+		bool exat = arg_is(o, "EXAT"), pxat = arg_is(o, "PXAT");
+		uint8_t k = c->kind;
+		bool other_rel = k == STORE_GETEX_TTL && secs != ex;
+		bool other_at = k == STORE_GETEX_AT && secs != exat;
+		if ((ex || px) && next && k != STORE_GETEX_PERSIST &&
+		    k != STORE_GETEX_AT && !other_rel) {
+			c->kind = STORE_GETEX_TTL;
+			secs = ex;
+			c->delta = i + 1; /* the argument's index for now */
+			i++;
+		} else if ((exat || pxat) && next && k != STORE_GETEX_PERSIST &&
+		           k != STORE_GETEX_TTL && !other_at) {
+			c->kind = STORE_GETEX_AT;
+			secs = exat;
+			c->delta = i + 1;
+			i++;
+		} else if (arg_is(o, "PERSIST") && (k == STORE_GETEX_KEEP ||
+		                                    k == STORE_GETEX_PERSIST)) {
+			c->kind = STORE_GETEX_PERSIST;
+		} else {
+			return cmd_error(r->err, "ERR syntax error");
+		}
+	}
+	if (c->kind != STORE_GETEX_TTL && c->kind != STORE_GETEX_AT) {
+		c->delta = 0;
+		return 0;
+	}
+	if (val_int(&a->v[c->delta], &x) != 0) {
+		return cmd_error(r->err, "ERR value is not an integer or out "
+		                         "of range");
+	}
+	if (x <= 0 || (secs && x > INT64_MAX / 1000)) {
+		return cmd_error(r->err,
+		                 "ERR invalid expire time in 'getex' command");
+	}
+	c->delta = secs ? x * 1000 : x;
+	return 0;
+}
+
 /* Positional arguments after the name, per command. */
 static int parse_args(struct preq *r, const struct args *a, const char *name)
 {
@@ -1058,6 +1117,17 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		c->kind = STORE_EXPIRE_TTL;
 		c->delta = name[0] == 'E' ? x * 1000 : x;
 		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_GETEX:
+		return args_getex(r, a);
+	case STORE_OP_KV_SETRANGE:
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+		    arg_key(r, &v[0], &c->key) != 0) {
+			return -1;
+		}
+		return arg_bytes(r, &v[2], &c->value);
 	case STORE_OP_KV_APPEND:
 	case STORE_OP_KV_INCRBYFLOAT:
 		if (n != 2) {

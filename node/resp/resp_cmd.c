@@ -163,6 +163,14 @@ static const struct rcmd cmds[] = {
         "Increment the floating point value of a key by a number. Uses 0 "
         "as initial value if the key doesn't exist.",
         "key:key increment:double"),
+    KVC("setrange", 4, "write denyoom", 1, 1, 1, "string",
+        "Overwrites a part of a string value with another by an offset. "
+        "Creates the key if it doesn't exist.",
+        "key:key offset:integer value:string"),
+    KVC("getex", -2, "write fast", 1, 1, 1, "string",
+        "Returns the string value of a key after setting its expiration "
+        "time.",
+        "key:key [expiration:oneof]"),
     KVC("ltrim", 4, "write", 1, 1, 1, "list",
         "Removes elements from both ends a list. Deletes the list if all "
         "elements were trimmed.",
@@ -232,18 +240,18 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",    "exec",     "discard",       "watch",     "unwatch",
-    "setrange", "getex",    "rename",        "renamenx",  "scan",
-    "keys",     "dbsize",   "expireat",      "pexpireat", "lset",
-    "linsert",  "zincrby",  "zrangebyscore", "zcount",    "hexists",
-    "hincrby",  "hkeys",    "hvals",         "spop",      "srandmember",
-    "flushdb",  "flushall", "subscribe",     "publish",   "psubscribe",
-    "eval",     "evalsha",  "script",        "function",  "blpop",
-    "brpop",    "object",   "dump",          "restore",   "move",
-    "copy",     "unlink",   "touch",         "randomkey", "wait",
-    "save",     "bgsave",   "config",        "debug",     "monitor",
-    "sync",     "psync",    "replicaof",     "slaveof",   "shutdown",
-    "swapdb",   "xadd",     "xread",         "xrange",    "xlen",
+    "multi",         "exec",      "discard",     "watch",   "unwatch",
+    "rename",        "renamenx",  "scan",        "keys",    "dbsize",
+    "expireat",      "pexpireat", "lset",        "linsert", "zincrby",
+    "zrangebyscore", "zcount",    "hexists",     "hincrby", "hkeys",
+    "hvals",         "spop",      "srandmember", "flushdb", "flushall",
+    "subscribe",     "publish",   "psubscribe",  "eval",    "evalsha",
+    "script",        "function",  "blpop",       "brpop",   "object",
+    "dump",          "restore",   "move",        "copy",    "unlink",
+    "touch",         "randomkey", "wait",        "save",    "bgsave",
+    "config",        "debug",     "monitor",     "sync",    "psync",
+    "replicaof",     "slaveof",   "shutdown",    "swapdb",  "xadd",
+    "xread",         "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)

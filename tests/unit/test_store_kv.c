@@ -882,6 +882,66 @@ static void test_keyspace(void **state)
 	c.items.n = 3;
 	c.items.v = (struct store_slice[]){S("f"), S("nf"), S("fh")};
 	do_int(&t, false, 300, &c, 3);
+	/* SETRANGE pads with zeros and keeps the TTL; GETEX */
+	c = kcmd(STORE_OP_KV_SETRANGE, "sr");
+	c.start = 2;
+	c.value = S("xy");
+	do_int(&t, false, 300, &c, 4);
+	c.start = 0;
+	c.value = S("ab");
+	do_int(&t, false, 300, &c, 4);
+	{
+		struct store_cmd g = kcmd(STORE_OP_KV_GET, "sr");
+		tread(&x, &t, G, 300, &g);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		size_t gl = 0;
+		const char *gp = tres_bytes(&x, &gl);
+		assert_int_equal(gl, 4);
+		assert_memory_equal(gp, "abxy", 4);
+		tres_free(&x);
+	}
+	c.value = S("");
+	c.start = 1000;
+	do_int(&t, false, 300, &c, 4);
+	c.start = -1;
+	c.value = S("z");
+	do_status(&t, false, 300, &c, STORE_ERR, "ERR offset is out of range");
+	c.start = 64 << 20;
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR string exceeds maximum allowed size "
+	          "(proto-max-bulk-len)");
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_TTL;
+	c.delta = 500;
+	do_str(&t, false, 300, &c, "abxy");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 500);
+	c = kcmd(STORE_OP_KV_SETRANGE, "sr");
+	c.start = 4;
+	c.value = S("!");
+	do_int(&t, false, 300, &c, 5);
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 500);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_PERSIST;
+	do_str(&t, false, 300, &c, "abxy!");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, -1);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_AT;
+	c.delta = 1000;
+	do_str(&t, false, 300, &c, "abxy!");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 700);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_AT;
+	c.delta = 200; /* past: deleted after the answer */
+	do_str(&t, false, 300, &c, "abxy!");
+	do_str(&t, false, 300, &c, NULL);
 	/* Delete the rest: only the applied index remains (no stray
 	 * expiry entries). */
 	c = kcmd(STORE_OP_KV_DEL, "");

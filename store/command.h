@@ -252,7 +252,8 @@ enum store_op {
 	 * i64 new members */
 	STORE_OP_KV_ZADD = 0x78,
 	STORE_OP_KV_ZREM = 0x79, /* key items -> i64 removed */
-	/* (read) key start stop flags (STORE_ZRANGE_WITHSCORES) ->
+	/* (read) key start stop flags (STORE_ZRANGE_*: WITHSCORES, REV,
+	 * BYSCORE) ->
 	 * [member...] or [member, score text, ...] */
 	STORE_OP_KV_ZRANGE = 0x7A,
 	STORE_OP_KV_ZSCORE = 0x7B, /* (read) key arg=member -> text|nil */
@@ -304,6 +305,14 @@ enum {
 #define STORE_SET_KEEPTTL 0x08
 
 #define STORE_ZRANGE_WITHSCORES 0x01
+/* ZRANGE ... REV: from the highest score down */
+#define STORE_ZRANGE_REV 0x02
+/* ZRANGE ... BYSCORE: start and stop hold the IEEE bits of the min and
+ * max scores (min <= max in score order whatever REV says), exclusive
+ * with the two flags after */
+#define STORE_ZRANGE_BYSCORE 0x04
+#define STORE_ZRANGE_MIN_EXCL 0x08
+#define STORE_ZRANGE_MAX_EXCL 0x10
 
 /* KV_KEYINFO kinds. */
 enum {

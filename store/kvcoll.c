@@ -675,38 +675,88 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		}
 		break;
 	}
-	default: { /* ZRANGE by rank */
-		uint64_t from, to, rank = 0;
+	default: { /* ZRANGE by rank or by score, either direction */
+		uint64_t from = 0, to = 0, rank = 0;
 		uint32_t cnt = 0;
 		size_t mark, plen;
 		struct titer ti;
+		struct sbuf hits; /* the matched index keys' offsets */
+		struct sbuf keys; /* and the keys themselves */
 		bool scores = c->flags & STORE_ZRANGE_WITHSCORES;
+		bool bys = c->flags & STORE_ZRANGE_BYSCORE;
+		bool rev = c->flags & STORE_ZRANGE_REV;
+		double lo = 0, hi = 0;
+		bool any = cl->live;
+		if (bys) {
+			uint64_t u = (uint64_t)c->start;
+			memcpy(&lo, &u, sizeof lo);
+			u = (uint64_t)c->stop;
+			memcpy(&hi, &u, sizeof hi);
+		} else if (any) {
+			any = resolve_range(c->start, c->stop, cl->count, &from,
+			                    &to);
+			if (any && rev) {
+				uint64_t f = cl->count - 1 - to;
+				to = cl->count - 1 - from;
+				from = f;
+			}
+		}
 		res_begin(res, STORE_OK);
 		mark = res_array_open(res);
-		if (cl->live &&
-		    resolve_range(c->start, c->stop, cl->count, &from, &to)) {
+		sbuf_init(&hits);
+		sbuf_init(&keys);
+		if (any) {
 			kv_sub_prefix(&k, tx->group, K_ZSCORE, c->key);
 			plen = k.len;
 			titer_open(&ti, tx, &k);
-			for (titer_seek(&ti, NULL);
-			     titer_valid(&ti) && rank <= to;
+			/* a walk bounded by the set's size */
+			for (titer_seek(&ti, NULL); titer_valid(&ti);
 			     titer_next(&ti), rank++) {
-				size_t kl;
+				size_t kl, off = keys.len;
 				const uint8_t *kp = titer_key(&ti, &kl);
-				if (rank < from) {
+				if (bys) {
+					double d = key_score_from_bits(
+					    be_get64(kp + plen));
+					if (d > hi ||
+					    (d == hi &&
+					     (c->flags &
+					      STORE_ZRANGE_MAX_EXCL))) {
+						break;
+					}
+					if (d < lo ||
+					    (d == lo &&
+					     (c->flags &
+					      STORE_ZRANGE_MIN_EXCL))) {
+						continue;
+					}
+				} else if (rank > to) {
+					break;
+				} else if (rank < from) {
 					continue;
 				}
-				res_bytes(res, kp + plen + 8, kl - plen - 8);
-				cnt++;
-				if (scores) {
-					res_score(res,
-					          key_score_from_bits(
-					              be_get64(kp + plen)));
-					cnt++;
-				}
+				sbuf_u64(&keys, kl - plen);
+				sbuf_add(&keys, kp + plen, kl - plen);
+				sbuf_add(&hits, &off, sizeof off);
 			}
 			rv = titer_close(&ti);
 		}
+		for (size_t i = 0, nh = hits.len / sizeof(size_t);
+		     rv == 0 && i < nh; i++) {
+			size_t off, len;
+			memcpy(&off,
+			       hits.p + (rev ? nh - 1 - i : i) * sizeof off,
+			       sizeof off);
+			len = (size_t)be_get64(keys.p + off);
+			res_bytes(res, keys.p + off + 16, len - 8);
+			cnt++;
+			if (scores) {
+				res_score(res, key_score_from_bits(
+				                   be_get64(keys.p + off + 8)));
+				cnt++;
+			}
+		}
+		sbuf_free(&hits);
+		sbuf_free(&keys);
 		res_array_close(res, mark, cnt);
 		break;
 	}

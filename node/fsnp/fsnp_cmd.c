@@ -58,6 +58,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("ZREM", FSNP_OP_ZREM, STORE_OP_KV_ZREM),
     KV("ZRANGE", FSNP_OP_ZRANGE, STORE_OP_KV_ZRANGE),
     KV("ZSCORE", FSNP_OP_ZSCORE, STORE_OP_KV_ZSCORE),
+    KV("ZRANGEBYSCORE", 0, STORE_OP_KV_ZRANGE),
     KV("INCR", 0, STORE_OP_KV_INCRBY),
     KV("DECR", 0, STORE_OP_KV_INCRBY),
     KV("INCRBY", 0, STORE_OP_KV_INCRBY),
@@ -1031,6 +1032,89 @@ static int args_getex(struct preq *r, const struct args *a)
 	return 0;
 }
 
+/* A ZRANGE score bound as Redis reads it: strtod over the whole text, a
+ * leading '(' for an exclusive bound, no NaN. */
+static bool score_bound(struct preq *r, const struct fsnp_val *v, double *out,
+                        bool *excl)
+{
+	char buf[128];
+	struct store_slice s;
+	const char *p = buf;
+	char *end;
+	if (scalar_bytes(r, v, &s) != 0 || s.len >= sizeof buf) {
+		return false;
+	}
+	memcpy(buf, s.p, s.len);
+	buf[s.len] = '\0';
+	*excl = buf[0] == '(';
+	p += *excl;
+	*out = strtod(p, &end);
+	return end[0] == '\0' && !isnan(*out);
+}
+
+/* ZRANGE key start stop [BYSCORE] [REV] [WITHSCORES] and ZRANGEBYSCORE key
+ * min max [WITHSCORES], with Redis's checks in its order. LIMIT and BYLEX
+ * are refused. */
+static int args_zrange(struct preq *r, const struct args *a, const char *name)
+{
+	struct store_cmd *c = &r->c;
+	const struct fsnp_val *v = a->v;
+	bool bys = strcmp(name, "ZRANGEBYSCORE") == 0, rev = false;
+	uint32_t lo = 1, hi = 2;
+	if (a->n < 3) {
+		return wrong_args(r, name);
+	}
+	for (uint32_t i = 3; i < a->n; i++) {
+		if (arg_is(&v[i], "WITHSCORES")) {
+			c->flags |= STORE_ZRANGE_WITHSCORES;
+		} else if (arg_is(&v[i], "LIMIT") && i + 2 < a->n) {
+			return cmd_error(r->err,
+			                 "ERR LIMIT is not supported by "
+			                 "Lodestone (docs/resp.md)");
+		} else if (!bys && arg_is(&v[i], "BYSCORE")) {
+			c->flags |= STORE_ZRANGE_BYSCORE;
+		} else if (!bys && arg_is(&v[i], "REV")) {
+			rev = true;
+		} else if (!bys && arg_is(&v[i], "BYLEX")) {
+			return cmd_error(r->err,
+			                 "ERR BYLEX is not supported by "
+			                 "Lodestone (docs/resp.md)");
+		} else {
+			return cmd_error(r->err, "ERR syntax error");
+		}
+	}
+	if (rev) {
+		c->flags |= STORE_ZRANGE_REV;
+	}
+	if (bys) {
+		c->flags |= STORE_ZRANGE_BYSCORE;
+	}
+	if (c->flags & STORE_ZRANGE_BYSCORE) {
+		double dl, dh;
+		bool el, eh;
+		uint64_t u;
+		if (rev) {
+			lo = 2;
+			hi = 1;
+		}
+		if (!score_bound(r, &v[lo], &dl, &el) ||
+		    !score_bound(r, &v[hi], &dh, &eh)) {
+			return cmd_error(r->err,
+			                 "ERR min or max is not a float");
+		}
+		memcpy(&u, &dl, sizeof u);
+		c->start = (int64_t)u;
+		memcpy(&u, &dh, sizeof u);
+		c->stop = (int64_t)u;
+		c->flags |= (el ? STORE_ZRANGE_MIN_EXCL : 0) |
+		            (eh ? STORE_ZRANGE_MAX_EXCL : 0);
+	} else if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+	           arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {
+		return -1;
+	}
+	return arg_key(r, &v[0], &c->key);
+}
+
 /* Positional arguments after the name, per command. */
 static int parse_args(struct preq *r, const struct args *a, const char *name)
 {
@@ -1311,16 +1395,11 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return -1;
 		}
 		return arg_key(r, &v[0], &c->key);
-	case STORE_OP_KV_LRANGE:
 	case STORE_OP_KV_ZRANGE:
-		if (n != 3 && !(c->op == STORE_OP_KV_ZRANGE && n == 4)) {
+		return args_zrange(r, a, name);
+	case STORE_OP_KV_LRANGE:
+		if (n != 3) {
 			return wrong_args(r, name);
-		}
-		if (n == 4) {
-			if (!arg_is(&v[3], "WITHSCORES")) {
-				return cmd_error(r->err, "ERR syntax error");
-			}
-			c->flags = STORE_ZRANGE_WITHSCORES;
 		}
 		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
 		    arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {

@@ -171,6 +171,9 @@ static const struct rcmd cmds[] = {
         "Returns the string value of a key after setting its expiration "
         "time.",
         "key:key [expiration:oneof]"),
+    KVC("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
+        "Returns members in a sorted set within a range of scores.",
+        "key:key min:double max:double [WITHSCORES]"),
     KVC("ltrim", 4, "write", 1, 1, 1, "list",
         "Removes elements from both ends a list. Deletes the list if all "
         "elements were trimmed.",
@@ -240,18 +243,18 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",         "exec",      "discard",     "watch",   "unwatch",
-    "rename",        "renamenx",  "scan",        "keys",    "dbsize",
-    "expireat",      "pexpireat", "lset",        "linsert", "zincrby",
-    "zrangebyscore", "zcount",    "hexists",     "hincrby", "hkeys",
-    "hvals",         "spop",      "srandmember", "flushdb", "flushall",
-    "subscribe",     "publish",   "psubscribe",  "eval",    "evalsha",
-    "script",        "function",  "blpop",       "brpop",   "object",
-    "dump",          "restore",   "move",        "copy",    "unlink",
-    "touch",         "randomkey", "wait",        "save",    "bgsave",
-    "config",        "debug",     "monitor",     "sync",    "psync",
-    "replicaof",     "slaveof",   "shutdown",    "swapdb",  "xadd",
-    "xread",         "xrange",    "xlen",
+    "multi",     "exec",        "discard", "watch",    "unwatch",
+    "rename",    "renamenx",    "scan",    "keys",     "dbsize",
+    "expireat",  "pexpireat",   "lset",    "linsert",  "zincrby",
+    "zcount",    "hexists",     "hincrby", "hkeys",    "hvals",
+    "spop",      "srandmember", "flushdb", "flushall", "subscribe",
+    "publish",   "psubscribe",  "eval",    "evalsha",  "script",
+    "function",  "blpop",       "brpop",   "object",   "dump",
+    "restore",   "move",        "copy",    "unlink",   "touch",
+    "randomkey", "wait",        "save",    "bgsave",   "config",
+    "debug",     "monitor",     "sync",    "psync",    "replicaof",
+    "slaveof",   "shutdown",    "swapdb",  "xadd",     "xread",
+    "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)

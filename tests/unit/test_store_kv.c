@@ -614,6 +614,34 @@ static void zrange(struct tdb *t, int64_t start, int64_t stop, bool scores,
 	tres_free(&x);
 }
 
+static uint64_t bits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof u);
+	return u;
+}
+
+static void zrange_f(struct tdb *t, int64_t start, int64_t stop, uint8_t flags,
+                     const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_ZRANGE, "z");
+	struct tres x;
+	char got[256] = "";
+	uint32_t n;
+
+	c.start = start;
+	c.stop = stop;
+	c.flags = flags;
+	tread(&x, t, G, 1, &c);
+	n = tres_array(&x);
+	for (uint32_t i = 0; i < n; i++) {
+		strcat(got, tres_bytes(&x, NULL));
+		strcat(got, i + 1 < n ? "," : "");
+	}
+	assert_string_equal(got, want);
+	tres_free(&x);
+}
+
 static void test_sorted_sets(void **state)
 {
 	struct tdb t;
@@ -655,6 +683,20 @@ static void test_sorted_sets(void **state)
 	c.items.v = (struct store_slice[]){S("a"), S("zz")};
 	do_int(&t, false, 1, &c, 1);
 	zrange(&t, 0, -1, false, "b,c,neg");
+	/* REV by index; BYSCORE (bounds as IEEE bits), both directions */
+	zrange_f(&t, 0, 1, STORE_ZRANGE_REV, "neg,c");
+	zrange_f(&t, 0, -1, STORE_ZRANGE_REV | STORE_ZRANGE_WITHSCORES,
+	         "neg,100,c,10,b,2.5");
+	zrange_f(&t, (int64_t)bits(2.5), (int64_t)bits(10),
+	         STORE_ZRANGE_BYSCORE, "b,c");
+	zrange_f(&t, (int64_t)bits(2.5), (int64_t)bits(10),
+	         STORE_ZRANGE_BYSCORE | STORE_ZRANGE_MIN_EXCL, "c");
+	zrange_f(&t, (int64_t)bits(-1), (int64_t)bits(1000),
+	         STORE_ZRANGE_BYSCORE | STORE_ZRANGE_REV |
+	             STORE_ZRANGE_MAX_EXCL,
+	         "neg,c,b");
+	zrange_f(&t, (int64_t)bits(11), (int64_t)bits(99), STORE_ZRANGE_BYSCORE,
+	         "");
 	/* ZRANK / ZREVRANK (kind 1) */
 	c = kcmd(STORE_OP_KV_ZRANK, "z");
 	c.arg = S("b");

@@ -242,6 +242,10 @@ static void test_connection(void **state)
 	       "-ERR unknown command 'NOSUCH', with args beginning with: 'a' "
 	       "'b' \r\n");
 	assert_non_null(strstr(rc_cmd(c, "MULTI"), "not supported"));
+	EXPECT(c, "ZRANGE z 0 1 BYSCORE LIMIT 0 1",
+	       "-ERR LIMIT is not supported by Lodestone (docs/resp.md)\r\n");
+	EXPECT(c, "ZRANGEBYSCORE z 0 1 LIMIT 0 1",
+	       "-ERR LIMIT is not supported by Lodestone (docs/resp.md)\r\n");
 	EXPECT(c, "AUTH pw",
 	       "-ERR AUTH <password> called without any password configured "
 	       "for the default user. Are you sure your configuration is "

@@ -117,7 +117,8 @@ static const struct rcmd cmds[] = {
         "key:key member:string*"),
     KVC("zrange", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of indexes.",
-        "key:key start:string stop:string ?withscores:pure-token"),
+        "key:key start:string stop:string ?byscore:pure-token "
+        "?rev:pure-token ?withscores:pure-token"),
     KVC("zscore", 3, "readonly fast", 1, 1, 1, "sorted-set",
         "Returns the score of a member in a sorted set.",
         "key:key member:string"),

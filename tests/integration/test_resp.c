@@ -790,7 +790,8 @@ static const char *const script[] = {
     "EXISTS d:gx",
     "GETEX",
 
-    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt d:f d:fn d:sr d:sp",
+    "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt d:f d:fn d:sr "
+    "d:sp",
 };
 
 static pid_t redis_start(uint16_t p)

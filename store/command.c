@@ -247,6 +247,29 @@ static const struct op_desc ops[] = {
     [STORE_OP_KV_APPEND] =
         {STORE_OP_KV_APPEND, false, false, "APPEND", {F_KEY, F_VALUE}},
     [STORE_OP_KV_STRLEN] = {STORE_OP_KV_STRLEN, true, false, "STRLEN", {F_KEY}},
+    [STORE_OP_KV_GETRANGE] = {STORE_OP_KV_GETRANGE,
+                              true,
+                              false,
+                              "GETRANGE",
+                              {F_KEY, F_START, F_STOP}},
+    [STORE_OP_KV_LINDEX] =
+        {STORE_OP_KV_LINDEX, true, false, "LINDEX", {F_KEY, F_START}},
+    [STORE_OP_KV_ZRANK] =
+        {STORE_OP_KV_ZRANK, true, false, "ZRANK", {F_KEY, F_ARG, F_KIND}},
+    [STORE_OP_KV_LTRIM] =
+        {STORE_OP_KV_LTRIM, false, false, "LTRIM", {F_KEY, F_START, F_STOP}},
+    [STORE_OP_KV_INCRBYFLOAT] = {STORE_OP_KV_INCRBYFLOAT,
+                                 false,
+                                 false,
+                                 "INCRBYFLOAT",
+                                 {F_KEY, F_VALUE}},
+    [STORE_OP_KV_SETRANGE] = {STORE_OP_KV_SETRANGE,
+                              false,
+                              false,
+                              "SETRANGE",
+                              {F_KEY, F_START, F_VALUE}},
+    [STORE_OP_KV_GETEX] =
+        {STORE_OP_KV_GETEX, false, false, "GETEX", {F_KEY, F_KIND, F_DELTA}},
     [STORE_OP_KV_GETDEL] =
         {STORE_OP_KV_GETDEL, false, false, "GETDEL", {F_KEY}},
     [STORE_OP_KV_HSET] =

@@ -209,8 +209,19 @@ enum store_op {
 	STORE_OP_KV_HMGET = 0x62,   /* (read) key items=fields -> [..] */
 	STORE_OP_KV_HGETALL = 0x63, /* (read) key -> map field->value */
 	STORE_OP_KV_HDEL = 0x64,    /* key items=fields -> i64 removed */
-	STORE_OP_KV_LPUSH = 0x68,   /* key items -> i64 length */
-	STORE_OP_KV_RPUSH = 0x69,   /* key items -> i64 length */
+	/* key value=increment text -> bytes the new value (Redis's long
+	 * double text; the key keeps its expiry); ERR when a value is not a
+	 * float or the sum is NaN or infinite */
+	STORE_OP_KV_INCRBYFLOAT = 0x65,
+	/* key start=offset value -> i64 the new length: writes value at
+	 * offset, zero-padding; an empty value writes nothing */
+	STORE_OP_KV_SETRANGE = 0x66,
+	/* key kind (STORE_GETEX_*) delta=ms -> bytes | nil: GET, then sets
+	 * the expiry (TTL: delta ms after the entry's time; AT: at Unix ms
+	 * delta, a past one deletes the key) or removes it (PERSIST) */
+	STORE_OP_KV_GETEX = 0x67,
+	STORE_OP_KV_LPUSH = 0x68, /* key items -> i64 length */
+	STORE_OP_KV_RPUSH = 0x69, /* key items -> i64 length */
 	/* key count (0 = one value, else a list of up to count) */
 	STORE_OP_KV_LPOP = 0x6A,
 	STORE_OP_KV_RPOP = 0x6B,
@@ -225,11 +236,24 @@ enum store_op {
 	STORE_OP_KV_SREM = 0x71,      /* key items -> i64 removed */
 	STORE_OP_KV_SMEMBERS = 0x72,  /* (read) key -> [member...] */
 	STORE_OP_KV_SISMEMBER = 0x73, /* (read) key arg=member -> i64 1|0 */
+	/* (read) key start stop -> bytes: the string's bytes start..stop
+	 * (inclusive, negative from the end; "" absent or empty range) */
+	STORE_OP_KV_GETRANGE = 0x74,
+	/* (read) key start=index -> bytes | nil (absent key or index out of
+	 * range; negative counts from the tail) */
+	STORE_OP_KV_LINDEX = 0x75,
+	/* (read) key arg=member kind (0 ZRANK, 1 ZREVRANK) -> i64 the
+	 * member's rank | nil (absent key or member) */
+	STORE_OP_KV_ZRANK = 0x76,
+	/* key start stop -> "OK": keeps the list's elements start..stop
+	 * (LRANGE's indexes), deleting the key when none remain */
+	STORE_OP_KV_LTRIM = 0x77,
 	/* key items=score,member,... (score: 8-byte BE IEEE double) ->
 	 * i64 new members */
 	STORE_OP_KV_ZADD = 0x78,
 	STORE_OP_KV_ZREM = 0x79, /* key items -> i64 removed */
-	/* (read) key start stop flags (STORE_ZRANGE_WITHSCORES) ->
+	/* (read) key start stop flags (STORE_ZRANGE_*: WITHSCORES, REV,
+	 * BYSCORE) ->
 	 * [member...] or [member, score text, ...] */
 	STORE_OP_KV_ZRANGE = 0x7A,
 	STORE_OP_KV_ZSCORE = 0x7B, /* (read) key arg=member -> text|nil */
@@ -266,6 +290,14 @@ enum {
 	STORE_EXPIRE_AT = 2,  /* ttl_ms is an absolute Unix ms time */
 };
 
+/* GETEX kinds. */
+enum {
+	STORE_GETEX_KEEP = 0,
+	STORE_GETEX_TTL = 1,
+	STORE_GETEX_AT = 2,
+	STORE_GETEX_PERSIST = 3,
+};
+
 /* SET flags. */
 #define STORE_SET_NX 0x01
 #define STORE_SET_XX 0x02
@@ -273,6 +305,14 @@ enum {
 #define STORE_SET_KEEPTTL 0x08
 
 #define STORE_ZRANGE_WITHSCORES 0x01
+/* ZRANGE ... REV: from the highest score down */
+#define STORE_ZRANGE_REV 0x02
+/* ZRANGE ... BYSCORE: start and stop hold the IEEE bits of the min and
+ * max scores (min <= max in score order whatever REV says), exclusive
+ * with the two flags after */
+#define STORE_ZRANGE_BYSCORE 0x04
+#define STORE_ZRANGE_MIN_EXCL 0x08
+#define STORE_ZRANGE_MAX_EXCL 0x10
 
 /* KV_KEYINFO kinds. */
 enum {

@@ -35,6 +35,8 @@ static uint8_t coll_type(uint8_t op)
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
 	case STORE_OP_KV_LRANGE:
+	case STORE_OP_KV_LINDEX:
+	case STORE_OP_KV_LTRIM:
 		return T_LIST;
 	case STORE_OP_KV_SADD:
 	case STORE_OP_KV_SREM:
@@ -324,6 +326,57 @@ static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		rv = coll_store(tx, c, T_LIST, cl);
 		break;
 	}
+	case STORE_OP_KV_LTRIM: {
+		uint64_t from = 0, to = 0;
+		bool keep = cl->live && resolve_range(c->start, c->stop,
+		                                      cl->count, &from, &to);
+		res_begin(res, STORE_OK);
+		res_str(res, "OK");
+		if (!cl->live) {
+			break;
+		}
+		if (!keep) {
+			from = cl->count;
+			to = cl->count;
+		}
+		/* one delete per removed element: bounded by the list */
+		for (uint64_t i = 0; i < cl->count; i++) {
+			if (keep && i >= from && i <= to) {
+				i = to;
+				continue;
+			}
+			pos_key(&k, tx->group, c->key, cl->head + i);
+			tx_del(tx, &k);
+		}
+		cl->head += keep ? from : 0;
+		cl->count = keep ? to - from + 1 : 0;
+		rv = coll_store(tx, c, T_LIST, cl);
+		break;
+	}
+	case STORE_OP_KV_LINDEX: {
+		struct val got;
+		int64_t i = c->start;
+		int found;
+		res_begin(res, STORE_OK);
+		if (cl->live && i < 0) {
+			i += (int64_t)cl->count;
+		}
+		if (!cl->live || i < 0 || (uint64_t)i >= cl->count) {
+			res_nil(res);
+			break;
+		}
+		pos_key(&k, tx->group, c->key, cl->head + (uint64_t)i);
+		found = elem_get(tx, &k, &got);
+		if (found <= 0) {
+			rv = found < 0
+			         ? -1
+			         : tx_fail(tx, "list element missing", NULL);
+		} else {
+			res_bytes(res, got.p, got.len);
+		}
+		val_free(&got);
+		break;
+	}
 	default: { /* LRANGE */
 		uint64_t from, to, n = 0;
 		size_t mark;
@@ -579,38 +632,131 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			res_nil(res);
 		}
 		break;
-	default: { /* ZRANGE by rank */
-		uint64_t from, to, rank = 0;
+	case STORE_OP_KV_ZRANK: {
+		/* the rank is the count of index entries before the member's:
+		 * a walk bounded by the set's size */
+		struct sbuf want;
+		struct titer ti;
+		uint64_t rank = 0;
+		bool hit = false;
+		found = cl->live ? zscore_get(tx, c->key, c->arg, &old) : 0;
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		res_begin(res, STORE_OK);
+		if (!found) {
+			res_nil(res);
+			break;
+		}
+		sbuf_init(&want);
+		score_key(&want, tx->group, c->key, old, c->arg);
+		kv_sub_prefix(&k, tx->group, K_ZSCORE, c->key);
+		titer_open(&ti, tx, &k);
+		for (titer_seek(&ti, NULL); titer_valid(&ti);
+		     titer_next(&ti), rank++) {
+			size_t kl;
+			const uint8_t *kp = titer_key(&ti, &kl);
+			if (kl == want.len && memcmp(kp, want.p, kl) == 0) {
+				hit = true;
+				break;
+			}
+		}
+		rv = titer_close(&ti);
+		sbuf_free(&want);
+		if (rv == 0 && !hit) {
+			rv =
+			    tx_fail(tx, "sorted set index entry missing", NULL);
+		}
+		if (rv == 0) {
+			res_i64(res, c->kind == 1
+			                 ? (int64_t)(cl->count - 1 - rank)
+			                 : (int64_t)rank);
+		}
+		break;
+	}
+	default: { /* ZRANGE by rank or by score, either direction */
+		uint64_t from = 0, to = 0, rank = 0;
 		uint32_t cnt = 0;
 		size_t mark, plen;
 		struct titer ti;
+		struct sbuf hits; /* the matched index keys' offsets */
+		struct sbuf keys; /* and the keys themselves */
 		bool scores = c->flags & STORE_ZRANGE_WITHSCORES;
+		bool bys = c->flags & STORE_ZRANGE_BYSCORE;
+		bool rev = c->flags & STORE_ZRANGE_REV;
+		double lo = 0, hi = 0;
+		bool any = cl->live;
+		if (bys) {
+			uint64_t u = (uint64_t)c->start;
+			memcpy(&lo, &u, sizeof lo);
+			u = (uint64_t)c->stop;
+			memcpy(&hi, &u, sizeof hi);
+		} else if (any) {
+			any = resolve_range(c->start, c->stop, cl->count, &from,
+			                    &to);
+			if (any && rev) {
+				uint64_t f = cl->count - 1 - to;
+				to = cl->count - 1 - from;
+				from = f;
+			}
+		}
 		res_begin(res, STORE_OK);
 		mark = res_array_open(res);
-		if (cl->live &&
-		    resolve_range(c->start, c->stop, cl->count, &from, &to)) {
+		sbuf_init(&hits);
+		sbuf_init(&keys);
+		if (any) {
 			kv_sub_prefix(&k, tx->group, K_ZSCORE, c->key);
 			plen = k.len;
 			titer_open(&ti, tx, &k);
-			for (titer_seek(&ti, NULL);
-			     titer_valid(&ti) && rank <= to;
+			/* a walk bounded by the set's size */
+			for (titer_seek(&ti, NULL); titer_valid(&ti);
 			     titer_next(&ti), rank++) {
-				size_t kl;
+				size_t kl, off = keys.len;
 				const uint8_t *kp = titer_key(&ti, &kl);
-				if (rank < from) {
+				if (bys) {
+					double d = key_score_from_bits(
+					    be_get64(kp + plen));
+					if (d > hi ||
+					    (d == hi &&
+					     (c->flags &
+					      STORE_ZRANGE_MAX_EXCL))) {
+						break;
+					}
+					if (d < lo ||
+					    (d == lo &&
+					     (c->flags &
+					      STORE_ZRANGE_MIN_EXCL))) {
+						continue;
+					}
+				} else if (rank > to) {
+					break;
+				} else if (rank < from) {
 					continue;
 				}
-				res_bytes(res, kp + plen + 8, kl - plen - 8);
-				cnt++;
-				if (scores) {
-					res_score(res,
-					          key_score_from_bits(
-					              be_get64(kp + plen)));
-					cnt++;
-				}
+				sbuf_u64(&keys, kl - plen);
+				sbuf_add(&keys, kp + plen, kl - plen);
+				sbuf_add(&hits, &off, sizeof off);
 			}
 			rv = titer_close(&ti);
 		}
+		for (size_t i = 0, nh = hits.len / sizeof(size_t);
+		     rv == 0 && i < nh; i++) {
+			size_t off, len;
+			memcpy(&off,
+			       hits.p + (rev ? nh - 1 - i : i) * sizeof off,
+			       sizeof off);
+			len = (size_t)be_get64(keys.p + off);
+			res_bytes(res, keys.p + off + 16, len - 8);
+			cnt++;
+			if (scores) {
+				res_score(res, key_score_from_bits(
+				                   be_get64(keys.p + off + 8)));
+				cnt++;
+			}
+		}
+		sbuf_free(&hits);
+		sbuf_free(&keys);
 		res_array_close(res, mark, cnt);
 		break;
 	}

@@ -1,10 +1,15 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
- * TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN, GETDEL and the
+ * INCRBYFLOAT, TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN,
+ * GETRANGE, SETRANGE, GETEX, GETDEL and the
  * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the
  * leader's clock on reads), so apply stays deterministic. */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/kv.h"
@@ -80,6 +85,208 @@ static int kv_incrby(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 out:
 	kv_obj_free(&o);
 	return 0;
+}
+
+/* Redis's bound on a long double's text, parsed and printed. */
+#define LD_CHARS (5 * 1024)
+#define NOT_FLOAT "ERR value is not a valid float"
+
+/* Redis's string2ld: strtold over the whole text (up to a NUL), no leading
+ * space, no NaN, no overflow. */
+static bool parse_ld(const uint8_t *p, size_t n, long double *out)
+{
+	char buf[LD_CHARS];
+	char *end;
+	long double v;
+	if (n == 0 || n >= sizeof buf) {
+		return false;
+	}
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtold(buf, &end);
+	if (isspace((unsigned char)buf[0]) || end[0] != '\0' ||
+	    (errno == ERANGE &&
+	     (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
+	    errno == EINVAL || isnan(v)) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* INCRBYFLOAT: the sum in long double, as Redis, printed with 17 decimals
+ * less trailing zeros. The same binary on every replica gives the same
+ * text. */
+static int kv_incrbyfloat(struct tx *tx, const struct store_cmd *c,
+                          struct sbuf *res)
+{
+	struct kv_obj o;
+	long double cur = 0, incr;
+	char *text = NULL;
+	int n;
+
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	if ((o.state == KV_LIVE && !parse_ld(o.body.p, o.body.len, &cur)) ||
+	    !parse_ld(c->value.p, c->value.len, &incr)) {
+		res_error(res, STORE_ERR, NOT_FLOAT);
+		goto out;
+	}
+	cur += incr;
+	if (isnan(cur) || isinf(cur)) {
+		res_error(res, STORE_ERR,
+		          "ERR increment would produce NaN or Infinity");
+		goto out;
+	}
+	text = malloc(LD_CHARS);
+	if (text == NULL) {
+		kv_obj_free(&o);
+		return tx_fail(tx, "out of memory for INCRBYFLOAT", NULL);
+	}
+	n = snprintf(text, LD_CHARS, "%.17Lf", cur);
+	if (n < 0 || n >= LD_CHARS) {
+		res_error(res, STORE_ERR,
+		          "ERR increment would produce NaN or Infinity");
+		goto out;
+	}
+	if (strchr(text, '.') != NULL) {
+		while (text[n - 1] == '0') {
+			n--;
+		}
+		if (text[n - 1] == '.') {
+			n--;
+		}
+	}
+	if (n == 2 && text[0] == '-' && text[1] == '0') {
+		text[0] = '0';
+		n = 1;
+	}
+	/* As Redis, the key keeps its expiry. */
+	kv_store(tx, c->key, T_STRING, o.state == KV_LIVE ? o.expires : 0, text,
+	         (size_t)n, &o);
+	res_begin(res, STORE_OK);
+	res_bytes(res, text, (size_t)n);
+out:
+	free(text);
+	kv_obj_free(&o);
+	return 0;
+}
+
+/* SETRANGE's bound on the string it makes: an offset must not make every
+ * replica allocate Redis's 512 MiB. */
+#define SETRANGE_MAX (64u << 20)
+
+static int kv_setrange(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct kv_obj o;
+	struct sbuf v;
+	size_t olen;
+
+	if (c->start < 0) {
+		res_error(res, STORE_ERR, "ERR offset is out of range");
+		return 0;
+	}
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	olen = o.state == KV_LIVE ? o.body.len : 0;
+	if (c->value.len == 0) {
+		res_begin(res, STORE_OK);
+		res_i64(res, (int64_t)olen);
+		goto out;
+	}
+	if ((uint64_t)c->start > SETRANGE_MAX ||
+	    (uint64_t)c->start + c->value.len > SETRANGE_MAX) {
+		res_error(res, STORE_ERR,
+		          "ERR string exceeds maximum allowed size "
+		          "(proto-max-bulk-len)");
+		goto out;
+	}
+	sbuf_init(&v);
+	if (olen > 0) {
+		sbuf_add(&v, o.body.p, olen);
+	}
+	if (v.len < (size_t)c->start + c->value.len) {
+		/* zero padding, then room for the value */
+		size_t grow = (size_t)c->start + c->value.len - v.len;
+		sbuf_reserve(&v, grow);
+		memset(v.p + v.len, 0, grow);
+		v.len += grow;
+	}
+	memcpy(v.p + c->start, c->value.p, c->value.len);
+	/* As Redis, the key keeps its expiry. */
+	kv_store(tx, c->key, T_STRING, o.state == KV_LIVE ? o.expires : 0, v.p,
+	         v.len, &o);
+	res_begin(res, STORE_OK);
+	res_i64(res, (int64_t)v.len);
+	sbuf_free(&v);
+out:
+	kv_obj_free(&o);
+	return 0;
+}
+
+static int kv_getex(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+{
+	struct kv_obj o;
+	int rv = 0;
+
+	if (kv_load_w(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state != KV_LIVE) {
+		res_begin(res, STORE_OK);
+		res_nil(res);
+		goto out;
+	}
+	if (o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		goto out;
+	}
+	if (c->kind == STORE_GETEX_TTL &&
+	    (c->delta <= 0 || (uint64_t)c->delta >= UINT64_MAX - tx->now_ms)) {
+		res_error(res, STORE_ERR,
+		          "ERR invalid expire time in 'getex' command");
+		goto out;
+	}
+	res_begin(res, STORE_OK);
+	res_bytes(res, o.body.p, o.body.len);
+	switch (c->kind) {
+	case STORE_GETEX_TTL:
+		kv_store(tx, c->key, T_STRING, tx->now_ms + (uint64_t)c->delta,
+		         o.body.p, o.body.len, &o);
+		break;
+	case STORE_GETEX_AT:
+		/* a deadline already past deletes the key, as Redis */
+		if (c->delta <= 0 || (uint64_t)c->delta <= tx->now_ms) {
+			rv = kv_clear(tx, c->key, &o);
+		} else {
+			kv_store(tx, c->key, T_STRING, (uint64_t)c->delta,
+			         o.body.p, o.body.len, &o);
+		}
+		break;
+	case STORE_GETEX_PERSIST:
+		if (o.expires != 0) {
+			kv_store(tx, c->key, T_STRING, 0, o.body.p, o.body.len,
+			         &o);
+		}
+		break;
+	default:
+		break;
+	}
+out:
+	kv_obj_free(&o);
+	return rv;
 }
 
 static int kv_exists(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
@@ -222,6 +429,43 @@ static int kv_strlen(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	return 0;
 }
 
+/* GETRANGE: Redis's clamping, so an empty or inverted range gives "". */
+static int kv_getrange(struct tx *tx, const struct store_cmd *c,
+                       struct sbuf *res)
+{
+	struct kv_obj o;
+	int64_t len, start = c->start, stop = c->stop;
+	if (kv_load(tx, c->key, &o) != 0) {
+		return -1;
+	}
+	if (o.state == KV_LIVE && o.type != T_STRING) {
+		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
+		kv_obj_free(&o);
+		return 0;
+	}
+	len = o.state == KV_LIVE ? (int64_t)o.body.len : 0;
+	res_begin(res, STORE_OK);
+	if (start < 0 && stop < 0 && start > stop) {
+		len = 0;
+	}
+	if (start < 0) {
+		start = start < -len ? 0 : len + start;
+	}
+	if (stop < 0) {
+		stop = stop < -len ? 0 : len + stop;
+	}
+	if (stop >= len) {
+		stop = len - 1;
+	}
+	if (len == 0 || start > stop) {
+		res_bytes(res, "", 0);
+	} else {
+		res_bytes(res, o.body.p + start, (size_t)(stop - start + 1));
+	}
+	kv_obj_free(&o);
+	return 0;
+}
+
 static int kv_getdel(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct kv_obj o;
@@ -320,6 +564,14 @@ int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kv_strlen(tx, c, res);
 	case STORE_OP_KV_GETDEL:
 		return kv_getdel(tx, c, res);
+	case STORE_OP_KV_GETRANGE:
+		return kv_getrange(tx, c, res);
+	case STORE_OP_KV_INCRBYFLOAT:
+		return kv_incrbyfloat(tx, c, res);
+	case STORE_OP_KV_SETRANGE:
+		return kv_setrange(tx, c, res);
+	case STORE_OP_KV_GETEX:
+		return kv_getex(tx, c, res);
 	case STORE_OP_KV_MSETNX:
 		return kv_msetnx(tx, c, res);
 	default:

@@ -495,6 +495,10 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_KV_EXPIRE_SET:
 	case STORE_OP_KV_APPEND:
 	case STORE_OP_KV_STRLEN:
+	case STORE_OP_KV_GETRANGE:
+	case STORE_OP_KV_INCRBYFLOAT:
+	case STORE_OP_KV_SETRANGE:
+	case STORE_OP_KV_GETEX:
 	case STORE_OP_KV_GETDEL:
 		return kvkey_apply(tx, c, res);
 	case STORE_OP_EXPIRE:

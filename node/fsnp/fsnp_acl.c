@@ -500,6 +500,8 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
 	case STORE_OP_KV_LRANGE:
+	case STORE_OP_KV_LINDEX:
+	case STORE_OP_KV_LTRIM:
 		return c | ACL_CAT_LIST;
 	case STORE_OP_KV_SADD:
 	case STORE_OP_KV_SREM:
@@ -510,6 +512,7 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_ZREM:
 	case STORE_OP_KV_ZRANGE:
 	case STORE_OP_KV_ZSCORE:
+	case STORE_OP_KV_ZRANK:
 		return c | ACL_CAT_SORTEDSET;
 	default:
 		return c | ACL_CAT_STRING;

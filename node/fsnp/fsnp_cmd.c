@@ -58,6 +58,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("ZREM", FSNP_OP_ZREM, STORE_OP_KV_ZREM),
     KV("ZRANGE", FSNP_OP_ZRANGE, STORE_OP_KV_ZRANGE),
     KV("ZSCORE", FSNP_OP_ZSCORE, STORE_OP_KV_ZSCORE),
+    KV("ZRANGEBYSCORE", 0, STORE_OP_KV_ZRANGE),
     KV("INCR", 0, STORE_OP_KV_INCRBY),
     KV("DECR", 0, STORE_OP_KV_INCRBY),
     KV("INCRBY", 0, STORE_OP_KV_INCRBY),
@@ -72,6 +73,14 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("APPEND", 0, STORE_OP_KV_APPEND),
     KV("STRLEN", 0, STORE_OP_KV_STRLEN),
     KV("GETDEL", 0, STORE_OP_KV_GETDEL),
+    KV("GETRANGE", 0, STORE_OP_KV_GETRANGE),
+    KV("LINDEX", 0, STORE_OP_KV_LINDEX),
+    KV("LTRIM", 0, STORE_OP_KV_LTRIM),
+    KV("INCRBYFLOAT", 0, STORE_OP_KV_INCRBYFLOAT),
+    KV("SETRANGE", 0, STORE_OP_KV_SETRANGE),
+    KV("GETEX", 0, STORE_OP_KV_GETEX),
+    KV("ZRANK", 0, STORE_OP_KV_ZRANK),
+    KV("ZREVRANK", 0, STORE_OP_KV_ZRANK),
     KV("HLEN", 0, STORE_OP_KV_LEN),
     KV("LLEN", 0, STORE_OP_KV_LEN),
     KV("SCARD", 0, STORE_OP_KV_LEN),
@@ -966,6 +975,146 @@ static int args_set(struct preq *r, const struct args *a)
 	return 0;
 }
 
+/* GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST], with Redis's
+ * acceptance (a repeated EX or PX is taken, the last one wins). */
+static int args_getex(struct preq *r, const struct args *a)
+{
+	struct store_cmd *c = &r->c;
+	bool secs = false;
+	int64_t x;
+	if (a->n < 1) {
+		return wrong_args(r, "GETEX");
+	}
+	if (arg_key(r, &a->v[0], &c->key) != 0) {
+		return -1;
+	}
+	c->kind = STORE_GETEX_KEEP;
+	for (uint32_t i = 1; i < a->n; i++) {
+		const struct fsnp_val *o = &a->v[i];
+		bool next = i + 1 < a->n;
+		bool ex = arg_is(o, "EX"), px = arg_is(o, "PX");
+		bool exat = arg_is(o, "EXAT"), pxat = arg_is(o, "PXAT");
+		uint8_t k = c->kind;
+		bool other_rel = k == STORE_GETEX_TTL && secs != ex;
+		bool other_at = k == STORE_GETEX_AT && secs != exat;
+		if ((ex || px) && next && k != STORE_GETEX_PERSIST &&
+		    k != STORE_GETEX_AT && !other_rel) {
+			c->kind = STORE_GETEX_TTL;
+			secs = ex;
+			c->delta = i + 1; /* the argument's index for now */
+			i++;
+		} else if ((exat || pxat) && next && k != STORE_GETEX_PERSIST &&
+		           k != STORE_GETEX_TTL && !other_at) {
+			c->kind = STORE_GETEX_AT;
+			secs = exat;
+			c->delta = i + 1;
+			i++;
+		} else if (arg_is(o, "PERSIST") && (k == STORE_GETEX_KEEP ||
+		                                    k == STORE_GETEX_PERSIST)) {
+			c->kind = STORE_GETEX_PERSIST;
+		} else {
+			return cmd_error(r->err, "ERR syntax error");
+		}
+	}
+	if (c->kind != STORE_GETEX_TTL && c->kind != STORE_GETEX_AT) {
+		c->delta = 0;
+		return 0;
+	}
+	if (val_int(&a->v[c->delta], &x) != 0) {
+		return cmd_error(r->err, "ERR value is not an integer or out "
+		                         "of range");
+	}
+	if (x <= 0 || (secs && x > INT64_MAX / 1000)) {
+		return cmd_error(r->err,
+		                 "ERR invalid expire time in 'getex' command");
+	}
+	c->delta = secs ? x * 1000 : x;
+	return 0;
+}
+
+/* A ZRANGE score bound as Redis reads it: strtod over the whole text, a
+ * leading '(' for an exclusive bound, no NaN. */
+static bool score_bound(struct preq *r, const struct fsnp_val *v, double *out,
+                        bool *excl)
+{
+	char buf[128];
+	struct store_slice s;
+	const char *p = buf;
+	char *end;
+	if (scalar_bytes(r, v, &s) != 0 || s.len >= sizeof buf) {
+		return false;
+	}
+	memcpy(buf, s.p, s.len);
+	buf[s.len] = '\0';
+	*excl = buf[0] == '(';
+	p += *excl;
+	*out = strtod(p, &end);
+	return end[0] == '\0' && !isnan(*out);
+}
+
+/* ZRANGE key start stop [BYSCORE] [REV] [WITHSCORES] and ZRANGEBYSCORE key
+ * min max [WITHSCORES], with Redis's checks in its order. LIMIT and BYLEX
+ * are refused. */
+static int args_zrange(struct preq *r, const struct args *a, const char *name)
+{
+	struct store_cmd *c = &r->c;
+	const struct fsnp_val *v = a->v;
+	bool bys = strcmp(name, "ZRANGEBYSCORE") == 0, rev = false;
+	uint32_t lo = 1, hi = 2;
+	if (a->n < 3) {
+		return wrong_args(r, name);
+	}
+	for (uint32_t i = 3; i < a->n; i++) {
+		if (arg_is(&v[i], "WITHSCORES")) {
+			c->flags |= STORE_ZRANGE_WITHSCORES;
+		} else if (arg_is(&v[i], "LIMIT") && i + 2 < a->n) {
+			return cmd_error(r->err,
+			                 "ERR LIMIT is not supported by "
+			                 "Lodestone (docs/resp.md)");
+		} else if (!bys && arg_is(&v[i], "BYSCORE")) {
+			c->flags |= STORE_ZRANGE_BYSCORE;
+		} else if (!bys && arg_is(&v[i], "REV")) {
+			rev = true;
+		} else if (!bys && arg_is(&v[i], "BYLEX")) {
+			return cmd_error(r->err,
+			                 "ERR BYLEX is not supported by "
+			                 "Lodestone (docs/resp.md)");
+		} else {
+			return cmd_error(r->err, "ERR syntax error");
+		}
+	}
+	if (rev) {
+		c->flags |= STORE_ZRANGE_REV;
+	}
+	if (bys) {
+		c->flags |= STORE_ZRANGE_BYSCORE;
+	}
+	if (c->flags & STORE_ZRANGE_BYSCORE) {
+		double dl, dh;
+		bool el, eh;
+		uint64_t u;
+		if (rev) {
+			lo = 2;
+			hi = 1;
+		}
+		if (!score_bound(r, &v[lo], &dl, &el) ||
+		    !score_bound(r, &v[hi], &dh, &eh)) {
+			return cmd_error(r->err,
+			                 "ERR min or max is not a float");
+		}
+		memcpy(&u, &dl, sizeof u);
+		c->start = (int64_t)u;
+		memcpy(&u, &dh, sizeof u);
+		c->stop = (int64_t)u;
+		c->flags |= (el ? STORE_ZRANGE_MIN_EXCL : 0) |
+		            (eh ? STORE_ZRANGE_MAX_EXCL : 0);
+	} else if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+	           arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {
+		return -1;
+	}
+	return arg_key(r, &v[0], &c->key);
+}
+
 /* Positional arguments after the name, per command. */
 static int parse_args(struct preq *r, const struct args *a, const char *name)
 {
@@ -1052,7 +1201,19 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		c->kind = STORE_EXPIRE_TTL;
 		c->delta = name[0] == 'E' ? x * 1000 : x;
 		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_GETEX:
+		return args_getex(r, a);
+	case STORE_OP_KV_SETRANGE:
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+		    arg_key(r, &v[0], &c->key) != 0) {
+			return -1;
+		}
+		return arg_bytes(r, &v[2], &c->value);
 	case STORE_OP_KV_APPEND:
+	case STORE_OP_KV_INCRBYFLOAT:
 		if (n != 2) {
 			return wrong_args(r, name);
 		}
@@ -1208,16 +1369,37 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			c->count = (uint64_t)x;
 		}
 		return arg_key(r, &v[0], &c->key);
-	case STORE_OP_KV_LRANGE:
-	case STORE_OP_KV_ZRANGE:
-		if (n != 3 && !(c->op == STORE_OP_KV_ZRANGE && n == 4)) {
+	case STORE_OP_KV_ZRANK:
+		if (n != 2) {
 			return wrong_args(r, name);
 		}
-		if (n == 4) {
-			if (!arg_is(&v[3], "WITHSCORES")) {
-				return cmd_error(r->err, "ERR syntax error");
-			}
-			c->flags = STORE_ZRANGE_WITHSCORES;
+		c->kind = strcmp(name, "ZREVRANK") == 0 ? 1 : 0;
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[1], &c->arg);
+	case STORE_OP_KV_GETRANGE:
+	case STORE_OP_KV_LTRIM:
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
+		    arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {
+			return -1;
+		}
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_LINDEX:
+		if (n != 2) {
+			return wrong_args(r, name);
+		}
+		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0) {
+			return -1;
+		}
+		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_ZRANGE:
+		return args_zrange(r, a, name);
+	case STORE_OP_KV_LRANGE:
+		if (n != 3) {
+			return wrong_args(r, name);
 		}
 		if (arg_int(r, &v[1], INT64_MIN, &c->start) != 0 ||
 		    arg_int(r, &v[2], INT64_MIN, &c->stop) != 0) {

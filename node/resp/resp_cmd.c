@@ -117,7 +117,8 @@ static const struct rcmd cmds[] = {
         "key:key member:string*"),
     KVC("zrange", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of indexes.",
-        "key:key start:string stop:string ?withscores:pure-token"),
+        "key:key start:string stop:string ?byscore:pure-token "
+        "?rev:pure-token ?withscores:pure-token"),
     KVC("zscore", 3, "readonly fast", 1, 1, 1, "sorted-set",
         "Returns the score of a member in a sorted set.",
         "key:key member:string"),
@@ -153,6 +154,39 @@ static const struct rcmd cmds[] = {
         "Returns the length of a string value.", "key:key"),
     KVC("getdel", 2, "write fast", 1, 1, 1, "string",
         "Returns the string value of a key after deleting the key.", "key:key"),
+    KVC("getrange", 4, "readonly", 1, 1, 1, "string",
+        "Returns a substring of the string stored at a key.",
+        "key:key start:integer end:integer"),
+    KVC("lindex", 3, "readonly", 1, 1, 1, "list",
+        "Returns an element from a list by its index.",
+        "key:key index:integer"),
+    KVC("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string",
+        "Increment the floating point value of a key by a number. Uses 0 "
+        "as initial value if the key doesn't exist.",
+        "key:key increment:double"),
+    KVC("setrange", 4, "write denyoom", 1, 1, 1, "string",
+        "Overwrites a part of a string value with another by an offset. "
+        "Creates the key if it doesn't exist.",
+        "key:key offset:integer value:string"),
+    KVC("getex", -2, "write fast", 1, 1, 1, "string",
+        "Returns the string value of a key after setting its expiration "
+        "time.",
+        "key:key [expiration:oneof]"),
+    KVC("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
+        "Returns members in a sorted set within a range of scores.",
+        "key:key min:double max:double [WITHSCORES]"),
+    KVC("ltrim", 4, "write", 1, 1, 1, "list",
+        "Removes elements from both ends a list. Deletes the list if all "
+        "elements were trimmed.",
+        "key:key start:integer stop:integer"),
+    KVC("zrank", 3, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the index of a member in a sorted set ordered by "
+        "ascending scores.",
+        "key:key member:string"),
+    KVC("zrevrank", 3, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the index of a member in a sorted set ordered by "
+        "descending scores.",
+        "key:key member:string"),
     KVC("hlen", 2, "readonly fast", 1, 1, 1, "hash",
         "Returns the number of fields in a hash.", "key:key"),
     KVC("llen", 2, "readonly fast", 1, 1, 1, "list",
@@ -210,20 +244,18 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",       "exec",     "discard",  "watch",         "unwatch",
-    "incrbyfloat", "getrange", "setrange", "getex",         "rename",
-    "renamenx",    "scan",     "keys",     "dbsize",        "expireat",
-    "pexpireat",   "lindex",   "ltrim",    "lset",          "linsert",
-    "zrank",       "zrevrank", "zincrby",  "zrangebyscore", "zcount",
-    "hexists",     "hincrby",  "hkeys",    "hvals",         "spop",
-    "srandmember", "flushdb",  "flushall", "subscribe",     "publish",
-    "psubscribe",  "eval",     "evalsha",  "script",        "function",
-    "blpop",       "brpop",    "object",   "dump",          "restore",
-    "move",        "copy",     "unlink",   "touch",         "randomkey",
-    "wait",        "save",     "bgsave",   "config",        "debug",
-    "monitor",     "sync",     "psync",    "replicaof",     "slaveof",
-    "shutdown",    "swapdb",   "xadd",     "xread",         "xrange",
-    "xlen",
+    "multi",     "exec",        "discard", "watch",    "unwatch",
+    "rename",    "renamenx",    "scan",    "keys",     "dbsize",
+    "expireat",  "pexpireat",   "lset",    "linsert",  "zincrby",
+    "zcount",    "hexists",     "hincrby", "hkeys",    "hvals",
+    "spop",      "srandmember", "flushdb", "flushall", "subscribe",
+    "publish",   "psubscribe",  "eval",    "evalsha",  "script",
+    "function",  "blpop",       "brpop",   "object",   "dump",
+    "restore",   "move",        "copy",    "unlink",   "touch",
+    "randomkey", "wait",        "save",    "bgsave",   "config",
+    "debug",     "monitor",     "sync",    "psync",    "replicaof",
+    "slaveof",   "shutdown",    "swapdb",  "xadd",     "xread",
+    "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)
@@ -1051,7 +1083,8 @@ static bool is_status_ok(const struct resp_req *r)
 		return true; /* TYPE answers a status */
 	}
 	return (r->op == STORE_OP_KV_SET && !(r->flags & STORE_SET_GET)) ||
-	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK;
+	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK ||
+	       r->op == STORE_OP_KV_LTRIM;
 }
 
 /* One result value (and what nests in it) as RESP. */

@@ -614,6 +614,34 @@ static void zrange(struct tdb *t, int64_t start, int64_t stop, bool scores,
 	tres_free(&x);
 }
 
+static uint64_t bits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof u);
+	return u;
+}
+
+static void zrange_f(struct tdb *t, int64_t start, int64_t stop, uint8_t flags,
+                     const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_ZRANGE, "z");
+	struct tres x;
+	char got[256] = "";
+	uint32_t n;
+
+	c.start = start;
+	c.stop = stop;
+	c.flags = flags;
+	tread(&x, t, G, 1, &c);
+	n = tres_array(&x);
+	for (uint32_t i = 0; i < n; i++) {
+		strcat(got, tres_bytes(&x, NULL));
+		strcat(got, i + 1 < n ? "," : "");
+	}
+	assert_string_equal(got, want);
+	tres_free(&x);
+}
+
 static void test_sorted_sets(void **state)
 {
 	struct tdb t;
@@ -655,6 +683,34 @@ static void test_sorted_sets(void **state)
 	c.items.v = (struct store_slice[]){S("a"), S("zz")};
 	do_int(&t, false, 1, &c, 1);
 	zrange(&t, 0, -1, false, "b,c,neg");
+	/* REV by index; BYSCORE (bounds as IEEE bits), both directions */
+	zrange_f(&t, 0, 1, STORE_ZRANGE_REV, "neg,c");
+	zrange_f(&t, 0, -1, STORE_ZRANGE_REV | STORE_ZRANGE_WITHSCORES,
+	         "neg,100,c,10,b,2.5");
+	zrange_f(&t, (int64_t)bits(2.5), (int64_t)bits(10),
+	         STORE_ZRANGE_BYSCORE, "b,c");
+	zrange_f(&t, (int64_t)bits(2.5), (int64_t)bits(10),
+	         STORE_ZRANGE_BYSCORE | STORE_ZRANGE_MIN_EXCL, "c");
+	zrange_f(&t, (int64_t)bits(-1), (int64_t)bits(1000),
+	         STORE_ZRANGE_BYSCORE | STORE_ZRANGE_REV |
+	             STORE_ZRANGE_MAX_EXCL,
+	         "neg,c,b");
+	zrange_f(&t, (int64_t)bits(11), (int64_t)bits(99), STORE_ZRANGE_BYSCORE,
+	         "");
+	/* ZRANK / ZREVRANK (kind 1) */
+	c = kcmd(STORE_OP_KV_ZRANK, "z");
+	c.arg = S("b");
+	do_int(&t, true, 1, &c, 0);
+	c.arg = S("neg");
+	do_int(&t, true, 1, &c, 2);
+	c.kind = 1;
+	do_int(&t, true, 1, &c, 0);
+	c.arg = S("b");
+	do_int(&t, true, 1, &c, 2);
+	c.arg = S("none");
+	do_str(&t, true, 1, &c, NULL);
+	c.key = S("nokey");
+	do_str(&t, true, 1, &c, NULL);
 	/* NaN is refused. */
 	items[0] = score(b[5], 0.0 / 0.0);
 	items[1] = S("n");
@@ -832,6 +888,102 @@ static void test_keyspace(void **state)
 	c = kcmd(STORE_OP_KV_APPEND, "a");
 	c.value = S("x");
 	do_int(&t, false, 300, &c, 1);
+	/* INCRBYFLOAT: Redis's long double text, the key keeps its TTL */
+	set(&t, 300, "f", "10.50", 0, STORE_EXPIRE_TTL, 1000, "OK");
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "f");
+	c.value = S("0.1");
+	do_str(&t, false, 300, &c, "10.6");
+	c.value = S("-5.6");
+	do_str(&t, false, 300, &c, "5");
+	c.value = S("5.0e3");
+	do_str(&t, false, 300, &c, "5005");
+	c = kcmd(STORE_OP_KV_KEYINFO, "f");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 1000);
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "f");
+	c.value = S("x");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR value is not a valid float");
+	c.value = S(" 1");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR value is not a valid float");
+	c.value = S("inf");
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR increment would produce NaN or Infinity");
+	c.key = S("nf");
+	c.value = S("-0");
+	do_str(&t, false, 300, &c, "0");
+	c = kcmd(STORE_OP_KV_HSET, "fh");
+	c.items.n = 2;
+	c.items.v = fv;
+	do_int(&t, false, 300, &c, 1);
+	c = kcmd(STORE_OP_KV_INCRBYFLOAT, "fh");
+	c.value = S("1");
+	do_status(&t, false, 300, &c, STORE_WRONGTYPE, WT);
+	c = kcmd(STORE_OP_KV_DEL, "");
+	c.items.n = 3;
+	c.items.v = (struct store_slice[]){S("f"), S("nf"), S("fh")};
+	do_int(&t, false, 300, &c, 3);
+	/* SETRANGE pads with zeros and keeps the TTL; GETEX */
+	c = kcmd(STORE_OP_KV_SETRANGE, "sr");
+	c.start = 2;
+	c.value = S("xy");
+	do_int(&t, false, 300, &c, 4);
+	c.start = 0;
+	c.value = S("ab");
+	do_int(&t, false, 300, &c, 4);
+	{
+		struct store_cmd g = kcmd(STORE_OP_KV_GET, "sr");
+		tread(&x, &t, G, 300, &g);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		size_t gl = 0;
+		const char *gp = tres_bytes(&x, &gl);
+		assert_int_equal(gl, 4);
+		assert_memory_equal(gp, "abxy", 4);
+		tres_free(&x);
+	}
+	c.value = S("");
+	c.start = 1000;
+	do_int(&t, false, 300, &c, 4);
+	c.start = -1;
+	c.value = S("z");
+	do_status(&t, false, 300, &c, STORE_ERR, "ERR offset is out of range");
+	c.start = 64 << 20;
+	do_status(&t, false, 300, &c, STORE_ERR,
+	          "ERR string exceeds maximum allowed size "
+	          "(proto-max-bulk-len)");
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_TTL;
+	c.delta = 500;
+	do_str(&t, false, 300, &c, "abxy");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 500);
+	c = kcmd(STORE_OP_KV_SETRANGE, "sr");
+	c.start = 4;
+	c.value = S("!");
+	do_int(&t, false, 300, &c, 5);
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 500);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_PERSIST;
+	do_str(&t, false, 300, &c, "abxy!");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, -1);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_AT;
+	c.delta = 1000;
+	do_str(&t, false, 300, &c, "abxy!");
+	c = kcmd(STORE_OP_KV_KEYINFO, "sr");
+	c.kind = STORE_KEYINFO_PTTL;
+	do_int(&t, true, 300, &c, 700);
+	c = kcmd(STORE_OP_KV_GETEX, "sr");
+	c.kind = STORE_GETEX_AT;
+	c.delta = 200; /* past: deleted after the answer */
+	do_str(&t, false, 300, &c, "abxy!");
+	do_str(&t, false, 300, &c, NULL);
 	/* Delete the rest: only the applied index remains (no stray
 	 * expiry entries). */
 	c = kcmd(STORE_OP_KV_DEL, "");
@@ -841,6 +993,94 @@ static void test_keyspace(void **state)
 	tapply(&x, &t, G, 400, &c);
 	tres_free(&x);
 	assert_int_equal(tdb_hash_group_x(&t, G, true), before);
+	tdb_close(&t);
+}
+
+static void getrange(struct tdb *t, const char *key, int64_t start,
+                     int64_t stop, const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_GETRANGE, key);
+	c.start = start;
+	c.stop = stop;
+	do_str(t, true, 100, &c, want);
+}
+
+static void lindex(struct tdb *t, const char *key, int64_t index,
+                   const char *want)
+{
+	struct store_cmd c = kcmd(STORE_OP_KV_LINDEX, key);
+	c.start = index;
+	do_str(t, true, 100, &c, want);
+}
+
+/* GETRANGE with Redis's clamping; LINDEX from either end; LTRIM. */
+static void test_getrange_lindex(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice abc[3] = {S("a"), S("b"), S("c")};
+
+	(void)state;
+	tdb_open(&t);
+	set(&t, 100, "s", "Hello", 0, 0, 0, "OK");
+	getrange(&t, "s", 0, 3, "Hell");
+	getrange(&t, "s", -3, -1, "llo");
+	getrange(&t, "s", 0, -1, "Hello");
+	getrange(&t, "s", 10, 100, "");
+	getrange(&t, "s", -100, 1, "He");
+	getrange(&t, "s", 3, 1, "");
+	getrange(&t, "s", -1, -3, "");
+	getrange(&t, "s", 0, INT64_MAX, "Hello");
+	getrange(&t, "s", INT64_MIN, INT64_MIN, "H");
+	getrange(&t, "none", 0, -1, "");
+	c = kcmd(STORE_OP_KV_LPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 3); /* c b a */
+	lindex(&t, "l", 0, "c");
+	lindex(&t, "l", 2, "a");
+	lindex(&t, "l", -1, "a");
+	lindex(&t, "l", -3, "c");
+	lindex(&t, "l", 3, NULL);
+	lindex(&t, "l", -4, NULL);
+	lindex(&t, "l", INT64_MIN, NULL);
+	lindex(&t, "none", 0, NULL);
+	c = kcmd(STORE_OP_KV_LINDEX, "s");
+	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	c = kcmd(STORE_OP_KV_GETRANGE, "l");
+	do_status(&t, true, 100, &c, STORE_WRONGTYPE, WT);
+	/* LTRIM keeps start..stop; an empty range deletes the key */
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 6); /* c b a a b c */
+	c = kcmd(STORE_OP_KV_LTRIM, "l");
+	c.start = 1;
+	c.stop = -2;
+	do_str(&t, false, 100, &c, "OK");
+	lrange(&t, 0, -1, "b,a,a,b");
+	lindex(&t, "l", 0, "b");
+	c.start = -1;
+	c.stop = 100;
+	do_str(&t, false, 100, &c, "OK");
+	lrange(&t, 0, -1, "b");
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 1;
+	c.items.v = abc;
+	do_int(&t, false, 100, &c, 2);
+	lrange(&t, 0, -1, "b,a");
+	c = kcmd(STORE_OP_KV_LTRIM, "l");
+	c.start = 2;
+	c.stop = 5;
+	do_str(&t, false, 100, &c, "OK");
+	c = kcmd(STORE_OP_KV_EXISTS, "");
+	c.items.n = 1;
+	c.items.v = (struct store_slice[]){S("l")};
+	do_int(&t, true, 100, &c, 0);
+	c = kcmd(STORE_OP_KV_LTRIM, "none");
+	do_str(&t, false, 100, &c, "OK");
+	c = kcmd(STORE_OP_KV_LTRIM, "s");
+	do_status(&t, false, 100, &c, STORE_WRONGTYPE, WT);
 	tdb_close(&t);
 }
 
@@ -897,6 +1137,7 @@ int main(void)
 	    cmocka_unit_test(test_fetch_or_compute),
 	    cmocka_unit_test(test_hashes),
 	    cmocka_unit_test(test_lists),
+	    cmocka_unit_test(test_getrange_lindex),
 	    cmocka_unit_test(test_sets),
 	    cmocka_unit_test(test_sorted_sets),
 	    cmocka_unit_test(test_expire),

@@ -327,11 +327,10 @@ int harness_node_join(struct harness_cluster *c, unsigned via)
 	return harness_node_start(c, i) == 0 ? (int)i : -1;
 }
 
-int harness_cluster_start(struct harness_cluster *c, unsigned n,
-                          const char *const extra[], bool wait)
+static int cluster_start(struct harness_cluster *c, unsigned n,
+                         const char *const extra[], bool wait, bool resp)
 {
 	const char *tmp = getenv("TMPDIR");
-	bool resp = c->resp; /* the one field set before the start */
 	memset(c, 0, sizeof *c);
 	c->resp = resp;
 	if (n == 0 || n > HARNESS_MAX_NODES) {
@@ -622,4 +621,16 @@ void harness_node_dump_log(struct harness_cluster *c, unsigned i)
 	fclose(f);
 	fprintf(stderr, "---- node %u log (%s) ----\n%s\n----\n",
 	        c->nodes[i].id, c->nodes[i].log_path, buf);
+}
+
+int harness_cluster_start(struct harness_cluster *c, unsigned n,
+                          const char *const extra[], bool wait)
+{
+	return cluster_start(c, n, extra, wait, false);
+}
+
+int harness_cluster_start_resp(struct harness_cluster *c, unsigned n,
+                               const char *const extra[], bool wait)
+{
+	return cluster_start(c, n, extra, wait, true);
 }

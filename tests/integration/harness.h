@@ -34,8 +34,8 @@ struct harness_cluster {
 	 * id (the first occurrence). */
 	const char *extra[HARNESS_MAX_ARGS];
 	unsigned n_extra;
-	/* Serve RESP on every node (--resp on a free port); set it before
-	 * harness_cluster_start, which keeps it. */
+	/* Serve RESP on every node (--resp on a free port): started by
+	 * harness_cluster_start_resp. */
 	bool resp;
 	/* Secrets the test gave the nodes (harness_secret), searched for in
 	 * every node's log at harness_cluster_stop. */
@@ -58,6 +58,10 @@ uint16_t harness_free_port(void);
  * until each answers /healthz. `extra` is NULL-terminated or NULL. */
 int harness_cluster_start(struct harness_cluster *c, unsigned n,
                           const char *const extra[], bool wait);
+
+/* As harness_cluster_start, every node also serving RESP (--resp). */
+int harness_cluster_start_resp(struct harness_cluster *c, unsigned n,
+                               const char *const extra[], bool wait);
 
 /* Starts (or restarts) node i (0-based) with its usual flags. */
 int harness_node_start(struct harness_cluster *c, unsigned i);

@@ -195,8 +195,7 @@ static int setup(void **state)
 {
 	(void)state;
 	memset(&cluster, 0, sizeof cluster);
-	cluster.resp = true;
-	if (harness_cluster_start(&cluster, 1, NULL, true) != 0) {
+	if (harness_cluster_start_resp(&cluster, 1, NULL, true) != 0) {
 		return -1;
 	}
 	port = cluster.nodes[0].resp;
@@ -385,8 +384,7 @@ static void test_auth(void **state)
 	struct rc *c = malloc(sizeof *c);
 	(void)state;
 	memset(&auth, 0, sizeof auth);
-	auth.resp = true;
-	assert_int_equal(harness_cluster_start(&auth, 1, extra, true), 0);
+	assert_int_equal(harness_cluster_start_resp(&auth, 1, extra, true), 0);
 	harness_secret(&auth, "s3cret pw");
 	assert_int_equal(rc_connect(c, auth.nodes[0].resp), 0);
 	EXPECT(c, "GET k", "-NOAUTH Authentication required.\r\n");
@@ -476,8 +474,7 @@ static void test_buffer_limits(void **state)
 	size_t n, got = 0;
 	(void)state;
 	memset(&lim, 0, sizeof lim);
-	lim.resp = true;
-	assert_int_equal(harness_cluster_start(&lim, 1, extra, true), 0);
+	assert_int_equal(harness_cluster_start_resp(&lim, 1, extra, true), 0);
 	/* query: a command whose two bulks pass the bound together */
 	assert_int_equal(rc_connect(c, lim.nodes[0].resp), 0);
 	memset(big, 'q', sizeof big);

@@ -18,14 +18,15 @@ bin_PROGRAMS += lodebench
 lodebench_SOURCES = client/lodebench.c client/lodebench.h \
 	client/lodebench_felix.c client/bench_hist.c client/bench_hist.h \
 	client/bench_sched.c client/bench_sched.h client/bench_report.c \
-	client/bench_report.h client/bench_pacer.c client/bench_pacer.h
+	client/bench_report.h client/bench_pacer.c client/bench_pacer.h \
+	client/bench_zipf.c client/bench_zipf.h
 lodebench_LDADD = $(CLIENT_LIBS) $(DEP_LIBS)
 
-# lodebench's latency histogram and open-loop schedule (pure).
+# lodebench's latency histogram, open-loop schedule and Zipf keys (pure).
 UNIT_TESTS += tests/unit/test_bench_stats
 tests_unit_test_bench_stats_SOURCES = tests/unit/test_bench_stats.c \
-	client/bench_hist.c client/bench_sched.c
-tests_unit_test_bench_stats_LDADD = $(CMOCKA_LIBS)
+	client/bench_hist.c client/bench_sched.c client/bench_zipf.c
+tests_unit_test_bench_stats_LDADD = $(CMOCKA_LIBS) -lm
 
 # lodectl cert's subjectAltName builder.
 UNIT_TESTS += tests/unit/test_lodectl_cert

@@ -7,7 +7,7 @@
  *       [--mode throughput|latency|idempotent|group|counter] [--batch N]
  *       [--size BYTES] [--fanout F] [--seconds S] [--conns C] [--window W]
  *       [--max-lag N] [--records N] [--stream NAME] [--tenant T]
- *       [--token TOK]
+ *       [--token TOK] [--keys N]
  *
  * throughput: C publisher connections keep W acked batches of N records of
  *   BYTES each in flight (binary 0x0009 frames) to one stream shard; F
@@ -18,6 +18,9 @@
  * with
  *   --server-pid, the server's CPU seconds and MB/s per CPU second (from
  *   /proc/PID/stat utime + stime).
+ * --keys N (throughput, latency): each batch carries a key drawn uniformly
+ *   from N ("k0".."k<N-1>"), so publishes spread over the stream's shards
+ *   by the Felix routing hash; without it they are unkeyed (shard 0).
  * latency: one publisher sends a batch, waits for its ack, sends the next;
  *   reports p50 / p99 / p999 of the ack round trip.
  * --rate R (throughput mode): open loop: publish k (a batch) is due at k / R
@@ -135,6 +138,10 @@ struct bench {
 	uint64_t sched_sent;
 	unsigned next_conn;
 	uint64_t late;
+	unsigned keys; /* --keys: keyed publishes over this many keys */
+	uint64_t rng;
+	char key[16]; /* the next publish's key (the client copies it) */
+	size_t klen;
 	bool json;
 };
 
@@ -184,6 +191,23 @@ static double servers_cpu(const struct bench *b)
 	return t;
 }
 
+/* With --keys, a fresh key for the next publish in b->key. */
+static bool next_key(struct bench *b)
+{
+	if (b->keys == 0) {
+		return false;
+	}
+	uint64_t x = b->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	b->rng = x;
+	int n = snprintf(b->key, sizeof b->key, "k%u",
+	                 (unsigned)((x * 2685821657736338717ull) % b->keys));
+	b->klen = (size_t)n;
+	return true;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -197,6 +221,9 @@ static void usage(FILE *out)
 	        "[--stream NAME]\n"
 	        "       [--tenant T] [--token TOK] [--rate BATCHES_PER_S] "
 	        "[--json]\n"
+	        "       [--keys N]\n"
+	        "--keys: publish each batch with a key drawn from N, "
+	        "spreading over the shards\n"
 	        "--rate: open loop (throughput mode): publishes leave on a "
 	        "fixed schedule,\n"
 	        "        at most --window in flight per connection\n");
@@ -352,10 +379,11 @@ static void open_pump(struct bench *b)
 		}
 		pc->inflight++;
 		b->inflight_total++;
-		if (felix_client_publish(pc->c, "default", b->stream, false,
-		                         NULL, 0, b->payloads, b->batch,
-		                         FELIX_ACK_PER_BATCH, on_pub_ack,
-		                         q) != 0) {
+		bool keyed = next_key(b);
+		if (felix_client_publish(
+		        pc->c, "default", b->stream, keyed,
+		        (const uint8_t *)b->key, b->klen, b->payloads, b->batch,
+		        FELIX_ACK_PER_BATCH, on_pub_ack, q) != 0) {
 			pc->inflight--;
 			b->inflight_total--;
 			q->next_free = b->free_reqs;
@@ -431,10 +459,11 @@ static void pump(struct pubconn *pc)
 			    b->payloads, b->batch, pc->producer, pc->seq++,
 			    on_idem, pc);
 		} else {
-			rv = felix_client_publish(pc->c, "default", b->stream,
-			                          false, NULL, 0, b->payloads,
-			                          b->batch, FELIX_ACK_PER_BATCH,
-			                          on_pub_ack, q);
+			bool keyed = next_key(b);
+			rv = felix_client_publish(
+			    pc->c, "default", b->stream, keyed,
+			    (const uint8_t *)b->key, b->klen, b->payloads,
+			    b->batch, FELIX_ACK_PER_BATCH, on_pub_ack, q);
 		}
 		if (rv != 0) {
 			if (b->mode != MODE_IDEMPOTENT) {
@@ -611,6 +640,7 @@ int lodebench_felix_main(int argc, char **argv)
 	b.window = 16;
 	b.max_lag = 16384;
 	snprintf(b.stream, sizeof b.stream, "bench-%d", (int)getpid());
+	b.rng = (uint64_t)now_ns() | 1;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -695,6 +725,12 @@ int lodebench_felix_main(int argc, char **argv)
 			b.window = (unsigned)atoi(v);
 		} else if (strcmp(o, "--max-lag") == 0) {
 			b.max_lag = strtoull(v, NULL, 10);
+		} else if (strcmp(o, "--keys") == 0) {
+			b.keys = (unsigned)atoi(v);
+			if (b.keys == 0) {
+				usage(stderr);
+				return 2;
+			}
 		} else if (strcmp(o, "--stream") == 0) {
 			snprintf(b.stream, sizeof b.stream, "%s", v);
 		} else if (strcmp(o, "--tenant") == 0) {
@@ -913,9 +949,9 @@ int lodebench_felix_main(int argc, char **argv)
 		char params[160];
 		snprintf(params, sizeof params,
 		         "batch=%u size=%zu fanout=%u conns=%u window=%u "
-		         "msgs/s=%.0f MB/s=%.1f",
+		         "keys=%u msgs/s=%.0f MB/s=%.1f",
 		         b.batch, b.size, b.fanout, b.conns,
-		         b.latency ? 1 : b.window, msgs, mb);
+		         b.latency ? 1 : b.window, b.keys, msgs, mb);
 		struct bench_result res = {
 		    .family = "felix",
 		    .op = "publish",

@@ -1,7 +1,8 @@
 /* lodebench kv: FSNP GET/SET throughput and latency, redis-benchmark
  * style: C connections, each sending batches of P requests back to back
  * and waiting for the whole batch before the next (-P semantics); random
- * keys from a keyspace, fixed-size values. Reports ops/s and the latency
+ * keys from a keyspace (uniform, or Zipf-skewed with --zipf), fixed-size
+ * values. Reports ops/s and the latency
  * histogram (from a batch's send to each reply) through bench_report.
  *
  * With --rate R the load is open-loop instead: request k is due at
@@ -23,6 +24,7 @@
 #include "client/bench_pacer.h"
 #include "client/bench_report.h"
 #include "client/bench_sched.h"
+#include "client/bench_zipf.h"
 #include "client/fsnp_client.h"
 #include "client/lodebench.h"
 #include "wire/fsnp_opcode.h"
@@ -86,6 +88,8 @@ struct bench {
 	char *value; /* owned */
 	bool failed;
 	bool topology; /* route by slot to each shard's leader (SHARDS) */
+	double zipf_s; /* --zipf: the exponent; 0 = uniform keys */
+	struct bench_zipf zipf;
 };
 
 static uint64_t rnd(struct bench *b)
@@ -96,6 +100,21 @@ static uint64_t rnd(struct bench *b)
 	x ^= x >> 27;
 	b->rng = x;
 	return x * 2685821657736338717ull;
+}
+
+static uint64_t zipf_rnd(void *data)
+{
+	return rnd(data);
+}
+
+/* The next request's key number: uniform over the keyspace, or its Zipf
+ * rank (key 0 the most requested). */
+static uint64_t next_key(struct bench *b)
+{
+	if (b->zipf_s > 0) {
+		return bench_zipf_next(&b->zipf, zipf_rnd, b);
+	}
+	return rnd(b) % b->keyspace;
 }
 
 /* The body the FSNP writer builds for `key`: the template's reference. */
@@ -225,7 +244,7 @@ static void send_batch(struct bconn *k)
 	for (unsigned i = 0; i < b->pipeline && b->sent < b->requests; i++) {
 		/* The client copies the body at once: one template serves
 		 * every request. */
-		tpl_set_key(t, rnd(b) % b->keyspace);
+		tpl_set_key(t, next_key(b));
 		if (fsnp_client_send(k->c, b->opcode, t->body.data + t->key_at,
 		                     KEY_LEN, t->body.data, t->body.len, 0,
 		                     on_reply, k) == 0) {
@@ -282,7 +301,7 @@ static void open_pump(struct bench *b)
 		if (now - at > 1000000) {
 			b->late++;
 		}
-		tpl_set_key(t, rnd(b) % b->keyspace);
+		tpl_set_key(t, next_key(b));
 		if (fsnp_client_send(k->c, b->opcode, t->body.data + t->key_at,
 		                     KEY_LEN, t->body.data, t->body.len, 0,
 		                     on_open_reply, q) != 0) {
@@ -443,8 +462,9 @@ static int run_one(struct bench *b, uint16_t opcode)
 		rv = -1;
 		goto err_mem;
 	}
-	snprintf(params, sizeof params, "conns=%u pipeline=%u value=%u",
-	         b->conns, b->pipeline, b->value_size);
+	snprintf(params, sizeof params,
+	         "conns=%u pipeline=%u value=%u keyspace=%u zipf=%g", b->conns,
+	         b->pipeline, b->value_size, b->keyspace, b->zipf_s);
 	struct bench_result res = {
 	    .family = "kv",
 	    .op = opcode == FSNP_OP_SET ? "set" : "get",
@@ -479,12 +499,14 @@ static void usage(FILE *f)
 	           "[--topology]\n"
 	           "                    [--rate OPS_PER_S] "
 	           "[--server-pid PID[,PID...]] [--json]\n"
-	           "                    [--seconds S]\n"
+	           "                    [--seconds S] [--zipf EXPONENT]\n"
 	           "--topology: send each key to its shard's leader (SHARDS), "
 	           "for clusters\n"
 	           "--rate: open loop, requests leave on a fixed schedule (at "
 	           "most -P in flight per connection)\n"
 	           "--seconds: run S seconds instead of -n requests\n"
+	           "--zipf: key k of the keyspace with probability "
+	           "proportional to 1/(k+1)^EXPONENT (e.g. 0.99)\n"
 	           "Defaults: 127.0.0.1:6388, -c 1 -P 1 -n 100000 -d 3 -r "
 	           "100000 -t set,get\n");
 }
@@ -548,6 +570,16 @@ int lodebench_kv_main(int argc, char **argv)
 			b.password = v;
 		} else if (strcmp(a, "--seconds") == 0) {
 			b.seconds = (unsigned)atoi(v);
+		} else if (strcmp(a, "--zipf") == 0) {
+			char *end;
+			b.zipf_s = strtod(v, &end);
+			if (*end != '\0' || !(b.zipf_s > 0)) {
+				fprintf(stderr,
+				        "lodebench: bad --zipf '%s' (a "
+				        "positive exponent, e.g. 0.99)\n",
+				        v);
+				return 2;
+			}
 		} else if (strcmp(a, "--rate") == 0) {
 			b.rate = strtoull(v, NULL, 10);
 			if (b.rate == 0) {
@@ -571,6 +603,12 @@ int lodebench_kv_main(int argc, char **argv)
 	if (b.conns == 0 || b.pipeline == 0 || b.requests == 0 ||
 	    b.keyspace == 0) {
 		usage(stderr);
+		return 2;
+	}
+	if (b.zipf_s > 0 &&
+	    bench_zipf_init(&b.zipf, b.keyspace, b.zipf_s) != 0) {
+		fprintf(stderr, "lodebench: bad --zipf %g for keyspace %u\n",
+		        b.zipf_s, b.keyspace);
 		return 2;
 	}
 	b.requests_arg = b.requests;

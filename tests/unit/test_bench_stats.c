@@ -1,6 +1,7 @@
 /* lodebench's pure parts: the latency histogram (client/bench_hist.c)
- * against sorting every sample, and the open-loop schedule arithmetic
- * (client/bench_sched.c) against its definition. */
+ * against sorting every sample, the open-loop schedule arithmetic
+ * (client/bench_sched.c) against its definition, and the Zipf key choice
+ * (client/bench_zipf.c) against the distribution's probabilities. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,9 +9,11 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 #include "client/bench_hist.h"
 #include "client/bench_sched.h"
+#include "client/bench_zipf.h"
 
 static int cmp_u64(const void *x, const void *y)
 {
@@ -166,6 +169,73 @@ static void test_sched_due_definition(void **state)
 	}
 }
 
+static uint64_t zipf_rnd(void *data)
+{
+	return rnd(data);
+}
+
+static void test_zipf_bad_args(void **state)
+{
+	struct bench_zipf z;
+	(void)state;
+	assert_int_equal(bench_zipf_init(&z, 0, 1.0), -1);
+	assert_int_equal(bench_zipf_init(&z, 10, 0.0), -1);
+	assert_int_equal(bench_zipf_init(&z, 10, -1.0), -1);
+	assert_int_equal(bench_zipf_init(&z, 10, NAN), -1);
+	assert_int_equal(bench_zipf_init(&z, 10, INFINITY), -1);
+	assert_int_equal(bench_zipf_init(&z, 1, 0.99), 0);
+	uint64_t seed = 7;
+	for (int i = 0; i < 1000; i++) {
+		assert_int_equal(bench_zipf_next(&z, zipf_rnd, &seed), 0);
+	}
+}
+
+/* Each rank's share of 400 000 draws is its probability k^-s / H(n, s)
+ * to within 0.005 (the binomial standard deviation is at most 0.0008). */
+static void test_zipf_frequencies(void **state)
+{
+	static const double exps[] = {0.5, 0.99, 1.0, 1.2, 2.0};
+	enum { N = 10, DRAWS = 400000 };
+	(void)state;
+	for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++) {
+		struct bench_zipf z;
+		uint64_t count[N] = {0};
+		uint64_t seed = 0x9e3779b97f4a7c15ull;
+		double norm = 0;
+		assert_int_equal(bench_zipf_init(&z, N, exps[e]), 0);
+		for (int k = 1; k <= N; k++) {
+			norm += pow(k, -exps[e]);
+		}
+		for (int i = 0; i < DRAWS; i++) {
+			uint64_t r = bench_zipf_next(&z, zipf_rnd, &seed);
+			assert_true(r < N);
+			count[r]++;
+		}
+		for (int k = 1; k <= N; k++) {
+			double want = pow(k, -exps[e]) / norm;
+			double got = (double)count[k - 1] / DRAWS;
+			assert_true(fabs(got - want) < 0.005);
+		}
+	}
+}
+
+/* A keyspace of 10^9: every rank in range, and the head as heavy as the
+ * distribution says (rank 0 about 1 / H(10^9, 0.99) = 4.2 %). */
+static void test_zipf_large(void **state)
+{
+	struct bench_zipf z;
+	uint64_t seed = 12345, zero = 0;
+	enum { DRAWS = 200000 };
+	(void)state;
+	assert_int_equal(bench_zipf_init(&z, 1000000000ull, 0.99), 0);
+	for (int i = 0; i < DRAWS; i++) {
+		uint64_t r = bench_zipf_next(&z, zipf_rnd, &seed);
+		assert_true(r < 1000000000ull);
+		zero += r == 0;
+	}
+	assert_true(zero > DRAWS * 0.039 && zero < DRAWS * 0.046);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +245,9 @@ int main(void)
 	    cmocka_unit_test(test_hist_merge),
 	    cmocka_unit_test(test_sched_times),
 	    cmocka_unit_test(test_sched_due_definition),
+	    cmocka_unit_test(test_zipf_bad_args),
+	    cmocka_unit_test(test_zipf_frequencies),
+	    cmocka_unit_test(test_zipf_large),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

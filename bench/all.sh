@@ -3,8 +3,8 @@
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
 # interleaved SET and GET rounds against Redis, the RESP listener against
 # Redis, the Felix and Flow rows, the FLOW.QUERY rows, 3 nodes with and
-# without internal mTLS, the CPU-quota cluster comparison (as root) and
-# latency under load. Run on an otherwise idle machine; each step's time is
+# without internal mTLS, the CPU-quota cluster comparison (as root),
+# latency under load and throughput at 64 against 10 000 groups. Run on an otherwise idle machine; each step's time is
 # printed (docs/benchmarks.md "Reproducing" has what is known of the
 # runtime).
 D=$(dirname "$0")
@@ -41,4 +41,5 @@ else
 	echo "== not root or no cgroup v1 cpu controller: cluster-quota.sh skipped"
 fi
 step "$D/latency-under-load.sh"
+step "$D/groups-throughput.sh"
 echo "== end $(date) load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -14,6 +14,7 @@
 #           reach every shard and so every group
 # and the servers' CPU per operation (utime + stime of every lodestone
 # process over the run, /proc/PID/stat, through lodebench --server-pid).
+# Refused requests (BUSY under overload) are counted in the row, not fatal.
 # Prints one row per run, then per configuration the mean and the ratio
 # of the last count to the first.
 # Usage: bench/groups-throughput.sh [COUNTS...]   (default 64 10000)
@@ -101,32 +102,33 @@ run() {
 	done
 	[ "$code" = 201 ] || { echo "groups-throughput: creating the stream with $g shards: HTTP $code" >&2; exit 1; }
 	sleep "$SETTLE"
+	# lodebench exits 1 when some requests were refused (e.g. BUSY under
+	# overload); the run still counts, with its errors in the row.
 	out_kv=$(timeout $((SECS + 60)) "$BIN/lodebench" kv --fsnp 127.0.0.1:"$PORT" --topology \
 		-c 50 -P 16 -d 3 -r "$KEYSPACE" --zipf "$ZIPF" -t set \
-		--seconds "$SECS" --server-pid "$pids" --json) ||
-		{ echo "groups-throughput: lodebench kv failed ($n nodes, $g groups): $out_kv" >&2; exit 1; }
+		--seconds "$SECS" --server-pid "$pids" --json 2>>"$BENCH_DIR/lodebench.err" | tail -1)
 	out_fx=$(timeout $((SECS + 60)) "$BIN/lodebench" felix --felix 127.0.0.1:$((PORT + 1)) \
 		--ca "$BENCH_DIR/n$n-1/tls/dev-cert.pem" --stream gt --keys 1000000 \
 		--batch 64 --size 1024 --fanout 0 --conns 4 --window 16 \
-		--seconds "$SECS" --server-pid "$pids" --json | tail -1) ||
-		{ echo "groups-throughput: lodebench felix failed ($n nodes, $g groups): $out_fx" >&2; exit 1; }
+		--seconds "$SECS" --server-pid "$pids" --json 2>>"$BENCH_DIR/lodebench.err" | tail -1)
 	for i in $(seq 1 "$n"); do stop "$i"; done
-	python3 - "$n" "$g" "$r" "$out_kv" "$out_fx" >>"$RES" <<-'EOF'
+	python3 - "$n" "$g" "$r" "$out_kv" "$out_fx" >>"$RES" <<-'EOF' ||
 		import json, sys
 		n, g, r, kv, fx = sys.argv[1:]
 		kv, fx = json.loads(kv), json.loads(fx)
-		assert kv["errors"] == 0 and fx["errors"] == 0, "errors in a run"
 		print(n, g, r, kv["ops_per_s"], kv["servers_cpu_us_per_op"],
-		      fx["ops_per_s"], fx["servers_cpu_us_per_op"])
+		      fx["ops_per_s"], fx["servers_cpu_us_per_op"],
+		      kv["errors"], fx["errors"])
 	EOF
-	tail -1 "$RES" | awk '{printf "| %s | %s | %s | %.0f | %.1f | %.0f (%.0f msgs/s) | %.0f |\n", $1, $2, $3, $4, $5, $6, $6 * 64, $7}'
+		{ echo "groups-throughput: no lodebench result ($n nodes, $g groups): $(tail -3 "$BENCH_DIR/lodebench.err")" >&2; exit 1; }
+	tail -1 "$RES" | awk '{printf "| %s | %s | %s | %.0f | %.1f | %s | %.0f (%.0f msgs/s) | %.0f | %s |\n", $1, $2, $3, $4, $5, $8, $6, $6 * 64, $7, $9}'
 }
 
 RES=$BENCH_DIR/results
 : >"$RES"
 echo "# $(date -u +%FT%TZ) commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null) load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| nodes | groups | round | SET ops/s | SET server CPU µs/op | Felix batches/s (64 × 1 KiB) | Felix server CPU µs/batch |"
-echo "|---|---|---|---|---|---|---|"
+echo "| nodes | groups | round | SET ops/s | SET server CPU µs/op | SET errors | Felix batches/s (64 × 1 KiB) | Felix server CPU µs/batch | Felix errors |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for n in "${NODES[@]}"; do
 	for r in $(seq 1 "$ROUNDS"); do
 		# Alternate which count runs first, so neither always follows
@@ -144,7 +146,7 @@ rows = [l.split() for l in open(sys.argv[1])]
 lo, hi = sys.argv[2], sys.argv[3]
 by = collections.defaultdict(list)
 for n, g, r, *v in rows:
-    by[(n, g)].append([float(x) for x in v])
+    by[(n, g)].append([float(x) for x in v[:4]])
 print()
 print("| nodes | groups | runs | SET ops/s | SET µs/op | Felix batches/s | Felix µs/batch |")
 print("|---|---|---|---|---|---|---|")

@@ -19,7 +19,7 @@
 # of the last count to the first.
 # Usage: bench/groups-throughput.sh [COUNTS...]   (default 64 10000)
 # Env: NODES ("1 3"), ROUNDS (2), SECS (8), SETTLE (3), KEYSPACE (1000000),
-# ZIPF (0.99), PORT (17600: uses PORT..PORT+23; below the 20000-32000 the
+# ZIPF (0.99; 0 for uniform keys), PORT (17600: uses PORT..PORT+23; below the 20000-32000 the
 # integration tests draw ports from), BIN, BENCH_DIR.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -104,8 +104,10 @@ run() {
 	sleep "$SETTLE"
 	# lodebench exits 1 when some requests were refused (e.g. BUSY under
 	# overload); the run still counts, with its errors in the row.
+	local skew=(--zipf "$ZIPF")
+	[ "$ZIPF" != 0 ] || skew=()
 	out_kv=$(timeout $((SECS + 60)) "$BIN/lodebench" kv --fsnp 127.0.0.1:"$PORT" --topology \
-		-c 50 -P 16 -d 3 -r "$KEYSPACE" --zipf "$ZIPF" -t set \
+		-c 50 -P 16 -d 3 -r "$KEYSPACE" "${skew[@]}" -t set \
 		--seconds "$SECS" --server-pid "$pids" --json 2>>"$BENCH_DIR/lodebench.err" | tail -1)
 	out_fx=$(timeout $((SECS + 60)) "$BIN/lodebench" felix --felix 127.0.0.1:$((PORT + 1)) \
 		--ca "$BENCH_DIR/n$n-1/tls/dev-cert.pem" --stream gt --keys 1000000 \

@@ -3,7 +3,8 @@ EXTRA_DIST += bench/common.sh bench/all.sh bench/kv-table.sh \
 	bench/redis-table.sh bench/resp-vs-redis.sh \
 	bench/kv-set-vs-redis.sh bench/kv-get-vs-redis.sh \
 	bench/felix-1node.sh bench/flow-1node.sh bench/flow-3node.sh \
-	bench/flow-query-1node.sh bench/kv-mtls.sh bench/bench.mk
+	bench/flow-query-1node.sh bench/kv-mtls.sh bench/bench.mk \
+	bench/felix-vs-nats.sh bench/nats_bench.c
 
 # The benchmark programs, each beside the library it measures (not run by
 # make check; docs/benchmarks.md has their commands).

@@ -159,7 +159,8 @@ nats_args() { # size mode
 echo "== felix-vs-nats $(date -u '+%F %T') UTC, commit $(git -C "$BENCH_ROOT" rev-parse --short HEAD 2>/dev/null), $SECS s per cell, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| nodes | side | size | publish | MB/s acked | server CPU / wall | MB per server CPU-s | p50 us | p99 us | p999 us |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for nodes in "${@:-1 3}"; do
+[ $# -gt 0 ] || set -- 1 3
+for nodes in "$@"; do
 	if [ "$nodes" = 1 ]; then
 		node1_start 18585
 		FPIDS=$NODE_PID
@@ -174,7 +175,7 @@ for nodes in "${@:-1 3}"; do
 		L=""
 		for i in $(seq 1 40); do
 			L=$(curl -s 127.0.0.1:19401/v1/streams/t1/default/bench3 | python3 -c \
-				'import json,sys; d=json.load(sys.stdin); print([s for s in d["shards"] if s["shard"]==0][0].get("leader",""))' 2>/dev/null)
+				'import json,sys; d=json.load(sys.stdin); print([s for s in d["shard_state"] if s["shard"]==0][0].get("leader",""))' 2>/dev/null)
 			[ -n "$L" ] && break
 			sleep 0.5
 		done

@@ -61,7 +61,7 @@ nats_stop() {
 nats_start() {
 	local n=$1 i dir routes="" u
 	nats_stop
-	for i in $(seq 1 "$n"); do routes="$routes nats-route://127.0.0.1:1424$i"; done
+	for i in $(seq 1 "$n"); do routes="$routes${routes:+,}nats-route://127.0.0.1:1424$i"; done
 	for i in $(seq 1 "$n"); do
 		dir=$BENCH_DIR/nats-$i
 		mkdir -p "$dir"
@@ -72,7 +72,7 @@ nats_start() {
 			echo "jetstream { store_dir: \"$dir/js\" }"
 			if [ "$n" -gt 1 ]; then
 				echo "cluster { name: bench, listen: 127.0.0.1:1424$i,"
-				echo "  routes: [$(echo $routes | tr ' ' ',')] }"
+				echo "  routes: [$routes] }"
 			fi
 		} >"$dir/nats.conf"
 		nats-server -c "$dir/nats.conf" >"$dir.log" 2>&1 &
@@ -95,11 +95,14 @@ cleanup() {
 	nats_stop
 	node1_stop 18585
 	cluster3_stop
+	rm -rf "$BENCH_DIR/n1-18585" "$BENCH_DIR"/c3-[123]
 }
 trap cleanup EXIT
 
 # cell SIDE NODES SIZE MODE CMD...: runs CMD (bounded), measures the server
-# CPU of $PIDS around it and prints one table row.
+# CPU of $PIDS (the side's server pids, set by the caller) around it and
+# prints one table row.
+# shellcheck disable=SC2086,SC2153
 cell() {
 	local side=$1 nodes=$2 size=$3 mode=$4 out t0 t1 c0 c1 cpu mbs lat n secs
 	shift 4

@@ -3,8 +3,9 @@
 # timed: the lodestone KV rows on 1 and 3 nodes, the Redis rows, the
 # interleaved SET and GET rounds against Redis, the RESP listener against
 # Redis, the Felix and Flow rows, the FLOW.QUERY rows, 3 nodes with and
-# without internal mTLS, the CPU-quota cluster comparison (as root) and
-# latency under load. Run on an otherwise idle machine; each step's time is
+# without internal mTLS, the CPU-quota cluster comparison (as root),
+# latency under load and Felix beside NATS JetStream (when nats-server and
+# libnats-dev are installed). Run on an otherwise idle machine; each step's time is
 # printed (docs/benchmarks.md "Reproducing" has what is known of the
 # runtime).
 D=$(dirname "$0")
@@ -41,4 +42,10 @@ else
 	echo "== not root or no cgroup v1 cpu controller: cluster-quota.sh skipped"
 fi
 step "$D/latency-under-load.sh"
+step "$D/groups-scale.sh"
+if command -v nats-server >/dev/null && pkg-config --exists libnats; then
+	SECS=15 step "$D/felix-vs-nats.sh"
+else
+	echo "== felix-vs-nats skipped: apt-get install nats-server libnats-dev"
+fi
 echo "== end $(date) load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -812,6 +812,8 @@ int lodebench_felix_main(int argc, char **argv)
 	 * fan-out count from zero either way. */
 	b.acked_batches = 0;
 	b.events = 0;
+	/* Nor is the warm-up ack a latency sample (it was not timed). */
+	b.nlat = 0;
 	uv_timer_t tick, stop;
 	uv_timer_init(&b.loop, &tick);
 	uv_timer_init(&b.loop, &stop);

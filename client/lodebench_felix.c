@@ -813,7 +813,11 @@ int lodebench_felix_main(int argc, char **argv)
 	b.acked_batches = 0;
 	b.events = 0;
 	/* Nor is the warm-up ack a latency sample (it was not timed). */
-	b.nlat = 0;
+	bench_hist_free(&b.lat);
+	if (bench_hist_init(&b.lat) != 0) {
+		fprintf(stderr, "lodebench: out of memory\n");
+		return 1;
+	}
 	uv_timer_t tick, stop;
 	uv_timer_init(&b.loop, &tick);
 	uv_timer_init(&b.loop, &stop);

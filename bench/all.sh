@@ -4,9 +4,10 @@
 # interleaved SET and GET rounds against Redis, the RESP listener against
 # Redis, the Felix and Flow rows, the FLOW.QUERY rows, 3 nodes with and
 # without internal mTLS, the CPU-quota cluster comparison (as root),
-# latency under load and throughput at 64 against 10 000 groups. Run on an otherwise idle machine; each step's time is
-# printed (docs/benchmarks.md "Reproducing" has what is known of the
-# runtime).
+# latency under load, idle and loaded costs of many groups and Felix beside
+# NATS JetStream (when nats-server and libnats-dev are installed). Run on
+# an otherwise idle machine; each step's time is printed
+# (docs/benchmarks.md "Reproducing" has what is known of the runtime).
 D=$(dirname "$0")
 step() {
 	local t0=$SECONDS
@@ -41,5 +42,11 @@ else
 	echo "== not root or no cgroup v1 cpu controller: cluster-quota.sh skipped"
 fi
 step "$D/latency-under-load.sh"
+step "$D/groups-scale.sh"
 step "$D/groups-throughput.sh"
+if command -v nats-server >/dev/null && pkg-config --exists libnats; then
+	SECS=15 step "$D/felix-vs-nats.sh"
+else
+	echo "== felix-vs-nats skipped: apt-get install nats-server libnats-dev"
+fi
 echo "== end $(date) load $(cut -d' ' -f1-3 /proc/loadavg)"

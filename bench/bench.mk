@@ -4,8 +4,8 @@ EXTRA_DIST += bench/common.sh bench/all.sh bench/kv-table.sh \
 	bench/kv-set-vs-redis.sh bench/kv-get-vs-redis.sh \
 	bench/felix-1node.sh bench/flow-1node.sh bench/flow-3node.sh \
 	bench/flow-query-1node.sh bench/kv-mtls.sh bench/cluster-quota.sh \
-	bench/cluster_quota_report.py bench/latency-under-load.sh bench/bench.mk \
-	bench/groups-scale.sh bench/groups-throughput.sh
+	bench/cluster_quota_report.py bench/latency-under-load.sh bench/groups-scale.sh \
+	bench/groups-throughput.sh bench/felix-vs-nats.sh bench/nats_bench.c bench/bench.mk
 
 # The benchmark programs, each beside the library it measures (not run by
 # make check; docs/benchmarks.md has their commands).

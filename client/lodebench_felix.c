@@ -848,6 +848,12 @@ int lodebench_felix_main(int argc, char **argv)
 	 * fan-out count from zero either way. */
 	b.acked_batches = 0;
 	b.events = 0;
+	/* Nor is the warm-up ack a latency sample (it was not timed). */
+	bench_hist_free(&b.lat);
+	if (bench_hist_init(&b.lat) != 0) {
+		fprintf(stderr, "lodebench: out of memory\n");
+		return 1;
+	}
 	uv_timer_t tick, stop;
 	uv_timer_init(&b.loop, &tick);
 	uv_timer_init(&b.loop, &stop);

@@ -1380,6 +1380,32 @@ static bool expire_rests(struct shards *s, uint32_t g, uint64_t now)
 	return true;
 }
 
+/* As expire_rests, for flows past max_active_ms (flow/flow_sweep.h). */
+static bool sweep_rests(struct shards *s, uint32_t g, uint64_t now)
+{
+	struct route *r = &s->routes[g];
+	uint64_t applied = r->applied;
+	uint8_t *cmd = NULL;
+	size_t len = 0;
+
+	if (applied == r->sweep_applied && now < r->sweep_quiet_ms &&
+	    r->sweep_quiet_ms - now <= EXPIRE_LOOKAHEAD_MS) {
+		return true;
+	}
+	if (flow_sweep_cmd(s->store, g, now + EXPIRE_LOOKAHEAD_MS, 1, &cmd,
+	                   &len) != 0) {
+		return false;
+	}
+	free(cmd);
+	if (len > 0) {
+		r->sweep_quiet_ms = 0;
+		return false;
+	}
+	r->sweep_applied = applied;
+	r->sweep_quiet_ms = now + EXPIRE_LOOKAHEAD_MS;
+	return true;
+}
+
 static void on_maint(uv_timer_t *t)
 {
 	struct shards *s = t->data;
@@ -1389,20 +1415,25 @@ static void on_maint(uv_timer_t *t)
 		uint8_t *cmd = NULL;
 		size_t len = 0;
 		shards_leader(s, g, &self);
-		if (!self || expire_rests(s, g, now)) {
+		if (!self) {
 			continue;
 		}
-		if (store_expire_scan(s->store, g, now, EXPIRE_BATCH, &cmd,
-		                      &len) != 0) {
-			log_warn(s->log, "shards",
-			         "expiry scan of group %" PRIu32 ": %s", g,
-			         store_last_error(s->store));
+		if (!expire_rests(s, g, now)) {
+			if (store_expire_scan(s->store, g, now, EXPIRE_BATCH,
+			                      &cmd, &len) != 0) {
+				log_warn(s->log, "shards",
+				         "expiry scan of group %" PRIu32 ": %s",
+				         g, store_last_error(s->store));
+			} else if (len > 0) {
+				shards_propose(s, g, cmd, len, on_expired, s);
+			}
+			free(cmd);
+			cmd = NULL;
+			len = 0;
+		}
+		if (sweep_rests(s, g, now)) {
 			continue;
 		}
-		if (len > 0) {
-			shards_propose(s, g, cmd, len, on_expired, s);
-		}
-		free(cmd);
 		/* Flows past max_active_ms, failed by a replicated command
 		 * that re-checks each one (flow/flow_sweep.h). */
 		if (flow_sweep_cmd(s->store, g, now, FLOW_SWEEP_MAX, &cmd,

@@ -81,6 +81,9 @@ struct route {
 	 * applied index expire_applied: no scan until either moves. */
 	uint64_t expire_applied;
 	uint64_t expire_quiet_ms;
+	/* The same for the max_active_ms sweep of FerricFlow. */
+	uint64_t sweep_applied;
+	uint64_t sweep_quiet_ms;
 	/* The local replica's, as of the last refresh_local (shards.c): */
 	bool voter;       /* this node votes in the group */
 	uint64_t applied; /* applied index */

@@ -556,6 +556,15 @@ static void w_target(struct fsnp_server *s, uint32_t group,
 	w_kv_str(w, "hint", "remote_leader");
 }
 
+/* The lane a client should use for a shard: one per shard while they fit a
+ * connection's lane limit beside the control lane 0, wrapped beyond it (so
+ * 1,024 or more groups never need more lanes than a connection may open). */
+static uint64_t shard_lane(const struct fsnp_server *s, unsigned shard)
+{
+	uint64_t n = s->lim.max_lanes_per_connection;
+	return n > 1 ? shard % (n - 1) + 1 : 1;
+}
+
 void fsnp_control_shards(struct fsnp_server *s, struct fsnp_writer *w)
 {
 	unsigned n = s->data_groups;
@@ -574,7 +583,7 @@ void fsnp_control_shards(struct fsnp_server *s, struct fsnp_writer *w)
 		w_kv_u64(w, "first_slot", first);
 		w_kv_u64(w, "last_slot", last);
 		w_kv_u64(w, "shard", i);
-		w_kv_u64(w, "lane_id", i + 1);
+		w_kv_u64(w, "lane_id", shard_lane(s, i));
 		w_target(s, i + 1, w);
 		fsnp_w_map_end(w);
 	}
@@ -592,7 +601,7 @@ void fsnp_control_route(struct fsnp_server *s, const uint8_t *key, size_t len,
 	fsnp_w_bin(w, key, len);
 	w_kv_u64(w, "slot", slot);
 	w_kv_u64(w, "shard", shard);
-	w_kv_u64(w, "lane_id", shard + 1);
+	w_kv_u64(w, "lane_id", shard_lane(s, shard));
 	w_kv_u64(w, "route_epoch", fsnp_server_route_epoch(s));
 	w_target(s, shard + 1, w);
 	fsnp_w_map_end(w);

@@ -7,6 +7,10 @@
  * connection dirty; dirty connections are flushed from a prepare and a check
  * handle, so every loop turn ends with one write pass that coalesces ACKs and
  * stream data into batches sent with one sendmsg (UDP GSO) or sendmmsg.
+ * While a connection is dirty an idle handle keeps the loop from blocking:
+ * a write made after our prepare ran (by another module's prepare handle,
+ * e.g. a reply written when a Raft commit is applied) would otherwise wait
+ * in poll for the next timer or datagram before the check sends it.
  * Each flush of a connection writes at most its congestion controller's send
  * quantum; the rest waits for the expiry timer (pacing) or the next ACK.
  *
@@ -196,6 +200,7 @@ struct quic_endpoint {
 	uv_poll_t poll;
 	uv_prepare_t prepare;
 	uv_check_t check;
+	uv_idle_t wake; /* active while `dirty` holds a connection */
 	struct quic_endpoint_config cfg;
 	int fd;
 	struct sockaddr_storage local;
@@ -244,6 +249,7 @@ struct quic_endpoint {
 };
 
 static void conn_mark_dirty(struct quic_conn *c);
+static void ep_wake_update(struct quic_endpoint *ep);
 static void conn_flush(struct quic_conn *c);
 static void conn_start_closing(struct quic_conn *c);
 static void conn_destroy(struct quic_conn *c);
@@ -1204,6 +1210,7 @@ static void conn_mark_dirty(struct quic_conn *c)
 	if (!qlist_linked(&c->dirty_link)) {
 		qlist_push(&c->ep->dirty, &c->dirty_link);
 	}
+	ep_wake_update(c->ep);
 }
 
 static void on_conn_timer(uv_timer_t *t);
@@ -2273,6 +2280,25 @@ static void ep_flush(struct quic_endpoint *ep)
 	while (!ep->pend.active && (e = qlist_pop(&ep->dirty)) != NULL) {
 		conn_flush(container_of(e, struct quic_conn, dirty_link));
 	}
+	ep_wake_update(ep);
+}
+
+static void on_wake(uv_idle_t *h)
+{
+	(void)h; /* only keeps the loop from blocking before the flush */
+}
+
+/* The loop must not block in poll while a connection waits to be flushed,
+ * unless the socket is full: then the writable event wakes it. */
+static void ep_wake_update(struct quic_endpoint *ep)
+{
+	bool want =
+	    !ep->closing && !ep->pend.active && !qlist_empty(&ep->dirty);
+	if (want) {
+		uv_idle_start(&ep->wake, on_wake); /* no-op when active */
+	} else {
+		uv_idle_stop(&ep->wake);
+	}
 }
 
 static void on_prepare(uv_prepare_t *h)
@@ -2554,7 +2580,10 @@ int quic_endpoint_open(uv_loop_t *loop, const struct quic_endpoint_config *cfg,
 	ep->check.data = ep;
 	uv_check_start(&ep->check, on_check);
 	uv_unref((uv_handle_t *)&ep->check);
-	ep->handles = 3;
+	uv_idle_init(loop, &ep->wake);
+	ep->wake.data = ep;
+	uv_unref((uv_handle_t *)&ep->wake);
+	ep->handles = 4;
 	*out = ep;
 	return 0;
 
@@ -2615,6 +2644,7 @@ static void ep_close_now(struct quic_endpoint *ep)
 	uv_close((uv_handle_t *)&ep->poll, on_poll_closed);
 	uv_close((uv_handle_t *)&ep->prepare, on_ep_handle_closed);
 	uv_close((uv_handle_t *)&ep->check, on_ep_handle_closed);
+	uv_close((uv_handle_t *)&ep->wake, on_ep_handle_closed);
 }
 
 void quic_endpoint_close(struct quic_endpoint *ep, uint64_t app_error,

@@ -972,6 +972,66 @@ static bool fanout_done(struct env *env)
 	return env->uni_done == 10 && env->fan->refs == 1;
 }
 
+/* A write made in a prepare callback that runs after the transport's own
+ * prepare (as a reply written when a Raft commit is applied): the loop must
+ * not block in poll with it unsent, waiting for a timer or a datagram. */
+struct late_write {
+	uv_prepare_t h; /* h.data = this */
+	struct env *env;
+	bool armed;
+	int poll_timeout;
+};
+
+static void on_late_prepare(uv_prepare_t *h)
+{
+	struct late_write *lw = h->data;
+	struct env *env = lw->env;
+	struct cstream *s = &env->cs[0];
+	int64_t sid;
+	if (!lw->armed) {
+		return;
+	}
+	lw->armed = false;
+	assert_int_equal(quic_conn_open_bidi_stream(env->c.conn, &sid), 0);
+	s->id = sid;
+	s->seed = 4242;
+	s->total = 100;
+	env->ncs = 1;
+	quic_conn_stream_set_data(env->c.conn, sid, s);
+	client_pump(env->c.conn, s);
+	/* What the loop is about to block for: 0 means it polls without
+	 * waiting and the check handle sends the bytes this turn. */
+	lw->poll_timeout = uv_backend_timeout(h->loop);
+}
+
+static void test_write_after_prepare_not_delayed(void **state)
+{
+	struct env env;
+	struct late_write lw = {.poll_timeout = -2};
+	(void)state;
+	env_init(&env);
+	/* Started before the endpoints' prepare handles, so libuv runs it
+	 * after them (it runs the last started first). */
+	lw.env = &env;
+	lw.h.data = &lw;
+	uv_prepare_init(&env.loop, &lw.h);
+	uv_prepare_start(&lw.h, on_late_prepare);
+	uv_unref((uv_handle_t *)&lw.h);
+	env.cs = calloc(1, sizeof *env.cs);
+	assert_non_null(env.cs);
+	server_start(&env);
+	client_start(&env);
+	connect_to(&env, "127.0.0.1");
+	run_until(&env, client_open);
+	lw.armed = true;
+	run_until(&env, all_streams_done);
+	assert_int_equal(lw.poll_timeout, 0);
+	assert_true(env.cs[0].done);
+	assert_false(env.cs[0].bad);
+	uv_close((uv_handle_t *)&lw.h, NULL);
+	env_close(&env);
+}
+
 static void test_uni_fanout_shared_buffer(void **state)
 {
 	struct env env;
@@ -1506,6 +1566,7 @@ int main(void)
 	    cmocka_unit_test(test_gro_receive),
 	    cmocka_unit_test(test_gro_fallback),
 	    cmocka_unit_test(test_gro_one_side),
+	    cmocka_unit_test(test_write_after_prepare_not_delayed),
 	    cmocka_unit_test(test_uni_fanout_shared_buffer),
 	    cmocka_unit_test(test_uni_stop_sending),
 	    cmocka_unit_test(test_idle_timeout),

@@ -221,13 +221,21 @@ static void check_record(const struct fsnp_val *r, const char *kind)
 
 static void test_raw_bodies(void **state)
 {
+	static const char *const extra[] = {"--shards", "2", "--flow-scheduler",
+	                                    "off", NULL};
+	struct harness_cluster own;
 	struct ftc c;
 	struct ftc_msg m;
 	struct wbuf b;
 	struct fsnp_val v, t;
 	char msg[512];
 	(void)state;
-	connect_any(&c);
+	/* Its own node without the built-in scheduler: a manual FIRE must
+	 * not race the scheduler's first fire of the interval (which then
+	 * holds FIRE's occurrence behind its queued target). */
+	assert_int_equal(harness_cluster_start(&own, 1, extra, true), 0);
+	assert_int_equal(ftc_wait_ready(own.nodes[0].fsnp, 30000), 0);
+	assert_int_equal(ftc_connect(&c, own.nodes[0].fsnp), 0);
 	/* docs/flow-schedules.md, "Native request body", field for field. */
 	{
 		struct wbuf d;
@@ -364,6 +372,7 @@ static void test_raw_bodies(void **state)
 	assert_true(ftc_map_str(&m.value, "timezone", "America/New_York"));
 	ftc_msg_free(&m);
 	ftc_close(&c);
+	harness_cluster_stop(&own);
 }
 
 static void test_paused_fires_nothing(void **state)

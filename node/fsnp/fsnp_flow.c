@@ -159,6 +159,7 @@ enum { PICK_FREE, PICK_ASKED, PICK_DONE };
 static uint32_t claim_rotor;
 
 static void flow_woke(struct fsnp_req *r);
+static void reply_decided(struct fsnp_req *r);
 static void circuit_checked(struct fsnp_req *r, int status, const uint8_t *res,
                             size_t len);
 static void fan_step(struct fsnp_req *r);
@@ -1373,10 +1374,7 @@ void fsnp_flow_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		return;
 	case FK_SIDE:
 		r->pending = 0;
-		wbuf_reset(&r->reply);
-		r->custom = r->flow->decided_custom;
-		wbuf_append(&r->reply, r->flow->decided.data,
-		            r->flow->decided.len);
+		reply_decided(r);
 		fsnp_exec_finish(r);
 		return;
 	case FK_WAKE:
@@ -2075,6 +2073,7 @@ static bool replay_check(struct fsnp_req *r)
 	}
 	wbuf_reset(&f->decided);
 	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = false;
 	f->opcode = FSNP_OP_FLOW_EFFECT_GET;
 	rv = f->decided.oom
 	         ? -1
@@ -2082,9 +2081,7 @@ static bool replay_check(struct fsnp_req *r)
 	f->opcode = FSNP_OP_FLOW_EFFECT_RESERVE;
 	wbuf_free(&b);
 	if (rv != 0) {
-		wbuf_reset(&r->reply);
-		r->custom = false;
-		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		reply_decided(r);
 		return false;
 	}
 	f->kind = FK_REPLAY;
@@ -2110,9 +2107,7 @@ static void replay_checked(struct fsnp_req *r, int status, const uint8_t *res,
 	    fsnp_map_bin(&body, "operation_digest", &want) != 0 ||
 	    fsnp_map_bin(&v, "operation_digest", &have) != 0 ||
 	    fsnp_map_bin(&v, "status", &st) != 0) {
-		wbuf_reset(&r->reply);
-		r->custom = false;
-		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		reply_decided(r);
 		fsnp_exec_finish(r);
 		return;
 	}
@@ -2268,6 +2263,7 @@ static bool approval_wake(struct fsnp_req *r)
 	}
 	wbuf_reset(&f->decided);
 	wbuf_append(&f->decided, r->reply.data, r->reply.len);
+	f->decided_custom = false;
 	if (f->decided.oom) {
 		wbuf_free(&b);
 		return false;
@@ -2279,9 +2275,7 @@ static bool approval_wake(struct fsnp_req *r)
 	wbuf_free(&b);
 	if (rv != 0) {
 		/* the decision stands; answer it */
-		wbuf_reset(&r->reply);
-		r->custom = false;
-		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		reply_decided(r);
 		return false;
 	}
 	f->kind = FK_WAKE;
@@ -2296,7 +2290,6 @@ static bool approval_wake(struct fsnp_req *r)
 static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
                       size_t len)
 {
-	struct fsnp_flow *f = r->flow;
 	char msg[256];
 
 	if (status != SHARDS_OK) {
@@ -2312,9 +2305,7 @@ static void wake_done(struct fsnp_req *r, int status, const uint8_t *res,
 	if (len >= 2 && res[1] == STORE_OK) {
 		fsnp_server_flow_kick(r->srv);
 	}
-	wbuf_reset(&r->reply);
-	r->custom = false;
-	wbuf_append(&r->reply, f->decided.data, f->decided.len);
+	reply_decided(r);
 	fsnp_exec_finish(r);
 }
 
@@ -2404,9 +2395,7 @@ static bool circuit_side(struct fsnp_req *r, bool after_reserve)
 	f->opcode = op;
 	wbuf_free(&b);
 	if (rv != 0) {
-		wbuf_reset(&r->reply);
-		r->custom = false;
-		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		reply_decided(r);
 		return false;
 	}
 	f->kind = FK_SIDE;
@@ -2489,9 +2478,7 @@ static bool side_step(struct fsnp_req *r, uint16_t op, uint32_t group,
 	rv = part_encode(r, &r->plan.one, group, body->data, body->len);
 	f->opcode = was;
 	if (rv != 0) {
-		wbuf_reset(&r->reply);
-		r->custom = f->decided_custom;
-		wbuf_append(&r->reply, f->decided.data, f->decided.len);
+		reply_decided(r);
 		return false;
 	}
 	f->kind = FK_SIDE;

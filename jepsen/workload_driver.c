@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "jepsen/hosts.h"
 #include "jepsen/lincheck.h"
 #include "jepsen/workload_impl.h"
 
@@ -172,6 +173,27 @@ unsigned wl_ctx_timeout(const struct wl_ctx *x)
 {
 	return x->cfg->op_timeout_ms ? x->cfg->op_timeout_ms
 	                             : DEFAULT_TIMEOUT_MS;
+}
+
+int wl_ctx_fsnp_open(struct wl_ctx *x, unsigned id, const char *name,
+                     fsnp_client_ready_cb cb, void *data,
+                     struct fsnp_client **out)
+{
+	const struct wl_node_info *nd = wl_ctx_node(x, id);
+	struct fsnp_client_options o;
+	memset(&o, 0, sizeof o);
+	o.host = nd->addr;
+	o.port = HOSTS_PORT_FSNP;
+	o.client_name = name;
+	o.timeout_ms = wl_ctx_timeout(x);
+	o.max_attempts = 3;
+	if (fsnp_client_open(x->loop, &o, cb, data, out) != 0) {
+		*out = NULL;
+		snprintf(x->note, sizeof x->note,
+		         "cannot open an FSNP client to %s", nd->addr);
+		return -EIO;
+	}
+	return 0;
 }
 
 static void on_handle_closed(uv_handle_t *h)

@@ -951,23 +951,8 @@ static void on_client_closed(void *data);
 /* Opens p's connection to node id. */
 static int connect_to(struct fl_proc *p, unsigned id)
 {
-	struct wl_ctx *x = p->g->x;
-	const struct wl_node_info *nd = wl_ctx_node(x, id);
-	struct fsnp_client_options o;
-	memset(&o, 0, sizeof o);
-	o.host = nd->addr;
-	o.port = HOSTS_PORT_FSNP;
-	o.client_name = "jepsen-flow";
-	o.timeout_ms = wl_ctx_timeout(x);
-	o.max_attempts = 3;
-	p->node = nd->id;
-	if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
-		p->c = NULL;
-		snprintf(x->note, sizeof x->note,
-		         "cannot open an FSNP client to %s", nd->addr);
-		return -EIO;
-	}
-	return 0;
+	p->node = id;
+	return wl_ctx_fsnp_open(p->g->x, id, "jepsen-flow", on_ready, p, &p->c);
 }
 
 /* Between operations: follows membership to the node p should use now
@@ -1032,10 +1017,8 @@ static int sp_start(struct flw *g)
 {
 	struct wl_ctx *x = g->x;
 	struct fl_sp *sp = &g->sp;
-	const struct wl_node_info *nd =
-	    wl_ctx_node(x, wl_ctx_home(x, g->nprocs));
-	struct fsnp_client_options o;
 	int64_t now = wall_ms();
+	int rc;
 
 	sp->g = g;
 	sp->pid = SCHED_PID_BASE;
@@ -1050,16 +1033,10 @@ static int sp_start(struct flw *g)
 		    now +
 		    (sched_defs[i].every > 0 ? SCHED_START_MS : SCHED_ONCE_MS);
 	}
-	memset(&o, 0, sizeof o);
-	o.host = nd->addr;
-	o.port = HOSTS_PORT_FSNP;
-	o.client_name = "jepsen-flow-schedules";
-	o.timeout_ms = wl_ctx_timeout(x);
-	o.max_attempts = 3;
-	if (fsnp_client_open(x->loop, &o, on_ready, sp, &sp->c) != 0) {
-		snprintf(x->note, sizeof x->note,
-		         "cannot open an FSNP client to %s", nd->addr);
-		return -EIO;
+	rc = wl_ctx_fsnp_open(x, wl_ctx_home(x, g->nprocs),
+	                      "jepsen-flow-schedules", on_ready, sp, &sp->c);
+	if (rc != 0) {
+		return rc;
 	}
 	wl_hist_comment(&x->hist,
 	                "schedules: intervals js-a, js-b, js-c every 300, "

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "client/fsnp_client.h"
 #include "jepsen/anomaly.h"
 #include "jepsen/history.h"
 #include "jepsen/nemesis.h"
@@ -124,6 +125,13 @@ unsigned wl_ctx_next_endpoint(const struct wl_ctx *x, unsigned id);
 
 /* The op timeout. */
 unsigned wl_ctx_timeout(const struct wl_ctx *x);
+
+/* Opens an FSNP client named `name` to node id's FSNP port with the op
+ * timeout and 3 attempts; cb gets `data` when it is ready or failed. On
+ * failure *out is NULL, x->note says why and -EIO is returned. */
+int wl_ctx_fsnp_open(struct wl_ctx *x, unsigned id, const char *name,
+                     fsnp_client_ready_cb cb, void *data,
+                     struct fsnp_client **out);
 
 /* Closes a uv handle unless it is closing already (the close callback
  * does nothing: handles live in the workload's state, freed by

@@ -388,23 +388,9 @@ static void on_client_closed(void *data);
 /* Opens p's connection to node id. */
 static int connect_to(struct reg_proc *p, unsigned id)
 {
-	struct wl_ctx *x = p->g->x;
-	const struct wl_node_info *nd = wl_ctx_node(x, id);
-	struct fsnp_client_options o;
-	memset(&o, 0, sizeof o);
-	o.host = nd->addr;
-	o.port = HOSTS_PORT_FSNP;
-	o.client_name = "jepsen-register";
-	o.timeout_ms = wl_ctx_timeout(x);
-	o.max_attempts = 3;
-	p->node = nd->id;
-	if (fsnp_client_open(x->loop, &o, on_ready, p, &p->c) != 0) {
-		p->c = NULL;
-		snprintf(x->note, sizeof x->note,
-		         "cannot open an FSNP client to %s", nd->addr);
-		return -EIO;
-	}
-	return 0;
+	p->node = id;
+	return wl_ctx_fsnp_open(p->g->x, id, "jepsen-register", on_ready, p,
+	                        &p->c);
 }
 
 /* Between operations: follows membership to the node p should use now. */

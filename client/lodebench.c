@@ -2,6 +2,7 @@
 #include "client/lodebench.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct family {
@@ -23,6 +24,25 @@ static const struct family families[] = {
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])
+
+int lodebench_split_hostport(const char *v, char *host, size_t cap,
+                             uint16_t *port)
+{
+	const char *colon = strrchr(v, ':');
+	char *end;
+	unsigned long p;
+	if (colon == NULL || (size_t)(colon - v) >= cap) {
+		return -1;
+	}
+	p = strtoul(colon + 1, &end, 10);
+	if (end == colon + 1 || *end != '\0' || p == 0 || p > 65535) {
+		return -1;
+	}
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
 
 static void usage(FILE *out)
 {

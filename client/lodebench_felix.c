@@ -657,15 +657,11 @@ int lodebench_felix_main(int argc, char **argv)
 			return 2;
 		}
 		if (strcmp(o, "--felix") == 0) {
-			const char *colon = strrchr(v, ':');
-			if (colon == NULL ||
-			    (size_t)(colon - v) >= sizeof b.host) {
+			if (lodebench_split_hostport(v, b.host, sizeof b.host,
+			                             &b.port) != 0) {
 				usage(stderr);
 				return 2;
 			}
-			memcpy(b.host, v, (size_t)(colon - v));
-			b.host[colon - v] = '\0';
-			b.port = (uint16_t)atoi(colon + 1);
 		} else if (strcmp(o, "--ca") == 0) {
 			b.ca = v;
 		} else if (strcmp(o, "--server-pid") == 0) {
@@ -684,15 +680,12 @@ int lodebench_felix_main(int argc, char **argv)
 				return 2;
 			}
 		} else if (strcmp(o, "--sub-felix") == 0) {
-			const char *colon = strrchr(v, ':');
-			if (colon == NULL ||
-			    (size_t)(colon - v) >= sizeof b.sub_host) {
+			if (lodebench_split_hostport(v, b.sub_host,
+			                             sizeof b.sub_host,
+			                             &b.sub_port) != 0) {
 				usage(stderr);
 				return 2;
 			}
-			memcpy(b.sub_host, v, (size_t)(colon - v));
-			b.sub_host[colon - v] = '\0';
-			b.sub_port = (uint16_t)atoi(colon + 1);
 		} else if (strcmp(o, "--sub-ca") == 0) {
 			b.sub_ca = v;
 		} else if (strcmp(o, "--mode") == 0) {

@@ -307,14 +307,11 @@ int lodebench_flow_query_main(int argc, char **argv)
 		}
 		i++;
 		if (strcmp(a, "--fsnp") == 0) {
-			const char *colon = strrchr(v, ':');
-			if (colon == NULL) {
+			if (lodebench_split_hostport(v, host, sizeof host,
+			                             &port) != 0) {
 				usage(stderr);
 				return 2;
 			}
-			snprintf(host, sizeof host, "%.*s", (int)(colon - v),
-			         v);
-			port = (uint16_t)atoi(colon + 1);
 		} else if (strcmp(a, "-n") == 0) {
 			b.flows = strtoull(v, NULL, 10);
 		} else if (strcmp(a, "-q") == 0) {

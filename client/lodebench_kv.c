@@ -546,14 +546,11 @@ int lodebench_kv_main(int argc, char **argv)
 		}
 		i++;
 		if (strcmp(a, "--fsnp") == 0) {
-			const char *colon = strrchr(v, ':');
-			if (colon == NULL) {
+			if (lodebench_split_hostport(v, b.host, sizeof b.host,
+			                             &b.port) != 0) {
 				usage(stderr);
 				return 2;
 			}
-			snprintf(b.host, sizeof b.host, "%.*s",
-			         (int)(colon - v), v);
-			b.port = (uint16_t)atoi(colon + 1);
 		} else if (strcmp(a, "-c") == 0) {
 			b.conns = (unsigned)atoi(v);
 		} else if (strcmp(a, "-P") == 0) {

@@ -245,6 +245,7 @@ int counter_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kv_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int kvspace_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int expire_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 
 /* Extensions (ext.c): the one registered for `op` (NULL when none), and

@@ -486,6 +486,10 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_EXISTS:
 	case STORE_OP_KV_KEYINFO:
 	case STORE_OP_KV_EXPIRE_SET:
+	case STORE_OP_KV_EXPIRE_OPT:
+	case STORE_OP_KV_RENAME:
+	case STORE_OP_KV_KEYCOUNT:
+	case STORE_OP_KV_SCAN:
 		return c | ACL_CAT_KEYSPACE;
 	case STORE_OP_KV_LEN:
 		return c;
@@ -494,6 +498,10 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_HMGET:
 	case STORE_OP_KV_HGETALL:
 	case STORE_OP_KV_HDEL:
+	case STORE_OP_KV_HINCRBY:
+	case STORE_OP_KV_HINCRBYFLOAT:
+	case STORE_OP_KV_HEXISTS:
+	case STORE_OP_KV_HKEYS:
 		return c | ACL_CAT_HASH;
 	case STORE_OP_KV_LPUSH:
 	case STORE_OP_KV_RPUSH:
@@ -513,6 +521,8 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_ZRANGE:
 	case STORE_OP_KV_ZSCORE:
 	case STORE_OP_KV_ZRANK:
+	case STORE_OP_KV_ZINCRBY:
+	case STORE_OP_KV_ZRANGE_EX:
 		return c | ACL_CAT_SORTEDSET;
 	default:
 		return c | ACL_CAT_STRING;
@@ -697,6 +707,15 @@ static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn, void *ctx,
 	case STORE_OP_KV_CAS:
 		need |= ACL_KEY_READ;
 		break;
+	case STORE_OP_KV_KEYCOUNT:
+	case STORE_OP_KV_SCAN:
+		return true; /* no key: the command's own check decides */
+	case STORE_OP_KV_RENAME:
+		/* Redis: the source is read and deleted, the destination
+		 * written */
+		return fn(ctx, sc.key.p, sc.key.len,
+		          ACL_KEY_READ | ACL_KEY_WRITE) &&
+		       fn(ctx, sc.arg.p, sc.arg.len, ACL_KEY_WRITE);
 	default:
 		break;
 	}

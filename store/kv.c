@@ -84,7 +84,7 @@ void kv_obj_free(struct kv_obj *o)
 /* The group's key counts (K_KVCOUNT): keys and keys with an expiry
  * moved by dk and de, saturating at 0 (keys written before the row was
  * kept are not counted). A write-back record, so the commands of one
- * entry update it in memory. */
+ * entry update it in memory; deleted when both reach 0. */
 static void kv_count_add(struct tx *tx, int dk, int de)
 {
 	uint8_t kb[8], body[16];
@@ -110,7 +110,11 @@ static void kv_count_add(struct tx *tx, int dk, int de)
 	exp = de < 0 ? (exp > 0 ? exp - 1 : 0) : exp + (uint64_t)de;
 	be_put64(body, keys);
 	be_put64(body + 8, exp);
-	tx_put_rec(tx, &k, body, sizeof body);
+	if (keys == 0 && exp == 0) {
+		tx_del_rec(tx, &k); /* an empty group keeps no row */
+	} else {
+		tx_put_rec(tx, &k, body, sizeof body);
+	}
 }
 
 int kv_count_get(struct tx *tx, uint64_t *keys, uint64_t *expires)

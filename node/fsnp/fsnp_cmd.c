@@ -1221,8 +1221,9 @@ static int args_expire(struct preq *r, const struct args *a, const char *name)
  * planning) and the seek point (arg); store/kvscan.h. */
 static int args_scan(struct preq *r, const struct args *a, const char *name)
 {
-	static const char *const types[] = {"string", "hash", "list", "set",
-	                                    "zset"};
+	/* arg_is's words are upper case */
+	static const char *const types[] = {"STRING", "HASH", "LIST", "SET",
+	                                    "ZSET"};
 	struct store_cmd *c = &r->c;
 	struct store_slice cur;
 	uint8_t seek[KVSCAN_SEEK_MAX], *sp;
@@ -1243,8 +1244,8 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 	if (arg_bytes(r, &a->v[0], &cur) != 0) {
 		return -1;
 	}
-	if (kvscan_cursor_parse(cur.p, cur.len, r->ctx->data_groups, &group, seek,
-	                      &slen) != 0) {
+	if (kvscan_cursor_parse(cur.p, cur.len, r->ctx->data_groups, &group,
+	                        seek, &slen) != 0) {
 		return cmd_error(r->err, "ERR invalid cursor");
 	}
 	c->count = 10;

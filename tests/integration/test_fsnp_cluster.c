@@ -428,12 +428,15 @@ static void test_keyspace_every_group(void **state)
 			cursor[cur.as.bin.len] = '\0';
 			fsnp_iter_init(&kit, &list);
 			while (fsnp_iter_next(&kit, NULL, &k)) {
+				char name[32];
 				unsigned i;
 				assert_int_equal(k.tag, FSNP_BIN);
-				assert_true(k.as.bin.len > 3);
-				assert_memory_equal(k.as.bin.ptr, "ks:", 3);
-				i = (unsigned)atoi((const char *)k.as.bin.ptr +
-				                   3);
+				assert_true(k.as.bin.len > 3 &&
+				            k.as.bin.len < sizeof name);
+				memcpy(name, k.as.bin.ptr, k.as.bin.len);
+				name[k.as.bin.len] = '\0';
+				assert_memory_equal(name, "ks:", 3);
+				i = (unsigned)atoi(name + 3);
 				assert_true(i < NK);
 				seen[i] = true;
 			}

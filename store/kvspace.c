@@ -221,6 +221,8 @@ static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	bool match = (c->flags & STORE_SCAN_MATCH) &&
 	             !(c->value.len == 1 && c->value.p[0] == '*');
 	uint64_t examined = 0, cursor = 0;
+	/* a page examines at least one key (progress) */
+	uint64_t count = c->count > 0 ? c->count : 1;
 	struct sbuf prefix, seek, keys;
 	struct titer ti;
 	uint32_t n = 0;
@@ -247,12 +249,12 @@ static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		uint64_t exp;
 		kp += prefix.len;
 		kl -= prefix.len;
-		if (!all && examined >= c->count) {
+		if (!all && examined >= count) {
 			uint8_t s2[KVSCAN_SEEK_MAX];
 			size_t sl = kvscan_seek_of(c->shards, kp, kl, s2);
 			if (cmp_seek(s2, sl, c->arg.p, c->arg.len) > 0) {
 				cursor = kvscan_cursor_at(tx->group, c->shards,
-				                        kp, kl);
+				                          kp, kl);
 				stopped = true;
 				break;
 			}

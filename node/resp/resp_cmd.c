@@ -1360,7 +1360,9 @@ static void reply_concat(struct resp_req *r)
 }
 
 /* INFO keyspace: the groups' [keys, keys with an expiry] summed, then the
- * whole INFO answer (the sections asked for are in r->flags). */
+ * whole INFO answer (the sections asked for are in r->flags). A group
+ * that did not answer (no leader yet) leaves the count unknown: the
+ * section is then empty rather than wrong, and INFO still answers. */
 static void info_keyspace_done(struct resp_req *r)
 {
 	struct fsnp_plan *pl = &r->plan;
@@ -1368,12 +1370,12 @@ static void info_keyspace_done(struct resp_req *r)
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		struct store_result res;
 		struct store_value v, e;
-		store_result_open(r->res[i], r->res_len[i], &res);
-		if (!store_result_next(&res, &v) || v.tag != STORE_T_ARRAY ||
-		    v.n != 2) {
-			resp_w_error(&r->out,
-			             "ERR malformed result from the store");
-			return;
+		if (r->status[i] != SHARDS_OK ||
+		    store_result_open(r->res[i], r->res_len[i], &res) != 0 ||
+		    res.status != STORE_OK || !store_result_next(&res, &v) ||
+		    v.tag != STORE_T_ARRAY || v.n != 2) {
+			keys = 0;
+			break;
 		}
 		if (store_result_next(&res, &e) && e.tag == STORE_T_U64) {
 			keys += e.u;
@@ -1397,6 +1399,10 @@ static void reply_merged(struct resp_req *r)
 		bool nil;
 	} *items = NULL;
 
+	if (r->op == STORE_OP_KV_KEYCOUNT && r->kind == INFO_KEYSPACE) {
+		info_keyspace_done(r);
+		return;
+	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		struct store_result res;
 		if (r->status[i] != SHARDS_OK) {
@@ -1412,10 +1418,6 @@ static void reply_merged(struct resp_req *r)
 			store_error(r, &res);
 			return;
 		}
-	}
-	if (r->op == STORE_OP_KV_KEYCOUNT && r->kind == INFO_KEYSPACE) {
-		info_keyspace_done(r);
-		return;
 	}
 	if (pl->merge == FSNP_MERGE_CONCAT) {
 		reply_concat(r);

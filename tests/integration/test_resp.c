@@ -329,6 +329,27 @@ static void test_kv(void **state)
 	EXPECT(c, "ZSCORE z b", ",2.5\r\n");
 	EXPECT(c, "ZRANGE z 0 -1 WITHSCORES",
 	       "*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n");
+	EXPECT(c, "ZINCRBY z 1 b", ",3.5\r\n");
+	EXPECT(c, "ZRANGEBYSCORE z 0 5 WITHSCORES LIMIT 1 1",
+	       "*1\r\n*2\r\n$1\r\nb\r\n,3.5\r\n");
+	assert_non_null(strstr(rc_cmd(c, "HELLO 2"), "proto")); /* RESP2 */
+	/* RENAME within one Lodestone slot only; keys of another slot
+	 * answer Redis Cluster's CROSSSLOT */
+	EXPECT(c, "SET {t}a 1", "+OK\r\n");
+	EXPECT(c, "RENAME {t}a {u}a",
+	       "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+	EXPECT(c, "RENAME {t}a {t}b", "+OK\r\n");
+	EXPECT(c, "GET {t}b", "$1\r\n1\r\n");
+	/* DBSIZE agrees with INFO keyspace */
+	{
+		char want[64], info[4096];
+		const char *r = rc_cmd(c, "DBSIZE");
+		assert_int_equal(r[0], ':');
+		snprintf(want, sizeof want, "db0:keys=%lld,",
+		         strtoll(r + 1, NULL, 10));
+		snprintf(info, sizeof info, "%s", rc_cmd(c, "INFO keyspace"));
+		assert_non_null(strstr(info, want));
+	}
 	rc_close(c);
 	free(c);
 }
@@ -1070,8 +1091,8 @@ static unsigned keyspace_walks(struct rc *a, struct rc *b)
 	 * expiry among them) */
 	{
 		char want[64], info[4096];
-		snprintf(want, sizeof want, "db0:keys=%lld,expires=",
-		         dbsize(a));
+		snprintf(want, sizeof want,
+		         "db0:keys=%lld,expires=", dbsize(a));
 		snprintf(info, sizeof info, "%s", rc_cmd(a, "INFO keyspace"));
 		assert_non_null(strstr(info, "# Keyspace\r\n"));
 		assert_non_null(strstr(info, want));

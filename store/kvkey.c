@@ -1,5 +1,6 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
- * INCRBYFLOAT, TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN,
+ * INCRBYFLOAT, TYPE/TTL/PTTL, PERSIST (and EXPIRE/PEXPIRE of older
+ * entries: kvspace.c serves their options), APPEND, STRLEN,
  * GETRANGE, SETRANGE, GETEX, GETDEL and the
  * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the

@@ -529,6 +529,18 @@ static uint32_t op_cats(uint8_t op, bool read)
 	}
 }
 
+/* A plan's categories: its op's, and for KEYS (a whole-keyspace walk)
+ * Redis's @slow @dangerous too. */
+static uint32_t plan_cats(const struct fsnp_plan *pl, bool read)
+{
+	uint32_t c = op_cats(pl->op, read);
+	if (pl->op == STORE_OP_KV_SCAN && pl->name != NULL &&
+	    strcmp(pl->name, "KEYS") == 0) {
+		c |= ACL_CAT_SLOW | ACL_CAT_DANGEROUS;
+	}
+	return c;
+}
+
 /* The session's user: NULL with *all when it is the implicit default
  * (every command, every key); NULL without it when it has none. */
 static const struct acl_user *session_user(const struct fsnp_server *s,
@@ -764,7 +776,7 @@ bool fsnp_acl_check_plan(struct fsnp_req *r)
 	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
 	           ? pl->name
 	           : op_name(pl->op);
-	if (!fsnp_acl_check_cmd(r, name, strlen(name), op_cats(pl->op, read))) {
+	if (!fsnp_acl_check_cmd(r, name, strlen(name), plan_cats(pl, read))) {
 		return false;
 	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
@@ -1317,7 +1329,7 @@ int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
 	           ? pl->name
 	           : op_name(pl->op);
 	if (fsnp_server_acl_check_cmd(s, user, name, strlen(name),
-	                              op_cats(pl->op, read), msg, cap) != 0) {
+	                              plan_cats(pl, read), msg, cap) != 0) {
 		return -1;
 	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {

@@ -478,6 +478,38 @@ static void test_acl_users(void **state)
 	EXPECT(c, "AUTH alice wrong",
 	       "-WRONGPASS invalid username-password "
 	       "pair or user is disabled.\r\n");
+	/* The keyspace commands are checked as Redis checks them: KEYS is
+	 * @dangerous (SCAN is not), RENAME's destination is a key too. */
+	{
+		const char *bob[] = {LS_ABS_BUILDDIR "/lodectl",
+		                     "--fsnp",
+		                     fsnp,
+		                     "acl",
+		                     "setuser",
+		                     "bob",
+		                     "on",
+		                     ">bobpw",
+		                     "~b:*",
+		                     "+@all",
+		                     "-@dangerous",
+		                     NULL};
+		assert_int_equal(harness_run(bob, out, sizeof out), 0);
+		until = harness_mono_ms() + 20000;
+		while (strcmp(rc_cmd(c, "AUTH bob bobpw"), "+OK\r\n") != 0) {
+			assert_true(harness_mono_ms() < until);
+			harness_nap(100);
+		}
+		assert_memory_equal(rc_cmd(c, "SCAN 0 COUNT 1"), "*2\r\n", 4);
+		assert_int_equal(rc_cmd(c, "DBSIZE")[0], ':');
+		EXPECT(c, "KEYS *",
+		       "-NOPERM User bob has no permissions to run "
+		       "the 'keys' command\r\n");
+		EXPECT(c, "SET b:{x}1 v", "+OK\r\n");
+		EXPECT(c, "RENAME b:{x}1 c:{x}1",
+		       "-NOPERM User bob has no permissions to access "
+		       "the 'c:{x}1' key\r\n");
+		EXPECT(c, "RENAME b:{x}1 b:{x}2", "+OK\r\n");
+	}
 	rc_close(c);
 	free(c);
 }

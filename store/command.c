@@ -312,6 +312,39 @@ static const struct op_desc ops[] = {
     [STORE_OP_KV_ZSCORE] =
         {STORE_OP_KV_ZSCORE, true, false, "ZSCORE", {F_KEY, F_ARG}},
     [STORE_OP_EXPIRE] = {STORE_OP_EXPIRE, false, false, "EXPIRE", {F_ITEMS}},
+    [STORE_OP_KV_EXPIRE_OPT] = {STORE_OP_KV_EXPIRE_OPT,
+                                false,
+                                false,
+                                "EXPIRE_OPT",
+                                {F_KEY, F_KIND, F_FLAGS, F_DELTA, F_ARG}},
+    [STORE_OP_KV_RENAME] =
+        {STORE_OP_KV_RENAME, false, false, "RENAME", {F_KEY, F_ARG, F_KIND}},
+    [STORE_OP_KV_ZRANGE_EX] = {STORE_OP_KV_ZRANGE_EX,
+                               true,
+                               false,
+                               "ZRANGE_EX",
+                               {F_KEY, F_START, F_STOP, F_FLAGS, F_OFFSET,
+                                F_COUNT}},
+    [STORE_OP_KV_ZINCRBY] =
+        {STORE_OP_KV_ZINCRBY, false, false, "ZINCRBY", {F_KEY, F_VALUE, F_ARG}},
+    [STORE_OP_KV_HINCRBY] =
+        {STORE_OP_KV_HINCRBY, false, false, "HINCRBY", {F_KEY, F_ARG, F_DELTA}},
+    [STORE_OP_KV_HINCRBYFLOAT] = {STORE_OP_KV_HINCRBYFLOAT,
+                                  false,
+                                  false,
+                                  "HINCRBYFLOAT",
+                                  {F_KEY, F_ARG, F_VALUE}},
+    [STORE_OP_KV_HEXISTS] =
+        {STORE_OP_KV_HEXISTS, true, false, "HEXISTS", {F_KEY, F_ARG}},
+    [STORE_OP_KV_HKEYS] =
+        {STORE_OP_KV_HKEYS, true, false, "HKEYS", {F_KEY, F_KIND}},
+    [STORE_OP_KV_KEYCOUNT] =
+        {STORE_OP_KV_KEYCOUNT, true, false, "KEYCOUNT", {F_KIND}},
+    [STORE_OP_KV_SCAN] = {STORE_OP_KV_SCAN,
+                          true,
+                          false,
+                          "SCAN",
+                          {F_ARG, F_COUNT, F_VALUE, F_FLAGS, F_KIND, F_SHARDS}},
 };
 
 /* Indexed by op (every command and read looks its op up). */

@@ -270,6 +270,44 @@ enum store_op {
 	/* items=expiry index entries -> i64 reclaimed */
 	STORE_OP_EXPIRE = 0x80,
 
+	/* More keyspace and collection commands (store/kvkey.c,
+	 * store/kvcoll.c), 0x81-0x8F. */
+	/* key kind (STORE_EXPIRE_TTL: delta ms after the entry's time;
+	 * STORE_EXPIRE_AT: at Unix ms delta) flags (STORE_EXPIRE_F_*)
+	 * arg=the command's name for the error text -> i64 1 set (or the key
+	 * deleted: a deadline not after the entry's time), 0 not (absent
+	 * key, or a condition failed); ERR when now + delta overflows */
+	STORE_OP_KV_EXPIRE_OPT = 0x81,
+	/* key=source arg=destination kind (1 RENAMENX) -> "OK" (RENAME) or
+	 * i64 1 / 0 (RENAMENX); ERR "no such key" when the source is absent.
+	 * Any type, elements and expiry move with the key. */
+	STORE_OP_KV_RENAME = 0x82,
+	/* (read) ZRANGE_EX: KV_ZRANGE's fields, plus offset and count (LIMIT;
+	 * count UINT64_MAX = all) -> as KV_ZRANGE; with STORE_ZRANGE_COUNT
+	 * in flags -> i64 the members in the score range (ZCOUNT) */
+	STORE_OP_KV_ZRANGE_EX = 0x83,
+	/* key value=increment (8-byte BE IEEE double) arg=member -> text the
+	 * new score; ERR when the sum is NaN */
+	STORE_OP_KV_ZINCRBY = 0x84,
+	/* key arg=field delta -> i64 the new value; ERR when the field's
+	 * value is not an integer or the sum overflows */
+	STORE_OP_KV_HINCRBY = 0x85,
+	/* key arg=field value=increment text -> text the new value (as
+	 * INCRBYFLOAT) */
+	STORE_OP_KV_HINCRBYFLOAT = 0x86,
+	/* (read) key arg=field -> i64 1 | 0 */
+	STORE_OP_KV_HEXISTS = 0x87,
+	/* (read) key kind (0 fields, 1 values) -> [bytes...] */
+	STORE_OP_KV_HKEYS = 0x88,
+	/* (read) kind (0: keys; 1: [keys, keys with an expiry]) -> the
+	 * group's KV key counts (the maintained row, docs/storage.md) */
+	STORE_OP_KV_KEYCOUNT = 0x89,
+	/* (read) arg=seek point (store/kvscan.h) count value=pattern flags
+	 * (STORE_SCAN_*) kind=type (0 any, else the TYPE names' order:
+	 * 1 string ... 5 zset) shards=data groups -> [cursor text,
+	 * [key...]]; with STORE_SCAN_ALL the whole range: [key...] */
+	STORE_OP_KV_SCAN = 0x8A,
+
 	/* Ops of registered extensions (store/ext.h): flow/ takes
 	 * 0xA0..0xA1. store_cmd_decode refuses them; apply and store_read
 	 * hand them to their extension undecoded. */
@@ -313,6 +351,19 @@ enum {
 #define STORE_ZRANGE_BYSCORE 0x04
 #define STORE_ZRANGE_MIN_EXCL 0x08
 #define STORE_ZRANGE_MAX_EXCL 0x10
+
+/* KV_ZRANGE_EX: answer the count of the score range (ZCOUNT) */
+#define STORE_ZRANGE_COUNT 0x20
+
+/* KV_EXPIRE_OPT flags (Redis 7's EXPIRE options). */
+#define STORE_EXPIRE_F_NX 0x01
+#define STORE_EXPIRE_F_XX 0x02
+#define STORE_EXPIRE_F_GT 0x04
+#define STORE_EXPIRE_F_LT 0x08
+
+/* KV_SCAN flags. */
+#define STORE_SCAN_MATCH 0x01 /* value holds a pattern */
+#define STORE_SCAN_ALL 0x02   /* the whole range, no cursor (KEYS) */
 
 /* KV_KEYINFO kinds. */
 enum {

@@ -189,6 +189,8 @@ void tx_pend_publish(struct tx *tx);
 int tx_get_rec(struct tx *tx, const struct sbuf *key, struct sbuf *out);
 void tx_put_rec(struct tx *tx, const struct sbuf *key, const void *v,
                 size_t len);
+/* Deletes the record (v NULL in tx_put_rec does the same). */
+void tx_del_rec(struct tx *tx, const struct sbuf *key);
 /* Undoes the record changes since the journal was last cleared. */
 void tx_recs_rollback(struct tx *tx);
 void tx_recs_commit_cmd(struct tx *tx);
@@ -245,6 +247,7 @@ int counter_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kv_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+int kvspace_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int expire_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 
 /* Extensions (ext.c): the one registered for `op` (NULL when none), and

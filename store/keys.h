@@ -45,6 +45,8 @@ enum key_type {
 	K_ZSCORE = 0x35,   /* sub key + sortable score + member */
 	K_EXPIRY = 0x36,   /* u64 expiry + expiry kind + what */
 	K_FOC = 0x37,      /* user key: fetch-or-compute lease */
+	K_KVCOUNT = 0x38,  /* (alone): u64 KV keys, u64 of them with an
+	                    * expiry (DBSIZE, INFO keyspace) */
 	/* FerricFlow (flow/, an extension: store/ext.h). "part" = u32 len +
 	 * partition, "id" = u32 len + flow id. */
 	K_FLOW = 0x40,        /* part + id: flow record */

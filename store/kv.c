@@ -81,6 +81,61 @@ void kv_obj_free(struct kv_obj *o)
 	o->state = KV_ABSENT;
 }
 
+/* The group's key counts (K_KVCOUNT): keys and keys with an expiry
+ * moved by dk and de, saturating at 0 (keys written before the row was
+ * kept are not counted). A write-back record, so the commands of one
+ * entry update it in memory; deleted when both reach 0. */
+static void kv_count_add(struct tx *tx, int dk, int de)
+{
+	uint8_t kb[8], body[16];
+	struct sbuf k = {kb, 0, sizeof kb}, cur;
+	uint64_t keys = 0, exp = 0;
+	int found;
+
+	if (dk == 0 && de == 0) {
+		return;
+	}
+	key_start(&k, tx->group, K_KVCOUNT);
+	sbuf_init(&cur);
+	found = tx_get_rec(tx, &k, &cur);
+	if (found > 0 && cur.len == 16) {
+		keys = be_get64(cur.p);
+		exp = be_get64(cur.p + 8);
+	}
+	sbuf_free(&cur);
+	if (found < 0) {
+		return;
+	}
+	keys = dk < 0 ? (keys > 0 ? keys - 1 : 0) : keys + (uint64_t)dk;
+	exp = de < 0 ? (exp > 0 ? exp - 1 : 0) : exp + (uint64_t)de;
+	be_put64(body, keys);
+	be_put64(body + 8, exp);
+	if (keys == 0 && exp == 0) {
+		tx_del_rec(tx, &k); /* an empty group keeps no row */
+	} else {
+		tx_put_rec(tx, &k, body, sizeof body);
+	}
+}
+
+int kv_count_get(struct tx *tx, uint64_t *keys, uint64_t *expires)
+{
+	uint8_t kb[8];
+	struct sbuf k = {kb, 0, sizeof kb};
+	struct val v;
+	int found;
+
+	*keys = 0;
+	*expires = 0;
+	key_start(&k, tx->group, K_KVCOUNT);
+	found = tx_get(tx, &k, &v);
+	if (found > 0 && v.len == 16) {
+		*keys = be_get64((const uint8_t *)v.p);
+		*expires = be_get64((const uint8_t *)v.p + 8);
+	}
+	val_free(&v);
+	return found < 0 ? -1 : 0;
+}
+
 int kv_clear(struct tx *tx, struct store_slice key, struct kv_obj *o)
 {
 	static const uint8_t subs[][2] = {
@@ -98,6 +153,7 @@ int kv_clear(struct tx *tx, struct store_slice key, struct kv_obj *o)
 	sbuf_init(&k);
 	kv_key(&k, tx->group, key);
 	tx_del(tx, &k);
+	kv_count_add(tx, -1, o->expires != 0 ? -1 : 0);
 	what_key(&k, key);
 	expiry_index_del(tx, o->expires, EXP_KV, &k);
 	if (o->type < sizeof subs / sizeof subs[0]) {
@@ -140,6 +196,8 @@ void kv_store(struct tx *tx, struct store_slice key, uint8_t type,
 	sbuf_u64(&v, expires);
 	sbuf_add(&v, body, blen);
 	tx_put(tx, &k, v.p, v.len);
+	kv_count_add(tx, o->state == KV_ABSENT ? 1 : 0,
+	             (expires != 0) - (old != 0));
 	if (old != expires) {
 		what_key(&k, key);
 		expiry_index_del(tx, old, EXP_KV, &k);

@@ -54,4 +54,15 @@ void kv_store(struct tx *tx, struct store_slice key, uint8_t type,
               uint64_t expires, const void *body, size_t blen,
               const struct kv_obj *o);
 
+/* The group's KV key counts (K_KVCOUNT; 0 when never written). */
+int kv_count_get(struct tx *tx, uint64_t *keys, uint64_t *expires);
+/* Redis's strict integer text (kvkey.c). */
+bool kv_parse_i64(const uint8_t *p, size_t n, int64_t *out);
+/* Redis's long double text (string2ld): false when not a float. */
+bool kv_parse_ld(const uint8_t *p, size_t n, long double *out);
+/* INCRBYFLOAT's text of a sum into out (KV_LD_CHARS bytes): its length,
+ * or 0 when the sum is NaN, infinite or too long. */
+#define KV_LD_CHARS (5 * 1024)
+size_t kv_format_ld(long double v, char *out);
+
 #endif

@@ -4,6 +4,7 @@
  * operation touches only the elements it names. A collection that
  * becomes empty is deleted. Scores are answered as text (shortest form
  * that reads back to the same double), as the FSNP SDK expects. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,10 @@ static uint8_t coll_type(uint8_t op)
 	case STORE_OP_KV_HMGET:
 	case STORE_OP_KV_HGETALL:
 	case STORE_OP_KV_HDEL:
+	case STORE_OP_KV_HINCRBY:
+	case STORE_OP_KV_HINCRBYFLOAT:
+	case STORE_OP_KV_HEXISTS:
+	case STORE_OP_KV_HKEYS:
 		return T_HASH;
 	case STORE_OP_KV_LPUSH:
 	case STORE_OP_KV_RPUSH:
@@ -110,6 +115,80 @@ static int elem_get(struct tx *tx, const struct sbuf *k, struct val *v)
 
 /* --- Hashes ------------------------------------------------------------- */
 
+/* HINCRBY (delta) and HINCRBYFLOAT (value: the increment's text, checked
+ * by check_items) as Redis: the field's value must be an integer (a
+ * float), a missing field counts as 0. */
+static int hash_incr(struct tx *tx, const struct store_cmd *c, struct coll *cl,
+                     struct sbuf *res)
+{
+	bool flt = c->op == STORE_OP_KV_HINCRBYFLOAT;
+	char text[KV_LD_CHARS];
+	struct sbuf k;
+	struct val got;
+	size_t n = 0;
+	int found;
+
+	sbuf_init(&k);
+	elem_key(&k, tx->group, K_HASH, c->key, c->arg.p, c->arg.len);
+	found = elem_get(tx, &k, &got);
+	if (found < 0) {
+		sbuf_free(&k);
+		return -1;
+	}
+	if (flt) {
+		long double cur = 0, incr = 0;
+		(void)kv_parse_ld(c->value.p, c->value.len, &incr);
+		if (found &&
+		    !kv_parse_ld((const uint8_t *)got.p, got.len, &cur)) {
+			res_error(res, STORE_ERR,
+			          "ERR hash value is not a float");
+			goto out;
+		}
+		n = kv_format_ld(cur + incr, text);
+		if (n == 0) {
+			res_error(
+			    res, STORE_ERR,
+			    "ERR increment would produce NaN or Infinity");
+			goto out;
+		}
+	} else {
+		int64_t cur = 0;
+		if (found &&
+		    !kv_parse_i64((const uint8_t *)got.p, got.len, &cur)) {
+			res_error(res, STORE_ERR,
+			          "ERR hash value is not an integer");
+			goto out;
+		}
+		if ((c->delta > 0 && cur > INT64_MAX - c->delta) ||
+		    (c->delta < 0 && cur < INT64_MIN - c->delta)) {
+			res_error(res, STORE_ERR,
+			          "ERR increment or decrement would overflow");
+			goto out;
+		}
+		cur += c->delta;
+		n = (size_t)snprintf(text, sizeof text, "%" PRId64, cur);
+	}
+	tx_put(tx, &k, text, n);
+	if (!found) {
+		cl->count++;
+	}
+	if (coll_store(tx, c, T_HASH, cl) != 0) {
+		val_free(&got);
+		sbuf_free(&k);
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	if (flt) {
+		res_bytes(res, text, n);
+	} else {
+		res_i64(res, strtoll(text, NULL, 10));
+	}
+out:
+	val_free(&got);
+	sbuf_free(&k);
+	return 0;
+}
+
 static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
                    struct sbuf *res)
 {
@@ -161,6 +240,25 @@ static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		res_begin(res, STORE_OK);
 		res_i64(res, n);
 		break;
+	case STORE_OP_KV_HINCRBY:
+	case STORE_OP_KV_HINCRBYFLOAT:
+		rv = hash_incr(tx, c, cl, res);
+		break;
+	case STORE_OP_KV_HEXISTS:
+		found = 0;
+		if (cl->live) {
+			elem_key(&k, tx->group, K_HASH, c->key, c->arg.p,
+			         c->arg.len);
+			found = elem_get(tx, &k, &got);
+			val_free(&got);
+		}
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		res_begin(res, STORE_OK);
+		res_i64(res, found);
+		break;
 	case STORE_OP_KV_HGET:
 	case STORE_OP_KV_HMGET: {
 		struct store_slice one[1] = {c->arg};
@@ -193,14 +291,16 @@ static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		}
 		break;
 	}
-	default: { /* HGETALL */
+	default: { /* HGETALL, HKEYS (kind 0) and HVALS (kind 1) */
 		struct titer ti;
 		size_t mark, plen;
 		uint32_t cnt = 0;
+		bool keys = c->op == STORE_OP_KV_HKEYS && c->kind == 0;
+		bool vals = c->op == STORE_OP_KV_HKEYS && c->kind == 1;
 		kv_sub_prefix(&k, tx->group, K_HASH, c->key);
 		plen = k.len;
 		res_begin(res, STORE_OK);
-		mark = res_map_open(res);
+		mark = keys || vals ? res_array_open(res) : res_map_open(res);
 		if (cl->live) {
 			titer_open(&ti, tx, &k);
 			for (titer_seek(&ti, NULL); titer_valid(&ti);
@@ -208,8 +308,14 @@ static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 				size_t kl, vl;
 				const uint8_t *kp = titer_key(&ti, &kl);
 				const uint8_t *vp = titer_value(&ti, &vl);
-				res_map_key(res, kp + plen, kl - plen);
-				res_bytes(res, vp, vl);
+				if (keys) {
+					res_bytes(res, kp + plen, kl - plen);
+				} else if (vals) {
+					res_bytes(res, vp, vl);
+				} else {
+					res_map_key(res, kp + plen, kl - plen);
+					res_bytes(res, vp, vl);
+				}
 				cnt++;
 			}
 			rv = titer_close(&ti);
@@ -619,6 +725,40 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		res_begin(res, STORE_OK);
 		res_i64(res, n);
 		break;
+	case STORE_OP_KV_ZINCRBY: {
+		uint64_t u = be_get64(c->value.p);
+		double d, sum;
+		uint8_t bits[8];
+		memcpy(&d, &u, sizeof d);
+		found = zscore_get(tx, c->key, c->arg, &old);
+		if (found < 0) {
+			rv = -1;
+			goto out;
+		}
+		sum = found ? old + d : d;
+		if (isnan(sum)) {
+			res_error(res, STORE_ERR,
+			          "ERR resulting score is not a number (NaN)");
+			goto out;
+		}
+		if (found) {
+			score_key(&k, tx->group, c->key, old, c->arg);
+			tx_del(tx, &k);
+		} else {
+			cl->count++;
+		}
+		score_key(&k, tx->group, c->key, sum, c->arg);
+		tx_put(tx, &k, "", 0);
+		elem_key(&k, tx->group, K_ZMEMBER, c->key, c->arg.p,
+		         c->arg.len);
+		memcpy(&u, &sum, sizeof u);
+		be_put64(bits, u);
+		tx_put(tx, &k, bits, sizeof bits);
+		rv = coll_store(tx, c, T_ZSET, cl);
+		res_begin(res, STORE_OK);
+		res_score(res, sum);
+		break;
+	}
 	case STORE_OP_KV_ZSCORE:
 		found = cl->live ? zscore_get(tx, c->key, c->arg, &old) : 0;
 		if (found < 0) {
@@ -685,6 +825,10 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		bool scores = c->flags & STORE_ZRANGE_WITHSCORES;
 		bool bys = c->flags & STORE_ZRANGE_BYSCORE;
 		bool rev = c->flags & STORE_ZRANGE_REV;
+		bool ex = c->op == STORE_OP_KV_ZRANGE_EX;
+		bool counting = ex && (c->flags & STORE_ZRANGE_COUNT);
+		uint64_t skip = ex ? c->offset : 0;
+		uint64_t take = ex ? c->count : UINT64_MAX;
 		double lo = 0, hi = 0;
 		bool any = cl->live;
 		if (bys) {
@@ -702,7 +846,7 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			}
 		}
 		res_begin(res, STORE_OK);
-		mark = res_array_open(res);
+		mark = counting ? 0 : res_array_open(res);
 		sbuf_init(&hits);
 		sbuf_init(&keys);
 		if (any) {
@@ -740,8 +884,18 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			}
 			rv = titer_close(&ti);
 		}
-		for (size_t i = 0, nh = hits.len / sizeof(size_t);
-		     rv == 0 && i < nh; i++) {
+		if (counting) {
+			if (rv == 0) {
+				res_i64(res,
+				        (int64_t)(hits.len / sizeof(size_t)));
+			}
+			sbuf_free(&hits);
+			sbuf_free(&keys);
+			break;
+		}
+		/* LIMIT offset count: in the answer's order */
+		for (size_t i = skip, nh = hits.len / sizeof(size_t);
+		     rv == 0 && i < nh && i - skip < take; i++) {
 			size_t off, len;
 			memcpy(&off,
 			       hits.p + (rev ? nh - 1 - i : i) * sizeof off,
@@ -801,6 +955,37 @@ static bool check_items(const struct store_cmd *c, struct sbuf *res)
 			}
 		}
 		return true;
+	case STORE_OP_KV_ZINCRBY: {
+		uint64_t u;
+		double d;
+		if (c->value.len != 8) {
+			res_error(res, STORE_BAD_COMMAND,
+			          "ERR value is not a valid float");
+			return false;
+		}
+		u = be_get64(c->value.p);
+		memcpy(&d, &u, sizeof d);
+		if (isnan(d)) {
+			res_error(res, STORE_BAD_COMMAND,
+			          "ERR value is not a valid float");
+			return false;
+		}
+		return true;
+	}
+	case STORE_OP_KV_HINCRBYFLOAT: {
+		long double incr;
+		if (!kv_parse_ld(c->value.p, c->value.len, &incr)) {
+			res_error(res, STORE_ERR,
+			          "ERR value is not a valid float");
+			return false;
+		}
+		if (isinf(incr)) {
+			res_error(res, STORE_ERR,
+			          "ERR value is NaN or Infinity");
+			return false;
+		}
+		return true;
+	}
 	case STORE_OP_KV_HDEL:
 	case STORE_OP_KV_HMGET:
 	case STORE_OP_KV_LPUSH:

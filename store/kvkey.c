@@ -1,5 +1,6 @@
 /* KV keyspace commands on any key (docs/storage.md "KV"): INCRBY, EXISTS,
- * INCRBYFLOAT, TYPE/TTL/PTTL, EXPIRE/PEXPIRE/PERSIST, APPEND, STRLEN,
+ * INCRBYFLOAT, TYPE/TTL/PTTL, PERSIST (and EXPIRE/PEXPIRE of older
+ * entries: kvspace.c serves their options), APPEND, STRLEN,
  * GETRANGE, SETRANGE, GETEX, GETDEL and the
  * element count of a collection (HLEN, LLEN, SCARD, ZCARD), MSETNX. Results are
  * FSNP typed values with Redis's error texts; time is the entry's (the
@@ -18,7 +19,7 @@
 
 /* Redis's strict integer text: optional '-', no leading zeros (but "0"),
  * within int64. */
-static bool parse_i64(const uint8_t *p, size_t n, int64_t *out)
+bool kv_parse_i64(const uint8_t *p, size_t n, int64_t *out)
 {
 	uint64_t v = 0;
 	size_t i = 0;
@@ -65,7 +66,7 @@ static int kv_incrby(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
 		goto out;
 	}
-	if (o.state == KV_LIVE && !parse_i64(o.body.p, o.body.len, &cur)) {
+	if (o.state == KV_LIVE && !kv_parse_i64(o.body.p, o.body.len, &cur)) {
 		res_error(res, STORE_ERR, NOT_INT);
 		goto out;
 	}
@@ -88,12 +89,12 @@ out:
 }
 
 /* Redis's bound on a long double's text, parsed and printed. */
-#define LD_CHARS (5 * 1024)
+#define LD_CHARS KV_LD_CHARS
 #define NOT_FLOAT "ERR value is not a valid float"
 
 /* Redis's string2ld: strtold over the whole text (up to a NUL), no leading
  * space, no NaN, no overflow. */
-static bool parse_ld(const uint8_t *p, size_t n, long double *out)
+bool kv_parse_ld(const uint8_t *p, size_t n, long double *out)
 {
 	char buf[LD_CHARS];
 	char *end;
@@ -115,6 +116,31 @@ static bool parse_ld(const uint8_t *p, size_t n, long double *out)
 	return true;
 }
 
+size_t kv_format_ld(long double v, char *text)
+{
+	int n;
+	if (isnan(v) || isinf(v)) {
+		return 0;
+	}
+	n = snprintf(text, LD_CHARS, "%.17Lf", v);
+	if (n <= 0 || n >= LD_CHARS) {
+		return 0;
+	}
+	if (strchr(text, '.') != NULL) {
+		while (text[n - 1] == '0') {
+			n--;
+		}
+		if (text[n - 1] == '.') {
+			n--;
+		}
+	}
+	if (n == 2 && text[0] == '-' && text[1] == '0') {
+		text[0] = '0';
+		n = 1;
+	}
+	return (size_t)n;
+}
+
 /* INCRBYFLOAT: the sum in long double, as Redis, printed with 17 decimals
  * less trailing zeros. The same binary on every replica gives the same
  * text. */
@@ -133,8 +159,8 @@ static int kv_incrbyfloat(struct tx *tx, const struct store_cmd *c,
 		res_error(res, STORE_WRONGTYPE, KV_WRONGTYPE);
 		goto out;
 	}
-	if ((o.state == KV_LIVE && !parse_ld(o.body.p, o.body.len, &cur)) ||
-	    !parse_ld(c->value.p, c->value.len, &incr)) {
+	if ((o.state == KV_LIVE && !kv_parse_ld(o.body.p, o.body.len, &cur)) ||
+	    !kv_parse_ld(c->value.p, c->value.len, &incr)) {
 		res_error(res, STORE_ERR, NOT_FLOAT);
 		goto out;
 	}
@@ -149,23 +175,11 @@ static int kv_incrbyfloat(struct tx *tx, const struct store_cmd *c,
 		kv_obj_free(&o);
 		return tx_fail(tx, "out of memory for INCRBYFLOAT", NULL);
 	}
-	n = snprintf(text, LD_CHARS, "%.17Lf", cur);
-	if (n < 0 || n >= LD_CHARS) {
+	n = (int)kv_format_ld(cur, text);
+	if (n == 0) {
 		res_error(res, STORE_ERR,
 		          "ERR increment would produce NaN or Infinity");
 		goto out;
-	}
-	if (strchr(text, '.') != NULL) {
-		while (text[n - 1] == '0') {
-			n--;
-		}
-		if (text[n - 1] == '.') {
-			n--;
-		}
-	}
-	if (n == 2 && text[0] == '-' && text[1] == '0') {
-		text[0] = '0';
-		n = 1;
 	}
 	/* As Redis, the key keeps its expiry. */
 	kv_store(tx, c->key, T_STRING, o.state == KV_LIVE ? o.expires : 0, text,

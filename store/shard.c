@@ -503,6 +503,11 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		return kvkey_apply(tx, c, res);
 	case STORE_OP_EXPIRE:
 		return expire_apply(tx, c, res);
+	case STORE_OP_KV_EXPIRE_OPT:
+	case STORE_OP_KV_RENAME:
+	case STORE_OP_KV_KEYCOUNT:
+	case STORE_OP_KV_SCAN:
+		return kvspace_apply(tx, c, res);
 	default:
 		return kvcoll_apply(tx, c, res);
 	}

@@ -10,7 +10,7 @@ store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c \
-	store/kvkey.c \
+	store/kvkey.c store/kvspace.c store/kvscan.c store/kvscan.h \
 	store/ext.c store/ext.h store/cfstats.c store/cfstats.h
 EXTRA_DIST += docs/storage.md
 

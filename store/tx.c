@@ -486,9 +486,16 @@ void tx_put_rec(struct tx *tx, const struct sbuf *key, const void *v,
 	sbuf_u8(&tx->journal, r->dirty);
 	sbuf_lbytes(&tx->journal, r->val.p, r->val.len);
 	sbuf_reset(&r->val);
-	sbuf_add(&r->val, v, len);
-	r->present = true;
+	if (v != NULL) {
+		sbuf_add(&r->val, v, len);
+	}
+	r->present = v != NULL;
 	r->dirty = true;
+}
+
+void tx_del_rec(struct tx *tx, const struct sbuf *key)
+{
+	tx_put_rec(tx, key, NULL, 0);
 }
 
 void tx_recs_rollback(struct tx *tx)
@@ -537,10 +544,12 @@ void tx_recs_flush(struct tx *tx)
 {
 	for (size_t i = 0; i < tx->nrecs; i++) {
 		struct tx_rec *r = &tx->recs[i];
-		if (r->dirty) {
+		if (r->dirty && r->present) {
 			tx_put(tx, &r->key, r->val.p, r->val.len);
-			r->dirty = false;
+		} else if (r->dirty) {
+			tx_del(tx, &r->key);
 		}
+		r->dirty = false;
 	}
 }
 

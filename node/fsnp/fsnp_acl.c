@@ -486,6 +486,10 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_EXISTS:
 	case STORE_OP_KV_KEYINFO:
 	case STORE_OP_KV_EXPIRE_SET:
+	case STORE_OP_KV_EXPIRE_OPT:
+	case STORE_OP_KV_RENAME:
+	case STORE_OP_KV_KEYCOUNT:
+	case STORE_OP_KV_SCAN:
 		return c | ACL_CAT_KEYSPACE;
 	case STORE_OP_KV_LEN:
 		return c;
@@ -494,6 +498,10 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_HMGET:
 	case STORE_OP_KV_HGETALL:
 	case STORE_OP_KV_HDEL:
+	case STORE_OP_KV_HINCRBY:
+	case STORE_OP_KV_HINCRBYFLOAT:
+	case STORE_OP_KV_HEXISTS:
+	case STORE_OP_KV_HKEYS:
 		return c | ACL_CAT_HASH;
 	case STORE_OP_KV_LPUSH:
 	case STORE_OP_KV_RPUSH:
@@ -513,10 +521,24 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_ZRANGE:
 	case STORE_OP_KV_ZSCORE:
 	case STORE_OP_KV_ZRANK:
+	case STORE_OP_KV_ZINCRBY:
+	case STORE_OP_KV_ZRANGE_EX:
 		return c | ACL_CAT_SORTEDSET;
 	default:
 		return c | ACL_CAT_STRING;
 	}
+}
+
+/* A plan's categories: its op's, and for KEYS (a whole-keyspace walk)
+ * Redis's @slow @dangerous too. */
+static uint32_t plan_cats(const struct fsnp_plan *pl, bool read)
+{
+	uint32_t c = op_cats(pl->op, read);
+	if (pl->op == STORE_OP_KV_SCAN && pl->name != NULL &&
+	    strcmp(pl->name, "KEYS") == 0) {
+		c |= ACL_CAT_SLOW | ACL_CAT_DANGEROUS;
+	}
+	return c;
 }
 
 /* The session's user: NULL with *all when it is the implicit default
@@ -697,6 +719,15 @@ static bool walk_part_keys(const struct fsnp_part *p, part_key_fn fn, void *ctx,
 	case STORE_OP_KV_CAS:
 		need |= ACL_KEY_READ;
 		break;
+	case STORE_OP_KV_KEYCOUNT:
+	case STORE_OP_KV_SCAN:
+		return true; /* no key: the command's own check decides */
+	case STORE_OP_KV_RENAME:
+		/* Redis: the source is read and deleted, the destination
+		 * written */
+		return fn(ctx, sc.key.p, sc.key.len,
+		          ACL_KEY_READ | ACL_KEY_WRITE) &&
+		       fn(ctx, sc.arg.p, sc.arg.len, ACL_KEY_WRITE);
 	default:
 		break;
 	}
@@ -745,7 +776,7 @@ bool fsnp_acl_check_plan(struct fsnp_req *r)
 	name = pl->name != NULL && pl->op != STORE_OP_ACL_LIST
 	           ? pl->name
 	           : op_name(pl->op);
-	if (!fsnp_acl_check_cmd(r, name, strlen(name), op_cats(pl->op, read))) {
+	if (!fsnp_acl_check_cmd(r, name, strlen(name), plan_cats(pl, read))) {
 		return false;
 	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
@@ -1298,7 +1329,7 @@ int fsnp_server_acl_check_plan(const struct fsnp_server *s, const char *user,
 	           ? pl->name
 	           : op_name(pl->op);
 	if (fsnp_server_acl_check_cmd(s, user, name, strlen(name),
-	                              op_cats(pl->op, read), msg, cap) != 0) {
+	                              plan_cats(pl, read), msg, cap) != 0) {
 		return -1;
 	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {

@@ -12,6 +12,7 @@
 
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"
+#include "store/kvscan.h"
 
 /* --- Command table ------------------------------------------------------ */
 
@@ -86,6 +87,21 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("SCARD", 0, STORE_OP_KV_LEN),
     KV("ZCARD", 0, STORE_OP_KV_LEN),
     KV("MSETNX", 0, STORE_OP_KV_MSETNX),
+    KV("EXPIREAT", 0, STORE_OP_KV_EXPIRE_OPT),
+    KV("PEXPIREAT", 0, STORE_OP_KV_EXPIRE_OPT),
+    KV("RENAME", 0, STORE_OP_KV_RENAME),
+    KV("RENAMENX", 0, STORE_OP_KV_RENAME),
+    KV("ZINCRBY", 0, STORE_OP_KV_ZINCRBY),
+    KV("ZCOUNT", 0, STORE_OP_KV_ZRANGE_EX),
+    KV("ZREVRANGEBYSCORE", 0, STORE_OP_KV_ZRANGE),
+    KV("HINCRBY", 0, STORE_OP_KV_HINCRBY),
+    KV("HINCRBYFLOAT", 0, STORE_OP_KV_HINCRBYFLOAT),
+    KV("HEXISTS", 0, STORE_OP_KV_HEXISTS),
+    KV("HKEYS", 0, STORE_OP_KV_HKEYS),
+    KV("HVALS", 0, STORE_OP_KV_HKEYS),
+    KV("DBSIZE", 0, STORE_OP_KV_KEYCOUNT),
+    KV("KEYS", 0, STORE_OP_KV_SCAN),
+    KV("SCAN", 0, STORE_OP_KV_SCAN),
     KV("ACL", 0, STORE_OP_ACL_LIST),
     CTL("HELLO", FSNP_OP_HELLO),
     CTL("AUTH", FSNP_OP_AUTH),
@@ -1059,7 +1075,10 @@ static int args_zrange(struct preq *r, const struct args *a, const char *name)
 {
 	struct store_cmd *c = &r->c;
 	const struct fsnp_val *v = a->v;
-	bool bys = strcmp(name, "ZRANGEBYSCORE") == 0, rev = false;
+	bool revbys = strcmp(name, "ZREVRANGEBYSCORE") == 0;
+	bool bys = strcmp(name, "ZRANGEBYSCORE") == 0 || revbys, rev = revbys;
+	bool limit = false;
+	int64_t off = 0, cnt = -1;
 	uint32_t lo = 1, hi = 2;
 	if (a->n < 3) {
 		return wrong_args(r, name);
@@ -1068,9 +1087,14 @@ static int args_zrange(struct preq *r, const struct args *a, const char *name)
 		if (arg_is(&v[i], "WITHSCORES")) {
 			c->flags |= STORE_ZRANGE_WITHSCORES;
 		} else if (arg_is(&v[i], "LIMIT") && i + 2 < a->n) {
-			return cmd_error(r->err,
-			                 "ERR LIMIT is not supported by "
-			                 "Lodestone (docs/resp.md)");
+			if (val_int(&v[i + 1], &off) != 0 ||
+			    val_int(&v[i + 2], &cnt) != 0) {
+				return cmd_error(r->err,
+				                 "ERR value is not an integer "
+				                 "or out of range");
+			}
+			limit = true;
+			i += 2;
 		} else if (!bys && arg_is(&v[i], "BYSCORE")) {
 			c->flags |= STORE_ZRANGE_BYSCORE;
 		} else if (!bys && arg_is(&v[i], "REV")) {
@@ -1083,11 +1107,23 @@ static int args_zrange(struct preq *r, const struct args *a, const char *name)
 			return cmd_error(r->err, "ERR syntax error");
 		}
 	}
+	if (limit && cnt != -1 && !bys && !(c->flags & STORE_ZRANGE_BYSCORE)) {
+		return cmd_error(r->err, "ERR syntax error, LIMIT is only "
+		                         "supported in combination with "
+		                         "either BYSCORE or BYLEX");
+	}
 	if (rev) {
 		c->flags |= STORE_ZRANGE_REV;
 	}
 	if (bys) {
 		c->flags |= STORE_ZRANGE_BYSCORE;
+	}
+	if (limit && (c->flags & STORE_ZRANGE_BYSCORE)) {
+		/* Redis: a negative offset answers nothing, a negative
+		 * count everything from the offset */
+		c->op = STORE_OP_KV_ZRANGE_EX;
+		c->offset = off < 0 ? UINT64_MAX : (uint64_t)off;
+		c->count = cnt < 0 ? UINT64_MAX : (uint64_t)cnt;
 	}
 	if (c->flags & STORE_ZRANGE_BYSCORE) {
 		double dl, dh;
@@ -1113,6 +1149,147 @@ static int args_zrange(struct preq *r, const struct args *a, const char *name)
 		return -1;
 	}
 	return arg_key(r, &v[0], &c->key);
+}
+
+/* EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT key time [NX|XX|GT|LT ...] with
+ * Redis 7's checks in its order: the options, then the integer, then its
+ * conversion to ms; all four are KV_EXPIRE_OPT (KV_EXPIRE_SET stays
+ * for PERSIST and for entries already in logs). */
+static int args_expire(struct preq *r, const struct args *a, const char *name)
+{
+	static const char *const lower[] = {"expire", "pexpire", "expireat",
+	                                    "pexpireat"};
+	struct store_cmd *c = &r->c;
+	bool at =
+	    strcmp(name, "EXPIREAT") == 0 || strcmp(name, "PEXPIREAT") == 0;
+	bool secs = name[0] == 'E';
+	const char *lname = lower[(at ? 2 : 0) + (secs ? 0 : 1)];
+	uint8_t f = 0;
+	int64_t x;
+
+	if (a->n < 2) {
+		return wrong_args(r, name);
+	}
+	for (uint32_t i = 2; i < a->n; i++) {
+		const struct fsnp_val *o = &a->v[i];
+		if (arg_is(o, "NX")) {
+			f |= STORE_EXPIRE_F_NX;
+		} else if (arg_is(o, "XX")) {
+			f |= STORE_EXPIRE_F_XX;
+		} else if (arg_is(o, "GT")) {
+			f |= STORE_EXPIRE_F_GT;
+		} else if (arg_is(o, "LT")) {
+			f |= STORE_EXPIRE_F_LT;
+		} else {
+			struct store_slice s;
+			if (arg_bytes(r, o, &s) != 0) {
+				return -1;
+			}
+			return cmd_error(r->err, "ERR Unsupported option %.*s",
+			                 (int)(s.len < 64 ? s.len : 64),
+			                 (const char *)s.p);
+		}
+	}
+	if ((f & STORE_EXPIRE_F_NX) &&
+	    (f & (STORE_EXPIRE_F_XX | STORE_EXPIRE_F_GT | STORE_EXPIRE_F_LT))) {
+		return cmd_error(r->err, "ERR NX and XX, GT or LT options at "
+		                         "the same time are not compatible");
+	}
+	if ((f & STORE_EXPIRE_F_GT) && (f & STORE_EXPIRE_F_LT)) {
+		return cmd_error(r->err, "ERR GT and LT options at the same "
+		                         "time are not compatible");
+	}
+	if (val_int(&a->v[1], &x) != 0) {
+		return cmd_error(r->err, "ERR value is not an integer or out "
+		                         "of range");
+	}
+	if (secs && (x > INT64_MAX / 1000 || x < INT64_MIN / 1000)) {
+		return cmd_error(
+		    r->err, "ERR invalid expire time in '%s' command", lname);
+	}
+	c->delta = secs ? x * 1000 : x;
+	c->op = STORE_OP_KV_EXPIRE_OPT;
+	c->kind = at ? STORE_EXPIRE_AT : STORE_EXPIRE_TTL;
+	c->flags = f;
+	c->arg.p = (const uint8_t *)lname;
+	c->arg.len = strlen(lname);
+	return arg_key(r, &a->v[0], &c->key);
+}
+
+/* SCAN cursor [MATCH pattern] [COUNT n] [TYPE type] and KEYS pattern, as
+ * Redis 7.0 parses them. SCAN's cursor names the group (c->shard, for
+ * planning) and the seek point (arg); store/kvscan.h. */
+static int args_scan(struct preq *r, const struct args *a, const char *name)
+{
+	/* arg_is's words are upper case */
+	static const char *const types[] = {"STRING", "HASH", "LIST", "SET",
+	                                    "ZSET"};
+	struct store_cmd *c = &r->c;
+	struct store_slice cur;
+	uint8_t seek[KVSCAN_SEEK_MAX], *sp;
+	size_t slen;
+	uint32_t group;
+
+	c->shards = r->ctx->data_groups;
+	if (strcmp(name, "KEYS") == 0) {
+		if (a->n != 1) {
+			return wrong_args(r, name);
+		}
+		c->flags = STORE_SCAN_ALL | STORE_SCAN_MATCH;
+		return arg_bytes(r, &a->v[0], &c->value);
+	}
+	if (a->n < 1) {
+		return wrong_args(r, name);
+	}
+	if (arg_bytes(r, &a->v[0], &cur) != 0) {
+		return -1;
+	}
+	if (kvscan_cursor_parse(cur.p, cur.len, r->ctx->data_groups, &group,
+	                        seek, &slen) != 0) {
+		return cmd_error(r->err, "ERR invalid cursor");
+	}
+	c->count = 10;
+	for (uint32_t i = 1; i < a->n; i++) {
+		const struct fsnp_val *o = &a->v[i];
+		bool more = i + 1 < a->n;
+		if (arg_is(o, "COUNT") && more) {
+			int64_t x;
+			if (val_int(&a->v[i + 1], &x) != 0) {
+				return cmd_error(r->err,
+				                 "ERR value is not an integer "
+				                 "or out of range");
+			}
+			if (x < 1) {
+				return cmd_error(r->err, "ERR syntax error");
+			}
+			c->count = (uint64_t)x;
+		} else if (arg_is(o, "MATCH") && more) {
+			if (arg_bytes(r, &a->v[i + 1], &c->value) != 0) {
+				return -1;
+			}
+			c->flags |= STORE_SCAN_MATCH;
+		} else if (arg_is(o, "TYPE") && more) {
+			/* an unknown type matches no key (Redis 7.0) */
+			c->kind = 7;
+			for (uint8_t t = 0; t < 5; t++) {
+				if (arg_is(&a->v[i + 1], types[t])) {
+					c->kind = (uint8_t)(t + 1);
+				}
+			}
+		} else {
+			return cmd_error(r->err, "ERR syntax error");
+		}
+		i++;
+	}
+	sp = scratch(r, slen > 0 ? slen : 1);
+	if (sp == NULL) {
+		return nomem(r->err);
+	}
+	memcpy(sp, seek, slen);
+	c->arg.p = sp;
+	c->arg.len = slen;
+	c->shard = group;
+	return 0;
 }
 
 /* Positional arguments after the name, per command. */
@@ -1181,26 +1358,103 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			c->kind = STORE_EXPIRE_NONE;
 			return arg_key(r, &v[0], &c->key);
 		}
-		if (n < 2) {
+		return args_expire(r, a, name);
+	case STORE_OP_KV_EXPIRE_OPT:
+		return args_expire(r, a, name);
+	case STORE_OP_KV_RENAME:
+		if (n != 2) {
 			return wrong_args(r, name);
 		}
-		if (n > 2) {
-			return cmd_error(r->err,
-			                 "ERR NX, XX, GT and LT options "
-			                 "are not supported");
+		c->kind = strcmp(name, "RENAMENX") == 0 ? 1 : 0;
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_key(r, &v[1], &c->arg);
+	case STORE_OP_KV_ZINCRBY: {
+		double d;
+		uint8_t *p;
+		uint64_t u;
+		if (n != 3) {
+			return wrong_args(r, name);
 		}
-		if (val_int(&v[1], &x) != 0) {
+		if (val_score(&v[1], &d) != 0) {
+			return cmd_error(r->err, "ERR value is not a valid "
+			                         "float");
+		}
+		p = scratch(r, 8);
+		if (p == NULL) {
+			return nomem(r->err);
+		}
+		memcpy(&u, &d, sizeof u);
+		for (int i = 0; i < 8; i++) {
+			p[i] = (uint8_t)(u >> (56 - 8 * i));
+		}
+		c->value.p = p;
+		c->value.len = 8;
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[2], &c->arg);
+	}
+	case STORE_OP_KV_ZRANGE_EX: { /* ZCOUNT key min max */
+		double dl, dh;
+		bool el, eh;
+		uint64_t u;
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (!score_bound(r, &v[1], &dl, &el) ||
+		    !score_bound(r, &v[2], &dh, &eh)) {
+			return cmd_error(r->err,
+			                 "ERR min or max is not a float");
+		}
+		memcpy(&u, &dl, sizeof u);
+		c->start = (int64_t)u;
+		memcpy(&u, &dh, sizeof u);
+		c->stop = (int64_t)u;
+		c->flags = STORE_ZRANGE_BYSCORE | STORE_ZRANGE_COUNT |
+		           (el ? STORE_ZRANGE_MIN_EXCL : 0) |
+		           (eh ? STORE_ZRANGE_MAX_EXCL : 0);
+		c->count = UINT64_MAX;
+		return arg_key(r, &v[0], &c->key);
+	}
+	case STORE_OP_KV_HINCRBY:
+		if (n != 3) {
+			return wrong_args(r, name);
+		}
+		if (val_int(&v[2], &c->delta) != 0) {
 			return cmd_error(r->err, "ERR value is not an integer "
 			                         "or out of range");
 		}
-		if (name[0] == 'E' &&
-		    (x > INT64_MAX / 1000 || x < INT64_MIN / 1000)) {
-			return cmd_error(r->err, "ERR invalid expire time in "
-			                         "'expire' command");
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[1], &c->arg);
+	case STORE_OP_KV_HINCRBYFLOAT:
+		if (n != 3) {
+			return wrong_args(r, name);
 		}
-		c->kind = STORE_EXPIRE_TTL;
-		c->delta = name[0] == 'E' ? x * 1000 : x;
+		return arg_key(r, &v[0], &c->key) != 0 ||
+		               arg_bytes(r, &v[1], &c->arg) != 0
+		           ? -1
+		           : arg_bytes(r, &v[2], &c->value);
+	case STORE_OP_KV_HEXISTS:
+		if (n != 2) {
+			return wrong_args(r, name);
+		}
+		return arg_key(r, &v[0], &c->key) != 0
+		           ? -1
+		           : arg_bytes(r, &v[1], &c->arg);
+	case STORE_OP_KV_HKEYS:
+		if (n != 1) {
+			return wrong_args(r, name);
+		}
+		c->kind = strcmp(name, "HVALS") == 0 ? 1 : 0;
 		return arg_key(r, &v[0], &c->key);
+	case STORE_OP_KV_KEYCOUNT:
+		if (n != 0) {
+			return wrong_args(r, name);
+		}
+		return 0;
+	case STORE_OP_KV_SCAN:
+		return args_scan(r, a, name);
 	case STORE_OP_KV_GETEX:
 		return args_getex(r, a);
 	case STORE_OP_KV_SETRANGE:
@@ -1566,6 +1820,27 @@ out:
 	return rv;
 }
 
+/* DBSIZE and KEYS: the same read on every data group. */
+static int plan_every_group(const struct store_cmd *c,
+                            const struct fsnp_cmd_ctx *ctx,
+                            struct fsnp_plan *out, struct fsnp_cmd_err *err)
+{
+	uint32_t n = ctx->data_groups;
+	out->parts = calloc(n > 0 ? n : 1, sizeof *out->parts);
+	if (out->parts == NULL) {
+		return nomem(err);
+	}
+	for (uint32_t g = 1; g <= n; g++) {
+		struct fsnp_part *part = &out->parts[out->n_parts];
+		part->group = g;
+		out->n_parts++;
+		if (encode_part(part, c, NULL, 0, err) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
                         const struct fsnp_cmd_ctx *ctx, struct fsnp_plan *out,
                         struct fsnp_cmd_err *err)
@@ -1573,6 +1848,16 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 	plan_reset(out);
 	out->opcode = opcode;
 	out->op = c->op;
+	if (c->op == STORE_OP_KV_KEYCOUNT ||
+	    (c->op == STORE_OP_KV_SCAN && (c->flags & STORE_SCAN_ALL))) {
+		out->merge = c->op == STORE_OP_KV_KEYCOUNT ? FSNP_MERGE_SUM
+		                                           : FSNP_MERGE_CONCAT;
+		if (plan_every_group(c, ctx, out, err) != 0) {
+			fsnp_plan_free(out);
+			return -1;
+		}
+		return 0;
+	}
 	if (c->op == STORE_OP_KV_DEL || c->op == STORE_OP_KV_MGET ||
 	    c->op == STORE_OP_KV_EXISTS) {
 		out->merge = c->op == STORE_OP_KV_MGET ? FSNP_MERGE_ORDER
@@ -1603,10 +1888,26 @@ int fsnp_cmd_plan_store(uint16_t opcode, const struct store_cmd *c,
 				                 "slot");
 			}
 		}
+	} else if (c->op == STORE_OP_KV_SCAN) {
+		/* the group the cursor names (args_scan) */
+		if (c->shard < 1 || c->shard > ctx->data_groups) {
+			return cmd_error(err, "ERR invalid cursor");
+		}
+		group = c->shard;
 	} else {
 		group = group_of(ctx, c->key.p, c->key.len, &out->slot);
 		out->key = c->key.p;
 		out->key_len = c->key.len;
+		if (c->op == STORE_OP_KV_RENAME) {
+			unsigned slot;
+			group_of(ctx, c->arg.p, c->arg.len, &slot);
+			if (slot != out->slot) {
+				return cmd_error(err,
+				                 "CROSSSLOT Keys in request "
+				                 "don't hash to the same "
+				                 "slot");
+			}
+		}
 	}
 	memset(&out->one, 0, sizeof out->one);
 	out->parts = &out->one;

@@ -57,9 +57,10 @@ struct fsnp_cmd_err {
 
 /* How the results of a plan's parts become one reply. */
 enum fsnp_merge {
-	FSNP_MERGE_ONE,   /* one part: its result is the reply */
-	FSNP_MERGE_SUM,   /* DEL: the sum of the parts' integers */
-	FSNP_MERGE_ORDER, /* MGET: the parts' lists, back in request order */
+	FSNP_MERGE_ONE,    /* one part: its result is the reply */
+	FSNP_MERGE_SUM,    /* DEL: the sum of the parts' integers */
+	FSNP_MERGE_ORDER,  /* MGET: the parts' lists, back in request order */
+	FSNP_MERGE_CONCAT, /* KEYS: the parts' lists one after another */
 };
 
 /* A single-part plan's encoded command up to this size lives in the plan

@@ -563,6 +563,56 @@ out:
 	free(vals);
 }
 
+/* KEYS: every part's list, one after another (in group order). */
+static void merge_concat(struct fsnp_req *r)
+{
+	struct fsnp_writer w;
+	struct wbuf out;
+
+	wbuf_init(&out);
+	fsnp_w_init(&w, &out);
+	fsnp_w_status(&w, FSNP_STATUS_OK);
+	fsnp_w_array_begin(&w);
+	for (uint32_t i = 0; i < r->plan.n_parts; i++) {
+		struct fsnp_res *x = &r->res[i];
+		struct fsnp_val arr, e;
+		struct fsnp_iter it;
+		if (x->status != SHARDS_OK) {
+			fsnp_exec_reply_shards(r, x->status,
+			                       r->plan.parts[i].group);
+			wbuf_free(&out);
+			return;
+		}
+		if (x->len < 3 || x->data[1] != STORE_OK) {
+			reply_store(r, x->data, x->len);
+			wbuf_free(&out);
+			return;
+		}
+		if (fsnp_value_decode(x->data + 2, x->len - 2, NULL, &arr,
+		                      NULL) != 0 ||
+		    arr.tag != FSNP_ARRAY) {
+			fsnp_reply_error(r, FSNP_STATUS_ERROR, "error",
+			                 "ERR malformed result from the store",
+			                 false, 0);
+			wbuf_free(&out);
+			return;
+		}
+		fsnp_iter_init(&it, &arr);
+		while (fsnp_iter_next(&it, NULL, &e)) {
+			fsnp_w_val(&w, &e);
+		}
+	}
+	fsnp_w_array_end(&w);
+	if (fsnp_w_finish(&w) != 0) {
+		wbuf_free(&out);
+		reply_busy(r, "busy", "BUSY out of memory",
+		           FSNP_RETRY_AFTER_MS);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = out;
+}
+
 /* HGETALL answers a map, whose keys the official SDK (and the seed's
  * clients generally) must decode as UTF-8. A hash with a field name that is
  * not valid UTF-8 is answered as a list of [field, value] pairs instead,
@@ -622,6 +672,9 @@ static void plan_finish(struct fsnp_req *r)
 		break;
 	case FSNP_MERGE_ORDER:
 		merge_order(r);
+		break;
+	case FSNP_MERGE_CONCAT:
+		merge_concat(r);
 		break;
 	default:
 		break;

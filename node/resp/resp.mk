@@ -11,6 +11,20 @@ UNIT_TESTS += tests/unit/test_resp_parse
 tests_unit_test_resp_parse_SOURCES = tests/unit/test_resp_parse.c
 tests_unit_test_resp_parse_LDADD = wire/libwire.la $(DEP_LIBS) $(CMOCKA_LIBS)
 
+# Unit: KEYS/SCAN globs and the SCAN cursor.
+UNIT_TESTS += tests/unit/test_resp_keys
+tests_unit_test_resp_keys_SOURCES = tests/unit/test_resp_keys.c \
+	store/kvscan.c store/kvscan.h
+tests_unit_test_resp_keys_LDADD = $(CMOCKA_LIBS)
+
+# Fuzz: KEYS/SCAN patterns and cursors from the user.
+FUZZ_TARGETS += tests/fuzz/fuzz_resp_glob
+tests_fuzz_fuzz_resp_glob_SOURCES = tests/fuzz/fuzz_resp_glob.c \
+	store/kvscan.c store/kvscan.h
+tests_fuzz_fuzz_resp_glob_LDADD = $(FUZZ_DRIVER)
+tests_fuzz_fuzz_resp_glob_LDFLAGS = $(FUZZER_LINKFLAGS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz_resp_glob
+
 # Fuzz: the parser on arbitrary input, inline and multibulk, in pieces.
 FUZZ_TARGETS += tests/fuzz/fuzz_resp_parse
 tests_fuzz_fuzz_resp_parse_SOURCES = tests/fuzz/fuzz_resp_parse.c

@@ -118,7 +118,7 @@ static const struct rcmd cmds[] = {
     KVC("zrange", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of indexes.",
         "key:key start:string stop:string ?byscore:pure-token "
-        "?rev:pure-token ?withscores:pure-token"),
+        "?rev:pure-token ?limit:block ?withscores:pure-token"),
     KVC("zscore", 3, "readonly fast", 1, 1, 1, "sorted-set",
         "Returns the score of a member in a sorted set.",
         "key:key member:string"),
@@ -142,10 +142,55 @@ static const struct rcmd cmds[] = {
         "Returns the expiration time in milliseconds of a key.", "key:key"),
     KVC("expire", -3, "write fast", 1, 1, 1, "keyspace",
         "Sets the expiration time of a key in seconds.",
-        "key:key seconds:integer"),
+        "key:key seconds:integer ?condition:oneof(NX|XX|GT|LT)"),
     KVC("pexpire", -3, "write fast", 1, 1, 1, "keyspace",
         "Sets the expiration time of a key in milliseconds.",
-        "key:key milliseconds:integer"),
+        "key:key milliseconds:integer ?condition:oneof(NX|XX|GT|LT)"),
+    KVC("expireat", -3, "write fast", 1, 1, 1, "keyspace",
+        "Sets the expiration time of a key to a Unix timestamp.",
+        "key:key unix-time-seconds:unix-time "
+        "?condition:oneof(NX|XX|GT|LT)"),
+    KVC("pexpireat", -3, "write fast", 1, 1, 1, "keyspace",
+        "Sets the expiration time of a key to a Unix milliseconds "
+        "timestamp.",
+        "key:key unix-time-milliseconds:unix-time "
+        "?condition:oneof(NX|XX|GT|LT)"),
+    KVC("rename", 3, "write", 1, 2, 1, "keyspace",
+        "Renames a key and overwrites the destination.", "key:key newkey:key"),
+    KVC("renamenx", 3, "write fast", 1, 2, 1, "keyspace",
+        "Renames a key only when the target key name doesn't exist.",
+        "key:key newkey:key"),
+    KVC("dbsize", 1, "readonly fast", 0, 0, 0, "server",
+        "Returns the number of keys in the database.", ""),
+    KVC("keys", 2, "readonly", 0, 0, 0, "keyspace",
+        "Returns all key names that match a pattern.", "pattern:pattern"),
+    KVC("scan", -2, "readonly", 0, 0, 0, "keyspace",
+        "Iterates over the key names in the database.",
+        "cursor:integer ?pattern:pattern ?count:integer ?type:string"),
+    KVC("zincrby", 4, "write denyoom fast", 1, 1, 1, "sorted-set",
+        "Increments the score of a member in a sorted set.",
+        "key:key increment:integer member:string"),
+    KVC("zcount", 4, "readonly fast", 1, 1, 1, "sorted-set",
+        "Returns the count of members in a sorted set that have scores "
+        "within a range.",
+        "key:key min:double max:double"),
+    KVC("zrevrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
+        "Returns members in a sorted set within a range of scores in "
+        "reverse order.",
+        "key:key max:double min:double ?withscores:pure-token "
+        "?limit:block"),
+    KVC("hincrby", 4, "write denyoom fast", 1, 1, 1, "hash",
+        "Increments the integer value of a field in a hash by a number.",
+        "key:key field:string increment:integer"),
+    KVC("hincrbyfloat", 4, "write denyoom fast", 1, 1, 1, "hash",
+        "Increments the floating point value of a field by a number.",
+        "key:key field:string increment:double"),
+    KVC("hexists", 3, "readonly fast", 1, 1, 1, "hash",
+        "Determines whether a field exists in a hash.", "key:key field:string"),
+    KVC("hkeys", 2, "readonly", 1, 1, 1, "hash",
+        "Returns all fields in a hash.", "key:key"),
+    KVC("hvals", 2, "readonly", 1, 1, 1, "hash",
+        "Returns all values in a hash.", "key:key"),
     KVC("persist", 2, "write fast", 1, 1, 1, "keyspace",
         "Removes the expiration time of a key.", "key:key"),
     KVC("append", 3, "write denyoom fast", 1, 1, 1, "string",
@@ -174,7 +219,8 @@ static const struct rcmd cmds[] = {
         "key:key [expiration:oneof]"),
     KVC("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of scores.",
-        "key:key min:double max:double [WITHSCORES]"),
+        "key:key min:double max:double ?withscores:pure-token "
+        "?limit:block"),
     KVC("ltrim", 4, "write", 1, 1, 1, "list",
         "Removes elements from both ends a list. Deletes the list if all "
         "elements were trimmed.",
@@ -244,18 +290,15 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a transaction model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",     "exec",        "discard", "watch",    "unwatch",
-    "rename",    "renamenx",    "scan",    "keys",     "dbsize",
-    "expireat",  "pexpireat",   "lset",    "linsert",  "zincrby",
-    "zcount",    "hexists",     "hincrby", "hkeys",    "hvals",
-    "spop",      "srandmember", "flushdb", "flushall", "subscribe",
-    "publish",   "psubscribe",  "eval",    "evalsha",  "script",
-    "function",  "blpop",       "brpop",   "object",   "dump",
-    "restore",   "move",        "copy",    "unlink",   "touch",
-    "randomkey", "wait",        "save",    "bgsave",   "config",
-    "debug",     "monitor",     "sync",    "psync",    "replicaof",
-    "slaveof",   "shutdown",    "swapdb",  "xadd",     "xread",
-    "xrange",    "xlen",
+    "multi",    "exec",      "discard",   "watch",       "unwatch",
+    "lset",     "linsert",   "spop",      "srandmember", "flushdb",
+    "flushall", "subscribe", "publish",   "psubscribe",  "eval",
+    "evalsha",  "script",    "function",  "blpop",       "brpop",
+    "object",   "dump",      "restore",   "move",        "copy",
+    "unlink",   "touch",     "randomkey", "wait",        "save",
+    "bgsave",   "config",    "debug",     "monitor",     "sync",
+    "psync",    "replicaof", "slaveof",   "shutdown",    "swapdb",
+    "xadd",     "xread",     "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)
@@ -781,8 +824,35 @@ static bool want(const struct resp_arg *argv, uint32_t argc, const char *sec)
 
 #define MAX_NODES 256
 
-static void do_info(struct resp_req *r, const struct resp_arg *argv,
-                    uint32_t argc)
+/* INFO's sections, as a mask (r->flags while the key counts are read). */
+enum {
+	INFO_SERVER = 0x01,
+	INFO_CLIENTS = 0x02,
+	INFO_STATS = 0x04,
+	INFO_REPLICATION = 0x08,
+	INFO_CLUSTER = 0x10,
+	INFO_KEYSPACE_SEC = 0x20,
+};
+/* r->kind of INFO's key count read (KV_KEYCOUNT). */
+#define INFO_KEYSPACE 0xFF
+
+static unsigned info_sections(const struct resp_arg *argv, uint32_t argc)
+{
+	static const char *const names[] = {
+	    "server", "clients", "stats", "replication", "cluster", "keyspace"};
+	unsigned m = 0;
+	for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+		if (want(argv, argc, names[i])) {
+			m |= 1u << i;
+		}
+	}
+	return m;
+}
+
+/* The INFO answer of the sections in `mask`; the keyspace line from the
+ * cluster's key counts (none when it has no key, as Redis). */
+static void info_write(struct resp_req *r, unsigned mask, uint64_t keys,
+                       uint64_t expires)
 {
 	struct resp_server *s = r->c->srv;
 	struct shards_node nodes[MAX_NODES];
@@ -801,28 +871,28 @@ static void do_info(struct resp_req *r, const struct resp_arg *argv,
 	wbuf_init(&t);
 #define L(...)                                                                 \
 	wbuf_append(&t, line, (size_t)snprintf(line, sizeof line, __VA_ARGS__))
-	if (want(argv, argc, "server")) {
+	if (mask & INFO_SERVER) {
 		L("# Server\r\nredis_version:%s\r\nlodestone_node_id:%" PRIu64
 		  "\r\nredis_mode:cluster\r\nprocess_id:%d\r\ntcp_port:%u\r\n"
 		  "uptime_in_seconds:%" PRIu64 "\r\n\r\n",
 		  RESP_VERSION, s->cfg.node_id, (int)uv_os_getpid(), s->port,
 		  (resp_now_ms(s) - s->started_ms) / 1000);
 	}
-	if (want(argv, argc, "clients")) {
+	if (mask & INFO_CLIENTS) {
 		L("# Clients\r\nconnected_clients:%zu\r\nmaxclients:%u\r\n"
 		  "total_connections_received:%" PRIu64
 		  "\r\nrejected_connections:%" PRIu64 "\r\n\r\n",
 		  s->n_conns, s->cfg.maxclients, s->conns_total,
 		  s->conns_rejected);
 	}
-	if (want(argv, argc, "stats")) {
+	if (mask & INFO_STATS) {
 		L("# Stats\r\ntotal_commands_processed:%" PRIu64
 		  "\r\nclient_query_buffer_limit_disconnections:%" PRIu64
 		  "\r\nclient_output_buffer_limit_disconnections:%" PRIu64
 		  "\r\n\r\n",
 		  s->commands, s->query_kills, s->output_kills);
 	}
-	if (want(argv, argc, "replication")) {
+	if (mask & INFO_REPLICATION) {
 		/* Each shard is a Raft group: this node leads some, follows
 		 * the others. */
 		L("# Replication\r\nrole:master\r\nconnected_slaves:%zu\r\n"
@@ -838,17 +908,55 @@ static void do_info(struct resp_req *r, const struct resp_arg *argv,
 		}
 		L("\r\n");
 	}
-	if (want(argv, argc, "cluster")) {
+	if (mask & INFO_CLUSTER) {
 		L("# Cluster\r\ncluster_enabled:1\r\n\r\n");
 	}
-	if (want(argv, argc, "keyspace")) {
-		/* Key counts need a store command not served yet (DBSIZE):
-		 * the section is there, empty. */
+	if (mask & INFO_KEYSPACE_SEC) {
 		L("# Keyspace\r\n");
+		if (keys > 0) {
+			L("db0:keys=%" PRIu64 ",expires=%" PRIu64
+			  ",avg_ttl=0\r\n",
+			  keys, expires);
+		}
 	}
 #undef L
 	resp_w_verbatim(&r->out, (const char *)t.data, t.len, r->proto);
 	wbuf_free(&t);
+}
+
+static void run_parts(struct resp_req *r);
+
+/* INFO: with the keyspace section, the key counts of every group first
+ * (a KV_KEYCOUNT read on each; info_keyspace_done answers), else at
+ * once. Returns whether the answer is pending. */
+static bool do_info(struct resp_req *r, const struct resp_arg *argv,
+                    uint32_t argc)
+{
+	struct resp_server *s = r->c->srv;
+	struct fsnp_cmd_ctx ctx = {shards_data_groups(s->shards),
+	                           (uint32_t)s->cfg.max_items, ""};
+	struct fsnp_cmd_err err = {0};
+	unsigned mask = info_sections(argv, argc);
+	struct store_cmd c;
+
+	if (!(mask & INFO_KEYSPACE_SEC)) {
+		info_write(r, mask, 0, 0);
+		return false;
+	}
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_KV_KEYCOUNT;
+	c.kind = 1;
+	if (fsnp_cmd_plan_store(0, &c, &ctx, &r->plan, &err) != 0) {
+		resp_w_error(&r->out, err.message[0] ? err.message
+		                                     : "ERR out of memory");
+		return false;
+	}
+	r->planned = true;
+	r->op = STORE_OP_KV_KEYCOUNT;
+	r->kind = INFO_KEYSPACE;
+	r->flags = (uint8_t)mask;
+	run_parts(r);
+	return true;
 }
 
 /* Nodes whose RESP address is known and that are active: the slots are
@@ -1084,7 +1192,7 @@ static bool is_status_ok(const struct resp_req *r)
 	}
 	return (r->op == STORE_OP_KV_SET && !(r->flags & STORE_SET_GET)) ||
 	       r->op == STORE_OP_KV_MSET || r->op == STORE_OP_KV_LOCK ||
-	       r->op == STORE_OP_KV_LTRIM;
+	       r->op == STORE_OP_KV_LTRIM || r->op == STORE_OP_KV_RENAME;
 }
 
 /* One result value (and what nests in it) as RESP. */
@@ -1134,7 +1242,8 @@ static void emit(struct resp_req *r, struct store_result *res,
 			memcpy(st, v->p, n);
 			st[n] = '\0';
 			resp_w_simple(&r->out, st);
-		} else if (r->proto >= 3 && r->op == STORE_OP_KV_ZSCORE) {
+		} else if (r->proto >= 3 && (r->op == STORE_OP_KV_ZSCORE ||
+		                             r->op == STORE_OP_KV_ZINCRBY)) {
 			char tmp[64];
 			size_t n = v->len < 63 ? v->len : 63;
 			memcpy(tmp, v->p, n);
@@ -1145,7 +1254,9 @@ static void emit(struct resp_req *r, struct store_result *res,
 		}
 		break;
 	case STORE_T_ARRAY:
-		if (r->proto >= 3 && r->op == STORE_OP_KV_ZRANGE &&
+		if (r->proto >= 3 &&
+		    (r->op == STORE_OP_KV_ZRANGE ||
+		     r->op == STORE_OP_KV_ZRANGE_EX) &&
 		    (r->flags & STORE_ZRANGE_WITHSCORES) && depth == 0) {
 			/* RESP3: [member, score] pairs with double scores. */
 			resp_w_array(&r->out, v->n / 2);
@@ -1212,6 +1323,70 @@ static void reply_one(struct resp_req *r, const uint8_t *p, size_t len)
 	emit(r, &res, &v, 0);
 }
 
+/* KEYS: the parts' keys one after another. */
+static void reply_concat(struct resp_req *r)
+{
+	struct fsnp_plan *pl = &r->plan;
+	uint32_t total = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			resp_w_array(&r->out, total);
+		}
+		for (uint32_t i = 0; i < pl->n_parts; i++) {
+			struct store_result res;
+			struct store_value v, e;
+			store_result_open(r->res[i], r->res_len[i], &res);
+			if (!store_result_next(&res, &v) ||
+			    v.tag != STORE_T_ARRAY) {
+				if (pass == 0) {
+					resp_w_error(
+					    &r->out,
+					    "ERR malformed result from "
+					    "the store");
+					return;
+				}
+				continue;
+			}
+			if (pass == 0) {
+				total += v.n;
+				continue;
+			}
+			for (uint32_t k = 0;
+			     k < v.n && store_result_next(&res, &e); k++) {
+				resp_w_bulk(&r->out, e.p, e.len);
+			}
+		}
+	}
+}
+
+/* INFO keyspace: the groups' [keys, keys with an expiry] summed, then the
+ * whole INFO answer (the sections asked for are in r->flags). A group
+ * that did not answer (no leader yet) leaves the count unknown: the
+ * section is then empty rather than wrong, and INFO still answers. */
+static void info_keyspace_done(struct resp_req *r)
+{
+	struct fsnp_plan *pl = &r->plan;
+	uint64_t keys = 0, exp = 0;
+	for (uint32_t i = 0; i < pl->n_parts; i++) {
+		struct store_result res;
+		struct store_value v, e;
+		if (r->status[i] != SHARDS_OK ||
+		    store_result_open(r->res[i], r->res_len[i], &res) != 0 ||
+		    res.status != STORE_OK || !store_result_next(&res, &v) ||
+		    v.tag != STORE_T_ARRAY || v.n != 2) {
+			keys = 0;
+			break;
+		}
+		if (store_result_next(&res, &e) && e.tag == STORE_T_U64) {
+			keys += e.u;
+		}
+		if (store_result_next(&res, &e) && e.tag == STORE_T_U64) {
+			exp += e.u;
+		}
+	}
+	info_write(r, r->flags, keys, exp);
+}
+
 /* DEL: the parts' counts summed. MGET: the parts' values in request
  * order. */
 static void reply_merged(struct resp_req *r)
@@ -1224,6 +1399,10 @@ static void reply_merged(struct resp_req *r)
 		bool nil;
 	} *items = NULL;
 
+	if (r->op == STORE_OP_KV_KEYCOUNT && r->kind == INFO_KEYSPACE) {
+		info_keyspace_done(r);
+		return;
+	}
 	for (uint32_t i = 0; i < pl->n_parts; i++) {
 		struct store_result res;
 		if (r->status[i] != SHARDS_OK) {
@@ -1239,6 +1418,10 @@ static void reply_merged(struct resp_req *r)
 			store_error(r, &res);
 			return;
 		}
+	}
+	if (pl->merge == FSNP_MERGE_CONCAT) {
+		reply_concat(r);
+		return;
 	}
 	if (pl->merge == FSNP_MERGE_SUM) {
 		for (uint32_t i = 0; i < pl->n_parts; i++) {
@@ -1355,7 +1538,6 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	struct store_cmd sc;
 	const char *emsg;
 	char msg[512];
-	uint32_t n;
 
 	/* Redis tells a non-integer expiry from a bad one (the FSNP layer
 	 * calls both invalid). */
@@ -1408,7 +1590,16 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 		finish(r);
 		return;
 	}
-	n = r->plan.n_parts;
+	run_parts(r);
+}
+
+/* Runs a planned request's parts on their groups; the reply comes through
+ * op_done. */
+static void run_parts(struct resp_req *r)
+{
+	struct resp_server *s = r->c->srv;
+	uint32_t n = r->plan.n_parts;
+
 	if (n == 0) {
 		if (r->plan.merge == FSNP_MERGE_SUM) {
 			resp_w_int(&r->out, 0);
@@ -1617,7 +1808,9 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 		do_command(r, argv, argc);
 		break;
 	case K_INFO:
-		do_info(r, argv, argc);
+		if (do_info(r, argv, argc)) {
+			return; /* answered when the key counts are in */
+		}
 		break;
 	case K_CLUSTER:
 		do_cluster(r, argv, argc);

@@ -663,6 +663,40 @@ static void test_command_exec(void **state)
 	expect_error(exec_cmd(&c, "CLUSTER.PROMOTE", 1, two), 1,
 	             "a single node");
 	expect_error(exec_cmd(&c, "CLUSTER.KEYSLOT", 0, ks), 6, "key");
+
+	/* The keyspace commands RESP serves, as store commands (docs/resp.md):
+	 * RENAME within one slot, ZINCRBY, EXPIRE NX. */
+	const char *rn[] = {"{ce}a", "{ce}b"};
+	expect_error(exec_cmd(&c, "RENAME", 2, rn), 1, "ERR no such key");
+	const char *seta[] = {"{ce}a", "1", "PX", "600000"};
+	expect_ok_str(exec_cmd(&c, "SET", 4, seta), "OK");
+	expect_ok_str(exec_cmd(&c, "RENAME", 2, rn), "OK");
+	const char *geta[] = {"{ce}a"}, *getb[] = {"{ce}b"};
+	expect_nil(exec_cmd(&c, "GET", 1, geta));
+	expect_ok_str(exec_cmd(&c, "GET", 1, getb), "1");
+	struct ftc_msg tm = exec_cmd(&c, "PTTL", 1, getb);
+	int64_t pttl = 0;
+	assert_int_equal(fsnp_val_i64(&tm.value, &pttl), 0);
+	assert_true(pttl > 0 && pttl <= 600000); /* the TTL moved along */
+	ftc_msg_free(&tm);
+	const char *rnx[] = {"{ce}b", "{ce}a"};
+	expect_int(exec_cmd(&c, "RENAMENX", 2, rnx), 1);
+	const char *cross[] = {"{ce}a", "{other}a"};
+	expect_error(exec_cmd(&c, "RENAME", 2, cross), 1, "CROSSSLOT");
+	const char *zi[] = {"ce:z", "2.5", "m"};
+	expect_ok_str(exec_cmd(&c, "ZINCRBY", 3, zi), "2.5");
+	expect_ok_str(exec_cmd(&c, "ZINCRBY", 3, zi), "5");
+	const char *zbad[] = {"ce:z", "x", "m"};
+	expect_error(exec_cmd(&c, "ZINCRBY", 3, zbad), 1, "not a valid float");
+	const char *setp[] = {"ce:e", "v"};
+	expect_ok_str(exec_cmd(&c, "SET", 2, setp), "OK");
+	const char *enx[] = {"ce:e", "100", "NX"};
+	expect_int(exec_cmd(&c, "EXPIRE", 3, enx), 1);
+	expect_int(exec_cmd(&c, "EXPIRE", 3, enx), 0);
+	const char *enxx[] = {"ce:e", "100", "NX", "XX"};
+	expect_error(exec_cmd(&c, "EXPIRE", 4, enxx), 1,
+	             "ERR NX and XX, GT or LT options at the same time are "
+	             "not compatible");
 	ftc_close(&c);
 }
 

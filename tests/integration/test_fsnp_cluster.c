@@ -4,14 +4,16 @@
  * name that is not UTF-8), a list, a set, a sorted set, a lock, a rate
  * limit, PIPELINE and ROUTE/SHARDS once through a node that does not lead
  * the shard (it forwards) and once through the leader, checking that each
- * sees the other's writes. A node stopped while the requests it forwarded
- * still wait for a leader exits cleanly. */
+ * sees the other's writes. DBSIZE and a SCAN walk (COMMAND_EXEC) count
+ * and return the keys of both data groups, from any node. A node stopped
+ * while the requests it forwarded still wait for a leader exits cleanly. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include "tests/integration/fsnp_test_client.h"
 #include "tests/integration/harness.h"
 #include "wire/fsnp_opcode.h"
+#include "wire/fsnp_slot.h"
 
 #define NODES 3
 
@@ -367,6 +370,91 @@ static void test_kv_via_follower_and_leader(void **state)
 	ftc_close(&lc);
 }
 
+static struct ftc_msg exec_args(struct ftc *c, const char *cmd, int argc,
+                                const char **argv)
+{
+	struct wbuf b;
+	ftc_body(&b, "command=s args=a", cmd, argv, argc);
+	return callv(c, FSNP_OP_COMMAND_EXEC, &b);
+}
+
+/* Keys in both data groups: DBSIZE sums every group, SCAN (small pages,
+ * cursors carried from page to page, bounded) and KEYS return them all,
+ * asked of every node. */
+static void test_keyspace_every_group(void **state)
+{
+	enum { NK = 12 };
+	char keys[NK][32];
+	unsigned per_group[3] = {0, 0, 0};
+	struct ftc c;
+	(void)state;
+	assert_int_equal(ftc_connect(&c, cl.nodes[0].fsnp), 0);
+	for (unsigned i = 0; i < NK; i++) {
+		snprintf(keys[i], sizeof keys[i], "ks:%u", i);
+		unsigned slot =
+		    fsnp_slot_of((const uint8_t *)keys[i], strlen(keys[i]));
+		per_group[1 + fsnp_slot_shard(slot, 2)]++;
+		ok_str(call(&c, FSNP_OP_SET, "key=s value=s", keys[i], "v"),
+		       "OK");
+	}
+	/* the keys do land in both groups */
+	assert_true(per_group[1] > 0 && per_group[2] > 0);
+	ftc_close(&c);
+	for (unsigned n = 0; n < NODES; n++) {
+		bool seen[NK] = {false};
+		char cursor[32] = "0";
+		int64_t size = 0;
+		struct ftc_msg m;
+		assert_int_equal(ftc_connect(&c, cl.nodes[n].fsnp), 0);
+		m = exec_args(&c, "DBSIZE", 0, NULL);
+		assert_int_equal(m.status, 0);
+		assert_int_equal(fsnp_val_i64(&m.value, &size), 0);
+		assert_true(size >= NK);
+		ftc_msg_free(&m);
+		for (int page = 0; page < 1000; page++) {
+			const char *args[] = {cursor, "MATCH", "ks:*", "COUNT",
+			                      "2"};
+			struct fsnp_iter it, kit;
+			struct fsnp_val cur, list, k;
+			m = exec_args(&c, "SCAN", 5, args);
+			assert_int_equal(m.status, 0);
+			assert_int_equal(m.value.tag, FSNP_ARRAY);
+			fsnp_iter_init(&it, &m.value);
+			assert_true(fsnp_iter_next(&it, NULL, &cur));
+			assert_true(fsnp_iter_next(&it, NULL, &list));
+			assert_int_equal(cur.tag, FSNP_BIN);
+			assert_true(cur.as.bin.len < sizeof cursor);
+			memcpy(cursor, cur.as.bin.ptr, cur.as.bin.len);
+			cursor[cur.as.bin.len] = '\0';
+			fsnp_iter_init(&kit, &list);
+			while (fsnp_iter_next(&kit, NULL, &k)) {
+				char name[32];
+				unsigned i;
+				assert_int_equal(k.tag, FSNP_BIN);
+				assert_true(k.as.bin.len > 3 &&
+				            k.as.bin.len < sizeof name);
+				memcpy(name, k.as.bin.ptr, k.as.bin.len);
+				name[k.as.bin.len] = '\0';
+				assert_memory_equal(name, "ks:", 3);
+				i = (unsigned)atoi(name + 3);
+				assert_true(i < NK);
+				seen[i] = true;
+			}
+			ftc_msg_free(&m);
+			if (strcmp(cursor, "0") == 0) {
+				break;
+			}
+		}
+		assert_string_equal(cursor, "0");
+		for (unsigned i = 0; i < NK; i++) {
+			assert_true(seen[i]);
+		}
+		const char *pat[] = {"ks:*"};
+		ok_count(exec_args(&c, "KEYS", 1, pat), NK);
+		ftc_close(&c);
+	}
+}
+
 /* A node stopped (SIGTERM) while requests it forwarded still wait for a
  * leader (the two other nodes are stopped with SIGSTOP, so it leads
  * nothing): the drain's grace ends first, the requests are failed when
@@ -406,6 +494,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_kv_via_follower_and_leader),
+	    cmocka_unit_test(test_keyspace_every_group),
 	    cmocka_unit_test(test_stop_with_requests_pending),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

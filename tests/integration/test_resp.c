@@ -241,10 +241,10 @@ static void test_connection(void **state)
 	       "-ERR unknown command 'NOSUCH', with args beginning with: 'a' "
 	       "'b' \r\n");
 	assert_non_null(strstr(rc_cmd(c, "MULTI"), "not supported"));
-	EXPECT(c, "ZRANGE z 0 1 BYSCORE LIMIT 0 1",
-	       "-ERR LIMIT is not supported by Lodestone (docs/resp.md)\r\n");
-	EXPECT(c, "ZRANGEBYSCORE z 0 1 LIMIT 0 1",
-	       "-ERR LIMIT is not supported by Lodestone (docs/resp.md)\r\n");
+	EXPECT(c, "ZRANGE z 0 1 BYSCORE LIMIT 0 1", "*0\r\n");
+	EXPECT(c, "ZRANGEBYSCORE z 0 1 LIMIT 0 1", "*0\r\n");
+	EXPECT(c, "ZRANGE z 0 1 BYLEX",
+	       "-ERR BYLEX is not supported by Lodestone (docs/resp.md)\r\n");
 	EXPECT(c, "AUTH pw",
 	       "-ERR AUTH <password> called without any password configured "
 	       "for the default user. Are you sure your configuration is "
@@ -329,6 +329,27 @@ static void test_kv(void **state)
 	EXPECT(c, "ZSCORE z b", ",2.5\r\n");
 	EXPECT(c, "ZRANGE z 0 -1 WITHSCORES",
 	       "*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n");
+	EXPECT(c, "ZINCRBY z 1 b", ",3.5\r\n");
+	EXPECT(c, "ZRANGEBYSCORE z 0 5 WITHSCORES LIMIT 1 1",
+	       "*1\r\n*2\r\n$1\r\nb\r\n,3.5\r\n");
+	assert_non_null(strstr(rc_cmd(c, "HELLO 2"), "proto")); /* RESP2 */
+	/* RENAME within one Lodestone slot only; keys of another slot
+	 * answer Redis Cluster's CROSSSLOT */
+	EXPECT(c, "SET {t}a 1", "+OK\r\n");
+	EXPECT(c, "RENAME {t}a {u}a",
+	       "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+	EXPECT(c, "RENAME {t}a {t}b", "+OK\r\n");
+	EXPECT(c, "GET {t}b", "$1\r\n1\r\n");
+	/* DBSIZE agrees with INFO keyspace */
+	{
+		char want[64], info[4096];
+		const char *r = rc_cmd(c, "DBSIZE");
+		assert_int_equal(r[0], ':');
+		snprintf(want, sizeof want, "db0:keys=%lld,",
+		         strtoll(r + 1, NULL, 10));
+		snprintf(info, sizeof info, "%s", rc_cmd(c, "INFO keyspace"));
+		assert_non_null(strstr(info, want));
+	}
 	rc_close(c);
 	free(c);
 }
@@ -457,6 +478,38 @@ static void test_acl_users(void **state)
 	EXPECT(c, "AUTH alice wrong",
 	       "-WRONGPASS invalid username-password "
 	       "pair or user is disabled.\r\n");
+	/* The keyspace commands are checked as Redis checks them: KEYS is
+	 * @dangerous (SCAN is not), RENAME's destination is a key too. */
+	{
+		const char *bob[] = {LS_ABS_BUILDDIR "/lodectl",
+		                     "--fsnp",
+		                     fsnp,
+		                     "acl",
+		                     "setuser",
+		                     "bob",
+		                     "on",
+		                     ">bobpw",
+		                     "~b:*",
+		                     "+@all",
+		                     "-@dangerous",
+		                     NULL};
+		assert_int_equal(harness_run(bob, out, sizeof out), 0);
+		until = harness_mono_ms() + 20000;
+		while (strcmp(rc_cmd(c, "AUTH bob bobpw"), "+OK\r\n") != 0) {
+			assert_true(harness_mono_ms() < until);
+			harness_nap(100);
+		}
+		assert_memory_equal(rc_cmd(c, "SCAN 0 COUNT 1"), "*2\r\n", 4);
+		assert_int_equal(rc_cmd(c, "DBSIZE")[0], ':');
+		EXPECT(c, "KEYS *",
+		       "-NOPERM User bob has no permissions to run "
+		       "the 'keys' command\r\n");
+		EXPECT(c, "SET b:{x}1 v", "+OK\r\n");
+		EXPECT(c, "RENAME b:{x}1 c:{x}1",
+		       "-NOPERM User bob has no permissions to access "
+		       "the 'c:{x}1' key\r\n");
+		EXPECT(c, "RENAME b:{x}1 b:{x}2", "+OK\r\n");
+	}
 	rc_close(c);
 	free(c);
 }
@@ -787,9 +840,305 @@ static const char *const script[] = {
     "EXISTS d:gx",
     "GETEX",
 
+    /* EXPIRE's options (Redis 7: no expiry counts as infinite) */
+    "SET d:{r}a 1",
+    "EXPIRE d:{r}a 100 NX",
+    "EXPIRE d:{r}a 100 nx",
+    "EXPIRE d:{r}a 200 XX",
+    "EXPIRE d:{r}a 50 GT",
+    "EXPIRE d:{r}a 300 GT",
+    "EXPIRE d:{r}a 400 LT",
+    "EXPIRE d:{r}a 100 LT",
+    "TTL d:{r}a",
+    "EXPIRE d:{r}a 100 NX XX",
+    "EXPIRE d:{r}a 100 GT LT",
+    "EXPIRE d:{r}a 100 NX GT",
+    "EXPIRE d:{r}a 100 FOO",
+    "EXPIRE d:{r}a x NX",
+    "PERSIST d:{r}a",
+    "EXPIRE d:{r}a 100 XX",
+    "EXPIRE d:{r}a 100 GT",
+    "EXPIRE d:{r}a 100 LT",
+    "PEXPIRE d:{r}a 500000 GT",
+    "TTL d:{r}a",
+    "EXPIRE d:none 100 NX",
+    "EXPIREAT d:{r}a 4102444800",
+    "PEXPIREAT d:{r}a 4102444800000 LT",
+    "PEXPIREAT d:{r}a 4102444800000 GT",
+    "EXPIREAT d:{r}a 4102444801 GT",
+    "EXPIREAT d:{r}a x",
+    "EXPIREAT d:{r}a",
+    "EXPIREAT d:{r}a 1",
+    "EXISTS d:{r}a",
+    "EXPIRE d:{r}a 9223372036854775807",
+    "PEXPIRE d:{r}a 9223372036854775807",
+    "PEXPIRE d:none -5",
+    "SET d:{r}a 1",
+    "PEXPIRE d:{r}a -5",
+    "EXISTS d:{r}a",
+
+    /* RENAME / RENAMENX (one slot: a hash tag) */
+    "SET d:{r}s v",
+    "EXPIRE d:{r}s 100",
+    "RENAME d:{r}s d:{r}t",
+    "TTL d:{r}t",
+    "GET d:{r}s",
+    "GET d:{r}t",
+    "RENAME d:{r}none d:{r}t",
+    "RENAMENX d:{r}none d:{r}t",
+    "RENAME d:{r}t d:{r}t",
+    "RENAMENX d:{r}t d:{r}t",
+    "RENAME d:{r}t",
+    "HSET d:{r}h f 1",
+    "RENAME d:{r}h d:{r}t",
+    "HGETALL d:{r}t",
+    "TYPE d:{r}t",
+    "TTL d:{r}t",
+    "EXISTS d:{r}h",
+    "RPUSH d:{r}l a b c",
+    "RENAMENX d:{r}l d:{r}t",
+    "RENAMENX d:{r}l d:{r}u",
+    "LRANGE d:{r}u 0 -1",
+    "LPUSH d:{r}u z",
+    "LRANGE d:{r}u 0 -1",
+    "SADD d:{r}st x y",
+    "RENAME d:{r}st d:{r}u",
+    "SCARD d:{r}u",
+    "SISMEMBER d:{r}u y",
+    "ZADD d:{r}z 1 a 2 b",
+    "RENAME d:{r}z d:{r}z2",
+    "ZRANGE d:{r}z2 0 -1 WITHSCORES",
+    "ZCARD d:{r}z",
+
+    /* ZINCRBY, ZCOUNT, LIMIT, ZREVRANGEBYSCORE */
+    "ZINCRBY d:zi 2 m",
+    "ZINCRBY d:zi 2.5 m",
+    "ZINCRBY d:zi x m",
+    "ZINCRBY d:{r}t 1 m",
+    "ZSCORE d:zi m",
+    "ZINCRBY d:zi 1",
+    "ZINCRBY d:zi -inf m",
+    "ZINCRBY d:zi +inf m",
+    "ZADD d:zc 1 a 2 b 3 c 4 d",
+    "ZCOUNT d:zc 2 3",
+    "ZCOUNT d:zc (1 3",
+    "ZCOUNT d:zc -inf +inf",
+    "ZCOUNT d:zc 5 1",
+    "ZCOUNT d:zc x 1",
+    "ZCOUNT d:none 0 1",
+    "ZCOUNT d:{r}t 0 1",
+    "ZCOUNT d:zc 1",
+    "ZRANGEBYSCORE d:zc -inf +inf LIMIT 1 2",
+    "ZRANGEBYSCORE d:zc -inf +inf WITHSCORES LIMIT 1 -1",
+    "ZRANGEBYSCORE d:zc -inf +inf LIMIT -1 2",
+    "ZRANGEBYSCORE d:zc -inf +inf LIMIT 0 0",
+    "ZRANGEBYSCORE d:zc -inf +inf LIMIT 9 2",
+    "ZRANGEBYSCORE d:zc 0 5 LIMIT x 1",
+    "ZRANGEBYSCORE d:zc 0 5 LIMIT 1",
+    "ZREVRANGEBYSCORE d:zc +inf -inf LIMIT 1 2",
+    "ZREVRANGEBYSCORE d:zc 3 1",
+    "ZREVRANGEBYSCORE d:zc (3 1 WITHSCORES",
+    "ZREVRANGEBYSCORE d:zc 3 x",
+    "ZRANGE d:zc 0 -1 LIMIT 0 1",
+    "ZRANGE d:zc 0 -1 LIMIT 0 -1",
+    "ZRANGE d:zc (1 4 BYSCORE LIMIT 1 1",
+    "ZRANGE d:zc 4 1 BYSCORE REV LIMIT 0 2",
+
+    /* hashes */
+    "HSET d:hh a 1 b x",
+    "HINCRBY d:hh a 5",
+    "HINCRBY d:hh n 3",
+    "HINCRBY d:hh b 1",
+    "HINCRBY d:hh a x",
+    "HINCRBY d:hh a 9223372036854775807",
+    "HINCRBY d:zc a 1",
+    "HINCRBY d:hh a",
+    "HINCRBYFLOAT d:hh a 1.5",
+    "HINCRBYFLOAT d:hh b 1",
+    "HINCRBYFLOAT d:hh a x",
+    "HINCRBYFLOAT d:hh f 0.1",
+    "HINCRBYFLOAT d:hn f 3",
+    "HGET d:hh f",
+    "HEXISTS d:hh a",
+    "HEXISTS d:hh zz",
+    "HEXISTS d:none a",
+    "HEXISTS d:zc a",
+    "HLEN d:hh",
+    "HSET d:h1 only 1",
+    "HKEYS d:h1",
+    "HVALS d:h1",
+    "HKEYS d:none",
+    "HVALS d:zc",
+    "HKEYS",
+
+    /* keyspace walks: errors (the keys themselves are compared as sets
+     * below) */
+    "SCAN x",
+    "SCAN 0 COUNT 0",
+    "SCAN 0 COUNT x",
+    "SCAN 0 MATCH",
+    "SCAN 0 FOO bar",
+    "SCAN",
+    "KEYS",
+    "KEYS a b",
+    "DBSIZE x",
+
     "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt d:f d:fn d:sr "
-    "d:sp",
+    "d:sp d:{r}a d:{r}s d:{r}t d:{r}u d:{r}z2 d:zi d:zc d:hh d:hn d:h1",
 };
+
+/* The keys of a KEYS answer or of a SCAN walk (MATCH/TYPE options after
+ * the cursor), sorted and joined by spaces into out. Bounded by pages. */
+static void keys_sorted(struct rc *c, const char *cmd, char *out, size_t cap)
+{
+	char *keys[256];
+	size_t n = 0, len = 0;
+	char cursor[32] = "0";
+	bool scan = strncmp(cmd, "SCAN", 4) == 0;
+	for (int page = 0; page < 1000; page++) {
+		char line[512];
+		const char *r, *p;
+		if (scan) {
+			snprintf(line, sizeof line, "SCAN %s%s", cursor,
+			         cmd + 4);
+		} else {
+			snprintf(line, sizeof line, "%s", cmd);
+		}
+		r = rc_cmd(c, line);
+		p = r;
+		if (scan) {
+			/* *2 $n cursor *k ... */
+			assert_memory_equal(p, "*2\r\n$", 5);
+			p = strchr(p + 5, '\n') + 1;
+			size_t cl = strcspn(p, "\r");
+			assert_true(cl < sizeof cursor);
+			memcpy(cursor, p, cl);
+			cursor[cl] = '\0';
+			p += cl + 2;
+		}
+		assert_int_equal(p[0], '*');
+		long k = strtol(p + 1, NULL, 10);
+		p = strchr(p, '\n') + 1;
+		for (long i = 0; i < k; i++) {
+			long l = strtol(p + 1, NULL, 10);
+			p = strchr(p, '\n') + 1;
+			bool dup = false;
+			for (size_t j = 0; j < n; j++) {
+				dup |= strlen(keys[j]) == (size_t)l &&
+				       memcmp(keys[j], p, (size_t)l) == 0;
+			}
+			if (!dup) {
+				assert_true(n < 256);
+				keys[n] = strndup(p, (size_t)l);
+				n++;
+			}
+			p += l + 2;
+		}
+		if (!scan || strcmp(cursor, "0") == 0) {
+			break;
+		}
+	}
+	assert_string_equal(cursor, "0");
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			if (strcmp(keys[j], keys[i]) < 0) {
+				char *t = keys[i];
+				keys[i] = keys[j];
+				keys[j] = t;
+			}
+		}
+	}
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		len += (size_t)snprintf(out + len, cap - len, "%s%s",
+		                        i ? " " : "", keys[i]);
+		free(keys[i]);
+	}
+}
+
+/* DBSIZE as a number. */
+static long long dbsize(struct rc *c)
+{
+	const char *r = rc_cmd(c, "DBSIZE");
+	assert_int_equal(r[0], ':');
+	return strtoll(r + 1, NULL, 10);
+}
+
+/* The keyspace walks on both servers: keys of every type under "w:",
+ * KEYS with a few patterns and SCAN walks (small pages, MATCH, TYPE)
+ * return the same key sets; DBSIZE grows by the same count; INFO's
+ * keyspace line names the count. */
+static unsigned keyspace_walks(struct rc *a, struct rc *b)
+{
+	static const char *const setup_cmds[] = {
+	    "SET w:s1 v",    "SET w:s2 v EX 1000", "SET w:a*b v",
+	    "SET w:abc v",   "HSET w:h1 f v",      "RPUSH w:l1 a",
+	    "SADD w:set1 m", "ZADD w:z1 1 m",      "SET w:x1 v",
+	    "SET w:x2 v",    "SET w:x3 v",         "SET w:y10 v",
+	    "SET w:y11 v",   "SET w:y20 v",        "SET w:[b] v",
+	    "SET w:B v",
+	};
+	static const char *const walks[] = {
+	    "KEYS w:*",
+	    "KEYS w:s?",
+	    "KEYS w:[xy]1*",
+	    "KEYS w:[^x]*",
+	    "KEYS w:a\\*b",
+	    "KEYS w:[a-c]*",
+	    "KEYS w:\\[b]",
+	    "KEYS w:nomatch*",
+	    "KEYS w:x[1-2",
+	    "SCAN MATCH w:*",
+	    "SCAN MATCH w:* COUNT 1",
+	    "SCAN MATCH w:y* COUNT 2",
+	    "SCAN MATCH w:* TYPE hash",
+	    "SCAN MATCH w:* TYPE string COUNT 3",
+	    "SCAN MATCH w:* TYPE zset",
+	    "SCAN MATCH w:* TYPE nosuch",
+	};
+	unsigned differ = 0;
+	long long da = dbsize(a), db = dbsize(b);
+	for (size_t i = 0; i < sizeof setup_cmds / sizeof setup_cmds[0]; i++) {
+		char want[512];
+		snprintf(want, sizeof want, "%s", rc_cmd(b, setup_cmds[i]));
+		assert_string_equal(rc_cmd(a, setup_cmds[i]), want);
+	}
+	if (dbsize(a) - da != dbsize(b) - db) {
+		print_error("DBSIZE grew by %lld on lodestone, %lld on "
+		            "redis-server\n",
+		            dbsize(a) - da, dbsize(b) - db);
+		differ++;
+	}
+	for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++) {
+		static char ka[8192], kb[8192];
+		keys_sorted(b, walks[i], kb, sizeof kb);
+		keys_sorted(a, walks[i], ka, sizeof ka);
+		if (strcmp(ka, kb) != 0) {
+			print_error("'%s': redis-server '%s', lodestone '%s'\n",
+			            walks[i], kb, ka);
+			differ++;
+		}
+	}
+	/* INFO keyspace: db0 with the DBSIZE count (and the key with an
+	 * expiry among them) */
+	{
+		char want[64], info[4096];
+		snprintf(want, sizeof want,
+		         "db0:keys=%lld,expires=", dbsize(a));
+		snprintf(info, sizeof info, "%s", rc_cmd(a, "INFO keyspace"));
+		assert_non_null(strstr(info, "# Keyspace\r\n"));
+		assert_non_null(strstr(info, want));
+		assert_null(strstr(info, "expires=0,"));
+	}
+	for (size_t i = 0; i < sizeof setup_cmds / sizeof setup_cmds[0]; i++) {
+		char del[128];
+		const char *k = setup_cmds[i] + strcspn(setup_cmds[i], " ") + 1;
+		snprintf(del, sizeof del, "DEL %.*s", (int)strcspn(k, " "), k);
+		rc_cmd(a, del);
+		rc_cmd(b, del);
+	}
+	return differ;
+}
 
 static pid_t redis_start(uint16_t p)
 {
@@ -857,6 +1206,7 @@ static void test_differential(void **state)
 			differ++;
 		}
 	}
+	differ += keyspace_walks(a, b);
 	assert_int_equal(differ, 0);
 	rc_close(a);
 	rc_close(b);

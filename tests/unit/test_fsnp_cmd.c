@@ -12,6 +12,7 @@
 
 #include "node/fsnp/fsnp_cmd.h"
 #include "store/command.h"
+#include "store/kvscan.h"
 #include "wire/fsnp_compact.h"
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"
@@ -659,6 +660,108 @@ static void test_exec_args(void **state)
 	assert_int_equal(exec_args("MSET", &p, &e, 3, "a", "b", "c"), -1);
 }
 
+/* The keyspace commands: EXPIRE's options and their errors, RENAME's
+ * slot check, SCAN's cursor naming the group, DBSIZE and KEYS on every
+ * group, ZRANGE LIMIT and ZCOUNT. */
+static void test_keyspace_args(void **state)
+{
+	struct fsnp_plan p;
+	struct fsnp_cmd_err e;
+	struct store_cmd c;
+	char cur[24];
+	(void)state;
+	assert_int_equal(exec_args("EXPIRE", &p, &e, 4, "k", "10", "nx", "LT"),
+	                 -1);
+	assert_string_equal(e.message, "ERR NX and XX, GT or LT options at "
+	                               "the same time are not compatible");
+	assert_int_equal(exec_args("PEXPIRE", &p, &e, 4, "k", "10", "GT", "LT"),
+	                 -1);
+	assert_string_equal(e.message, "ERR GT and LT options at the same "
+	                               "time are not compatible");
+	assert_int_equal(exec_args("EXPIRE", &p, &e, 3, "k", "10", "ZZ"), -1);
+	assert_string_equal(e.message, "ERR Unsupported option ZZ");
+	assert_int_equal(
+	    exec_args("EXPIREAT", &p, &e, 2, "k", "9223372036854776"), -1);
+	assert_string_equal(e.message,
+	                    "ERR invalid expire time in 'expireat' command");
+	assert_int_equal(
+	    exec_args("PEXPIREAT", &p, &e, 4, "k", "#5", "XX", "GT"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_EXPIRE_OPT);
+	assert_int_equal(c.kind, STORE_EXPIRE_AT);
+	assert_int_equal(c.delta, 5);
+	assert_int_equal(c.flags, STORE_EXPIRE_F_XX | STORE_EXPIRE_F_GT);
+	assert_true(slice_eq(c.arg, "pexpireat"));
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("RENAME", &p, &e, 2, "{t}a", "{t}b"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_RENAME);
+	assert_int_equal(p.parts[0].group, group_of("{t}a"));
+	assert_true(slice_eq(c.arg, "{t}b"));
+	fsnp_plan_free(&p);
+	assert_true(fsnp_slot_of((const uint8_t *)"{t}a", 4) !=
+	            fsnp_slot_of((const uint8_t *)"{u}a", 4));
+	assert_int_equal(exec_args("RENAMENX", &p, &e, 2, "{t}a", "{u}a"), -1);
+	assert_non_null(strstr(e.message, "CROSSSLOT"));
+	/* DBSIZE and KEYS: one part per data group (8 here) */
+	assert_int_equal(exec_args("DBSIZE", &p, &e, 0), 0);
+	assert_int_equal(p.n_parts, 8);
+	assert_int_equal(p.merge, FSNP_MERGE_SUM);
+	assert_int_equal(p.parts[7].group, 8);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("KEYS", &p, &e, 1, "a*"), 0);
+	assert_int_equal(p.n_parts, 8);
+	assert_int_equal(p.merge, FSNP_MERGE_CONCAT);
+	decode_part(&p, 3, &c);
+	assert_int_equal(c.flags, STORE_SCAN_ALL | STORE_SCAN_MATCH);
+	assert_true(slice_eq(c.value, "a*"));
+	fsnp_plan_free(&p);
+	/* SCAN: cursor 0 is group 1; a cursor of group 5 at "key" goes to
+	 * group 5 and seeks at most to "key" */
+	assert_int_equal(exec_args("SCAN", &p, &e, 1, "0"), 0);
+	assert_int_equal(p.parts[0].group, 1);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.count, 10);
+	assert_int_equal(c.shards, 8);
+	assert_int_equal(c.arg.len, 0);
+	fsnp_plan_free(&p);
+	snprintf(cur, sizeof cur, "%llu",
+	         (unsigned long long)kvscan_cursor_at(
+	             5, 8, (const uint8_t *)"key", 3));
+	assert_int_equal(exec_args("SCAN", &p, &e, 7, cur, "MATCH", "k*",
+	                           "COUNT", "3", "TYPE", "ZSET"),
+	                 0);
+	assert_int_equal(p.parts[0].group, 5);
+	decode_part(&p, 0, &c);
+	assert_true(slice_eq(c.arg, "key"));
+	assert_int_equal(c.count, 3);
+	assert_int_equal(c.kind, 5);
+	assert_int_equal(c.flags, STORE_SCAN_MATCH);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("SCAN", &p, &e, 1, "abc"), -1);
+	assert_string_equal(e.message, "ERR invalid cursor");
+	assert_int_equal(exec_args("SCAN", &p, &e, 3, "0", "COUNT", "0"), -1);
+	assert_string_equal(e.message, "ERR syntax error");
+	/* ZRANGEBYSCORE LIMIT: the _EX read; ZRANGE by rank refuses it */
+	assert_int_equal(exec_args("ZRANGEBYSCORE", &p, &e, 6, "z", "1", "2",
+	                           "LIMIT", "-1", "3"),
+	                 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_ZRANGE_EX);
+	assert_true(c.offset == UINT64_MAX);
+	assert_int_equal(c.count, 3);
+	fsnp_plan_free(&p);
+	assert_int_equal(
+	    exec_args("ZRANGE", &p, &e, 6, "z", "0", "1", "LIMIT", "0", "2"),
+	    -1);
+	assert_non_null(strstr(e.message, "LIMIT is only supported"));
+	assert_int_equal(exec_args("ZCOUNT", &p, &e, 3, "z", "(1", "+inf"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.flags, STORE_ZRANGE_BYSCORE | STORE_ZRANGE_COUNT |
+	                              STORE_ZRANGE_MIN_EXCL);
+	fsnp_plan_free(&p);
+}
+
 /* --- Compact bodies, deadlines, limits --------------------------------------
  */
 
@@ -742,6 +845,7 @@ int main(void)
 	    cmocka_unit_test(test_mset),
 	    cmocka_unit_test(test_collections_typed),
 	    cmocka_unit_test(test_exec_args),
+	    cmocka_unit_test(test_keyspace_args),
 	    cmocka_unit_test(test_compact_and_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

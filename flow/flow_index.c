@@ -564,7 +564,11 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 			j++;
 			continue;
 		}
-		cmp < 0 ? i++ : j++;
+		if (cmp < 0) {
+			i++;
+		} else {
+			j++;
+		}
 		if (k->len > 4 && k->p[4] == K_FLOW_COUNT) {
 			struct sdelta *d = &sd[nsd];
 			if ((d->row = count_split(k, &d->state)) > 0) {
@@ -768,13 +772,11 @@ static int get_u64(struct tx *tx, const struct sbuf *k, uint64_t *n)
 int flow_count_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                    struct fsnp_bytes part, struct fsnp_bytes state, uint64_t *n)
 {
-	struct sbuf k;
-	int rv;
-
-	struct sbuf v;
+	struct sbuf k, v;
 	struct fsnp_bytes st;
 	uint64_t cnt;
 	size_t off = 0;
+	int rv;
 
 	sbuf_init(&k);
 	sbuf_init(&v);

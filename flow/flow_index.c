@@ -261,6 +261,11 @@ static void state_meta(struct kgen *g)
 	}
 }
 
+bool flow_ix_self_root(const struct frec *r)
+{
+	return frec_eq(r, RS_ROOT_FLOW_ID, r->s[RS_ID]);
+}
+
 void flow_index_keys(uint32_t group, const struct frec *r, struct sbuf *ix,
                      struct sbuf *cnt)
 {
@@ -290,6 +295,12 @@ void flow_index_keys(uint32_t group, const struct frec *r, struct sbuf *ix,
 	flow_ix_prefix(&g.k, group, part, FLOW_IX_PART_UPDATED, NULL, 0);
 	ix_tail(&g, g.updated);
 	for (size_t i = 0; i < sizeof lineage / sizeof lineage[0]; i++) {
+		/* A flow that is its own root (every flow created without a
+		 * root_flow_id) has no root entry: its range gets it from the
+		 * record (fql_exec.c), two rows fewer per write. */
+		if (lineage[i].kind == FLOW_IX_ROOT && flow_ix_self_root(r)) {
+			continue;
+		}
 		if (r->s_set[lineage[i].f]) {
 			flow_ix_prefix(&g.k, group, part, lineage[i].kind,
 			               &r->s[lineage[i].f], 1);
@@ -358,6 +369,124 @@ static struct kref *klist(const struct sbuf *b, size_t *n)
 	return v;
 }
 
+/* --- State counters -------------------------------------------------------
+ * One K_FLOW_COUNT row per (type, part) holds the counts of all its states
+ * (flow_index.h), so a state change moves two counts in one write. The
+ * counter keys of flow_index_keys name (type, part, state); they are split
+ * here into the row key and the state. */
+
+static int state_cmp(struct fsnp_bytes a, struct fsnp_bytes b)
+{
+	if (a.len != b.len) {
+		return a.len < b.len ? -1 : 1;
+	}
+	return a.len == 0 ? 0 : memcmp(a.ptr, b.ptr, a.len);
+}
+
+bool flow_count_row_next(const uint8_t *p, size_t len, size_t *off,
+                         struct fsnp_bytes *state, uint64_t *n)
+{
+	if (!fkey_part(p, len, off, state) || len - *off < 8) {
+		return false;
+	}
+	*n = be_get64(p + *off);
+	*off += 8;
+	return true;
+}
+
+/* The row key length of a (type, part, state) counter key, and its state;
+ * 0 when malformed. */
+static size_t count_split(const struct kref *k, struct fsnp_bytes *state)
+{
+	struct fsnp_bytes t, pt;
+	size_t off = 5, row;
+
+	if (!fkey_part(k->p, k->len, &off, &t) ||
+	    !fkey_part(k->p, k->len, &off, &pt)) {
+		return 0;
+	}
+	row = off;
+	if (!fkey_part(k->p, k->len, &off, state) || off != k->len) {
+		return 0;
+	}
+	return row;
+}
+
+struct sdelta {
+	const struct kref *k;
+	size_t row; /* row key length */
+	struct fsnp_bytes state;
+	int d;
+	bool done;
+};
+
+struct scount {
+	struct fsnp_bytes state;
+	uint64_t n;
+};
+
+/* Moves the counts of every delta sharing the row of ds[at]: one read
+ * and one write (or delete, when no state has flows left) of the row. */
+static void count_row_apply(struct fctx *c, struct sdelta *ds, size_t nd,
+                            size_t at)
+{
+	const uint8_t *rk = ds[at].k->p;
+	size_t rl = ds[at].row, n = 0, cap = nd, off = 0;
+	struct scount *v;
+	struct fsnp_bytes st;
+	struct sbuf cur, out;
+	uint64_t cnt;
+
+	sbuf_init(&cur);
+	sbuf_init(&out);
+	if (store_tx_get(c->tx, rk, rl, &cur) == 1) {
+		while (flow_count_row_next(cur.p, cur.len, &off, &st, &cnt)) {
+			cap++;
+		}
+	}
+	v = calloc(cap ? cap : 1, sizeof *v);
+	if (v == NULL) {
+		abort();
+	}
+	off = 0;
+	while (flow_count_row_next(cur.p, cur.len, &off, &st, &cnt)) {
+		v[n].state = st;
+		v[n++].n = cnt;
+	}
+	for (size_t i = at; i < nd; i++) {
+		struct sdelta *d = &ds[i];
+		size_t j = 0;
+		if (d->done || d->row != rl || memcmp(d->k->p, rk, rl) != 0) {
+			continue;
+		}
+		d->done = true;
+		while (j < n && state_cmp(v[j].state, d->state) < 0) {
+			j++;
+		}
+		if (j == n || state_cmp(v[j].state, d->state) != 0) {
+			memmove(&v[j + 1], &v[j], (n - j) * sizeof *v);
+			v[j].state = d->state;
+			v[j].n = 0;
+			n++;
+		}
+		v[j].n = d->d > 0 ? v[j].n + 1 : (v[j].n > 0 ? v[j].n - 1 : 0);
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (v[j].n > 0) {
+			sbuf_lbytes(&out, v[j].state.ptr, v[j].state.len);
+			sbuf_u64(&out, v[j].n);
+		}
+	}
+	if (out.len == 0) {
+		store_tx_del(c->tx, rk, rl);
+	} else {
+		store_tx_put(c->tx, rk, rl, out.p, out.len);
+	}
+	free(v);
+	sbuf_free(&cur);
+	sbuf_free(&out);
+}
+
 static void count_add(struct fctx *c, const struct kref *k, int d)
 {
 	struct sbuf v;
@@ -383,7 +512,8 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 {
 	struct sbuf oix, ocnt, nix, ncnt;
 	struct kref *oi, *oc, *ni, *nc;
-	size_t noi, noc, nni, nnc, i, j;
+	struct sdelta *sd;
+	size_t noi, noc, nni, nnc, i, j, nsd = 0;
 	uint8_t ver[8];
 
 	sbuf_init(&oix);
@@ -418,20 +548,44 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 			store_tx_put(c->tx, ni[i].p, ni[i].len, ver, 8);
 		}
 	}
-	/* Counters: only the keys that differ move. */
+	/* Counters: only the keys that differ move; the state counts of a
+	 * (type, part) row move together. */
+	sd = calloc(noc + nnc ? noc + nnc : 1, sizeof *sd);
+	if (sd == NULL) {
+		abort();
+	}
 	for (i = 0, j = 0; i < noc || j < nnc;) {
 		int cmp = i >= noc   ? 1
 		          : j >= nnc ? -1
 		                     : kref_cmp(&oc[i], &nc[j]);
-		if (cmp < 0) {
-			count_add(c, &oc[i++], -1);
-		} else if (cmp > 0) {
-			count_add(c, &nc[j++], +1);
-		} else {
+		const struct kref *k = cmp < 0 ? &oc[i] : &nc[j];
+		if (cmp == 0) {
 			i++;
 			j++;
+			continue;
+		}
+		if (cmp < 0) {
+			i++;
+		} else {
+			j++;
+		}
+		if (k->len > 4 && k->p[4] == K_FLOW_COUNT) {
+			struct sdelta *d = &sd[nsd];
+			if ((d->row = count_split(k, &d->state)) > 0) {
+				d->k = k;
+				d->d = cmp < 0 ? -1 : +1;
+				nsd++;
+			}
+		} else {
+			count_add(c, k, cmp < 0 ? -1 : +1);
 		}
 	}
+	for (i = 0; i < nsd; i++) {
+		if (!sd[i].done) {
+			count_row_apply(c, sd, nsd, i);
+		}
+	}
+	free(sd);
 	free(oi);
 	free(oc);
 	free(ni);
@@ -618,17 +772,28 @@ static int get_u64(struct tx *tx, const struct sbuf *k, uint64_t *n)
 int flow_count_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                    struct fsnp_bytes part, struct fsnp_bytes state, uint64_t *n)
 {
-	struct sbuf k;
+	struct sbuf k, v;
+	struct fsnp_bytes st;
+	uint64_t cnt;
+	size_t off = 0;
 	int rv;
 
 	sbuf_init(&k);
+	sbuf_init(&v);
 	kstart(&k, group, K_FLOW_COUNT);
 	kpart(&k, type);
 	kpart(&k, part);
-	kpart(&k, state);
-	rv = get_u64(tx, &k, n);
+	rv = store_tx_get(tx, k.p, k.len, &v);
+	*n = 0;
+	while (rv == 1 && flow_count_row_next(v.p, v.len, &off, &st, &cnt)) {
+		if (state_cmp(st, state) == 0) {
+			*n = cnt;
+			break;
+		}
+	}
+	sbuf_free(&v);
 	sbuf_free(&k);
-	return rv;
+	return rv < 0 ? -1 : 0;
 }
 
 int flow_acount_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
@@ -672,20 +837,23 @@ int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,
 	it = store_tx_iter_open(tx, p.p, p.len);
 	valid = store_tx_iter_seek(it, NULL, 0);
 	u->seeks++;
-	for (; valid; store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
-		size_t kl, vl, off = 5;
+	for (bool stop = false; valid && !stop;
+	     store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
+		size_t kl, vl, off = 5, voff = 0;
 		const uint8_t *k = store_tx_iter_key(it, &kl);
 		const uint8_t *v = store_tx_iter_value(it, &vl);
 		struct fsnp_bytes t, pt, st;
-		u->entries++;
+		uint64_t n;
 		u->bytes += kl + vl;
 		if (!fkey_part(k, kl, &off, &t) ||
-		    !fkey_part(k, kl, &off, &pt) ||
-		    !fkey_part(k, kl, &off, &st) || off != kl || vl != 8) {
+		    !fkey_part(k, kl, &off, &pt) || off != kl) {
 			continue;
 		}
-		if (fn(arg, pt, st, be_get64(v)) != 0) {
-			break;
+		/* a row holds every state of (type, part): each is an
+		 * entry, as a counter row of its own was */
+		while (!stop && flow_count_row_next(v, vl, &voff, &st, &n)) {
+			u->entries++;
+			stop = fn(arg, pt, st, n) != 0;
 		}
 	}
 	rv = store_tx_iter_close(it);
@@ -902,7 +1070,7 @@ static const struct ixstatus status_ix[] = {
      "updated_at_ms:asc:ordered",
      3, SH_PREDICATES "," SH_TYPE_STATE "," SH_TERMINALS "," SH_COUNT,
      "0x4C kind 1: partition, type, state, updated_at_ms, run_id",
-     "u64 record version", "0x4D: type, partition, state: u64 flows"},
+     "u64 record version", "0x4D: type, partition: u64 flows per state"},
     {"flow_runs_partition_updated",
      "partition_key:asc:hashed,updated_at_ms:asc:ordered", 0, SH_PREDICATES,
      "0x4C kind 8: partition, updated_at_ms, run_id", "u64 record version",

@@ -10,9 +10,12 @@
  * Index entries (K_FLOW_IX): `part, u8 kind`, the kind's equality
  * components (each u32 len + bytes), then `u64 order` and `id`; the value
  * is the record's u64 version (a covering check that the entry matches the
- * record it names). The due index (K_FLOW_DUE, flow_record.c) is reused for
- * next_run_at / lease deadline order: its prefix `part, type, state, u8
- * 255 - priority` is followed by the same `u64, id` tail (value empty). */
+ * record it names); a flow that is its own root has no root entry
+ * (flow_ix_self_root). The due index (K_FLOW_DUE, flow_record.c) is reused
+ * for next_run_at / lease deadline order: its prefix `part, type, state, u8
+ * 255 - priority` is followed by the same `u64, id` tail (value empty).
+ * Counters (K_FLOW_COUNT): one row per (type, part) with its states'
+ * counts (flow_count_row_next). */
 #ifndef LS_FLOW_FLOW_INDEX_H
 #define LS_FLOW_FLOW_INDEX_H
 
@@ -49,6 +52,11 @@ void flow_index_update(struct fctx *c, const struct frec *old,
  * maintenance above use the same rule). */
 void flow_index_keys(uint32_t group, const struct frec *r, struct sbuf *ix,
                      struct sbuf *cnt);
+
+/* Whether `r` is its own root (root_flow_id = id). Such a flow has no
+ * FLOW_IX_ROOT entry: a scan of root X's range adds X's record itself
+ * (fql_exec.c), in the entry's key form. */
+bool flow_ix_self_root(const struct frec *r);
 
 /* The key form of a scalar attribute or state_meta value: a tag byte (the
  * FSNP tag) and an order-preserving body. -1 when the value is not a
@@ -116,6 +124,12 @@ int flow_ix_scan(struct tx *tx, const struct flow_ix_range *r,
                  struct flow_ix_page *out, struct flow_ix_usage *u,
                  const char **msg);
 
+/* The state counts of a K_FLOW_COUNT row, one (type, part) (value:
+ * n x (u32 len + state, u64 flows), states in key order, none at 0):
+ * the next at *off, false at the end or on a malformed value. */
+bool flow_count_row_next(const uint8_t *p, size_t len, size_t *off,
+                         struct fsnp_bytes *state, uint64_t *n);
+
 /* Exact counters. Flows of (type, part, state): */
 int flow_count_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                    struct fsnp_bytes part, struct fsnp_bytes state,
@@ -127,8 +141,8 @@ int flow_acount_get(struct tx *tx, uint32_t group, struct fsnp_bytes type,
                     struct fsnp_bytes name, const struct fsnp_bytes *value,
                     uint64_t *n);
 
-/* Visits counters under a prefix of (type[, part[, state]]): the counter
- * key's parts and its value. Returns 1 from the callback to stop. */
+/* Visits counters under a prefix of (type[, part]): each (part, state)
+ * with flows and its count. Returns 1 from the callback to stop. */
 typedef int (*flow_count_fn)(void *arg, struct fsnp_bytes part,
                              struct fsnp_bytes state, uint64_t n);
 int flow_count_each(struct tx *tx, uint32_t group, struct fsnp_bytes type,

@@ -155,38 +155,38 @@ static int read_counters(struct tx *tx, uint32_t group, struct pairs *queues,
 	sbuf_u8(&p, K_FLOW_COUNT);
 	it = store_tx_iter_open(tx, p.p, p.len);
 	valid = store_tx_iter_seek(it, NULL, 0);
-	for (; valid && rv == 0;
+	for (; valid && rv == 0 && !*truncated;
 	     store_tx_iter_next(it), valid = store_tx_iter_valid(it)) {
-		size_t kl, vl, off = 5;
+		size_t kl, vl, off = 5, voff = 0;
 		const uint8_t *k = store_tx_iter_key(it, &kl);
 		const uint8_t *v = store_tx_iter_value(it, &vl);
 		struct fsnp_bytes t, pt, st;
 		uint64_t n;
-		if (++seen > FLOW_OVERVIEW_MAX_COUNTERS) {
-			*truncated = true;
-			break;
-		}
 		if (!fkey_part(k, kl, &off, &t) ||
-		    !fkey_part(k, kl, &off, &pt) ||
-		    !fkey_part(k, kl, &off, &st) || off != kl || vl != 8) {
+		    !fkey_part(k, kl, &off, &pt) || off != kl) {
 			continue;
 		}
-		n = be_get64(v);
-		if (n == 0) {
-			continue;
-		}
-		/* Counters come in (type, part, state) order: a type's
-		 * totals are the entries added since its first counter, and
-		 * each (type, part) comes once per state. */
-		if (type_from == queues->n ||
-		    !same(&queues->v[type_from].a, t)) {
-			type_from = queues->n;
-		}
-		rv = pairs_add(queues, type_from, t, st, n);
-		if (rv == 0 && fsnp_bytes_eq(st, "failed")) {
-			rv = pairs_add(failed, failed->n, t, pt, n);
-		} else if (rv == 0 && fsnp_bytes_eq(st, "running")) {
-			rv = pairs_add(running, running->n, t, pt, n);
+		/* Counters come in (type, part) rows, each with its states:
+		 * a type's totals are the entries added since its first
+		 * counter, and each (type, part) comes once per state. */
+		while (rv == 0 && flow_count_row_next(v, vl, &voff, &st, &n)) {
+			if (++seen > FLOW_OVERVIEW_MAX_COUNTERS) {
+				*truncated = true;
+				break;
+			}
+			if (n == 0) {
+				continue;
+			}
+			if (type_from == queues->n ||
+			    !same(&queues->v[type_from].a, t)) {
+				type_from = queues->n;
+			}
+			rv = pairs_add(queues, type_from, t, st, n);
+			if (rv == 0 && fsnp_bytes_eq(st, "failed")) {
+				rv = pairs_add(failed, failed->n, t, pt, n);
+			} else if (rv == 0 && fsnp_bytes_eq(st, "running")) {
+				rv = pairs_add(running, running->n, t, pt, n);
+			}
 		}
 	}
 	if (store_tx_iter_close(it) != 0) {

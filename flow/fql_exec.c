@@ -690,13 +690,89 @@ static void write_covering(struct run *x, struct fsnp_writer *w,
 	fsnp_w_map_end(w);
 }
 
+/* The range of root `root` holds no entry for the root itself when it is
+ * its own root (flow_ix_self_root): range g (prefix and resume key set
+ * like the index range's) gets a page of at most that one hit, in the
+ * entry's key form, from the record of `root` in the partition. */
+static int self_root(struct run *x, struct rng *g, struct fsnp_bytes root,
+                     uint64_t lo, uint64_t hi)
+{
+	struct flow_ix_hit *h;
+	struct sbuf k, val;
+	struct frec r;
+	uint64_t order;
+	int rv, c;
+
+	g->started = true;
+	g->more = false;
+	g->pos = 0;
+	g->page.n = 0;
+	sbuf_init(&k);
+	sbuf_init(&val);
+	fkey_rec(&k, x->c->group, x->part, root);
+	rv = store_tx_get(x->c->tx, k.p, k.len, &val);
+	x->u[U_SEEKS]++;
+	if (rv < 0) {
+		fql_diag_set(x->d, FQL_QUERY_STORAGE_UNAVAILABLE, NULL, NULL);
+		goto out;
+	}
+	rv = 0;
+	if (val.len == 0 || frec_decode(val.p, val.len, &r) != 0 ||
+	    !frec_eq(&r, RS_ID, root) || !flow_ix_self_root(&r)) {
+		goto out; /* absent, or not its own root */
+	}
+	order = r.i_set[RI_UPDATED_AT_MS] ? (uint64_t)r.i[RI_UPDATED_AT_MS] : 0;
+	if (order < lo || order > hi) {
+		goto out;
+	}
+	sbuf_reset(&k);
+	sbuf_add(&k, g->prefix.p, g->prefix.len);
+	sbuf_u64(&k, order);
+	sbuf_lbytes(&k, root.ptr, root.len);
+	if (g->last.len > 0) {
+		size_t n = k.len < g->last.len ? k.len : g->last.len;
+		c = memcmp(k.p, g->last.p, n);
+		if (c == 0) {
+			c = k.len == g->last.len  ? 0
+			    : k.len < g->last.len ? -1
+			                          : 1;
+		}
+		if (x->p->desc ? c >= 0 : c <= 0) {
+			goto out; /* at or before the resume point */
+		}
+	}
+	x->u[U_ENTRIES]++;
+	x->u[U_BYTES] += k.len;
+	free(g->page.hits);
+	g->page.hits = calloc(1, sizeof *g->page.hits);
+	if (g->page.hits == NULL) {
+		abort();
+	}
+	sbuf_reset(&g->page.store);
+	sbuf_add(&g->page.store, k.p, k.len);
+	h = &g->page.hits[0];
+	h->order = order;
+	h->version = r.i_set[RI_VERSION] ? (uint64_t)r.i[RI_VERSION] : 0;
+	h->key.ptr = g->page.store.p;
+	h->key.len = k.len;
+	h->id.ptr = h->key.ptr + k.len - root.len;
+	h->id.len = root.len;
+	g->page.n = 1;
+out:
+	sbuf_free(&k);
+	sbuf_free(&val);
+	return rv;
+}
+
 static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
                      struct fsnp_writer *w)
 {
 	const struct fql_plan *p = x->p;
 	uint32_t nr = (p->multi != NULL ? p->multi->nvals : 1) *
 	              (p->due ? FQL_PLAN_DUE_PRIORITIES : 1);
-	struct rng g[FQL_PLAN_MAX_RANGES];
+	/* root ranges: one more, the root's own record (self_root) */
+	bool self = !p->due && p->ix == FLOW_IX_ROOT;
+	struct rng g[FQL_PLAN_MAX_RANGES + 1];
 	struct sbuf vk, val, last_tail;
 	uint64_t lo = 0, hi = UINT64_MAX, consumed = 0;
 	uint32_t limit = x->q->limit;
@@ -736,6 +812,22 @@ static int run_range(struct run *x, const uint8_t *resume, size_t rlen,
 		if (rlen > 0) {
 			sbuf_add(&g[i].last, g[i].prefix.p, g[i].prefix.len);
 			sbuf_add(&g[i].last, resume, rlen);
+		}
+	}
+	if (self) {
+		struct rng *s = &g[nr];
+		sbuf_init(&s->prefix);
+		sbuf_init(&s->last);
+		flow_ix_page_init(&s->page);
+		s->priority = -1;
+		sbuf_add(&s->prefix, g[0].prefix.p, g[0].prefix.len);
+		sbuf_add(&s->last, g[0].last.p, g[0].last.len);
+		s->started = true;
+		nr++;
+		if (!empty && self_root(x, s, bound_bytes(&p->eq[0]->v[0]), lo,
+		                        hi) != 0) {
+			rv = -1;
+			goto out;
 		}
 	}
 	fsnp_w_key(w, "records");

@@ -16,7 +16,7 @@
 #include "store/buf.h"
 #include "store/command.h"
 
-#define STORE_FORMAT_VERSION 5
+#define STORE_FORMAT_VERSION 6
 
 enum key_type {
 	K_GROUP = 0x01,    /* applied index, term, format version */
@@ -64,12 +64,12 @@ enum key_type {
 	K_FLOW_SCHED_DUE = 0x49, /* u64 next run + part + id: empty (active) */
 	K_FLOW_SCHED_OUT = 0x4A, /* part + id + u64 due: target to create */
 	/* Flow governance (flow/flow_gov_internal.h). */
-	K_FLOW_GOV = 0x4B,    /* u8 kind + parts: governance records */
-	K_FLOW_IX = 0x4C,     /* part + u8 index kind + ...: secondary
-	                       * indexes (flow/flow_index.h): u64 version */
-	K_FLOW_COUNT = 0x4D,  /* type + part + state: u64 flows */
-	K_FLOW_ACOUNT = 0x4E, /* type + part + state + attribute name + u8 0
-	                       * (flows with it) | 1 + value: u64 flows */
+	K_FLOW_GOV = 0x4B,       /* u8 kind + parts: governance records */
+	K_FLOW_IX = 0x4C,        /* part + u8 index kind + ...: secondary
+	                          * indexes (flow/flow_index.h): u64 version */
+	K_FLOW_COUNT = 0x4D,     /* type + part: its states' u64 flows */
+	K_FLOW_ACOUNT = 0x4E,    /* type + part + state + attribute name + u8 0
+	                          * (flows with it) | 1 + value: u64 flows */
 	K_FLOW_ACTIVE = 0x4F,    /* u64 created_at_ms + max_active_ms + part +
 	                          * id: empty (non-terminal flows with a
 	                          * max_active_ms) */

@@ -298,6 +298,28 @@ static void scan_type(struct tdb *t, uint8_t kt, struct kvs *out)
 		if (kl < 5 || memcmp(k, pfx, 5) != 0) {
 			break;
 		}
+		if (kt == K_FLOW_COUNT) {
+			/* a (type, part) row of state counts: one
+			 * (type, part, state) counter key each, as
+			 * flow_index_keys names them */
+			size_t off = 0;
+			struct fsnp_bytes st;
+			uint64_t n;
+			struct sbuf ck;
+			sbuf_init(&ck);
+			assert_true(vl > 0);
+			while (flow_count_row_next((const uint8_t *)v, vl, &off,
+			                           &st, &n)) {
+				assert_true(n > 0);
+				sbuf_reset(&ck);
+				sbuf_add(&ck, k, kl);
+				sbuf_lbytes(&ck, st.ptr, st.len);
+				kvs_add(out, ck.p, ck.len, n);
+			}
+			assert_int_equal(off, vl);
+			sbuf_free(&ck);
+			continue;
+		}
 		assert_int_equal(vl, 8);
 		kvs_add(out, (const uint8_t *)k, kl,
 		        be_get64((const uint8_t *)v));

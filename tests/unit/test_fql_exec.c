@@ -1,7 +1,8 @@
 /* FLOW.QUERY planner and executor (flow/fql_plan.h, flow/fql_exec.h)
  * against a brute-force filter over the records: seeded random creates,
  * claims and mutations, then random queries of the advertised shapes
- * (type/state, terminal IN lists, lineage, attributes, partition-wide
+ * (type/state, terminal IN lists, lineage (a root's range holds the
+ * root itself, which has no index entry), attributes, partition-wide
  * with residual predicates, updated_at_ms ranges, counts, point reads)
  * executed as the Flow store read and paged to the end through fqc1_
  * cursors; the concatenated pages must equal the filter's records in
@@ -111,6 +112,9 @@ static void s_create(struct w *w)
 	if (pick(w, 3) == 0) {
 		fb_str(&b, "parent_flow_id", "parent-1");
 	}
+	if (pick(w, 4) == 0) {
+		fb_str(&b, "root_flow_id", pick(w, 2) ? "f01" : "f02");
+	}
 	fb_int(&b, "priority", pick(w, 3));
 	if (pick(w, 2)) {
 		fb_int(&b, "run_at_ms", (int64_t)(w->now + pick(w, 50)));
@@ -207,6 +211,7 @@ static void step(struct w *w)
 
 struct mrec {
 	char id[16], part[8], type[8], state[16], corr[8], region[8];
+	char root[16];
 	bool has_corr, has_region, has_parent;
 	int64_t upd, version, next, lease;
 	bool has_next, has_lease;
@@ -252,6 +257,7 @@ static size_t model(struct w *w, struct mrec *out)
 			copy(m->corr, sizeof m->corr, r.s[RS_CORRELATION_ID]);
 		}
 		m->has_parent = r.s_set[RS_PARENT_FLOW_ID];
+		copy(m->root, sizeof m->root, r.s[RS_ROOT_FLOW_ID]);
 		if (r.v_set[RV_ATTRIBUTES] &&
 		    fsnp_map_get(&r.v[RV_ATTRIBUTES], "region", &reg) == 0 &&
 		    reg.tag == FSNP_BIN) {
@@ -281,12 +287,13 @@ enum qk {
 	Q_PART_RESIDUAL,
 	Q_PART_RANGE,
 	Q_DUE,
+	Q_ROOT,
 	Q_KINDS
 };
 
 struct spec {
 	enum qk kind;
-	const char *part, *type, *corr, *region;
+	const char *part, *type, *corr, *region, *root;
 	const char *states[3];
 	int nstates;
 	int64_t lo, hi;
@@ -327,6 +334,12 @@ static void gen(struct w *w, struct spec *s, int64_t tmin, int64_t tmax)
 	case Q_CORR:
 		s->corr = pick(w, 2) ? "c1" : "c2";
 		snprintf(where, sizeof where, "correlation_id = '%s'", s->corr);
+		break;
+	case Q_ROOT:
+		/* f01 and f02 are roots of other flows (and their own);
+		 * f03 only its own */
+		s->root = (const char *[]){"f01", "f02", "f03"}[pick(w, 3)];
+		snprintf(where, sizeof where, "root_flow_id = '%s'", s->root);
 		break;
 	case Q_REGION:
 		s->region = regions[pick(w, 3)];
@@ -386,6 +399,8 @@ static bool matches(const struct spec *s, const struct mrec *m)
 		return m->has_corr && strcmp(m->corr, s->corr) == 0;
 	case Q_REGION:
 		return m->has_region && strcmp(m->region, s->region) == 0;
+	case Q_ROOT:
+		return strcmp(m->root, s->root) == 0;
 	case Q_PART_RESIDUAL:
 		return strcmp(m->type, s->type) == 0;
 	case Q_PART_RANGE:
@@ -535,12 +550,14 @@ static void check_queries(struct w *w, int nq)
 			(void)before;
 			if (residual == 0) {
 				/* O(LIMIT): each range reads at most one page
-				 * of limit + 1 entries. */
+				 * of limit + 1 entries (a root's range, and
+				 * the root itself). */
 				assert_true(
 				    scanned <=
 				    (int64_t)(s.nstates ? s.nstates : 1) *
-				        (s.kind == Q_DUE ? 3 : 1) *
-				        (s.limit + 1));
+				            (s.kind == Q_DUE ? 3 : 1) *
+				            (s.limit + 1) +
+				        (s.kind == Q_ROOT));
 			}
 			if (rlen == 0) {
 				break;

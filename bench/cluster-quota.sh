@@ -16,13 +16,16 @@
 # default 5), SHARDS (data shards, default 1: one node leads every data
 # group, so leader and follower costs are apart), WORKLOADS (default "set
 # publish flow"), STORAGE (default "disk tmpfs"), NODES (default "1 3"),
-# FLOWS (Flow cycles per run, default 3000), SETTLE (seconds between the
+# FLOWS (Flow cycles per run, default 3000), FLOW_CONNS (Flow client
+# connections, default 50: each runs one cycle of three commits at a time,
+# so a 3-node cluster, whose commits take a replication round longer,
+# needs more of them than one node to reach its CPU quota), SETTLE (seconds between the
 # leaders' election and the first run, default 6: leadership balancing
 # moves leaders in the first seconds). Workloads:
 #   set      lodebench kv -c 50 -P 16 -d 3 -r 100000 -t set --topology
 #   publish  lodebench felix --batch 64 --size 1024 --fanout 0 (at the
 #            stream's leader; 4 connections x window 16)
-#   flow     lodebench flow -c 50 -n FLOWS --topology (create, claim,
+#   flow     lodebench flow -c FLOW_CONNS -n FLOWS --topology (create, claim,
 #            complete)
 # Nodes listen on 127.0.0.1 ports 6110I (internal), 6120I (FSNP), 6130I
 # (Felix), 6140I (admin). The cgroups (/sys/fs/cgroup/cpu/lodestone-bench-PID/
@@ -37,6 +40,7 @@ WORKLOADS=${WORKLOADS:-"set publish flow"}
 STORAGE=${STORAGE:-"disk tmpfs"}
 NODES=${NODES:-"1 3"}
 FLOWS=${FLOWS:-3000}
+FLOW_CONNS=${FLOW_CONNS:-50}
 SETTLE=${SETTLE:-6}
 CPU_ROOT=/sys/fs/cgroup/cpu
 CG=$CPU_ROOT/lodestone-bench-$$
@@ -143,7 +147,7 @@ run_workload() {
 		;;
 	flow)
 		timeout $((SECS + 120)) "$BIN/lodebench" flow --fsnp 127.0.0.1:6120"$l" \
-			--topology -c 50 -n "$FLOWS" --server-pid "$pidlist" --json
+			--topology -c "$FLOW_CONNS" -n "$FLOWS" --server-pid "$pidlist" --json
 		;;
 	esac
 }

@@ -15,6 +15,7 @@
 #include "node/resp/resp_internal.h"
 #include "store/command.h"
 #include "store/result.h"
+#include "wire/fsnp_slot.h"
 #include "wire/fsnp_value.h"
 #include "wire/resp_reply.h"
 
@@ -36,6 +37,11 @@ enum kind {
 	K_OK,     /* READONLY, READWRITE: nothing to do */
 	K_REFUSE, /* known, not served: a clear error */
 	K_SETX,   /* SETNX, SETEX, PSETEX: SET with options */
+	K_MULTI,  /* transactions (resp_multi.c) */
+	K_EXEC,
+	K_DISCARD,
+	K_WATCH,
+	K_UNWATCH,
 };
 
 struct rcmd {
@@ -239,12 +245,25 @@ static const struct rcmd cmds[] = {
      "", K_OK, CONN},
     {"readwrite", 1, "loading stale fast", 0, 0, 0, "cluster",
      "Enables read-write queries for a connection.", "", K_OK, CONN},
+    {"multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Starts a transaction.", "", K_MULTI, ACL_CAT_FAST},
+    {"exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "transactions",
+     "Executes all commands in a transaction.", "", K_EXEC, ACL_CAT_SLOW},
+    {"discard", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Discards a transaction.", "", K_DISCARD, ACL_CAT_FAST},
+    {"watch", -2, "noscript loading stale fast allow_busy", 1, -1, 1,
+     "transactions",
+     "Monitors changes to keys to determine the execution of a "
+     "transaction.",
+     "key:key*", K_WATCH, ACL_CAT_FAST},
+    {"unwatch", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Forgets about watched keys of a transaction.", "",
+     K_UNWATCH, ACL_CAT_FAST},
 };
 
 /* Redis commands that are not served yet: each needs a replicated store
- * command or a transaction model Lodestone does not have. */
+ * command or a model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",     "exec",        "discard", "watch",    "unwatch",
     "rename",    "renamenx",    "scan",    "keys",     "dbsize",
     "expireat",  "pexpireat",   "lset",    "linsert",  "zincrby",
     "zcount",    "hexists",     "hincrby", "hkeys",    "hvals",
@@ -342,7 +361,9 @@ static void wrong_args(struct resp_req *r, const struct resp_arg *name)
 
 static void finish(struct resp_req *r)
 {
-	resp_req_done(r);
+	if (!r->queued) { /* a queued command's reply waits for EXEC */
+		resp_req_done(r);
+	}
 }
 
 /* --- Connection commands -------------------------------------------------- */
@@ -1018,6 +1039,7 @@ static void do_cluster(struct resp_req *r, const struct resp_arg *argv,
 
 void resp_req_release(struct resp_req *r)
 {
+	resp_multi_req_release(r);
 	/* The results first: freeing the plan forgets its part count. */
 	if (r->res != NULL) {
 		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
@@ -1210,6 +1232,16 @@ static void reply_one(struct resp_req *r, const uint8_t *p, size_t len)
 		return;
 	}
 	emit(r, &res, &v, 0);
+}
+
+void resp_cmd_reply_result(struct resp_req *q, const uint8_t *p, size_t len)
+{
+	reply_one(q, p, len);
+}
+
+void resp_cmd_shards_error(struct resp_req *r, int status)
+{
+	shards_error(r, status);
 }
 
 /* DEL: the parts' counts summed. MGET: the parts' values in request
@@ -1408,6 +1440,9 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 		finish(r);
 		return;
 	}
+	if (r->queued) {
+		return; /* planned for EXEC (resp_multi.c), not run now */
+	}
 	n = r->plan.n_parts;
 	if (n == 0) {
 		if (r->plan.merge == FSNP_MERGE_SUM) {
@@ -1514,6 +1549,104 @@ static void unknown(struct resp_req *r, const struct resp_arg *argv,
 	resp_w_error(&r->out, msg);
 }
 
+static bool arity_ok(const struct rcmd *d, uint32_t argc)
+{
+	return d->arity > 0 ? argc == (uint32_t)d->arity
+	                    : argc >= (uint32_t)-d->arity;
+}
+
+/* The Lodestone slot of the keys `d` names in argv (its first, last and
+ * step, as COMMAND lists them): false when it names none; `cross` when
+ * they are not all in one slot. */
+static bool key_slots(const struct rcmd *d, const struct resp_arg *argv,
+                      uint32_t argc, unsigned *slot, bool *cross)
+{
+	int last = d->last < 0 ? (int)argc + d->last : d->last;
+	int step = d->step > 0 ? d->step : 1;
+	bool keyed = false;
+
+	*cross = false;
+	if (d->first <= 0) {
+		return false;
+	}
+	for (int i = d->first; i <= last && i < (int)argc; i += step) {
+		unsigned k = fsnp_slot_of(argv[i].p, argv[i].len);
+		if (!keyed) {
+			*slot = k;
+			keyed = true;
+		} else if (k != *slot) {
+			*cross = true;
+		}
+	}
+	return keyed;
+}
+
+/* Commands a transaction runs itself rather than queueing (QUIT too, as
+ * Redis): with their arity right. */
+static bool tx_control(const struct rcmd *d, uint32_t argc)
+{
+	return d != NULL && arity_ok(d, argc) &&
+	       (d->kind == K_MULTI || d->kind == K_EXEC ||
+	        d->kind == K_DISCARD || d->kind == K_WATCH ||
+	        d->kind == K_QUIT);
+}
+
+/* A command after MULTI. What Redis refuses when queueing (an unknown
+ * command, a wrong arity; here also HELLO and AUTH) answers now and
+ * aborts the transaction. Anything else runs as a queued request of its
+ * own: a KV command is planned and checked against the ACL but not run
+ * (resp_multi.c runs it in EXEC); another command answers now, its reply
+ * kept for EXEC's array. */
+static void queue_cmd(struct resp_req *r, const struct rcmd *d,
+                      const struct resp_arg *argv, uint32_t argc)
+{
+	struct resp_req *q;
+	unsigned slot = 0;
+	bool cross = false, keyed;
+
+	if (d == NULL) {
+		if (is_refused(argv[0].p, argv[0].len)) {
+			char lower[64];
+			lower_name(&argv[0], lower, sizeof lower);
+			resp_w_errorf(
+			    &r->out,
+			    "ERR '%s' is not supported by Lodestone's "
+			    "RESP listener (docs/resp.md)",
+			    lower);
+		} else {
+			unknown(r, argv, argc);
+		}
+		resp_multi_abort(r);
+		return;
+	}
+	if (!arity_ok(d, argc)) {
+		wrong_args(r, &argv[0]);
+		resp_multi_abort(r);
+		return;
+	}
+	if (d->kind == K_HELLO || d->kind == K_AUTH) {
+		resp_w_errorf(&r->out,
+		              "ERR '%s' inside MULTI is not supported by "
+		              "Lodestone (docs/resp.md)",
+		              d->name);
+		resp_multi_abort(r);
+		return;
+	}
+	q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		resp_w_error(&r->out, "ERR out of memory");
+		resp_multi_abort(r);
+		return;
+	}
+	q->c = r->c;
+	q->proto = r->c->proto;
+	q->queued = true;
+	wbuf_init(&q->out);
+	resp_cmd_run(q, argv, argc);
+	keyed = key_slots(d, argv, argc, &slot, &cross);
+	resp_multi_queue(r, q, keyed, slot, cross);
+}
+
 void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
                   uint32_t argc)
 {
@@ -1522,6 +1655,10 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	char msg[512];
 
 	lower_name(&argv[0], c->last_cmd, sizeof c->last_cmd);
+	if (c->multi != NULL && !r->queued && !tx_control(d, argc)) {
+		queue_cmd(r, d, argv, argc);
+		return;
+	}
 	if (d == NULL) {
 		if (!c->authed) {
 			resp_w_error(&r->out,
@@ -1625,6 +1762,21 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	case K_OK:
 		resp_w_simple(&r->out, "OK");
 		break;
+	case K_MULTI:
+		resp_multi_begin(r);
+		return;
+	case K_EXEC:
+		resp_multi_exec(r);
+		return;
+	case K_DISCARD:
+		resp_multi_discard(r);
+		return;
+	case K_WATCH:
+		resp_multi_watch(r, argv, argc);
+		return;
+	case K_UNWATCH:
+		resp_multi_unwatch(r);
+		return;
 	default:
 		unknown(r, argv, argc);
 		break;

@@ -54,6 +54,7 @@ static void conn_maybe_free(struct resp_conn *c)
 	if (!c->handle_gone || c->head != NULL) {
 		return;
 	}
+	resp_multi_conn_free(c);
 	free(c->q);
 	free(c->argv);
 	free(c->scratch);

@@ -1619,6 +1619,16 @@ static void queue_cmd(struct resp_req *r, const struct rcmd *d,
 		resp_multi_abort(r);
 		return;
 	}
+	if (!arity_ok(d, argc) && d->kind == K_EXEC) {
+		/* As Redis: a refused EXEC ends the transaction at once. */
+		resp_w_error(&r->out,
+		             "EXECABORT Transaction discarded because "
+		             "of: wrong number of arguments for 'exec' "
+		             "command");
+		resp_multi_conn_free(r->c);
+		finish(r);
+		return;
+	}
 	if (!arity_ok(d, argc)) {
 		wrong_args(r, &argv[0]);
 		resp_multi_abort(r);

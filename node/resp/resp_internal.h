@@ -126,11 +126,11 @@ struct resp_req {
 	/* Transactions (resp_multi.c). `queued`: a command after MULTI,
 	 * planned (or answered) into `out` but never run or sent itself.
 	 * EXEC owns the queue it runs; EXEC and WATCH hold a reference to
-	 * the watch set, WATCH its keys from `watch_first` on. */
+	 * the watch set, WATCH its `watch_n` keys from `watch_first` on. */
 	bool queued;
 	struct resp_multi *multi;
 	struct resp_watch *watch;
-	uint32_t watch_first;
+	uint32_t watch_first, watch_n;
 };
 
 /* resp_server.c */

@@ -233,14 +233,15 @@ static void watch_done(void *data, int status, const uint8_t *result,
 		resp_cmd_shards_error(r, status);
 	} else if (store_result_open(result, len, &res) != 0 ||
 	           res.status != STORE_OK || !store_result_next(&res, &v) ||
-	           v.tag != STORE_T_ARRAY || v.n > w->n - r->watch_first) {
+	           v.tag != STORE_T_ARRAY || v.n != r->watch_n) {
 		resp_w_error(&r->out, "ERR WATCH could not read the keys' "
 		                      "stamps from the store");
 	} else {
 		/* Its keys are the set's from watch_first on (keys of later
 		 * WATCHes follow them). */
+		uint32_t n = v.n;
 		ok = true;
-		for (uint32_t i = 0; i < v.n; i++) {
+		for (uint32_t i = 0; i < n; i++) {
 			struct watched *k = &w->keys[r->watch_first + i];
 			if (!store_result_next(&res, &v) ||
 			    v.tag != STORE_T_BYTES ||
@@ -363,6 +364,7 @@ void resp_multi_watch(struct resp_req *r, const struct resp_arg *argv,
 	free(keys);
 	r->watch = w;
 	r->watch_first = first;
+	r->watch_n = argc - 1;
 	w->refs++;
 	w->pending++;
 	s->ops++;

@@ -1591,6 +1591,30 @@ static bool tx_control(const struct rcmd *d, uint32_t argc)
 	        d->kind == K_QUIT);
 }
 
+/* Kinds that may be queued after MULTI: KV commands (run_kv plans a
+ * queued request and stops there) and commands that answer without the
+ * store. A kind missing here is refused inside MULTI (HELLO and AUTH
+ * change the connection, which a transaction cannot take back). */
+static bool queueable(const struct rcmd *d)
+{
+	switch (d->kind) {
+	case K_KV:
+	case K_SETX:
+	case K_PING:
+	case K_ECHO:
+	case K_SELECT:
+	case K_CLIENT:
+	case K_COMMAND:
+	case K_INFO:
+	case K_CLUSTER:
+	case K_OK:
+	case K_UNWATCH:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* A command after MULTI. What Redis refuses when queueing (an unknown
  * command, a wrong arity; here also HELLO and AUTH) answers now and
  * aborts the transaction. Anything else runs as a queued request of its
@@ -1634,7 +1658,7 @@ static void queue_cmd(struct resp_req *r, const struct rcmd *d,
 		resp_multi_abort(r);
 		return;
 	}
-	if (d->kind == K_HELLO || d->kind == K_AUTH) {
+	if (!queueable(d)) {
 		resp_w_errorf(&r->out,
 		              "ERR '%s' inside MULTI is not supported by "
 		              "Lodestone (docs/resp.md)",

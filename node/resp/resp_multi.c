@@ -326,6 +326,7 @@ void resp_multi_watch(struct resp_req *r, const struct resp_arg *argv,
 		              "ERR a connection watches at most %llu keys "
 		              "(--fsnp-max-value-items)",
 		              (unsigned long long)s->cfg.max_items);
+		w->failed = true; /* these keys are not watched: EXEC aborts */
 		finish(r);
 		return;
 	}
@@ -416,8 +417,8 @@ static void exec_done(void *data, int status, const uint8_t *result, size_t len)
 		goto out;
 	}
 	if (v.tag == STORE_T_NIL) {
-		resp_w_null_array(&r->out,
-		                  r->proto); /* a watched key changed */
+		/* A watched key changed: nothing applied. */
+		resp_w_null_array(&r->out, r->proto);
 		goto out;
 	}
 	for (uint32_t i = 0; i < m->n; i++) {

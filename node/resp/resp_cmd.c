@@ -177,10 +177,10 @@ static const struct rcmd cmds[] = {
     KVC("getex", -2, "write fast", 1, 1, 1, "string",
         "Returns the string value of a key after setting its expiration "
         "time.",
-        "key:key [expiration:oneof]"),
+        "key:key ?expiration:oneof(EX|PX|EXAT|PXAT|PERSIST)"),
     KVC("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of scores.",
-        "key:key min:double max:double [WITHSCORES]"),
+        "key:key min:double max:double ?withscores:pure-token"),
     KVC("ltrim", 4, "write", 1, 1, 1, "list",
         "Removes elements from both ends a list. Deletes the list if all "
         "elements were trimmed.",
@@ -651,6 +651,36 @@ static void command_entry(struct resp_req *r, const struct rcmd *d)
 
 /* The arguments of COMMAND DOCS: "name:type" words, '?' optional, '*'
  * multiple. */
+/* The "arguments" of a oneof: its '|'-separated alternatives, each a
+ * pure token. */
+static void docs_alternatives(struct resp_req *r, const char *alts)
+{
+	size_t n = 1;
+	for (const char *q = alts; *q != '\0'; q++) {
+		n += *q == '|';
+	}
+	resp_w_bulk_str(&r->out, "arguments");
+	resp_w_array(&r->out, n);
+	for (const char *q = alts; n > 0; n--) {
+		char tok[32], lower[32];
+		size_t k = strcspn(q, "|");
+		snprintf(tok, sizeof tok, "%.*s", (int)k, q);
+		for (size_t i = 0; i <= strlen(tok); i++) {
+			lower[i] = (char)tolower((unsigned char)tok[i]);
+		}
+		resp_w_map(&r->out, 4, r->proto);
+		resp_w_bulk_str(&r->out, "name");
+		resp_w_bulk_str(&r->out, lower);
+		resp_w_bulk_str(&r->out, "type");
+		resp_w_bulk_str(&r->out, "pure-token");
+		resp_w_bulk_str(&r->out, "display_text");
+		resp_w_bulk_str(&r->out, lower);
+		resp_w_bulk_str(&r->out, "token");
+		resp_w_bulk_str(&r->out, tok);
+		q += k + (q[k] == '|');
+	}
+}
+
 static void docs_args(struct resp_req *r, const char *spec)
 {
 	const char *p = spec;
@@ -669,7 +699,7 @@ static void docs_args(struct resp_req *r, const char *spec)
 	}
 	resp_w_array(&r->out, n);
 	while (*p != '\0') {
-		char w[96], name[64], type[64];
+		char w[96], name[64], type[64], alts[64];
 		size_t k = 0;
 		bool opt = false, multi = false;
 		while (*p == ' ') {
@@ -695,10 +725,19 @@ static void docs_args(struct resp_req *r, const char *spec)
 		snprintf(name, sizeof name, "%.*s",
 		         colon ? (int)(colon - s) : (int)strlen(s), s);
 		snprintf(type, sizeof type, "%s", colon ? colon + 1 : "string");
+		alts[0] = '\0';
 		if (strncmp(type, "oneof(", 6) == 0) {
+			snprintf(alts, sizeof alts, "%s", type + 6);
+			alts[strcspn(alts, ")")] = '\0';
 			snprintf(type, sizeof type, "oneof");
+		} else if (strcmp(type, "block") == 0 ||
+		           strcmp(type, "oneof") == 0) {
+			/* Sub-arguments not listed: redis-cli reads those of a
+			 * block or a oneof (and crashes without them). */
+			snprintf(type, sizeof type, "string");
 		}
-		resp_w_map(&r->out, opt || multi ? 4 : 3, r->proto);
+		resp_w_map(&r->out, (opt || multi ? 4 : 3) + (alts[0] ? 1 : 0),
+		           r->proto);
 		resp_w_bulk_str(&r->out, "name");
 		resp_w_bulk_str(&r->out, name);
 		resp_w_bulk_str(&r->out, "type");
@@ -714,6 +753,9 @@ static void docs_args(struct resp_req *r, const char *spec)
 			if (multi) {
 				resp_w_simple(&r->out, "multiple");
 			}
+		}
+		if (alts[0] != '\0') {
+			docs_alternatives(r, alts);
 		}
 	}
 }

@@ -562,6 +562,23 @@ static void test_multi(void **state)
 	}
 	assert_string_equal(rc_reply(a), "*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n");
 
+	/* WATCH pipelined with the transaction: EXEC waits for the
+	 * stamps. */
+	{
+		static const char wpipe[] =
+		    "*2\r\n$5\r\nWATCH\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$5\r\nMULTI\r\n"
+		    "*2\r\n$4\r\nINCR\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$4\r\nEXEC\r\n"
+		    "*2\r\n$3\r\nGET\r\n$7\r\n{x}tx:p\r\n";
+		rc_send(a, wpipe, sizeof wpipe - 1);
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
+		assert_string_equal(rc_reply(a), "*1\r\n:1\r\n");
+		assert_string_equal(rc_reply(a), "$1\r\n1\r\n");
+	}
+
 	/* A watched key written by another client: nothing applies. */
 	EXPECT(a, "WATCH {x}tx:w {x}tx:a", "+OK\r\n");
 	EXPECT(b, "SET {x}tx:w theirs", "+OK\r\n");
@@ -1031,6 +1048,12 @@ static const char *const script[] = {
     "TYPE d:{m}z",
     "GETDEL d:{m}a",
     "EXISTS d:{m}a",
+    "MSET d:{m}a 1 d:{m}b 2",
+    "MGET d:{m}b d:{m}none d:{m}l d:{m}a",
+    "EXISTS d:{m}a d:{m}b d:{m}a",
+    "DEL d:{m}a d:{m}none d:{m}b",
+    "SETNX d:{m}a x",
+    "SETNX d:{m}a y",
     "EXEC",
     "HELLO 3",
     "WATCH d:{m}w",

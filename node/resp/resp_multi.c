@@ -9,7 +9,8 @@
  * group's leader (STORE_OP_KV_WATCH, a linearizable read); apply
  * compares them and answers nil, which EXEC answers as a null array,
  * when any changed. An EXEC that arrives while a WATCH read is still in
- * flight waits for it.
+ * flight waits for it, and holds the connection's later commands (they
+ * must run after it, as in Redis).
  *
  * Ownership: the connection owns the queue until EXEC or DISCARD takes
  * it; the watch set is counted (the connection, each WATCH in flight and
@@ -265,6 +266,7 @@ static void watch_done(void *data, int status, const uint8_t *result,
 		struct resp_req *e = w->exec;
 		w->exec = NULL;
 		exec_go(e);
+		resp_conn_unhold(e->c);
 	}
 	finish(r);
 }
@@ -566,7 +568,9 @@ void resp_multi_exec(struct resp_req *r)
 		return;
 	}
 	if (r->watch != NULL && r->watch->pending > 0) {
-		r->watch->exec = r; /* watch_done resumes it */
+		/* watch_done resumes it, and then the commands after it. */
+		r->watch->exec = r;
+		c->held = true;
 		return;
 	}
 	exec_go(r);

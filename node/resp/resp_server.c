@@ -353,7 +353,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 static void conn_update_reading(struct resp_conn *c)
 {
-	bool want = !c->closed && !c->quit && c->inflight < RESP_MAX_INFLIGHT;
+	bool want = !c->closed && !c->quit && !c->held &&
+	            c->inflight < RESP_MAX_INFLIGHT;
 	if (want == c->reading) {
 		return;
 	}
@@ -363,6 +364,15 @@ static void conn_update_reading(struct resp_conn *c)
 	} else {
 		uv_read_stop((uv_stream_t *)&c->tcp);
 		c->reading = false;
+	}
+}
+
+void resp_conn_unhold(struct resp_conn *c)
+{
+	c->held = false;
+	if (!c->closed) {
+		conn_process(c);
+		conn_update_reading(c);
 	}
 }
 
@@ -409,8 +419,8 @@ static void conn_process(struct resp_conn *c)
 	if (lim.max_args > s->cfg.max_items + 1) {
 		lim.max_args = (uint32_t)(s->cfg.max_items + 1);
 	}
-	while (!c->closed && !c->quit && c->inflight < RESP_MAX_INFLIGHT &&
-	       off < c->qlen) {
+	while (!c->closed && !c->quit && !c->held &&
+	       c->inflight < RESP_MAX_INFLIGHT && off < c->qlen) {
 		struct resp_cmd cmd = {
 		    .argv = c->argv,
 		    .argv_cap = c->argv_cap,

@@ -249,6 +249,16 @@ for (let i = 0; i < 3; i++) {
 try {
   const plain = ports.map((p) => client(p.resp));
   for (let i = 0; i < 3; i++) await ready(plain[i], `node${i + 1}`);
+  // CLUSTER SLOTS names a node once its record (with its RESP address)
+  // is in the meta group: wait for all three before the client reads it.
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    const slots = await plain[1].call("CLUSTER", "SLOTS");
+    const listed = new Set(slots.map((range) => range[2][1]));
+    if (listed.size === 3) break;
+    assert.ok(Date.now() < deadline, `CLUSTER SLOTS lists ${listed.size} of 3 nodes`);
+    await sleep(200);
+  }
   const before = await Promise.all(plain.map(commandsProcessed));
   const cluster = new Cluster([{ host: "127.0.0.1", port: ports[1].resp }], {
     scaleReads: "master",

@@ -666,6 +666,48 @@ static void test_multi(void **state)
 	free(b);
 }
 
+/* An ACL refusal when queued aborts the transaction, as in Redis. */
+static void test_multi_acl(void **state)
+{
+	struct rc *c = malloc(sizeof *c);
+	char fsnp[32], out[4096];
+	const char *setuser[] = {LS_ABS_BUILDDIR "/lodectl",
+	                         "--fsnp",
+	                         fsnp,
+	                         "acl",
+	                         "setuser",
+	                         "bob",
+	                         "on",
+	                         ">bobpw",
+	                         "~b:*",
+	                         "+@all",
+	                         NULL};
+	uint64_t until = harness_mono_ms() + 20000;
+	(void)state;
+	snprintf(fsnp, sizeof fsnp, "127.0.0.1:%u", cluster.nodes[0].fsnp);
+	assert_int_equal(harness_run(setuser, out, sizeof out), 0);
+	assert_int_equal(rc_connect(c, port), 0);
+	while (strcmp(rc_cmd(c, "AUTH bob bobpw"), "+OK\r\n") != 0) {
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+	EXPECT(c, "MULTI", "+OK\r\n");
+	EXPECT(c, "SET b:{1} x", "+QUEUED\r\n");
+	EXPECT(c, "GET c:{1}",
+	       "-NOPERM User bob has no permissions to access the 'c:{1}' "
+	       "key\r\n");
+	EXPECT(c, "EXEC",
+	       "-EXECABORT Transaction discarded because of previous "
+	       "errors.\r\n");
+	EXPECT(c, "EXISTS b:{1}", ":0\r\n");
+	EXPECT(c, "MULTI", "+OK\r\n");
+	EXPECT(c, "SET b:{1} x", "+QUEUED\r\n");
+	EXPECT(c, "GET b:{1}", "+QUEUED\r\n");
+	EXPECT(c, "EXEC", "*2\r\n+OK\r\n$1\r\nx\r\n");
+	rc_close(c);
+	free(c);
+}
+
 /* Three nodes: EXEC through each node, so at least two of them forward
  * the transaction to the leader of its group; a WATCH on one node and
  * the conflicting write on another. */
@@ -1162,6 +1204,7 @@ int main(void)
 	    cmocka_unit_test(test_differential),
 	    cmocka_unit_test(test_acl_users),
 	    cmocka_unit_test(test_multi),
+	    cmocka_unit_test(test_multi_acl),
 	    cmocka_unit_test(test_multi_cluster),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -294,6 +294,33 @@ static void test_watch(void **state)
 	stamp_of(&t, 13, "h", s2);
 	assert_memory_equal(s1, s2, sizeof s1);
 
+	/* A sorted set member's new score (same count) is a change. */
+	{
+		uint8_t b1[8], b2[8];
+		uint64_t bits1 = 0x3FF0000000000000ULL; /* 1.0 */
+		uint64_t bits2 = 0x4000000000000000ULL; /* 2.0 */
+		struct store_slice zs[2];
+		for (int i = 0; i < 8; i++) {
+			b1[i] = (uint8_t)(bits1 >> (56 - 8 * i));
+			b2[i] = (uint8_t)(bits2 >> (56 - 8 * i));
+		}
+		c = kcmd(STORE_OP_KV_ZADD, "z");
+		zs[0] = (struct store_slice){b1, 8};
+		zs[1] = S("m");
+		c.items.n = 2;
+		c.items.v = zs;
+		tapply(&x, &t, G, 14, &c);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		tres_free(&x);
+		stamp_of(&t, 15, "z", s1);
+		zs[0] = (struct store_slice){b2, 8};
+		tapply(&x, &t, G, 16, &c);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		tres_free(&x);
+		stamp_of(&t, 17, "z", s2);
+		assert_memory_not_equal(s1, s2, sizeof s1);
+	}
+
 	/* Expiry is a change: the key lapses between watch and apply. */
 	set(&t, 100, "e", "v", 50);
 	stamp_of(&t, 120, "e", s1);

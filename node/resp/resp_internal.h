@@ -174,6 +174,8 @@ void resp_multi_discard(struct resp_req *r);
 void resp_multi_watch(struct resp_req *r, const struct resp_arg *argv,
                       uint32_t argc);
 void resp_multi_unwatch(struct resp_req *r);
+/* CLIENT LIST's multi=: the commands queued since MULTI, -1 outside. */
+long resp_multi_queued(const struct resp_conn *c);
 /* Frees what a request or a connection holds of transactions. */
 void resp_multi_req_release(struct resp_req *r);
 void resp_multi_conn_free(struct resp_conn *c);

@@ -114,6 +114,11 @@ void resp_multi_conn_free(struct resp_conn *c)
 	c->watch = NULL;
 }
 
+long resp_multi_queued(const struct resp_conn *c)
+{
+	return c->multi != NULL ? (long)c->multi->n : -1;
+}
+
 void resp_multi_begin(struct resp_req *r)
 {
 	struct resp_conn *c = r->c;

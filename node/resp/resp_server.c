@@ -751,12 +751,13 @@ void resp_conn_describe(const struct resp_conn *c, struct wbuf *out)
 	int n = snprintf(
 	    line, sizeof line,
 	    "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu "
-	    "flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu "
+	    "flags=%s db=0 sub=0 psub=0 ssub=0 multi=%ld qbuf=%zu "
 	    "qbuf-free=%zu argv-mem=0 multi-mem=0 obl=0 oll=0 omem=%zu "
 	    "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d\n",
 	    (unsigned long long)c->id, c->peer, c->laddr, c->name,
 	    (unsigned long long)((now - c->created_ms) / 1000),
-	    (unsigned long long)((now - c->last_ms) / 1000), c->qlen,
+	    (unsigned long long)((now - c->last_ms) / 1000),
+	    c->multi != NULL ? "x" : "N", resp_multi_queued(c), c->qlen,
 	    c->qcap - c->qlen, c->out_bytes, c->qcap + c->out_bytes,
 	    c->last_cmd[0] ? c->last_cmd : "NULL",
 	    c->user[0] ? c->user : "default", c->proto);

@@ -659,6 +659,8 @@ static void test_multi(void **state)
 	/* A connection that closes inside MULTI leaves nothing behind. */
 	EXPECT(b, "MULTI", "+OK\r\n");
 	EXPECT(b, "SET {x}tx:gone 1", "+QUEUED\r\n");
+	assert_non_null(strstr(rc_cmd(a, "CLIENT LIST"),
+	                       "flags=x db=0 sub=0 psub=0 ssub=0 multi=1 "));
 	rc_close(b);
 	EXPECT(a, "EXISTS {x}tx:gone", ":0\r\n");
 	rc_close(a);

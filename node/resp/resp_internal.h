@@ -88,8 +88,8 @@ struct resp_conn {
 	struct resp_conn *dnext;
 	bool reading;
 	bool quit; /* close once the replies are out */
-	/* An EXEC waits for its WATCH reads: the commands after it start
-	 * once it has (resp_conn_unhold), so they run after it. */
+	/* A WATCH waits for its stamps: the commands after it start once
+	 * it has them (resp_conn_unhold), so they run after it. */
 	bool held;
 	bool closed; /* uv_close called */
 	bool handle_gone;
@@ -140,7 +140,7 @@ struct resp_req {
 uint64_t resp_now_ms(const struct resp_server *s);
 /* A finished command: its reply may go out (in order). */
 void resp_req_done(struct resp_req *r);
-/* Starts the commands that waited behind a held EXEC. */
+/* Starts the commands that waited behind a WATCH. */
 void resp_conn_unhold(struct resp_conn *c);
 /* Closes a connection now, logging why. */
 void resp_conn_kill(struct resp_conn *c, const char *why);

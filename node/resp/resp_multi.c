@@ -8,9 +8,8 @@
  * applied in one store transaction. WATCH reads each key's stamp on the
  * group's leader (STORE_OP_KV_WATCH, a linearizable read); apply
  * compares them and answers nil, which EXEC answers as a null array,
- * when any changed. An EXEC that arrives while a WATCH read is still in
- * flight waits for it, and holds the connection's later commands (they
- * must run after it, as in Redis).
+ * when any changed. A WATCH holds the connection's later commands until
+ * its stamps are read, so they run after it, as in Redis.
  *
  * Ownership: the connection owns the queue until EXEC or DISCARD takes
  * it; the watch set is counted (the connection, each WATCH in flight and
@@ -49,12 +48,10 @@ struct watched {
 
 struct resp_watch {
 	unsigned refs;
-	unsigned pending; /* WATCH reads in flight */
-	bool failed;      /* a read failed: EXEC cannot know, and aborts */
+	bool failed; /* a read failed: EXEC cannot know, and aborts */
 	struct tx_slot at;
 	struct watched *keys;
 	uint32_t n, cap;
-	struct resp_req *exec; /* an EXEC waiting for the reads */
 };
 
 static void finish(struct resp_req *r)
@@ -222,19 +219,17 @@ void resp_multi_unwatch(struct resp_req *r)
 
 /* --- WATCH ---------------------------------------------------------------- */
 
-static void exec_go(struct resp_req *r);
-
 static void watch_done(void *data, int status, const uint8_t *result,
                        size_t len)
 {
 	struct resp_req *r = data;
+	struct resp_conn *c = r->c;
 	struct resp_watch *w = r->watch;
 	struct store_result res;
 	struct store_value v;
 	bool ok = false;
 
-	r->c->srv->ops--;
-	w->pending--;
+	c->srv->ops--;
 	if (status != SHARDS_OK) {
 		resp_cmd_shards_error(r, status);
 	} else if (store_result_open(result, len, &res) != 0 ||
@@ -267,13 +262,8 @@ static void watch_done(void *data, int status, const uint8_t *result,
 	if (!ok) {
 		w->failed = true;
 	}
-	if (w->pending == 0 && w->exec != NULL) {
-		struct resp_req *e = w->exec;
-		w->exec = NULL;
-		exec_go(e);
-		resp_conn_unhold(e->c);
-	}
 	finish(r);
+	resp_conn_unhold(c);
 }
 
 static int watch_add(struct resp_watch *w, const struct resp_arg *a)
@@ -374,8 +364,11 @@ void resp_multi_watch(struct resp_req *r, const struct resp_arg *argv,
 	r->watch_first = first;
 	r->watch_n = argc - 1;
 	w->refs++;
-	w->pending++;
 	s->ops++;
+	/* The commands after WATCH wait for its stamps (watch_done): a
+	 * write of this connection after it then changes them, as in
+	 * Redis, and EXEC always finds them read. */
+	c->held = true;
 	st =
 	    shards_read_cmd(s->shards, shards_group_of_slot(s->shards, at.slot),
 	                    enc, len, watch_done, r);
@@ -466,7 +459,8 @@ static void exec_local(struct resp_req *r)
 	finish(r);
 }
 
-/* Runs a transaction whose watch reads have all answered. */
+/* Runs a transaction. Its watches' stamps are read: each WATCH held
+ * the connection until they were. */
 static void exec_go(struct resp_req *r)
 {
 	struct resp_server *s = r->c->srv;
@@ -570,12 +564,6 @@ void resp_multi_exec(struct resp_req *r)
 		resp_w_error(&r->out, "EXECABORT Transaction discarded because "
 		                      "of previous errors.");
 		finish(r);
-		return;
-	}
-	if (r->watch != NULL && r->watch->pending > 0) {
-		/* watch_done resumes it, and then the commands after it. */
-		r->watch->exec = r;
-		c->held = true;
 		return;
 	}
 	exec_go(r);

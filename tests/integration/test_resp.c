@@ -562,8 +562,8 @@ static void test_multi(void **state)
 	}
 	assert_string_equal(rc_reply(a), "*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n");
 
-	/* WATCH pipelined with the transaction: EXEC waits for the
-	 * stamps. */
+	/* WATCH pipelined with the transaction: the commands after it wait
+	 * for its stamps. */
 	{
 		static const char wpipe[] =
 		    "*2\r\n$5\r\nWATCH\r\n$7\r\n{x}tx:p\r\n"
@@ -577,6 +577,23 @@ static void test_multi(void **state)
 		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
 		assert_string_equal(rc_reply(a), "*1\r\n:1\r\n");
 		assert_string_equal(rc_reply(a), "$1\r\n1\r\n");
+	}
+
+	/* A write of the same connection pipelined after WATCH counts. */
+	{
+		static const char wpipe[] =
+		    "*2\r\n$5\r\nWATCH\r\n$7\r\n{x}tx:p\r\n"
+		    "*3\r\n$3\r\nSET\r\n$7\r\n{x}tx:p\r\n$1\r\n7\r\n"
+		    "*1\r\n$5\r\nMULTI\r\n"
+		    "*2\r\n$4\r\nINCR\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$4\r\nEXEC\r\n";
+		rc_send(a, wpipe, sizeof wpipe - 1);
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
+		assert_string_equal(rc_reply(a), "*-1\r\n");
+		EXPECT(a, "GET {x}tx:p", "$1\r\n7\r\n");
 	}
 
 	/* A watched key written by another client: nothing applies. */

@@ -345,6 +345,9 @@ static const struct op_desc ops[] = {
                           false,
                           "SCAN",
                           {F_ARG, F_COUNT, F_VALUE, F_FLAGS, F_KIND, F_SHARDS}},
+    [STORE_OP_KV_MULTI] =
+        {STORE_OP_KV_MULTI, false, false, "MULTI", {F_COUNT, F_ITEMS}},
+    [STORE_OP_KV_WATCH] = {STORE_OP_KV_WATCH, true, false, "WATCH", {F_ITEMS}},
 };
 
 /* Indexed by op (every command and read looks its op up). */
@@ -360,6 +363,12 @@ bool store_op_is_read(uint8_t op)
 {
 	const struct op_desc *d = find_op(op);
 	return d != NULL && d->read;
+}
+
+bool store_op_in_multi(uint8_t op)
+{
+	return op >= STORE_OP_KV_FIRST && op <= STORE_OP_KV_LAST &&
+	       op != STORE_OP_EXPIRE && find_op(op) != NULL;
 }
 
 bool store_op_is_meta(uint8_t op)
@@ -604,6 +613,45 @@ int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
 	return 0;
 }
 
+/* A transaction's items: `count` (key, stamp) pairs, then commands that
+ * each decode and are of an op a transaction may carry (so transactions
+ * never nest). */
+static int check_multi(const struct store_cmd *c, const char **err)
+{
+	struct store_list_iter it;
+	struct store_slice s;
+	uint64_t i = 0;
+
+	if (c->count > c->items.n / 2) {
+		*err = "transaction watches more keys than it lists";
+		return -1;
+	}
+	store_list_iter_init(&it, &c->items);
+	while (store_list_next(&it, &s)) {
+		struct store_cmd sub;
+		const char *e;
+
+		if (i < 2 * c->count) {
+			if (i % 2 == 1 && s.len != STORE_WATCH_STAMP_LEN) {
+				*err = "transaction has a watch stamp of the "
+				       "wrong length";
+				return -1;
+			}
+		} else if (s.len < 2 || s.p[0] != STORE_CMD_VERSION ||
+		           !store_op_in_multi(s.p[1])) {
+			*err = "transaction carries a command that is not a "
+			       "KV command";
+			return -1;
+		} else if (store_cmd_decode(s.p, s.len, &sub, &e) != 0) {
+			*err = "transaction carries a command that does not "
+			       "decode";
+			return -1;
+		}
+		i++;
+	}
+	return 0;
+}
+
 int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
                      const char **err)
 {
@@ -667,6 +715,9 @@ int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
 	if (!rd_done(&r)) {
 		*err = "store command has trailing bytes";
 		return -1;
+	}
+	if (c->op == STORE_OP_KV_MULTI) {
+		return check_multi(c, err);
 	}
 	return 0;
 }

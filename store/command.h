@@ -307,6 +307,19 @@ enum store_op {
 	 * 1 string ... 5 zset) shards=data groups -> [cursor text,
 	 * [key...]]; with STORE_SCAN_ALL the whole range: [key...] */
 	STORE_OP_KV_SCAN = 0x8A,
+	/* KV transactions (store/kvmulti.c; RESP MULTI/EXEC/WATCH). */
+	/* count=watched keys items=key, stamp (STORE_WATCH_STAMP_LEN
+	 * bytes) for each watched key, then the queued commands, each a
+	 * whole encoded store command of a KV op (store_op_in_multi) ->
+	 * nil when a watched key's stamp is not its stamp now (nothing
+	 * applied), else [result...]: each command's own encoded result
+	 * (bytes), run in order in this entry with its own save point, so
+	 * a command's error leaves the others applied. */
+	STORE_OP_KV_MULTI = 0x90,
+	/* (read) items=keys -> [stamp...]: each key's stamp as KV_MULTI
+	 * compares it (a digest of its type, expiry and content; an absent
+	 * or lapsed key has the stamp of an absent one) */
+	STORE_OP_KV_WATCH = 0x91,
 
 	/* Ops of registered extensions (store/ext.h): flow/ takes
 	 * 0xA0..0xA1. store_cmd_decode refuses them; apply and store_read
@@ -314,6 +327,14 @@ enum store_op {
 	STORE_OP_EXT_FIRST = 0xA0,
 	STORE_OP_EXT_LAST = 0xDF,
 };
+
+/* KV ops a transaction (STORE_OP_KV_MULTI) may carry: the data
+ * group's KV commands, not the expiry maintenance op nor another
+ * transaction. */
+#define STORE_OP_KV_FIRST 0x50
+#define STORE_OP_KV_LAST 0x8F
+/* Bytes of a watched key's stamp (STORE_OP_KV_WATCH). */
+#define STORE_WATCH_STAMP_LEN 16
 
 /* Scope kinds. */
 enum {
@@ -447,6 +468,9 @@ int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
 
 /* True when `op` is a read: store_read() serves it without a proposal. */
 bool store_op_is_read(uint8_t op);
+
+/* True for the ops a transaction (STORE_OP_KV_MULTI) may carry. */
+bool store_op_in_multi(uint8_t op);
 
 /* True for the scope ops that belong to the meta group. */
 bool store_op_is_meta(uint8_t op);

@@ -249,6 +249,16 @@ int kvcoll_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvkey_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int kvspace_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 int expire_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+/* KV transactions and the watch read (kvmulti.c). */
+int kvmulti_apply(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
+/* The stamp of `key` as a transaction compares it (kvmulti.c). */
+int kvmulti_stamp(struct tx *tx, struct store_slice key,
+                  uint8_t stamp[STORE_WATCH_STAMP_LEN]);
+
+/* Runs one decoded command in the transaction with a save point of its
+ * own: an error result leaves no write of it behind (shard.c; a KV
+ * transaction runs each of its commands so). */
+int store_run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res);
 
 /* Extensions (ext.c): the one registered for `op` (NULL when none), and
  * whether an encoded command names an op of the extension range. */

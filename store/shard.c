@@ -508,6 +508,9 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 	case STORE_OP_KV_KEYCOUNT:
 	case STORE_OP_KV_SCAN:
 		return kvspace_apply(tx, c, res);
+	case STORE_OP_KV_MULTI:
+	case STORE_OP_KV_WATCH:
+		return kvmulti_apply(tx, c, res);
 	default:
 		return kvcoll_apply(tx, c, res);
 	}
@@ -609,7 +612,7 @@ out:
 
 /* Runs one decoded command with a save point: an error result leaves no
  * write behind (unless an extension says its writes stand). */
-static int run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
+int store_run_cmd(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	struct store *s = tx->s;
 	int before = rocksdb_writebatch_wi_count(s->wb);
@@ -857,7 +860,7 @@ int store_apply(struct store *s, const struct fsm_entry *e,
 			snprintf(text, sizeof text, "ERR %s", msg);
 			sbuf_reset(&res);
 			res_error(&res, STORE_BAD_COMMAND, text);
-		} else if (run_cmd(&tx, &c, &res) != 0) {
+		} else if (store_run_cmd(&tx, &c, &res) != 0) {
 			goto err;
 		}
 		results[i].data = sbuf_take(&res, &results[i].len);

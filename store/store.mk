@@ -10,7 +10,7 @@ store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c \
-	store/kvkey.c store/kvspace.c store/kvscan.c store/kvscan.h \
+	store/kvkey.c store/kvspace.c store/kvscan.c store/kvscan.h store/kvmulti.c \
 	store/ext.c store/ext.h store/cfstats.c store/cfstats.h
 EXTRA_DIST += docs/storage.md
 
@@ -70,6 +70,11 @@ UNIT_TESTS += tests/unit/test_store_kv
 tests_unit_test_store_kv_SOURCES = tests/unit/test_store_kv.c \
 	$(STORE_TEST_UTIL)
 tests_unit_test_store_kv_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_kvmulti
+tests_unit_test_store_kvmulti_SOURCES = tests/unit/test_store_kvmulti.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_kvmulti_LDADD = $(STORE_TEST_LDADD)
 
 UNIT_TESTS += tests/unit/test_store_model
 tests_unit_test_store_model_SOURCES = tests/unit/test_store_model.c \

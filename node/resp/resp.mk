@@ -2,7 +2,8 @@
 # connections and ordered replies, and the commands, KV ones planned by
 # the FSNP command layer. The pure parser and reply encoders are in wire/.
 node_libnode_a_SOURCES += node/resp/resp.h node/resp/resp_internal.h \
-	node/resp/resp_server.c node/resp/resp_cmd.c
+	node/resp/resp_server.c node/resp/resp_cmd.c \
+	node/resp/resp_multi.c
 
 EXTRA_DIST += docs/resp.md
 
@@ -30,7 +31,8 @@ FUZZ_TARGETS += tests/fuzz/fuzz_resp_parse
 tests_fuzz_fuzz_resp_parse_SOURCES = tests/fuzz/fuzz_resp_parse.c
 tests_fuzz_fuzz_resp_parse_LDADD = wire/libwire.la $(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_resp_parse_LDFLAGS = $(FUZZER_LINKFLAGS)
-EXTRA_DIST += tests/fuzz/corpus/fuzz_resp_parse tests/interop/resp_redis_cli.mjs
+EXTRA_DIST += tests/fuzz/corpus/fuzz_resp_parse tests/interop/resp_redis_cli.mjs \
+	tests/interop/resp_ioredis.mjs
 
 # Integration: a real lodestone over RESP (a small client in the test),
 # and the same session against redis-server, compared byte for byte.

@@ -15,6 +15,7 @@
 #include "node/resp/resp_internal.h"
 #include "store/command.h"
 #include "store/result.h"
+#include "wire/fsnp_slot.h"
 #include "wire/fsnp_value.h"
 #include "wire/resp_reply.h"
 
@@ -36,6 +37,11 @@ enum kind {
 	K_OK,     /* READONLY, READWRITE: nothing to do */
 	K_REFUSE, /* known, not served: a clear error */
 	K_SETX,   /* SETNX, SETEX, PSETEX: SET with options */
+	K_MULTI,  /* transactions (resp_multi.c) */
+	K_EXEC,
+	K_DISCARD,
+	K_WATCH,
+	K_UNWATCH,
 };
 
 struct rcmd {
@@ -216,7 +222,7 @@ static const struct rcmd cmds[] = {
     KVC("getex", -2, "write fast", 1, 1, 1, "string",
         "Returns the string value of a key after setting its expiration "
         "time.",
-        "key:key [expiration:oneof]"),
+        "key:key ?expiration:oneof(EX|PX|EXAT|PXAT|PERSIST)"),
     KVC("zrangebyscore", -4, "readonly", 1, 1, 1, "sorted-set",
         "Returns members in a sorted set within a range of scores.",
         "key:key min:double max:double ?withscores:pure-token "
@@ -285,12 +291,25 @@ static const struct rcmd cmds[] = {
      "", K_OK, CONN},
     {"readwrite", 1, "loading stale fast", 0, 0, 0, "cluster",
      "Enables read-write queries for a connection.", "", K_OK, CONN},
+    {"multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Starts a transaction.", "", K_MULTI, ACL_CAT_FAST},
+    {"exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "transactions",
+     "Executes all commands in a transaction.", "", K_EXEC, ACL_CAT_SLOW},
+    {"discard", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Discards a transaction.", "", K_DISCARD, ACL_CAT_FAST},
+    {"watch", -2, "noscript loading stale fast allow_busy", 1, -1, 1,
+     "transactions",
+     "Monitors changes to keys to determine the execution of a "
+     "transaction.",
+     "key:key*", K_WATCH, ACL_CAT_FAST},
+    {"unwatch", 1, "noscript loading stale fast allow_busy", 0, 0, 0,
+     "transactions", "Forgets about watched keys of a transaction.", "",
+     K_UNWATCH, ACL_CAT_FAST},
 };
 
 /* Redis commands that are not served yet: each needs a replicated store
- * command or a transaction model Lodestone does not have. */
+ * command or a model Lodestone does not have. */
 static const char *const refused[] = {
-    "multi",    "exec",      "discard",   "watch",       "unwatch",
     "lset",     "linsert",   "spop",      "srandmember", "flushdb",
     "flushall", "subscribe", "publish",   "psubscribe",  "eval",
     "evalsha",  "script",    "function",  "blpop",       "brpop",
@@ -385,7 +404,9 @@ static void wrong_args(struct resp_req *r, const struct resp_arg *name)
 
 static void finish(struct resp_req *r)
 {
-	resp_req_done(r);
+	if (!r->queued) { /* a queued command's reply waits for EXEC */
+		resp_req_done(r);
+	}
 }
 
 /* --- Connection commands -------------------------------------------------- */
@@ -673,6 +694,36 @@ static void command_entry(struct resp_req *r, const struct rcmd *d)
 
 /* The arguments of COMMAND DOCS: "name:type" words, '?' optional, '*'
  * multiple. */
+/* The "arguments" of a oneof: its '|'-separated alternatives, each a
+ * pure token. */
+static void docs_alternatives(struct resp_req *r, const char *alts)
+{
+	size_t n = 1;
+	for (const char *q = alts; *q != '\0'; q++) {
+		n += *q == '|';
+	}
+	resp_w_bulk_str(&r->out, "arguments");
+	resp_w_array(&r->out, n);
+	for (const char *q = alts; n > 0; n--) {
+		char tok[32], lower[32];
+		size_t k = strcspn(q, "|");
+		snprintf(tok, sizeof tok, "%.*s", (int)k, q);
+		for (size_t i = 0; i <= strlen(tok); i++) {
+			lower[i] = (char)tolower((unsigned char)tok[i]);
+		}
+		resp_w_map(&r->out, 4, r->proto);
+		resp_w_bulk_str(&r->out, "name");
+		resp_w_bulk_str(&r->out, lower);
+		resp_w_bulk_str(&r->out, "type");
+		resp_w_bulk_str(&r->out, "pure-token");
+		resp_w_bulk_str(&r->out, "display_text");
+		resp_w_bulk_str(&r->out, lower);
+		resp_w_bulk_str(&r->out, "token");
+		resp_w_bulk_str(&r->out, tok);
+		q += k + (q[k] == '|');
+	}
+}
+
 static void docs_args(struct resp_req *r, const char *spec)
 {
 	const char *p = spec;
@@ -691,7 +742,7 @@ static void docs_args(struct resp_req *r, const char *spec)
 	}
 	resp_w_array(&r->out, n);
 	while (*p != '\0') {
-		char w[96], name[64], type[64];
+		char w[96], name[64], type[64], alts[64];
 		size_t k = 0;
 		bool opt = false, multi = false;
 		while (*p == ' ') {
@@ -717,10 +768,19 @@ static void docs_args(struct resp_req *r, const char *spec)
 		snprintf(name, sizeof name, "%.*s",
 		         colon ? (int)(colon - s) : (int)strlen(s), s);
 		snprintf(type, sizeof type, "%s", colon ? colon + 1 : "string");
+		alts[0] = '\0';
 		if (strncmp(type, "oneof(", 6) == 0) {
+			snprintf(alts, sizeof alts, "%s", type + 6);
+			alts[strcspn(alts, ")")] = '\0';
 			snprintf(type, sizeof type, "oneof");
+		} else if (strcmp(type, "block") == 0 ||
+		           strcmp(type, "oneof") == 0) {
+			/* Sub-arguments not listed: redis-cli reads those of a
+			 * block or a oneof (and crashes without them). */
+			snprintf(type, sizeof type, "string");
 		}
-		resp_w_map(&r->out, opt || multi ? 4 : 3, r->proto);
+		resp_w_map(&r->out, (opt || multi ? 4 : 3) + (alts[0] ? 1 : 0),
+		           r->proto);
 		resp_w_bulk_str(&r->out, "name");
 		resp_w_bulk_str(&r->out, name);
 		resp_w_bulk_str(&r->out, "type");
@@ -736,6 +796,9 @@ static void docs_args(struct resp_req *r, const char *spec)
 			if (multi) {
 				resp_w_simple(&r->out, "multiple");
 			}
+		}
+		if (alts[0] != '\0') {
+			docs_alternatives(r, alts);
 		}
 	}
 }
@@ -1126,6 +1189,7 @@ static void do_cluster(struct resp_req *r, const struct resp_arg *argv,
 
 void resp_req_release(struct resp_req *r)
 {
+	resp_multi_req_release(r);
 	/* The results first: freeing the plan forgets its part count. */
 	if (r->res != NULL) {
 		for (uint32_t i = 0; i < r->plan.n_parts; i++) {
@@ -1387,6 +1451,16 @@ static void info_keyspace_done(struct resp_req *r)
 	info_write(r, r->flags, keys, exp);
 }
 
+void resp_cmd_reply_result(struct resp_req *q, const uint8_t *p, size_t len)
+{
+	reply_one(q, p, len);
+}
+
+void resp_cmd_shards_error(struct resp_req *r, int status)
+{
+	shards_error(r, status);
+}
+
 /* DEL: the parts' counts summed. MGET: the parts' values in request
  * order. */
 static void reply_merged(struct resp_req *r)
@@ -1590,6 +1664,9 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 		finish(r);
 		return;
 	}
+	if (r->queued) {
+		return; /* planned for EXEC (resp_multi.c), not run now */
+	}
 	run_parts(r);
 }
 
@@ -1705,6 +1782,138 @@ static void unknown(struct resp_req *r, const struct resp_arg *argv,
 	resp_w_error(&r->out, msg);
 }
 
+static bool arity_ok(const struct rcmd *d, uint32_t argc)
+{
+	return d->arity > 0 ? argc == (uint32_t)d->arity
+	                    : argc >= (uint32_t)-d->arity;
+}
+
+/* The Lodestone slot of the keys `d` names in argv (its first, last and
+ * step, as COMMAND lists them): false when it names none; `cross` when
+ * they are not all in one slot. */
+static bool key_slots(const struct rcmd *d, const struct resp_arg *argv,
+                      uint32_t argc, unsigned *slot, bool *cross)
+{
+	int last = d->last < 0 ? (int)argc + d->last : d->last;
+	int step = d->step > 0 ? d->step : 1;
+	bool keyed = false;
+
+	*cross = false;
+	if (d->first <= 0) {
+		return false;
+	}
+	for (int i = d->first; i <= last && i < (int)argc; i += step) {
+		unsigned k = fsnp_slot_of(argv[i].p, argv[i].len);
+		if (!keyed) {
+			*slot = k;
+			keyed = true;
+		} else if (k != *slot) {
+			*cross = true;
+		}
+	}
+	return keyed;
+}
+
+/* Commands a transaction runs itself rather than queueing (QUIT too, as
+ * Redis): with their arity right. */
+static bool tx_control(const struct rcmd *d, uint32_t argc)
+{
+	return d != NULL && arity_ok(d, argc) &&
+	       (d->kind == K_MULTI || d->kind == K_EXEC ||
+	        d->kind == K_DISCARD || d->kind == K_WATCH ||
+	        d->kind == K_QUIT);
+}
+
+/* Kinds that may be queued after MULTI: KV commands (run_kv plans a
+ * queued request and stops there) and commands that answer without the
+ * store. A kind missing here is refused inside MULTI (HELLO and AUTH
+ * change the connection, which a transaction cannot take back). */
+static bool queueable(const struct rcmd *d)
+{
+	switch (d->kind) {
+	case K_KV:
+	case K_SETX:
+	case K_PING:
+	case K_ECHO:
+	case K_SELECT:
+	case K_CLIENT:
+	case K_COMMAND:
+	case K_INFO:
+	case K_CLUSTER:
+	case K_OK:
+	case K_UNWATCH:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A command after MULTI. What Redis refuses when queueing (an unknown
+ * command, a wrong arity; here also HELLO and AUTH) answers now and
+ * aborts the transaction. Anything else runs as a queued request of its
+ * own: a KV command is planned and checked against the ACL but not run
+ * (resp_multi.c runs it in EXEC); another command answers now, its reply
+ * kept for EXEC's array. */
+static void queue_cmd(struct resp_req *r, const struct rcmd *d,
+                      const struct resp_arg *argv, uint32_t argc)
+{
+	struct resp_req *q;
+	unsigned slot = 0;
+	bool cross = false, keyed;
+
+	if (d == NULL) {
+		if (is_refused(argv[0].p, argv[0].len)) {
+			char lower[64];
+			lower_name(&argv[0], lower, sizeof lower);
+			resp_w_errorf(
+			    &r->out,
+			    "ERR '%s' is not supported by Lodestone's "
+			    "RESP listener (docs/resp.md)",
+			    lower);
+		} else {
+			unknown(r, argv, argc);
+		}
+		resp_multi_abort(r);
+		return;
+	}
+	if (!arity_ok(d, argc) && d->kind == K_EXEC) {
+		/* As Redis: a refused EXEC ends the transaction at once. */
+		resp_w_error(&r->out,
+		             "EXECABORT Transaction discarded because "
+		             "of: wrong number of arguments for 'exec' "
+		             "command");
+		resp_multi_conn_free(r->c);
+		finish(r);
+		return;
+	}
+	if (!arity_ok(d, argc)) {
+		wrong_args(r, &argv[0]);
+		resp_multi_abort(r);
+		return;
+	}
+	if (!queueable(d)) {
+		resp_w_errorf(&r->out,
+		              "ERR '%s' inside MULTI is not supported by "
+		              "Lodestone (docs/resp.md)",
+		              d->name);
+		resp_multi_abort(r);
+		return;
+	}
+	q = calloc(1, sizeof *q);
+	if (q == NULL) {
+		resp_w_error(&r->out, "ERR out of memory");
+		resp_multi_abort(r);
+		return;
+	}
+	q->c = r->c;
+	q->proto = r->c->proto;
+	q->queued = true;
+	wbuf_init(&q->out);
+	resp_cmd_run(q, argv, argc);
+	keyed = key_slots(d, argv, argc, &slot, &cross);
+	resp_multi_queue(r, q, keyed, slot, cross);
+}
+
 void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
                   uint32_t argc)
 {
@@ -1713,6 +1922,10 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	char msg[512];
 
 	lower_name(&argv[0], c->last_cmd, sizeof c->last_cmd);
+	if (c->multi != NULL && !r->queued && !tx_control(d, argc)) {
+		queue_cmd(r, d, argv, argc);
+		return;
+	}
 	if (d == NULL) {
 		if (!c->authed) {
 			resp_w_error(&r->out,
@@ -1818,6 +2031,21 @@ void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
 	case K_OK:
 		resp_w_simple(&r->out, "OK");
 		break;
+	case K_MULTI:
+		resp_multi_begin(r);
+		return;
+	case K_EXEC:
+		resp_multi_exec(r);
+		return;
+	case K_DISCARD:
+		resp_multi_discard(r);
+		return;
+	case K_WATCH:
+		resp_multi_watch(r, argv, argc);
+		return;
+	case K_UNWATCH:
+		resp_multi_unwatch(r);
+		return;
 	default:
 		unknown(r, argv, argc);
 		break;

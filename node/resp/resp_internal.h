@@ -3,7 +3,9 @@
  *                  buffer limits, TLS
  *   resp_cmd.c     the commands: connection commands, INFO, COMMAND,
  *                  CLUSTER, and KV commands planned by the FSNP command
- *                  layer, run on the groups and answered in RESP2/RESP3 */
+ *                  layer, run on the groups and answered in RESP2/RESP3
+ *   resp_multi.c   transactions: MULTI's queue, WATCH's stamps, EXEC as
+ *                  one replicated store command, DISCARD, UNWATCH */
 #ifndef LS_NODE_RESP_INTERNAL_H
 #define LS_NODE_RESP_INTERNAL_H
 
@@ -54,6 +56,8 @@ struct resp_server {
 };
 
 struct resp_req;
+struct resp_multi;
+struct resp_watch;
 
 struct resp_conn {
 	struct resp_server *srv;
@@ -83,11 +87,19 @@ struct resp_conn {
 	bool dirty;       /* on the server's dirty list */
 	struct resp_conn *dnext;
 	bool reading;
-	bool quit;   /* close once the replies are out */
+	bool quit; /* close once the replies are out */
+	/* A WATCH waits for its stamps: the commands after it start once
+	 * it has them (resp_conn_unhold), so they run after it. */
+	bool held;
 	bool closed; /* uv_close called */
 	bool handle_gone;
 	uint64_t created_ms, last_ms;
 	char last_cmd[32];
+	/* Transactions (resp_multi.c): the queue since MULTI (NULL outside
+	 * one) and the keys watched since the last EXEC, DISCARD or UNWATCH
+	 * (NULL when none). */
+	struct resp_multi *multi;
+	struct resp_watch *watch;
 };
 
 struct resp_op {
@@ -114,12 +126,22 @@ struct resp_req {
 	int *status;   /* per part */
 	uint8_t **res; /* per part (owned) */
 	size_t *res_len;
+	/* Transactions (resp_multi.c). `queued`: a command after MULTI,
+	 * planned (or answered) into `out` but never run or sent itself.
+	 * EXEC owns the queue it runs; EXEC and WATCH hold a reference to
+	 * the watch set, WATCH its `watch_n` keys from `watch_first` on. */
+	bool queued;
+	struct resp_multi *multi;
+	struct resp_watch *watch;
+	uint32_t watch_first, watch_n;
 };
 
 /* resp_server.c */
 uint64_t resp_now_ms(const struct resp_server *s);
 /* A finished command: its reply may go out (in order). */
 void resp_req_done(struct resp_req *r);
+/* Starts the commands that waited behind a WATCH. */
+void resp_conn_unhold(struct resp_conn *c);
 /* Closes a connection now, logging why. */
 void resp_conn_kill(struct resp_conn *c, const char *why);
 /* CLIENT LIST's line of one connection. */
@@ -129,5 +151,33 @@ void resp_conn_describe(const struct resp_conn *c, struct wbuf *out);
 void resp_cmd_run(struct resp_req *r, const struct resp_arg *argv,
                   uint32_t argc);
 void resp_req_release(struct resp_req *r);
+/* A queued command's result from the store (a whole store result),
+ * written to its `out` as its own reply would have been. */
+void resp_cmd_reply_result(struct resp_req *q, const uint8_t *p, size_t len);
+/* The error a failed store operation answers (TRYAGAIN when a retry may
+ * succeed). */
+void resp_cmd_shards_error(struct resp_req *r, int status);
+
+/* resp_multi.c */
+void resp_multi_begin(struct resp_req *r);
+/* A command after MULTI (`q`, a queued request of its own, already run
+ * through resp_cmd_run): queues it and answers r with +QUEUED, or with
+ * the error that aborts the transaction. `keyed`: it names keys, all in
+ * `slot` unless `cross`. */
+void resp_multi_queue(struct resp_req *r, struct resp_req *q, bool keyed,
+                      unsigned slot, bool cross);
+/* Marks the transaction aborted (EXEC answers EXECABORT); r has its
+ * error already. */
+void resp_multi_abort(struct resp_req *r);
+void resp_multi_exec(struct resp_req *r);
+void resp_multi_discard(struct resp_req *r);
+void resp_multi_watch(struct resp_req *r, const struct resp_arg *argv,
+                      uint32_t argc);
+void resp_multi_unwatch(struct resp_req *r);
+/* CLIENT LIST's multi=: the commands queued since MULTI, -1 outside. */
+long resp_multi_queued(const struct resp_conn *c);
+/* Frees what a request or a connection holds of transactions. */
+void resp_multi_req_release(struct resp_req *r);
+void resp_multi_conn_free(struct resp_conn *c);
 
 #endif

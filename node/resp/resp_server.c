@@ -54,6 +54,7 @@ static void conn_maybe_free(struct resp_conn *c)
 	if (!c->handle_gone || c->head != NULL) {
 		return;
 	}
+	resp_multi_conn_free(c);
 	free(c->q);
 	free(c->argv);
 	free(c->scratch);
@@ -352,7 +353,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 static void conn_update_reading(struct resp_conn *c)
 {
-	bool want = !c->closed && !c->quit && c->inflight < RESP_MAX_INFLIGHT;
+	bool want = !c->closed && !c->quit && !c->held &&
+	            c->inflight < RESP_MAX_INFLIGHT;
 	if (want == c->reading) {
 		return;
 	}
@@ -362,6 +364,15 @@ static void conn_update_reading(struct resp_conn *c)
 	} else {
 		uv_read_stop((uv_stream_t *)&c->tcp);
 		c->reading = false;
+	}
+}
+
+void resp_conn_unhold(struct resp_conn *c)
+{
+	c->held = false;
+	if (!c->closed) {
+		conn_process(c);
+		conn_update_reading(c);
 	}
 }
 
@@ -408,8 +419,8 @@ static void conn_process(struct resp_conn *c)
 	if (lim.max_args > s->cfg.max_items + 1) {
 		lim.max_args = (uint32_t)(s->cfg.max_items + 1);
 	}
-	while (!c->closed && !c->quit && c->inflight < RESP_MAX_INFLIGHT &&
-	       off < c->qlen) {
+	while (!c->closed && !c->quit && !c->held &&
+	       c->inflight < RESP_MAX_INFLIGHT && off < c->qlen) {
 		struct resp_cmd cmd = {
 		    .argv = c->argv,
 		    .argv_cap = c->argv_cap,
@@ -740,12 +751,13 @@ void resp_conn_describe(const struct resp_conn *c, struct wbuf *out)
 	int n = snprintf(
 	    line, sizeof line,
 	    "id=%llu addr=%s laddr=%s fd=-1 name=%s age=%llu idle=%llu "
-	    "flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu "
+	    "flags=%s db=0 sub=0 psub=0 ssub=0 multi=%ld qbuf=%zu "
 	    "qbuf-free=%zu argv-mem=0 multi-mem=0 obl=0 oll=0 omem=%zu "
 	    "tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d\n",
 	    (unsigned long long)c->id, c->peer, c->laddr, c->name,
 	    (unsigned long long)((now - c->created_ms) / 1000),
-	    (unsigned long long)((now - c->last_ms) / 1000), c->qlen,
+	    (unsigned long long)((now - c->last_ms) / 1000),
+	    c->multi != NULL ? "x" : "N", resp_multi_queued(c), c->qlen,
 	    c->qcap - c->qlen, c->out_bytes, c->qcap + c->out_bytes,
 	    c->last_cmd[0] ? c->last_cmd : "NULL",
 	    c->user[0] ? c->user : "default", c->proto);

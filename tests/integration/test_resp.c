@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/harness.h"
+#include "wire/fsnp_slot.h"
 
 static struct harness_cluster cluster;
 static uint16_t port;
@@ -240,7 +241,7 @@ static void test_connection(void **state)
 	EXPECT(c, "NOSUCH a b",
 	       "-ERR unknown command 'NOSUCH', with args beginning with: 'a' "
 	       "'b' \r\n");
-	assert_non_null(strstr(rc_cmd(c, "MULTI"), "not supported"));
+	assert_non_null(strstr(rc_cmd(c, "EVAL x 0"), "not supported"));
 	EXPECT(c, "ZRANGE z 0 1 BYSCORE LIMIT 0 1", "*0\r\n");
 	EXPECT(c, "ZRANGEBYSCORE z 0 1 LIMIT 0 1", "*0\r\n");
 	EXPECT(c, "ZRANGE z 0 1 BYLEX",
@@ -578,6 +579,250 @@ static void test_buffer_limits(void **state)
 	rc_close(c);
 	free(c);
 	harness_cluster_stop(&lim);
+}
+
+/* --- Transactions --------------------------------------------------------- */
+
+#define CROSSSLOT_ERR                                                          \
+	"-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+
+/* Two keys of different Lodestone slots. */
+static const char *const other_slot[2] = {"tx:c1", "tx:c2"};
+
+/* MULTI/EXEC pipelined in one write; a WATCH conflict from a second
+ * connection (RESP2 *-1, RESP3 _); a watched key that expires; keys of
+ * two slots (CROSSSLOT, nothing applied). */
+static void test_multi(void **state)
+{
+	struct rc *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+	static const char pipe[] = "*1\r\n$5\r\nMULTI\r\n"
+	                           "*3\r\n$3\r\nSET\r\n$7\r\n{x}tx:a\r\n"
+	                           "$1\r\n1\r\n"
+	                           "*2\r\n$4\r\nINCR\r\n$7\r\n{x}tx:a\r\n"
+	                           "*2\r\n$3\r\nGET\r\n$7\r\n{x}tx:a\r\n"
+	                           "*1\r\n$4\r\nEXEC\r\n";
+	uint64_t until;
+	(void)state;
+	assert_int_not_equal(fsnp_slot_of((const uint8_t *)other_slot[0], 5),
+	                     fsnp_slot_of((const uint8_t *)other_slot[1], 5));
+	assert_int_equal(rc_connect(a, port), 0);
+	assert_int_equal(rc_connect(b, port), 0);
+	wait_ready(a);
+	rc_send(a, pipe, sizeof pipe - 1);
+	assert_string_equal(rc_reply(a), "+OK\r\n");
+	for (int i = 0; i < 3; i++) {
+		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
+	}
+	assert_string_equal(rc_reply(a), "*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n");
+
+	/* WATCH pipelined with the transaction: the commands after it wait
+	 * for its stamps. */
+	{
+		static const char wpipe[] =
+		    "*2\r\n$5\r\nWATCH\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$5\r\nMULTI\r\n"
+		    "*2\r\n$4\r\nINCR\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$4\r\nEXEC\r\n"
+		    "*2\r\n$3\r\nGET\r\n$7\r\n{x}tx:p\r\n";
+		rc_send(a, wpipe, sizeof wpipe - 1);
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
+		assert_string_equal(rc_reply(a), "*1\r\n:1\r\n");
+		assert_string_equal(rc_reply(a), "$1\r\n1\r\n");
+	}
+
+	/* A write of the same connection pipelined after WATCH counts. */
+	{
+		static const char wpipe[] =
+		    "*2\r\n$5\r\nWATCH\r\n$7\r\n{x}tx:p\r\n"
+		    "*3\r\n$3\r\nSET\r\n$7\r\n{x}tx:p\r\n$1\r\n7\r\n"
+		    "*1\r\n$5\r\nMULTI\r\n"
+		    "*2\r\n$4\r\nINCR\r\n$7\r\n{x}tx:p\r\n"
+		    "*1\r\n$4\r\nEXEC\r\n";
+		rc_send(a, wpipe, sizeof wpipe - 1);
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+OK\r\n");
+		assert_string_equal(rc_reply(a), "+QUEUED\r\n");
+		assert_string_equal(rc_reply(a), "*-1\r\n");
+		EXPECT(a, "GET {x}tx:p", "$1\r\n7\r\n");
+	}
+
+	/* A watched key written by another client: nothing applies. */
+	EXPECT(a, "WATCH {x}tx:w {x}tx:a", "+OK\r\n");
+	EXPECT(b, "SET {x}tx:w theirs", "+OK\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET {x}tx:w mine", "+QUEUED\r\n");
+	EXPECT(a, "INCR {x}tx:a", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "*-1\r\n");
+	EXPECT(a, "GET {x}tx:w", "$6\r\ntheirs\r\n");
+	EXPECT(a, "GET {x}tx:a", "$1\r\n2\r\n");
+	/* Unchanged since WATCH: applied (and EXEC ends the watch). */
+	EXPECT(a, "WATCH {x}tx:w", "+OK\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET {x}tx:w mine", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "*1\r\n+OK\r\n");
+	EXPECT(b, "SET {x}tx:w theirs", "+OK\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "GET {x}tx:w", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "*1\r\n$6\r\ntheirs\r\n");
+	/* UNWATCH forgets. */
+	EXPECT(a, "WATCH {x}tx:w", "+OK\r\n");
+	EXPECT(b, "APPEND {x}tx:w !", ":7\r\n");
+	EXPECT(a, "UNWATCH", "+OK\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "STRLEN {x}tx:w", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "*1\r\n:7\r\n");
+
+	/* RESP3: an aborted EXEC answers the null _. */
+	assert_non_null(strstr(rc_cmd(a, "HELLO 3"), "proto"));
+	EXPECT(a, "WATCH {x}tx:h", "+OK\r\n");
+	EXPECT(b, "HSET {x}tx:h f v", ":1\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "HGETALL {x}tx:h", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "_\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "HGETALL {x}tx:h", "+QUEUED\r\n");
+	EXPECT(a, "GET {x}tx:none", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "*2\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n");
+
+	/* A watched key that expires before EXEC counts as changed. */
+	EXPECT(a, "SET {x}tx:e v PX 200", "+OK\r\n");
+	EXPECT(a, "WATCH {x}tx:e", "+OK\r\n");
+	until = harness_mono_ms() + 10000;
+	while (strcmp(rc_cmd(b, "PTTL {x}tx:e"), ":-2\r\n") != 0) {
+		assert_true(harness_mono_ms() < until);
+		harness_nap(50);
+	}
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET {x}tx:f 1", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", "_\r\n");
+	EXPECT(a, "EXISTS {x}tx:f", ":0\r\n");
+
+	/* Keys of two slots in one transaction: nothing applies. */
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET tx:c1 1", "+QUEUED\r\n");
+	EXPECT(a, "SET tx:c2 2", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", CROSSSLOT_ERR);
+	EXPECT(a, "GET tx:c1", "_\r\n");
+	/* ... or a watched key of another slot. */
+	EXPECT(a, "WATCH tx:c1", "+OK\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET tx:c2 2", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", CROSSSLOT_ERR);
+	EXPECT(a, "GET tx:c2", "_\r\n");
+	/* ... or one command over two slots. */
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "SET tx:c1 1", "+QUEUED\r\n");
+	EXPECT(a, "MSET tx:c1 1 tx:c2 2", "+QUEUED\r\n");
+	EXPECT(a, "EXEC", CROSSSLOT_ERR);
+	EXPECT(a, "GET tx:c1", "_\r\n");
+	/* Commands refused when queued abort the transaction. */
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "HELLO 2",
+	       "-ERR 'hello' inside MULTI is not supported by Lodestone "
+	       "(docs/resp.md)\r\n");
+	EXPECT(a, "EXEC",
+	       "-EXECABORT Transaction discarded because of previous "
+	       "errors.\r\n");
+	/* A connection that closes inside MULTI leaves nothing behind. */
+	EXPECT(b, "MULTI", "+OK\r\n");
+	EXPECT(b, "SET {x}tx:gone 1", "+QUEUED\r\n");
+	assert_non_null(strstr(rc_cmd(a, "CLIENT LIST"),
+	                       "flags=x db=0 sub=0 psub=0 ssub=0 multi=1 "));
+	rc_close(b);
+	EXPECT(a, "EXISTS {x}tx:gone", ":0\r\n");
+	rc_close(a);
+	free(a);
+	free(b);
+}
+
+/* An ACL refusal when queued aborts the transaction, as in Redis. */
+static void test_multi_acl(void **state)
+{
+	struct rc *c = malloc(sizeof *c);
+	char fsnp[32], out[4096];
+	const char *setuser[] = {LS_ABS_BUILDDIR "/lodectl",
+	                         "--fsnp",
+	                         fsnp,
+	                         "acl",
+	                         "setuser",
+	                         "bob",
+	                         "on",
+	                         ">bobpw",
+	                         "~b:*",
+	                         "+@all",
+	                         NULL};
+	uint64_t until = harness_mono_ms() + 20000;
+	(void)state;
+	snprintf(fsnp, sizeof fsnp, "127.0.0.1:%u", cluster.nodes[0].fsnp);
+	assert_int_equal(harness_run(setuser, out, sizeof out), 0);
+	assert_int_equal(rc_connect(c, port), 0);
+	while (strcmp(rc_cmd(c, "AUTH bob bobpw"), "+OK\r\n") != 0) {
+		assert_true(harness_mono_ms() < until);
+		harness_nap(100);
+	}
+	EXPECT(c, "MULTI", "+OK\r\n");
+	EXPECT(c, "SET b:{1} x", "+QUEUED\r\n");
+	EXPECT(c, "GET c:{1}",
+	       "-NOPERM User bob has no permissions to access the 'c:{1}' "
+	       "key\r\n");
+	EXPECT(c, "EXEC",
+	       "-EXECABORT Transaction discarded because of previous "
+	       "errors.\r\n");
+	EXPECT(c, "EXISTS b:{1}", ":0\r\n");
+	EXPECT(c, "MULTI", "+OK\r\n");
+	EXPECT(c, "SET b:{1} x", "+QUEUED\r\n");
+	EXPECT(c, "GET b:{1}", "+QUEUED\r\n");
+	EXPECT(c, "EXEC", "*2\r\n+OK\r\n$1\r\nx\r\n");
+	rc_close(c);
+	free(c);
+}
+
+/* Three nodes: EXEC through each node, so at least two of them forward
+ * the transaction to the leader of its group; a WATCH on one node and
+ * the conflicting write on another. */
+static void test_multi_cluster(void **state)
+{
+	static struct harness_cluster c3;
+	struct rc *n[3];
+	char cmd[64], want[64];
+	(void)state;
+	memset(&c3, 0, sizeof c3);
+	assert_int_equal(harness_cluster_start_resp(&c3, 3, NULL, true), 0);
+	for (int i = 0; i < 3; i++) {
+		n[i] = malloc(sizeof *n[i]);
+		assert_int_equal(rc_connect(n[i], c3.nodes[i].resp), 0);
+		wait_ready(n[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		EXPECT(n[i], "MULTI", "+OK\r\n");
+		EXPECT(n[i], "INCR {c}tx:n", "+QUEUED\r\n");
+		snprintf(cmd, sizeof cmd, "RPUSH {c}tx:l n%d", i);
+		EXPECT(n[i], cmd, "+QUEUED\r\n");
+		EXPECT(n[i], "LLEN {c}tx:l", "+QUEUED\r\n");
+		snprintf(want, sizeof want, "*3\r\n:%d\r\n:%d\r\n:%d\r\n",
+		         i + 1, i + 1, i + 1);
+		EXPECT(n[i], "EXEC", want);
+	}
+	for (int i = 0; i < 3; i++) {
+		EXPECT(n[i], "GET {c}tx:n", "$1\r\n3\r\n");
+		EXPECT(n[i], "LRANGE {c}tx:l 0 -1",
+		       "*3\r\n$2\r\nn0\r\n$2\r\nn1\r\n$2\r\nn2\r\n");
+	}
+	/* WATCH through node 1, the write through node 2. */
+	EXPECT(n[0], "WATCH {c}tx:n", "+OK\r\n");
+	EXPECT(n[1], "INCR {c}tx:n", ":4\r\n");
+	EXPECT(n[0], "MULTI", "+OK\r\n");
+	EXPECT(n[0], "INCR {c}tx:n", "+QUEUED\r\n");
+	EXPECT(n[0], "EXEC", "*-1\r\n");
+	EXPECT(n[2], "GET {c}tx:n", "$1\r\n4\r\n");
+	for (int i = 0; i < 3; i++) {
+		rc_close(n[i]);
+		free(n[i]);
+	}
+	harness_cluster_stop(&c3);
 }
 
 /* --- The same session against redis-server -------------------------------- */
@@ -983,6 +1228,106 @@ static const char *const script[] = {
     "KEYS a b",
     "DBSIZE x",
 
+    /* Transactions: queued replies, errors per element, aborts. */
+    "MULTI",
+    "SET d:{m}a 1",
+    "INCR d:{m}a",
+    "GET d:{m}a",
+    "HSET d:{m}a f v",
+    "SET d:{m}a 5 NX XX",
+    "INCRBY d:{m}a x",
+    "PING",
+    "ECHO hi",
+    "SELECT 0",
+    "UNWATCH",
+    "EXEC",
+    "GET d:{m}a",
+    "EXEC",
+    "DISCARD",
+    "MULTI",
+    "MULTI",
+    "WATCH d:{m}a",
+    "SET d:{m}b 1",
+    "NOSUCH x",
+    "GET",
+    "EXEC",
+    "GET d:{m}b",
+    "MULTI",
+    "SET d:{m}b 1",
+    "DISCARD",
+    "GET d:{m}b",
+    "MULTI",
+    "EXEC",
+    "MULTI",
+    "DISCARD x",
+    "EXEC",
+    "MULTI",
+    "SET d:{m}b 1",
+    "EXEC x",
+    "EXEC",
+    "GET d:{m}b",
+    "WATCH",
+    "WATCH d:{m}w",
+    "SET d:{m}w 1",
+    "MULTI",
+    "SET d:{m}w 2",
+    "EXEC",
+    "GET d:{m}w",
+    "WATCH d:{m}w d:{m}none",
+    "MULTI",
+    "INCR d:{m}w",
+    "EXEC",
+    "WATCH d:{m}w",
+    "UNWATCH",
+    "SET d:{m}w 9",
+    "MULTI",
+    "GET d:{m}w",
+    "EXEC",
+    "WATCH d:{m}w",
+    "DEL d:{m}w",
+    "MULTI",
+    "DISCARD",
+    "MULTI",
+    "GET d:{m}w",
+    "EXEC",
+    "MULTI",
+    "RPUSH d:{m}l a b",
+    "LRANGE d:{m}l 0 -1",
+    "LPOP d:{m}l",
+    "LLEN d:{m}l",
+    "ZADD d:{m}z 1 a 2.5 b",
+    "ZSCORE d:{m}z b",
+    "ZRANGE d:{m}z 0 -1 WITHSCORES",
+    "SADD d:{m}s x",
+    "SMEMBERS d:{m}s",
+    "HSET d:{m}h f v",
+    "HGETALL d:{m}h",
+    "TYPE d:{m}z",
+    "GETDEL d:{m}a",
+    "EXISTS d:{m}a",
+    "MSET d:{m}a 1 d:{m}b 2",
+    "MGET d:{m}b d:{m}none d:{m}l d:{m}a",
+    "EXISTS d:{m}a d:{m}b d:{m}a",
+    "DEL d:{m}a d:{m}none d:{m}b",
+    "SETNX d:{m}a x",
+    "SETNX d:{m}a y",
+    "EXEC",
+    "HELLO 3",
+    "WATCH d:{m}w",
+    "SET d:{m}w 3",
+    "MULTI",
+    "GET d:{m}w",
+    "EXEC",
+    "MULTI",
+    "GET d:{m}none",
+    "HGETALL d:{m}h",
+    "SMEMBERS d:{m}s",
+    "ZRANGE d:{m}z 0 -1 WITHSCORES",
+    "ZSCORE d:{m}z b",
+    "EXEC",
+    "HELLO 2",
+    "DEL d:{m}a d:{m}b d:{m}w d:{m}l d:{m}z d:{m}s d:{m}h",
+
     "DEL d:k d:h d:l d:s d:z d:n d:h2 d:x d:g d:li d:zr d:lt d:f d:fn d:sr "
     "d:sp d:{r}a d:{r}s d:{r}t d:{r}u d:{r}z2 d:zi d:zc d:hh d:hn d:h1",
 };
@@ -1227,6 +1572,9 @@ int main(void)
 	    cmocka_unit_test(test_buffer_limits),
 	    cmocka_unit_test(test_differential),
 	    cmocka_unit_test(test_acl_users),
+	    cmocka_unit_test(test_multi),
+	    cmocka_unit_test(test_multi_acl),
+	    cmocka_unit_test(test_multi_cluster),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

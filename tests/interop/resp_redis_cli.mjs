@@ -2,8 +2,9 @@
 // listener on a 3-node cluster: pipe mode (--pipe, a few thousand SETs,
 // redis-cli's own ECHO check at the end) into node 1, the values read back
 // through node 3, cluster mode (-c) through node 2 (every node answers
-// every key, no MOVED), CLUSTER SLOTS naming the three RESP listeners, and
-// RESP over TLS (--tls) on node 1. Skipped (77) without redis-cli, unless
+// every key, no MOVED), CLUSTER SLOTS naming the three RESP listeners,
+// RESP over TLS (--tls) on node 1, and commands on stdin (the interactive
+// loop, which reads COMMAND DOCS first). Skipped (77) without redis-cli, unless
 // CI=true. Exit status 0 means every check passed.
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
@@ -89,6 +90,11 @@ assert.equal(execFileSync("redis-cli", ["--tls", "--insecure", "-p", String(tlsP
 assert.equal(execFileSync("redis-cli", ["--tls", "--insecure", "-p", String(tlsPort), "GET", "pipe:5"],
   { encoding: "utf8", timeout: 30000 }).trim(), "v5");
 
-console.log("resp_redis_cli.mjs: pipe, cluster mode, CLUSTER SLOTS and TLS passed");
+// Commands on stdin (redis-cli's interactive loop, which first reads
+// COMMAND DOCS for its hints), a transaction among them.
+assert.equal(rcli(ports[0].resp, [], "PING\nGET pipe:7\nMULTI\nINCR i:1\nEXEC\n").trim(),
+  "PONG\nv7\nOK\nQUEUED\n1");
+
+console.log("resp_redis_cli.mjs: pipe, cluster mode, CLUSTER SLOTS, TLS and stdin passed");
 for (const n of nodes) n.child.kill("SIGTERM");
 process.exit(0);

@@ -19,7 +19,9 @@ if [ ! -e "$1" ]; then
   echo "check-interop: no interop tests yet: they arrive with the Felix and FSNP servers"
   exit 0
 fi
-if [ -f "$here/package.json" ] && [ ! -d "$here/node_modules" ]; then
+# (again when the lock file changed since: a client added or moved on)
+if [ -f "$here/package.json" ] && { [ ! -d "$here/node_modules" ] ||
+   [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; }; then
   (cd "$here" && npm install --no-audit --no-fund --silent)
 fi
 fail=0

@@ -56,6 +56,9 @@ static void test_roundtrip_every_op(void **state)
 	struct store_slice items[3] = {{(const uint8_t *)"a", 1},
 	                               {(const uint8_t *)"", 0},
 	                               {(const uint8_t *)"ccc", 3}};
+	static const uint8_t get_k[] = {
+	    STORE_CMD_VERSION, STORE_OP_KV_GET, 0, 0, 0, 1, 'k'};
+	const struct store_slice multi_item = {get_k, sizeof get_k};
 	int ops = 0;
 
 	for (int op = 0; op < 256; op++) {
@@ -73,6 +76,12 @@ static void test_roundtrip_every_op(void **state)
 		}
 		ops++;
 		fill(&c, (uint8_t)op, items, 3);
+		if (op == STORE_OP_KV_MULTI) {
+			/* A transaction's items are whole KV commands. */
+			c.count = 0;
+			c.items.n = 1;
+			c.items.v = &multi_item;
+		}
 		assert_int_equal(store_cmd_encode(&c, &enc, &len, &err), 0);
 		assert_int_equal(enc[0], STORE_CMD_VERSION);
 		assert_int_equal(enc[1], op);

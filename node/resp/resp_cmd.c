@@ -1002,6 +1002,11 @@ static bool do_info(struct resp_req *r, const struct resp_arg *argv,
 	unsigned mask = info_sections(argv, argc);
 	struct store_cmd c;
 
+	if (r->queued) {
+		/* Inside MULTI the keyspace section would read every group,
+		 * and a transaction runs in one: INFO answers without it. */
+		mask &= ~(unsigned)INFO_KEYSPACE_SEC;
+	}
 	if (!(mask & INFO_KEYSPACE_SEC)) {
 		info_write(r, mask, 0, 0);
 		return false;
@@ -1832,6 +1837,9 @@ static bool queueable(const struct rcmd *d)
 {
 	switch (d->kind) {
 	case K_KV:
+		/* A KV command without keys (DBSIZE, SCAN, KEYS) reads every
+		 * group; a transaction runs in one. */
+		return d->first > 0;
 	case K_SETX:
 	case K_PING:
 	case K_ECHO:

@@ -726,6 +726,29 @@ static void test_multi(void **state)
 	EXPECT(a, "EXEC",
 	       "-EXECABORT Transaction discarded because of previous "
 	       "errors.\r\n");
+	/* Commands that read every group are refused when queued; INFO
+	 * answers without its keyspace section. */
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "DBSIZE",
+	       "-ERR 'dbsize' inside MULTI is not supported by Lodestone "
+	       "(docs/resp.md)\r\n");
+	EXPECT(a, "SCAN 0",
+	       "-ERR 'scan' inside MULTI is not supported by Lodestone "
+	       "(docs/resp.md)\r\n");
+	EXPECT(a, "EXEC",
+	       "-EXECABORT Transaction discarded because of previous "
+	       "errors.\r\n");
+	EXPECT(a, "MULTI", "+OK\r\n");
+	EXPECT(a, "INFO", "+QUEUED\r\n");
+	EXPECT(a, "SET {x}tx:i 1", "+QUEUED\r\n");
+	{
+		const char *x = rc_cmd(a, "EXEC");
+		assert_true(strncmp(x, "*2\r\n", 4) == 0);
+		assert_non_null(strstr(x, "# Server"));
+		assert_null(strstr(x, "# Keyspace"));
+		assert_non_null(strstr(x, "+OK\r\n"));
+	}
+	EXPECT(a, "GET {x}tx:i", "$1\r\n1\r\n");
 	/* A connection that closes inside MULTI leaves nothing behind. */
 	EXPECT(b, "MULTI", "+OK\r\n");
 	EXPECT(b, "SET {x}tx:gone 1", "+QUEUED\r\n");

@@ -79,8 +79,15 @@ for (let i = 0; i < 20; i++) {
 assert.equal(rcli(ports[1].resp, ["-c", "DEL", "c:1", "c:2", "c:3"]).trim(), "3");
 assert.equal(rcli(ports[1].resp, ["-c", "INCRBY", "c:n", "5"]).trim(), "5");
 
-// CLUSTER SLOTS: the 16384 slots over the three RESP listeners.
-const slots = rcli(ports[2].resp, ["CLUSTER", "SLOTS"]);
+// CLUSTER SLOTS: the 16384 slots over the three RESP listeners, once
+// every node's record (with its RESP address) has reached node 3.
+let slots = "";
+for (const until = Date.now() + 30000; ;) {
+  slots = rcli(ports[2].resp, ["CLUSTER", "SLOTS"]);
+  if (ports.every((p) => new RegExp(`\\b${p.resp}\\b`).test(slots))) break;
+  assert.ok(Date.now() < until, `CLUSTER SLOTS names every node: ${slots}`);
+  await new Promise((r) => setTimeout(r, 200));
+}
 for (const p of ports) assert.match(slots, new RegExp(`\\b${p.resp}\\b`), slots);
 assert.match(slots, /16383/);
 

@@ -18,6 +18,7 @@
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
 #include "node/resp/resp.h"
+#include "node/scan_cursors.h"
 #include "raft/group.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
@@ -386,6 +387,11 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	                errlen) != 0) {
 		goto err_db;
 	}
+	if (cfg->resp_scan_cursors > 0 &&
+	    scan_cursors_new(&n->scan_cursors, cfg->resp_scan_cursors,
+	                     cfg->shards, err, errlen) != 0) {
+		goto err_shards;
+	}
 	/* felix: the scope registry and the Felix broker */
 	struct scopes_config scfg = {
 	    .auto_create = cfg->dev,
@@ -443,6 +449,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		    .tls_key_file = n->key_path,
 		    .node_id = cfg->node_id,
 		    .limits = cfg->native,
+		    .scan_cursors = n->scan_cursors,
 		};
 		if (fsnp_server_start(&n->fsnp, &n->loop, n->shards, &ncfg,
 		                      &n->log, &n->metrics, err, errlen) != 0) {
@@ -470,6 +477,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		    .max_output_bytes = cfg->resp_max_output_bytes,
 		    .max_items = cfg->native.max_value_items,
 		    .users = n->fsnp,
+		    .scan_cursors = n->scan_cursors,
 		};
 		if (resp_server_start(&n->resp, &n->loop, n->shards, &rcfg,
 		                      &n->log, err, errlen) != 0) {
@@ -574,6 +582,8 @@ err_shards:
 	shards_close(n->shards, NULL, NULL);
 	uv_run(&n->loop, UV_RUN_DEFAULT); /* let the groups close */
 	n->shards = NULL;
+	scan_cursors_free(n->scan_cursors);
+	n->scan_cursors = NULL;
 	/* felix */
 	felix_server_free(n->felix);
 	n->felix = NULL;
@@ -743,6 +753,9 @@ int node_run(struct node *n)
 		log_warn(&n->log, "node", "loop closed with handles open: %s",
 		         uv_strerror(rc));
 	}
+	/* no SCAN is in flight any more */
+	scan_cursors_free(n->scan_cursors);
+	n->scan_cursors = NULL;
 	db_close(&n->db);
 	datadir_close(&n->dir);
 	metrics_free(&n->metrics);

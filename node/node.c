@@ -172,12 +172,46 @@ static int on_group_hash(void *data, const struct admin_request *req,
 }
 
 /* The core's families at each scrape (the rooms register their own). */
+/* The SCAN resume-key table's use (docs/operations.md "Metrics"). */
+static void collect_scan_cursors(const struct scan_cursors *t,
+                                 struct metrics_out *o)
+{
+	static const struct {
+		const char *name;
+		enum metric_type type;
+		const char *help;
+	} f[] = {
+	    {"lodestone_scan_cursor_hits_total", METRIC_COUNTER,
+	     "SCAN pages resumed at the key their cursor names"},
+	    {"lodestone_scan_cursor_misses_total", METRIC_COUNTER,
+	     "SCAN cursors whose kept key was gone: resumed at their seek "
+	     "point"},
+	    {"lodestone_scan_cursor_evictions_total", METRIC_COUNTER,
+	     "kept SCAN keys replaced before a page resumed from them"},
+	    {"lodestone_scan_cursor_entries", METRIC_GAUGE,
+	     "SCAN resume keys kept"},
+	    {"lodestone_scan_cursor_key_bytes", METRIC_GAUGE,
+	     "bytes of the SCAN resume keys kept"},
+	};
+	struct scan_cursors_stats st;
+	scan_cursors_get_stats(t, &st);
+	const uint64_t v[] = {st.hits, st.misses, st.evictions, st.used,
+	                      st.key_bytes};
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		metrics_out_family(o, f[i].name, f[i].type, f[i].help);
+		metrics_out_uint(o, f[i].name, NULL, v[i]);
+	}
+}
+
 static void collect_core(void *data, struct metrics_out *o)
 {
 	struct node *n = data;
 	if (n->shards != NULL) {
 		shards_metrics(n->shards, o,
 		               (unsigned)n->cfg.metrics_max_groups);
+	}
+	if (n->scan_cursors != NULL) {
+		collect_scan_cursors(n->scan_cursors, o);
 	}
 }
 

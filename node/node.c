@@ -423,7 +423,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	}
 	if (cfg->resp_scan_cursors > 0 &&
 	    scan_cursors_new(&n->scan_cursors, cfg->resp_scan_cursors,
-	                     cfg->shards, err, errlen) != 0) {
+	                     shards_data_groups(n->shards), err, errlen) != 0) {
 		goto err_shards;
 	}
 	/* felix: the scope registry and the Felix broker */

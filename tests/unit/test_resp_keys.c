@@ -18,7 +18,7 @@
 static bool m(const char *pat, const char *s)
 {
 	return kvscan_glob_match((const uint8_t *)pat, strlen(pat),
-	                       (const uint8_t *)s, strlen(s));
+	                         (const uint8_t *)s, strlen(s));
 }
 
 static void test_glob_basic(void **state)
@@ -103,8 +103,8 @@ static void test_cursor_start_end(void **state)
 	char text[24];
 	snprintf(text, sizeof text, "%llu",
 	         (unsigned long long)kvscan_cursor_after(2, 4));
-	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text, strlen(text),
-	                                   4, &g, seek, &sl),
+	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text,
+	                                     strlen(text), 4, &g, seek, &sl),
 	                 0);
 	assert_int_equal(g, 3);
 	assert_int_equal(sl, 0);
@@ -121,17 +121,18 @@ static void test_cursor_bad(void **state)
 	assert_int_equal(
 	    kvscan_cursor_parse((const uint8_t *)"", 0, 4, &g, seek, &sl), -1);
 	assert_int_equal(
-	    kvscan_cursor_parse((const uint8_t *)"-1", 2, 4, &g, seek, &sl), -1);
+	    kvscan_cursor_parse((const uint8_t *)"-1", 2, 4, &g, seek, &sl),
+	    -1);
 	/* past 2^64 */
 	assert_int_equal(
 	    kvscan_cursor_parse((const uint8_t *)"18446744073709551616", 20, 4,
-	                      &g, seek, &sl),
+	                        &g, seek, &sl),
 	    -1);
 	/* a group above the count: 7 << 60 with 4 groups (3 bits) */
 	char text[24];
 	snprintf(text, sizeof text, "%llu", 7ULL << 60);
-	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text, strlen(text),
-	                                   4, &g, seek, &sl),
+	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text,
+	                                     strlen(text), 4, &g, seek, &sl),
 	                 -1);
 	/* small numbers name group 0: not a cursor we gave out */
 	assert_int_equal(
@@ -171,7 +172,7 @@ static void test_cursor_round_trip(void **state)
 			         (unsigned long long)cur);
 			assert_int_equal(
 			    kvscan_cursor_parse((const uint8_t *)text,
-			                      strlen(text), G, &g, s1, &l1),
+			                        strlen(text), G, &g, s1, &l1),
 			    0);
 			assert_int_equal(g, grp);
 			l2 = kvscan_seek_of(G, k, kl, s2);
@@ -190,8 +191,8 @@ static void test_cursor_round_trip(void **state)
 static void test_cursor_ref(void **state)
 {
 	static const char *const keys[] = {
-	    "a", "session:0123456789abcdef", "\xff\xff\xff\xff", "",
-	    "user:1000:profile",
+	    "a", "session:0123456789abcdef", "\xff\xff\xff\xff",
+	    "",  "user:1000:profile",
 	};
 	static const unsigned groups[] = {1, 2, 3, 8, 64, 1000, 16384, 65535};
 	(void)state;
@@ -203,7 +204,8 @@ static void test_cursor_ref(void **state)
 		for (size_t ki = 0; ki < sizeof keys / sizeof keys[0]; ki++) {
 			const uint8_t *k = (const uint8_t *)keys[ki];
 			size_t kl = strlen(keys[ki]);
-			uint32_t slot = (uint32_t)(ki * 4099) % KVSCAN_SLOTS_MAX;
+			uint32_t slot =
+			    (uint32_t)(ki * 4099) % KVSCAN_SLOTS_MAX;
 			uint32_t tag = 0xABCDEu + (uint32_t)ki;
 			uint32_t grp = 1 + (uint32_t)ki % G;
 			struct kvscan_cursor c;
@@ -213,11 +215,10 @@ static void test_cursor_ref(void **state)
 			assert_true(cur > 0 && cur < (1ULL << 63));
 			snprintf(text, sizeof text, "%llu",
 			         (unsigned long long)cur);
-			assert_int_equal(kvscan_cursor_decode((const uint8_t *)
-			                                          text,
-			                                      strlen(text), G,
-			                                      &c),
-			                 0);
+			assert_int_equal(
+			    kvscan_cursor_decode((const uint8_t *)text,
+			                         strlen(text), G, &c),
+			    0);
 			assert_true(c.ref);
 			assert_int_equal(c.group, grp);
 			assert_int_equal(c.slot, slot);
@@ -230,11 +231,10 @@ static void test_cursor_ref(void **state)
 			cur = kvscan_cursor_at(grp, G, k, kl);
 			snprintf(text, sizeof text, "%llu",
 			         (unsigned long long)cur);
-			assert_int_equal(kvscan_cursor_decode((const uint8_t *)
-			                                          text,
-			                                      strlen(text), G,
-			                                      &c),
-			                 0);
+			assert_int_equal(
+			    kvscan_cursor_decode((const uint8_t *)text,
+			                         strlen(text), G, &c),
+			    0);
 			assert_false(c.ref);
 		}
 	}
@@ -250,17 +250,17 @@ static void test_cursor_ref_bad(void **state)
 	(void)state;
 	/* 8 groups (4 bits): a reference naming group 0 or group 9 */
 	snprintf(text, sizeof text, "%llu", 1ULL << 50);
-	assert_int_equal(kvscan_cursor_decode((const uint8_t *)text,
-	                                      strlen(text), 8, &c),
-	                 -1);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    -1);
 	snprintf(text, sizeof text, "%llu", 9ULL << 55);
-	assert_int_equal(kvscan_cursor_decode((const uint8_t *)text,
-	                                      strlen(text), 8, &c),
-	                 -1);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    -1);
 	snprintf(text, sizeof text, "%llu", 8ULL << 55);
-	assert_int_equal(kvscan_cursor_decode((const uint8_t *)text,
-	                                      strlen(text), 8, &c),
-	                 0);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    0);
 	assert_true(c.ref);
 	assert_int_equal(c.group, 8);
 }

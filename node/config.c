@@ -63,6 +63,9 @@ static const struct opt opts[] = {
     {"resp-max-output-bytes", OPT_UINT, OFF(resp_max_output_bytes), 8, 65536,
      4294967296ull, "BYTES",
      "close a RESP client whose unsent replies pass this (default 64 MiB)"},
+    {"resp-scan-cursors", OPT_UINT, OFF(resp_scan_cursors), 4, 0, 16384, "N",
+     "SCAN resume keys this node keeps, so that pages hold about COUNT keys "
+     "(RESP and FSNP; 0: none; default 4096)"},
     {"admin", OPT_ADDR, OFF(admin), 0, 0, 0, "HOST:PORT",
      "admin HTTP listener (default :8080)"},
     {"advertise-host", OPT_STRING, OFF(advertise_host), SZ(advertise_host), 0,
@@ -667,6 +670,7 @@ static void set_defaults(struct node_config *c)
 	c->resp_tls.port = 6380;
 	c->resp_max_query_bytes = 64ull << 20;
 	c->resp_max_output_bytes = 64ull << 20;
+	c->resp_scan_cursors = 4096;
 	c->shards = 8;
 	c->auto_create_shards = 4;
 	c->row_cache_bytes = STORE_ROW_CACHE_DEFAULT;

@@ -99,6 +99,8 @@ struct node_config {
 	bool resp_tls_enabled; /* derived: resp-tls was given */
 	uint64_t resp_max_query_bytes;
 	uint64_t resp_max_output_bytes;
+	/* SCAN resume keys kept (node/scan_cursors.h); 0: none */
+	unsigned resp_scan_cursors;
 	char advertise_host[CONFIG_HOST_MAX];
 	struct config_peer peers[CONFIG_PEERS_MAX];
 	unsigned n_peers;

@@ -18,6 +18,7 @@
 #include "node/felix/felix.h"
 #include "node/fsnp/fsnp.h"
 #include "node/resp/resp.h"
+#include "node/scan_cursors.h"
 #include "raft/group.h"
 
 static int on_healthz(void *data, const struct admin_request *req,
@@ -171,12 +172,46 @@ static int on_group_hash(void *data, const struct admin_request *req,
 }
 
 /* The core's families at each scrape (the rooms register their own). */
+/* The SCAN resume-key table's use (docs/operations.md "Metrics"). */
+static void collect_scan_cursors(const struct scan_cursors *t,
+                                 struct metrics_out *o)
+{
+	static const struct {
+		const char *name;
+		enum metric_type type;
+		const char *help;
+	} f[] = {
+	    {"lodestone_scan_cursor_hits_total", METRIC_COUNTER,
+	     "SCAN pages resumed at the key their cursor names"},
+	    {"lodestone_scan_cursor_misses_total", METRIC_COUNTER,
+	     "SCAN cursors whose kept key was gone: resumed at their seek "
+	     "point"},
+	    {"lodestone_scan_cursor_evictions_total", METRIC_COUNTER,
+	     "kept SCAN keys replaced before a page resumed from them"},
+	    {"lodestone_scan_cursor_entries", METRIC_GAUGE,
+	     "SCAN resume keys kept"},
+	    {"lodestone_scan_cursor_key_bytes", METRIC_GAUGE,
+	     "bytes of the SCAN resume keys kept"},
+	};
+	struct scan_cursors_stats st;
+	scan_cursors_get_stats(t, &st);
+	const uint64_t v[] = {st.hits, st.misses, st.evictions, st.used,
+	                      st.key_bytes};
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		metrics_out_family(o, f[i].name, f[i].type, f[i].help);
+		metrics_out_uint(o, f[i].name, NULL, v[i]);
+	}
+}
+
 static void collect_core(void *data, struct metrics_out *o)
 {
 	struct node *n = data;
 	if (n->shards != NULL) {
 		shards_metrics(n->shards, o,
 		               (unsigned)n->cfg.metrics_max_groups);
+	}
+	if (n->scan_cursors != NULL) {
+		collect_scan_cursors(n->scan_cursors, o);
 	}
 }
 
@@ -386,6 +421,11 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 	                errlen) != 0) {
 		goto err_db;
 	}
+	if (cfg->resp_scan_cursors > 0 &&
+	    scan_cursors_new(&n->scan_cursors, cfg->resp_scan_cursors,
+	                     shards_data_groups(n->shards), err, errlen) != 0) {
+		goto err_shards;
+	}
 	/* felix: the scope registry and the Felix broker */
 	struct scopes_config scfg = {
 	    .auto_create = cfg->dev,
@@ -443,6 +483,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		    .tls_key_file = n->key_path,
 		    .node_id = cfg->node_id,
 		    .limits = cfg->native,
+		    .scan_cursors = n->scan_cursors,
 		};
 		if (fsnp_server_start(&n->fsnp, &n->loop, n->shards, &ncfg,
 		                      &n->log, &n->metrics, err, errlen) != 0) {
@@ -470,6 +511,7 @@ int node_start(struct node *n, const struct node_config *cfg, char *err,
 		    .max_output_bytes = cfg->resp_max_output_bytes,
 		    .max_items = cfg->native.max_value_items,
 		    .users = n->fsnp,
+		    .scan_cursors = n->scan_cursors,
 		};
 		if (resp_server_start(&n->resp, &n->loop, n->shards, &rcfg,
 		                      &n->log, err, errlen) != 0) {
@@ -574,6 +616,8 @@ err_shards:
 	shards_close(n->shards, NULL, NULL);
 	uv_run(&n->loop, UV_RUN_DEFAULT); /* let the groups close */
 	n->shards = NULL;
+	scan_cursors_free(n->scan_cursors);
+	n->scan_cursors = NULL;
 	/* felix */
 	felix_server_free(n->felix);
 	n->felix = NULL;
@@ -743,6 +787,9 @@ int node_run(struct node *n)
 		log_warn(&n->log, "node", "loop closed with handles open: %s",
 		         uv_strerror(rc));
 	}
+	/* no SCAN is in flight any more */
+	scan_cursors_free(n->scan_cursors);
+	n->scan_cursors = NULL;
 	db_close(&n->db);
 	datadir_close(&n->dir);
 	metrics_free(&n->metrics);

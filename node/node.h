@@ -38,6 +38,9 @@ struct node {
 	/* resp: the RESP listener (owned; frees itself after its close) */
 	struct resp_server *resp;
 	/* resp: end */
+	/* SCAN resume keys the FSNP and RESP listeners share (owned; freed
+	 * once the loop has stopped), or NULL (--resp-scan-cursors 0). */
+	struct scan_cursors *scan_cursors;
 	/* The built-in FerricFlow scheduler (owned; frees itself once
 	 * stopped and its passes ended), or NULL. */
 	struct flow_scheduler *flow_sched;

@@ -14,6 +14,7 @@ node_libnode_a_SOURCES = \
 	node/log.c node/log.h \
 	node/membership.c node/membership.h \
 	node/node.c node/node.h \
+	node/scan_cursors.c node/scan_cursors.h \
 	node/shards.c node/shards.h node/shards_internal.h \
 	node/shards_metrics.c
 
@@ -28,3 +29,11 @@ tests_unit_test_membership_progress_SOURCES = \
 	tests/unit/test_membership_progress.c
 tests_unit_test_membership_progress_LDADD = node/libnode.a $(NODE_LIBS) \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
+
+# Unit: the SCAN resume-key table (slots, tags, eviction, bounds) and the
+# rewrite of a KV_SCAN result into the page clients get.
+UNIT_TESTS += tests/unit/test_scan_cursors
+tests_unit_test_scan_cursors_SOURCES = tests/unit/test_scan_cursors.c \
+	node/scan_cursors.c node/scan_cursors.h
+tests_unit_test_scan_cursors_LDADD = store/libstore.a $(DEP_LIBS) \
+	$(CMOCKA_LIBS)

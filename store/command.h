@@ -305,7 +305,9 @@ enum store_op {
 	/* (read) arg=seek point (store/kvscan.h) count value=pattern flags
 	 * (STORE_SCAN_*) kind=type (0 any, else the TYPE names' order:
 	 * 1 string ... 5 zset) shards=data groups -> [cursor text,
-	 * [key...]]; with STORE_SCAN_ALL the whole range: [key...] */
+	 * [key...]]; with STORE_SCAN_RESUME [cursor text, [key...], the key
+	 * a reference cursor may resume at | nil]; with STORE_SCAN_ALL the
+	 * whole range: [key...] */
 	STORE_OP_KV_SCAN = 0x8A,
 	/* KV transactions (store/kvmulti.c; RESP MULTI/EXEC/WATCH). */
 	/* count=watched keys items=key, stamp (STORE_WATCH_STAMP_LEN
@@ -385,6 +387,13 @@ enum {
 /* KV_SCAN flags. */
 #define STORE_SCAN_MATCH 0x01 /* value holds a pattern */
 #define STORE_SCAN_ALL 0x02   /* the whole range, no cursor (KEYS) */
+/* The node keeps resume keys (node/scan_cursors.h): answer the key the
+ * next page would start at when a reference cursor may name it. */
+#define STORE_SCAN_RESUME 0x04
+/* With RESUME: arg is the exact key to resume at (a kept one), and the
+ * page stops after `count` keys at any key a reference cursor may name
+ * (up to KVSCAN_RESUME_MAX bytes). */
+#define STORE_SCAN_EXACT 0x08
 
 /* KV_KEYINFO kinds. */
 enum {

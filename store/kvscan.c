@@ -1,4 +1,4 @@
-/* Redis globs and SCAN cursors; see kvscan.h. */
+/* Redis globs and SCAN cursors (plain and reference); see kvscan.h. */
 #include "store/kvscan.h"
 
 #include <string.h>
@@ -129,7 +129,7 @@ static bool glob_impl(const uint8_t *p, size_t plen, const uint8_t *s,
 }
 
 bool kvscan_glob_match(const uint8_t *pat, size_t plen, const uint8_t *s,
-                     size_t slen)
+                       size_t slen)
 {
 	bool skip_longer = false;
 	return glob_impl(pat, plen, s, slen, &skip_longer, 0);
@@ -145,9 +145,13 @@ static unsigned group_bits(unsigned groups)
 	return b;
 }
 
+/* The first pb bits of `key` (zero padded), 0 <= pb <= 63. */
 static uint64_t prefix_of(const uint8_t *key, size_t len, unsigned pb)
 {
 	uint64_t v = 0;
+	if (pb == 0) {
+		return 0;
+	}
 	for (size_t i = 0; i < 8; i++) {
 		v = (v << 8) | (i < len ? key[i] : 0);
 	}
@@ -157,7 +161,7 @@ static uint64_t prefix_of(const uint8_t *key, size_t len, unsigned pb)
 static size_t seek_of_prefix(uint64_t prefix, unsigned pb,
                              uint8_t seek[KVSCAN_SEEK_MAX])
 {
-	uint64_t v = prefix << (64 - pb);
+	uint64_t v = pb == 0 ? 0 : prefix << (64 - pb);
 	size_t n = (pb + 7) / 8;
 	for (size_t i = 0; i < 8; i++) {
 		seek[i] = (uint8_t)(v >> (56 - 8 * i));
@@ -168,12 +172,51 @@ static size_t seek_of_prefix(uint64_t prefix, unsigned pb,
 	return n;
 }
 
-int kvscan_cursor_parse(const uint8_t *text, size_t len, unsigned groups,
-                      uint32_t *group, uint8_t seek[KVSCAN_SEEK_MAX],
-                      size_t *seek_len)
+static int cmp_seek(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-	uint64_t v = 0;
-	unsigned gb, pb;
+	int d = memcmp(a, b, al < bl ? al : bl);
+	if (d != 0) {
+		return d;
+	}
+	return al < bl ? -1 : al > bl;
+}
+
+/* A reference cursor's layout below its gb zero bits: the group (gb
+ * bits), the slot, the tag, the prefix. The tag gets up to 20 bits, the
+ * prefix what is left (23 bits with 8 groups). */
+#define REF_TAG_BITS_MAX 20
+#define REF_TAG_BITS_MIN 16
+
+static unsigned ref_free_bits(unsigned groups)
+{
+	unsigned gb = group_bits(groups);
+	if (2 * gb + KVSCAN_SLOT_BITS > 63) {
+		return 0;
+	}
+	return 63 - 2 * gb - KVSCAN_SLOT_BITS;
+}
+
+bool kvscan_ref_usable(unsigned groups)
+{
+	return groups > 0 && ref_free_bits(groups) >= REF_TAG_BITS_MIN;
+}
+
+unsigned kvscan_tag_bits(unsigned groups)
+{
+	unsigned f = ref_free_bits(groups);
+	return f < REF_TAG_BITS_MAX ? f : REF_TAG_BITS_MAX;
+}
+
+unsigned kvscan_ref_prefix_bits(unsigned groups)
+{
+	return ref_free_bits(groups) - kvscan_tag_bits(groups);
+}
+
+int kvscan_cursor_decode(const uint8_t *text, size_t len, unsigned groups,
+                         struct kvscan_cursor *out)
+{
+	uint64_t v = 0, g;
+	unsigned gb, pb, tb, p;
 
 	if (len == 0 || len > 20 || groups == 0) {
 		return -1;
@@ -185,23 +228,87 @@ int kvscan_cursor_parse(const uint8_t *text, size_t len, unsigned groups,
 		}
 		v = v * 10 + (uint64_t)(text[i] - '0');
 	}
-	*seek_len = 0;
+	memset(out, 0, sizeof *out);
 	if (v == 0) {
-		*group = 1;
+		out->group = 1;
 		return 0;
 	}
 	gb = group_bits(groups);
 	pb = 63 - gb;
-	if (v >> 63 != 0 || (v >> pb) == 0 || (v >> pb) > groups) {
+	if (v >> 63 != 0 || (v >> pb) > groups) {
 		return -1;
 	}
-	*group = (uint32_t)(v >> pb);
-	*seek_len = seek_of_prefix(v & ((UINT64_C(1) << pb) - 1), pb, seek);
+	if ((v >> pb) != 0) {
+		out->group = (uint32_t)(v >> pb);
+		out->seek_len = seek_of_prefix(v & ((UINT64_C(1) << pb) - 1),
+		                               pb, out->seek);
+		return 0;
+	}
+	/* a reference cursor: group, slot, tag, prefix */
+	if (!kvscan_ref_usable(groups)) {
+		return -1;
+	}
+	tb = kvscan_tag_bits(groups);
+	p = kvscan_ref_prefix_bits(groups);
+	g = v >> (pb - gb);
+	if (g == 0 || g > groups) {
+		return -1;
+	}
+	out->ref = true;
+	out->group = (uint32_t)g;
+	out->slot = (uint32_t)(v >> (tb + p)) & (KVSCAN_SLOTS_MAX - 1);
+	out->tag = (uint32_t)(v >> p) & ((UINT32_C(1) << tb) - 1);
+	out->seek_len = seek_of_prefix(
+	    p == 0 ? 0 : v & ((UINT64_C(1) << p) - 1), p, out->seek);
 	return 0;
 }
 
+int kvscan_cursor_parse(const uint8_t *text, size_t len, unsigned groups,
+                        uint32_t *group, uint8_t seek[KVSCAN_SEEK_MAX],
+                        size_t *seek_len)
+{
+	struct kvscan_cursor c;
+	if (kvscan_cursor_decode(text, len, groups, &c) != 0) {
+		return -1;
+	}
+	*group = c.group;
+	memcpy(seek, c.seek, KVSCAN_SEEK_MAX);
+	*seek_len = c.seek_len;
+	return 0;
+}
+
+uint64_t kvscan_cursor_ref(uint32_t group, unsigned groups, uint32_t slot,
+                           uint32_t tag, const uint8_t *key, size_t len)
+{
+	unsigned gb = group_bits(groups);
+	unsigned tb = kvscan_tag_bits(groups);
+	unsigned p = kvscan_ref_prefix_bits(groups);
+	return ((uint64_t)group << (63 - 2 * gb)) |
+	       ((uint64_t)(slot & (KVSCAN_SLOTS_MAX - 1)) << (tb + p)) |
+	       ((uint64_t)(tag & ((UINT32_C(1) << tb) - 1)) << p) |
+	       prefix_of(key, len, p);
+}
+
+bool kvscan_ref_matches(const struct kvscan_cursor *c, unsigned groups,
+                        const uint8_t *key, size_t len)
+{
+	uint8_t seek[KVSCAN_SEEK_MAX];
+	unsigned p = kvscan_ref_prefix_bits(groups);
+	size_t n = seek_of_prefix(prefix_of(key, len, p), p, seek);
+	return c->ref && cmp_seek(seek, n, c->seek, c->seek_len) == 0;
+}
+
+bool kvscan_ref_advances(unsigned groups, const uint8_t *key, size_t len,
+                         const uint8_t *floor, size_t floor_len)
+{
+	uint8_t seek[KVSCAN_SEEK_MAX];
+	unsigned p = kvscan_ref_prefix_bits(groups);
+	size_t n = seek_of_prefix(prefix_of(key, len, p), p, seek);
+	return cmp_seek(seek, n, floor, floor_len) > 0;
+}
+
 uint64_t kvscan_cursor_at(uint32_t group, unsigned groups, const uint8_t *key,
-                        size_t len)
+                          size_t len)
 {
 	unsigned pb = 63 - group_bits(groups);
 	return ((uint64_t)group << pb) | prefix_of(key, len, pb);
@@ -216,7 +323,7 @@ uint64_t kvscan_cursor_after(uint32_t group, unsigned groups)
 }
 
 size_t kvscan_seek_of(unsigned groups, const uint8_t *key, size_t len,
-                           uint8_t seek[KVSCAN_SEEK_MAX])
+                      uint8_t seek[KVSCAN_SEEK_MAX])
 {
 	unsigned pb = 63 - group_bits(groups);
 	return seek_of_prefix(prefix_of(key, len, pb), pb, seek);

@@ -214,28 +214,47 @@ static bool type_is(uint8_t type, uint8_t kind)
  * whose own seek point is past this page's (so the next page starts
  * after this one's); KEYS (STORE_SCAN_ALL): the whole range. Keys past
  * their expiry are skipped. The data writer is drained first: KV rows
- * are written back late (docs/storage.md), and this walks RocksDB. */
+ * are written back late (docs/storage.md), and this walks RocksDB.
+ *
+ * With STORE_SCAN_EXACT the page starts at a kept key and stops after
+ * `count` keys at the first key short enough to be kept in turn (or
+ * whose seek point is past the start's); with STORE_SCAN_RESUME the
+ * answer also names the key the next page starts at when a reference
+ * cursor may carry it: after an exact start any such key, after a seek
+ * point only one whose reference seek point is past it, so that a walk
+ * whose kept keys are all lost still moves on (store/kvscan.h). */
 static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 {
 	bool all = c->flags & STORE_SCAN_ALL;
+	bool resume = !all && (c->flags & STORE_SCAN_RESUME);
+	bool exact = resume && (c->flags & STORE_SCAN_EXACT);
 	bool match = (c->flags & STORE_SCAN_MATCH) &&
 	             !(c->value.len == 1 && c->value.p[0] == '*');
 	uint64_t examined = 0, cursor = 0;
 	/* a page examines at least one key (progress) */
 	uint64_t count = c->count > 0 ? c->count : 1;
-	struct sbuf prefix, seek, keys;
+	struct sbuf prefix, seek, keys, next;
+	uint8_t floor[KVSCAN_SEEK_MAX];
+	const uint8_t *fp = c->arg.p;
+	size_t fl = c->arg.len;
 	struct titer ti;
 	uint32_t n = 0;
-	bool stopped = false;
+	bool stopped = false, have_next = false;
 	int rv;
 
 	if (store_drain(tx->s) != 0) {
 		return tx_fail(tx, "SCAN could not drain the data writer",
 		               NULL);
 	}
+	if (exact) {
+		/* the seek point the start key's plain cursor has */
+		fl = kvscan_seek_of(c->shards, c->arg.p, c->arg.len, floor);
+		fp = floor;
+	}
 	sbuf_init(&prefix);
 	sbuf_init(&seek);
 	sbuf_init(&keys);
+	sbuf_init(&next);
 	key_start(&prefix, tx->group, K_KV);
 	sbuf_add(&seek, prefix.p, prefix.len);
 	if (!all) {
@@ -252,9 +271,17 @@ static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		if (!all && examined >= count) {
 			uint8_t s2[KVSCAN_SEEK_MAX];
 			size_t sl = kvscan_seek_of(c->shards, kp, kl, s2);
-			if (cmp_seek(s2, sl, c->arg.p, c->arg.len) > 0) {
+			bool keep = kl <= KVSCAN_RESUME_MAX;
+			if ((exact && keep) || cmp_seek(s2, sl, fp, fl) > 0) {
 				cursor = kvscan_cursor_at(tx->group, c->shards,
 				                          kp, kl);
+				if (resume && keep &&
+				    (exact || kvscan_ref_advances(
+				                  c->shards, kp, kl, c->arg.p,
+				                  c->arg.len))) {
+					sbuf_add(&next, kp, kl);
+					have_next = true;
+				}
 				stopped = true;
 				break;
 			}
@@ -284,7 +311,7 @@ static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 				    kvscan_cursor_after(tx->group, c->shards);
 			}
 			snprintf(text, sizeof text, "%" PRIu64, cursor);
-			res_array(res, 2);
+			res_array(res, resume ? 3 : 2);
 			res_str(res, text);
 		}
 		res_array(res, n);
@@ -294,10 +321,18 @@ static int kv_scan(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 			const uint8_t *p = rd_lbytes(&r, &l);
 			res_bytes(res, p, l);
 		}
+		if (resume) {
+			if (have_next) {
+				res_bytes(res, next.p, next.len);
+			} else {
+				res_nil(res);
+			}
+		}
 	}
 	sbuf_free(&prefix);
 	sbuf_free(&seek);
 	sbuf_free(&keys);
+	sbuf_free(&next);
 	return rv;
 }
 

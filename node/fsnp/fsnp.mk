@@ -14,7 +14,7 @@ EXTRA_DIST += docs/fsnp.md
 # Unit: the command table, argument parsing and store plans.
 UNIT_TESTS += tests/unit/test_fsnp_cmd
 tests_unit_test_fsnp_cmd_SOURCES = tests/unit/test_fsnp_cmd.c \
-	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/scan_cursors.c
 tests_unit_test_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(DEP_LIBS) $(CMOCKA_LIBS)
 
@@ -77,7 +77,7 @@ tests_integration_test_fsnp_client_LDADD = $(CLIENT_LIBS) \
 # Fuzz: the command layer on arbitrary bodies and arguments.
 FUZZ_TARGETS += tests/fuzz/fuzz_fsnp_cmd
 tests_fuzz_fuzz_fsnp_cmd_SOURCES = tests/fuzz/fuzz_fsnp_cmd.c \
-	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h
+	node/fsnp/fsnp_cmd.c node/fsnp/fsnp_cmd.h node/scan_cursors.c
 tests_fuzz_fuzz_fsnp_cmd_LDADD = store/libstore.a wire/libwire.la \
 	$(FUZZ_DRIVER) $(DEP_LIBS)
 tests_fuzz_fuzz_fsnp_cmd_LDFLAGS = $(FUZZER_LINKFLAGS)

@@ -13,6 +13,7 @@
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"
 #include "store/kvscan.h"
+#include "node/scan_cursors.h"
 
 /* --- Command table ------------------------------------------------------ */
 
@@ -1218,7 +1219,10 @@ static int args_expire(struct preq *r, const struct args *a, const char *name)
 
 /* SCAN cursor [MATCH pattern] [COUNT n] [TYPE type] and KEYS pattern, as
  * Redis 7.0 parses them. SCAN's cursor names the group (c->shard, for
- * planning) and the seek point (arg); store/kvscan.h. */
+ * planning) and the seek point (arg); store/kvscan.h. With the node's
+ * resume keys, a reference cursor whose key is still kept resumes at
+ * that key (STORE_SCAN_EXACT), and every page asks for the key the next
+ * one resumes at (STORE_SCAN_RESUME). */
 static int args_scan(struct preq *r, const struct args *a, const char *name)
 {
 	/* arg_is's words are upper case */
@@ -1226,9 +1230,10 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 	                                    "ZSET"};
 	struct store_cmd *c = &r->c;
 	struct store_slice cur;
-	uint8_t seek[KVSCAN_SEEK_MAX], *sp;
+	struct kvscan_cursor kc;
+	const uint8_t *start;
+	uint8_t *sp;
 	size_t slen;
-	uint32_t group;
 
 	c->shards = r->ctx->data_groups;
 	if (strcmp(name, "KEYS") == 0) {
@@ -1244,8 +1249,8 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 	if (arg_bytes(r, &a->v[0], &cur) != 0) {
 		return -1;
 	}
-	if (kvscan_cursor_parse(cur.p, cur.len, r->ctx->data_groups, &group,
-	                        seek, &slen) != 0) {
+	if (kvscan_cursor_decode(cur.p, cur.len, r->ctx->data_groups, &kc) !=
+	    0) {
 		return cmd_error(r->err, "ERR invalid cursor");
 	}
 	c->count = 10;
@@ -1281,14 +1286,27 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 		}
 		i++;
 	}
+	start = kc.seek;
+	slen = kc.seek_len;
+	if (r->ctx->scan_cursors != NULL) {
+		const uint8_t *kept =
+		    scan_cursors_lookup(r->ctx->scan_cursors, &kc, &slen);
+		c->flags |= STORE_SCAN_RESUME;
+		if (kept != NULL) {
+			c->flags |= STORE_SCAN_EXACT;
+			start = kept;
+		} else {
+			slen = kc.seek_len;
+		}
+	}
 	sp = scratch(r, slen > 0 ? slen : 1);
 	if (sp == NULL) {
 		return nomem(r->err);
 	}
-	memcpy(sp, seek, slen);
+	memcpy(sp, start, slen);
 	c->arg.p = sp;
 	c->arg.len = slen;
-	c->shard = group;
+	c->shard = kc.group;
 	return 0;
 }
 

@@ -106,10 +106,17 @@ struct fsnp_plan {
 	uint8_t one_cmd[FSNP_PLAN_INLINE_CMD];
 };
 
+struct scan_cursors;
+
 struct fsnp_cmd_ctx {
 	unsigned data_groups;  /* S */
 	uint32_t max_items;    /* keys/values in one command */
 	const char *foc_token; /* FETCH_OR_COMPUTE lease token (NUL-ended) */
+	/* The node's SCAN resume keys (node/scan_cursors.h), or NULL: SCAN
+	 * then answers plain cursors only. A reference cursor's key is
+	 * looked up while planning; the caller gives the page's result to
+	 * scan_cursors_result before answering. */
+	struct scan_cursors *scan_cursors;
 };
 
 void fsnp_plan_free(struct fsnp_plan *p);

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "node/fsnp/fsnp_internal.h"
+#include "node/scan_cursors.h"
 #include "store/result.h"
 #include "store/store.h"
 #include "wire/fsnp_compact.h"
@@ -395,6 +396,27 @@ static void reply_store(struct fsnp_req *r, const uint8_t *res, size_t len)
 	fsnp_reply_error(r, FSNP_STATUS_ERROR, "error", msg, false, 0);
 }
 
+/* A SCAN page: the key its cursor resumes at kept in the node's table
+ * (node/scan_cursors.h) and the answer without it. */
+static void reply_scan(struct fsnp_req *r, const uint8_t *res, size_t len)
+{
+	uint8_t *page = NULL;
+	size_t plen = 0;
+	if (r->srv->scan_cursors != NULL &&
+	    scan_cursors_result(r->srv->scan_cursors, r->plan.parts[0].group,
+	                        res, len, &page, &plen) != 0) {
+		reply_busy(r, "busy", "BUSY out of memory",
+		           FSNP_RETRY_AFTER_MS);
+		return;
+	}
+	if (page != NULL) {
+		reply_store(r, page, plen);
+		free(page);
+	} else {
+		reply_store(r, res, len);
+	}
+}
+
 /* Answers a failed store operation (SHARDS_* status). */
 void fsnp_exec_reply_shards(struct fsnp_req *r, int status, uint32_t group)
 {
@@ -718,7 +740,9 @@ void fsnp_exec_op_done(struct fsnp_op *op, int status, const uint8_t *result,
 		return;
 	}
 	if (r->plan.merge == FSNP_MERGE_ONE) {
-		if (status == SHARDS_OK) {
+		if (status == SHARDS_OK && r->plan.op == STORE_OP_KV_SCAN) {
+			reply_scan(r, result, len);
+		} else if (status == SHARDS_OK) {
 			reply_store(r, result, len);
 		} else {
 			fsnp_exec_reply_shards(r, status,
@@ -841,6 +865,7 @@ static void cmd_ctx(struct fsnp_req *r, struct fsnp_cmd_ctx *ctx, char *token,
 	ctx->data_groups = r->srv->data_groups;
 	ctx->max_items = (uint32_t)lim(r)->max_value_items;
 	ctx->foc_token = token;
+	ctx->scan_cursors = r->srv->scan_cursors;
 }
 
 static void account_plan(struct fsnp_req *r)

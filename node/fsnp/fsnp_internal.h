@@ -272,6 +272,7 @@ struct fsnp_server {
 	char tls_key[CONFIG_PATH_MAX];
 	uint64_t node_id;
 	unsigned data_groups;
+	struct scan_cursors *scan_cursors; /* borrowed; may be NULL */
 
 	uv_tcp_t listener; /* listener.data = this */
 	/* TLS listener (lim.tls_enabled with a certificate). */

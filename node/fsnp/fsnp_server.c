@@ -805,6 +805,7 @@ int fsnp_server_start(struct fsnp_server **out, uv_loop_t *loop,
 	s->lim = cfg->limits;
 	s->node_id = cfg->node_id;
 	s->data_groups = shards_data_groups(shards);
+	s->scan_cursors = cfg->scan_cursors;
 	snprintf(s->advertise_host, sizeof s->advertise_host, "%s",
 	         cfg->advertise_host != NULL ? cfg->advertise_host : cfg->host);
 	s->advertise_tls_port = cfg->advertise_tls_port;

@@ -33,6 +33,8 @@ struct fsnp_server_config {
 	const char *tls_key_file;
 	uint64_t node_id;
 	struct config_native limits; /* copied */
+	/* The node's SCAN resume keys (borrowed; may be NULL). */
+	struct scan_cursors *scan_cursors;
 };
 
 struct fsnp_server_stats {

@@ -38,6 +38,8 @@ struct resp_server_config {
 	/* The FSNP server whose ACL users and requirepass apply (NULL: every
 	 * client is the default user without a password). */
 	const struct fsnp_server *users;
+	/* The node's SCAN resume keys (borrowed; may be NULL). */
+	struct scan_cursors *scan_cursors;
 };
 
 struct resp_server;

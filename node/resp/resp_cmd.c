@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "node/resp/resp_internal.h"
+#include "node/scan_cursors.h"
 #include "store/command.h"
 #include "store/result.h"
 #include "wire/fsnp_slot.h"
@@ -997,7 +998,7 @@ static bool do_info(struct resp_req *r, const struct resp_arg *argv,
 {
 	struct resp_server *s = r->c->srv;
 	struct fsnp_cmd_ctx ctx = {shards_data_groups(s->shards),
-	                           (uint32_t)s->cfg.max_items, ""};
+	                           (uint32_t)s->cfg.max_items, "", NULL};
 	struct fsnp_cmd_err err = {0};
 	unsigned mask = info_sections(argv, argc);
 	struct store_cmd c;
@@ -1558,11 +1559,23 @@ static void op_done(void *data, int status, const uint8_t *result, size_t len)
 	struct resp_req *r = op->req;
 	r->c->srv->ops--;
 	if (r->plan.merge == FSNP_MERGE_ONE) {
-		if (status != SHARDS_OK) {
+		uint8_t *page = NULL;
+		size_t plen = 0;
+		/* SCAN: the next page's key kept (node/scan_cursors.h) */
+		if (status == SHARDS_OK && r->op == STORE_OP_KV_SCAN &&
+		    r->c->srv->cfg.scan_cursors != NULL &&
+		    scan_cursors_result(r->c->srv->cfg.scan_cursors,
+		                        r->plan.parts[0].group, result, len,
+		                        &page, &plen) != 0) {
+			resp_w_error(&r->out, "ERR out of memory");
+		} else if (status != SHARDS_OK) {
 			shards_error(r, status);
+		} else if (page != NULL) {
+			reply_one(r, page, plen);
 		} else {
 			reply_one(r, result, len);
 		}
+		free(page);
 	} else {
 		r->status[op->part] = status;
 		if (status == SHARDS_OK && len > 0) {
@@ -1610,7 +1623,8 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	const struct fsnp_cmd_info *info =
 	    fsnp_cmd_by_name(argv[0].p, argv[0].len);
 	struct fsnp_cmd_ctx ctx = {shards_data_groups(s->shards),
-	                           (uint32_t)s->cfg.max_items, ""};
+	                           (uint32_t)s->cfg.max_items, "",
+	                           s->cfg.scan_cursors};
 	struct fsnp_cmd_err err = {0};
 	struct wbuf buf;
 	struct fsnp_val args;

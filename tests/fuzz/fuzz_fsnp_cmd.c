@@ -46,7 +46,7 @@ static void check_plan(const struct fsnp_plan *p, unsigned groups)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fsnp_cmd_ctx ctx = {8, 4096, "fuzz-token"};
+	struct fsnp_cmd_ctx ctx = {8, 4096, "fuzz-token", NULL};
 	struct fsnp_limits lim = {4096, 32};
 	struct fsnp_plan plan;
 	struct fsnp_cmd_err err;

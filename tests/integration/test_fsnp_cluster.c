@@ -379,8 +379,8 @@ static struct ftc_msg exec_args(struct ftc *c, const char *cmd, int argc,
 }
 
 /* Keys in both data groups: DBSIZE sums every group, SCAN (small pages,
- * cursors carried from page to page, bounded) and KEYS return them all,
- * asked of every node. */
+ * cursors carried from page to page and from node to node, bounded) and
+ * KEYS return them all, asked of every node. */
 static void test_keyspace_every_group(void **state)
 {
 	enum { NK = 12 };
@@ -405,7 +405,10 @@ static void test_keyspace_every_group(void **state)
 		char cursor[32] = "0";
 		int64_t size = 0;
 		struct ftc_msg m;
+		struct ftc other;
 		assert_int_equal(ftc_connect(&c, cl.nodes[n].fsnp), 0);
+		assert_int_equal(
+		    ftc_connect(&other, cl.nodes[(n + 1) % NODES].fsnp), 0);
 		m = exec_args(&c, "DBSIZE", 0, NULL);
 		assert_int_equal(m.status, 0);
 		assert_int_equal(fsnp_val_i64(&m.value, &size), 0);
@@ -416,12 +419,16 @@ static void test_keyspace_every_group(void **state)
 			                      "2"};
 			struct fsnp_iter it, kit;
 			struct fsnp_val cur, list, k;
-			m = exec_args(&c, "SCAN", 5, args);
+			/* every other page on the next node: a cursor naming
+			 * another node's kept key still resumes in time */
+			m = exec_args(page % 2 ? &other : &c, "SCAN", 5, args);
 			assert_int_equal(m.status, 0);
 			assert_int_equal(m.value.tag, FSNP_ARRAY);
 			fsnp_iter_init(&it, &m.value);
 			assert_true(fsnp_iter_next(&it, NULL, &cur));
 			assert_true(fsnp_iter_next(&it, NULL, &list));
+			/* [cursor, keys]: the node keeps the next key */
+			assert_false(fsnp_iter_next(&it, NULL, &k));
 			assert_int_equal(cur.tag, FSNP_BIN);
 			assert_true(cur.as.bin.len < sizeof cursor);
 			memcpy(cursor, cur.as.bin.ptr, cur.as.bin.len);
@@ -451,6 +458,7 @@ static void test_keyspace_every_group(void **state)
 		}
 		const char *pat[] = {"ks:*"};
 		ok_count(exec_args(&c, "KEYS", 1, pat), NK);
+		ftc_close(&other);
 		ftc_close(&c);
 	}
 }

@@ -515,6 +515,148 @@ static void test_acl_users(void **state)
 	free(c);
 }
 
+/* --- SCAN pages over keys sharing a long prefix ------------------------ */
+
+#define SP_KEYS 400
+#define SP_PREFIX "scan:sharedprefix20:" /* 20 bytes */
+
+/* One SCAN page from `cursor` (updated in place): marks the keys it
+ * returns in seen[] and returns how many it returned. */
+static long scan_page(struct rc *c, char *cursor, size_t cap, int count,
+                      bool seen[SP_KEYS])
+{
+	char line[128];
+	const char *r, *p;
+	long k;
+	snprintf(line, sizeof line, "SCAN %s COUNT %d", cursor, count);
+	r = rc_cmd(c, line);
+	assert_memory_equal(r, "*2\r\n$", 5);
+	p = strchr(r + 5, '\n') + 1;
+	size_t cl = strcspn(p, "\r");
+	assert_true(cl < cap);
+	memcpy(cursor, p, cl);
+	cursor[cl] = '\0';
+	p += cl + 2;
+	assert_int_equal(p[0], '*');
+	k = strtol(p + 1, NULL, 10);
+	p = strchr(p, '\n') + 1;
+	for (long i = 0; i < k; i++) {
+		long l = strtol(p + 1, NULL, 10);
+		p = strchr(p, '\n') + 1;
+		if (l > (long)strlen(SP_PREFIX) &&
+		    memcmp(p, SP_PREFIX, strlen(SP_PREFIX)) == 0) {
+			long at = strtol(p + strlen(SP_PREFIX), NULL, 10);
+			assert_true(at >= 0 && at < SP_KEYS);
+			seen[at] = true;
+		}
+		p += l + 2;
+	}
+	return k;
+}
+
+static void sp_all_seen(const bool seen[SP_KEYS])
+{
+	for (int i = 0; i < SP_KEYS; i++) {
+		if (!seen[i]) {
+			print_error("SCAN walk missed %s%04d\n", SP_PREFIX, i);
+		}
+		assert_true(seen[i]);
+	}
+}
+
+/* Keys sharing a 20-byte prefix: SCAN COUNT 10 answers pages of about 10
+ * keys (the node keeps the key each page resumes at) and the walk returns
+ * every key. With a table of two entries, walks that push each other's
+ * entries out fall back to the cursors' seek points and still return
+ * every key; so does a walk resumed after its entry was replaced. */
+static void test_scan_pages(void **state)
+{
+	static struct harness_cluster sc;
+	const char *const extra[] = {"--resp-scan-cursors", "2", NULL};
+	struct rc *c = malloc(sizeof *c);
+	static char msg[SP_KEYS * 64];
+	static bool seen[3][SP_KEYS];
+	char cursor[3][32];
+	size_t n = 0;
+	int pages = 0;
+	long biggest = 0;
+	(void)state;
+	assert_non_null(c);
+	memset(&sc, 0, sizeof sc);
+	assert_int_equal(harness_cluster_start_resp(&sc, 1, extra, true), 0);
+	assert_int_equal(rc_connect(c, sc.nodes[0].resp), 0);
+	wait_ready(c);
+	/* the keys, pipelined */
+	for (int i = 0; i < SP_KEYS; i++) {
+		n += (size_t)snprintf(msg + n, sizeof msg - n,
+		                      "*3\r\n$3\r\nSET\r\n$%zu\r\n%s%04d\r\n"
+		                      "$1\r\nv\r\n",
+		                      strlen(SP_PREFIX) + 4, SP_PREFIX, i);
+	}
+	rc_send(c, msg, n);
+	for (int i = 0; i < SP_KEYS; i++) {
+		assert_string_equal(rc_reply(c), "+OK\r\n");
+	}
+
+	/* one walk: small pages, every key */
+	memset(seen, 0, sizeof seen);
+	snprintf(cursor[0], sizeof cursor[0], "0");
+	do {
+		long k = scan_page(c, cursor[0], sizeof cursor[0], 10, seen[0]);
+		biggest = k > biggest ? k : biggest;
+		assert_true(++pages < 1000);
+	} while (strcmp(cursor[0], "0") != 0);
+	if (biggest > 2 * 10 + 5) {
+		print_error("a SCAN COUNT 10 page returned %ld keys\n",
+		            biggest);
+	}
+	assert_true(biggest <= 2 * 10 + 5);
+	/* about SP_KEYS / 10 pages, plus one short page per group at most */
+	assert_true(pages >= SP_KEYS / 25);
+	sp_all_seen(seen[0]);
+
+	/* a walk whose entry was replaced: one page, then two other walks
+	 * take both entries, then the rest of the walk */
+	memset(seen, 0, sizeof seen);
+	for (int w = 0; w < 3; w++) {
+		snprintf(cursor[w], sizeof cursor[w], "0");
+	}
+	scan_page(c, cursor[0], sizeof cursor[0], 10, seen[0]);
+	scan_page(c, cursor[1], sizeof cursor[1], 10, seen[1]);
+	scan_page(c, cursor[2], sizeof cursor[2], 10, seen[2]);
+	pages = 0;
+	while (strcmp(cursor[0], "0") != 0) {
+		scan_page(c, cursor[0], sizeof cursor[0], 10, seen[0]);
+		assert_true(++pages < 1000);
+	}
+	sp_all_seen(seen[0]);
+
+	/* three walks in turn over two entries: each page's entry is gone
+	 * when its walk comes back */
+	memset(seen, 0, sizeof seen);
+	for (int w = 0; w < 3; w++) {
+		snprintf(cursor[w], sizeof cursor[w], "0");
+	}
+	pages = 0;
+	for (bool more = true; more;) {
+		more = false;
+		for (int w = 0; w < 3; w++) {
+			if (pages > 0 && strcmp(cursor[w], "0") == 0) {
+				continue;
+			}
+			scan_page(c, cursor[w], sizeof cursor[w], 10, seen[w]);
+			more |= strcmp(cursor[w], "0") != 0;
+		}
+		assert_true(++pages < 1000);
+	}
+	for (int w = 0; w < 3; w++) {
+		sp_all_seen(seen[w]);
+	}
+	rc_close(c);
+	free(c);
+	harness_cluster_stop(&sc);
+}
+
 /* A client past --resp-max-query-bytes or --resp-max-output-bytes (a
  * reader that does not read) is closed. */
 static void test_buffer_limits(void **state)
@@ -1593,6 +1735,7 @@ int main(void)
 	    cmocka_unit_test(test_protocol_errors),
 	    cmocka_unit_test(test_auth),
 	    cmocka_unit_test(test_buffer_limits),
+	    cmocka_unit_test(test_scan_pages),
 	    cmocka_unit_test(test_differential),
 	    cmocka_unit_test(test_acl_users),
 	    cmocka_unit_test(test_multi),

@@ -17,7 +17,7 @@
 #include "wire/fsnp_opcode.h"
 #include "wire/fsnp_slot.h"
 
-static const struct fsnp_cmd_ctx ctx = {8, 100000, "tok123"};
+static const struct fsnp_cmd_ctx ctx = {8, 100000, "tok123", NULL};
 
 /* A typed body built with the writer; `b` keeps the bytes. */
 struct body {
@@ -817,7 +817,7 @@ static void test_compact_and_deadline(void **state)
 	wbuf_free(&x.b);
 
 	/* max_items bounds every list. */
-	struct fsnp_cmd_ctx small = {8, 3, "t"};
+	struct fsnp_cmd_ctx small = {8, 3, "t", NULL};
 	const char *k4[] = {"a", "b", "c", "d"};
 	body_begin(&x);
 	kv_list(&x, "keys", k4, 4);

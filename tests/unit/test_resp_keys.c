@@ -1,7 +1,8 @@
 /* Unit tests for store/kvscan: Redis's glob matching (stringmatchlen's
  * cases, escapes, classes, ranges, an unterminated class, deep stars) and
  * the SCAN cursor (group and seek point round trips, the start and end
- * cursors, bad cursors, and that a cursor never seeks past its key). */
+ * cursors, bad cursors, and that a cursor never seeks past its key) and
+ * the reference cursors naming a node's kept keys. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 static bool m(const char *pat, const char *s)
 {
 	return kvscan_glob_match((const uint8_t *)pat, strlen(pat),
-	                       (const uint8_t *)s, strlen(s));
+	                         (const uint8_t *)s, strlen(s));
 }
 
 static void test_glob_basic(void **state)
@@ -102,8 +103,8 @@ static void test_cursor_start_end(void **state)
 	char text[24];
 	snprintf(text, sizeof text, "%llu",
 	         (unsigned long long)kvscan_cursor_after(2, 4));
-	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text, strlen(text),
-	                                   4, &g, seek, &sl),
+	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text,
+	                                     strlen(text), 4, &g, seek, &sl),
 	                 0);
 	assert_int_equal(g, 3);
 	assert_int_equal(sl, 0);
@@ -120,17 +121,18 @@ static void test_cursor_bad(void **state)
 	assert_int_equal(
 	    kvscan_cursor_parse((const uint8_t *)"", 0, 4, &g, seek, &sl), -1);
 	assert_int_equal(
-	    kvscan_cursor_parse((const uint8_t *)"-1", 2, 4, &g, seek, &sl), -1);
+	    kvscan_cursor_parse((const uint8_t *)"-1", 2, 4, &g, seek, &sl),
+	    -1);
 	/* past 2^64 */
 	assert_int_equal(
 	    kvscan_cursor_parse((const uint8_t *)"18446744073709551616", 20, 4,
-	                      &g, seek, &sl),
+	                        &g, seek, &sl),
 	    -1);
 	/* a group above the count: 7 << 60 with 4 groups (3 bits) */
 	char text[24];
 	snprintf(text, sizeof text, "%llu", 7ULL << 60);
-	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text, strlen(text),
-	                                   4, &g, seek, &sl),
+	assert_int_equal(kvscan_cursor_parse((const uint8_t *)text,
+	                                     strlen(text), 4, &g, seek, &sl),
 	                 -1);
 	/* small numbers name group 0: not a cursor we gave out */
 	assert_int_equal(
@@ -170,7 +172,7 @@ static void test_cursor_round_trip(void **state)
 			         (unsigned long long)cur);
 			assert_int_equal(
 			    kvscan_cursor_parse((const uint8_t *)text,
-			                      strlen(text), G, &g, s1, &l1),
+			                        strlen(text), G, &g, s1, &l1),
 			    0);
 			assert_int_equal(g, grp);
 			l2 = kvscan_seek_of(G, k, kl, s2);
@@ -183,6 +185,101 @@ static void test_cursor_round_trip(void **state)
 	}
 }
 
+/* Reference cursors: below 2^63, decoded back to their group, slot, tag
+ * and a seek point not past the key, never taken for plain cursors (nor
+ * plain ones for them), for every group count they fit beside. */
+static void test_cursor_ref(void **state)
+{
+	static const char *const keys[] = {
+	    "a", "session:0123456789abcdef", "\xff\xff\xff\xff",
+	    "",  "user:1000:profile",
+	};
+	static const unsigned groups[] = {1, 2, 3, 8, 64, 1000, 16384, 65535};
+	(void)state;
+	for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+		unsigned G = groups[gi];
+		unsigned tb = kvscan_tag_bits(G);
+		assert_true(kvscan_ref_usable(G));
+		assert_true(tb >= 16 && tb <= 20);
+		for (size_t ki = 0; ki < sizeof keys / sizeof keys[0]; ki++) {
+			const uint8_t *k = (const uint8_t *)keys[ki];
+			size_t kl = strlen(keys[ki]);
+			uint32_t slot =
+			    (uint32_t)(ki * 4099) % KVSCAN_SLOTS_MAX;
+			uint32_t tag = 0xABCDEu + (uint32_t)ki;
+			uint32_t grp = 1 + (uint32_t)ki % G;
+			struct kvscan_cursor c;
+			char text[24];
+			uint64_t cur =
+			    kvscan_cursor_ref(grp, G, slot, tag, k, kl);
+			assert_true(cur > 0 && cur < (1ULL << 63));
+			snprintf(text, sizeof text, "%llu",
+			         (unsigned long long)cur);
+			assert_int_equal(
+			    kvscan_cursor_decode((const uint8_t *)text,
+			                         strlen(text), G, &c),
+			    0);
+			assert_true(c.ref);
+			assert_int_equal(c.group, grp);
+			assert_int_equal(c.slot, slot);
+			assert_int_equal(c.tag, tag & ((1u << tb) - 1));
+			assert_true(kvscan_ref_matches(&c, G, k, kl));
+			int d = memcmp(c.seek, k,
+			               c.seek_len < kl ? c.seek_len : kl);
+			assert_true(d < 0 || (d == 0 && c.seek_len <= kl));
+			/* the plain cursor of the same key is no reference */
+			cur = kvscan_cursor_at(grp, G, k, kl);
+			snprintf(text, sizeof text, "%llu",
+			         (unsigned long long)cur);
+			assert_int_equal(
+			    kvscan_cursor_decode((const uint8_t *)text,
+			                         strlen(text), G, &c),
+			    0);
+			assert_false(c.ref);
+		}
+	}
+	/* no room for a tag beside 2^16 groups and more */
+	assert_false(kvscan_ref_usable(65536));
+	assert_false(kvscan_ref_usable(0));
+}
+
+static void test_cursor_ref_bad(void **state)
+{
+	struct kvscan_cursor c;
+	char text[24];
+	(void)state;
+	/* 8 groups (4 bits): a reference naming group 0 or group 9 */
+	snprintf(text, sizeof text, "%llu", 1ULL << 50);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    -1);
+	snprintf(text, sizeof text, "%llu", 9ULL << 55);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    -1);
+	snprintf(text, sizeof text, "%llu", 8ULL << 55);
+	assert_int_equal(
+	    kvscan_cursor_decode((const uint8_t *)text, strlen(text), 8, &c),
+	    0);
+	assert_true(c.ref);
+	assert_int_equal(c.group, 8);
+}
+
+/* A page that started from a seek point answers a reference only past
+ * it: the reference's own seek point must move on. */
+static void test_ref_advances(void **state)
+{
+	const uint8_t *k = (const uint8_t *)"session:aaaa";
+	uint8_t seek[KVSCAN_SEEK_MAX];
+	(void)state;
+	assert_true(kvscan_ref_advances(8, k, 12, NULL, 0));
+	/* the plain seek point of the key itself is wider: not past it */
+	size_t sl = kvscan_seek_of(8, k, 12, seek);
+	assert_false(kvscan_ref_advances(8, k, 12, seek, sl));
+	assert_false(kvscan_ref_advances(8, k, 12, (const uint8_t *)"set", 3));
+	assert_true(kvscan_ref_advances(8, k, 12, (const uint8_t *)"sea", 3));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +289,9 @@ int main(void)
 	    cmocka_unit_test(test_cursor_start_end),
 	    cmocka_unit_test(test_cursor_bad),
 	    cmocka_unit_test(test_cursor_round_trip),
+	    cmocka_unit_test(test_cursor_ref),
+	    cmocka_unit_test(test_cursor_ref_bad),
+	    cmocka_unit_test(test_ref_advances),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1169,6 +1169,102 @@ static void test_keyspace_walk(void **state)
 	tdb_close(&t);
 }
 
+/* SCAN with the node's resume keys (STORE_SCAN_RESUME): from a kept key
+ * (STORE_SCAN_EXACT) a page stops after COUNT keys whatever they share,
+ * past a key too long to keep; from a seek point the next key is named
+ * only when its reference seek point moves past it. */
+static void test_keyspace_resume(void **state)
+{
+	enum { NK = 40 };
+	static char longkey[KVSCAN_RESUME_MAX + 32];
+	struct tdb t;
+	struct store_cmd c;
+	bool seen[NK + 1] = {false};
+	char name[32], start[KVSCAN_RESUME_MAX + 32];
+	size_t start_len = 0;
+	unsigned pages = 0;
+	bool exact = false;
+
+	(void)state;
+	tdb_open(&t);
+	for (unsigned i = 0; i < NK; i++) {
+		snprintf(name, sizeof name, "user:session:%03u", i);
+		set(&t, 100, name, "v", 0, 0, 0, "OK");
+	}
+	/* a key too long to keep, between 020 and 021 */
+	snprintf(longkey, sizeof longkey, "user:session:020");
+	memset(longkey + 16, 'x', KVSCAN_RESUME_MAX);
+	longkey[16 + KVSCAN_RESUME_MAX] = '\0';
+	set(&t, 100, longkey, "v", 0, 0, 0, "OK");
+
+	for (pages = 0; pages < 100; pages++) {
+		struct tres x;
+		uint32_t n;
+		size_t kl;
+		c = kcmd(STORE_OP_KV_SCAN, "");
+		c.count = 3;
+		c.shards = 8;
+		c.flags = STORE_SCAN_RESUME | (exact ? STORE_SCAN_EXACT : 0);
+		c.arg.p = (const uint8_t *)start;
+		c.arg.len = start_len;
+		tread(&x, &t, G, 200, &c);
+		assert_int_equal(tres_status(&x), STORE_OK);
+		assert_int_equal(tres_array(&x), 3);
+		(void)tres_bytes(&x, NULL);
+		n = tres_array(&x);
+		/* COUNT keys, one more past the long one */
+		assert_true(n <= 4);
+		for (uint32_t i = 0; i < n; i++) {
+			const char *k = tres_bytes(&x, &kl);
+			if (kl > 16) {
+				seen[NK] = true;
+			} else {
+				seen[atoi(k + 13)] = true;
+			}
+		}
+		if (tres_is_nil(&x)) {
+			break;
+		}
+		const char *k = tres_bytes(&x, &kl);
+		assert_true(kl <= KVSCAN_RESUME_MAX);
+		memcpy(start, k, kl);
+		start_len = kl;
+		exact = true;
+		tres_free(&x);
+	}
+	assert_true(pages < 100);
+	assert_true(pages >= NK / 4);
+	for (unsigned i = 0; i <= NK; i++) {
+		assert_true(seen[i]);
+	}
+
+	/* from the plain seek point of 010: no reference can move past it,
+	 * so no next key is named, and the page walks every key sharing
+	 * the seek point (all of them) */
+	{
+		uint8_t seek[KVSCAN_SEEK_MAX];
+		struct tres x;
+		size_t sl = kvscan_seek_of(
+		    8, (const uint8_t *)"user:session:010", 16, seek);
+		c = kcmd(STORE_OP_KV_SCAN, "");
+		c.count = 3;
+		c.shards = 8;
+		c.flags = STORE_SCAN_RESUME;
+		c.arg.p = seek;
+		c.arg.len = sl;
+		tread(&x, &t, G, 200, &c);
+		assert_int_equal(tres_array(&x), 3);
+		(void)tres_bytes(&x, NULL);
+		assert_int_equal(tres_array(&x), NK + 1);
+		for (uint32_t i = 0; i < NK + 1; i++) {
+			(void)tres_bytes(&x, NULL);
+		}
+		assert_true(tres_is_nil(&x));
+		tres_free(&x);
+	}
+	tdb_close(&t);
+}
+
 static void getrange(struct tdb *t, const char *key, int64_t start,
                      int64_t stop, const char *want)
 {
@@ -1317,6 +1413,7 @@ int main(void)
 	    cmocka_unit_test(test_key_info),
 	    cmocka_unit_test(test_keyspace),
 	    cmocka_unit_test(test_keyspace_walk),
+	    cmocka_unit_test(test_keyspace_resume),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

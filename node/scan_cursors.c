@@ -195,7 +195,9 @@ int scan_cursors_put(struct scan_cursors *t, uint32_t group, const uint8_t *key,
 	if (copy == NULL) {
 		return -1;
 	}
-	memcpy(copy, key, len);
+	if (len > 0) {
+		memcpy(copy, key, len);
+	}
 	x = &t->e[i];
 	if (x->key != NULL) {
 		t->stats.evictions += !x->resumed;

@@ -174,7 +174,8 @@ static size_t seek_of_prefix(uint64_t prefix, unsigned pb,
 
 static int cmp_seek(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-	int d = memcmp(a, b, al < bl ? al : bl);
+	size_t n = al < bl ? al : bl;
+	int d = n > 0 ? memcmp(a, b, n) : 0; /* an empty seek may be NULL */
 	if (d != 0) {
 		return d;
 	}

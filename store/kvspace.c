@@ -126,7 +126,7 @@ static int kv_rename(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 		goto out;
 	}
 	if (c->key.len == c->arg.len &&
-	    memcmp(c->key.p, c->arg.p, c->key.len) == 0) {
+	    (c->key.len == 0 || memcmp(c->key.p, c->arg.p, c->key.len) == 0)) {
 		res_begin(res, STORE_OK);
 		if (nx) {
 			res_i64(res, 0);
@@ -195,7 +195,8 @@ static int kv_keycount(struct tx *tx, const struct store_cmd *c,
 
 static int cmp_seek(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-	int d = memcmp(a, b, al < bl ? al : bl);
+	size_t n = al < bl ? al : bl;
+	int d = n > 0 ? memcmp(a, b, n) : 0; /* an empty seek may be NULL */
 	if (d != 0) {
 		return d;
 	}

@@ -1223,6 +1223,7 @@ static void test_keyspace_resume(void **state)
 			}
 		}
 		if (tres_is_nil(&x)) {
+			tres_free(&x);
 			break;
 		}
 		const char *k = tres_bytes(&x, &kl);

@@ -479,7 +479,11 @@ void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 	}
 }
 
-static int decode_append(struct rd *r, struct raft_append_entries *a)
+/* With `owner` (raft_malloc'd, holding the input), the entries point into
+ * the input and their batch is `owner`; else they are copied into a batch
+ * of their own. */
+static int decode_append(struct rd *r, struct raft_append_entries *a,
+                         void *owner)
 {
 	const uint8_t *hdr;
 	uint8_t *batch;
@@ -515,14 +519,20 @@ static int decode_append(struct rd *r, struct raft_append_entries *a)
 		return 0;
 	}
 	a->entries = raft_malloc(n * sizeof *a->entries);
-	batch = raft_malloc(total > 0 ? total : 1);
-	if (a->entries == NULL || batch == NULL) {
-		raft_free(a->entries);
-		raft_free(batch);
-		a->entries = NULL;
+	if (a->entries == NULL) {
 		return MSG_ENOMEM;
 	}
-	memcpy(batch, take(r, total), total);
+	if (owner != NULL) {
+		batch = (uint8_t *)take(r, total);
+	} else {
+		batch = raft_malloc(total > 0 ? total : 1);
+		if (batch == NULL) {
+			raft_free(a->entries);
+			a->entries = NULL;
+			return MSG_ENOMEM;
+		}
+		memcpy(batch, take(r, total), total);
+	}
 	for (i = 0; i < n; i++) {
 		const uint8_t *h = hdr + (size_t)i * ENTRY_HEADER;
 		struct raft_entry *e = &a->entries[i];
@@ -532,7 +542,7 @@ static int decode_append(struct rd *r, struct raft_append_entries *a)
 		e->type = r8(&hr);
 		e->buf.len = r32(&hr);
 		e->buf.base = batch + off;
-		e->batch = batch;
+		e->batch = owner != NULL ? owner : batch;
 		off += e->buf.len;
 	}
 	a->n_entries = n;
@@ -573,11 +583,13 @@ static int decode_snapshot(struct rd *r, struct raft_install_snapshot *a)
 	return 0;
 }
 
-int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
-                    struct raft_message *m)
+static int decode_raft(void *owner, const uint8_t *p, size_t len,
+                       uint32_t *group, struct raft_message *m, bool *taken)
 {
 	struct rd r;
 	int rv = 0;
+
+	*taken = false;
 
 	memset(m, 0, sizeof *m);
 	rd_init(&r, p, len);
@@ -616,10 +628,11 @@ int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
 		break;
 	}
 	case RAFT_IO_APPEND_ENTRIES:
-		rv = decode_append(&r, &m->append_entries);
+		rv = decode_append(&r, &m->append_entries, owner);
 		if (rv != 0) {
 			return rv;
 		}
+		*taken = owner != NULL && m->append_entries.n_entries > 0;
 		break;
 	case RAFT_IO_APPEND_ENTRIES_RESULT: {
 		struct raft_append_entries_result *a =
@@ -646,10 +659,28 @@ int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
 		return MSG_EMALFORMED;
 	}
 	if (!done(&r)) {
+		if (*taken) {
+			/* The owner stays the caller's. */
+			m->append_entries.n_entries = 0;
+			*taken = false;
+		}
 		msg_raft_free(m);
 		return MSG_EMALFORMED;
 	}
 	return 0;
+}
+
+int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
+                    struct raft_message *m)
+{
+	bool taken;
+	return decode_raft(NULL, p, len, group, m, &taken);
+}
+
+int msg_raft_decode_take(void *owner, const uint8_t *p, size_t len,
+                         uint32_t *group, struct raft_message *m, bool *taken)
+{
+	return decode_raft(owner, p, len, group, m, taken);
 }
 
 void msg_raft_free(struct raft_message *m)

@@ -22,6 +22,10 @@
  * allocation under ASan in about one run of three: back to 4 MiB until
  * that is understood.) */
 #define KEEP_BUF (4u << 20)
+/* An AppendEntries frame at least this large that fills the read buffer
+ * alone is decoded in place: the buffer becomes the entries' batch and
+ * the connection reads on into a new one (no copy of the payloads). */
+#define TAKE_MIN (16u << 10)
 #define REFUSALS 16 /* refused nodes remembered for log throttling */
 #define REFUSAL_LOG_MS 60000
 /* Refusal status of a failed TLS handshake, for log throttling only. */
@@ -58,8 +62,9 @@ struct conn {
 	uint64_t gen;
 	char remote[80];
 	struct buf rbuf;
-	struct buf fill; /* frames queued this turn */
-	struct buf out;  /* frames being written */
+	size_t take_hint; /* size of the last frame decoded in place */
+	struct buf fill;  /* frames queued this turn */
+	struct buf out;   /* frames being written */
 	bool writing;
 	bool dirty;
 	struct conn *dirty_next;
@@ -181,7 +186,24 @@ static int buf_reserve(struct buf *b, size_t extra)
 	while (cap < need) {
 		cap *= 2;
 	}
-	p = realloc(b->p, cap);
+	p = raft_realloc(b->p, cap);
+	if (p == NULL) {
+		return -1;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+/* Grows `b` to exactly `cap` bytes (a read buffer that is to become a
+ * frame's own block). */
+static int buf_reserve_exact(struct buf *b, size_t cap)
+{
+	uint8_t *p;
+	if (cap <= b->cap) {
+		return 0;
+	}
+	p = raft_realloc(b->p, cap);
 	if (p == NULL) {
 		return -1;
 	}
@@ -193,7 +215,7 @@ static int buf_reserve(struct buf *b, size_t extra)
 static void buf_release_if_big(struct buf *b)
 {
 	if (b->len == 0 && b->cap > KEEP_BUF) {
-		free(b->p);
+		raft_free(b->p);
 		b->p = NULL;
 		b->cap = 0;
 	}
@@ -201,7 +223,7 @@ static void buf_release_if_big(struct buf *b)
 
 static void buf_free(struct buf *b)
 {
-	free(b->p);
+	raft_free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
 }
@@ -755,13 +777,22 @@ static void on_welcome(struct conn *c, const uint8_t *b, size_t len)
 
 /* ---- reading ---- */
 
-static void deliver_raft(struct conn *c, const uint8_t *b, size_t len)
+/* With `owner` (the raft_malloc'd block holding the frame, now ours to
+ * free), AppendEntries are decoded in place and their batch is `owner`. */
+static void deliver_raft(struct conn *c, const uint8_t *b, size_t len,
+                         void *owner)
 {
 	struct transport *t = c->t;
 	struct raft_message m;
 	uint32_t group;
-	int rv = msg_raft_decode(b, len, &group, &m);
+	bool taken = false;
+	int rv = owner != NULL
+	             ? msg_raft_decode_take(owner, b, len, &group, &m, &taken)
+	             : msg_raft_decode(b, len, &group, &m);
 
+	if (owner != NULL && !taken) {
+		raft_free(owner);
+	}
 	if (rv != 0) {
 		logf_(t, TRANSPORT_WARN,
 		      "node %llu sent a malformed raft message",
@@ -837,8 +868,9 @@ static void on_join(struct conn *c, const uint8_t *b, size_t len)
 	uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
+/* `owner`: see deliver_raft; only for MSG_RAFT on an active connection. */
 static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
-                         size_t len)
+                         size_t len, void *owner)
 {
 	struct transport *t = c->t;
 
@@ -873,7 +905,7 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 	c->peer->st.frames_received++;
 	switch (kind) {
 	case MSG_RAFT:
-		deliver_raft(c, b, len);
+		deliver_raft(c, b, len, owner);
 		break;
 	case MSG_PING:
 		break;
@@ -888,6 +920,38 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 		}
 		break;
 	}
+}
+
+/* Whether a frame of `kind` and `flen` bytes (header included) is one to
+ * decode in place: a large raft message (AppendEntries in practice) on
+ * an active plain-TCP connection (TLS decrypts into the buffer anyway). */
+static bool takeable(const struct conn *c, uint8_t kind, size_t flen)
+{
+	return c->tls == NULL && c->state == C_ACTIVE && kind == MSG_RAFT &&
+	       flen >= MSG_FRAME_HEADER + (size_t)TAKE_MIN;
+}
+
+/* Hands the read buffer, which starts with a complete takeable frame of
+ * `plen` payload bytes, to deliver_raft as the frame's block; what
+ * follows the frame moves to a new read buffer. 0, or -1 when out of
+ * memory (nothing moved). */
+static int take_frame(struct conn *c, uint32_t plen)
+{
+	size_t flen = MSG_FRAME_HEADER + (size_t)plen;
+	struct buf rest = {0};
+	uint8_t *block = c->rbuf.p;
+
+	if (c->rbuf.len > flen) {
+		if (buf_reserve(&rest, c->rbuf.len - flen) != 0) {
+			return -1;
+		}
+		memcpy(rest.p, block + flen, c->rbuf.len - flen);
+		rest.len = c->rbuf.len - flen;
+	}
+	c->rbuf = rest;
+	c->take_hint = flen;
+	handle_frame(c, MSG_RAFT, block + MSG_FRAME_HEADER, plen, block);
+	return 0;
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
@@ -910,8 +974,27 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 		                                  (size_t)p[1] << 16 |
 		                                  (size_t)p[2] << 8 | p[3]);
 		if (flen <= MSG_FRAME_HEADER + (size_t)MSG_MAX_PAYLOAD &&
+		    flen > c->rbuf.len && takeable(c, p[4], flen)) {
+			/* Exactly the rest of the frame, so that it ends the
+			 * buffer and can be decoded in place. */
+			if (buf_reserve_exact(&c->rbuf, flen) != 0) {
+				*out = uv_buf_init(NULL, 0);
+				return;
+			}
+			*out = uv_buf_init((char *)c->rbuf.p + c->rbuf.len,
+			                   (unsigned)(flen - c->rbuf.len));
+			return;
+		}
+		if (flen <= MSG_FRAME_HEADER + (size_t)MSG_MAX_PAYLOAD &&
 		    flen > c->rbuf.len + want) {
 			want = flen - c->rbuf.len;
+		}
+	} else if (c->rbuf.cap == 0 && c->take_hint > want) {
+		/* A new buffer after a frame decoded in place: sized like
+		 * that frame, the next one like it arrives in it whole. */
+		if (buf_reserve_exact(&c->rbuf, c->take_hint) != 0) {
+			*out = uv_buf_init(NULL, 0);
+			return;
 		}
 	}
 	if (buf_reserve(&c->rbuf, want) != 0) {
@@ -1129,7 +1212,17 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		if (c->rbuf.len - off - MSG_FRAME_HEADER < plen) {
 			break;
 		}
-		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER, plen);
+		if (off == 0 &&
+		    takeable(c, kind, MSG_FRAME_HEADER + (size_t)plen) &&
+		    take_frame(c, plen) == 0) {
+			/* The buffer is new: go on from its start. */
+			if (c->state == C_CLOSING || c->state == C_REFUSING) {
+				return;
+			}
+			continue;
+		}
+		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER, plen,
+		             NULL);
 		off += MSG_FRAME_HEADER + plen;
 		if (c->state == C_CLOSING || c->state == C_REFUSING) {
 			return;

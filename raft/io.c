@@ -220,6 +220,7 @@ struct rio_store {
 	unsigned tick_ms;
 	uint64_t rng;
 	rio_send_fn send;
+	rio_send_ref_fn send_ref; /* AppendEntries with entries, if set */
 	void *send_data;
 
 	struct rio *ios;     /* every instance, started or not */
@@ -845,6 +846,16 @@ static void dispatch_send(struct rio_store *s, struct rio_req *q)
 		q->status = RAFT_IOERR;
 	} else if (s->send == NULL) {
 		q->status = RAFT_NOCONNECTION;
+	} else if (s->send_ref != NULL &&
+	           q->msg.type == RAFT_IO_APPEND_ENTRIES &&
+	           q->msg.append_entries.n_entries > 0) {
+		/* The transport may send the payloads from libraft's memory;
+		 * then the callback waits until it is done with them. */
+		q->status = s->send_ref(s->send_data, r->group, &q->msg,
+		                        (struct rio_sent *)q);
+		if (q->status == RIO_SEND_LATER) {
+			return;
+		}
 	} else {
 		q->status = s->send(s->send_data, r->group, &q->msg);
 		if (q->status == 0 && q->msg.type == RAFT_IO_INSTALL_SNAPSHOT) {
@@ -2382,6 +2393,18 @@ raft_index rio_snapshot_index(const struct raft_io *io)
 		return 0;
 	}
 	return r != NULL ? r->snapshot_index : 0;
+}
+
+void rio_sent_done(struct rio_sent *sent, int status)
+{
+	struct rio_req *q = (struct rio_req *)sent;
+	q->status = status;
+	soon_push(q->io->s, q);
+}
+
+void rio_store_set_send_ref(struct rio_store *s, rio_send_ref_fn fn)
+{
+	s->send_ref = fn;
 }
 
 void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data)

@@ -404,10 +404,45 @@ size_t msg_raft_size(const struct raft_message *m)
 	}
 }
 
+size_t msg_raft_write_head(uint8_t *p, uint32_t group,
+                           const struct raft_message *m)
+{
+	const struct raft_append_entries *a = &m->append_entries;
+	uint8_t *q = p;
+	unsigned i;
+
+	if (m->type != RAFT_IO_APPEND_ENTRIES) {
+		msg_raft_write(p, group, m);
+		return msg_raft_size(m);
+	}
+	q = w32(q, group);
+	q = w8(q, (uint8_t)m->type);
+	q = w64(q, a->term);
+	q = w64(q, a->prev_log_index);
+	q = w64(q, a->prev_log_term);
+	q = w64(q, a->leader_commit);
+	q = w32(q, a->n_entries);
+	for (i = 0; i < a->n_entries; i++) {
+		q = w64(q, a->entries[i].term);
+		q = w8(q, (uint8_t)a->entries[i].type);
+		q = w32(q, (uint32_t)a->entries[i].buf.len);
+	}
+	return (size_t)(q - p);
+}
+
 void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 {
 	unsigned i;
 
+	if (m->type == RAFT_IO_APPEND_ENTRIES) {
+		const struct raft_append_entries *a = &m->append_entries;
+		p += msg_raft_write_head(p, group, m);
+		for (i = 0; i < a->n_entries; i++) {
+			p = wbytes(p, a->entries[i].buf.base,
+			           a->entries[i].buf.len);
+		}
+		return;
+	}
 	p = w32(p, group);
 	p = w8(p, (uint8_t)m->type);
 	switch (m->type) {
@@ -428,24 +463,6 @@ void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 		p = w64(p, a->term);
 		p = w8(p, a->vote_granted ? 1 : 0);
 		w8(p, (uint8_t)a->pre_vote);
-		break;
-	}
-	case RAFT_IO_APPEND_ENTRIES: {
-		const struct raft_append_entries *a = &m->append_entries;
-		p = w64(p, a->term);
-		p = w64(p, a->prev_log_index);
-		p = w64(p, a->prev_log_term);
-		p = w64(p, a->leader_commit);
-		p = w32(p, a->n_entries);
-		for (i = 0; i < a->n_entries; i++) {
-			p = w64(p, a->entries[i].term);
-			p = w8(p, (uint8_t)a->entries[i].type);
-			p = w32(p, (uint32_t)a->entries[i].buf.len);
-		}
-		for (i = 0; i < a->n_entries; i++) {
-			p = wbytes(p, a->entries[i].buf.base,
-			           a->entries[i].buf.len);
-		}
 		break;
 	}
 	case RAFT_IO_APPEND_ENTRIES_RESULT: {

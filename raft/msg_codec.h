@@ -276,6 +276,11 @@ int msg_welcome_decode(const uint8_t *p, size_t len, struct msg_welcome *w);
  * decoding leaves them 0 and NULL. */
 size_t msg_raft_size(const struct raft_message *m);
 void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m);
+/* msg_raft_write without an AppendEntries' payloads, which follow the
+ * returned number of bytes, in entry order, for a writer that sends them
+ * from where they are; other messages whole. */
+size_t msg_raft_write_head(uint8_t *p, uint32_t group,
+                           const struct raft_message *m);
 int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
                     struct raft_message *m);
 void msg_raft_free(struct raft_message *m);

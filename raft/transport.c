@@ -47,6 +47,23 @@ struct buf {
 	size_t cap;
 };
 
+/* An AppendEntries payload sent from libraft's memory: it goes into the
+ * stream at offset `at` of the buffer its frame head was queued in. The
+ * last one of a message carries the send to complete once written. */
+struct ref {
+	const uint8_t *p;
+	size_t len;
+	size_t at;
+	struct rio_sent *sent;
+};
+
+struct refs {
+	struct ref *v;
+	size_t n;
+	size_t cap;
+	size_t bytes;
+};
+
 struct peer;
 
 struct conn {
@@ -62,9 +79,13 @@ struct conn {
 	uint64_t gen;
 	char remote[80];
 	struct buf rbuf;
-	size_t take_hint; /* size of the last frame decoded in place */
-	struct buf fill;  /* frames queued this turn */
-	struct buf out;   /* frames being written */
+	size_t take_hint;      /* size of the last frame decoded in place */
+	struct buf fill;       /* frames queued this turn */
+	struct buf out;        /* frames being written */
+	struct refs fill_refs; /* payloads sent from elsewhere, in fill */
+	struct refs out_refs;  /* ... in out */
+	uv_buf_t *iov;         /* the write's pieces */
+	size_t iov_cap;
 	bool writing;
 	bool dirty;
 	struct conn *dirty_next;
@@ -228,6 +249,38 @@ static void buf_free(struct buf *b)
 	b->len = b->cap = 0;
 }
 
+static int refs_reserve(struct refs *r, size_t extra)
+{
+	size_t cap = r->cap == 0 ? 16 : r->cap;
+	struct ref *v;
+	if (r->n + extra <= r->cap) {
+		return 0;
+	}
+	while (cap < r->n + extra) {
+		cap *= 2;
+	}
+	v = realloc(r->v, cap * sizeof *v);
+	if (v == NULL) {
+		return -1;
+	}
+	r->v = v;
+	r->cap = cap;
+	return 0;
+}
+
+/* Completes the sends whose payloads `r` referenced: they are written
+ * (status 0) or will never be. */
+static void refs_release(struct refs *r, int status)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->v[i].sent != NULL) {
+			rio_sent_done(r->v[i].sent, status);
+		}
+	}
+	r->n = 0;
+	r->bytes = 0;
+}
+
 /* ---- peers ---- */
 
 static struct peer *find_peer(const struct transport *t, uint64_t id)
@@ -335,6 +388,9 @@ static void on_conn_closed(uv_handle_t *h)
 	buf_free(&c->rbuf);
 	buf_free(&c->fill);
 	buf_free(&c->out);
+	free(c->fill_refs.v);
+	free(c->out_refs.v);
+	free(c->iov);
 	tls_session_free(c->tls);
 	free(c);
 	t->open_handles--;
@@ -386,6 +442,9 @@ static void conn_close(struct conn *c, int level, const char *why)
 	}
 	c->state = C_CLOSING;
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	/* Nothing writes from the payloads any more. */
+	refs_release(&c->out_refs, RAFT_NOCONNECTION);
+	refs_release(&c->fill_refs, RAFT_NOCONNECTION);
 }
 
 static struct conn *conn_new(struct transport *t)
@@ -411,12 +470,14 @@ static struct conn *conn_new(struct transport *t)
 	return c;
 }
 
-/* Room for one frame in the connection's queue. */
-static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
-                            int *status)
+/* Room for one frame of `len` payload bytes in the connection's queue,
+ * of which the last `away` are not stored in it (payloads referenced). */
+static uint8_t *queue_frame_away(struct conn *c, uint8_t kind, size_t len,
+                                 size_t away, int *status)
 {
 	struct transport *t = c->t;
-	size_t queued = c->fill.len + c->out.len;
+	size_t queued =
+	    c->fill.len + c->out.len + c->fill_refs.bytes + c->out_refs.bytes;
 	uint8_t *p;
 
 	if (len > MSG_MAX_PAYLOAD) {
@@ -428,17 +489,23 @@ static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
 		*status = TRANSPORT_EFULL;
 		return NULL;
 	}
-	if (buf_reserve(&c->fill, MSG_FRAME_HEADER + len) != 0) {
+	if (buf_reserve(&c->fill, MSG_FRAME_HEADER + len - away) != 0) {
 		*status = TRANSPORT_ENOMEM;
 		return NULL;
 	}
 	p = c->fill.p + c->fill.len;
 	msg_frame_header(p, kind, (uint32_t)len);
-	c->fill.len += MSG_FRAME_HEADER + len;
+	c->fill.len += MSG_FRAME_HEADER + len - away;
 	c->last_queued_ms = now_ms(t);
 	mark_dirty(c);
 	*status = 0;
 	return p + MSG_FRAME_HEADER;
+}
+
+static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
+                            int *status)
+{
+	return queue_frame_away(c, kind, len, 0, status);
 }
 
 static void start_write(struct conn *c);
@@ -456,8 +523,9 @@ static void write_cb(uv_write_t *w, int status)
 		return;
 	}
 	if (c->peer != NULL) {
-		c->peer->st.bytes_sent += c->out.len;
+		c->peer->st.bytes_sent += c->out.len + c->out_refs.bytes;
 	}
+	refs_release(&c->out_refs, 0);
 	c->out.len = 0;
 	buf_release_if_big(&c->out);
 	if (c->state == C_REFUSING) {
@@ -498,10 +566,43 @@ static int seal(struct conn *c)
 	return 0;
 }
 
+/* The pieces of `out`: its bytes with the referenced payloads between
+ * them. The number of pieces, or 0 when out of memory. */
+static unsigned out_pieces(struct conn *c)
+{
+	const struct refs *r = &c->out_refs;
+	size_t need = 2 * r->n + 1, pos = 0, n = 0;
+
+	if (need > c->iov_cap) {
+		uv_buf_t *v = realloc(c->iov, need * sizeof *v);
+		if (v == NULL) {
+			return 0;
+		}
+		c->iov = v;
+		c->iov_cap = need;
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		const struct ref *f = &r->v[i];
+		if (f->at > pos) {
+			c->iov[n++] = uv_buf_init((char *)c->out.p + pos,
+			                          (unsigned)(f->at - pos));
+			pos = f->at;
+		}
+		c->iov[n++] = uv_buf_init((char *)f->p, (unsigned)f->len);
+	}
+	if (c->out.len > pos) {
+		c->iov[n++] = uv_buf_init((char *)c->out.p + pos,
+		                          (unsigned)(c->out.len - pos));
+	}
+	return (unsigned)n;
+}
+
 static void start_write(struct conn *c)
 {
 	struct buf tmp;
-	uv_buf_t b;
+	struct refs rtmp;
+	uv_buf_t b, *bufs = &b;
+	unsigned nbufs = 1;
 	int rv;
 
 	if (c->writing || c->state == C_CLOSING || c->state == C_CONNECTING) {
@@ -512,17 +613,28 @@ static void start_write(struct conn *c)
 			return;
 		}
 	} else {
-		if (c->fill.len == 0) {
+		if (c->fill.len == 0 && c->fill_refs.n == 0) {
 			return;
 		}
 		tmp = c->out;
 		c->out = c->fill;
 		c->fill = tmp;
 		c->fill.len = 0;
+		rtmp = c->out_refs; /* empty: released by write_cb */
+		c->out_refs = c->fill_refs;
+		c->fill_refs = rtmp;
 	}
 	b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
+	if (c->out_refs.n > 0) {
+		nbufs = out_pieces(c);
+		bufs = c->iov;
+		if (nbufs == 0) {
+			conn_close(c, TRANSPORT_WARN, "out of memory");
+			return;
+		}
+	}
 	c->wreq.data = c;
-	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, nbufs, write_cb);
 	if (rv != 0) {
 		conn_close(c, TRANSPORT_INFO, uv_strerror(rv));
 		return;
@@ -1588,10 +1700,12 @@ void transport_attach(struct transport *t, struct rio_store *s)
 {
 	if (t->store != NULL && s != t->store) {
 		rio_store_set_send(t->store, NULL, NULL);
+		rio_store_set_send_ref(t->store, NULL);
 	}
 	t->store = s;
 	if (s != NULL) {
 		rio_store_set_send(s, transport_send_raft, t);
+		rio_store_set_send_ref(s, transport_send_raft_ref);
 	}
 }
 
@@ -1665,6 +1779,55 @@ int transport_send_raft(void *data, uint32_t group,
 	}
 	msg_raft_write(b, group, m);
 	return 0;
+}
+
+int transport_send_raft_ref(void *data, uint32_t group,
+                            const struct raft_message *m, struct rio_sent *sent)
+{
+	struct transport *t = data;
+	const struct raft_append_entries *a = &m->append_entries;
+	size_t len = msg_raft_size(m), payload = 0, at;
+	struct conn *c;
+	uint8_t *b;
+	int status;
+
+	if (m->type != RAFT_IO_APPEND_ENTRIES || len == 0) {
+		return transport_send_raft(data, group, m);
+	}
+	for (unsigned i = 0; i < a->n_entries; i++) {
+		payload += a->entries[i].buf.len;
+	}
+	c = active_conn(t, m->server_id, &status);
+	if (c == NULL) {
+		return RAFT_NOCONNECTION;
+	}
+	/* Small payloads are cheaper copied; TLS copies them anyway. */
+	if (c->tls != NULL || payload < TAKE_MIN) {
+		return transport_send_raft(data, group, m);
+	}
+	if (refs_reserve(&c->fill_refs, a->n_entries) != 0) {
+		return RAFT_NOMEM;
+	}
+	b = queue_frame_away(c, MSG_RAFT, len, payload, &status);
+	if (b == NULL) {
+		c->peer->st.dropped++;
+		return status == TRANSPORT_ENOMEM ? RAFT_NOMEM
+		                                  : RAFT_NOCONNECTION;
+	}
+	c->peer->st.frames_sent++;
+	msg_raft_write_head(b, group, m);
+	at = c->fill.len;
+	for (unsigned i = 0; i < a->n_entries; i++) {
+		if (a->entries[i].buf.len > 0) {
+			c->fill_refs.v[c->fill_refs.n++] =
+			    (struct ref){.p = a->entries[i].buf.base,
+			                 .len = a->entries[i].buf.len,
+			                 .at = at};
+		}
+	}
+	c->fill_refs.v[c->fill_refs.n - 1].sent = sent;
+	c->fill_refs.bytes += payload;
+	return RIO_SEND_LATER;
 }
 
 bool transport_connected(const struct transport *t, uint64_t peer)

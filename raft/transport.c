@@ -1890,6 +1890,7 @@ void transport_close(struct transport *t, transport_close_cb cb, void *data)
 	t->close_data = data;
 	if (t->store != NULL) {
 		rio_store_set_send(t->store, NULL, NULL);
+		rio_store_set_send_ref(t->store, NULL);
 		t->store = NULL;
 	}
 	for (c = t->conns; c != NULL; c = next) {

@@ -122,7 +122,8 @@ struct rio_batch {
 	uint64_t write_ns; /* set by the writer: the write, then the sync */
 	uint64_t sync_ns;
 	bool synced; /* set by the writer: the last batch of its sync */
-	struct rio_batch *next; /* in the writer's queues */
+	struct rio_batch *next; /* in the writer's queues, or the spares */
+	size_t spare_size;      /* as a spare: its size when written */
 	char errmsg[RAFT_ERRMSG_BUF_SIZE];
 };
 
@@ -219,6 +220,7 @@ struct rio_store {
 	unsigned tick_ms;
 	uint64_t rng;
 	rio_send_fn send;
+	rio_send_ref_fn send_ref; /* AppendEntries with entries, if set */
 	void *send_data;
 
 	struct rio *ios;     /* every instance, started or not */
@@ -235,7 +237,9 @@ struct rio_store {
 
 	struct rio_batch *pending; /* filling, loop thread only */
 	unsigned inflight;         /* batches handed to the writer */
-	struct rio_batch *spare;   /* a written batch kept for reuse */
+	struct rio_batch *spare;   /* written batches kept for reuse */
+	size_t n_spare;
+	size_t spare_bytes; /* their buffers' sizes when last written */
 	uint64_t next_gen;
 	uint64_t done_gen;
 	struct rio_fifo soon;
@@ -509,13 +513,18 @@ static void batch_free(struct rio_batch *b)
 	free(b);
 }
 
-/* A batch whose buffer grew past this is freed rather than kept. */
+/* Written batches kept for reuse, and the bytes their buffers may hold
+ * together: batches past either are freed rather than kept. */
+#define SPARES 9 /* MAX_INFLIGHT + the turn's own */
 #define SPARE_MAX_BYTES ((size_t)64 << 20)
 
-/* Keeps a written batch for the next turn: its WriteBatch keeps its
+/* Keeps a written batch for a later turn: its WriteBatch keeps its
  * buffer, so the next one does not grow a fresh buffer through
  * reallocations and page faults (a turn's batch holds every appended
- * payload: up to tens of MB). */
+ * payload: up to tens of MB). Several are kept because up to
+ * MAX_INFLIGHT batches are with the writer at once: with one spare, a
+ * follower receiving entries every turn grew a new buffer for most of
+ * them. */
 static void batch_recycle(struct rio_store *s, struct rio_batch *b)
 {
 	size_t size;
@@ -524,7 +533,7 @@ static void batch_recycle(struct rio_store *s, struct rio_batch *b)
 		return;
 	}
 	rocksdb_writebatch_data(b->wb, &size);
-	if (s->spare != NULL || size > SPARE_MAX_BYTES) {
+	if (s->n_spare >= SPARES || s->spare_bytes + size > SPARE_MAX_BYTES) {
 		batch_free(b);
 		return;
 	}
@@ -536,9 +545,12 @@ static void batch_recycle(struct rio_store *s, struct rio_batch *b)
 	b->status = 0;
 	b->write_ns = b->sync_ns = 0;
 	b->synced = false;
-	b->next = NULL;
 	b->errmsg[0] = '\0';
+	b->spare_size = size;
+	b->next = s->spare;
 	s->spare = b;
+	s->n_spare++;
+	s->spare_bytes += size;
 }
 
 /* The batch of this loop turn, created on demand. */
@@ -550,7 +562,10 @@ static struct rio_batch *pending_batch(struct rio_store *s)
 	}
 	if (s->spare != NULL) {
 		b = s->spare;
-		s->spare = NULL;
+		s->spare = b->next;
+		b->next = NULL;
+		s->n_spare--;
+		s->spare_bytes -= b->spare_size;
 	} else {
 		b = calloc(1, sizeof *b);
 		if (b == NULL) {
@@ -831,6 +846,16 @@ static void dispatch_send(struct rio_store *s, struct rio_req *q)
 		q->status = RAFT_IOERR;
 	} else if (s->send == NULL) {
 		q->status = RAFT_NOCONNECTION;
+	} else if (s->send_ref != NULL &&
+	           q->msg.type == RAFT_IO_APPEND_ENTRIES &&
+	           q->msg.append_entries.n_entries > 0) {
+		/* The transport may send the payloads from libraft's memory;
+		 * then the callback waits until it is done with them. */
+		q->status = s->send_ref(s->send_data, r->group, &q->msg,
+		                        (struct rio_sent *)q);
+		if (q->status == RIO_SEND_LATER) {
+			return;
+		}
 	} else {
 		q->status = s->send(s->send_data, r->group, &q->msg);
 		if (q->status == 0 && q->msg.type == RAFT_IO_INSTALL_SNAPSHOT) {
@@ -2370,6 +2395,18 @@ raft_index rio_snapshot_index(const struct raft_io *io)
 	return r != NULL ? r->snapshot_index : 0;
 }
 
+void rio_sent_done(struct rio_sent *sent, int status)
+{
+	struct rio_req *q = (struct rio_req *)sent;
+	q->status = status;
+	soon_push(q->io->s, q);
+}
+
+void rio_store_set_send_ref(struct rio_store *s, rio_send_ref_fn fn)
+{
+	s->send_ref = fn;
+}
+
 void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data)
 {
 	s->send = fn;
@@ -2753,7 +2790,11 @@ void rio_store_free(struct rio_store *s)
 		return;
 	}
 	batch_free(s->pending);
-	batch_free(s->spare);
+	while (s->spare != NULL) {
+		struct rio_batch *b = s->spare;
+		s->spare = b->next;
+		batch_free(b);
+	}
 	free(s->map.slots);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);

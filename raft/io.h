@@ -42,6 +42,26 @@ struct rio_install;
 typedef int (*rio_send_fn)(void *data, uint32_t group,
                            const struct raft_message *m);
 
+/* A send whose completion the transport reports later. */
+struct rio_sent;
+
+/* What a rio_send_ref_fn returns when it keeps the payloads. */
+#define RIO_SEND_LATER (-1)
+
+/* The hook for AppendEntries with entries (data as rio_send_fn's): like
+ * rio_send_fn, but it may keep pointers into the entries' payloads instead
+ * of copying them (they stay valid until libraft's send callback, which
+ * then waits): it returns RIO_SEND_LATER and calls rio_sent_done(sent,
+ * status) exactly once, on the loop thread, after the call, when it no
+ * longer needs them. Any other return is a status as rio_send_fn's. */
+typedef int (*rio_send_ref_fn)(void *data, uint32_t group,
+                               const struct raft_message *m,
+                               struct rio_sent *sent);
+
+/* Completes a send the hook kept (RIO_SEND_LATER): libraft's callback runs
+ * at the next flush with `status` (0 or RAFT_*). */
+void rio_sent_done(struct rio_sent *sent, int status);
+
 typedef void (*rio_store_close_cb)(struct rio_store *s, void *data);
 
 struct rio_store_options {
@@ -138,6 +158,10 @@ int rio_store_init(struct rio_store **out, uv_loop_t *loop, rocksdb_t *db,
 
 /* Installs (or clears, fn = NULL) the transport hook. */
 void rio_store_set_send(struct rio_store *s, rio_send_fn fn, void *data);
+
+/* Installs (or clears) the AppendEntries hook beside the send hook, with
+ * the same data; without it rio_send_fn sends them too. */
+void rio_store_set_send_ref(struct rio_store *s, rio_send_ref_fn fn);
 
 /* Delivers a message received for `group` to its started instance, which
  * takes over the message's memory as libraft's recv callback does: the

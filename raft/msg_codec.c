@@ -404,10 +404,45 @@ size_t msg_raft_size(const struct raft_message *m)
 	}
 }
 
+size_t msg_raft_write_head(uint8_t *p, uint32_t group,
+                           const struct raft_message *m)
+{
+	const struct raft_append_entries *a = &m->append_entries;
+	uint8_t *q = p;
+	unsigned i;
+
+	if (m->type != RAFT_IO_APPEND_ENTRIES) {
+		msg_raft_write(p, group, m);
+		return msg_raft_size(m);
+	}
+	q = w32(q, group);
+	q = w8(q, (uint8_t)m->type);
+	q = w64(q, a->term);
+	q = w64(q, a->prev_log_index);
+	q = w64(q, a->prev_log_term);
+	q = w64(q, a->leader_commit);
+	q = w32(q, a->n_entries);
+	for (i = 0; i < a->n_entries; i++) {
+		q = w64(q, a->entries[i].term);
+		q = w8(q, (uint8_t)a->entries[i].type);
+		q = w32(q, (uint32_t)a->entries[i].buf.len);
+	}
+	return (size_t)(q - p);
+}
+
 void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 {
 	unsigned i;
 
+	if (m->type == RAFT_IO_APPEND_ENTRIES) {
+		const struct raft_append_entries *a = &m->append_entries;
+		p += msg_raft_write_head(p, group, m);
+		for (i = 0; i < a->n_entries; i++) {
+			p = wbytes(p, a->entries[i].buf.base,
+			           a->entries[i].buf.len);
+		}
+		return;
+	}
 	p = w32(p, group);
 	p = w8(p, (uint8_t)m->type);
 	switch (m->type) {
@@ -428,24 +463,6 @@ void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 		p = w64(p, a->term);
 		p = w8(p, a->vote_granted ? 1 : 0);
 		w8(p, (uint8_t)a->pre_vote);
-		break;
-	}
-	case RAFT_IO_APPEND_ENTRIES: {
-		const struct raft_append_entries *a = &m->append_entries;
-		p = w64(p, a->term);
-		p = w64(p, a->prev_log_index);
-		p = w64(p, a->prev_log_term);
-		p = w64(p, a->leader_commit);
-		p = w32(p, a->n_entries);
-		for (i = 0; i < a->n_entries; i++) {
-			p = w64(p, a->entries[i].term);
-			p = w8(p, (uint8_t)a->entries[i].type);
-			p = w32(p, (uint32_t)a->entries[i].buf.len);
-		}
-		for (i = 0; i < a->n_entries; i++) {
-			p = wbytes(p, a->entries[i].buf.base,
-			           a->entries[i].buf.len);
-		}
 		break;
 	}
 	case RAFT_IO_APPEND_ENTRIES_RESULT: {
@@ -479,7 +496,11 @@ void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m)
 	}
 }
 
-static int decode_append(struct rd *r, struct raft_append_entries *a)
+/* With `owner` (raft_malloc'd, holding the input), the entries point into
+ * the input and their batch is `owner`; else they are copied into a batch
+ * of their own. */
+static int decode_append(struct rd *r, struct raft_append_entries *a,
+                         void *owner)
 {
 	const uint8_t *hdr;
 	uint8_t *batch;
@@ -515,14 +536,20 @@ static int decode_append(struct rd *r, struct raft_append_entries *a)
 		return 0;
 	}
 	a->entries = raft_malloc(n * sizeof *a->entries);
-	batch = raft_malloc(total > 0 ? total : 1);
-	if (a->entries == NULL || batch == NULL) {
-		raft_free(a->entries);
-		raft_free(batch);
-		a->entries = NULL;
+	if (a->entries == NULL) {
 		return MSG_ENOMEM;
 	}
-	memcpy(batch, take(r, total), total);
+	if (owner != NULL) {
+		batch = (uint8_t *)take(r, total);
+	} else {
+		batch = raft_malloc(total > 0 ? total : 1);
+		if (batch == NULL) {
+			raft_free(a->entries);
+			a->entries = NULL;
+			return MSG_ENOMEM;
+		}
+		memcpy(batch, take(r, total), total);
+	}
 	for (i = 0; i < n; i++) {
 		const uint8_t *h = hdr + (size_t)i * ENTRY_HEADER;
 		struct raft_entry *e = &a->entries[i];
@@ -532,7 +559,7 @@ static int decode_append(struct rd *r, struct raft_append_entries *a)
 		e->type = r8(&hr);
 		e->buf.len = r32(&hr);
 		e->buf.base = batch + off;
-		e->batch = batch;
+		e->batch = owner != NULL ? owner : batch;
 		off += e->buf.len;
 	}
 	a->n_entries = n;
@@ -573,11 +600,13 @@ static int decode_snapshot(struct rd *r, struct raft_install_snapshot *a)
 	return 0;
 }
 
-int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
-                    struct raft_message *m)
+static int decode_raft(void *owner, const uint8_t *p, size_t len,
+                       uint32_t *group, struct raft_message *m, bool *taken)
 {
 	struct rd r;
 	int rv = 0;
+
+	*taken = false;
 
 	memset(m, 0, sizeof *m);
 	rd_init(&r, p, len);
@@ -616,10 +645,11 @@ int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
 		break;
 	}
 	case RAFT_IO_APPEND_ENTRIES:
-		rv = decode_append(&r, &m->append_entries);
+		rv = decode_append(&r, &m->append_entries, owner);
 		if (rv != 0) {
 			return rv;
 		}
+		*taken = owner != NULL && m->append_entries.n_entries > 0;
 		break;
 	case RAFT_IO_APPEND_ENTRIES_RESULT: {
 		struct raft_append_entries_result *a =
@@ -646,10 +676,28 @@ int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
 		return MSG_EMALFORMED;
 	}
 	if (!done(&r)) {
+		if (*taken) {
+			/* The owner stays the caller's. */
+			m->append_entries.n_entries = 0;
+			*taken = false;
+		}
 		msg_raft_free(m);
 		return MSG_EMALFORMED;
 	}
 	return 0;
+}
+
+int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
+                    struct raft_message *m)
+{
+	bool taken;
+	return decode_raft(NULL, p, len, group, m, &taken);
+}
+
+int msg_raft_decode_take(void *owner, const uint8_t *p, size_t len,
+                         uint32_t *group, struct raft_message *m, bool *taken)
+{
+	return decode_raft(owner, p, len, group, m, taken);
 }
 
 void msg_raft_free(struct raft_message *m)

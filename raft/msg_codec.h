@@ -276,9 +276,22 @@ int msg_welcome_decode(const uint8_t *p, size_t len, struct msg_welcome *w);
  * decoding leaves them 0 and NULL. */
 size_t msg_raft_size(const struct raft_message *m);
 void msg_raft_write(uint8_t *p, uint32_t group, const struct raft_message *m);
+/* msg_raft_write without an AppendEntries' payloads, which follow the
+ * returned number of bytes, in entry order, for a writer that sends them
+ * from where they are; other messages whole. */
+size_t msg_raft_write_head(uint8_t *p, uint32_t group,
+                           const struct raft_message *m);
 int msg_raft_decode(const uint8_t *p, size_t len, uint32_t *group,
                     struct raft_message *m);
 void msg_raft_free(struct raft_message *m);
+/* msg_raft_decode without copying entries: `owner` is a raft_malloc'd
+ * block that holds `p`. When the message is an AppendEntries with
+ * entries, they point into `p`, `owner` is their batch (libraft, or
+ * msg_raft_free, frees it with them) and *taken is true; otherwise the
+ * message owns its memory as with msg_raft_decode and `owner` stays the
+ * caller's. */
+int msg_raft_decode_take(void *owner, const uint8_t *p, size_t len,
+                         uint32_t *group, struct raft_message *m, bool *taken);
 
 size_t msg_routes_size(uint32_t n);
 void msg_routes_write(uint8_t *p, const struct msg_route *r, uint32_t n);

@@ -22,6 +22,10 @@
  * allocation under ASan in about one run of three: back to 4 MiB until
  * that is understood.) */
 #define KEEP_BUF (4u << 20)
+/* An AppendEntries frame at least this large that fills the read buffer
+ * alone is decoded in place: the buffer becomes the entries' batch and
+ * the connection reads on into a new one (no copy of the payloads). */
+#define TAKE_MIN (16u << 10)
 #define REFUSALS 16 /* refused nodes remembered for log throttling */
 #define REFUSAL_LOG_MS 60000
 /* Refusal status of a failed TLS handshake, for log throttling only. */
@@ -43,6 +47,23 @@ struct buf {
 	size_t cap;
 };
 
+/* An AppendEntries payload sent from libraft's memory: it goes into the
+ * stream at offset `at` of the buffer its frame head was queued in. The
+ * last one of a message carries the send to complete once written. */
+struct ref {
+	const uint8_t *p;
+	size_t len;
+	size_t at;
+	struct rio_sent *sent;
+};
+
+struct refs {
+	struct ref *v;
+	size_t n;
+	size_t cap;
+	size_t bytes;
+};
+
 struct peer;
 
 struct conn {
@@ -58,8 +79,13 @@ struct conn {
 	uint64_t gen;
 	char remote[80];
 	struct buf rbuf;
-	struct buf fill; /* frames queued this turn */
-	struct buf out;  /* frames being written */
+	size_t take_hint;      /* size of the last frame decoded in place */
+	struct buf fill;       /* frames queued this turn */
+	struct buf out;        /* frames being written */
+	struct refs fill_refs; /* payloads sent from elsewhere, in fill */
+	struct refs out_refs;  /* ... in out */
+	uv_buf_t *iov;         /* the write's pieces */
+	size_t iov_cap;
 	bool writing;
 	bool dirty;
 	struct conn *dirty_next;
@@ -181,7 +207,24 @@ static int buf_reserve(struct buf *b, size_t extra)
 	while (cap < need) {
 		cap *= 2;
 	}
-	p = realloc(b->p, cap);
+	p = raft_realloc(b->p, cap);
+	if (p == NULL) {
+		return -1;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+/* Grows `b` to exactly `cap` bytes (a read buffer that is to become a
+ * frame's own block). */
+static int buf_reserve_exact(struct buf *b, size_t cap)
+{
+	uint8_t *p;
+	if (cap <= b->cap) {
+		return 0;
+	}
+	p = raft_realloc(b->p, cap);
 	if (p == NULL) {
 		return -1;
 	}
@@ -193,7 +236,7 @@ static int buf_reserve(struct buf *b, size_t extra)
 static void buf_release_if_big(struct buf *b)
 {
 	if (b->len == 0 && b->cap > KEEP_BUF) {
-		free(b->p);
+		raft_free(b->p);
 		b->p = NULL;
 		b->cap = 0;
 	}
@@ -201,9 +244,41 @@ static void buf_release_if_big(struct buf *b)
 
 static void buf_free(struct buf *b)
 {
-	free(b->p);
+	raft_free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+}
+
+static int refs_reserve(struct refs *r, size_t extra)
+{
+	size_t cap = r->cap == 0 ? 16 : r->cap;
+	struct ref *v;
+	if (r->n + extra <= r->cap) {
+		return 0;
+	}
+	while (cap < r->n + extra) {
+		cap *= 2;
+	}
+	v = realloc(r->v, cap * sizeof *v);
+	if (v == NULL) {
+		return -1;
+	}
+	r->v = v;
+	r->cap = cap;
+	return 0;
+}
+
+/* Completes the sends whose payloads `r` referenced: they are written
+ * (status 0) or will never be. */
+static void refs_release(struct refs *r, int status)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->v[i].sent != NULL) {
+			rio_sent_done(r->v[i].sent, status);
+		}
+	}
+	r->n = 0;
+	r->bytes = 0;
 }
 
 /* ---- peers ---- */
@@ -313,6 +388,9 @@ static void on_conn_closed(uv_handle_t *h)
 	buf_free(&c->rbuf);
 	buf_free(&c->fill);
 	buf_free(&c->out);
+	free(c->fill_refs.v);
+	free(c->out_refs.v);
+	free(c->iov);
 	tls_session_free(c->tls);
 	free(c);
 	t->open_handles--;
@@ -364,6 +442,9 @@ static void conn_close(struct conn *c, int level, const char *why)
 	}
 	c->state = C_CLOSING;
 	uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+	/* Nothing writes from the payloads any more. */
+	refs_release(&c->out_refs, RAFT_NOCONNECTION);
+	refs_release(&c->fill_refs, RAFT_NOCONNECTION);
 }
 
 static struct conn *conn_new(struct transport *t)
@@ -389,12 +470,14 @@ static struct conn *conn_new(struct transport *t)
 	return c;
 }
 
-/* Room for one frame in the connection's queue. */
-static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
-                            int *status)
+/* Room for one frame of `len` payload bytes in the connection's queue,
+ * of which the last `away` are not stored in it (payloads referenced). */
+static uint8_t *queue_frame_away(struct conn *c, uint8_t kind, size_t len,
+                                 size_t away, int *status)
 {
 	struct transport *t = c->t;
-	size_t queued = c->fill.len + c->out.len;
+	size_t queued =
+	    c->fill.len + c->out.len + c->fill_refs.bytes + c->out_refs.bytes;
 	uint8_t *p;
 
 	if (len > MSG_MAX_PAYLOAD) {
@@ -406,17 +489,23 @@ static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
 		*status = TRANSPORT_EFULL;
 		return NULL;
 	}
-	if (buf_reserve(&c->fill, MSG_FRAME_HEADER + len) != 0) {
+	if (buf_reserve(&c->fill, MSG_FRAME_HEADER + len - away) != 0) {
 		*status = TRANSPORT_ENOMEM;
 		return NULL;
 	}
 	p = c->fill.p + c->fill.len;
 	msg_frame_header(p, kind, (uint32_t)len);
-	c->fill.len += MSG_FRAME_HEADER + len;
+	c->fill.len += MSG_FRAME_HEADER + len - away;
 	c->last_queued_ms = now_ms(t);
 	mark_dirty(c);
 	*status = 0;
 	return p + MSG_FRAME_HEADER;
+}
+
+static uint8_t *queue_frame(struct conn *c, uint8_t kind, size_t len,
+                            int *status)
+{
+	return queue_frame_away(c, kind, len, 0, status);
 }
 
 static void start_write(struct conn *c);
@@ -434,8 +523,9 @@ static void write_cb(uv_write_t *w, int status)
 		return;
 	}
 	if (c->peer != NULL) {
-		c->peer->st.bytes_sent += c->out.len;
+		c->peer->st.bytes_sent += c->out.len + c->out_refs.bytes;
 	}
+	refs_release(&c->out_refs, 0);
 	c->out.len = 0;
 	buf_release_if_big(&c->out);
 	if (c->state == C_REFUSING) {
@@ -476,10 +566,43 @@ static int seal(struct conn *c)
 	return 0;
 }
 
+/* The pieces of `out`: its bytes with the referenced payloads between
+ * them. The number of pieces, or 0 when out of memory. */
+static unsigned out_pieces(struct conn *c)
+{
+	const struct refs *r = &c->out_refs;
+	size_t need = 2 * r->n + 1, pos = 0, n = 0;
+
+	if (need > c->iov_cap) {
+		uv_buf_t *v = realloc(c->iov, need * sizeof *v);
+		if (v == NULL) {
+			return 0;
+		}
+		c->iov = v;
+		c->iov_cap = need;
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		const struct ref *f = &r->v[i];
+		if (f->at > pos) {
+			c->iov[n++] = uv_buf_init((char *)c->out.p + pos,
+			                          (unsigned)(f->at - pos));
+			pos = f->at;
+		}
+		c->iov[n++] = uv_buf_init((char *)f->p, (unsigned)f->len);
+	}
+	if (c->out.len > pos) {
+		c->iov[n++] = uv_buf_init((char *)c->out.p + pos,
+		                          (unsigned)(c->out.len - pos));
+	}
+	return (unsigned)n;
+}
+
 static void start_write(struct conn *c)
 {
 	struct buf tmp;
-	uv_buf_t b;
+	struct refs rtmp;
+	uv_buf_t b, *bufs = &b;
+	unsigned nbufs = 1;
 	int rv;
 
 	if (c->writing || c->state == C_CLOSING || c->state == C_CONNECTING) {
@@ -490,17 +613,28 @@ static void start_write(struct conn *c)
 			return;
 		}
 	} else {
-		if (c->fill.len == 0) {
+		if (c->fill.len == 0 && c->fill_refs.n == 0) {
 			return;
 		}
 		tmp = c->out;
 		c->out = c->fill;
 		c->fill = tmp;
 		c->fill.len = 0;
+		rtmp = c->out_refs; /* empty: released by write_cb */
+		c->out_refs = c->fill_refs;
+		c->fill_refs = rtmp;
 	}
 	b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
+	if (c->out_refs.n > 0) {
+		nbufs = out_pieces(c);
+		bufs = c->iov;
+		if (nbufs == 0) {
+			conn_close(c, TRANSPORT_WARN, "out of memory");
+			return;
+		}
+	}
 	c->wreq.data = c;
-	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+	rv = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, nbufs, write_cb);
 	if (rv != 0) {
 		conn_close(c, TRANSPORT_INFO, uv_strerror(rv));
 		return;
@@ -755,13 +889,22 @@ static void on_welcome(struct conn *c, const uint8_t *b, size_t len)
 
 /* ---- reading ---- */
 
-static void deliver_raft(struct conn *c, const uint8_t *b, size_t len)
+/* With `owner` (the raft_malloc'd block holding the frame, now ours to
+ * free), AppendEntries are decoded in place and their batch is `owner`. */
+static void deliver_raft(struct conn *c, const uint8_t *b, size_t len,
+                         void *owner)
 {
 	struct transport *t = c->t;
 	struct raft_message m;
 	uint32_t group;
-	int rv = msg_raft_decode(b, len, &group, &m);
+	bool taken = false;
+	int rv = owner != NULL
+	             ? msg_raft_decode_take(owner, b, len, &group, &m, &taken)
+	             : msg_raft_decode(b, len, &group, &m);
 
+	if (owner != NULL && !taken) {
+		raft_free(owner);
+	}
 	if (rv != 0) {
 		logf_(t, TRANSPORT_WARN,
 		      "node %llu sent a malformed raft message",
@@ -837,8 +980,9 @@ static void on_join(struct conn *c, const uint8_t *b, size_t len)
 	uv_read_stop((uv_stream_t *)&c->tcp);
 }
 
+/* `owner`: see deliver_raft; only for MSG_RAFT on an active connection. */
 static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
-                         size_t len)
+                         size_t len, void *owner)
 {
 	struct transport *t = c->t;
 
@@ -873,7 +1017,7 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 	c->peer->st.frames_received++;
 	switch (kind) {
 	case MSG_RAFT:
-		deliver_raft(c, b, len);
+		deliver_raft(c, b, len, owner);
 		break;
 	case MSG_PING:
 		break;
@@ -888,6 +1032,38 @@ static void handle_frame(struct conn *c, uint8_t kind, const uint8_t *b,
 		}
 		break;
 	}
+}
+
+/* Whether a frame of `kind` and `flen` bytes (header included) is one to
+ * decode in place: a large raft message (AppendEntries in practice) on
+ * an active plain-TCP connection (TLS decrypts into the buffer anyway). */
+static bool takeable(const struct conn *c, uint8_t kind, size_t flen)
+{
+	return c->tls == NULL && c->state == C_ACTIVE && kind == MSG_RAFT &&
+	       flen >= MSG_FRAME_HEADER + (size_t)TAKE_MIN;
+}
+
+/* Hands the read buffer, which starts with a complete takeable frame of
+ * `plen` payload bytes, to deliver_raft as the frame's block; what
+ * follows the frame moves to a new read buffer. 0, or -1 when out of
+ * memory (nothing moved). */
+static int take_frame(struct conn *c, uint32_t plen)
+{
+	size_t flen = MSG_FRAME_HEADER + (size_t)plen;
+	struct buf rest = {0};
+	uint8_t *block = c->rbuf.p;
+
+	if (c->rbuf.len > flen) {
+		if (buf_reserve(&rest, c->rbuf.len - flen) != 0) {
+			return -1;
+		}
+		memcpy(rest.p, block + flen, c->rbuf.len - flen);
+		rest.len = c->rbuf.len - flen;
+	}
+	c->rbuf = rest;
+	c->take_hint = flen;
+	handle_frame(c, MSG_RAFT, block + MSG_FRAME_HEADER, plen, block);
+	return 0;
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
@@ -910,8 +1086,27 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 		                                  (size_t)p[1] << 16 |
 		                                  (size_t)p[2] << 8 | p[3]);
 		if (flen <= MSG_FRAME_HEADER + (size_t)MSG_MAX_PAYLOAD &&
+		    flen > c->rbuf.len && takeable(c, p[4], flen)) {
+			/* Exactly the rest of the frame, so that it ends the
+			 * buffer and can be decoded in place. */
+			if (buf_reserve_exact(&c->rbuf, flen) != 0) {
+				*out = uv_buf_init(NULL, 0);
+				return;
+			}
+			*out = uv_buf_init((char *)c->rbuf.p + c->rbuf.len,
+			                   (unsigned)(flen - c->rbuf.len));
+			return;
+		}
+		if (flen <= MSG_FRAME_HEADER + (size_t)MSG_MAX_PAYLOAD &&
 		    flen > c->rbuf.len + want) {
 			want = flen - c->rbuf.len;
+		}
+	} else if (c->rbuf.cap == 0 && c->take_hint > want) {
+		/* A new buffer after a frame decoded in place: sized like
+		 * that frame, the next one like it arrives in it whole. */
+		if (buf_reserve_exact(&c->rbuf, c->take_hint) != 0) {
+			*out = uv_buf_init(NULL, 0);
+			return;
 		}
 	}
 	if (buf_reserve(&c->rbuf, want) != 0) {
@@ -1129,7 +1324,17 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		if (c->rbuf.len - off - MSG_FRAME_HEADER < plen) {
 			break;
 		}
-		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER, plen);
+		if (off == 0 &&
+		    takeable(c, kind, MSG_FRAME_HEADER + (size_t)plen) &&
+		    take_frame(c, plen) == 0) {
+			/* The buffer is new: go on from its start. */
+			if (c->state == C_CLOSING || c->state == C_REFUSING) {
+				return;
+			}
+			continue;
+		}
+		handle_frame(c, kind, c->rbuf.p + off + MSG_FRAME_HEADER, plen,
+		             NULL);
 		off += MSG_FRAME_HEADER + plen;
 		if (c->state == C_CLOSING || c->state == C_REFUSING) {
 			return;
@@ -1495,10 +1700,12 @@ void transport_attach(struct transport *t, struct rio_store *s)
 {
 	if (t->store != NULL && s != t->store) {
 		rio_store_set_send(t->store, NULL, NULL);
+		rio_store_set_send_ref(t->store, NULL);
 	}
 	t->store = s;
 	if (s != NULL) {
 		rio_store_set_send(s, transport_send_raft, t);
+		rio_store_set_send_ref(s, transport_send_raft_ref);
 	}
 }
 
@@ -1574,6 +1781,55 @@ int transport_send_raft(void *data, uint32_t group,
 	return 0;
 }
 
+int transport_send_raft_ref(void *data, uint32_t group,
+                            const struct raft_message *m, struct rio_sent *sent)
+{
+	struct transport *t = data;
+	const struct raft_append_entries *a = &m->append_entries;
+	size_t len = msg_raft_size(m), payload = 0, at;
+	struct conn *c;
+	uint8_t *b;
+	int status;
+
+	if (m->type != RAFT_IO_APPEND_ENTRIES || len == 0) {
+		return transport_send_raft(data, group, m);
+	}
+	for (unsigned i = 0; i < a->n_entries; i++) {
+		payload += a->entries[i].buf.len;
+	}
+	c = active_conn(t, m->server_id, &status);
+	if (c == NULL) {
+		return RAFT_NOCONNECTION;
+	}
+	/* Small payloads are cheaper copied; TLS copies them anyway. */
+	if (c->tls != NULL || payload < TAKE_MIN) {
+		return transport_send_raft(data, group, m);
+	}
+	if (refs_reserve(&c->fill_refs, a->n_entries) != 0) {
+		return RAFT_NOMEM;
+	}
+	b = queue_frame_away(c, MSG_RAFT, len, payload, &status);
+	if (b == NULL) {
+		c->peer->st.dropped++;
+		return status == TRANSPORT_ENOMEM ? RAFT_NOMEM
+		                                  : RAFT_NOCONNECTION;
+	}
+	c->peer->st.frames_sent++;
+	msg_raft_write_head(b, group, m);
+	at = c->fill.len;
+	for (unsigned i = 0; i < a->n_entries; i++) {
+		if (a->entries[i].buf.len > 0) {
+			c->fill_refs.v[c->fill_refs.n++] =
+			    (struct ref){.p = a->entries[i].buf.base,
+			                 .len = a->entries[i].buf.len,
+			                 .at = at};
+		}
+	}
+	c->fill_refs.v[c->fill_refs.n - 1].sent = sent;
+	c->fill_refs.bytes += payload;
+	return RIO_SEND_LATER;
+}
+
 bool transport_connected(const struct transport *t, uint64_t peer)
 {
 	struct peer *p = find_peer(t, peer);
@@ -1634,6 +1890,7 @@ void transport_close(struct transport *t, transport_close_cb cb, void *data)
 	t->close_data = data;
 	if (t->store != NULL) {
 		rio_store_set_send(t->store, NULL, NULL);
+		rio_store_set_send_ref(t->store, NULL);
 		t->store = NULL;
 	}
 	for (c = t->conns; c != NULL; c = next) {

@@ -150,6 +150,13 @@ void transport_attach(struct transport *t, struct rio_store *s);
 /* The rio send hook itself (data = the transport), for tests. */
 int transport_send_raft(void *data, uint32_t group,
                         const struct raft_message *m);
+/* The rio AppendEntries hook: on a plain-TCP connection, payloads of 16
+ * KiB and more are written from libraft's memory (writev) instead of
+ * copied into the queue, and the send completes once they are written or
+ * the connection is gone. */
+int transport_send_raft_ref(void *data, uint32_t group,
+                            const struct raft_message *m,
+                            struct rio_sent *sent);
 
 /* Queues a frame (payload copied). TRANSPORT_* status. */
 int transport_send(struct transport *t, uint64_t peer, uint8_t kind,

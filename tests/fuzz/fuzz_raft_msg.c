@@ -39,6 +39,40 @@ static void raft_msg(const uint8_t *p, size_t len)
 	msg_raft_free(&m);
 }
 
+/* The in-place decoder: the same message as msg_raft_decode, the owner
+ * block freed exactly once whichever of the two frees it. */
+static void raft_msg_take(const uint8_t *p, size_t len)
+{
+	struct raft_message m;
+	uint32_t group;
+	uint8_t *owner = raft_malloc(len > 0 ? len : 1), *again;
+	bool taken;
+	size_t n;
+
+	if (owner == NULL) {
+		return;
+	}
+	memcpy(owner, p, len);
+	if (msg_raft_decode_take(owner, owner, len, &group, &m, &taken) != 0) {
+		if (taken) {
+			abort();
+		}
+		raft_free(owner);
+		return;
+	}
+	n = msg_raft_size(&m);
+	again = malloc(n > 0 ? n : 1);
+	if (again != NULL) {
+		msg_raft_write(again, group, &m);
+		same(p, len, again, n);
+		free(again);
+	}
+	msg_raft_free(&m);
+	if (!taken) {
+		raft_free(owner);
+	}
+}
+
 static void xfer_meta(const uint8_t *p, size_t len)
 {
 	struct msg_xfer_meta m;
@@ -119,6 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 2:
 		raft_msg(p, len);
+		raft_msg_take(p, len);
 		break;
 	case 3: {
 		uint32_t n;

@@ -167,6 +167,43 @@ static void test_append_entries(void **state)
 		assert_ptr_equal(x->batch, d.append_entries.entries[0].batch);
 	}
 	msg_raft_free(&d);
+	/* Decoded in place: the entries point into the owner's block, which
+	 * is their batch (msg_raft_free, like libraft, frees it). */
+	{
+		uint8_t *owner = raft_malloc(8 + len);
+		uint32_t g;
+		bool taken = false;
+		assert_non_null(owner);
+		memcpy(owner + 8, b, len);
+		assert_int_equal(
+		    msg_raft_decode_take(owner, owner + 8, len, &g, &d, &taken),
+		    0);
+		assert_true(taken);
+		assert_int_equal(g, UINT32_MAX);
+		assert_int_equal(d.append_entries.n_entries, 3);
+		for (int i = 0; i < 3; i++) {
+			struct raft_entry *x = &d.append_entries.entries[i];
+			assert_ptr_equal(x->batch, owner);
+			assert_true((uint8_t *)x->buf.base >= owner + 8 &&
+			            (uint8_t *)x->buf.base + x->buf.len <=
+			                owner + 8 + len);
+			assert_int_equal(x->buf.len, e[i].buf.len);
+			if (x->buf.len > 0) {
+				assert_memory_equal(x->buf.base, e[i].buf.base,
+				                    x->buf.len);
+			}
+		}
+		msg_raft_free(&d);
+		/* Refused input leaves the owner with the caller. */
+		owner = raft_malloc(len);
+		assert_non_null(owner);
+		memcpy(owner, b, len - 1);
+		assert_int_equal(
+		    msg_raft_decode_take(owner, owner, len - 1, &g, &d, &taken),
+		    MSG_EMALFORMED);
+		assert_false(taken);
+		raft_free(owner);
+	}
 	/* A bad entry type is refused. */
 	b[4 + 1 + 32 + 4 + 8] = 9;
 	{
@@ -184,6 +221,19 @@ static void test_append_entries(void **state)
 	assert_int_equal(d.append_entries.n_entries, 0);
 	assert_null(d.append_entries.entries);
 	msg_raft_free(&d);
+	/* Nothing to take in place: the owner stays the caller's. */
+	{
+		uint8_t *owner = raft_malloc(len);
+		uint32_t g;
+		bool taken = true;
+		assert_non_null(owner);
+		memcpy(owner, b, len);
+		assert_int_equal(
+		    msg_raft_decode_take(owner, owner, len, &g, &d, &taken), 0);
+		assert_false(taken);
+		msg_raft_free(&d);
+		raft_free(owner);
+	}
 	/* Trailing garbage is refused. */
 	{
 		uint8_t *x = malloc(len + 1);

@@ -1,7 +1,7 @@
 # The benchmark scripts behind docs/benchmarks.md (run by hand, not by make).
 EXTRA_DIST += bench/common.sh bench/all.sh bench/kv-table.sh \
 	bench/redis-table.sh bench/resp-vs-redis.sh \
-	bench/kv-set-vs-redis.sh bench/kv-get-vs-redis.sh \
+	bench/kv-set-vs-redis.sh bench/kv-set-ab.sh bench/kv-get-vs-redis.sh \
 	bench/felix-1node.sh bench/flow-1node.sh bench/flow-3node.sh \
 	bench/flow-query-1node.sh bench/kv-mtls.sh bench/cluster-quota.sh \
 	bench/cluster_quota_report.py bench/latency-under-load.sh bench/groups-scale.sh \

@@ -96,6 +96,70 @@ static void fail(struct dwrite *w, const char *what, char *err)
 	rocksdb_free(err);
 }
 
+/* A WriteBatch's serialized form: an 8-byte sequence number and a 4-byte
+ * little-endian record count, then the records (RocksDB's WriteBatch
+ * layout, which rocksdb_writebatch_data gives and
+ * rocksdb_writebatch_create_from takes). */
+#define WB_HEADER 12
+/* Plain batches up to this size are merged with their neighbours in the
+ * queue into one write of at most DWRITE_MERGE_BYTES: with writes spread
+ * over many groups an entry carries a command or two, and a RocksDB write
+ * per entry (its write group, sequence and memtable bookkeeping) cost
+ * more than its rows. */
+#define DWRITE_MERGE_ITEM (16u << 10)
+#define DWRITE_MERGE_BYTES (256u << 10)
+
+static bool mergeable(const struct item *it)
+{
+	return it != NULL && it->b != NULL && it->bytes >= WB_HEADER &&
+	       it->bytes <= DWRITE_MERGE_ITEM;
+}
+
+/* Writer thread: the run of mergeable items from `first` (two or more)
+ * as one batch, or NULL (then each is written alone). *last gets the run's
+ * last item. */
+static rocksdb_writebatch_t *merge_run(struct item *first, struct item **last)
+{
+	struct item *it = first, *end = first;
+	size_t total = WB_HEADER, off = WB_HEADER;
+	uint32_t count = 0;
+	rocksdb_writebatch_t *b;
+	char *rep;
+
+	*last = first;
+	while (mergeable(it) &&
+	       total + it->bytes - WB_HEADER <= DWRITE_MERGE_BYTES) {
+		total += it->bytes - WB_HEADER;
+		end = it;
+		it = it->next;
+	}
+	if (end == first) {
+		return NULL;
+	}
+	rep = malloc(total);
+	if (rep == NULL) {
+		return NULL;
+	}
+	memset(rep, 0, WB_HEADER);
+	for (it = first;; it = it->next) {
+		size_t n;
+		const char *d = rocksdb_writebatch_data(it->b, &n);
+		count += (uint32_t)rocksdb_writebatch_count(it->b);
+		memcpy(rep + off, d + WB_HEADER, n - WB_HEADER);
+		off += n - WB_HEADER;
+		if (it == end) {
+			break;
+		}
+	}
+	for (int i = 0; i < 4; i++) {
+		rep[8 + i] = (char)((count >> (8 * i)) & 0xff);
+	}
+	b = rocksdb_writebatch_create_from(rep, total);
+	free(rep);
+	*last = end;
+	return b;
+}
+
 /* Writer thread. Reads the active memtable's size every MiB written and
  * asks for a flush (through the reactor, which alone can checkpoint the
  * rows at the same point) once it is due. */
@@ -211,7 +275,7 @@ static void *writer_main(void *arg)
 	for (;;) {
 		struct item *list;
 		size_t bytes = 0;
-		uint64_t n = 0;
+		uint64_t n = 0, merged_n = 0;
 
 		while (w->head == NULL && !w->stop) {
 			struct timespec ts;
@@ -234,9 +298,44 @@ static void *writer_main(void *arg)
 		w->head = w->tail = NULL;
 		pthread_mutex_unlock(&w->mu);
 		while (list != NULL) {
-			struct item *it = list;
+			struct item *it = list, *last = NULL;
+			rocksdb_writebatch_t *merged = NULL;
 			char *err = NULL;
 
+			if (mergeable(it) && !atomic_load(&w->failed)) {
+				merged = merge_run(it, &last);
+			}
+			if (merged != NULL) {
+				rocksdb_write(w->db, w->wo, merged, &err);
+				rocksdb_writebatch_destroy(merged);
+				if (err != NULL) {
+					snprintf(
+					    w->err, sizeof w->err,
+					    "write of applied state failed: "
+					    "%s",
+					    err);
+					rocksdb_free(err);
+					atomic_store(&w->failed, true);
+				}
+				/* Its items are written: only their
+				 * release below remains. */
+				while (list != last->next) {
+					it = list;
+					list = it->next;
+					rocksdb_writebatch_destroy(it->b);
+					for (size_t i = 0; i < it->nslots;
+					     i++) {
+						atomic_fetch_sub_explicit(
+						    &w->filter[it->slots[i]], 1,
+						    memory_order_release);
+					}
+					bytes += it->bytes;
+					n++;
+					merged_n++;
+					free(it);
+				}
+				continue;
+			}
 			list = it->next;
 			if (it->req != NULL) {
 				run_req(w, it->req);
@@ -283,6 +382,7 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		w->queued_bytes -= bytes;
 		w->stats.batches += n;
+		w->stats.merged += merged_n;
 		atomic_fetch_add(&w->written, n);
 		pthread_cond_broadcast(&w->done);
 	}

@@ -119,6 +119,7 @@ const char *dwrite_error(struct dwrite *w);
 
 struct dwrite_stats {
 	uint64_t batches;     /* written */
+	uint64_t merged;      /* of them, written in one write with others */
 	uint64_t drains;      /* drain calls that had to wait */
 	uint64_t waits;       /* submits that waited for room */
 	uint64_t checkpoints; /* write-back checkpoints written */

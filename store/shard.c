@@ -575,9 +575,15 @@ static int commit(struct tx *tx)
 		}
 		goto out;
 	}
-	/* Small batches (a SET entry's group state row) are copied: cheaper
-	 * than a fresh WriteBatchWithIndex per entry while the writer holds
-	 * the spares. */
+	if (tx->nranges == 0 && !kv_in_batch &&
+	    rocksdb_writebatch_wi_count(s->wb) == 0) {
+		/* Nothing for RocksDB (an entry of KV strings: its rows and
+		 * the group's state row wait in the write-back table). */
+		goto out;
+	}
+	/* Small batches are copied: cheaper than a fresh
+	 * WriteBatchWithIndex per entry while the writer holds the
+	 * spares. */
 	b = rocksdb_writebatch_create_from(data, size);
 	if (kv_in_batch) {
 		(void)tx_split_append(tx, b);

@@ -107,14 +107,18 @@ static bool use_cache(const struct tx *tx, const struct sbuf *key)
 }
 
 /* Rows an apply never iterates (KV keys: only their sub keys are
- * scanned): their writes skip the WriteBatchWithIndex, whose index costs
- * a skiplist insert per write, and read back from tx->pend instead. At
- * commit each key's latest write goes to the store's write-back table
- * (tx_split_dirty), or, when a range deletion of the entry could cover KV
- * keys, joins the batch (tx_split_append). */
+ * scanned; the group's state row, rewritten by every entry): their writes
+ * skip the WriteBatchWithIndex, whose index costs a skiplist insert per
+ * write, and read back from tx->pend instead. At commit each key's latest
+ * write goes to the store's write-back table (tx_split_dirty), or, when a
+ * range deletion of the entry could cover KV keys, joins the batch
+ * (tx_split_append). The state row written back means no data writer
+ * batch at all for an entry of KV strings only, and one row per group and
+ * checkpoint in the memtable instead of one per entry (with writes spread
+ * over many groups, an entry carries a SET or two). */
 static bool row_split(const uint8_t *k, size_t len)
 {
-	return len >= 5 && k[4] == K_KV;
+	return len >= 5 && (k[4] == K_KV || k[4] == K_GROUP);
 }
 
 /* A write in tx->pend: u8 present | the key's rowcache_hash (8 bytes,
@@ -371,7 +375,10 @@ void tx_pend_publish(struct tx *tx)
 		struct pend_rec pr;
 
 		next = pend_read(tx, off, &pr);
-		rowcache_put_h(c, pr.h, pr.kp, pr.kl, pr.vp, pr.vl, pr.present);
+		if (row_cacheable(pr.kp, pr.kl)) { /* not the state row */
+			rowcache_put_h(c, pr.h, pr.kp, pr.kl, pr.vp, pr.vl,
+			               pr.present);
+		}
 	}
 	/* Range deletions cover stream records only today; drop whatever
 	 * cached rows they could cover all the same. */

@@ -2089,6 +2089,38 @@ int fsnp_cmd_parse_args(const struct fsnp_cmd_info *info,
 	return rv;
 }
 
+int fsnp_cmd_parse_args_fast(const struct fsnp_cmd_info *info,
+                             const struct fsnp_bytes *args, uint32_t n,
+                             const struct fsnp_cmd_ctx *ctx,
+                             struct fsnp_plan *out, struct fsnp_cmd_err *err)
+{
+	struct store_cmd c;
+	int rv;
+
+	if (info == NULL || info->kind != FSNP_CMD_KV || n > ctx->max_items ||
+	    !((info->store_op == STORE_OP_KV_SET && n == 2) ||
+	      (info->store_op == STORE_OP_KV_GET && n == 1))) {
+		return 1;
+	}
+	/* As args_set and parse_args's GET with binary arguments. */
+	memset(&c, 0, sizeof c);
+	c.op = info->store_op;
+	c.key.p = args[0].ptr;
+	c.key.len = args[0].len;
+	if (n == 2) {
+		c.value.p = args[1].ptr;
+		c.value.len = args[1].len;
+	}
+	err->message[0] = '\0';
+	rv = fsnp_cmd_plan_store(info->opcode, &c, ctx, out, err);
+	/* COMMAND_EXEC replies answer for COMMAND_EXEC. */
+	out->opcode = FSNP_OP_COMMAND_EXEC;
+	if (rv == 0) {
+		out->name = info->name;
+	}
+	return rv;
+}
+
 int fsnp_cmd_parse_compact(const struct fsnp_compact_req *req,
                            const struct fsnp_cmd_ctx *ctx,
                            struct fsnp_plan *out, struct fsnp_cmd_err *err)

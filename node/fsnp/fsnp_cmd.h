@@ -148,6 +148,17 @@ int fsnp_cmd_parse_set_fast(const uint8_t *body, size_t len,
                             const struct fsnp_cmd_ctx *ctx,
                             struct fsnp_plan *out, struct fsnp_cmd_err *err);
 
+/* COMMAND_EXEC SET key value and GET key with their arguments as byte
+ * strings (`args`, n of them, after the name): planned as
+ * fsnp_cmd_parse_args plans them, without an argument array to build and
+ * decode (the RESP listener's most frequent commands). 0 (planned), 1 (any
+ * other command or shape: not handled, `out` untouched; use
+ * fsnp_cmd_parse_args), -1 (error in `err`). */
+int fsnp_cmd_parse_args_fast(const struct fsnp_cmd_info *info,
+                             const struct fsnp_bytes *args, uint32_t n,
+                             const struct fsnp_cmd_ctx *ctx,
+                             struct fsnp_plan *out, struct fsnp_cmd_err *err);
+
 /* A compact MGET or MSET body (flag 0x02). */
 int fsnp_cmd_parse_compact(const struct fsnp_compact_req *req,
                            const struct fsnp_cmd_ctx *ctx,

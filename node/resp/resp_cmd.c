@@ -1211,8 +1211,7 @@ void resp_req_release(struct resp_req *r)
 	if (r->ops != &r->one) {
 		free(r->ops);
 	}
-	wbuf_free(&r->out);
-	free(r);
+	resp_req_recycle(r);
 }
 
 static void shards_error(struct resp_req *r, int status)
@@ -1649,16 +1648,31 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 			}
 		}
 	}
-	wbuf_init(&buf);
-	if (info == NULL || info->kind != FSNP_CMD_KV ||
-	    args_value(argv, argc, &buf, &args) != 0) {
-		wbuf_free(&buf);
-		resp_w_error(&r->out, "ERR out of memory");
-		finish(r);
-		return;
+	/* SET key value and GET key skip the argument array (their flags,
+	 * kind and count stay 0). */
+	int rc = 1;
+	if (argc == 2 || argc == 3) {
+		struct fsnp_bytes fa[2];
+		for (uint32_t i = 1; i < argc; i++) {
+			fa[i - 1].ptr = argv[i].p;
+			fa[i - 1].len = argv[i].len;
+		}
+		rc = fsnp_cmd_parse_args_fast(info, fa, argc - 1, &ctx,
+		                              &r->plan, &err);
 	}
-	int rc = fsnp_cmd_parse_args(info, &args, &ctx, &r->plan, &err);
-	wbuf_free(&buf);
+	bool fast = rc == 0;
+	if (rc > 0) {
+		wbuf_init(&buf);
+		if (info == NULL || info->kind != FSNP_CMD_KV ||
+		    args_value(argv, argc, &buf, &args) != 0) {
+			wbuf_free(&buf);
+			resp_w_error(&r->out, "ERR out of memory");
+			finish(r);
+			return;
+		}
+		rc = fsnp_cmd_parse_args(info, &args, &ctx, &r->plan, &err);
+		wbuf_free(&buf);
+	}
 	if (rc != 0) {
 		resp_w_error(&r->out,
 		             err.message[0] ? err.message : "ERR syntax error");
@@ -1667,7 +1681,7 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 	}
 	r->planned = true;
 	r->op = r->plan.op;
-	if (r->plan.n_parts == 1 &&
+	if (!fast && r->plan.n_parts == 1 &&
 	    store_cmd_decode(r->plan.parts[0].cmd, r->plan.parts[0].len, &sc,
 	                     &emsg) == 0) {
 		r->flags = sc.flags;

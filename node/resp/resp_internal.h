@@ -26,6 +26,10 @@
 /* Inline commands and count/length lines, as Redis's 64 KiB. */
 #define RESP_MAX_INLINE 65536
 #define RESP_NAME_MAX 128
+/* Requests kept for reuse (per server), and the largest reply buffer
+ * kept with one. */
+#define RESP_MAX_POOL 4096
+#define RESP_KEEP_BYTES 65536
 
 struct resp_server {
 	uv_loop_t *loop;
@@ -42,8 +46,18 @@ struct resp_server {
 	/* Connections with replies ready, sent together once per loop turn
 	 * (uv_check): one write for every reply a turn finished. */
 	uv_check_t flush;
+	/* Active while connections are dirty: a reply finished before the
+	 * loop polls (a commit delivered from a prepare handle) must not
+	 * wait for the poll's timeout to go out. */
+	uv_idle_t wake;
 	struct resp_conn *dirty;
 	uint64_t next_id;
+	/* Finished requests kept for reuse, each with its reply buffer's
+	 * storage: no allocation per pipelined command. */
+	struct resp_req *req_pool;
+	unsigned n_req_pool;
+	/* The replies one connection's flush sends, reused. */
+	struct wbuf out;
 	unsigned handles; /* open listener handles */
 	unsigned ops;     /* store operations in flight */
 	bool closing;
@@ -142,6 +156,10 @@ uint64_t resp_now_ms(const struct resp_server *s);
 void resp_req_done(struct resp_req *r);
 /* Starts the commands that waited behind a WATCH. */
 void resp_conn_unhold(struct resp_conn *c);
+
+/* Frees a request whose command is done with it (its plan and results
+ * already freed), or keeps it for the next one. */
+void resp_req_recycle(struct resp_req *r);
 /* Closes a connection now, logging why. */
 void resp_conn_kill(struct resp_conn *c, const char *why);
 /* CLIENT LIST's line of one connection. */

@@ -33,6 +33,7 @@ static void server_maybe_finish(struct resp_server *s)
 	if (s->n_conns == 0 && s->flush.data == s &&
 	    !uv_is_closing((uv_handle_t *)&s->flush)) {
 		uv_close((uv_handle_t *)&s->flush, on_listener_closed);
+		uv_close((uv_handle_t *)&s->wake, on_listener_closed);
 	}
 	if (s->handles > 0 || s->n_conns > 0) {
 		return;
@@ -43,6 +44,13 @@ static void server_maybe_finish(struct resp_server *s)
 		cb(s->close_data);
 	}
 	if (s->ops == 0) {
+		while (s->req_pool != NULL) {
+			struct resp_req *r = s->req_pool;
+			s->req_pool = r->next;
+			wbuf_free(&r->out);
+			free(r);
+		}
+		wbuf_free(&s->out);
 		tls_ctx_free(s->tls_ctx);
 		free(s);
 	}
@@ -98,11 +106,13 @@ void resp_conn_kill(struct resp_conn *c, const char *why)
 	conn_close(c);
 }
 
+/* A write libuv finishes later: the bytes the socket did not take at
+ * once, copied. */
 struct wreq {
 	uv_write_t w;
 	struct resp_conn *c;
-	uint8_t *data;
 	size_t len;
+	uint8_t data[];
 };
 
 static void on_written(uv_write_t *w, int status)
@@ -110,7 +120,6 @@ static void on_written(uv_write_t *w, int status)
 	struct wreq *q = w->data;
 	struct resp_conn *c = q->c;
 	c->out_bytes -= q->len;
-	free(q->data);
 	free(q);
 	if (status < 0) {
 		conn_close(c);
@@ -121,30 +130,47 @@ static void on_written(uv_write_t *w, int status)
 	}
 }
 
-/* Writes `data` (malloc'd, handed over) to the socket. */
-static void raw_write(struct resp_conn *c, uint8_t *data, size_t len)
+/* Writes `data` (borrowed) to the socket. */
+static void raw_write(struct resp_conn *c, const uint8_t *data, size_t len)
 {
 	struct wreq *q;
 	uv_buf_t b;
 	if (len == 0) {
-		free(data);
 		return;
 	}
-	q = malloc(sizeof *q);
+	/* Replies usually fit the socket buffer: written now, without a
+	 * write request (libuv's uv_write of a reply that goes out at once
+	 * still costs the loop a completion pass). Only with nothing queued
+	 * before it, so that order holds. */
+	if (c->out_bytes == 0) {
+		b = uv_buf_init((char *)data, (unsigned)len);
+		int tw = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		if (tw > 0 && (size_t)tw == len) {
+			if (c->quit && c->head == NULL) {
+				conn_close(c);
+			}
+			return;
+		}
+		if (tw > 0) {
+			data += tw;
+			len -= (size_t)tw;
+		}
+		/* Otherwise (EAGAIN, or an error uv_write reports) all of
+		 * it goes the usual way. */
+	}
+	q = malloc(sizeof *q + len);
 	if (q == NULL) {
-		free(data);
 		resp_conn_kill(c, "out of memory");
 		return;
 	}
 	q->c = c;
-	q->data = data;
 	q->len = len;
 	q->w.data = q;
-	b = uv_buf_init((char *)data, (unsigned)len);
+	memcpy(q->data, data, len);
+	b = uv_buf_init((char *)q->data, (unsigned)len);
 	c->out_bytes += len;
 	if (uv_write(&q->w, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
 		c->out_bytes -= len;
-		free(data);
 		free(q);
 		conn_close(c);
 	}
@@ -162,6 +188,7 @@ static void tls_flush(struct resp_conn *c)
 		return;
 	}
 	raw_write(c, data, len);
+	free(data);
 }
 
 /* Plaintext out: through the TLS session when there is one. */
@@ -179,7 +206,6 @@ static void conn_send(struct resp_conn *c, struct wbuf *b)
 		return;
 	}
 	raw_write(c, b->data, b->len);
-	wbuf_init(b);
 }
 
 static void conn_update_reading(struct resp_conn *c);
@@ -187,9 +213,9 @@ static void conn_update_reading(struct resp_conn *c);
 /* Sends the replies of the finished commands at the head, in order. */
 static void conn_flush(struct resp_conn *c)
 {
-	struct wbuf out;
+	struct wbuf *out = &c->srv->out;
 	bool resume = c->inflight >= RESP_MAX_INFLIGHT;
-	wbuf_init(&out);
+	wbuf_reset(out);
 	while (c->head != NULL && c->head->done) {
 		struct resp_req *r = c->head;
 		c->head = r->next;
@@ -197,23 +223,19 @@ static void conn_flush(struct resp_conn *c)
 			c->tail = NULL;
 		}
 		if (!c->closed) {
-			if (out.len == 0) {
-				wbuf_free(&out);
-				out = r->out;
-				wbuf_init(&r->out);
-			} else {
-				wbuf_append(&out, r->out.data, r->out.len);
-			}
+			wbuf_append(out, r->out.data, r->out.len);
 		}
 		c->inflight--;
 		resp_req_release(r);
 	}
-	if (out.oom) {
-		wbuf_free(&out);
+	if (out->oom) {
+		wbuf_free(out);
 		resp_conn_kill(c, "out of memory");
 	} else {
-		conn_send(c, &out);
-		wbuf_free(&out);
+		conn_send(c, out);
+	}
+	if (out->cap > RESP_KEEP_BYTES) {
+		wbuf_free(out); /* a large reply's storage is not kept */
 	}
 	if (c->closed) {
 		conn_maybe_free(c);
@@ -235,6 +257,11 @@ static void conn_flush(struct resp_conn *c)
 	}
 }
 
+static void on_wake(uv_idle_t *h)
+{
+	(void)h; /* only keeps the loop from blocking before the flush */
+}
+
 void resp_req_done(struct resp_req *r)
 {
 	struct resp_conn *c = r->c;
@@ -245,6 +272,10 @@ void resp_req_done(struct resp_req *r)
 		c->dirty = true;
 		c->dnext = c->srv->dirty;
 		c->srv->dirty = c;
+		if (!uv_is_active((uv_handle_t *)&c->srv->wake) &&
+		    !uv_is_closing((uv_handle_t *)&c->srv->wake)) {
+			uv_idle_start(&c->srv->wake, on_wake);
+		}
 	}
 }
 
@@ -258,6 +289,7 @@ static void on_flush(uv_check_t *h)
 		c->dnext = NULL;
 		conn_flush(c);
 	}
+	uv_idle_stop(&s->wake);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -376,15 +408,41 @@ void resp_conn_unhold(struct resp_conn *c)
 	}
 }
 
+void resp_req_recycle(struct resp_req *r)
+{
+	struct resp_server *s = r->c->srv;
+	if (s->n_req_pool >= RESP_MAX_POOL || r->out.cap > RESP_KEEP_BYTES) {
+		wbuf_free(&r->out);
+		free(r);
+		return;
+	}
+	r->next = s->req_pool;
+	s->req_pool = r;
+	s->n_req_pool++;
+}
+
 static struct resp_req *req_new(struct resp_conn *c)
 {
-	struct resp_req *r = calloc(1, sizeof *r);
-	if (r == NULL) {
-		return NULL;
+	struct resp_server *s = c->srv;
+	struct resp_req *r = s->req_pool;
+	if (r != NULL) {
+		/* Reused: cleared as calloc would, but for the reply
+		 * buffer's storage. */
+		struct wbuf out = r->out;
+		s->req_pool = r->next;
+		s->n_req_pool--;
+		memset(r, 0, sizeof *r);
+		r->out = out;
+		wbuf_reset(&r->out);
+	} else {
+		r = calloc(1, sizeof *r);
+		if (r == NULL) {
+			return NULL;
+		}
+		wbuf_init(&r->out);
 	}
 	r->c = c;
 	r->proto = c->proto;
-	wbuf_init(&r->out);
 	if (c->tail != NULL) {
 		c->tail->next = r;
 	} else {
@@ -671,6 +729,9 @@ int resp_server_start(struct resp_server **out, uv_loop_t *loop,
 	s->flush.data = s;
 	s->handles++;
 	uv_check_start(&s->flush, on_flush);
+	uv_idle_init(loop, &s->wake);
+	s->wake.data = s;
+	s->handles++;
 	if (cfg->tcp && bind_listener(s, &s->listener, "RESP", s->host,
 	                              cfg->port, &s->port, err, errlen) != 0) {
 		goto err_close;

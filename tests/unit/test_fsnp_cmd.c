@@ -762,6 +762,69 @@ static void test_keyspace_args(void **state)
 	fsnp_plan_free(&p);
 }
 
+/* SET key value and GET key from byte strings: the plan
+ * fsnp_cmd_parse_args makes; every other shape declined. */
+static void test_exec_args_fast(void **state)
+{
+	static const char *keys[] = {"a", "", "user:{42}:x",
+	                             "key:000000012345"};
+	const struct fsnp_cmd_info *set = fsnp_cmd_by_name("set", 3);
+	const struct fsnp_cmd_info *get = fsnp_cmd_by_name("GET", 3);
+	const struct fsnp_cmd_info *del = fsnp_cmd_by_name("DEL", 3);
+	struct fsnp_cmd_ctx one = ctx;
+	struct fsnp_plan fast, slow;
+	struct fsnp_cmd_err e;
+	struct fsnp_bytes a[2];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		for (int w = 0; w < 2; w++) {
+			a[0].ptr = (const uint8_t *)keys[i];
+			a[0].len = strlen(keys[i]);
+			a[1].ptr = (const uint8_t *)"xxx";
+			a[1].len = 3;
+			assert_int_equal(
+			    fsnp_cmd_parse_args_fast(
+			        w ? set : get, a, w ? 2 : 1, &ctx, &fast, &e),
+			    0);
+			assert_int_equal(
+			    w ? exec_args("SET", &slow, &e, 2, keys[i], "xxx")
+			      : exec_args("GET", &slow, &e, 1, keys[i]),
+			    0);
+			assert_int_equal(fast.opcode, slow.opcode);
+			assert_int_equal(fast.opcode, FSNP_OP_COMMAND_EXEC);
+			assert_int_equal(fast.op, slow.op);
+			assert_int_equal(fast.merge, slow.merge);
+			assert_int_equal(fast.slot, slow.slot);
+			assert_string_equal(fast.name, slow.name);
+			assert_int_equal(fast.n_parts, 1);
+			assert_int_equal(slow.n_parts, 1);
+			assert_int_equal(fast.parts[0].group,
+			                 slow.parts[0].group);
+			assert_int_equal(fast.parts[0].read,
+			                 slow.parts[0].read);
+			assert_int_equal(fast.parts[0].len, slow.parts[0].len);
+			assert_memory_equal(fast.parts[0].cmd,
+			                    slow.parts[0].cmd,
+			                    slow.parts[0].len);
+			fsnp_plan_free(&fast);
+			fsnp_plan_free(&slow);
+		}
+	}
+	/* other commands, counts or limits go to the general parser */
+	assert_int_equal(fsnp_cmd_parse_args_fast(set, a, 1, &ctx, &fast, &e),
+	                 1);
+	assert_int_equal(fsnp_cmd_parse_args_fast(get, a, 2, &ctx, &fast, &e),
+	                 1);
+	assert_int_equal(fsnp_cmd_parse_args_fast(del, a, 1, &ctx, &fast, &e),
+	                 1);
+	assert_int_equal(fsnp_cmd_parse_args_fast(NULL, a, 1, &ctx, &fast, &e),
+	                 1);
+	one.max_items = 1;
+	assert_int_equal(fsnp_cmd_parse_args_fast(set, a, 2, &one, &fast, &e),
+	                 1);
+}
+
 /* --- Compact bodies, deadlines, limits --------------------------------------
  */
 
@@ -846,6 +909,7 @@ int main(void)
 	    cmocka_unit_test(test_collections_typed),
 	    cmocka_unit_test(test_exec_args),
 	    cmocka_unit_test(test_keyspace_args),
+	    cmocka_unit_test(test_exec_args_fast),
 	    cmocka_unit_test(test_compact_and_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

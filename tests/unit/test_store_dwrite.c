@@ -4,12 +4,14 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/dwrite.h"
 #include "store/rowcache.h"
@@ -123,6 +125,112 @@ static void test_filter_counts(void **state)
 	assert_int_equal(dwrite_drain(w), 0);
 	assert_false(dwrite_maybe_queued(w, h));
 	dwrite_stop(w);
+	rocksdb_writeoptions_destroy(wo);
+	tdb_close(&t);
+}
+
+/* Holds the writer in a request until the test lets it go (bounded: 30 s),
+ * so that the batches queued meanwhile reach it as one list. */
+static atomic_bool gate, entered;
+
+static void nap_ms(void)
+{
+	struct timespec ts = {0, 1000000};
+	nanosleep(&ts, NULL);
+}
+
+static int wait_gate(void *arg)
+{
+	(void)arg;
+	atomic_store(&entered, true);
+	for (int i = 0; i < 30000 && !atomic_load(&gate); i++) {
+		nap_ms();
+	}
+	return 0;
+}
+
+/* Small batches queued together are written merged, with every record
+ * (puts, deletes, range deletions) applied in submission order; a large
+ * batch between them is written on its own and keeps its place. */
+static void test_merged_writes(void **state)
+{
+	struct tdb t;
+	rocksdb_writeoptions_t *wo = nowal();
+	struct dwrite *w;
+	struct dwrite_req req;
+	struct dwrite_stats st;
+	char k[32], v[32], *big, *got;
+	size_t len;
+
+	(void)state;
+	tdb_open(&t);
+	assert_int_equal(dwrite_start(t.db, t.cf[3], wo, 0, &w), 0);
+	memset(&req, 0, sizeof req);
+	req.fn = wait_gate;
+	atomic_store(&gate, false);
+	atomic_store(&entered, false);
+	assert_int_equal(dwrite_submit_req(w, &req), 0);
+	for (int i = 0; i < 30000 && !atomic_load(&entered); i++) {
+		nap_ms();
+	}
+	assert_true(atomic_load(&entered));
+	big = malloc(40000);
+	assert_non_null(big);
+	memset(big, 'b', 40000);
+	for (int i = 0; i < 100; i++) {
+		rocksdb_writebatch_t *b = rocksdb_writebatch_create();
+		snprintf(k, sizeof k, "m-%d", i % 7);
+		snprintf(v, sizeof v, "v-%d", i);
+		rocksdb_writebatch_put_cf(b, t.cf[3], k, strlen(k), v,
+		                          strlen(v));
+		if (i % 10 == 9) {
+			rocksdb_writebatch_delete_cf(b, t.cf[3], "m-3", 3);
+		}
+		if (i == 50) {
+			/* the large one: "big" written, then overwritten
+			 * by a later small batch */
+			rocksdb_writebatch_put_cf(b, t.cf[3], "big", 3, big,
+			                          40000);
+		}
+		if (i == 60) {
+			rocksdb_writebatch_put_cf(b, t.cf[3], "big", 3, "s", 1);
+			rocksdb_writebatch_put_cf(b, t.cf[3], "r-1", 3, "x", 1);
+		}
+		if (i == 70) {
+			rocksdb_writebatch_delete_range_cf(b, t.cf[3], "r-", 2,
+			                                   "r-~", 3);
+		}
+		assert_int_equal(dwrite_submit(w, b, NULL, 0), 0);
+	}
+	atomic_store(&gate, true);
+	assert_int_equal(dwrite_wait(w, &req), 0);
+	assert_int_equal(dwrite_drain(w), 0);
+	/* the last write of each key: i = 93..99 for m-(i % 7) */
+	for (int i = 93; i < 100; i++) {
+		snprintf(k, sizeof k, "m-%d", i % 7);
+		snprintf(v, sizeof v, "v-%d", i);
+		got = get(&t, k, &len);
+		if (i % 7 == 3) {
+			/* m-3 (i = 94) was deleted by i = 99 */
+			assert_null(got);
+			continue;
+		}
+		assert_non_null(got);
+		assert_int_equal(len, strlen(v));
+		assert_memory_equal(got, v, len);
+		free(got);
+	}
+	got = get(&t, "big", &len);
+	assert_non_null(got);
+	assert_int_equal(len, 1);
+	free(got);
+	assert_null(get(&t, "r-1", &len));
+	dwrite_stats(w, &st);
+	assert_int_equal(st.batches, 101);
+	/* 0-49 and 51-99 in two runs (the large batch alone between) */
+	assert_int_equal(st.merged, 99);
+	dwrite_stop(w);
+	free(big);
 	rocksdb_writeoptions_destroy(wo);
 	tdb_close(&t);
 }
@@ -302,6 +410,7 @@ int main(void)
 	    cmocka_unit_test(test_backpressure),
 	    cmocka_unit_test(test_filter_counts),
 	    cmocka_unit_test(test_wi_spares),
+	    cmocka_unit_test(test_merged_writes),
 	    cmocka_unit_test(test_failure),
 	    cmocka_unit_test(test_store_reads_after_apply),
 	    cmocka_unit_test(test_sync_includes_queued),

@@ -318,8 +318,11 @@ static void *writer_main(void *arg)
 					atomic_store(&w->failed, true);
 				}
 				/* Its items are written: only their
-				 * release below remains. */
-				while (list != last->next) {
+				 * release below remains (up to the item
+				 * after the run, read before last is
+				 * freed). */
+				struct item *after = last->next;
+				while (list != after) {
 					it = list;
 					list = it->next;
 					rocksdb_writebatch_destroy(it->b);

@@ -302,10 +302,23 @@ static void test_cluster(void **state)
 	unsigned li = L - 1, o = L % NODES, oc = Lc % NODES;
 	snprintf(addr, sizeof addr, "127.0.0.1:%u", cl.nodes[li].felix);
 	snprintf(caddr, sizeof caddr, "127.0.0.1:%u", cl.nodes[Lc - 1].felix);
-	uint64_t gen = scope_generation(&cl, li, "streams", "rs");
+	uint64_t gen = 0;
 	uint64_t cgen = scope_generation(&cl, Lc - 1, "caches", "rc");
+	/* Every node names the same generation for the same leader, once
+	 * each has refreshed its view of the group (bounded wait). */
+	for (int tries = 0; tries < 200; tries++) {
+		unsigned same = 0;
+		gen = scope_generation(&cl, li, "streams", "rs");
+		for (unsigned i = 0; i < NODES; i++) {
+			same +=
+			    scope_generation(&cl, i, "streams", "rs") == gen;
+		}
+		if (same == NODES) {
+			break;
+		}
+		uv_sleep(100);
+	}
 	assert_true(gen > 0 && cgen > 0);
-	/* Every node names the same generation for the same leader. */
 	for (unsigned i = 0; i < NODES; i++) {
 		assert_true(scope_generation(&cl, i, "streams", "rs") == gen);
 	}

@@ -1707,13 +1707,8 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return wrong_args(r, name);
 		}
 		if (n == 2) {
-			/* Redis's checks and texts, in its order */
-			if (val_int(&v[1], &x) != 0) {
-				return cmd_error(
-				    r->err, "ERR value is not an integer or "
-				            "out of range");
-			}
-			if (x < 0) {
+			/* Redis 7.0 answers a non-integer as a negative */
+			if (val_int(&v[1], &x) != 0 || x < 0) {
 				return cmd_error(
 				    r->err, "ERR value is out of range, must "
 				            "be positive");

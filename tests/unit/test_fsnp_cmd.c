@@ -676,7 +676,7 @@ static void test_exec_args(void **state)
 	                    "ERR value is out of range, must be positive");
 	assert_int_equal(exec_args("LPOP", &p, &e, 2, "l", "x"), -1);
 	assert_string_equal(e.message,
-	                    "ERR value is not an integer or out of range");
+	                    "ERR value is out of range, must be positive");
 	assert_int_equal(exec_args("DEL", &p, &e, 3, "a", "b", "c"), 0);
 	assert_int_equal(p.merge, FSNP_MERGE_SUM);
 	fsnp_plan_free(&p);

@@ -109,7 +109,7 @@ static int cmd_create(const struct lodectl_global *g, const struct kind *k,
 		return 2;
 	}
 	const char *name = argv[0];
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* option, value pairs */
 		unsigned long long *dst = NULL;
 		if (strcmp(argv[i], "--shards") == 0) {
 			dst = &shards;
@@ -126,7 +126,6 @@ static int cmd_create(const struct lodectl_global *g, const struct kind *k,
 			usage(k, stderr);
 			return 2;
 		}
-		i++;
 	}
 	char path[2048], body[256], out[65536];
 	int st;

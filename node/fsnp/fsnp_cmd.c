@@ -1326,7 +1326,8 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 		return cmd_error(r->err, "ERR invalid cursor");
 	}
 	c->count = 10;
-	for (uint32_t i = 1; i < a->n; i++) {
+	/* option, value pairs */
+	for (uint32_t i = 1; i < a->n; i += 2) {
 		const struct fsnp_val *o = &a->v[i];
 		bool more = i + 1 < a->n;
 		if (arg_is(o, "COUNT") && more) {
@@ -1356,7 +1357,6 @@ static int args_scan(struct preq *r, const struct args *a, const char *name)
 		} else {
 			return cmd_error(r->err, "ERR syntax error");
 		}
-		i++;
 	}
 	start = kc.seek;
 	slen = kc.seek_len;

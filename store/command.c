@@ -346,6 +346,13 @@ static const struct op_desc ops[] = {
                           false,
                           "SCAN",
                           {F_ARG, F_COUNT, F_VALUE, F_FLAGS, F_KIND, F_SHARDS}},
+    [STORE_OP_KV_ZADD_OPT] = {STORE_OP_KV_ZADD_OPT,
+                              false,
+                              false,
+                              "ZADD_OPT",
+                              {F_KEY, F_FLAGS, F_ITEMS}},
+    [STORE_OP_KV_POP] =
+        {STORE_OP_KV_POP, false, false, "POP", {F_KEY, F_KIND, F_COUNT}},
     [STORE_OP_KV_MULTI] =
         {STORE_OP_KV_MULTI, false, false, "MULTI", {F_COUNT, F_ITEMS}},
     [STORE_OP_KV_WATCH] = {STORE_OP_KV_WATCH, true, false, "WATCH", {F_ITEMS}},

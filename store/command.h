@@ -309,6 +309,18 @@ enum store_op {
 	 * a reference cursor may resume at | nil]; with STORE_SCAN_ALL the
 	 * whole range: [key...] */
 	STORE_OP_KV_SCAN = 0x8A,
+	/* ZADD with Redis's options: key flags (STORE_ZADD_*) items as
+	 * KV_ZADD -> i64 the members added (with CH: added or given a new
+	 * score); with INCR (one pair, the score an increment): text the
+	 * new score, or nil when NX, XX, GT or LT left the member as it
+	 * was. ERR for flags Redis refuses together. KV_ZADD keeps its
+	 * encoding (entries in the logs decode as they did) and serves
+	 * ZADD without options. */
+	STORE_OP_KV_ZADD_OPT = 0x8B,
+	/* LPOP and RPOP with a count the KV_LPOP and KV_RPOP encoding cannot
+	 * carry (0): key kind (0 head, 1 tail) count -> [value...] up to
+	 * count ([] for 0), nil when the key is absent */
+	STORE_OP_KV_POP = 0x8C,
 	/* KV transactions (store/kvmulti.c; RESP MULTI/EXEC/WATCH). */
 	/* count=watched keys items=key, stamp (STORE_WATCH_STAMP_LEN
 	 * bytes) for each watched key, then the queued commands, each a
@@ -378,6 +390,14 @@ enum {
 /* KV_ZRANGE_EX: answer the count of the score range (ZCOUNT) */
 #define STORE_ZRANGE_COUNT 0x20
 
+/* KV_ZADD_OPT flags (Redis 7's ZADD options). */
+#define STORE_ZADD_NX 0x01
+#define STORE_ZADD_XX 0x02
+#define STORE_ZADD_GT 0x04
+#define STORE_ZADD_LT 0x08
+#define STORE_ZADD_CH 0x10
+#define STORE_ZADD_INCR 0x20
+
 /* KV_EXPIRE_OPT flags (Redis 7's EXPIRE options). */
 #define STORE_EXPIRE_F_NX 0x01
 #define STORE_EXPIRE_F_XX 0x02
@@ -419,7 +439,7 @@ struct store_list {
 struct store_cmd {
 	uint8_t op;
 	uint8_t kind;       /* scope kind; KV expiry kind */
-	uint8_t flags;      /* SET / ZRANGE flags */
+	uint8_t flags;      /* SET / ZRANGE / ZADD flags */
 	uint8_t durability; /* scope durability, opaque to store */
 	uint32_t shard;     /* stream or cache shard index */
 	uint32_t shards;    /* scope shard count */

@@ -39,6 +39,7 @@ static uint8_t coll_type(uint8_t op)
 	case STORE_OP_KV_RPUSH:
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
+	case STORE_OP_KV_POP:
 	case STORE_OP_KV_LRANGE:
 	case STORE_OP_KV_LINDEX:
 	case STORE_OP_KV_LTRIM:
@@ -394,22 +395,29 @@ static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		res_i64(res, (int64_t)cl->count);
 		break;
 	case STORE_OP_KV_LPOP:
-	case STORE_OP_KV_RPOP: {
-		uint64_t want = c->count == 0 ? 1 : c->count;
+	case STORE_OP_KV_RPOP:
+	case STORE_OP_KV_POP: {
+		/* KV_POP always answers an array, even of count 0 */
+		bool counted = c->count > 0 || c->op == STORE_OP_KV_POP;
+		bool head = c->op == STORE_OP_KV_LPOP ||
+		            (c->op == STORE_OP_KV_POP && c->kind == 0);
+		uint64_t want = counted ? c->count : 1;
 		uint64_t n = want < cl->count ? want : cl->count;
 		res_begin(res, STORE_OK);
 		if (!cl->live) {
 			res_nil(res);
 			break;
 		}
-		if (c->count > 0) {
+		if (counted) {
 			res_array(res, (uint32_t)n);
+		}
+		if (n == 0) {
+			break; /* nothing popped: the list stays as it is */
 		}
 		for (uint64_t i = 0; i < n; i++) {
 			struct val got;
-			uint64_t pos = c->op == STORE_OP_KV_LPOP
-			                   ? cl->head
-			                   : cl->head + cl->count - 1;
+			uint64_t pos =
+			    head ? cl->head : cl->head + cl->count - 1;
 			int found;
 			pos_key(&k, tx->group, c->key, pos);
 			found = elem_get(tx, &k, &got);
@@ -424,7 +432,7 @@ static int list_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 			res_bytes(res, got.p, got.len);
 			val_free(&got);
 			tx_del(tx, &k);
-			if (c->op == STORE_OP_KV_LPOP) {
+			if (head) {
 				cl->head++;
 			}
 			cl->count--;
@@ -674,26 +682,59 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 	store_list_iter_init(&it, &c->items);
 	switch (c->op) {
 	case STORE_OP_KV_ZADD:
+	case STORE_OP_KV_ZADD_OPT: {
+		/* Redis's zsetAdd per pair, in order: NX skips existing
+		 * members, XX new ones, GT/LT scores that do not grow/shrink;
+		 * INCR adds the score to the member's. */
+		uint8_t f = c->op == STORE_OP_KV_ZADD_OPT ? c->flags : 0;
+		bool processed = false;
+		int64_t changed = 0;
+		double last = 0;
 		while (store_list_next(&it, &sc) && store_list_next(&it, &m)) {
 			uint64_t u = be_get64(sc.p);
 			double d;
 			uint8_t bits[8];
 			memcpy(&d, &u, sizeof d);
+			/* even on a new key: a member may come twice */
 			found = zscore_get(tx, c->key, m, &old);
 			if (found < 0) {
 				rv = -1;
 				goto out;
 			}
+			if (found ? (f & STORE_ZADD_NX) != 0
+			          : (f & STORE_ZADD_XX) != 0) {
+				continue;
+			}
+			if (found && (f & STORE_ZADD_INCR)) {
+				d += old;
+				if (isnan(d)) {
+					/* INCR has one pair: nothing is
+					 * written yet */
+					res_error(
+					    res, STORE_ERR,
+					    "ERR resulting score is not a "
+					    "number (NaN)");
+					goto out;
+				}
+			}
+			if (found && (((f & STORE_ZADD_LT) && d >= old) ||
+			              ((f & STORE_ZADD_GT) && d <= old))) {
+				continue;
+			}
+			processed = true;
+			last = d;
 			if (found && old == d) {
 				continue;
 			}
 			if (found) {
 				score_key(&k, tx->group, c->key, old, m);
 				tx_del(tx, &k);
+				changed++;
 			} else {
 				cl->count++;
 				n++;
 			}
+			memcpy(&u, &d, sizeof u);
 			score_key(&k, tx->group, c->key, d, m);
 			tx_put(tx, &k, "", 0);
 			elem_key(&k, tx->group, K_ZMEMBER, c->key, m.p, m.len);
@@ -702,8 +743,15 @@ static int zset_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		}
 		rv = coll_store(tx, c, T_ZSET, cl);
 		res_begin(res, STORE_OK);
-		res_i64(res, n);
+		if (!(f & STORE_ZADD_INCR)) {
+			res_i64(res, (f & STORE_ZADD_CH) ? n + changed : n);
+		} else if (processed) {
+			res_score(res, last);
+		} else {
+			res_nil(res);
+		}
 		break;
+	}
 	case STORE_OP_KV_ZREM:
 		while (cl->live && store_list_next(&it, &m)) {
 			found = zscore_get(tx, c->key, m, &old);
@@ -920,6 +968,34 @@ out:
 	return rv;
 }
 
+/* KV_ZADD_OPT's flags, refused together as Redis refuses them. */
+static bool zadd_flags_ok(const struct store_cmd *c, struct sbuf *res)
+{
+	uint8_t f = c->flags;
+	const char *e = NULL;
+
+	if (f & ~(STORE_ZADD_NX | STORE_ZADD_XX | STORE_ZADD_GT |
+	          STORE_ZADD_LT | STORE_ZADD_CH | STORE_ZADD_INCR)) {
+		e = "ERR syntax error";
+	} else if ((f & STORE_ZADD_NX) && (f & STORE_ZADD_XX)) {
+		e = "ERR XX and NX options at the same time are not "
+		    "compatible";
+	} else if (((f & STORE_ZADD_NX) &&
+	            (f & (STORE_ZADD_GT | STORE_ZADD_LT))) ||
+	           ((f & STORE_ZADD_GT) && (f & STORE_ZADD_LT))) {
+		e = "ERR GT, LT, and/or NX options at the same time are not "
+		    "compatible";
+	} else if ((f & STORE_ZADD_INCR) && c->items.n > 2) {
+		e = "ERR INCR option supports a single increment-element "
+		    "pair";
+	}
+	if (e != NULL) {
+		res_error(res, STORE_BAD_COMMAND, e);
+		return false;
+	}
+	return true;
+}
+
 /* Validates element lists before anything is written. */
 static bool check_items(const struct store_cmd *c, struct sbuf *res)
 {
@@ -929,6 +1005,10 @@ static bool check_items(const struct store_cmd *c, struct sbuf *res)
 	switch (c->op) {
 	case STORE_OP_KV_HSET:
 	case STORE_OP_KV_ZADD:
+	case STORE_OP_KV_ZADD_OPT:
+		if (c->op == STORE_OP_KV_ZADD_OPT && !zadd_flags_ok(c, res)) {
+			return false;
+		}
 		if (c->items.n == 0 || c->items.n % 2 != 0) {
 			res_error(res, STORE_BAD_COMMAND,
 			          "ERR wrong number of arguments");

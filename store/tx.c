@@ -107,7 +107,9 @@ static bool use_cache(const struct tx *tx, const struct sbuf *key)
 }
 
 /* Rows an apply never iterates (KV keys: only their sub keys are
- * scanned; the group's state row, rewritten by every entry): their writes
+ * scanned; the group's state row, rewritten by every entry; the group's
+ * KV key counts, rewritten by every entry that adds or removes a key):
+ * their writes
  * skip the WriteBatchWithIndex, whose index costs a skiplist insert per
  * write, and read back from tx->pend instead. At commit each key's latest
  * write goes to the store's write-back table (tx_split_dirty), or, when a
@@ -118,7 +120,8 @@ static bool use_cache(const struct tx *tx, const struct sbuf *key)
  * over many groups, an entry carries a SET or two). */
 static bool row_split(const uint8_t *k, size_t len)
 {
-	return len >= 5 && (k[4] == K_KV || k[4] == K_GROUP);
+	return len >= 5 &&
+	       (k[4] == K_KV || k[4] == K_GROUP || k[4] == K_KVCOUNT);
 }
 
 /* A write in tx->pend: u8 present | the key's rowcache_hash (8 bytes,

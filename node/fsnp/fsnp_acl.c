@@ -507,6 +507,7 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_RPUSH:
 	case STORE_OP_KV_LPOP:
 	case STORE_OP_KV_RPOP:
+	case STORE_OP_KV_POP:
 	case STORE_OP_KV_LRANGE:
 	case STORE_OP_KV_LINDEX:
 	case STORE_OP_KV_LTRIM:
@@ -517,6 +518,7 @@ static uint32_t op_cats(uint8_t op, bool read)
 	case STORE_OP_KV_SISMEMBER:
 		return c | ACL_CAT_SET;
 	case STORE_OP_KV_ZADD:
+	case STORE_OP_KV_ZADD_OPT:
 	case STORE_OP_KV_ZREM:
 	case STORE_OP_KV_ZRANGE:
 	case STORE_OP_KV_ZSCORE:

@@ -1069,6 +1069,78 @@ static bool score_bound(struct preq *r, const struct fsnp_val *v, double *out,
 	return end[0] == '\0' && !isnan(*out);
 }
 
+/* ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...],
+ * with Redis's checks in its order: the options are the words before the
+ * first score. Without options it stays KV_ZADD (the encoding older
+ * entries have); with them KV_ZADD_OPT. */
+static int args_zadd(struct preq *r, const struct args *a, const char *name)
+{
+	static const struct {
+		const char *word;
+		uint8_t flag;
+	} opts[] = {
+	    {"NX", STORE_ZADD_NX}, {"XX", STORE_ZADD_XX},
+	    {"GT", STORE_ZADD_GT}, {"LT", STORE_ZADD_LT},
+	    {"CH", STORE_ZADD_CH}, {"INCR", STORE_ZADD_INCR},
+	};
+	struct store_cmd *c = &r->c;
+	const struct fsnp_val *v = a->v;
+	uint8_t f = 0;
+	uint32_t i = 1, pairs;
+
+	if (a->n < 3) {
+		return wrong_args(r, name);
+	}
+	if (arg_key(r, &v[0], &c->key) != 0) {
+		return -1;
+	}
+	for (; i < a->n; i++) {
+		size_t k = 0;
+		while (k < sizeof opts / sizeof opts[0] &&
+		       !arg_is(&v[i], opts[k].word)) {
+			k++;
+		}
+		if (k == sizeof opts / sizeof opts[0]) {
+			break;
+		}
+		f |= opts[k].flag;
+	}
+	pairs = a->n - i;
+	if (pairs == 0 || pairs % 2 != 0) {
+		return cmd_error(r->err, "ERR syntax error");
+	}
+	if ((f & STORE_ZADD_NX) && (f & STORE_ZADD_XX)) {
+		return cmd_error(r->err, "ERR XX and NX options at the same "
+		                         "time are not compatible");
+	}
+	if (((f & STORE_ZADD_NX) && (f & (STORE_ZADD_GT | STORE_ZADD_LT))) ||
+	    ((f & STORE_ZADD_GT) && (f & STORE_ZADD_LT))) {
+		return cmd_error(r->err, "ERR GT, LT, and/or NX options at the "
+		                         "same time are not compatible");
+	}
+	if ((f & STORE_ZADD_INCR) && pairs > 2) {
+		return cmd_error(r->err, "ERR INCR option supports a single "
+		                         "increment-element pair");
+	}
+	for (; i + 1 < a->n; i += 2) {
+		double d;
+		struct store_slice m;
+		if (val_score(&v[i], &d) != 0) {
+			return cmd_error(r->err,
+			                 "ERR value is not a valid float");
+		}
+		if (arg_bytes(r, &v[i + 1], &m) != 0 || add_score(r, d) != 0 ||
+		    add_item(r, m.p, m.len) != 0) {
+			return -1;
+		}
+	}
+	if (f != 0) {
+		c->op = STORE_OP_KV_ZADD_OPT;
+		c->flags = f;
+	}
+	return 0;
+}
+
 /* ZRANGE key start stop [BYSCORE] [REV] [WITHSCORES] and ZRANGEBYSCORE key
  * min max [WITHSCORES], with Redis's checks in its order. LIMIT and BYLEX
  * are refused. */
@@ -1635,10 +1707,18 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return wrong_args(r, name);
 		}
 		if (n == 2) {
-			if (arg_int(r, &v[1], 1, &x) != 0) {
-				return -1;
+			/* Redis 7.0 answers a non-integer as a negative */
+			if (val_int(&v[1], &x) != 0 || x < 0) {
+				return cmd_error(
+				    r->err, "ERR value is out of range, must "
+				            "be positive");
 			}
 			c->count = (uint64_t)x;
+			if (x == 0) {
+				/* a count KV_LPOP/KV_RPOP cannot carry */
+				c->kind = c->op == STORE_OP_KV_RPOP ? 1 : 0;
+				c->op = STORE_OP_KV_POP;
+			}
 		}
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_ZRANK:
@@ -1679,26 +1759,7 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		}
 		return arg_key(r, &v[0], &c->key);
 	case STORE_OP_KV_ZADD:
-		if (n < 3 || n % 2 != 1) {
-			return wrong_args(r, name);
-		}
-		if (arg_key(r, &v[0], &c->key) != 0) {
-			return -1;
-		}
-		for (uint32_t i = 1; i + 1 < n; i += 2) {
-			double d;
-			struct store_slice m;
-			if (val_score(&v[i], &d) != 0) {
-				return cmd_error(r->err, "ERR value is not a "
-				                         "valid float");
-			}
-			if (arg_bytes(r, &v[i + 1], &m) != 0 ||
-			    add_score(r, d) != 0 ||
-			    add_item(r, m.p, m.len) != 0) {
-				return -1;
-			}
-		}
-		return 0;
+		return args_zadd(r, a, name);
 	default:
 		return cmd_error(r->err, "ERR unknown command '%s'", name);
 	}

@@ -118,7 +118,9 @@ static const struct rcmd cmds[] = {
         "Determines whether a member belongs to a set.",
         "key:key member:string"),
     KVC("zadd", -4, "write denyoom fast", 1, 1, 1, "sorted-set",
-        "Adds one or more members to a sorted set.", "key:key data:block*"),
+        "Adds one or more members to a sorted set, or updates their scores.",
+        "key:key ?condition:oneof(NX|XX) ?comparison:oneof(GT|LT) "
+        "?change:pure-token ?increment:pure-token data:block*"),
     KVC("zrem", -3, "write fast", 1, 1, 1, "sorted-set",
         "Removes one or more members from a sorted set.",
         "key:key member:string*"),
@@ -1312,7 +1314,8 @@ static void emit(struct resp_req *r, struct store_result *res,
 			st[n] = '\0';
 			resp_w_simple(&r->out, st);
 		} else if (r->proto >= 3 && (r->op == STORE_OP_KV_ZSCORE ||
-		                             r->op == STORE_OP_KV_ZINCRBY)) {
+		                             r->op == STORE_OP_KV_ZINCRBY ||
+		                             r->op == STORE_OP_KV_ZADD_OPT)) {
 			char tmp[64];
 			size_t n = v->len < 63 ? v->len : 63;
 			memcpy(tmp, v->p, n);
@@ -1687,8 +1690,9 @@ static void run_kv(struct resp_req *r, const struct resp_arg *argv,
 		r->flags = sc.flags;
 		r->kind = sc.kind;
 		r->counted =
-		    (sc.op == STORE_OP_KV_LPOP || sc.op == STORE_OP_KV_RPOP) &&
-		    sc.count > 0;
+		    ((sc.op == STORE_OP_KV_LPOP || sc.op == STORE_OP_KV_RPOP) &&
+		     sc.count > 0) ||
+		    sc.op == STORE_OP_KV_POP;
 	}
 	if (s->cfg.users != NULL &&
 	    fsnp_server_acl_check_plan(s->cfg.users, c->user, &r->plan, msg,

@@ -653,11 +653,102 @@ static void test_exec_args(void **state)
 	decode_part(&p, 0, &c);
 	assert_int_equal(c.count, 3);
 	fsnp_plan_free(&p);
-	assert_int_equal(exec_args("LPOP", &p, &e, 2, "l", "#0"), -1);
+	/* LPOP/RPOP key 0: KV_POP (KV_LPOP's count 0 means one value) */
+	assert_int_equal(exec_args("LPOP", &p, &e, 2, "l", "#0"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_POP);
+	assert_int_equal(c.kind, 0);
+	assert_int_equal(c.count, 0);
+	assert_false(p.parts[0].read);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("RPOP", &p, &e, 2, "l", "0"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_POP);
+	assert_int_equal(c.kind, 1);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("RPOP", &p, &e, 2, "l", "#3"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_RPOP);
+	assert_int_equal(c.count, 3);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("LPOP", &p, &e, 2, "l", "#-1"), -1);
+	assert_string_equal(e.message,
+	                    "ERR value is out of range, must be positive");
+	assert_int_equal(exec_args("LPOP", &p, &e, 2, "l", "x"), -1);
+	assert_string_equal(e.message,
+	                    "ERR value is out of range, must be positive");
 	assert_int_equal(exec_args("DEL", &p, &e, 3, "a", "b", "c"), 0);
 	assert_int_equal(p.merge, FSNP_MERGE_SUM);
 	fsnp_plan_free(&p);
 	assert_int_equal(exec_args("MSET", &p, &e, 3, "a", "b", "c"), -1);
+}
+
+/* ZADD's options: KV_ZADD_OPT with their flags (KV_ZADD without), and
+ * Redis's errors in Redis's order. */
+static void test_zadd_options_args(void **state)
+{
+	struct fsnp_plan p;
+	struct fsnp_cmd_err e;
+	struct store_cmd c;
+	struct store_list_iter it;
+	struct store_slice s;
+	(void)state;
+	assert_int_equal(exec_args("ZADD", &p, &e, 3, "z", "1", "a"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_ZADD);
+	fsnp_plan_free(&p);
+	assert_int_equal(exec_args("ZADD", &p, &e, 8, "z", "xx", "GT", "ch",
+	                           "1", "a", "#2", "b"),
+	                 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_ZADD_OPT);
+	assert_int_equal(c.flags,
+	                 STORE_ZADD_XX | STORE_ZADD_GT | STORE_ZADD_CH);
+	assert_int_equal(c.items.n, 4);
+	assert_false(p.parts[0].read);
+	assert_int_equal(p.parts[0].group, group_of("z"));
+	store_list_iter_init(&it, &c.items);
+	assert_true(store_list_next(&it, &s));
+	assert_int_equal(s.len, 8);
+	assert_true(store_list_next(&it, &s));
+	assert_true(slice_eq(s, "a"));
+	fsnp_plan_free(&p);
+	assert_int_equal(
+	    exec_args("ZADD", &p, &e, 5, "z", "NX", "INCR", "2.5", "m"), 0);
+	decode_part(&p, 0, &c);
+	assert_int_equal(c.op, STORE_OP_KV_ZADD_OPT);
+	assert_int_equal(c.flags, STORE_ZADD_NX | STORE_ZADD_INCR);
+	fsnp_plan_free(&p);
+	/* An option word after the first score is a score. */
+	assert_int_equal(exec_args("ZADD", &p, &e, 5, "z", "1", "a", "NX", "b"),
+	                 -1);
+	assert_string_equal(e.message, "ERR value is not a valid float");
+	assert_int_equal(exec_args("ZADD", &p, &e, 4, "z", "1", "a", "2"), -1);
+	assert_string_equal(e.message, "ERR syntax error");
+	assert_int_equal(exec_args("ZADD", &p, &e, 3, "z", "NX", "XX"), -1);
+	assert_string_equal(e.message, "ERR syntax error");
+	assert_int_equal(
+	    exec_args("ZADD", &p, &e, 5, "z", "NX", "XX", "1", "a"), -1);
+	assert_string_equal(e.message, "ERR XX and NX options at the same "
+	                               "time are not compatible");
+	assert_int_equal(
+	    exec_args("ZADD", &p, &e, 5, "z", "GT", "LT", "1", "a"), -1);
+	assert_string_equal(e.message, "ERR GT, LT, and/or NX options at the "
+	                               "same time are not compatible");
+	assert_int_equal(
+	    exec_args("ZADD", &p, &e, 5, "z", "NX", "LT", "1", "a"), -1);
+	assert_string_equal(e.message, "ERR GT, LT, and/or NX options at the "
+	                               "same time are not compatible");
+	assert_int_equal(
+	    exec_args("ZADD", &p, &e, 6, "z", "INCR", "1", "a", "2", "b"), -1);
+	assert_string_equal(e.message, "ERR INCR option supports a single "
+	                               "increment-element pair");
+	assert_int_equal(exec_args("ZADD", &p, &e, 4, "z", "INCR", "x", "a"),
+	                 -1);
+	assert_string_equal(e.message, "ERR value is not a valid float");
+	assert_int_equal(exec_args("ZADD", &p, &e, 2, "z", "NX"), -1);
+	assert_string_equal(e.message,
+	                    "ERR wrong number of arguments for 'zadd' command");
 }
 
 /* The keyspace commands: EXPIRE's options and their errors, RENAME's
@@ -908,6 +999,7 @@ int main(void)
 	    cmocka_unit_test(test_mset),
 	    cmocka_unit_test(test_collections_typed),
 	    cmocka_unit_test(test_exec_args),
+	    cmocka_unit_test(test_zadd_options_args),
 	    cmocka_unit_test(test_keyspace_args),
 	    cmocka_unit_test(test_exec_args_fast),
 	    cmocka_unit_test(test_compact_and_deadline),

@@ -166,6 +166,65 @@ static void test_fields_survive(void **state)
 	free(enc);
 }
 
+/* ZADD's options travel in KV_ZADD_OPT: a KV_ZADD entry written before
+ * them (these bytes) decodes as it did, and KV_ZADD_OPT carries its
+ * flags between the key and the pairs. */
+static void test_zadd_encodings(void **state)
+{
+	/* version 1, op 0x78, key "z", items [1.0 as BE double, "a"] */
+	static const uint8_t old[] = "\x01\x78"
+	                             "\0\0\0\x01"
+	                             "z"
+	                             "\0\0\0\x02"
+	                             "\0\0\0\x08\x3F\xF0\0\0\0\0\0\0"
+	                             "\0\0\0\x01"
+	                             "a";
+	/* op 0x8B, then the flags byte (XX | CH) after the key */
+	static const uint8_t opt[] = "\x01\x8B"
+	                             "\0\0\0\x01"
+	                             "z"
+	                             "\x12"
+	                             "\0\0\0\x02"
+	                             "\0\0\0\x08\x3F\xF0\0\0\0\0\0\0"
+	                             "\0\0\0\x01"
+	                             "a";
+	struct store_slice items[2] = {
+	    {(const uint8_t *)"\x3F\xF0\0\0\0\0\0\0", 8},
+	    {(const uint8_t *)"a", 1}};
+	struct store_cmd c;
+	struct store_list_iter it;
+	struct store_slice sl;
+	uint8_t *enc;
+	size_t len;
+	const char *err = NULL;
+
+	(void)state;
+	assert_int_equal(store_cmd_decode(old, sizeof old - 1, &c, &err), 0);
+	assert_int_equal(c.op, STORE_OP_KV_ZADD);
+	assert_int_equal(c.key.len, 1);
+	assert_int_equal(c.items.n, 2);
+	store_list_iter_init(&it, &c.items);
+	assert_true(store_list_next(&it, &sl));
+	assert_int_equal(sl.len, 8);
+	assert_true(store_list_next(&it, &sl));
+	assert_memory_equal(sl.p, "a", 1);
+	assert_string_equal(store_op_name(STORE_OP_KV_ZADD_OPT), "ZADD_OPT");
+	assert_true(store_op_in_multi(STORE_OP_KV_ZADD_OPT));
+	assert_true(store_op_in_multi(STORE_OP_KV_POP));
+	assert_false(store_op_is_read(STORE_OP_KV_POP));
+	memset(&c, 0, sizeof c);
+	c.op = STORE_OP_KV_ZADD_OPT;
+	c.key.p = (const uint8_t *)"z";
+	c.key.len = 1;
+	c.flags = STORE_ZADD_XX | STORE_ZADD_CH;
+	c.items.n = 2;
+	c.items.v = items;
+	assert_int_equal(store_cmd_encode(&c, &enc, &len, &err), 0);
+	assert_int_equal(len, sizeof opt - 1);
+	assert_memory_equal(enc, opt, len);
+	free(enc);
+}
+
 static void test_decode_errors(void **state)
 {
 	struct store_cmd d;
@@ -336,6 +395,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_every_op),
 	    cmocka_unit_test(test_fields_survive),
+	    cmocka_unit_test(test_zadd_encodings),
 	    cmocka_unit_test(test_decode_errors),
 	    cmocka_unit_test(test_encode_limits),
 	    cmocka_unit_test(test_result_roundtrip),

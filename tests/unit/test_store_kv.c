@@ -723,6 +723,194 @@ static void test_sorted_sets(void **state)
 	tdb_close(&t);
 }
 
+/* One KV_ZADD_OPT of one (score, member) pair, or two when m2 is set. */
+static void zadd_opt(struct tres *x, struct tdb *t, const char *key,
+                     uint8_t flags, double s1, const char *m1, double s2,
+                     const char *m2)
+{
+	uint8_t b[2][8];
+	struct store_slice items[4] = {score(b[0], s1), S(m1), score(b[1], s2),
+	                               S(m2 != NULL ? m2 : "")};
+	struct store_cmd c = kcmd(STORE_OP_KV_ZADD_OPT, key);
+
+	c.flags = flags;
+	c.items.n = m2 != NULL ? 4 : 2;
+	c.items.v = items;
+	tapply(x, t, G, 1, &c);
+}
+
+static void zadd_opt_int(struct tdb *t, uint8_t flags, double s1,
+                         const char *m1, double s2, const char *m2,
+                         int64_t want)
+{
+	struct tres x;
+	zadd_opt(&x, t, "z", flags, s1, m1, s2, m2);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_i64(&x), want);
+	tres_free(&x);
+}
+
+static void zadd_opt_str(struct tdb *t, uint8_t flags, double s1,
+                         const char *m1, const char *want)
+{
+	struct tres x;
+	zadd_opt(&x, t, "z", flags, s1, m1, 0, NULL);
+	expect_str(&x, want);
+	tres_free(&x);
+}
+
+static void zadd_opt_err(struct tdb *t, const char *key, uint8_t flags,
+                         double s1, const char *m1, double s2, const char *m2,
+                         uint8_t status, const char *msg)
+{
+	struct tres x;
+	zadd_opt(&x, t, key, flags, s1, m1, s2, m2);
+	assert_int_equal(tres_status(&x), status);
+	assert_string_equal(tres_bytes(&x, NULL), msg);
+	tres_free(&x);
+}
+
+/* KV_ZADD_OPT: Redis's NX, XX, GT, LT, CH and INCR, pair by pair. */
+static void zadd_options_on(struct tdb *t)
+{
+	struct store_cmd c;
+
+	/* XX on an absent key creates nothing. */
+	zadd_opt_int(t, STORE_ZADD_XX, 1, "a", 2, "b", 0);
+	c = kcmd(STORE_OP_KV_EXISTS, "");
+	c.items.n = 1;
+	c.items.v = (struct store_slice[]){S("z")};
+	do_int(t, true, 1, &c, 0);
+	zadd_opt_str(t, STORE_ZADD_XX | STORE_ZADD_INCR, 1, "a", NULL);
+	/* NX adds the new members only; CH counts changes too. */
+	zadd_opt_int(t, STORE_ZADD_NX, 1, "a", 2, "b", 2);
+	zadd_opt_int(t, STORE_ZADD_NX, 5, "a", 3, "c", 1);
+	zrange(t, 0, -1, true, "a,1,b,2,c,3");
+	zadd_opt_int(t, STORE_ZADD_XX, 5, "a", 4, "d", 0);
+	zrange(t, 0, -1, true, "b,2,c,3,a,5");
+	zadd_opt_int(t, STORE_ZADD_XX | STORE_ZADD_CH, 6, "a", 3, "c", 1);
+	zadd_opt_int(t, STORE_ZADD_CH, 7, "a", 1, "e", 2);
+	/* GT / LT update only upward / downward, but still add. */
+	zadd_opt_int(t, STORE_ZADD_GT | STORE_ZADD_CH, 0, "b", 9, "c", 1);
+	zadd_opt_int(t, STORE_ZADD_LT | STORE_ZADD_CH, 8, "a", 4, "f", 1);
+	zadd_opt_int(t, STORE_ZADD_LT | STORE_ZADD_XX, 0, "c", 0, "g", 0);
+	zrange(t, 0, -1, true, "c,0,e,1,b,2,f,4,a,7");
+	/* ZADD CH with the same score changes nothing. */
+	zadd_opt_int(t, STORE_ZADD_CH, 7, "a", 4, "f", 0);
+	/* INCR: the new score; nil when the options stop it. */
+	zadd_opt_str(t, STORE_ZADD_INCR, 2.5, "a", "9.5");
+	zadd_opt_str(t, STORE_ZADD_INCR, 3, "new", "3");
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_NX, 1, "a", NULL);
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_XX, 1, "zz", NULL);
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_GT, -1, "a", NULL);
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_LT, -1, "a", "8.5");
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_GT, 0, "a", NULL);
+	zadd_opt_str(t, STORE_ZADD_INCR, 0, "a", "8.5");
+	zadd_opt_str(t, STORE_ZADD_INCR | STORE_ZADD_NX, 1, "nx", "1");
+	zrange(t, 0, -1, true, "c,0,e,1,nx,1,b,2,new,3,f,4,a,8.5");
+	/* INCR to NaN: refused, the score kept. */
+	zadd_opt_str(t, STORE_ZADD_INCR, 1.0 / 0.0, "b", "inf");
+	zadd_opt_err(t, "z", STORE_ZADD_INCR, -1.0 / 0.0, "b", 0, NULL,
+	             STORE_ERR, "ERR resulting score is not a number (NaN)");
+	c = kcmd(STORE_OP_KV_ZSCORE, "z");
+	c.arg = S("b");
+	do_str(t, true, 1, &c, "inf");
+	/* A member twice in one command, on a new key. */
+	{
+		struct tres x;
+		zadd_opt(&x, t, "z2", STORE_ZADD_CH, 1, "m", 2, "m");
+		assert_int_equal(tres_status(&x), STORE_OK);
+		assert_int_equal(tres_i64(&x), 2);
+		tres_free(&x);
+		c = kcmd(STORE_OP_KV_LEN, "z2");
+		c.kind = 5;
+		do_int(t, true, 1, &c, 1);
+	}
+	/* Flags Redis refuses together, and wrong types. */
+	zadd_opt_err(t, "z", STORE_ZADD_NX | STORE_ZADD_XX, 1, "a", 0, NULL,
+	             STORE_BAD_COMMAND,
+	             "ERR XX and NX options at the same time are not "
+	             "compatible");
+	zadd_opt_err(t, "z", STORE_ZADD_GT | STORE_ZADD_LT, 1, "a", 0, NULL,
+	             STORE_BAD_COMMAND,
+	             "ERR GT, LT, and/or NX options at the same time are not "
+	             "compatible");
+	zadd_opt_err(t, "z", STORE_ZADD_NX | STORE_ZADD_GT, 1, "a", 0, NULL,
+	             STORE_BAD_COMMAND,
+	             "ERR GT, LT, and/or NX options at the same time are not "
+	             "compatible");
+	zadd_opt_err(t, "z", STORE_ZADD_INCR, 1, "a", 2, "b", STORE_BAD_COMMAND,
+	             "ERR INCR option supports a single increment-element "
+	             "pair");
+	zadd_opt_err(t, "z", 0x40, 1, "a", 0, NULL, STORE_BAD_COMMAND,
+	             "ERR syntax error");
+	set(t, 1, "str", "v", 0, 0, 0, "OK");
+	zadd_opt_err(t, "str", STORE_ZADD_NX, 1, "a", 0, NULL, STORE_WRONGTYPE,
+	             WT);
+	zrange(t, 0, -1, true, "c,0,e,1,nx,1,new,3,f,4,a,8.5,b,inf");
+}
+
+static void test_zadd_options(void **state)
+{
+	struct tdb t, u;
+
+	(void)state;
+	tdb_open(&t);
+	zadd_options_on(&t);
+	/* The same commands leave a second replica byte for byte the
+	 * same. */
+	tdb_open(&u);
+	zadd_options_on(&u);
+	assert_int_equal(tdb_hash_group(&t, G), tdb_hash_group(&u, G));
+	tdb_close(&u);
+	tdb_close(&t);
+}
+
+/* KV_POP: LPOP/RPOP key 0 answer [] for a list, nil for no key. */
+static void test_pop_count_zero(void **state)
+{
+	struct tdb t;
+	struct store_cmd c;
+	struct store_slice abc[3] = {S("a"), S("b"), S("c")};
+	struct tres x;
+
+	(void)state;
+	tdb_open(&t);
+	c = kcmd(STORE_OP_KV_RPUSH, "l");
+	c.items.n = 3;
+	c.items.v = abc;
+	do_int(&t, false, 1, &c, 3);
+	c = kcmd(STORE_OP_KV_POP, "l");
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_status(&x), STORE_OK);
+	assert_int_equal(tres_array(&x), 0);
+	tres_free(&x);
+	lrange(&t, 0, -1, "a,b,c");
+	c.kind = 1;
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 0);
+	tres_free(&x);
+	/* With a count it pops as LPOP/RPOP do, from either end. */
+	c.count = 2;
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 2);
+	assert_string_equal(tres_bytes(&x, NULL), "c");
+	assert_string_equal(tres_bytes(&x, NULL), "b");
+	tres_free(&x);
+	c.kind = 0;
+	c.count = 5;
+	tapply(&x, &t, G, 1, &c);
+	assert_int_equal(tres_array(&x), 1);
+	assert_string_equal(tres_bytes(&x, NULL), "a");
+	tres_free(&x);
+	c.count = 0;
+	do_str(&t, false, 1, &c, NULL);
+	set(&t, 1, "s", "v", 0, 0, 0, "OK");
+	c.key = S("s");
+	do_status(&t, false, 1, &c, STORE_WRONGTYPE, WT);
+	tdb_close(&t);
+}
+
 static void test_expire(void **state)
 {
 	struct tdb t;
@@ -1410,6 +1598,8 @@ int main(void)
 	    cmocka_unit_test(test_getrange_lindex),
 	    cmocka_unit_test(test_sets),
 	    cmocka_unit_test(test_sorted_sets),
+	    cmocka_unit_test(test_zadd_options),
+	    cmocka_unit_test(test_pop_count_zero),
 	    cmocka_unit_test(test_expire),
 	    cmocka_unit_test(test_key_info),
 	    cmocka_unit_test(test_keyspace),

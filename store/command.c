@@ -2,6 +2,7 @@
  * two cannot disagree. */
 #include "store/command.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -390,131 +391,104 @@ const char *store_op_name(uint8_t op)
 	return d ? d->name : NULL;
 }
 
-static struct store_slice *slice_field(struct store_cmd *c, uint8_t f)
-{
-	switch (f) {
-	case F_SCOPE:
-		return &c->scope;
-	case F_TENANT:
-		return &c->tenant;
-	case F_NS:
-		return &c->ns;
-	case F_NAME:
-		return &c->name;
-	case F_GROUP:
-		return &c->group;
-	case F_KEY:
-		return &c->key;
-	case F_VALUE:
-		return &c->value;
-	case F_ARG:
-		return &c->arg;
-	default:
-		return NULL;
+/* How each field is stored in struct store_cmd and encoded: one table
+ * lookup per field (every command is sized, encoded and decoded through
+ * it; a chain of accessors per field was most of a SET's codec cost). */
+enum field_kind { FK_NONE = 0, FK_SLICE, FK_U64, FK_U8, FK_U32, FK_ITEMS };
+
+struct field_desc {
+	uint8_t kind;
+	uint16_t off; /* offsetof(struct store_cmd, ...) */
+};
+
+#define FD(k, m)                                                               \
+	{                                                                      \
+		k, (uint16_t)offsetof(struct store_cmd, m)                     \
 	}
+
+static const struct field_desc fields[] = {
+    [F_KIND] = FD(FK_U8, kind),
+    [F_FLAGS] = FD(FK_U8, flags),
+    [F_DURABILITY] = FD(FK_U8, durability),
+    [F_SHARD] = FD(FK_U32, shard),
+    [F_SHARDS] = FD(FK_U32, shards),
+    [F_ATTEMPTS] = FD(FK_U32, attempts),
+    [F_SCOPE] = FD(FK_SLICE, scope),
+    [F_TENANT] = FD(FK_SLICE, tenant),
+    [F_NS] = FD(FK_SLICE, ns),
+    [F_NAME] = FD(FK_SLICE, name),
+    [F_GROUP] = FD(FK_SLICE, group),
+    [F_KEY] = FD(FK_SLICE, key),
+    [F_VALUE] = FD(FK_SLICE, value),
+    [F_ARG] = FD(FK_SLICE, arg),
+    [F_OFFSET] = FD(FK_U64, offset),
+    [F_PRODUCER] = FD(FK_U64, producer),
+    [F_SEQ] = FD(FK_U64, seq),
+    [F_TTL] = FD(FK_U64, ttl_ms),
+    [F_MAX] = FD(FK_U64, max),
+    [F_MAX_BYTES] = FD(FK_U64, max_bytes),
+    [F_VISIBILITY] = FD(FK_U64, visibility_ms),
+    [F_RBYTES] = FD(FK_U64, retention_bytes),
+    [F_RMS] = FD(FK_U64, retention_ms),
+    [F_WINDOW] = FD(FK_U64, window_ms),
+    [F_COUNT] = FD(FK_U64, count),
+    /* Signed, encoded as their two's complement u64. */
+    [F_DELTA] = FD(FK_U64, delta),
+    [F_START] = FD(FK_U64, start),
+    [F_STOP] = FD(FK_U64, stop),
+    [F_ITEMS] = FD(FK_ITEMS, items),
+};
+
+_Static_assert(sizeof(int64_t) == sizeof(uint64_t),
+               "i64 fields are read and written as u64");
+
+static const void *field_at(const struct store_cmd *c, uint8_t f)
+{
+	return (const uint8_t *)c + fields[f].off;
 }
 
-static uint64_t *u64_field(struct store_cmd *c, uint8_t f)
+static void *field_at_mut(struct store_cmd *c, uint8_t f)
 {
-	switch (f) {
-	case F_OFFSET:
-		return &c->offset;
-	case F_PRODUCER:
-		return &c->producer;
-	case F_SEQ:
-		return &c->seq;
-	case F_TTL:
-		return &c->ttl_ms;
-	case F_MAX:
-		return &c->max;
-	case F_MAX_BYTES:
-		return &c->max_bytes;
-	case F_VISIBILITY:
-		return &c->visibility_ms;
-	case F_RBYTES:
-		return &c->retention_bytes;
-	case F_RMS:
-		return &c->retention_ms;
-	case F_WINDOW:
-		return &c->window_ms;
-	case F_COUNT:
-		return &c->count;
-	default:
-		return NULL;
-	}
-}
-
-static int64_t *i64_field(struct store_cmd *c, uint8_t f)
-{
-	switch (f) {
-	case F_DELTA:
-		return &c->delta;
-	case F_START:
-		return &c->start;
-	case F_STOP:
-		return &c->stop;
-	default:
-		return NULL;
-	}
-}
-
-static uint8_t *u8_field(struct store_cmd *c, uint8_t f)
-{
-	switch (f) {
-	case F_KIND:
-		return &c->kind;
-	case F_FLAGS:
-		return &c->flags;
-	case F_DURABILITY:
-		return &c->durability;
-	default:
-		return NULL;
-	}
-}
-
-static uint32_t *u32_field(struct store_cmd *c, uint8_t f)
-{
-	switch (f) {
-	case F_SHARD:
-		return &c->shard;
-	case F_SHARDS:
-		return &c->shards;
-	case F_ATTEMPTS:
-		return &c->attempts;
-	default:
-		return NULL;
-	}
+	return (uint8_t *)c + fields[f].off;
 }
 
 /* The encoded size of `c` (whose op is `d`), so the encoder allocates once
  * and no more than it writes: a stream append's command is tens of KiB, and
  * sbuf's doubling gave a 64 x 1 KiB batch a 128 KiB buffer, glibc's mmap
  * threshold. */
-static size_t encoded_size(struct store_cmd *c, const struct op_desc *d)
+static size_t encoded_size(const struct store_cmd *c, const struct op_desc *d)
 {
 	size_t n = 2;
 
 	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
 		uint8_t f = d->fields[i];
-		struct store_slice *s;
 
-		if ((s = slice_field(c, f)) != NULL) {
-			n += 4 + s->len;
-		} else if (u64_field(c, f) != NULL || i64_field(c, f) != NULL) {
+		switch (fields[f].kind) {
+		case FK_SLICE:
+			n += 4 +
+			     ((const struct store_slice *)field_at(c, f))->len;
+			break;
+		case FK_U64:
 			n += 8;
-		} else if (u8_field(c, f) != NULL) {
+			break;
+		case FK_U8:
 			n += 1;
-		} else if (u32_field(c, f) != NULL) {
+			break;
+		case FK_U32:
 			n += 4;
-		} else if (f == F_ITEMS) {
+			break;
+		case FK_ITEMS:
 			n += 4;
 			if (c->items.v == NULL) {
 				n += c->items.enc_len;
-				continue;
+				break;
 			}
 			for (uint32_t j = 0; j < c->items.n; j++) {
 				n += 4 + c->items.v[j].len;
 			}
+			break;
+		default:
+			break;
 		}
 	}
 	return n;
@@ -539,30 +513,35 @@ static const struct op_desc *encodable(const struct store_cmd *c,
 
 /* Writes the fields of `c` into `b`, which has room for all of them (the
  * encoded size): it never grows. */
-static void encode_fields(struct store_cmd *c, const struct op_desc *d,
+static void encode_fields(const struct store_cmd *c, const struct op_desc *d,
                           struct sbuf *b)
 {
 	sbuf_u8(b, STORE_CMD_VERSION);
 	sbuf_u8(b, c->op);
 	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
 		uint8_t f = d->fields[i];
-		struct store_slice *s;
-		uint64_t *u64;
-		int64_t *i64;
-		uint8_t *u8;
-		uint32_t *u32;
+		const void *at = field_at(c, f);
+		uint64_t u64;
+		uint32_t u32;
 
-		if ((s = slice_field(c, f)) != NULL) {
+		switch (fields[f].kind) {
+		case FK_SLICE: {
+			const struct store_slice *s = at;
 			sbuf_lbytes(b, s->p, s->len);
-		} else if ((u64 = u64_field(c, f)) != NULL) {
-			sbuf_u64(b, *u64);
-		} else if ((i64 = i64_field(c, f)) != NULL) {
-			sbuf_u64(b, (uint64_t)*i64);
-		} else if ((u8 = u8_field(c, f)) != NULL) {
-			sbuf_u8(b, *u8);
-		} else if ((u32 = u32_field(c, f)) != NULL) {
-			sbuf_u32(b, *u32);
-		} else if (f == F_ITEMS) {
+			break;
+		}
+		case FK_U64:
+			memcpy(&u64, at, sizeof u64);
+			sbuf_u64(b, u64);
+			break;
+		case FK_U8:
+			sbuf_u8(b, *(const uint8_t *)at);
+			break;
+		case FK_U32:
+			memcpy(&u32, at, sizeof u32);
+			sbuf_u32(b, u32);
+			break;
+		case FK_ITEMS:
 			sbuf_u32(b, c->items.n);
 			if (c->items.v != NULL) {
 				for (uint32_t j = 0; j < c->items.n; j++) {
@@ -572,39 +551,38 @@ static void encode_fields(struct store_cmd *c, const struct op_desc *d,
 			} else {
 				sbuf_add(b, c->items.enc, c->items.enc_len);
 			}
+			break;
+		default:
+			break;
 		}
 	}
 }
 
-int store_cmd_size(const struct store_cmd *cin, size_t *len, const char **err)
+int store_cmd_size(const struct store_cmd *c, size_t *len, const char **err)
 {
-	/* The field accessors take a mutable command; nothing is written. */
-	struct store_cmd c = *cin;
-	const struct op_desc *d = encodable(&c, err);
+	const struct op_desc *d = encodable(c, err);
 
 	if (d == NULL) {
 		return -1;
 	}
-	*len = encoded_size(&c, d);
+	*len = encoded_size(c, d);
 	return 0;
 }
 
-void store_cmd_encode_to(const struct store_cmd *cin, uint8_t *out, size_t len)
+void store_cmd_encode_to(const struct store_cmd *c, uint8_t *out, size_t len)
 {
-	struct store_cmd c = *cin;
-	const struct op_desc *d = find_op(c.op);
+	const struct op_desc *d = find_op(c->op);
 	/* The caller's buffer, exactly the encoded size: sbuf_add never
 	 * needs to grow it. */
 	struct sbuf b = {out, 0, len};
 
-	encode_fields(&c, d, &b);
+	encode_fields(c, d, &b);
 }
 
-int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
+int store_cmd_encode(const struct store_cmd *c, uint8_t **out, size_t *len,
                      const char **err)
 {
-	struct store_cmd c = *cin;
-	const struct op_desc *d = encodable(&c, err);
+	const struct op_desc *d = encodable(c, err);
 	struct sbuf b;
 
 	if (d == NULL) {
@@ -612,10 +590,10 @@ int store_cmd_encode(const struct store_cmd *cin, uint8_t **out, size_t *len,
 	}
 	/* Exactly the encoded size (sbuf_reserve rounds up to a power of
 	 * two). */
-	b.cap = encoded_size(&c, d);
+	b.cap = encoded_size(c, d);
 	b.p = store_xmalloc(b.cap);
 	b.len = 0;
-	encode_fields(&c, d, &b);
+	encode_fields(c, d, &b);
 	*out = sbuf_take(&b, len);
 	return 0;
 }
@@ -683,23 +661,28 @@ int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
 	}
 	for (int i = 0; i < MAX_FIELDS && d->fields[i] != F_END; i++) {
 		uint8_t f = d->fields[i];
-		struct store_slice *s;
-		uint64_t *u64;
-		int64_t *i64;
-		uint8_t *u8;
-		uint32_t *u32;
+		void *at = field_at_mut(c, f);
+		uint64_t u64;
+		uint32_t u32;
 
-		if ((s = slice_field(c, f)) != NULL) {
+		switch (fields[f].kind) {
+		case FK_SLICE: {
+			struct store_slice *s = at;
 			s->p = rd_lbytes(&r, &s->len);
-		} else if ((u64 = u64_field(c, f)) != NULL) {
-			*u64 = rd_u64(&r);
-		} else if ((i64 = i64_field(c, f)) != NULL) {
-			*i64 = (int64_t)rd_u64(&r);
-		} else if ((u8 = u8_field(c, f)) != NULL) {
-			*u8 = rd_u8(&r);
-		} else if ((u32 = u32_field(c, f)) != NULL) {
-			*u32 = rd_u32(&r);
-		} else if (f == F_ITEMS) {
+			break;
+		}
+		case FK_U64:
+			u64 = rd_u64(&r);
+			memcpy(at, &u64, sizeof u64);
+			break;
+		case FK_U8:
+			*(uint8_t *)at = rd_u8(&r);
+			break;
+		case FK_U32:
+			u32 = rd_u32(&r);
+			memcpy(at, &u32, sizeof u32);
+			break;
+		case FK_ITEMS: {
 			uint32_t n = rd_u32(&r);
 			size_t start = r.off;
 			if (n > STORE_CMD_MAX_ITEMS) {
@@ -713,6 +696,10 @@ int store_cmd_decode(const uint8_t *p, size_t len, struct store_cmd *c,
 			c->items.n = n;
 			c->items.enc = r.bad ? NULL : p + start;
 			c->items.enc_len = r.bad ? 0 : r.off - start;
+			break;
+		}
+		default:
+			break;
 		}
 		if (r.bad) {
 			*err = "store command truncated";

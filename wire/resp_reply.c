@@ -17,9 +17,16 @@ static void head(struct wbuf *b, char type, int64_t n)
 
 void resp_w_simple(struct wbuf *b, const char *s)
 {
-	wbuf_put_u8(b, '+');
-	wbuf_append_str(b, s);
-	wbuf_append(b, "\r\n", 2);
+	/* One reservation: every SET's "+OK" goes through here. */
+	size_t n = strlen(s);
+	uint8_t *p = wbuf_extend(b, n + 3);
+	if (p == NULL) {
+		return;
+	}
+	p[0] = '+';
+	memcpy(p + 1, s, n);
+	p[n + 1] = '\r';
+	p[n + 2] = '\n';
 }
 
 void resp_w_error(struct wbuf *b, const char *msg)

@@ -30,6 +30,7 @@ static const struct fsnp_cmd_info cmds[] = {
     KV("GET", FSNP_OP_GET, STORE_OP_KV_GET),
     KV("SET", FSNP_OP_SET, STORE_OP_KV_SET),
     KV("DEL", FSNP_OP_DEL, STORE_OP_KV_DEL),
+    KV("UNLINK", 0, STORE_OP_KV_DEL),
     KV("MGET", FSNP_OP_MGET, STORE_OP_KV_MGET),
     KV("MSET", FSNP_OP_MSET, STORE_OP_KV_MSET),
     KV("CAS", FSNP_OP_CAS, STORE_OP_KV_CAS),

@@ -72,6 +72,10 @@ static const struct rcmd cmds[] = {
         "?expiration:oneof(EX|PX|EXAT|PXAT|KEEPTTL)"),
     KVC("del", -2, "write", 1, -1, 1, "keyspace", "Deletes one or more keys.",
         "key:key*"),
+    KVC("unlink", -2, "write fast", 1, -1, 1, "keyspace",
+        "Deletes one or more keys (as DEL: a key's rows are removed in its "
+        "entry's apply).",
+        "key:key*"),
     KVC("mget", -2, "readonly fast", 1, -1, 1, "string",
         "Atomically returns the string values of one or more keys.",
         "key:key*"),
@@ -313,14 +317,13 @@ static const struct rcmd cmds[] = {
 /* Redis commands that are not served yet: each needs a replicated store
  * command or a model Lodestone does not have. */
 static const char *const refused[] = {
-    "lset",     "linsert",   "spop",      "srandmember", "flushdb",
-    "flushall", "subscribe", "publish",   "psubscribe",  "eval",
-    "evalsha",  "script",    "function",  "blpop",       "brpop",
-    "object",   "dump",      "restore",   "move",        "copy",
-    "unlink",   "touch",     "randomkey", "wait",        "save",
-    "bgsave",   "config",    "debug",     "monitor",     "sync",
-    "psync",    "replicaof", "slaveof",   "shutdown",    "swapdb",
-    "xadd",     "xread",     "xrange",    "xlen",
+    "lset",      "linsert", "spop",       "srandmember", "flushdb", "flushall",
+    "subscribe", "publish", "psubscribe", "eval",        "evalsha", "script",
+    "function",  "blpop",   "brpop",      "object",      "dump",    "restore",
+    "move",      "copy",    "touch",      "randomkey",   "wait",    "save",
+    "bgsave",    "config",  "debug",      "monitor",     "sync",    "psync",
+    "replicaof", "slaveof", "shutdown",   "swapdb",      "xadd",    "xread",
+    "xrange",    "xlen",
 };
 
 static const struct rcmd *cmd_find(const uint8_t *p, size_t n)

@@ -262,6 +262,24 @@ out:
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* Records a failed write: the node stops, the Raft log keeps the entries. */
+static void write_failed(struct dwrite *w, char *err)
+{
+	snprintf(w->err, sizeof w->err, "write of applied state failed: %s",
+	         err);
+	rocksdb_free(err);
+	atomic_store(&w->failed, true);
+}
+
+/* An item's rows are in RocksDB: its slots leave the read filter. */
+static void release_slots(struct dwrite *w, const struct item *it)
+{
+	for (size_t i = 0; i < it->nslots; i++) {
+		atomic_fetch_sub_explicit(&w->filter[it->slots[i]], 1,
+		                          memory_order_release);
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	struct dwrite *w = arg;
@@ -309,13 +327,7 @@ static void *writer_main(void *arg)
 				rocksdb_write(w->db, w->wo, merged, &err);
 				rocksdb_writebatch_destroy(merged);
 				if (err != NULL) {
-					snprintf(
-					    w->err, sizeof w->err,
-					    "write of applied state failed: "
-					    "%s",
-					    err);
-					rocksdb_free(err);
-					atomic_store(&w->failed, true);
+					write_failed(w, err);
 				}
 				/* Its items are written: only their
 				 * release below remains (up to the item
@@ -326,12 +338,7 @@ static void *writer_main(void *arg)
 					it = list;
 					list = it->next;
 					rocksdb_writebatch_destroy(it->b);
-					for (size_t i = 0; i < it->nslots;
-					     i++) {
-						atomic_fetch_sub_explicit(
-						    &w->filter[it->slots[i]], 1,
-						    memory_order_release);
-					}
+					release_slots(w, it);
 					bytes += it->bytes;
 					n++;
 					merged_n++;
@@ -357,13 +364,7 @@ static void *writer_main(void *arg)
 					              &err);
 				}
 				if (err != NULL) {
-					snprintf(
-					    w->err, sizeof w->err,
-					    "write of applied state failed: "
-					    "%s",
-					    err);
-					rocksdb_free(err);
-					atomic_store(&w->failed, true);
+					write_failed(w, err);
 				}
 			}
 			if (it->wi != NULL) {
@@ -372,11 +373,7 @@ static void *writer_main(void *arg)
 			} else {
 				rocksdb_writebatch_destroy(it->b);
 			}
-			for (size_t i = 0; i < it->nslots; i++) {
-				atomic_fetch_sub_explicit(
-				    &w->filter[it->slots[i]], 1,
-				    memory_order_release);
-			}
+			release_slots(w, it);
 			bytes += it->bytes;
 			n++;
 			free(it);

@@ -114,6 +114,28 @@ static int elem_get(struct tx *tx, const struct sbuf *k, struct val *v)
 	return tx_get(tx, k, v);
 }
 
+/* HEXISTS and SISMEMBER: i64 1 when the collection holds element c->arg
+ * (its sub key of kind `type`), else 0; -1 on a read failure. */
+static int elem_exists(struct tx *tx, const struct store_cmd *c,
+                       const struct coll *cl, uint8_t type, struct sbuf *k,
+                       struct sbuf *res)
+{
+	struct val got = {NULL, 0};
+	int found = 0;
+
+	if (cl->live) {
+		elem_key(k, tx->group, type, c->key, c->arg.p, c->arg.len);
+		found = elem_get(tx, k, &got);
+		val_free(&got);
+	}
+	if (found < 0) {
+		return -1;
+	}
+	res_begin(res, STORE_OK);
+	res_i64(res, found);
+	return 0;
+}
+
 /* --- Hashes ------------------------------------------------------------- */
 
 /* HINCRBY (delta) and HINCRBYFLOAT (value: the increment's text, checked
@@ -246,19 +268,7 @@ static int hash_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		rv = hash_incr(tx, c, cl, res);
 		break;
 	case STORE_OP_KV_HEXISTS:
-		found = 0;
-		if (cl->live) {
-			elem_key(&k, tx->group, K_HASH, c->key, c->arg.p,
-			         c->arg.len);
-			found = elem_get(tx, &k, &got);
-			val_free(&got);
-		}
-		if (found < 0) {
-			rv = -1;
-			goto out;
-		}
-		res_begin(res, STORE_OK);
-		res_i64(res, found);
+		rv = elem_exists(tx, c, cl, K_HASH, &k, res);
 		break;
 	case STORE_OP_KV_HGET:
 	case STORE_OP_KV_HMGET: {
@@ -563,20 +573,7 @@ static int set_op(struct tx *tx, const struct store_cmd *c, struct coll *cl,
 		break;
 	}
 	case STORE_OP_KV_SISMEMBER:
-		found = 0;
-		got.p = NULL;
-		if (cl->live) {
-			elem_key(&k, tx->group, K_SET, c->key, c->arg.p,
-			         c->arg.len);
-			found = elem_get(tx, &k, &got);
-		}
-		val_free(&got);
-		if (found < 0) {
-			rv = -1;
-			goto out;
-		}
-		res_begin(res, STORE_OK);
-		res_i64(res, found);
+		rv = elem_exists(tx, c, cl, K_SET, &k, res);
 		break;
 	default: { /* SMEMBERS */
 		struct titer ti;

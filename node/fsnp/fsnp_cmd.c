@@ -923,6 +923,18 @@ static int arg_key(struct preq *r, const struct fsnp_val *v,
 	return 0;
 }
 
+/* key, arg, value: the arguments of HINCRBYFLOAT, FOC_RESULT and
+ * FOC_ERROR, in that order. */
+static int args_key_arg_value(struct preq *r, const struct fsnp_val *v,
+                              struct store_cmd *c)
+{
+	if (arg_key(r, &v[0], &c->key) != 0 ||
+	    arg_bytes(r, &v[1], &c->arg) != 0) {
+		return -1;
+	}
+	return arg_bytes(r, &v[2], &c->value);
+}
+
 static int arg_int(struct preq *r, const struct fsnp_val *v, int64_t min,
                    int64_t *out)
 {
@@ -1522,10 +1534,7 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 		if (n != 3) {
 			return wrong_args(r, name);
 		}
-		return arg_key(r, &v[0], &c->key) != 0 ||
-		               arg_bytes(r, &v[1], &c->arg) != 0
-		           ? -1
-		           : arg_bytes(r, &v[2], &c->value);
+		return args_key_arg_value(r, v, c);
 	case STORE_OP_KV_HEXISTS:
 		if (n != 2) {
 			return wrong_args(r, name);
@@ -1663,18 +1672,12 @@ static int parse_args(struct preq *r, const struct args *a, const char *name)
 			return -1;
 		}
 		c->ttl_ms = (uint64_t)x;
-		return arg_key(r, &v[0], &c->key) != 0 ||
-		               arg_bytes(r, &v[1], &c->arg) != 0
-		           ? -1
-		           : arg_bytes(r, &v[2], &c->value);
+		return args_key_arg_value(r, v, c);
 	case STORE_OP_KV_FOC_ERROR:
 		if (n != 3) {
 			return wrong_args(r, name);
 		}
-		return arg_key(r, &v[0], &c->key) != 0 ||
-		               arg_bytes(r, &v[1], &c->arg) != 0
-		           ? -1
-		           : arg_bytes(r, &v[2], &c->value);
+		return args_key_arg_value(r, v, c);
 	case STORE_OP_KV_HSET:
 		if (n < 3 || n % 2 != 1) {
 			return wrong_args(r, name);

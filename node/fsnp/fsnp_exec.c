@@ -585,6 +585,21 @@ out:
 	free(vals);
 }
 
+/* Finishes the reply written into `out` through w and makes it r's
+ * reply (out is taken); BUSY when it could not be finished. */
+static void reply_take(struct fsnp_req *r, struct fsnp_writer *w,
+                       struct wbuf *out)
+{
+	if (fsnp_w_finish(w) != 0) {
+		wbuf_free(out);
+		reply_busy(r, "busy", "BUSY out of memory",
+		           FSNP_RETRY_AFTER_MS);
+		return;
+	}
+	wbuf_free(&r->reply);
+	r->reply = *out;
+}
+
 /* KEYS: every part's list, one after another (in group order). */
 static void merge_concat(struct fsnp_req *r)
 {
@@ -625,14 +640,7 @@ static void merge_concat(struct fsnp_req *r)
 		}
 	}
 	fsnp_w_array_end(&w);
-	if (fsnp_w_finish(&w) != 0) {
-		wbuf_free(&out);
-		reply_busy(r, "busy", "BUSY out of memory",
-		           FSNP_RETRY_AFTER_MS);
-		return;
-	}
-	wbuf_free(&r->reply);
-	r->reply = out;
+	reply_take(r, &w, &out);
 }
 
 /* HGETALL answers a map, whose keys the official SDK (and the seed's
@@ -674,14 +682,7 @@ static void hgetall_shape(struct fsnp_req *r)
 		fsnp_w_array_end(&w);
 	}
 	fsnp_w_array_end(&w);
-	if (fsnp_w_finish(&w) != 0) {
-		wbuf_free(&out);
-		reply_busy(r, "busy", "BUSY out of memory",
-		           FSNP_RETRY_AFTER_MS);
-		return;
-	}
-	wbuf_free(&r->reply);
-	r->reply = out;
+	reply_take(r, &w, &out);
 }
 
 /* Every part has answered: build the reply and complete (or park a

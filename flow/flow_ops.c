@@ -1270,6 +1270,9 @@ static int scan_groups(struct fctx *c, const struct dgroups *gs,
 		sbuf_reset(&seek);
 		sbuf_add(&seek, d->prefix.ptr, d->prefix.len);
 		sbuf_u64(&seek, d->floor);
+		/* The walk stops at the group's end, not past the deleted
+		 * due rows of the groups after it. */
+		store_tx_iter_narrow(it, d->prefix.ptr, d->prefix.len);
 		valid = store_tx_iter_seek(it, seek.p, seek.len);
 		empty[g] = true;
 		for (; valid;

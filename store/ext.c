@@ -132,6 +132,12 @@ void store_tx_iter_prev(struct store_tx_iter *it)
 	titer_prev(&it->it);
 }
 
+void store_tx_iter_narrow(struct store_tx_iter *it, const uint8_t *prefix,
+                          size_t plen)
+{
+	titer_narrow(&it->it, prefix, plen);
+}
+
 bool store_tx_iter_valid(struct store_tx_iter *it)
 {
 	return titer_valid(&it->it);

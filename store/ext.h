@@ -90,6 +90,12 @@ bool store_tx_iter_seek(struct store_tx_iter *it, const uint8_t *key,
  * prefix. With store_tx_iter_prev, a descending walk. */
 bool store_tx_iter_seek_prev(struct store_tx_iter *it, const uint8_t *key,
                              size_t klen);
+/* Until it is narrowed again, the iterator's forward walks end at the
+ * last key under `prefix` (which lies under the iterator's own prefix):
+ * a walk that stops at the first key past a sub-range then does not step
+ * over the deleted rows that follow it. Takes effect at the next seek. */
+void store_tx_iter_narrow(struct store_tx_iter *it, const uint8_t *prefix,
+                          size_t plen);
 bool store_tx_iter_valid(struct store_tx_iter *it);
 void store_tx_iter_next(struct store_tx_iter *it);
 void store_tx_iter_prev(struct store_tx_iter *it);

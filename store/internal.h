@@ -14,6 +14,7 @@
 #include "store/ext.h"
 #include "store/keys.h"
 #include "store/kvdirty.h"
+#include "store/ordrows.h"
 #include "store/result.h"
 #include "store/rowcache.h"
 #include "store/store.h"
@@ -70,6 +71,18 @@ struct store {
 	uint64_t *kv_hashes;
 	size_t *kv_offs;
 	size_t kv_cap;
+	/* The write-back rows that iterators walk (Flow rows, row_ordered in
+	 * tx.c), each key's latest write in key order (store/ordrows.h): the
+	 * rows of `kv_dirty` and of the running entry that are of those
+	 * kinds, which iterators over them merge with RocksDB (reactor only).
+	 * Rebuilt from `kv_dirty` once a checkpoint (queued from any thread:
+	 * `kv_gen` counts them) has moved rows to the data writer; until then
+	 * it may still hold rows a checkpoint moved, with the values RocksDB
+	 * gets, which iterators drain the writer for. */
+	struct ordrows ob;
+	_Atomic uint64_t kv_gen; /* checkpoints queued, under kv_mu */
+	uint64_t ob_gen;         /* kv_gen when `ob` was last rebuilt */
+	unsigned ob_iters;       /* iterators open over `ob` */
 	/* The last write transaction's pending writes and their index, lent
 	 * to the next one (reactor only): an entry's apply then grows no
 	 * buffer. Kept only while small (TX_SPARE_MAX_BYTES, _SLOTS in
@@ -87,8 +100,12 @@ struct kv_ckpt {
 	struct kv_ckpt *next;
 };
 
-/* A checkpoint is queued once this many key and value bytes are dirty. */
+/* A checkpoint is queued once this many key and value bytes are dirty,
+ * or once the ordered write-back rows (`ob`) hold this many bytes: a
+ * small table keeps its searches short, and a Flow row lives a few
+ * milliseconds between the writes that make and delete it. */
 #define STORE_KV_DIRTY_MAX (64u << 20)
+#define STORE_OB_MAX (64u << 20)
 
 /* A record kept in the transaction until commit (hot meta records that
  * many commands of one entry rewrite: one batch write instead of many). */
@@ -181,6 +198,10 @@ size_t tx_pend_hashes(struct tx *tx, bool with_split, uint64_t **buf,
                       size_t *cap);
 /* Records each KV key's latest write of the entry in `d` instead. */
 void tx_split_dirty(struct tx *tx, struct kvdirty *d);
+/* Under kv_mu, on the reactor: rebuilds s->ob from s->kv_dirty (and the
+ * running entry's writes, when `tx` is a write transaction) once a
+ * checkpoint moved rows out of the table, unless an iterator is open. */
+void tx_ob_sync(struct store *s, struct tx *tx);
 void tx_pend_publish(struct tx *tx);
 
 /* Write-back access for records read and written by point lookups only
@@ -206,6 +227,13 @@ struct titer {
 	 * and the read options holding it; NULL / empty otherwise. */
 	rocksdb_readoptions_t *ro;
 	struct sbuf upper;
+	/* Merged with s->ob's rows (counted in s->ob_iters): `on` is the
+	 * table's position, `cur` which side the iterator is on (0 none, 1
+	 * RocksDB, 2 the table), `fwd` the direction it last moved in. */
+	bool ob;
+	struct ordnode *on;
+	int cur;
+	bool fwd;
 };
 
 void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix);
@@ -217,6 +245,9 @@ void titer_open_bounded(struct titer *it, struct tx *tx,
 /* Positions at the first key >= `key` (or the prefix start when NULL).
  * Returns whether a key under the prefix is there. */
 bool titer_seek(struct titer *it, const struct sbuf *key);
+/* Ends forward walks at the last key under `p` (see store_tx_iter_narrow);
+ * keys past it may still be returned where RocksDB ignores the bound. */
+void titer_narrow(struct titer *it, const uint8_t *p, size_t len);
 bool titer_valid(struct titer *it);
 void titer_next(struct titer *it);
 /* Positions at the last key <= key; steps back. */

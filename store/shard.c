@@ -34,10 +34,18 @@ int store_open(rocksdb_t *db, rocksdb_column_family_handle_t *cf,
 	rocksdb_writeoptions_set_sync(s->wo, 0);
 	rocksdb_writeoptions_disable_WAL(s->wo, 1);
 	s->wb = rocksdb_writebatch_wi_create(1 << 16, 1);
+	if (ordrows_init(&s->ob) != 0) {
+		rocksdb_writebatch_wi_destroy(s->wb);
+		rocksdb_writeoptions_destroy(s->wo);
+		rocksdb_readoptions_destroy(s->ro);
+		free(s);
+		return -1;
+	}
 	pthread_mutex_init(&s->kv_mu, NULL);
 	kvdirty_init(&s->kv_dirty);
 	if (dwrite_start(db, cf, s->wo, 0, &s->dw) != 0) {
 		pthread_mutex_destroy(&s->kv_mu);
+		ordrows_fini(&s->ob);
 		rocksdb_writebatch_wi_destroy(s->wb);
 		rocksdb_writeoptions_destroy(s->wo);
 		rocksdb_readoptions_destroy(s->ro);
@@ -109,6 +117,8 @@ static struct kv_ckpt *kv_checkpoint(struct store *s, unsigned flags,
 	if (flags & DWRITE_FLUSH) {
 		s->kv_flush_queued = true;
 	}
+	/* The reactor rebuilds its ordered index of the rows left. */
+	atomic_fetch_add(&s->kv_gen, 1);
 	(void)dwrite_submit_req(s->dw, &ck->req);
 	return ck;
 }
@@ -269,6 +279,7 @@ void store_close(struct store *s)
 	free(s->kv_offs);
 	sbuf_free(&s->tx_pend);
 	free(s->tx_pslots);
+	ordrows_fini(&s->ob);
 	rocksdb_writebatch_wi_destroy(s->wb);
 	rocksdb_writeoptions_destroy(s->wo);
 	rocksdb_readoptions_destroy(s->ro);
@@ -519,8 +530,9 @@ static int dispatch(struct tx *tx, const struct store_cmd *c, struct sbuf *res)
 /* Batches from this size go to the writer as they are. */
 #define STORE_HANDOVER_BYTES (64u << 10)
 
-/* Whether a range deletion of the entry could cover KV keys (none does
- * today: they trim stream records). */
+/* Whether a range deletion of the entry could cover write-back rows (KV
+ * keys and counts, Flow rows; none does today: they trim stream
+ * records). */
 static bool ranges_cover_kv(const struct tx *tx)
 {
 	struct rd r;
@@ -532,7 +544,7 @@ static bool ranges_cover_kv(const struct tx *tx)
 		const uint8_t *ep = rd_lbytes(&r, &el);
 
 		if (bl < 5 || el < 5 || memcmp(bp, ep, 4) != 0 ||
-		    (bp[4] <= K_KV && ep[4] >= K_KV)) {
+		    (bp[4] <= K_FLOW_AUTOFLOOR && ep[4] >= K_KV)) {
 			return true;
 		}
 	}
@@ -605,10 +617,12 @@ out:
 		 * hold the KV rows of exactly the entries it holds. */
 		if (dwrite_want_flush(s->dw) && !s->kv_flush_queued) {
 			(void)kv_checkpoint(s, DWRITE_FLUSH, NULL, NULL, false);
-		} else if (s->kv_dirty.bytes >= STORE_KV_DIRTY_MAX) {
+		} else if (s->kv_dirty.bytes >= STORE_KV_DIRTY_MAX ||
+		           s->ob.bytes >= STORE_OB_MAX) {
 			(void)kv_checkpoint(s, 0, NULL, NULL, false);
 		}
 	}
+	tx_ob_sync(s, NULL);
 	if (s->kv_flight != NULL) {
 		kv_reap(s);
 	}

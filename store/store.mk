@@ -6,7 +6,7 @@ store_libstore_a_SOURCES = store/db.c store/db.h \
 	store/command.c store/command.h store/result.c store/result.h \
 	store/keys.c store/keys.h store/rowcache.c store/rowcache.h \
 	store/tx.c store/shard.c store/dwrite.c store/dwrite.h store/kvdirty.c \
-	store/kvdirty.h store/meta.c \
+	store/kvdirty.h store/ordrows.c store/ordrows.h store/meta.c \
 	store/stream.c store/stream.h store/producer.c store/cgroup.c \
 	store/cache.c \
 	store/counter.c store/expire.c store/kv.c store/kv.h store/kvcoll.c \

@@ -121,7 +121,27 @@ static bool use_cache(const struct tx *tx, const struct sbuf *key)
 static bool row_split(const uint8_t *k, size_t len)
 {
 	return len >= 5 &&
-	       (k[4] == K_KV || k[4] == K_GROUP || k[4] == K_KVCOUNT);
+	       (k[4] == K_KV || k[4] == K_GROUP || k[4] == K_KVCOUNT ||
+	        (k[4] >= K_FLOW && k[4] <= K_FLOW_AUTOFLOOR));
+}
+
+/* Write-back rows that applies and reads also walk with iterators (Flow
+ * records, due and query indexes, history, floors, counters: a Flow
+ * cycle writes ~30 rows, most of them index rows that the next state
+ * change deletes again): kept in key order in s->ob as well, which
+ * iterators over them merge with RocksDB. Written back, a row that lives
+ * between two checkpoints never reaches the memtable, and one rewritten
+ * many times reaches it once (docs/storage.md "Write-back rows"). */
+static bool row_ordered(const uint8_t *k, size_t len)
+{
+	return len >= 5 && k[4] >= K_FLOW && k[4] <= K_FLOW_AUTOFLOOR;
+}
+
+/* Records a write of an ordered row in s->ob (v NULL: a deletion). */
+static void ob_write(struct store *s, uint64_t h, const uint8_t *k, size_t kl,
+                     const void *v, size_t vl, bool present)
+{
+	ordrows_put(&s->ob, h, k, kl, v, vl, present);
 }
 
 /* A write in tx->pend: u8 present | the key's rowcache_hash (8 bytes,
@@ -357,13 +377,43 @@ size_t tx_pend_mark(struct tx *tx)
 	return tx->pend.len;
 }
 
+static void ob_restore(struct tx *tx, const struct sbuf *key, uint64_t h);
+
 void tx_pend_rollback(struct tx *tx, size_t mark)
 {
+	struct sbuf undone;
+	struct rd r;
+
 	if (tx->pend.len == mark) {
 		return;
 	}
+	/* The ordered rows written since the mark, to put back in s->ob as
+	 * they were before (a WriteBatchWithIndex's own rollback rebuilds
+	 * its whole index). */
+	sbuf_init(&undone);
+	for (size_t off = mark, next; off < tx->pend.len; off = next) {
+		struct pend_rec pr;
+
+		next = pend_read(tx, off, &pr);
+		if (row_ordered(pr.kp, pr.kl)) {
+			sbuf_add(&undone, &pr.h, sizeof pr.h);
+			sbuf_lbytes(&undone, pr.kp, pr.kl);
+		}
+	}
 	tx->pend.len = mark;
 	pend_reindex(tx, tx->pcap);
+	rd_init(&r, undone.p, undone.len);
+	while (rd_left(&r) > 0) {
+		uint64_t h;
+		size_t kl;
+		struct sbuf k;
+
+		memcpy(&h, rd_take(&r, sizeof h), sizeof h);
+		k.p = (uint8_t *)rd_lbytes(&r, &kl);
+		k.len = k.cap = kl;
+		ob_restore(tx, &k, h);
+	}
+	sbuf_free(&undone);
 }
 
 void tx_pend_publish(struct tx *tx)
@@ -630,15 +680,45 @@ static int db_get(struct tx *tx, const struct sbuf *key, bool batch, bool drain,
 	return v->p != NULL ? 1 : 0;
 }
 
+/* Puts an ordered row back in s->ob as the entry's earlier writes, the
+ * write-back table or RocksDB hold it. */
+static void ob_restore(struct tx *tx, const struct sbuf *key, uint64_t h)
+{
+	long off = pend_find(tx, key->p, key->len, h);
+	struct val v = {NULL, 0};
+	int rv;
+
+	if (off >= 0) {
+		struct pend_rec pr;
+
+		(void)pend_read(tx, (size_t)off, &pr);
+		ob_write(tx->s, h, pr.kp, pr.kl, pr.vp, pr.vl, pr.present);
+		return;
+	}
+	rv = store_kv_dirty_get(tx->s, key, h, &v);
+	if (rv < 0) {
+		rv = db_get(tx, key, false, true, &v);
+	}
+	if (rv >= 0) {
+		ob_write(tx->s, h, key->p, key->len, v.p, v.len, rv == 1);
+	}
+	val_free(&v);
+}
+
 /* Whether a read of `key` from RocksDB must wait for the data writer.
  * Every queued write of a cacheable row is counted in the writer's filter
  * by the reactor, which alone may rely on a "no" (tx->cached). */
 static bool may_be_queued(const struct tx *tx, const struct sbuf *key,
                           uint64_t h)
 {
-	if (!tx->cached || !row_cacheable(key->p, key->len)) {
+	if (!tx->cached || !(row_cacheable(key->p, key->len) ||
+	                     row_ordered(key->p, key->len))) {
 		return true;
 	}
+	/* An ordered row is in a batch only when a range deletion took the
+	 * entry's write-back rows along (tx_pend_hashes counts them then);
+	 * otherwise the write-back table or a checkpoint has it, which the
+	 * caller read first. */
 	return dwrite_maybe_queued(tx->s->dw, h);
 }
 
@@ -757,8 +837,12 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
 		abort(); /* a read path tried to write */
 	}
 	if (row_split(key->p, key->len)) {
-		pend_add(tx, key, rowcache_hash(key->p, key->len), v, len,
-		         true);
+		uint64_t h = rowcache_hash(key->p, key->len);
+
+		pend_add(tx, key, h, v, len, true);
+		if (row_ordered(key->p, key->len)) {
+			ob_write(tx->s, h, key->p, key->len, v, len, true);
+		}
 		return;
 	}
 	rocksdb_writebatch_wi_put_cf(tx->s->wb, tx->s->cf, (const char *)key->p,
@@ -775,8 +859,12 @@ void tx_del(struct tx *tx, const struct sbuf *key)
 		abort();
 	}
 	if (row_split(key->p, key->len)) {
-		pend_add(tx, key, rowcache_hash(key->p, key->len), NULL, 0,
-		         false);
+		uint64_t h = rowcache_hash(key->p, key->len);
+
+		pend_add(tx, key, h, NULL, 0, false);
+		if (row_ordered(key->p, key->len)) {
+			ob_write(tx->s, h, key->p, key->len, NULL, 0, false);
+		}
 		return;
 	}
 	rocksdb_writebatch_wi_delete_cf(tx->s->wb, tx->s->cf,
@@ -798,6 +886,72 @@ void tx_del_range(struct tx *tx, const struct sbuf *begin,
 	tx->nranges++;
 }
 
+void tx_ob_sync(struct store *s, struct tx *tx)
+{
+	uint64_t gen = atomic_load(&s->kv_gen);
+
+	if (s->ob_gen == gen || s->ob_iters > 0) {
+		return;
+	}
+	ordrows_clear(&s->ob);
+	for (size_t i = 0; i < s->kv_dirty.cap; i++) {
+		const struct kvrow *r = s->kv_dirty.slots[i].row;
+
+		if (r != NULL && row_ordered(kvrow_key(r), r->klen)) {
+			ob_write(s, s->kv_dirty.slots[i].hash, kvrow_key(r),
+			         r->klen, kvrow_val(r), r->vlen, r->present);
+		}
+	}
+	if (tx != NULL && tx->write) {
+		/* The running entry's writes, newer than the table's. */
+		for (size_t off = 0, next; off < tx->pend.len; off = next) {
+			struct pend_rec pr;
+
+			next = pend_read(tx, off, &pr);
+			if (row_ordered(pr.kp, pr.kl)) {
+				ob_write(s, pr.h, pr.kp, pr.kl, pr.vp, pr.vl,
+				         pr.present);
+			}
+		}
+	}
+	s->ob_gen = gen;
+}
+
+/* Stacks over `base` what an iterator of the transaction must see besides
+ * RocksDB: for an apply, the entry's batch when the prefix can hold rows
+ * other than ordered ones; and it->ob when the ordered write-back rows
+ * can be under the prefix (reactor only: s->ob is the reactor's), which
+ * the titer functions merge with the result. */
+static rocksdb_iterator_t *iter_layers(struct titer *it, struct tx *tx,
+                                       const struct sbuf *prefix,
+                                       rocksdb_iterator_t *base)
+{
+	struct store *s = tx->s;
+	bool all = prefix->len < 5;
+	bool ordered = all || row_ordered(prefix->p, prefix->len);
+
+	it->ob = false;
+	it->on = NULL;
+	it->cur = 0;
+	it->fwd = true;
+	if (ordered && tx->cached) {
+		if (atomic_load(&s->kv_gen) != s->ob_gen) {
+			pthread_mutex_lock(&s->kv_mu);
+			tx_ob_sync(s, tx);
+			pthread_mutex_unlock(&s->kv_mu);
+		}
+		if (s->ob.n > 0) {
+			it->ob = true;
+			s->ob_iters++;
+		}
+	}
+	if (tx->write && (all || !ordered)) {
+		return rocksdb_writebatch_wi_create_iterator_with_base_cf(
+		    s->wb, base, s->cf);
+	}
+	return base;
+}
+
 void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 {
 	struct store *s = tx->s;
@@ -809,13 +963,49 @@ void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 	base = rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
 
 	it->tx = tx;
-	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
-	                         s->wb, base, s->cf)
-	                   : base;
+	it->it = iter_layers(it, tx, prefix, base);
 	it->ro = NULL;
 	sbuf_init(&it->upper);
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);
+}
+
+/* The first key after every key starting with p: p up to its last byte
+ * below 0xFF, plus one, into `out`. False (out empty) when p is only 0xFF
+ * bytes: no key is after them all. */
+static bool successor(const uint8_t *p, size_t len, struct sbuf *out)
+{
+	size_t n = len;
+
+	while (n > 0 && p[n - 1] == 0xFF) {
+		n--;
+	}
+	sbuf_reset(out);
+	if (n == 0) {
+		return false;
+	}
+	sbuf_add(out, p, n);
+	out->p[n - 1]++;
+	return true;
+}
+
+void titer_narrow(struct titer *it, const uint8_t *p, size_t len)
+{
+	if (!successor(p, len, &it->upper)) {
+		/* Nothing to narrow to: the iterator's own bound again. */
+		if (!successor(it->prefix.p, it->prefix.len, &it->upper) &&
+		    it->ro != NULL) {
+			rocksdb_readoptions_set_iterate_upper_bound(it->ro,
+			                                            NULL, 0);
+			return;
+		}
+	}
+	if (it->ro != NULL) {
+		/* RocksDB reads the bound through the read options at every
+		 * step, and a seek starts over from it. */
+		rocksdb_readoptions_set_iterate_upper_bound(
+		    it->ro, (const char *)it->upper.p, it->upper.len);
+	}
 }
 
 void titer_open_bounded(struct titer *it, struct tx *tx,
@@ -824,77 +1014,210 @@ void titer_open_bounded(struct titer *it, struct tx *tx,
 	struct store *s = tx->s;
 	rocksdb_readoptions_t *ro;
 	rocksdb_iterator_t *base;
-	size_t n = prefix->len;
 
-	/* The successor: the prefix up to its last byte below 0xFF, plus
-	 * one. A prefix of only 0xFF bytes has none: no bound. */
-	while (n > 0 && prefix->p[n - 1] == 0xFF) {
-		n--;
-	}
-	if (n == 0) {
+	sbuf_init(&it->upper);
+	if (!successor(prefix->p, prefix->len, &it->upper)) {
+		sbuf_free(&it->upper);
 		titer_open(it, tx, prefix);
 		return;
 	}
 	(void)tx_drain(tx); /* a failure fails tx: titer_close says so */
-	sbuf_init(&it->upper);
-	sbuf_add(&it->upper, prefix->p, n);
-	it->upper.p[n - 1]++;
 	ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_iterate_upper_bound(
 	    ro, (const char *)it->upper.p, it->upper.len);
 	base = rocksdb_create_iterator_cf(s->db, ro, s->cf);
 	it->tx = tx;
 	it->ro = ro;
-	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
-	                         s->wb, base, s->cf)
-	                   : base;
+	it->it = iter_layers(it, tx, prefix, base);
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);
+}
+
+/* Iterator sides (titer.cur). */
+#define ON_NONE 0
+#define ON_BASE 1
+#define ON_TABLE 2
+
+static bool has_prefix(const struct titer *it, const uint8_t *k, size_t len)
+{
+	return len >= it->prefix.len &&
+	       memcmp(k, it->prefix.p, it->prefix.len) == 0;
+}
+
+/* The table's node, unless it lies beyond the prefix on the side the
+ * iterator moves to (the rest of the table there is too). */
+static struct ordnode *in_range(const struct titer *it, struct ordnode *n,
+                                bool fwd)
+{
+	int c;
+
+	if (n != NULL && fwd && it->upper.len > 0 &&
+	    ordrows_cmp(ordnode_key(n), n->klen, it->upper.p, it->upper.len) >=
+	        0) {
+		return NULL;
+	}
+	if (n == NULL || has_prefix(it, ordnode_key(n), n->klen)) {
+		return n;
+	}
+	c = ordrows_cmp(ordnode_key(n), n->klen, it->prefix.p, it->prefix.len);
+	return (fwd ? c > 0 : c < 0) ? NULL : n;
+}
+
+/* Puts the merged iterator on the next visible row in its direction: the
+ * nearer of RocksDB's row and the table's node; on equal keys the table's
+ * write hides RocksDB's row, and a deletion in the table hides both. */
+static void settle(struct titer *it)
+{
+	int dir = it->fwd ? 1 : -1;
+
+	for (;;) {
+		bool bv = rocksdb_iter_valid(it->it);
+		int c = 0;
+
+		it->on = in_range(it, it->on, it->fwd);
+		if (it->on != NULL && bv) {
+			size_t bl;
+			const char *bk = rocksdb_iter_key(it->it, &bl);
+			c = ordrows_cmp(ordnode_key(it->on), it->on->klen,
+			                (const uint8_t *)bk, bl) *
+			    dir;
+		}
+		if (it->on != NULL && (!bv || c <= 0)) {
+			if (bv && c == 0) {
+				if (it->fwd) {
+					rocksdb_iter_next(it->it);
+				} else {
+					rocksdb_iter_prev(it->it);
+				}
+			}
+			if (it->on->present) {
+				it->cur = ON_TABLE;
+				return;
+			}
+			it->on = it->fwd ? ordrows_next(it->on)
+			                 : ordrows_prev(it->on);
+			continue;
+		}
+		it->cur = bv ? ON_BASE : ON_NONE;
+		return;
+	}
 }
 
 bool titer_valid(struct titer *it)
 {
 	size_t len;
-	const char *k;
+	const uint8_t *k;
 
+	if (it->ob) {
+		if (it->cur == ON_NONE) {
+			return false;
+		}
+		k = titer_key(it, &len);
+		return has_prefix(it, k, len);
+	}
 	if (!rocksdb_iter_valid(it->it)) {
 		return false;
 	}
-	k = rocksdb_iter_key(it->it, &len);
-	return len >= it->prefix.len &&
-	       memcmp(k, it->prefix.p, it->prefix.len) == 0;
+	k = (const uint8_t *)rocksdb_iter_key(it->it, &len);
+	return has_prefix(it, k, len);
 }
 
 bool titer_seek(struct titer *it, const struct sbuf *key)
 {
 	const struct sbuf *k = key ? key : &it->prefix;
 	rocksdb_iter_seek(it->it, (const char *)k->p, k->len);
+	if (it->ob) {
+		it->fwd = true;
+		it->on = ordrows_seek(&it->tx->s->ob, k->p, k->len);
+		settle(it);
+	}
 	return titer_valid(it);
-}
-
-void titer_next(struct titer *it)
-{
-	rocksdb_iter_next(it->it);
 }
 
 bool titer_seek_prev(struct titer *it, const struct sbuf *key)
 {
 	rocksdb_iter_seek_for_prev(it->it, (const char *)key->p, key->len);
+	if (it->ob) {
+		it->fwd = false;
+		it->on = ordrows_seek_prev(&it->tx->s->ob, key->p, key->len);
+		settle(it);
+	}
 	return titer_valid(it);
+}
+
+/* Turns the merged iterator around on its current row (both sides are
+ * placed at it again, from the other direction). */
+static void turn(struct titer *it)
+{
+	struct sbuf k;
+	size_t len;
+	const uint8_t *p = titer_key(it, &len);
+
+	sbuf_init(&k);
+	sbuf_add(&k, p, len);
+	if (it->fwd) {
+		(void)titer_seek_prev(it, &k);
+	} else {
+		(void)titer_seek(it, &k);
+	}
+	sbuf_free(&k);
+}
+
+void titer_next(struct titer *it)
+{
+	if (!it->ob) {
+		rocksdb_iter_next(it->it);
+		return;
+	}
+	if (it->cur == ON_NONE) {
+		return;
+	}
+	if (!it->fwd) {
+		turn(it);
+	}
+	if (it->cur == ON_TABLE) {
+		it->on = ordrows_next(it->on);
+	} else {
+		rocksdb_iter_next(it->it);
+	}
+	settle(it);
 }
 
 void titer_prev(struct titer *it)
 {
-	rocksdb_iter_prev(it->it);
+	if (!it->ob) {
+		rocksdb_iter_prev(it->it);
+		return;
+	}
+	if (it->cur == ON_NONE) {
+		return;
+	}
+	if (it->fwd) {
+		turn(it);
+	}
+	if (it->cur == ON_TABLE) {
+		it->on = ordrows_prev(it->on);
+	} else {
+		rocksdb_iter_prev(it->it);
+	}
+	settle(it);
 }
 
 const uint8_t *titer_key(struct titer *it, size_t *len)
 {
+	if (it->ob && it->cur == ON_TABLE) {
+		*len = it->on->klen;
+		return ordnode_key(it->on);
+	}
 	return (const uint8_t *)rocksdb_iter_key(it->it, len);
 }
 
 const uint8_t *titer_value(struct titer *it, size_t *len)
 {
+	if (it->ob && it->cur == ON_TABLE) {
+		*len = it->on->vlen;
+		return it->on->val != NULL ? it->on->val : (const uint8_t *)"";
+	}
 	return (const uint8_t *)rocksdb_iter_value(it->it, len);
 }
 
@@ -913,6 +1236,9 @@ int titer_close(struct titer *it)
 		rv = -1; /* e.g. the data writer failed before the open */
 	}
 	rocksdb_iter_destroy(it->it);
+	if (it->ob) {
+		it->tx->s->ob_iters--;
+	}
 	if (it->ro != NULL) {
 		rocksdb_readoptions_destroy(it->ro);
 		it->ro = NULL;

@@ -544,8 +544,18 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 	if (r != NULL) {
 		be_put64(ver,
 		         r->i_set[RI_VERSION] ? (uint64_t)r->i[RI_VERSION] : 0);
-		for (i = 0; i < nni; i++) {
-			store_tx_put(c->tx, ni[i].p, ni[i].len, ver, 8);
+		/* A key the old record did not have is not in the index: the
+		 * flow's entries are those its record names. */
+		for (i = 0, j = 0; i < nni; i++) {
+			while (j < noi && kref_cmp(&oi[j], &ni[i]) < 0) {
+				j++;
+			}
+			if (j < noi && kref_cmp(&oi[j], &ni[i]) == 0) {
+				store_tx_put(c->tx, ni[i].p, ni[i].len, ver, 8);
+			} else {
+				store_tx_put_new(c->tx, ni[i].p, ni[i].len, ver,
+				                 8);
+			}
 		}
 	}
 	/* Counters: only the keys that differ move; the state counts of a

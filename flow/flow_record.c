@@ -531,9 +531,12 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 		fkey_due(&c->key, c->group, old);
 		store_tx_del(c->tx, c->key.p, c->key.len);
 	}
+	/* The due, retention and active-time rows name the flow: the only
+	 * row of each the flow can have is the old record's, deleted just
+	 * before (a put of the same key then keeps it a rewrite). */
 	if (has_due(r)) {
 		fkey_due(&c->key, c->group, r);
-		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+		store_tx_put_new(c->tx, c->key.p, c->key.len, "", 0);
 		floor_lower(c, r);
 	}
 	if (has_retain(old)) {
@@ -542,7 +545,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	}
 	if (has_retain(r)) {
 		fkey_retain(&c->key, c->group, r);
-		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+		store_tx_put_new(c->tx, c->key.p, c->key.len, "", 0);
 	}
 	if (frec_active_deadline(old) >= 0 &&
 	    frec_active_deadline(old) != frec_active_deadline(r)) {
@@ -552,7 +555,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 	if (frec_active_deadline(r) >= 0 &&
 	    frec_active_deadline(old) != frec_active_deadline(r)) {
 		fkey_active(&c->key, c->group, r);
-		store_tx_put(c->tx, c->key.p, c->key.len, "", 0);
+		store_tx_put_new(c->tx, c->key.p, c->key.len, "", 0);
 	}
 	wbuf_init(&b);
 	fsnp_w_init(&w, &b);

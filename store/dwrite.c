@@ -180,9 +180,12 @@ static void check_memtable(struct dwrite *w, size_t bytes)
 	}
 }
 
-static void write_rows(struct dwrite *w, const struct kvdirty *rows)
+static void write_rows(struct dwrite *w, const struct dwrite_req *req)
 {
-	struct kvrow **sorted;
+	const struct kvdirty *rows = req->rows;
+	struct kvrow **sorted = NULL;
+	struct kvrow *const *order = req->order;
+	size_t n = req->norder;
 	rocksdb_writebatch_t *b;
 	char *err = NULL;
 
@@ -191,10 +194,13 @@ static void write_rows(struct dwrite *w, const struct kvdirty *rows)
 	}
 	/* In key order: consecutive inserts land near each other in the
 	 * memtable's skiplist. */
-	sorted = kvdirty_sorted(rows);
+	if (order == NULL) {
+		sorted = kvdirty_sorted(rows, &n);
+		order = sorted;
+	}
 	b = rocksdb_writebatch_create();
-	for (size_t i = 0; i < rows->n; i++) {
-		const struct kvrow *r = sorted[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct kvrow *r = order[i];
 		if (r->present) {
 			rocksdb_writebatch_put_cf(
 			    b, w->cf, (const char *)kvrow_key(r), r->klen,
@@ -213,7 +219,7 @@ static void write_rows(struct dwrite *w, const struct kvdirty *rows)
 	}
 	pthread_mutex_lock(&w->mu);
 	w->stats.checkpoints++;
-	w->stats.checkpoint_rows += rows->n;
+	w->stats.checkpoint_rows += n;
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -226,7 +232,7 @@ static void run_req(struct dwrite *w, struct dwrite_req *r)
 	if (atomic_load(&w->failed)) {
 		goto out;
 	}
-	write_rows(w, r->rows);
+	write_rows(w, r);
 	if (atomic_load(&w->failed)) {
 		goto out;
 	}

@@ -86,6 +86,10 @@ typedef int (*dwrite_fn)(void *arg);
 
 struct dwrite_req {
 	const struct kvdirty *rows; /* borrowed; NULL for none */
+	/* The rows to write in key order (borrowed), when the queuer had
+	 * them so; NULL: the writer sorts `rows` itself. */
+	struct kvrow *const *order;
+	size_t norder;
 	unsigned flags;
 	dwrite_fn fn; /* NULL for none */
 	void *arg;

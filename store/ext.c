@@ -90,6 +90,14 @@ void store_tx_put(struct tx *tx, const uint8_t *key, size_t klen, const void *v,
 	tx_put(tx, &k, v, vlen);
 }
 
+void store_tx_put_new(struct tx *tx, const uint8_t *key, size_t klen,
+                      const void *v, size_t vlen)
+{
+	struct sbuf k = {(uint8_t *)key, klen, klen};
+
+	tx_put_new(tx, &k, v, vlen);
+}
+
 void store_tx_del(struct tx *tx, const uint8_t *key, size_t klen)
 {
 	struct sbuf k = {(uint8_t *)key, klen, klen};

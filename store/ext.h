@@ -74,6 +74,13 @@ int store_tx_get(struct tx *tx, const uint8_t *key, size_t klen,
 void store_tx_put(struct tx *tx, const uint8_t *key, size_t klen, const void *v,
                   size_t vlen);
 void store_tx_del(struct tx *tx, const uint8_t *key, size_t klen);
+/* store_tx_put of a key the caller knows is absent from the state the
+ * transaction sees (an index entry whose key the record's previous
+ * version did not have): if it is deleted again before it reaches the
+ * disk, no deletion is written there either. Wrong use loses data: a
+ * later deletion of a key that is on disk would not reach it. */
+void store_tx_put_new(struct tx *tx, const uint8_t *key, size_t klen,
+                      const void *v, size_t vlen);
 
 /* Iterator over the keys starting with a prefix. Writes made while an
  * iterator is open may or may not be seen by it: collect, close, then

@@ -95,6 +95,7 @@ struct store {
 /* A checkpoint: the rows it writes (owned) and its request. */
 struct kv_ckpt {
 	struct kvdirty rows;
+	struct kvrow **order; /* rows in key order, or NULL (req.order) */
 	struct dwrite_req req;
 	bool held; /* a waiter reads req: not freed until it lets go */
 	struct kv_ckpt *next;
@@ -105,7 +106,7 @@ struct kv_ckpt {
  * small table keeps its searches short, and a Flow row lives a few
  * milliseconds between the writes that make and delete it. */
 #define STORE_KV_DIRTY_MAX (64u << 20)
-#define STORE_OB_MAX (64u << 20)
+#define STORE_OB_MAX (8u << 20)
 
 /* A record kept in the transaction until commit (hot meta records that
  * many commands of one entry rewrite: one batch write instead of many). */
@@ -179,6 +180,11 @@ void val_free(struct val *v);
 int tx_get_view(struct tx *tx, const struct sbuf *key, struct store_slice *out,
                 struct val *hold);
 void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len);
+/* tx_put of a key the caller knows is absent (no row of it in the state
+ * the transaction sees): a write-back row deleted again before the next
+ * checkpoint then leaves nothing on disk, not even a deletion. */
+void tx_put_new(struct tx *tx, const struct sbuf *key, const void *v,
+                size_t len);
 void tx_del(struct tx *tx, const struct sbuf *key);
 void tx_del_range(struct tx *tx, const struct sbuf *begin,
                   const struct sbuf *end);
@@ -198,6 +204,8 @@ size_t tx_pend_hashes(struct tx *tx, bool with_split, uint64_t **buf,
                       size_t *cap);
 /* Records each KV key's latest write of the entry in `d` instead. */
 void tx_split_dirty(struct tx *tx, struct kvdirty *d);
+/* Whether rows of this key are kept in s->ob too (row_ordered). */
+bool tx_row_ordered(const uint8_t *k, size_t len);
 /* Under kv_mu, on the reactor: rebuilds s->ob from s->kv_dirty (and the
  * running entry's writes, when `tx` is a write transaction) once a
  * checkpoint moved rows out of the table, unless an iterator is open. */

@@ -1,5 +1,6 @@
 /* The write-back table of KV rows; see kvdirty.h. */
 #include "store/kvdirty.h"
+#include "store/ordrows.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +102,8 @@ void kvdirty_reserve(struct kvdirty *d, size_t n)
 }
 
 void kvdirty_put(struct kvdirty *d, uint64_t hash, const uint8_t *key,
-                 size_t klen, const uint8_t *val, size_t vlen, bool present)
+                 size_t klen, const uint8_t *val, size_t vlen, bool present,
+                 bool fresh)
 {
 	struct kvrow *r;
 	size_t i;
@@ -129,6 +131,7 @@ void kvdirty_put(struct kvdirty *d, uint64_t hash, const uint8_t *key,
 		r->klen = (uint32_t)klen;
 		r->vcap = (uint32_t)vlen;
 		memcpy(r->data, key, klen);
+		r->fresh = fresh;
 		d->n++;
 	}
 	r->vlen = (uint32_t)vlen;
@@ -194,17 +197,73 @@ static int cmp_rows(const void *a, const void *b)
 	return key_cmp_bytes(x->data, x->klen, y->data, y->klen);
 }
 
-struct kvrow **kvdirty_sorted(const struct kvdirty *d)
+struct kvrow **kvdirty_sorted(const struct kvdirty *d, size_t *out)
 {
 	struct kvrow **rows = store_xmalloc((d->n ? d->n : 1) * sizeof *rows);
 	size_t n = 0;
 
 	for (size_t i = 0; i < d->cap; i++) {
-		if (d->slots[i].row != NULL) {
+		const struct kvrow *r = d->slots[i].row;
+		if (r != NULL && (r->present || !r->fresh)) {
 			rows[n++] = d->slots[i].row;
 		}
 	}
 	qsort(rows, n, sizeof *rows, cmp_rows);
+	*out = n;
+	return rows;
+}
+
+struct kvrow **kvdirty_sorted_by(const struct kvdirty *d,
+                                 const struct ordrows *ob,
+                                 bool (*ordered)(const uint8_t *k, size_t len),
+                                 size_t *out)
+{
+	struct kvrow **rest, **ord, **rows;
+	size_t nrest = 0, nord = 0, want = 0, n = 0, i = 0, j = 0;
+
+	if (d->n == 0) {
+		return kvdirty_sorted(d, out);
+	}
+	rest = store_xmalloc(d->n * sizeof *rest);
+	ord = store_xmalloc(d->n * sizeof *ord);
+	for (size_t s = 0; s < d->cap; s++) {
+		struct kvrow *r = d->slots[s].row;
+		if (r == NULL || (!r->present && r->fresh)) {
+			continue;
+		}
+		if (ordered(kvrow_key(r), r->klen)) {
+			want++;
+		} else {
+			rest[nrest++] = r;
+		}
+	}
+	for (const struct ordnode *o = ob->head->next[0];
+	     o != NULL && nord < want; o = ordrows_next(o)) {
+		struct kvrow *r =
+		    d->slots[find(d, o->hash, ordnode_key(o), o->klen)].row;
+		if (r != NULL && (r->present || !r->fresh)) {
+			ord[nord++] = r;
+		}
+	}
+	if (nord != want) {
+		/* Not all of them in `ob`: sort them all. */
+		free(rest);
+		free(ord);
+		return kvdirty_sorted(d, out);
+	}
+	qsort(rest, nrest, sizeof *rest, cmp_rows);
+	rows = store_xmalloc((nrest + nord ? nrest + nord : 1) * sizeof *rows);
+	while (i < nrest || j < nord) {
+		if (j >= nord ||
+		    (i < nrest && cmp_rows(&rest[i], &ord[j]) < 0)) {
+			rows[n++] = rest[i++];
+		} else {
+			rows[n++] = ord[j++];
+		}
+	}
+	free(rest);
+	free(ord);
+	*out = n;
 	return rows;
 }
 

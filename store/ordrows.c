@@ -23,14 +23,34 @@ static unsigned random_height(struct ordrows *t)
 	return h;
 }
 
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
+struct ordchunk {
+	struct ordchunk *next;
+	size_t size, used;
+	uint8_t data[]; /* 8-aligned: three 8-byte fields before */
+};
 
-	if (p == NULL) {
-		abort(); /* as store_xmalloc: no partial apply */
+#define CHUNK_BYTES ((size_t)256 << 10)
+
+/* `n` bytes (8-aligned) from the current chunk, or a new one. */
+static void *alloc(struct ordrows *t, size_t n)
+{
+	struct ordchunk *c = t->chunks;
+
+	n = (n + 7) & ~(size_t)7;
+	if (c == NULL || c->size - c->used < n) {
+		size_t size = n > CHUNK_BYTES ? n : CHUNK_BYTES;
+		c = malloc(sizeof *c + size);
+		if (c == NULL) {
+			abort(); /* as store_xmalloc: no partial apply */
+		}
+		c->size = size;
+		c->used = 0;
+		c->next = t->chunks;
+		t->chunks = c;
 	}
-	return p;
+	c->used += n;
+	t->bytes += n;
+	return c->data + c->used - n;
 }
 
 int ordrows_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
@@ -53,6 +73,7 @@ int ordrows_init(struct ordrows *t)
 	t->head->height = ORDROWS_MAX_HEIGHT;
 	t->slots = NULL;
 	t->cap = 0;
+	t->chunks = NULL;
 	t->height = 1;
 	t->n = 0;
 	t->bytes = 0;
@@ -62,13 +83,22 @@ int ordrows_init(struct ordrows *t)
 
 void ordrows_clear(struct ordrows *t)
 {
-	struct ordnode *n = t->head->next[0];
+	struct ordchunk *c = t->chunks;
 
-	while (n != NULL) {
-		struct ordnode *next = n->next[0];
-		free(n->val);
-		free(n);
-		n = next;
+	/* The newest chunk is kept for the next rows, emptied. */
+	if (c != NULL) {
+		struct ordchunk *rest = c->next;
+		c->used = 0;
+		c->next = NULL;
+		while (rest != NULL) {
+			struct ordchunk *next = rest->next;
+			free(rest);
+			rest = next;
+		}
+		if (c->size > CHUNK_BYTES) {
+			free(c);
+			t->chunks = NULL;
+		}
 	}
 	memset(t->head->next, 0, ORDROWS_MAX_HEIGHT * sizeof t->head->next[0]);
 	if (t->cap > 0) {
@@ -83,6 +113,8 @@ void ordrows_fini(struct ordrows *t)
 {
 	if (t->head != NULL) {
 		ordrows_clear(t);
+		free(t->chunks);
+		t->chunks = NULL;
 		free(t->head);
 		free(t->slots);
 		t->head = NULL;
@@ -119,10 +151,10 @@ static void set_val(struct ordrows *t, struct ordnode *n, const uint8_t *val,
 		vlen = 0;
 	}
 	if (vlen > n->vcap) {
-		t->bytes += vlen - n->vcap;
-		free(n->val);
-		n->val = xmalloc(vlen);
-		n->vcap = (uint32_t)vlen;
+		/* The old value's room stays in its chunk until the table is
+		 * cleared; `bytes` counts it, so a checkpoint bounds it. */
+		n->val = alloc(t, vlen);
+		n->vcap = (uint32_t)((vlen + 7) & ~(size_t)7);
 	}
 	if (vlen > 0) {
 		memcpy(n->val, val, vlen);
@@ -192,7 +224,7 @@ void ordrows_put(struct ordrows *t, uint64_t hash, const uint8_t *key,
 		t->height = h;
 	}
 	size = sizeof *n + h * sizeof n->next[0] + klen;
-	n = xmalloc(size);
+	n = alloc(t, size);
 	n->val = NULL;
 	n->hash = hash;
 	n->vcap = 0;
@@ -210,7 +242,6 @@ void ordrows_put(struct ordrows *t, uint64_t hash, const uint8_t *key,
 	}
 	t->slots[slot] = n;
 	t->n++;
-	t->bytes += size;
 	set_val(t, n, val, vlen, present);
 }
 

@@ -4,9 +4,11 @@
  * (bytewise, as the data column family); store/tx.c merges it with
  * RocksDB's iterator, a deletion here hiding the row RocksDB still has.
  *
- * The table owns copies of its keys and values. A node lives until
- * ordrows_clear, so a position (a node pointer) stays valid across later
- * puts; its value pointer only until the next put of that key. Not
+ * The table owns copies of its keys and values, in chunks freed together
+ * by ordrows_clear (a table of many small rows freed one by one left
+ * malloc sorting its free lists at every later allocation). A node lives
+ * until ordrows_clear, so a position (a node pointer) stays valid across
+ * later puts; its value pointer only until the next put of that key. Not
  * thread-safe: the reactor alone uses it (store/internal.h, `ob`). */
 #ifndef LS_STORE_ORDROWS_H
 #define LS_STORE_ORDROWS_H
@@ -18,7 +20,7 @@
 #define ORDROWS_MAX_HEIGHT 20
 
 struct ordnode {
-	uint8_t *val;  /* malloc'd, vcap bytes; NULL while vcap is 0 */
+	uint8_t *val;  /* vcap bytes in a chunk; NULL while vcap is 0 */
 	uint64_t hash; /* the caller's hash of the key */
 	uint32_t klen;
 	uint32_t vlen;
@@ -29,6 +31,8 @@ struct ordnode {
 	struct ordnode *next[]; /* `height` links, then the key */
 };
 
+struct ordchunk;
+
 struct ordrows {
 	struct ordnode *head; /* a key-less node of ORDROWS_MAX_HEIGHT links */
 	/* Every node by its key's hash (open addressing, cap a power of
@@ -38,8 +42,9 @@ struct ordrows {
 	size_t cap;
 	unsigned height; /* levels in use */
 	size_t n;        /* nodes */
-	size_t bytes;    /* keys, values and nodes held */
-	uint64_t rnd;    /* xorshift state for node heights */
+	size_t bytes;    /* chunk bytes used: nodes, keys, values */
+	struct ordchunk *chunks;
+	uint64_t rnd; /* xorshift state for node heights */
 };
 
 /* 0, or -1 when out of memory. */

@@ -85,6 +85,7 @@ static void kv_reap(struct store *s)
 				s->kv_flush_queued = false;
 			}
 			kvdirty_clear(&ck->rows);
+			free(ck->order);
 			free(ck);
 		} else {
 			pp = &ck->next;
@@ -97,9 +98,11 @@ static void kv_reap(struct store *s)
  * reactor's commits: it follows exactly the batches whose KV rows it (or
  * an earlier checkpoint) holds. `held`: the caller waits on it and lets
  * go with kv_release. The checkpoint is done (rv -1) when the writer had
- * failed. */
+ * failed. `reactor`: the caller is the reactor, which owns s->ob and so
+ * can hand the writer the rows already in order. */
 static struct kv_ckpt *kv_checkpoint(struct store *s, unsigned flags,
-                                     dwrite_fn fn, void *arg, bool held)
+                                     dwrite_fn fn, void *arg, bool held,
+                                     bool reactor)
 {
 	struct kv_ckpt *ck = store_xmalloc(sizeof *ck);
 
@@ -107,6 +110,11 @@ static struct kv_ckpt *kv_checkpoint(struct store *s, unsigned flags,
 	kvdirty_move(&ck->rows, &s->kv_dirty);
 	/* The next table will likely hold as many keys. */
 	kvdirty_reserve(&s->kv_dirty, ck->rows.n);
+	if (reactor && s->ob_iters == 0) {
+		ck->order = kvdirty_sorted_by(&ck->rows, &s->ob, tx_row_ordered,
+		                              &ck->req.norder);
+		ck->req.order = ck->order;
+	}
 	ck->req.rows = &ck->rows;
 	ck->req.flags = flags;
 	ck->req.fn = fn;
@@ -129,7 +137,7 @@ static int kv_checkpoint_wait(struct store *s, unsigned flags, dwrite_fn fn,
                               void *arg, struct kv_ckpt **out)
 {
 	pthread_mutex_lock(&s->kv_mu);
-	*out = kv_checkpoint(s, flags, fn, arg, true);
+	*out = kv_checkpoint(s, flags, fn, arg, true, false);
 	pthread_mutex_unlock(&s->kv_mu);
 	return dwrite_wait(s->dw, &(*out)->req);
 }
@@ -266,7 +274,7 @@ void store_close(struct store *s)
 	/* The writer first writes what it holds, the KV rows last: the
 	 * state it leaves is what apply made. */
 	pthread_mutex_lock(&s->kv_mu);
-	(void)kv_checkpoint(s, 0, NULL, NULL, false);
+	(void)kv_checkpoint(s, 0, NULL, NULL, false, false);
 	pthread_mutex_unlock(&s->kv_mu);
 	dwrite_stop(s->dw);
 	kv_reap(s);
@@ -569,7 +577,7 @@ static int commit(struct tx *tx)
 	if (kv_in_batch) {
 		/* Earlier KV rows first, then this entry's in its batch,
 		 * before its range deletions (as they applied). */
-		(void)kv_checkpoint(s, 0, NULL, NULL, false);
+		(void)kv_checkpoint(s, 0, NULL, NULL, false, true);
 	} else if (tx_has_split(tx)) {
 		tx_split_dirty(tx, &s->kv_dirty);
 	}
@@ -616,10 +624,11 @@ out:
 		/* The memtable is due for a flush: only here can its cut
 		 * hold the KV rows of exactly the entries it holds. */
 		if (dwrite_want_flush(s->dw) && !s->kv_flush_queued) {
-			(void)kv_checkpoint(s, DWRITE_FLUSH, NULL, NULL, false);
+			(void)kv_checkpoint(s, DWRITE_FLUSH, NULL, NULL, false,
+			                    true);
 		} else if (s->kv_dirty.bytes >= STORE_KV_DIRTY_MAX ||
 		           s->ob.bytes >= STORE_OB_MAX) {
-			(void)kv_checkpoint(s, 0, NULL, NULL, false);
+			(void)kv_checkpoint(s, 0, NULL, NULL, false, true);
 		}
 	}
 	tx_ob_sync(s, NULL);
@@ -1237,7 +1246,7 @@ replace:
 	job.n = n;
 	pthread_mutex_lock(&s->kv_mu);
 	kvdirty_drop_range(&s->kv_dirty, begin, 4, end, 5);
-	ck = kv_checkpoint(s, 0, import_job, &job, true);
+	ck = kv_checkpoint(s, 0, import_job, &job, true, false);
 	pthread_mutex_unlock(&s->kv_mu);
 	rv = dwrite_wait(s->dw, &ck->req);
 	kv_release(s, ck);

@@ -137,6 +137,11 @@ static bool row_ordered(const uint8_t *k, size_t len)
 	return len >= 5 && k[4] >= K_FLOW && k[4] <= K_FLOW_AUTOFLOOR;
 }
 
+bool tx_row_ordered(const uint8_t *k, size_t len)
+{
+	return row_ordered(k, len);
+}
+
 /* Records a write of an ordered row in s->ob (v NULL: a deletion). */
 static void ob_write(struct store *s, uint64_t h, const uint8_t *k, size_t kl,
                      const void *v, size_t vl, bool present)
@@ -144,12 +149,18 @@ static void ob_write(struct store *s, uint64_t h, const uint8_t *k, size_t kl,
 	ordrows_put(&s->ob, h, k, kl, v, vl, present);
 }
 
-/* A write in tx->pend: u8 present | the key's rowcache_hash (8 bytes,
- * host order: it never leaves the process) | lbytes key | lbytes value.
- * The hash is kept so that the lookups, the write-back table and the
- * cache need not compute it again. */
+/* A write in tx->pend: u8 flags (PEND_PRESENT, PEND_FRESH) | the key's
+ * rowcache_hash (8 bytes, host order: it never leaves the process) |
+ * lbytes key | lbytes value. The hash is kept so that the lookups, the
+ * write-back table and the cache need not compute it again. */
+#define PEND_PRESENT 1u
+/* The entry's first write of the key was tx_put_new's: the key was absent
+ * (kvdirty_put's `fresh`). */
+#define PEND_FRESH 2u
+
 struct pend_rec {
 	bool present;
+	bool fresh;
 	uint64_t h;
 	const uint8_t *kp, *vp;
 	size_t kl, vl;
@@ -160,8 +171,12 @@ static size_t pend_read(const struct tx *tx, size_t off, struct pend_rec *pr)
 {
 	struct rd r;
 
+	uint8_t flags;
+
 	rd_init(&r, tx->pend.p + off, tx->pend.len - off);
-	pr->present = rd_u8(&r) != 0;
+	flags = rd_u8(&r);
+	pr->present = (flags & PEND_PRESENT) != 0;
+	pr->fresh = (flags & PEND_FRESH) != 0;
 	memcpy(&pr->h, rd_take(&r, sizeof pr->h), sizeof pr->h);
 	pr->kp = rd_lbytes(&r, &pr->kl);
 	pr->vp = rd_lbytes(&r, &pr->vl);
@@ -237,11 +252,17 @@ static void pend_reindex(struct tx *tx, size_t cap)
 }
 
 static void pend_add(struct tx *tx, const struct sbuf *key, uint64_t h,
-                     const void *v, size_t len, bool present)
+                     const void *v, size_t len, bool present, bool fresh)
 {
 	size_t off = tx->pend.len;
+	long prev = pend_find(tx, key->p, key->len, h);
 
-	sbuf_u8(&tx->pend, present);
+	if (prev >= 0) {
+		/* The entry's first write of the key decides. */
+		fresh = (tx->pend.p[prev] & PEND_FRESH) != 0;
+	}
+	sbuf_u8(&tx->pend,
+	        (present ? PEND_PRESENT : 0) | (fresh ? PEND_FRESH : 0));
 	sbuf_add(&tx->pend, &h, sizeof h);
 	sbuf_lbytes(&tx->pend, key->p, key->len);
 	sbuf_lbytes(&tx->pend, v, present ? len : 0);
@@ -341,7 +362,8 @@ void tx_split_dirty(struct tx *tx, struct kvdirty *d)
 		const uint8_t *kp, *vp;
 		bool present = pend_at(tx, s->kv_offs[i], &kp, &kl, &vp, &vl);
 
-		kvdirty_put(d, s->kv_hashes[i], kp, kl, vp, vl, present);
+		kvdirty_put(d, s->kv_hashes[i], kp, kl, vp, vl, present,
+		            (tx->pend.p[s->kv_offs[i]] & PEND_FRESH) != 0);
 	}
 }
 
@@ -831,7 +853,8 @@ void val_free(struct val *v)
 	v->len = 0;
 }
 
-void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
+static void put(struct tx *tx, const struct sbuf *key, const void *v,
+                size_t len, bool fresh)
 {
 	if (!tx->write) {
 		abort(); /* a read path tried to write */
@@ -839,7 +862,7 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
 	if (row_split(key->p, key->len)) {
 		uint64_t h = rowcache_hash(key->p, key->len);
 
-		pend_add(tx, key, h, v, len, true);
+		pend_add(tx, key, h, v, len, true, fresh);
 		if (row_ordered(key->p, key->len)) {
 			ob_write(tx->s, h, key->p, key->len, v, len, true);
 		}
@@ -848,9 +871,20 @@ void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
 	rocksdb_writebatch_wi_put_cf(tx->s->wb, tx->s->cf, (const char *)key->p,
 	                             key->len, (const char *)v, len);
 	if (row_cacheable(key->p, key->len)) {
-		pend_add(tx, key, rowcache_hash(key->p, key->len), v, len,
-		         true);
+		pend_add(tx, key, rowcache_hash(key->p, key->len), v, len, true,
+		         false);
 	}
+}
+
+void tx_put(struct tx *tx, const struct sbuf *key, const void *v, size_t len)
+{
+	put(tx, key, v, len, false);
+}
+
+void tx_put_new(struct tx *tx, const struct sbuf *key, const void *v,
+                size_t len)
+{
+	put(tx, key, v, len, true);
 }
 
 void tx_del(struct tx *tx, const struct sbuf *key)
@@ -861,7 +895,7 @@ void tx_del(struct tx *tx, const struct sbuf *key)
 	if (row_split(key->p, key->len)) {
 		uint64_t h = rowcache_hash(key->p, key->len);
 
-		pend_add(tx, key, h, NULL, 0, false);
+		pend_add(tx, key, h, NULL, 0, false, false);
 		if (row_ordered(key->p, key->len)) {
 			ob_write(tx->s, h, key->p, key->len, NULL, 0, false);
 		}
@@ -871,7 +905,7 @@ void tx_del(struct tx *tx, const struct sbuf *key)
 	                                (const char *)key->p, key->len);
 	if (row_cacheable(key->p, key->len)) {
 		pend_add(tx, key, rowcache_hash(key->p, key->len), NULL, 0,
-		         false);
+		         false, false);
 	}
 }
 

@@ -80,11 +80,11 @@ static void test_model(void **state)
 			m.vlen[i] = vl;
 			m.state[i] = 1;
 			kvdirty_put(&d, rowcache_hash(k, kl), k, kl, m.val[i],
-			            vl, true);
+			            vl, true, false);
 		} else if (op < 95) {
 			m.state[i] = 0;
 			kvdirty_put(&d, rowcache_hash(k, kl), k, kl, NULL, 0,
-			            false);
+			            false, false);
 		} else if (op < 98) {
 			/* Drop the keys "key-1..." to "key-5...". */
 			kvdirty_drop_range(&d, (const uint8_t *)"key-1", 5,
@@ -105,8 +105,11 @@ static void test_model(void **state)
 
 			kvdirty_move(&moved, &d);
 			kvdirty_reserve(&d, moved.n);
-			rows = kvdirty_sorted(&moved);
-			for (size_t j = 1; j < moved.n; j++) {
+			size_t nrows;
+
+			rows = kvdirty_sorted(&moved, &nrows);
+			assert_int_equal(nrows, moved.n); /* none fresh here */
+			for (size_t j = 1; j < nrows; j++) {
 				size_t a = rows[j - 1]->klen, b = rows[j]->klen;
 				int c =
 				    memcmp(kvrow_key(rows[j - 1]),

@@ -340,18 +340,30 @@ const char *flow_field_name(enum flow_field f)
 	return f < FF_COUNT_FIELDS ? fields[f].name : "?";
 }
 
+/* Bytewise order of a name against a key, shorter first (memcmp of the
+ * common length, then the lengths), without measuring the name first. */
+static int name_cmp(const char *name, struct fsnp_bytes k)
+{
+	size_t i;
+
+	for (i = 0; i < k.len && name[i] != '\0'; i++) {
+		if ((uint8_t)name[i] != k.ptr[i]) {
+			return (uint8_t)name[i] < k.ptr[i] ? -1 : 1;
+		}
+	}
+	if (i == k.len) {
+		return name[i] == '\0' ? 0 : 1;
+	}
+	return -1; /* the name ended first */
+}
+
 static bool is_known(struct fsnp_bytes k)
 {
 	size_t lo = 0, hi = sizeof known / sizeof known[0];
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		size_t ml = strlen(known[mid]);
-		size_t n = ml < k.len ? ml : k.len;
-		int c = memcmp(known[mid], k.ptr, n);
-		if (c == 0) {
-			c = ml < k.len ? -1 : ml > k.len ? 1 : 0;
-		}
+		int c = name_cmp(known[mid], k);
 		if (c == 0) {
 			return true;
 		}

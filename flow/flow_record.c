@@ -558,6 +558,7 @@ void frec_save(struct fctx *c, const struct frec *old, const struct frec *r)
 		store_tx_put_new(c->tx, c->key.p, c->key.len, "", 0);
 	}
 	wbuf_init(&b);
+	(void)wbuf_reserve(&b, 1024); /* a record or event: no regrowth */
 	fsnp_w_init(&w, &b);
 	encode_rec(&w, r);
 	(void)fsnp_w_finish(&w);
@@ -616,6 +617,7 @@ void frec_history(struct fctx *c, struct frec *r, const char *event,
 	snprintf(eid, sizeof eid, "%lld-%lld", (long long)ms,
 	         (long long)version);
 	wbuf_init(&b);
+	(void)wbuf_reserve(&b, 1024); /* a record or event: no regrowth */
 	fsnp_w_init(&w, &b);
 	fsnp_w_array_begin(&w);
 	fsnp_w_str(&w, eid);

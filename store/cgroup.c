@@ -299,6 +299,10 @@ static rocksdb_readoptions_t *bounded_open(struct titer *it, struct tx *tx,
 	                         s->wb, base, s->cf)
 	                   : base;
 	it->ro = NULL; /* ours: bounded_close destroys it */
+	it->ob = false; /* consumer-group rows are not write-back rows */
+	it->on = NULL;
+	it->cur = 0;
+	it->fwd = true;
 	sbuf_init(&it->upper);
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);

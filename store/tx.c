@@ -131,7 +131,8 @@ static bool row_split(const uint8_t *k, size_t len)
  * change deletes again): kept in key order in s->ob as well, which
  * iterators over them merge with RocksDB. Written back, a row that lives
  * between two checkpoints never reaches the memtable, and one rewritten
- * many times reaches it once (docs/storage.md "Write-back rows"). */
+ * many times reaches it once (docs/storage.md "Flow rows: write-back, in
+ * key order"). */
 static bool row_ordered(const uint8_t *k, size_t len)
 {
 	return len >= 5 && k[4] >= K_FLOW && k[4] <= K_FLOW_AUTOFLOOR;

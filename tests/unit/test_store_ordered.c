@@ -42,6 +42,9 @@
 #define S_ITER 'I'
 #define S_FAIL 'F' /* an error result: the command's writes roll back */
 #define S_KEEP 'K' /* an error result whose writes stand */
+/* A checkpoint between two ops (store_drain): as one queued by another
+ * thread (store_sync, an export) while an entry applies. */
+#define S_CKPT 'C'
 
 /* Walks. */
 #define W_FWD 0  /* seek, then next */
@@ -284,11 +287,11 @@ static bool ext_is_read(uint8_t op)
 static int ext_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
                      struct sbuf *res)
 {
+	struct tdb *t = data;
 	struct sbuf log, v;
 	struct rd r;
 	int rv = 0;
 
-	(void)data;
 	sbuf_init(&log);
 	sbuf_init(&v);
 	rd_init(&r, cmd + 2, len - 2);
@@ -320,6 +323,9 @@ static int ext_apply(void *data, struct tx *tx, const uint8_t *cmd, size_t len,
 		case S_ITER:
 			rv = store_walk(tx, &o, &log);
 			break;
+		case S_CKPT:
+			assert_int_equal(store_drain(t->s), 0);
+			break;
 		case S_FAIL:
 		case S_KEEP:
 			sbuf_free(&log);
@@ -346,7 +352,7 @@ static void register_ext(struct tdb *t)
 	    .last_op = OP_READ,
 	    .is_read = ext_is_read,
 	    .apply = ext_apply,
-	    .data = NULL,
+	    .data = t,
 	};
 
 	assert_int_equal(store_register_ext(t->s, &x), 0);
@@ -515,6 +521,8 @@ static void m_run(struct mtab *m, const uint8_t *script, size_t len,
 		case S_KEEP:
 			*failed = true;
 			return;
+		case S_CKPT:
+			break;
 		default:
 			fail();
 		}
@@ -669,9 +677,9 @@ static void random_script(struct world *w, const struct mtab *m, uint32_t g,
 		size_t kl, vl;
 
 		if (!writes) {
-			r = 60 + r * 40 / 100;
+			r = 55 + r * 45 / 100; /* no writes */
 		}
-		if (r < 40) {
+		if (r < 38) {
 			kl = random_key(w, m, g, k);
 			/* Empty values, and values growing and shrinking. */
 			vl = rnd(&w->seed) % 5 == 0 ? 0
@@ -683,11 +691,13 @@ static void random_script(struct world *w, const struct mtab *m, uint32_t g,
 			add_key(s, k, kl);
 			sbuf_u8(s, (uint8_t)vl);
 			sbuf_add(s, v, vl);
-		} else if (r < 60) {
+		} else if (r < 55) {
 			kl = random_key(w, m, g, k);
 			sbuf_u8(s, S_DEL);
 			add_key(s, k, kl);
-		} else if (r < 75) {
+		} else if (r < 58) {
+			sbuf_u8(s, S_CKPT);
+		} else if (r < 72) {
 			random_get(w, m, g, s);
 		} else {
 			random_iter(w, g, s);

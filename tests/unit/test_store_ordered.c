@@ -122,6 +122,10 @@ struct sop {
 	size_t plen, flen, nlen, nmoves;
 	bool has_from, has_narrow;
 	unsigned limit; /* 0: none */
+	/* Forward walks again on the same iterator, each narrowed anew:
+	 * `nagain` x (narrow, from, u16 limit) (see sop_again). */
+	const uint8_t *again;
+	size_t nagain, againlen;
 };
 
 /* Parses the op at r (the script is the test's own: well formed). */
@@ -161,10 +165,29 @@ static void sop_read(struct rd *r, struct sop *o)
 		o->limit = rd_u16(r);
 		o->nmoves = rd_u8(r);
 		o->moves = rd_take(r, o->nmoves);
+		o->nagain = rd_u8(r);
+		o->againlen = rd_u16(r);
+		o->again = rd_take(r, o->againlen);
 		break;
 	default:
 		break;
 	}
+}
+
+/* The walks after the first of an iterator: the first one's prefix, each
+ * forward with its own narrowed prefix, seek key and limit. */
+static void sop_again(const struct sop *o, struct rd *r, struct sop *w)
+{
+	*w = *o;
+	w->walk = W_FWD;
+	w->nagain = 0;
+	w->has_narrow = true;
+	w->nlen = rd_u8(r);
+	w->narrow = rd_take(r, w->nlen);
+	w->has_from = true;
+	w->flen = rd_u8(r);
+	w->from = rd_take(r, w->flen);
+	w->limit = rd_u16(r);
 }
 
 static void log_row(struct sbuf *log, const uint8_t *k, size_t kl,
@@ -211,9 +234,9 @@ static uint8_t key4(struct store_tx_iter *it)
 }
 
 /* Runs a walk on the store; -1 when the iterator failed. */
-static int store_walk(struct tx *tx, const struct sop *o, struct sbuf *log)
+static void store_walk_it(struct tx *tx, struct store_tx_iter *it,
+                          const struct sop *o, struct sbuf *log)
 {
-	struct store_tx_iter *it = store_tx_iter_open(tx, o->prefix, o->plen);
 	uint8_t bound[PROBE_MAX];
 	size_t blen = 0;
 	bool cut = false;
@@ -278,6 +301,21 @@ static int store_walk(struct tx *tx, const struct sop *o, struct sbuf *log)
 		}
 	}
 	sbuf_u8(log, LOG_END);
+}
+
+static int store_walk(struct tx *tx, const struct sop *o, struct sbuf *log)
+{
+	struct store_tx_iter *it = store_tx_iter_open(tx, o->prefix, o->plen);
+	struct rd r;
+
+	store_walk_it(tx, it, o, log);
+	rd_init(&r, o->again, o->againlen);
+	for (size_t i = 0; i < o->nagain; i++) {
+		struct sop w;
+
+		sop_again(o, &r, &w);
+		store_walk_it(tx, it, &w, log);
+	}
 	return store_tx_iter_close(it);
 }
 
@@ -487,7 +525,7 @@ static void m_run(struct mtab *m, const uint8_t *script, size_t len,
                   struct sbuf *log, bool *failed)
 {
 	static struct mtab before;
-	struct rd r;
+	struct rd r, ra;
 
 	before = *m;
 	*failed = false;
@@ -515,6 +553,13 @@ static void m_run(struct mtab *m, const uint8_t *script, size_t len,
 			break;
 		case S_ITER:
 			m_walk(m, &o, log);
+			rd_init(&ra, o.again, o.againlen);
+			for (size_t j = 0; j < o.nagain; j++) {
+				struct sop w;
+
+				sop_again(&o, &ra, &w);
+				m_walk(m, &w, log);
+			}
 			break;
 		case S_FAIL:
 			*m = before;
@@ -603,7 +648,8 @@ static void add_key(struct sbuf *s, const uint8_t *k, size_t kl)
 static void add_iter(struct sbuf *s, uint8_t walk, const uint8_t *p,
                      size_t plen, const uint8_t *from, size_t flen,
                      const uint8_t *narrow, size_t nlen, unsigned limit,
-                     const uint8_t *moves, size_t nmoves)
+                     const uint8_t *moves, size_t nmoves,
+                     const struct sbuf *again, size_t nagain)
 {
 	sbuf_u8(s, S_ITER);
 	sbuf_u8(s, walk);
@@ -618,12 +664,19 @@ static void add_iter(struct sbuf *s, uint8_t walk, const uint8_t *p,
 	sbuf_u16(s, (uint16_t)limit);
 	sbuf_u8(s, (uint8_t)nmoves);
 	sbuf_add(s, moves, nmoves);
+	sbuf_u8(s, (uint8_t)nagain);
+	sbuf_u16(s, (uint16_t)(again != NULL ? again->len : 0));
+	if (again != NULL) {
+		sbuf_add(s, again->p, again->len);
+	}
 }
 
 static void random_iter(struct world *w, uint32_t g, struct sbuf *s)
 {
 	uint8_t p[KEY_MAX], from[PROBE_MAX], narrow[PROBE_MAX], moves[12];
 	size_t plen = random_prefix(w, g, p), flen = 0, nlen = 0, nmoves = 0;
+	size_t nagain = 0;
+	struct sbuf again;
 	uint8_t walk = (uint8_t)(rnd(&w->seed) % 4);
 	bool has_from = true, has_narrow = false;
 	unsigned limit = rnd(&w->seed) % 4 == 0 ? 1 + rnd(&w->seed) % 5 : 0;
@@ -652,8 +705,27 @@ static void random_iter(struct world *w, uint32_t g, struct sbuf *s)
 			moves[i] = rnd(&w->seed) % 2 ? 'n' : 'p';
 		}
 	}
+	/* Then walks narrowed to other parts of the prefix, as a claim walks
+	 * one due group after another. */
+	sbuf_init(&again);
+	if (has_narrow && rnd(&w->seed) % 2 == 0) {
+		nagain = 1 + rnd(&w->seed) % 3;
+		for (size_t i = 0; i < nagain; i++) {
+			uint8_t n2[PROBE_MAX], f2[PROBE_MAX];
+			size_t n2len = random_under(w, p, plen, n2);
+			size_t f2len = random_under(w, n2, n2len, f2);
+
+			add_key(&again, n2, n2len);
+			add_key(&again, f2, f2len);
+			sbuf_u16(&again, rnd(&w->seed) % 4 == 0
+			                     ? 1 + rnd(&w->seed) % 5
+			                     : 0);
+		}
+	}
 	add_iter(s, walk, p, plen, has_from ? from : NULL, flen,
-	         has_narrow ? narrow : NULL, nlen, limit, moves, nmoves);
+	         has_narrow ? narrow : NULL, nlen, limit, moves, nmoves, &again,
+	         nagain);
+	sbuf_free(&again);
 }
 
 static void random_get(struct world *w, const struct mtab *m, uint32_t g,
@@ -858,10 +930,10 @@ static void check(struct world *w, uint32_t g, bool apply)
 	memset(end4 + 4, 0xFF, 5);
 	memcpy(end5, p, 5);
 	memset(end5 + 5, 0xFF, 5);
-	add_iter(&s, W_FWD, p, 4, NULL, 0, NULL, 0, 0, NULL, 0);
-	add_iter(&s, W_BWD, p, 4, end4, 9, NULL, 0, 0, NULL, 0);
-	add_iter(&s, W_FWD, p, 5, NULL, 0, NULL, 0, 0, NULL, 0);
-	add_iter(&s, W_BWD, p, 5, end5, 10, NULL, 0, 0, NULL, 0);
+	add_iter(&s, W_FWD, p, 4, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0);
+	add_iter(&s, W_BWD, p, 4, end4, 9, NULL, 0, 0, NULL, 0, NULL, 0);
+	add_iter(&s, W_FWD, p, 5, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0);
+	add_iter(&s, W_BWD, p, 5, end5, 10, NULL, 0, 0, NULL, 0, NULL, 0);
 	for (int i = 0; i < 6; i++) {
 		random_get(w, &w->model[g], g, &s);
 	}

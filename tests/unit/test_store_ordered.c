@@ -6,7 +6,9 @@
  * turning around, narrowed) on raw keys; thousands of seeded random
  * entries, reads, checkpoints and restarts are checked against a sorted
  * model after every step. A command that fails rolls its writes back,
- * one that keeps its writes despite the error leaves them. */
+ * one that keeps its writes despite the error leaves them. Checkpoints
+ * land between the commands of an entry too, and, in a second run, come
+ * from another thread all along (as store_sync's do). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,8 +27,8 @@
 #include "store/result.h"
 #include "tests/unit/store_test_util.h"
 
-/* Ops of the extension range that flow/ (not linked here) would use
- * elsewhere: a script applied, and a script of reads only. */
+/* Ops of the extension range that flow/ (not linked here) leaves free:
+ * a script applied, and a script of reads only. */
 #define OP_SCRIPT 0xD0
 #define OP_READ 0xD1
 

@@ -33,6 +33,12 @@ tests_unit_test_db_SOURCES = tests/unit/test_db.c store/db.c store/db.h
 tests_unit_test_db_LDADD = $(DEP_LIBS) $(CMOCKA_LIBS)
 
 
+# store/ordrows.c alone: the ordered write-back rows against a model.
+UNIT_TESTS += tests/unit/test_store_ordrows
+tests_unit_test_store_ordrows_SOURCES = tests/unit/test_store_ordrows.c \
+	store/ordrows.c store/ordrows.h
+tests_unit_test_store_ordrows_LDADD = $(CMOCKA_LIBS)
+
 STORE_TEST_LDADD = store/libstore.a $(DEP_LIBS) $(CMOCKA_LIBS)
 STORE_TEST_UTIL = tests/unit/store_test_util.c tests/unit/store_test_util.h
 
@@ -110,3 +116,8 @@ UNIT_TESTS += tests/unit/test_store_rowcache
 tests_unit_test_store_rowcache_SOURCES = tests/unit/test_store_rowcache.c \
 	$(STORE_TEST_UTIL)
 tests_unit_test_store_rowcache_LDADD = $(STORE_TEST_LDADD)
+
+UNIT_TESTS += tests/unit/test_store_ordered
+tests_unit_test_store_ordered_SOURCES = tests/unit/test_store_ordered.c \
+	$(STORE_TEST_UTIL)
+tests_unit_test_store_ordered_LDADD = $(STORE_TEST_LDADD)

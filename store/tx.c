@@ -952,24 +952,24 @@ void tx_ob_sync(struct store *s, struct tx *tx)
 	s->ob_gen = gen;
 }
 
-/* Stacks over `base` what an iterator of the transaction must see besides
- * RocksDB: for an apply, the entry's batch when the prefix can hold rows
- * other than ordered ones; and it->ob when the ordered write-back rows
- * can be under the prefix (reactor only: s->ob is the reactor's), which
- * the titer functions merge with the result. */
-static rocksdb_iterator_t *iter_layers(struct titer *it, struct tx *tx,
-                                       const struct sbuf *prefix,
-                                       rocksdb_iterator_t *base)
+/* Sets it->ob when the ordered write-back rows can be under the prefix
+ * (reactor only: s->ob is the reactor's), which the titer functions merge
+ * with RocksDB's rows. Before the writer is drained and RocksDB's iterator
+ * made: a checkpoint queued from another thread (store_sync) after s->ob
+ * is rebuilt leaves its rows in s->ob, and one queued before is drained;
+ * rebuilt after the drain, s->ob would miss the rows of one queued in
+ * between, which RocksDB's iterator may not hold yet. */
+static void ob_attach(struct titer *it, struct tx *tx,
+                      const struct sbuf *prefix)
 {
 	struct store *s = tx->s;
-	bool all = prefix->len < 5;
-	bool ordered = all || row_ordered(prefix->p, prefix->len);
 
 	it->ob = false;
 	it->on = NULL;
 	it->cur = 0;
 	it->fwd = true;
-	if (ordered && tx->cached) {
+	if ((prefix->len < 5 || row_ordered(prefix->p, prefix->len)) &&
+	    tx->cached) {
 		if (atomic_load(&s->kv_gen) != s->ob_gen) {
 			pthread_mutex_lock(&s->kv_mu);
 			tx_ob_sync(s, tx);
@@ -980,6 +980,18 @@ static rocksdb_iterator_t *iter_layers(struct titer *it, struct tx *tx,
 			s->ob_iters++;
 		}
 	}
+}
+
+/* Stacks over `base` what an iterator of the transaction must see besides
+ * RocksDB and s->ob (ob_attach): for an apply, the entry's batch when the
+ * prefix can hold rows other than ordered ones. */
+static rocksdb_iterator_t *iter_layers(struct tx *tx, const struct sbuf *prefix,
+                                       rocksdb_iterator_t *base)
+{
+	struct store *s = tx->s;
+	bool all = prefix->len < 5;
+	bool ordered = all || row_ordered(prefix->p, prefix->len);
+
 	if (tx->write && (all || !ordered)) {
 		return rocksdb_writebatch_wi_create_iterator_with_base_cf(
 		    s->wb, base, s->cf);
@@ -992,13 +1004,14 @@ void titer_open(struct titer *it, struct tx *tx, const struct sbuf *prefix)
 	struct store *s = tx->s;
 	rocksdb_iterator_t *base;
 
+	ob_attach(it, tx, prefix);
 	/* A failed writer fails the transaction; the iterator still opens
 	 * (and titer_close reports the failure). */
 	(void)tx_drain(tx);
 	base = rocksdb_create_iterator_cf(s->db, s->ro, s->cf);
 
 	it->tx = tx;
-	it->it = iter_layers(it, tx, prefix, base);
+	it->it = iter_layers(tx, prefix, base);
 	it->ro = NULL;
 	sbuf_init(&it->upper);
 	sbuf_init(&it->prefix);
@@ -1056,6 +1069,7 @@ void titer_open_bounded(struct titer *it, struct tx *tx,
 		titer_open(it, tx, prefix);
 		return;
 	}
+	ob_attach(it, tx, prefix);
 	(void)tx_drain(tx); /* a failure fails tx: titer_close says so */
 	ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_iterate_upper_bound(
@@ -1063,7 +1077,7 @@ void titer_open_bounded(struct titer *it, struct tx *tx,
 	base = rocksdb_create_iterator_cf(s->db, ro, s->cf);
 	it->tx = tx;
 	it->ro = ro;
-	it->it = iter_layers(it, tx, prefix, base);
+	it->it = iter_layers(tx, prefix, base);
 	sbuf_init(&it->prefix);
 	sbuf_add(&it->prefix, prefix->p, prefix->len);
 }

@@ -18,20 +18,14 @@ struct store_slice S(const char *s) {
 	return x;
 }
 
-void tdb_open(struct tdb *t)
+/* Opens RocksDB in t->dir with the node's column families, and the store
+ * over it. */
+static void open_dir(struct tdb *t)
 {
 	const char *names[4] = {"default", "raft_log", "raft_state", "data"};
 	const rocksdb_options_t *cfo[4];
 	char *err = NULL;
-	const char *base = getenv("TMPDIR");
 
-	memset(t, 0, sizeof *t);
-	snprintf(t->dir, sizeof t->dir, "%s/ls-store-XXXXXX",
-	         base ? base : "/tmp");
-	assert_non_null(mkdtemp(t->dir));
-	t->opts = rocksdb_options_create();
-	rocksdb_options_set_create_if_missing(t->opts, 1);
-	rocksdb_options_set_create_missing_column_families(t->opts, 1);
 	for (int i = 0; i < 4; i++) {
 		cfo[i] = t->opts;
 	}
@@ -42,20 +36,48 @@ void tdb_open(struct tdb *t)
 	}
 	assert_null(err);
 	assert_int_equal(store_open(t->db, t->cf[3], &t->s), 0);
+}
+
+/* Closes the store and RocksDB; the directory stays. */
+static void close_dir(struct tdb *t)
+{
+	store_close(t->s);
+	t->s = NULL;
+	for (int i = 0; i < 4; i++) {
+		rocksdb_column_family_handle_destroy(t->cf[i]);
+	}
+	rocksdb_close(t->db);
+	t->db = NULL;
+}
+
+void tdb_open(struct tdb *t)
+{
+	const char *base = getenv("TMPDIR");
+
+	memset(t, 0, sizeof *t);
+	snprintf(t->dir, sizeof t->dir, "%s/ls-store-XXXXXX",
+	         base ? base : "/tmp");
+	assert_non_null(mkdtemp(t->dir));
+	t->opts = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(t->opts, 1);
+	rocksdb_options_set_create_missing_column_families(t->opts, 1);
+	open_dir(t);
 	for (int i = 0; i < TDB_GROUPS; i++) {
 		t->next_index[i] = 1;
 	}
+}
+
+void tdb_reopen(struct tdb *t)
+{
+	close_dir(t);
+	open_dir(t);
 }
 
 void tdb_close(struct tdb *t)
 {
 	char cmd[600];
 
-	store_close(t->s);
-	for (int i = 0; i < 4; i++) {
-		rocksdb_column_family_handle_destroy(t->cf[i]);
-	}
-	rocksdb_close(t->db);
+	close_dir(t);
 	rocksdb_options_destroy(t->opts);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
 	assert_int_equal(system(cmd), 0);

@@ -26,6 +26,10 @@ struct tdb {
 
 /* Opens a fresh store (aborts the test on failure). */
 void tdb_open(struct tdb *t);
+/* A clean restart: closes the store and RocksDB and opens them again over
+ * the same directory (entry indexes carry on; extensions must be
+ * registered again). */
+void tdb_reopen(struct tdb *t);
 void tdb_close(struct tdb *t);
 
 /* Applies one entry with the commands (next index of `group`). Returns

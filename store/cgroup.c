@@ -298,7 +298,7 @@ static rocksdb_readoptions_t *bounded_open(struct titer *it, struct tx *tx,
 	it->it = tx->write ? rocksdb_writebatch_wi_create_iterator_with_base_cf(
 	                         s->wb, base, s->cf)
 	                   : base;
-	it->ro = NULL; /* ours: bounded_close destroys it */
+	it->ro = NULL;  /* ours: bounded_close destroys it */
 	it->ob = false; /* consumer-group rows are not write-back rows */
 	it->on = NULL;
 	it->cur = 0;

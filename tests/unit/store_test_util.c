@@ -20,7 +20,8 @@ struct store_slice S(const char *s) {
 
 /* Opens RocksDB in t->dir with the node's column families, and the store
  * over it. */
-static void open_dir(struct tdb *t)
+static void
+open_dir(struct tdb *t)
 {
 	const char *names[4] = {"default", "raft_log", "raft_state", "data"};
 	const rocksdb_options_t *cfo[4];

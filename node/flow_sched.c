@@ -988,8 +988,10 @@ int flow_sched_pass(struct shards *s, const struct log *log,
 		p->a.id = p->id;
 	}
 	/* The pass's time: the leader's clock, or the caller's within the
-	 * allowed skew of it. */
-	clock = (int64_t)shards_now_ms(s);
+	 * allowed skew of it. Read afresh: the loop's cached reading can be
+	 * a millisecond behind a schedule created just before, which would
+	 * then not be due to a FIRE_DUE sent right after its reply. */
+	clock = (int64_t)shards_now_fresh_ms(s);
 	p->now = clock;
 	if (a->now_ms >= 0) {
 		int64_t lo = clock - (int64_t)a->skew,

@@ -149,6 +149,13 @@ uint64_t shards_now_ms(struct shards *s)
 	return s->wall;
 }
 
+uint64_t shards_now_fresh_ms(struct shards *s)
+{
+	s->wall_at = uv_now(s->loop);
+	s->wall = wall_ms(NULL);
+	return s->wall;
+}
+
 static void on_group_failed(void *data, uint32_t group, const char *msg)
 {
 	struct shards *s = data;

@@ -167,8 +167,13 @@ int shards_read_cmd(struct shards *s, uint32_t group, const void *cmd,
 
 struct store *shards_store(struct shards *s);
 
-/* The leader's wall clock in ms, for TTL visibility on reads. */
+/* The leader's wall clock in ms, for TTL visibility on reads. Read once
+ * per loop millisecond, so it may be up to about a millisecond behind the
+ * time stamped on an entry proposed since. */
 uint64_t shards_now_ms(struct shards *s);
+/* The wall clock read now (and kept for shards_now_ms): for a decision
+ * that must see every entry proposed before it as past. */
+uint64_t shards_now_fresh_ms(struct shards *s);
 
 /* The local replica's applied index of `group` (0: none here), as of the
  * core's last look (at most ~100 ms old); it moves with every entry the

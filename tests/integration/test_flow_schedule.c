@@ -744,6 +744,11 @@ static void owner_checks(struct ftc *c)
 	ftc_msg_free(&m);
 	ftc_body(&b, "limit=i", (int64_t)10);
 	m = callb(c, FSNP_OP_FLOW_SCHEDULE_FIRE_DUE, &b);
+	if (m.status != 0) {
+		ftc_error_text(&m, msg, sizeof msg);
+		print_message("FIRE_DUE failed: %s\n", msg);
+	}
+	assert_int_equal(m.status, 0);
 	assert_int_equal(ftc_map_int(&m.value, "fired"), 1);
 	ftc_msg_free(&m);
 	m = by_id(c, FSNP_OP_FLOW_GET, "mine");

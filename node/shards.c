@@ -353,8 +353,15 @@ static int exec_read(void *data, uint32_t group, const uint8_t *cmd, size_t len,
 {
 	struct shards *s = data;
 	struct fsm_result res = {0};
-	if (store_read(s->store, group, shards_now_ms(s), cmd, len, &res) !=
-	    0) {
+	/* Never before the group's newest entry: the loop's cached clock can
+	 * be a millisecond behind it, and a read right after a write (a
+	 * claim's peek after a create) must see the write's time as past. */
+	uint64_t now = shards_now_ms(s);
+	uint64_t newest = group_last_now_ms(s->groups, group);
+	if (newest > now) {
+		now = newest;
+	}
+	if (store_read(s->store, group, now, cmd, len, &res) != 0) {
 		log_error(s->log, "shards", "read on group %" PRIu32 ": %s",
 		          group, store_last_error(s->store));
 		free(res.data);

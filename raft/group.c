@@ -466,6 +466,12 @@ uint64_t group_applied_index(const struct group_mgr *m, uint32_t id)
 	return g != NULL && g->rp != NULL ? raft_last_applied(&g->raft) : 0;
 }
 
+uint64_t group_last_now_ms(const struct group_mgr *m, uint32_t id)
+{
+	struct group *g = find(m, id);
+	return g != NULL && g->rp != NULL ? replica_last_now_ms(g->rp) : 0;
+}
+
 int group_brief(struct group_mgr *m, uint32_t id, struct group_brief *b)
 {
 	struct group *g = find(m, id);

@@ -243,6 +243,9 @@ void group_on_peer(struct group_mgr *m, uint64_t peer, bool up);
  * group). */
 uint64_t group_commit_index(const struct group_mgr *m, uint32_t id);
 uint64_t group_applied_index(const struct group_mgr *m, uint32_t id);
+/* The time of the group's newest entry proposed or applied here (0 when
+ * none or no such group). */
+uint64_t group_last_now_ms(const struct group_mgr *m, uint32_t id);
 
 /* A few of group_status's fields, without the rest's cost: for a node's
  * periodic looks at thousands of groups. */

@@ -960,6 +960,8 @@ static void release_work(uv_work_t *w)
 	}
 }
 
+static void maybe_release(struct rio_store *s);
+
 static void release_done(uv_work_t *w, int status)
 {
 	struct rio_store *s = w->data;
@@ -968,6 +970,9 @@ static void release_done(uv_work_t *w, int status)
 	if (status == 0 && s->release_rv == 0) {
 		s->released_to = s->release_to;
 		s->stats.wal_releases++;
+		/* The WAL may have moved on while the job ran: with no write
+		 * after it, nothing else would drop those segments. */
+		maybe_release(s);
 	} else {
 		/* The segments stay (the next rotation tries again); a
 		 * failing flush fails the log's writes soon enough. */

@@ -531,31 +531,27 @@ void flow_index_update(struct fctx *c, const struct frec *old,
 	ni = klist(&nix, &nni);
 	nc = klist(&ncnt, &nnc);
 
-	/* Index entries: drop what the new record no longer has, (re)write
-	 * the rest with its version. */
-	for (i = 0, j = 0; i < noi; i++) {
-		while (j < nni && kref_cmp(&ni[j], &oi[i]) < 0) {
-			j++;
-		}
-		if (j >= nni || kref_cmp(&ni[j], &oi[i]) != 0) {
+	/* Index entries, both lists in key order: drop what the new record
+	 * no longer has, rewrite what both have with its version, and write
+	 * the new ones as new (the flow's entries are those its record
+	 * names, so a key the old record did not have is not in the index). */
+	be_put64(ver, r != NULL && r->i_set[RI_VERSION]
+	                  ? (uint64_t)r->i[RI_VERSION]
+	                  : 0);
+	for (i = 0, j = 0; i < noi || j < nni;) {
+		int cmp = i >= noi   ? 1
+		          : j >= nni ? -1
+		                     : kref_cmp(&oi[i], &ni[j]);
+		if (cmp < 0) {
 			store_tx_del(c->tx, oi[i].p, oi[i].len);
-		}
-	}
-	if (r != NULL) {
-		be_put64(ver,
-		         r->i_set[RI_VERSION] ? (uint64_t)r->i[RI_VERSION] : 0);
-		/* A key the old record did not have is not in the index: the
-		 * flow's entries are those its record names. */
-		for (i = 0, j = 0; i < nni; i++) {
-			while (j < noi && kref_cmp(&oi[j], &ni[i]) < 0) {
-				j++;
-			}
-			if (j < noi && kref_cmp(&oi[j], &ni[i]) == 0) {
-				store_tx_put(c->tx, ni[i].p, ni[i].len, ver, 8);
-			} else {
-				store_tx_put_new(c->tx, ni[i].p, ni[i].len, ver,
-				                 8);
-			}
+			i++;
+		} else if (cmp == 0) {
+			store_tx_put(c->tx, ni[j].p, ni[j].len, ver, 8);
+			i++;
+			j++;
+		} else {
+			store_tx_put_new(c->tx, ni[j].p, ni[j].len, ver, 8);
+			j++;
 		}
 	}
 	/* Counters: only the keys that differ move; the state counts of a

@@ -204,7 +204,7 @@ struct kvrow **kvdirty_sorted(const struct kvdirty *d, size_t *out)
 
 	for (size_t i = 0; i < d->cap; i++) {
 		const struct kvrow *r = d->slots[i].row;
-		if (r != NULL && (r->present || !r->fresh)) {
+		if (r != NULL && kvrow_written(r)) {
 			rows[n++] = d->slots[i].row;
 		}
 	}
@@ -228,7 +228,7 @@ struct kvrow **kvdirty_sorted_by(const struct kvdirty *d,
 	ord = store_xmalloc(d->n * sizeof *ord);
 	for (size_t s = 0; s < d->cap; s++) {
 		struct kvrow *r = d->slots[s].row;
-		if (r == NULL || (!r->present && r->fresh)) {
+		if (r == NULL || !kvrow_written(r)) {
 			continue;
 		}
 		if (ordered(kvrow_key(r), r->klen)) {
@@ -241,7 +241,7 @@ struct kvrow **kvdirty_sorted_by(const struct kvdirty *d,
 	     o != NULL && nord < want; o = ordrows_next(o)) {
 		struct kvrow *r =
 		    d->slots[find(d, o->hash, ordnode_key(o), o->klen)].row;
-		if (r != NULL && (r->present || !r->fresh)) {
+		if (r != NULL && kvrow_written(r)) {
 			ord[nord++] = r;
 		}
 	}

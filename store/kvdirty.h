@@ -98,6 +98,13 @@ static inline const uint8_t *kvrow_key(const struct kvrow *r)
 	return r->data;
 }
 
+/* Whether a checkpoint writes the row: all but a deletion of a fresh row,
+ * which is not on disk. */
+static inline bool kvrow_written(const struct kvrow *r)
+{
+	return r->present || !r->fresh;
+}
+
 static inline const uint8_t *kvrow_val(const struct kvrow *r)
 {
 	return r->data + r->klen;

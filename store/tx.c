@@ -359,12 +359,11 @@ void tx_split_dirty(struct tx *tx, struct kvdirty *d)
 		kvdirty_prefetch_row(d, s->kv_hashes[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t kl, vl;
-		const uint8_t *kp, *vp;
-		bool present = pend_at(tx, s->kv_offs[i], &kp, &kl, &vp, &vl);
+		struct pend_rec pr;
 
-		kvdirty_put(d, s->kv_hashes[i], kp, kl, vp, vl, present,
-		            (tx->pend.p[s->kv_offs[i]] & PEND_FRESH) != 0);
+		(void)pend_read(tx, s->kv_offs[i], &pr);
+		kvdirty_put(d, s->kv_hashes[i], pr.kp, pr.kl, pr.vp, pr.vl,
+		            pr.present, pr.fresh);
 	}
 }
 
@@ -1112,6 +1111,21 @@ static struct ordnode *in_range(const struct titer *it, struct ordnode *n,
 	return (fwd ? c > 0 : c < 0) ? NULL : n;
 }
 
+/* One step of RocksDB's side, and of the table's, in direction `fwd`. */
+static void base_step(struct titer *it, bool fwd)
+{
+	if (fwd) {
+		rocksdb_iter_next(it->it);
+	} else {
+		rocksdb_iter_prev(it->it);
+	}
+}
+
+static struct ordnode *node_step(const struct ordnode *n, bool fwd)
+{
+	return fwd ? ordrows_next(n) : ordrows_prev(n);
+}
+
 /* Puts the merged iterator on the next visible row in its direction: the
  * nearer of RocksDB's row and the table's node; on equal keys the table's
  * write hides RocksDB's row, and a deletion in the table hides both. */
@@ -1133,18 +1147,13 @@ static void settle(struct titer *it)
 		}
 		if (it->on != NULL && (!bv || c <= 0)) {
 			if (bv && c == 0) {
-				if (it->fwd) {
-					rocksdb_iter_next(it->it);
-				} else {
-					rocksdb_iter_prev(it->it);
-				}
+				base_step(it, it->fwd);
 			}
 			if (it->on->present) {
 				it->cur = ON_TABLE;
 				return;
 			}
-			it->on = it->fwd ? ordrows_next(it->on)
-			                 : ordrows_prev(it->on);
+			it->on = node_step(it->on, it->fwd);
 			continue;
 		}
 		it->cur = bv ? ON_BASE : ON_NONE;
@@ -1157,17 +1166,10 @@ bool titer_valid(struct titer *it)
 	size_t len;
 	const uint8_t *k;
 
-	if (it->ob) {
-		if (it->cur == ON_NONE) {
-			return false;
-		}
-		k = titer_key(it, &len);
-		return has_prefix(it, k, len);
-	}
-	if (!rocksdb_iter_valid(it->it)) {
+	if (it->ob ? it->cur == ON_NONE : !rocksdb_iter_valid(it->it)) {
 		return false;
 	}
-	k = (const uint8_t *)rocksdb_iter_key(it->it, &len);
+	k = titer_key(it, &len);
 	return has_prefix(it, k, len);
 }
 
@@ -1212,44 +1214,36 @@ static void turn(struct titer *it)
 	sbuf_free(&k);
 }
 
-void titer_next(struct titer *it)
+/* One row on in direction `fwd`, turning around first if the iterator
+ * last moved the other way. */
+static void step(struct titer *it, bool fwd)
 {
 	if (!it->ob) {
-		rocksdb_iter_next(it->it);
+		base_step(it, fwd);
 		return;
 	}
 	if (it->cur == ON_NONE) {
 		return;
 	}
-	if (!it->fwd) {
+	if (it->fwd != fwd) {
 		turn(it);
 	}
 	if (it->cur == ON_TABLE) {
-		it->on = ordrows_next(it->on);
+		it->on = node_step(it->on, fwd);
 	} else {
-		rocksdb_iter_next(it->it);
+		base_step(it, fwd);
 	}
 	settle(it);
 }
 
+void titer_next(struct titer *it)
+{
+	step(it, true);
+}
+
 void titer_prev(struct titer *it)
 {
-	if (!it->ob) {
-		rocksdb_iter_prev(it->it);
-		return;
-	}
-	if (it->cur == ON_NONE) {
-		return;
-	}
-	if (it->fwd) {
-		turn(it);
-	}
-	if (it->cur == ON_TABLE) {
-		it->on = ordrows_prev(it->on);
-	} else {
-		rocksdb_iter_prev(it->it);
-	}
-	settle(it);
+	step(it, false);
 }
 
 const uint8_t *titer_key(struct titer *it, size_t *len)
